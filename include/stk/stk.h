@@ -1,0 +1,210 @@
+/*
+ * stk - the Sera Transfer Kit.
+ *
+ * The one public header of libstk: a stable C ABI (C99 and C++), opaque handles,
+ * status codes with pinned values, parameter structs that begin with their size,
+ * and caller-provided arenas.  Everything not declared here is hidden.
+ *
+ * Conventions
+ *   - Every function returns an stk_status (STK_OK == 0) unless it cannot fail.
+ *   - On failure, stk_last_error() returns a message for the calling thread that
+ *     names the file, tensor and byte offset involved where there is one.
+ *   - Parameter structs start with `size_t struct_size`: zero the struct, set
+ *     struct_size = sizeof(the struct), then fill the fields you need.  Later
+ *     versions only append fields, so old callers keep working.
+ *   - Memory: stk_job_arena_size() says how many bytes a conversion job needs;
+ *     the caller provides that memory to stk_open().  After stk_open() returns,
+ *     the library performs no heap allocation on behalf of that job: stages
+ *     work inside the arena (see docs/decisions.md, "Arenas").
+ */
+#ifndef STK_STK_H
+#define STK_STK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STK_VERSION_MAJOR 0
+#define STK_VERSION_MINOR 1
+#define STK_VERSION_PATCH 0
+#define STK_VERSION_NUMBER (STK_VERSION_MAJOR * 10000 + STK_VERSION_MINOR * 100 + STK_VERSION_PATCH)
+#define STK_VERSION_STRING "0.1.0"
+
+#if defined(_WIN32)
+#  define STK_API __declspec(dllimport)
+#elif defined(__GNUC__) || defined(__clang__)
+#  define STK_API __attribute__((visibility("default")))
+#else
+#  define STK_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes.  Values are pinned: never renumbered, only appended within a group. */
+typedef enum stk_status {
+    STK_OK = 0,
+
+    /* 1..9: the call itself */
+    STK_E_INVALID_ARGUMENT = 1, /* a NULL pointer, a zero size, an out-of-range option */
+    STK_E_STRUCT_SIZE = 2,      /* struct_size is smaller than the first version of the struct */
+    STK_E_ARENA_TOO_SMALL = 3,  /* the arena is smaller than stk_job_arena_size() said */
+    STK_E_NOT_IMPLEMENTED = 4,  /* the stage or feature does not exist yet; nothing was written */
+    STK_E_STAGE_ORDER = 5,      /* a stage was run before the stages it depends on */
+
+    /* 10..19: the file system */
+    STK_E_IO = 10,          /* open/read/write/fsync/rename failed (errno in the message) */
+    STK_E_NOT_FOUND = 11,   /* a required file is missing */
+    STK_E_OUTPUT_EXISTS = 12, /* the output already holds a published generation */
+
+    /* 20..39: Sera arrays and manifest */
+    STK_E_TRUNCATED = 20,     /* the file ends before the bytes its header promises */
+    STK_E_BAD_MAGIC = 21,     /* not a Sera array / manifest */
+    STK_E_BAD_DTYPE = 22,     /* dtype not in 1..9 */
+    STK_E_BAD_RANK = 23,      /* rank not in 1..5, or unused dims not 1 */
+    STK_E_DIMS_OVERFLOW = 24, /* the product of dims (times the element size) overflows */
+    STK_E_SIZE_MISMATCH = 25, /* byte_len, file length or a table size disagrees with the dims */
+    STK_E_MISALIGNED = 26,    /* payload not 64-byte aligned */
+    STK_E_CHECKSUM = 27,      /* crc32c, sha256_low64 or the header checksum does not match */
+    STK_E_MISSING_ARRAY = 28, /* the manifest names an array that is not there */
+    STK_E_SCHEMA = 29,        /* unknown manifest schema digest */
+    STK_E_BAD_HEADER = 30,    /* reserved bytes or unknown flag bits set */
+    STK_E_CORRUPT = 31,       /* any other malformed structure (the message says what) */
+
+    /* 40..59: checkpoints and configs */
+    STK_E_UNSUPPORTED = 40,    /* a real but unsupported format or dtype */
+    STK_E_UNSAFE_PICKLE = 41,  /* a pickle opcode or global outside the allowlist */
+    STK_E_LFS_POINTER = 42,    /* a Git LFS pointer where a checkpoint should be */
+    STK_E_UNKNOWN_MODEL = 43,  /* model_type without a role preset or user patterns */
+    STK_E_BAD_JSON = 44,       /* JSON that does not parse or has the wrong shape */
+    STK_E_NONFINITE = 45,      /* NaN or Inf weights refused by the conversion policy */
+    STK_E_PARAM_COUNT = 46,    /* shapes disagree with the configuration */
+
+    /* 60..79: tokenizer and hash structures */
+    STK_E_SP_REJECTED = 60,    /* Sardinas-Patterson found an ambiguity (not uniquely decodable) */
+    STK_E_MPHF_EXHAUSTED = 61, /* seed search hit its cap (the stage retries with M += 5 %) */
+    STK_E_TABLE_FULL = 62,     /* cuckoo table: kicks, stash and ring exhausted */
+    STK_E_KEY_NOT_FOUND = 63,  /* a lookup found no entry */
+
+    /* 90..99: the library itself */
+    STK_E_NOMEM = 90,   /* a transient allocation outside any arena failed */
+    STK_E_INTERNAL = 99 /* a bug: please report with the message */
+} stk_status;
+
+/* A short constant English name for a status ("STK_E_CHECKSUM: checksum mismatch"). */
+STK_API const char *stk_status_str(stk_status status);
+
+/* The message of the last failure on the calling thread ("" if none).  Valid until the next
+ * stk_* call on this thread. */
+STK_API const char *stk_last_error(void);
+
+/* STK_VERSION_NUMBER of the library actually linked (bindings check it against the header). */
+STK_API uint32_t stk_version_number(void);
+STK_API const char *stk_version_string(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Conversion jobs                                                                             */
+
+/* The stages of the fixed DAG (seed 15.2), in order.  Values pinned. */
+typedef enum stk_stage {
+    STK_STAGE_PARSE_TENSORS = 1,
+    STK_STAGE_TOKENIZER = 2, /* tokenizer_build_or_wrap */
+    STK_STAGE_PRF = 3,
+    STK_STAGE_OVERLAYS = 4,
+    STK_STAGE_FFN_COLLAPSE = 5,
+    STK_STAGE_MPHF_CUCKOO = 6,
+    STK_STAGE_MEMORY_FIT = 7,
+    STK_STAGE_BRIDGE_INIT = 8,
+    STK_STAGE_MANIFEST_EMIT = 9,
+    STK_STAGE_CHECK = 10
+} stk_stage;
+
+#define STK_STAGE_COUNT 10
+
+/* Name of a stage as in the spec ("parse_tensors"), or NULL for an unknown value. */
+STK_API const char *stk_stage_name(stk_stage stage);
+
+/* Job flags */
+#define STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER 0x1u /* build the greedy FST even if SP rejects */
+#define STK_JOB_ALLOW_NONFINITE 0x2u             /* record NaN/Inf weights instead of refusing */
+
+typedef struct stk_job_params {
+    size_t struct_size;   /* sizeof(stk_job_params) */
+    const char *in_dir;   /* HF model directory (config.json, weights, tokenizer files) */
+    const char *out_dir;  /* output directory (created; must not hold a generation) */
+    uint32_t r;           /* PRF rank, default 512 */
+    uint32_t rv;          /* overlay rank, default 12 */
+    uint32_t l_tok;       /* longest token piece in bytes, default 8 */
+    uint32_t top_l;       /* FFN top-L, default 12 */
+    uint32_t threads;     /* worker threads, default 1; output bytes do not depend on it */
+    uint32_t flags;       /* STK_JOB_* */
+} stk_job_params;
+
+typedef struct stk_job stk_job;
+
+/* How many arena bytes a job with these parameters needs.  Reads the checkpoint's metadata
+ * (headers, config, tokenizer sizes), never the weights. */
+STK_API stk_status stk_job_arena_size(const stk_job_params *params, size_t *out_bytes);
+
+/* Open a job inside the caller's arena (at least stk_job_arena_size() bytes, any alignment).
+ * The job handle itself lives in the arena; the arena must outlive stk_close(). */
+STK_API stk_status stk_open(const stk_job_params *params, void *arena, size_t arena_bytes,
+                            stk_job **out_job);
+
+/* Run one stage.  Stages run in DAG order; a stage whose inputs are missing returns
+ * STK_E_STAGE_ORDER.  A stage that is not implemented returns STK_E_NOT_IMPLEMENTED and writes
+ * nothing. */
+STK_API stk_status stk_stage_run(stk_job *job, stk_stage stage);
+
+/* The digests a finished stage recorded (seed 15.2): crc32c and sha256_low64 over the bytes of
+ * every array the stage wrote, in write order. */
+STK_API stk_status stk_stage_digest(const stk_job *job, stk_stage stage, uint32_t *out_crc32c,
+                                    uint64_t *out_sha256_low64);
+
+/* Release everything the job holds outside the arena (open files, mappings).  NULL is a no-op. */
+STK_API void stk_close(stk_job *job);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Verification                                                                                */
+
+typedef struct stk_verify_report {
+    size_t struct_size;     /* sizeof(stk_verify_report) */
+    uint32_t arrays_checked;/* arrays whose header and payload were verified */
+    uint64_t bytes_checked; /* payload bytes hashed */
+    /* on failure: where */
+    char failed_file[256];  /* file name relative to the output directory, "" if none */
+    uint64_t failed_offset; /* byte offset inside that file */
+} stk_verify_report;
+
+/* Verify a published output directory (seed 12.7): the manifest (magic, schema digest, sizes,
+ * hash chain) and every array it lists (header, payload crc32c and sha256_low64).  report may be
+ * NULL. */
+STK_API stk_status stk_verify(const char *out_dir, stk_verify_report *report);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Runtime lookups over a published generation                                                */
+
+typedef struct stk_generation stk_generation;
+
+/* Map a published generation read-only (verifies it first, as stk_verify). */
+STK_API stk_status stk_generation_open(const char *out_dir, stk_generation **out_gen);
+STK_API void stk_generation_close(stk_generation *gen);
+
+typedef enum stk_lookup_kind {
+    STK_LOOKUP_TOKEN_ID = 1,    /* key: token bytes -> value: token id */
+    STK_LOOKUP_TOKEN_BYTES = 2, /* key: u32 token id (LE) -> value: token bytes */
+    STK_LOOKUP_LINEAR = 3,      /* key: u64 feature key (LE) -> value: f32 base weight */
+    STK_LOOKUP_HUB = 4          /* key: u32 token id, u32 context id (LE) -> value: hub bitset */
+} stk_lookup_kind;
+
+/* One O(1) lookup.  On success writes up to value_cap bytes to value and the full length to
+ * *value_len (STK_E_INVALID_ARGUMENT if value_cap is too small; *value_len says how much is
+ * needed).  STK_E_KEY_NOT_FOUND if the key is absent. */
+STK_API stk_status stk_lookup(const stk_generation *gen, stk_lookup_kind kind, const void *key,
+                              size_t key_len, void *value, size_t value_cap, size_t *value_len);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* STK_STK_H */

@@ -1,0 +1,111 @@
+// The extern "C" surface: check arguments, call in, map exceptions to status + message.
+#include <cstring>
+
+#include "api/verify.h"
+#include "core/error.h"
+#include "stages/job.h"
+#include "stk/stk.h"
+
+using namespace stk;
+
+struct stk_job : Job {};
+
+extern "C" {
+
+STK_API const char *stk_status_str(stk_status s) {
+    switch (s) {
+        case STK_OK: return "STK_OK: success";
+        case STK_E_INVALID_ARGUMENT: return "STK_E_INVALID_ARGUMENT: invalid argument";
+        case STK_E_STRUCT_SIZE: return "STK_E_STRUCT_SIZE: struct_size too small";
+        case STK_E_ARENA_TOO_SMALL: return "STK_E_ARENA_TOO_SMALL: arena too small";
+        case STK_E_NOT_IMPLEMENTED: return "STK_E_NOT_IMPLEMENTED: not implemented";
+        case STK_E_STAGE_ORDER: return "STK_E_STAGE_ORDER: stage run out of order";
+        case STK_E_IO: return "STK_E_IO: I/O error";
+        case STK_E_NOT_FOUND: return "STK_E_NOT_FOUND: file not found";
+        case STK_E_OUTPUT_EXISTS: return "STK_E_OUTPUT_EXISTS: output already exists";
+        case STK_E_TRUNCATED: return "STK_E_TRUNCATED: truncated file";
+        case STK_E_BAD_MAGIC: return "STK_E_BAD_MAGIC: wrong magic";
+        case STK_E_BAD_DTYPE: return "STK_E_BAD_DTYPE: unknown dtype";
+        case STK_E_BAD_RANK: return "STK_E_BAD_RANK: bad rank";
+        case STK_E_DIMS_OVERFLOW: return "STK_E_DIMS_OVERFLOW: dimensions overflow";
+        case STK_E_SIZE_MISMATCH: return "STK_E_SIZE_MISMATCH: size mismatch";
+        case STK_E_MISALIGNED: return "STK_E_MISALIGNED: misaligned payload";
+        case STK_E_CHECKSUM: return "STK_E_CHECKSUM: checksum mismatch";
+        case STK_E_MISSING_ARRAY: return "STK_E_MISSING_ARRAY: array missing";
+        case STK_E_SCHEMA: return "STK_E_SCHEMA: unknown schema digest";
+        case STK_E_BAD_HEADER: return "STK_E_BAD_HEADER: malformed header";
+        case STK_E_CORRUPT: return "STK_E_CORRUPT: malformed data";
+        case STK_E_UNSUPPORTED: return "STK_E_UNSUPPORTED: unsupported format";
+        case STK_E_UNSAFE_PICKLE: return "STK_E_UNSAFE_PICKLE: pickle outside the allowlist";
+        case STK_E_LFS_POINTER: return "STK_E_LFS_POINTER: Git LFS pointer instead of data";
+        case STK_E_UNKNOWN_MODEL: return "STK_E_UNKNOWN_MODEL: unknown model type";
+        case STK_E_BAD_JSON: return "STK_E_BAD_JSON: malformed JSON";
+        case STK_E_NONFINITE: return "STK_E_NONFINITE: NaN or Inf weights";
+        case STK_E_PARAM_COUNT: return "STK_E_PARAM_COUNT: parameter count mismatch";
+        case STK_E_SP_REJECTED: return "STK_E_SP_REJECTED: vocabulary not uniquely decodable";
+        case STK_E_MPHF_EXHAUSTED: return "STK_E_MPHF_EXHAUSTED: MPHF seed search exhausted";
+        case STK_E_TABLE_FULL: return "STK_E_TABLE_FULL: hash table full";
+        case STK_E_KEY_NOT_FOUND: return "STK_E_KEY_NOT_FOUND: key not found";
+        case STK_E_NOMEM: return "STK_E_NOMEM: out of memory";
+        case STK_E_INTERNAL: return "STK_E_INTERNAL: internal error";
+    }
+    return "STK_E_?: unknown status";
+}
+
+STK_API const char *stk_last_error(void) { return last_error(); }
+STK_API uint32_t stk_version_number(void) { return STK_VERSION_NUMBER; }
+STK_API const char *stk_version_string(void) { return STK_VERSION_STRING; }
+
+STK_API const char *stk_stage_name(stk_stage stage) {
+    const StageDef *d = find_stage(stage);
+    return d ? d->name : nullptr;
+}
+
+STK_API stk_status stk_job_arena_size(const stk_job_params *params, size_t *out_bytes) {
+    return guard([&] {
+        if (!params || !out_bytes) throw_error(STK_E_INVALID_ARGUMENT, "stk_job_arena_size: NULL argument");
+        *out_bytes = job_arena_size(*params);
+    });
+}
+
+STK_API stk_status stk_open(const stk_job_params *params, void *arena, size_t arena_bytes, stk_job **out_job) {
+    return guard([&] {
+        if (!params || !out_job) throw_error(STK_E_INVALID_ARGUMENT, "stk_open: NULL argument");
+        *out_job = nullptr;
+        *out_job = static_cast<stk_job *>(job_open(*params, arena, arena_bytes));
+    });
+}
+
+STK_API stk_status stk_stage_run(stk_job *job, stk_stage stage) {
+    return guard([&] {
+        if (!job) throw_error(STK_E_INVALID_ARGUMENT, "stk_stage_run: NULL job");
+        job_run_stage(*job, stage);
+    });
+}
+
+STK_API stk_status stk_stage_digest(const stk_job *job, stk_stage stage, uint32_t *crc, uint64_t *sha) {
+    return guard([&] {
+        if (!job || !crc || !sha) throw_error(STK_E_INVALID_ARGUMENT, "stk_stage_digest: NULL argument");
+        if (!find_stage(stage)) throw_error(STK_E_INVALID_ARGUMENT, "unknown stage %d", int(stage));
+        const StageRecord &r = job->stages[stage];
+        if (!r.done) throw_error(STK_E_STAGE_ORDER, "stage %s has not run", stk_stage_name(stage));
+        *crc = r.crc32c;
+        *sha = r.sha256_low64;
+    });
+}
+
+STK_API void stk_close(stk_job *job) {
+    if (job) job->~stk_job();
+}
+
+STK_API stk_status stk_verify(const char *out_dir, stk_verify_report *report) {
+    return guard([&] {
+        if (!out_dir) throw_error(STK_E_INVALID_ARGUMENT, "stk_verify: NULL out_dir");
+        if (report && report->struct_size < sizeof(stk_verify_report))
+            throw_error(STK_E_STRUCT_SIZE, "stk_verify_report.struct_size is %zu, expected %zu", report->struct_size,
+                 sizeof(stk_verify_report));
+        verify_generation(out_dir, report);
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,42 @@
+// Checksums from well-kept implementations: CRC32C from isa-l (crc32_iscsi, SSE4.2/AVX-512
+// folding with run-time dispatch), SHA-256 from OpenSSL's libcrypto (SHA-NI where present).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace stk {
+
+// Standard CRC32C (Castagnoli, reflected, init and final xor 0xFFFFFFFF): crc32c("123456789")
+// == 0xE3069283.  Incremental: pass the previous result as `crc` (0 to start).
+uint32_t crc32c(const void *data, size_t len, uint32_t crc = 0);
+
+struct Sha256Digest {
+    uint8_t bytes[32];
+    // The spec's sha256_low64: the first 8 bytes of the digest read as a little-endian u64.
+    uint64_t low64() const;
+};
+
+class Sha256 {
+public:
+    Sha256();
+    ~Sha256();
+    Sha256(const Sha256 &) = delete;
+    Sha256 &operator=(const Sha256 &) = delete;
+    void update(const void *data, size_t len);
+    Sha256Digest finish();
+
+private:
+    void *ctx_;  // EVP_MD_CTX
+};
+
+Sha256Digest sha256(const void *data, size_t len);
+
+// Both checksums of one buffer in a single pass over cache-sized blocks.
+struct PayloadSums {
+    uint32_t crc32c;
+    uint64_t sha256_low64;
+};
+PayloadSums payload_sums(const void *data, size_t len);
+
+}  // namespace stk

@@ -1,0 +1,60 @@
+// Errors inside libstk: an exception that carries a pinned stk_status and a message naming
+// the file / tensor / offset.  The C API (src/api) catches it and turns it into the status plus
+// stk_last_error().  Nothing else in the library prints or aborts.
+#pragma once
+
+#include <cstdarg>
+#include <stdexcept>
+#include <string>
+
+#include "stk/stk.h"
+
+namespace stk {
+
+class Error : public std::runtime_error {
+public:
+    Error(stk_status status, std::string message)
+        : std::runtime_error(std::move(message)), status_(status) {}
+    stk_status status() const noexcept { return status_; }
+
+private:
+    stk_status status_;
+};
+
+// printf-style formatting into a std::string.
+std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string vformat(const char *fmt, va_list ap);
+
+// Throw stk::Error(status, formatted message).  (Not "fail": cmocka owns that macro.)
+[[noreturn]] void throw_error(stk_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// Throw STK_E_IO with strerror(errno) appended.
+[[noreturn]] void fail_errno(const std::string &what);
+
+// The calling thread's last error message (what stk_last_error returns).
+void set_last_error(const std::string &message);
+const char *last_error();
+
+// Run fn; map stk::Error / std::bad_alloc / anything else to a status and the thread's message.
+template <class Fn>
+stk_status guard(Fn &&fn) noexcept {
+    try {
+        set_last_error(std::string());
+        fn();
+        return STK_OK;
+    } catch (const Error &e) {
+        set_last_error(e.what());
+        return e.status();
+    } catch (const std::bad_alloc &) {
+        set_last_error("out of memory");
+        return STK_E_NOMEM;
+    } catch (const std::exception &e) {
+        set_last_error(std::string("internal error: ") + e.what());
+        return STK_E_INTERNAL;
+    } catch (...) {
+        set_last_error("internal error: unknown exception");
+        return STK_E_INTERNAL;
+    }
+}
+
+}  // namespace stk

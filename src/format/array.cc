@@ -1,0 +1,177 @@
+#include "format/array.h"
+
+#include <cstring>
+
+#include "core/bytes.h"
+#include "core/checked.h"
+#include "core/error.h"
+
+namespace stk {
+
+// Header byte offsets (docs/format.md, "Sera array").
+namespace off {
+constexpr size_t magic = 0, dtype = 4, rank = 6, dims = 8, byte_len = 48, crc32c = 56, sha256_low64 = 64,
+                 flags = 72, reserved = 76, header_crc = 120;
+}
+
+size_t dtype_size(uint16_t dtype) {
+    switch (dtype) {
+        case 1: return 8;
+        case 2: case 3: return 4;
+        case 4: case 7: case 8: case 9: return 2;
+        case 5: case 6: return 1;
+        default: return 0;
+    }
+}
+
+const char *dtype_name(uint16_t dtype) {
+    static const char *const names[] = {"?", "f64", "f32", "i32", "i16", "i8", "u8", "q8_8", "q4_12", "bf16"};
+    return dtype >= 1 && dtype <= 9 ? names[dtype] : "unknown";
+}
+
+uint64_t ArrayHeader::element_count() const {
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < rank && i < kMaxRank; i++) n *= dims[i];
+    return n;
+}
+
+void encode_array_header(const ArrayHeader &h, uint8_t out[kArrayHeaderSize]) {
+    std::memset(out, 0, kArrayHeaderSize);
+    store_le<uint32_t>(out + off::magic, kArrayMagic);
+    store_le<uint16_t>(out + off::dtype, h.dtype);
+    store_le<uint16_t>(out + off::rank, h.rank);
+    for (uint32_t i = 0; i < kMaxRank; i++) store_le<uint64_t>(out + off::dims + 8 * i, i < h.rank ? h.dims[i] : 1);
+    store_le<uint64_t>(out + off::byte_len, h.byte_len);
+    store_le<uint64_t>(out + off::crc32c, h.crc32c);
+    store_le<uint64_t>(out + off::sha256_low64, h.sha256_low64);
+    store_le<uint32_t>(out + off::flags, h.flags);
+    store_le<uint64_t>(out + off::header_crc, crc32c(out, off::header_crc));
+}
+
+ArrayHeader decode_array_header(const uint8_t *p, uint64_t size, const std::string &file) {
+    const char *f = file.c_str();
+    if (size < kArrayHeaderSize)
+        throw_error(STK_E_TRUNCATED, "%s: %llu bytes, shorter than the 128-byte array header", f, (unsigned long long)size);
+    uint32_t magic = load_u32(p + off::magic);
+    if (magic != kArrayMagic)
+        throw_error(STK_E_BAD_MAGIC, "%s: offset 0: magic 0x%08x is not a Sera array (0x%08x)", f, magic, kArrayMagic);
+    uint64_t stored_hcrc = load_u64(p + off::header_crc);
+    uint32_t hcrc = crc32c(p, off::header_crc);
+    if (stored_hcrc != hcrc)
+        throw_error(STK_E_CHECKSUM, "%s: offset %zu: header checksum 0x%08llx, computed 0x%08x (header corrupted)", f,
+             off::header_crc, (unsigned long long)stored_hcrc, hcrc);
+    ArrayHeader h;
+    h.dtype = load_u16(p + off::dtype);
+    if (dtype_size(h.dtype) == 0) throw_error(STK_E_BAD_DTYPE, "%s: offset %zu: unknown dtype %u (1..9)", f, off::dtype, h.dtype);
+    h.rank = load_u16(p + off::rank);
+    if (h.rank < 1 || h.rank > kMaxRank) throw_error(STK_E_BAD_RANK, "%s: offset %zu: rank %u not in 1..5", f, off::rank, h.rank);
+    uint64_t elements = 1;
+    for (uint32_t i = 0; i < kMaxRank; i++) {
+        h.dims[i] = load_u64(p + off::dims + 8 * i);
+        if (i >= h.rank && h.dims[i] != 1)
+            throw_error(STK_E_BAD_RANK, "%s: offset %zu: unused dims[%u] = %llu, must be 1", f, off::dims + 8 * i, i,
+                 (unsigned long long)h.dims[i]);
+        if (i < h.rank && !mul_ok(elements, h.dims[i], &elements))
+            throw_error(STK_E_DIMS_OVERFLOW, "%s: offset %zu: product of dims overflows 64 bits", f, off::dims + 8 * i);
+    }
+    uint64_t expect;
+    if (!mul_ok(elements, dtype_size(h.dtype), &expect))
+        throw_error(STK_E_DIMS_OVERFLOW, "%s: offset %zu: %llu elements of %s overflow 64 bits", f, off::dims,
+             (unsigned long long)elements, dtype_name(h.dtype));
+    h.byte_len = load_u64(p + off::byte_len);
+    if (h.byte_len != expect)
+        throw_error(STK_E_SIZE_MISMATCH, "%s: offset %zu: byte_len %llu, but dims x %s give %llu", f, off::byte_len,
+             (unsigned long long)h.byte_len, dtype_name(h.dtype), (unsigned long long)expect);
+    uint64_t crc_field = load_u64(p + off::crc32c);
+    if (crc_field >> 32) throw_error(STK_E_BAD_HEADER, "%s: offset %zu: crc32c field has high bits set", f, off::crc32c);
+    h.crc32c = uint32_t(crc_field);
+    h.sha256_low64 = load_u64(p + off::sha256_low64);
+    h.flags = load_u32(p + off::flags);
+    if (h.flags & ~kKnownFlags) throw_error(STK_E_BAD_HEADER, "%s: offset %zu: unknown flag bits 0x%x", f, off::flags, h.flags & ~kKnownFlags);
+    if (!(h.flags & kFlagAligned64))
+        throw_error(STK_E_MISALIGNED, "%s: offset %zu: aligned_64B flag clear; payloads start at offset 128", f, off::flags);
+    for (size_t i = off::reserved; i < off::header_crc; i++)
+        if (p[i]) throw_error(STK_E_BAD_HEADER, "%s: offset %zu: reserved header byte is 0x%02x, must be 0", f, i, p[i]);
+    uint64_t total;
+    if (!add_ok(kArrayHeaderSize, h.byte_len, &total) || size < total)
+        throw_error(STK_E_TRUNCATED, "%s: %llu bytes, the header promises %llu + 128", f, (unsigned long long)size,
+             (unsigned long long)h.byte_len);
+    if (size > total)
+        throw_error(STK_E_SIZE_MISMATCH, "%s: offset %llu: %llu trailing bytes after the payload", f, (unsigned long long)total,
+             (unsigned long long)(size - total));
+    return h;
+}
+
+void verify_array_payload(const ArrayHeader &h, const uint8_t *payload, const std::string &file) {
+    PayloadSums s = payload_sums(payload, size_t(h.byte_len));
+    if (s.crc32c != h.crc32c)
+        throw_error(STK_E_CHECKSUM, "%s: payload (offset 128, %llu bytes): crc32c 0x%08x, header says 0x%08x", file.c_str(),
+             (unsigned long long)h.byte_len, s.crc32c, h.crc32c);
+    if (s.sha256_low64 != h.sha256_low64)
+        throw_error(STK_E_CHECKSUM, "%s: payload (offset 128, %llu bytes): sha256_low64 0x%016llx, header says 0x%016llx",
+             file.c_str(), (unsigned long long)h.byte_len, (unsigned long long)s.sha256_low64,
+             (unsigned long long)h.sha256_low64);
+}
+
+ArrayReader::ArrayReader(const std::string &path, bool verify_payload) : file_(path) {
+    header_ = decode_array_header(file_.data(), file_.size(), path);
+    if (reinterpret_cast<uintptr_t>(payload()) % 64 != 0)
+        throw_error(STK_E_MISALIGNED, "%s: payload not 64-byte aligned in memory", path.c_str());
+    if (verify_payload) verify_array_payload(header_, payload(), path);
+}
+
+static ArrayHeader make_header(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims, uint32_t flags) {
+    ArrayHeader h;
+    h.dtype = uint16_t(dtype);
+    if (dtype_size(h.dtype) == 0) throw_error(STK_E_BAD_DTYPE, "%s: cannot write dtype %u", path.c_str(), h.dtype);
+    if (rank < 1 || rank > kMaxRank) throw_error(STK_E_BAD_RANK, "%s: cannot write rank %u", path.c_str(), rank);
+    if (flags & ~kKnownFlags) throw_error(STK_E_INVALID_ARGUMENT, "%s: unknown flags 0x%x", path.c_str(), flags);
+    h.rank = uint16_t(rank);
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < rank; i++) {
+        h.dims[i] = dims[i];
+        n = checked_mul(n, dims[i], path.c_str());
+    }
+    h.byte_len = checked_mul(n, dtype_size(h.dtype), path.c_str());
+    h.flags = flags | kFlagAligned64;
+    return h;
+}
+
+ArrayWriter::ArrayWriter(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims, uint32_t flags)
+    : out_(path), header_(make_header(path, dtype, rank, dims, flags)) {
+    uint8_t zeros[kArrayHeaderSize] = {};
+    out_.write(zeros, sizeof zeros);  // the real header is written once, at finish()
+}
+
+void ArrayWriter::append(const void *data, size_t len) {
+    uint64_t next;
+    if (!add_ok(written_, len, &next) || next > header_.byte_len)
+        throw_error(STK_E_SIZE_MISMATCH, "%s: writer got more than byte_len %llu bytes", out_.path().c_str(),
+             (unsigned long long)header_.byte_len);
+    crc_ = crc32c(data, len, crc_);
+    sha_.update(data, len);
+    out_.write(data, len);
+    written_ = next;
+}
+
+ArrayHeader ArrayWriter::finish() {
+    if (written_ != header_.byte_len)
+        throw_error(STK_E_SIZE_MISMATCH, "%s: writer got %llu of %llu payload bytes", out_.path().c_str(),
+             (unsigned long long)written_, (unsigned long long)header_.byte_len);
+    header_.crc32c = crc_;
+    header_.sha256_low64 = sha_.finish().low64();
+    uint8_t bytes[kArrayHeaderSize];
+    encode_array_header(header_, bytes);
+    out_.pwrite(bytes, sizeof bytes, 0);
+    out_.commit();
+    return header_;
+}
+
+ArrayHeader write_array(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims, const void *payload,
+                        uint32_t flags) {
+    ArrayWriter w(path, dtype, rank, dims, flags);
+    w.append(payload, size_t(w.byte_len()));
+    return w.finish();
+}
+
+}  // namespace stk

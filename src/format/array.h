@@ -1,0 +1,94 @@
+// Sera arrays (seed 2.3, 2.4; spec-notes 1-2): a 128-byte little-endian header, then the payload
+// at offset 128 (64-byte aligned), then end of file.  docs/format.md specifies every byte.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/checksum.h"
+#include "core/mapped_file.h"
+#include "core/output_file.h"
+
+namespace stk {
+
+enum class DType : uint16_t {
+    F64 = 1, F32 = 2, I32 = 3, I16 = 4, I8 = 5, U8 = 6, Q8_8 = 7, Q4_12 = 8, BF16 = 9,
+};
+
+constexpr uint32_t kArrayMagic = 0x53455241u;  // "SERA" as a LE u32: bytes 41 52 45 53
+constexpr size_t kArrayHeaderSize = 128;
+constexpr uint32_t kMaxRank = 5;
+
+constexpr uint32_t kFlagRowMajor = 1u << 0;
+constexpr uint32_t kFlagAligned64 = 1u << 1;
+constexpr uint32_t kFlagFtzOn = 1u << 2;
+constexpr uint32_t kKnownFlags = kFlagRowMajor | kFlagAligned64 | kFlagFtzOn;
+
+// Bytes per element, 0 for an unknown dtype value.
+size_t dtype_size(uint16_t dtype);
+const char *dtype_name(uint16_t dtype);
+
+struct ArrayHeader {
+    uint16_t dtype = 0;
+    uint16_t rank = 0;
+    uint64_t dims[kMaxRank] = {1, 1, 1, 1, 1};
+    uint64_t byte_len = 0;
+    uint32_t crc32c = 0;        // stored in a u64 field, high 32 bits zero
+    uint64_t sha256_low64 = 0;
+    uint32_t flags = kFlagRowMajor | kFlagAligned64;
+
+    uint64_t element_count() const;  // product of dims[0..rank) (validated headers only)
+};
+
+// Serialize into exactly 128 bytes (header checksum included).
+void encode_array_header(const ArrayHeader &h, uint8_t out[kArrayHeaderSize]);
+
+// Parse and validate a header from the first `size` bytes of a file named `file` (for messages):
+// magic, header checksum, dtype, rank, dims, byte_len = prod(dims)*size with checked arithmetic,
+// flags, reserved bytes, and that `size` (the file length) is exactly 128 + byte_len.
+ArrayHeader decode_array_header(const uint8_t *data, uint64_t size, const std::string &file);
+
+// A validated, mapped array.
+class ArrayReader {
+public:
+    // Maps and validates the header; with verify_payload also the crc32c and sha256_low64.
+    explicit ArrayReader(const std::string &path, bool verify_payload = true);
+    const ArrayHeader &header() const { return header_; }
+    const uint8_t *payload() const { return file_.data() + kArrayHeaderSize; }
+    uint64_t payload_size() const { return header_.byte_len; }
+    const std::string &path() const { return file_.path(); }
+
+private:
+    MappedFile file_;
+    ArrayHeader header_;
+};
+
+// Verify payload checksums of a decoded header against bytes; throws STK_E_CHECKSUM naming the
+// file and the field's offset.
+void verify_array_payload(const ArrayHeader &h, const uint8_t *payload, const std::string &file);
+
+// Streaming writer: header reserved, payload appended in any chunking, checksums computed on the
+// way, header written once at finish(), then fsync + rename (write-once).
+class ArrayWriter {
+public:
+    ArrayWriter(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims,
+                uint32_t flags = kFlagRowMajor | kFlagAligned64);
+    void append(const void *data, size_t len);
+    uint64_t byte_len() const { return header_.byte_len; }
+    // Checks that exactly byte_len bytes were appended; returns the final header.
+    ArrayHeader finish();
+
+private:
+    OutputFile out_;
+    ArrayHeader header_;
+    uint64_t written_ = 0;
+    uint32_t crc_ = 0;
+    Sha256 sha_;
+};
+
+// One-shot: write a whole array.  Returns its header (with checksums).
+ArrayHeader write_array(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims,
+                        const void *payload, uint32_t flags = kFlagRowMajor | kFlagAligned64);
+
+}  // namespace stk

@@ -1,0 +1,51 @@
+// A conversion job: the parameters, the caller's arena, what each finished stage recorded, and
+// the hand-offs between stages.  Lives inside the arena (stk_open places it there).
+#pragma once
+
+#include <cstdint>
+
+#include "core/arena.h"
+#include "stk/stk.h"
+
+namespace stk {
+
+struct StageRecord {
+    bool done = false;
+    bool not_implemented = false;  // ran, wrote nothing, feature disabled (recorded in manifest)
+    uint32_t crc32c = 0;           // seed 15.2: per-stage crc32c and sha256_low64
+    uint64_t sha256_low64 = 0;
+};
+
+struct ModelPlan;      // ingest: what parse_tensors found (src/ingest/plan.h)
+struct TokenizerPlan;  // tokenizer stage inputs/outputs (src/tokenizer/plan.h)
+
+struct Job {
+    stk_job_params params{};  // strings below point into the arena
+    const char *in_dir = nullptr;
+    const char *out_dir = nullptr;
+    Arena arena;              // everything the job allocates after stk_open
+    StageRecord stages[STK_STAGE_COUNT + 1];
+    ModelPlan *model = nullptr;
+    TokenizerPlan *tokenizer = nullptr;
+};
+
+// One DAG stage: how much arena it needs for these params, and how it runs.
+struct StageDef {
+    stk_stage id;
+    const char *name;               // the spec's name (15.2)
+    void (*size)(const stk_job_params &params, ArenaSizer &sizer);  // may be null: needs nothing
+    void (*run)(Job &job);          // null: not implemented
+};
+
+// The fixed DAG in order (index 0 = STK_STAGE_PARSE_TENSORS).
+const StageDef *stage_table();
+const StageDef *find_stage(stk_stage id);
+
+// Defaults of seed 15.1 / 14 applied to zero fields; validates ranges (STK_E_INVALID_ARGUMENT).
+stk_job_params normalize_params(const stk_job_params &in);
+
+size_t job_arena_size(const stk_job_params &params);
+Job *job_open(const stk_job_params &params, void *arena, size_t bytes);
+void job_run_stage(Job &job, stk_stage id);
+
+}  // namespace stk

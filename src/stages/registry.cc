@@ -1,0 +1,112 @@
+#include <cstring>
+#include <new>
+
+#include "core/error.h"
+#include "stages/job.h"
+#include "stages/stages.h"
+
+namespace stk {
+
+// The DAG of seed 15.2.  A null run is a stage that is not implemented: it writes nothing and
+// says so (STK_E_NOT_IMPLEMENTED); the manifest records the feature as disabled.
+static const StageDef kStages[STK_STAGE_COUNT] = {
+    {STK_STAGE_PARSE_TENSORS, "parse_tensors", parse_tensors_size, parse_tensors_run},
+    {STK_STAGE_TOKENIZER, "tokenizer_build_or_wrap", tokenizer_stage_size, tokenizer_stage_run},
+    {STK_STAGE_PRF, "prf_build", nullptr, nullptr},
+    {STK_STAGE_OVERLAYS, "overlays_build", nullptr, nullptr},
+    {STK_STAGE_FFN_COLLAPSE, "ffn_collapse", nullptr, nullptr},
+    {STK_STAGE_MPHF_CUCKOO, "mphf_cuckoo", nullptr, nullptr},
+    {STK_STAGE_MEMORY_FIT, "memory_fit", nullptr, nullptr},
+    {STK_STAGE_BRIDGE_INIT, "bridge_init", nullptr, nullptr},
+    {STK_STAGE_MANIFEST_EMIT, "manifest_emit", nullptr, manifest_emit_run},
+    {STK_STAGE_CHECK, "check", nullptr, check_stage_run},
+};
+
+const StageDef *stage_table() { return kStages; }
+
+const StageDef *find_stage(stk_stage id) {
+    int i = int(id) - 1;
+    return i >= 0 && i < STK_STAGE_COUNT ? &kStages[i] : nullptr;
+}
+
+stk_job_params normalize_params(const stk_job_params &in) {
+    if (in.struct_size < sizeof(stk_job_params))
+        throw_error(STK_E_STRUCT_SIZE, "stk_job_params.struct_size is %zu, expected at least %zu", in.struct_size,
+             sizeof(stk_job_params));
+    stk_job_params p = in;
+    p.struct_size = sizeof p;
+    if (!p.in_dir || !*p.in_dir) throw_error(STK_E_INVALID_ARGUMENT, "in_dir is empty");
+    if (!p.out_dir || !*p.out_dir) throw_error(STK_E_INVALID_ARGUMENT, "out_dir is empty");
+    if (!p.r) p.r = 512;
+    if (!p.rv) p.rv = 12;
+    if (!p.l_tok) p.l_tok = 8;
+    if (!p.top_l) p.top_l = 12;
+    if (!p.threads) p.threads = 1;
+    if (p.r > 4096) throw_error(STK_E_INVALID_ARGUMENT, "r = %u: at most 4096", p.r);
+    if (p.rv > 64) throw_error(STK_E_INVALID_ARGUMENT, "rv = %u: at most 64", p.rv);
+    if (p.l_tok > 64) throw_error(STK_E_INVALID_ARGUMENT, "Ltok = %u: at most 64", p.l_tok);
+    if (p.top_l > 256) throw_error(STK_E_INVALID_ARGUMENT, "topL = %u: at most 256", p.top_l);
+    if (p.threads > 1024) throw_error(STK_E_INVALID_ARGUMENT, "threads = %u: at most 1024", p.threads);
+    if (p.flags & ~uint32_t(STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER | STK_JOB_ALLOW_NONFINITE))
+        throw_error(STK_E_INVALID_ARGUMENT, "unknown job flags 0x%x", p.flags);
+    return p;
+}
+
+static void size_job(const stk_job_params &p, ArenaSizer &s) {
+    s.add(sizeof(Job), alignof(Job));
+    s.add(std::strlen(p.in_dir) + 1, 1);
+    s.add(std::strlen(p.out_dir) + 1, 1);
+    for (const StageDef &st : kStages)
+        if (st.size) st.size(p, s);
+}
+
+size_t job_arena_size(const stk_job_params &params) {
+    stk_job_params p = normalize_params(params);
+    ArenaSizer s;
+    size_job(p, s);
+    return s.total();
+}
+
+static const char *arena_strdup(Arena &a, const char *s) {
+    size_t n = std::strlen(s) + 1;
+    char *d = static_cast<char *>(a.alloc(n, 1));
+    std::memcpy(d, s, n);
+    return d;
+}
+
+Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
+    stk_job_params p = normalize_params(params);
+    if (!arena) throw_error(STK_E_INVALID_ARGUMENT, "arena is NULL");
+    Arena a(arena, bytes);
+    Job *job = new (a.alloc(sizeof(Job), alignof(Job))) Job();
+    job->arena = a;
+    job->params = p;
+    job->in_dir = arena_strdup(job->arena, p.in_dir);
+    job->out_dir = arena_strdup(job->arena, p.out_dir);
+    job->params.in_dir = job->in_dir;
+    job->params.out_dir = job->out_dir;
+    // The arena must hold what every stage said it needs: refuse now, not half-way through.
+    ArenaSizer s;
+    size_job(p, s);
+    if (s.total() > bytes)
+        throw_error(STK_E_ARENA_TOO_SMALL, "arena of %zu bytes; this job needs %zu (ask stk_job_arena_size)", bytes, s.total());
+    return job;
+}
+
+void job_run_stage(Job &job, stk_stage id) {
+    const StageDef *st = find_stage(id);
+    if (!st) throw_error(STK_E_INVALID_ARGUMENT, "unknown stage %d", int(id));
+    for (int prev = STK_STAGE_PARSE_TENSORS; prev < int(id); prev++)
+        if (!job.stages[prev].done)
+            throw_error(STK_E_STAGE_ORDER, "stage %s needs %s to run first", st->name, find_stage(stk_stage(prev))->name);
+    if (job.stages[id].done) throw_error(STK_E_STAGE_ORDER, "stage %s already ran", st->name);
+    if (!st->run) {
+        job.stages[id].done = true;
+        job.stages[id].not_implemented = true;
+        throw_error(STK_E_NOT_IMPLEMENTED, "stage %s is not implemented: nothing written, its feature is disabled", st->name);
+    }
+    st->run(job);
+    job.stages[id].done = true;
+}
+
+}  // namespace stk

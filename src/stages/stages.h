@@ -1,0 +1,17 @@
+// Entry points of the DAG stages (one file each in src/stages/).
+#pragma once
+
+#include "stages/job.h"
+
+namespace stk {
+
+void parse_tensors_size(const stk_job_params &p, ArenaSizer &s);
+void parse_tensors_run(Job &job);
+
+void tokenizer_stage_size(const stk_job_params &p, ArenaSizer &s);
+void tokenizer_stage_run(Job &job);
+
+void manifest_emit_run(Job &job);
+void check_stage_run(Job &job);
+
+}  // namespace stk

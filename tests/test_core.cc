@@ -1,0 +1,71 @@
+// core: checksums against published vectors, checked arithmetic, arena bounds, PRNG.
+#include "test_util.h"
+
+#include "core/arena.h"
+#include "core/checked.h"
+#include "core/checksum.h"
+#include "core/prng.h"
+
+using namespace stk;
+
+static void crc32c_known_vectors(void **) {
+    // RFC 3720 B.4 and the common check value.
+    assert_int_equal(crc32c("123456789", 9), 0xE3069283u);
+    uint8_t zeros[32] = {0};
+    assert_int_equal(crc32c(zeros, 32), 0x8A9136AAu);
+    uint8_t ones[32];
+    memset(ones, 0xFF, 32);
+    assert_int_equal(crc32c(ones, 32), 0x62A8AB43u);
+    assert_int_equal(crc32c("", 0), 0u);
+    // Incremental equals one-shot.
+    assert_int_equal(crc32c("6789", 4, crc32c("12345", 5)), 0xE3069283u);
+}
+
+static void sha256_known_vectors(void **) {
+    // FIPS 180-2 "abc": ba7816bf 8f01cfea ...
+    Sha256Digest d = sha256("abc", 3);
+    assert_int_equal(d.bytes[0], 0xba);
+    assert_int_equal(d.bytes[31], 0xad);
+    assert_true(d.low64() == 0xeacf018fbf1678baull);
+    PayloadSums s = payload_sums("abc", 3);
+    assert_true(s.sha256_low64 == 0xeacf018fbf1678baull);
+    assert_int_equal(s.crc32c, crc32c("abc", 3));
+}
+
+static void checked_arithmetic(void **) {
+    assert_true(checked_mul(1ull << 31, 1ull << 32, "x") == 1ull << 63);
+    std::string m = test::expect_error(STK_E_DIMS_OVERFLOW, [] { checked_mul(1ull << 32, 1ull << 32, "dims of T"); });
+    assert_contains(m, "dims of T");
+    test::expect_error(STK_E_DIMS_OVERFLOW, [] { checked_add(~0ull, 1, "len"); });
+}
+
+static void arena_bounds(void **) {
+    alignas(64) static unsigned char buf[256];
+    Arena a(buf, sizeof buf);
+    void *p = a.alloc(100, 64);
+    assert_true(reinterpret_cast<uintptr_t>(p) % 64 == 0);
+    assert_int_equal(a.used(), 100);
+    a.alloc(28, 64);  // 128..156
+    test::expect_error(STK_E_ARENA_TOO_SMALL, [&] { a.alloc(101, 64); });
+    size_t m = a.mark();
+    a.alloc(100, 1);
+    a.reset(m);
+    assert_int_equal(a.used(), m);
+}
+
+static void splitmix64_reference(void **) {
+    // Reference stream of splitmix64 seeded with 0 (Vigna's splitmix64.c).
+    uint64_t s = 0;
+    assert_true(splitmix64_next(&s) == 0xE220A8397B1DCDAFull);
+    assert_true(splitmix64_next(&s) == 0x6E789E6AA1B965F4ull);
+    assert_true(splitmix64_next(&s) == 0x06C45D188009454Full);
+}
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(crc32c_known_vectors), cmocka_unit_test(sha256_known_vectors),
+        cmocka_unit_test(checked_arithmetic),   cmocka_unit_test(arena_bounds),
+        cmocka_unit_test(splitmix64_reference),
+    };
+    return cmocka_run_group_tests_name("core", tests, nullptr, nullptr);
+}

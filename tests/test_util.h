@@ -1,0 +1,64 @@
+// Shared helpers of the cmocka test programs.
+#pragma once
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+extern "C" {
+#include <cmocka.h>
+}
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace stk::test {
+
+// ../shared/data (real third-party files) and tests/data (our generated fixtures).
+inline std::string shared_data(const std::string &rel) {
+    const char *d = std::getenv("STK_SHARED_DATA");
+    return std::string(d ? d : "../shared/data") + "/" + rel;
+}
+inline std::string test_data(const std::string &rel) {
+    const char *d = std::getenv("STK_TEST_DATA");
+    return std::string(d ? d : "tests/data") + "/" + rel;
+}
+
+// A fresh empty directory under $TMPDIR, removed by the OS's tmp cleaning (tests name it).
+std::string make_temp_dir(const char *tag);
+void write_bytes(const std::string &path, const std::vector<uint8_t> &bytes);
+std::vector<uint8_t> read_bytes(const std::string &path);
+
+// Runs fn, which must throw stk::Error with `status`; returns the message (for substring checks).
+inline std::string expect_error(stk_status status, const std::function<void()> &fn) {
+    try {
+        fn();
+    } catch (const stk::Error &e) {
+        if (e.status() != status) {
+            print_error("expected %s, got %s: %s\n", stk_status_str(status), stk_status_str(e.status()), e.what());
+            fail();
+        }
+        return e.what();
+    }
+    print_error("expected %s, nothing was thrown\n", stk_status_str(status));
+    fail();
+    return {};
+}
+
+// Asserts that haystack contains needle, printing both otherwise.
+#define assert_contains(haystack, needle)                                                          \
+    do {                                                                                           \
+        std::string h_ = (haystack);                                                               \
+        if (h_.find(needle) == std::string::npos) {                                                \
+            print_error("'%s' does not contain '%s'\n", h_.c_str(), std::string(needle).c_str()); \
+            fail();                                                                                \
+        }                                                                                          \
+    } while (0)
+
+}  // namespace stk::test
