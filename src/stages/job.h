@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/arena.h"
+#include "format/array.h"
 #include "stk/stk.h"
 
 namespace stk {
@@ -19,12 +20,22 @@ struct StageRecord {
 struct ModelPlan;      // ingest: what parse_tensors found (src/ingest/plan.h)
 struct TokenizerPlan;  // tokenizer stage inputs/outputs (src/tokenizer/plan.h)
 
+// An array some stage published under <out_dir>/arrays/.
+struct WrittenArray {
+    char name[64];
+    stk_stage stage;
+    ArrayHeader header;
+};
+constexpr uint32_t kMaxArrays = 4096;
+
 struct Job {
     stk_job_params params{};  // strings below point into the arena
     const char *in_dir = nullptr;
     const char *out_dir = nullptr;
     Arena arena;              // everything the job allocates after stk_open
     StageRecord stages[STK_STAGE_COUNT + 1];
+    WrittenArray *arrays = nullptr;  // kMaxArrays slots in the arena
+    uint32_t n_arrays = 0;
     ModelPlan *model = nullptr;
     TokenizerPlan *tokenizer = nullptr;
 };

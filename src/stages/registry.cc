@@ -56,6 +56,7 @@ static void size_job(const stk_job_params &p, ArenaSizer &s) {
     s.add(sizeof(Job), alignof(Job));
     s.add(std::strlen(p.in_dir) + 1, 1);
     s.add(std::strlen(p.out_dir) + 1, 1);
+    s.add_array<WrittenArray>(kMaxArrays);
     for (const StageDef &st : kStages)
         if (st.size) st.size(p, s);
 }
@@ -85,6 +86,7 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     job->out_dir = arena_strdup(job->arena, p.out_dir);
     job->params.in_dir = job->in_dir;
     job->params.out_dir = job->out_dir;
+    job->arrays = job->arena.alloc_array<WrittenArray>(kMaxArrays);
     // The arena must hold what every stage said it needs: refuse now, not half-way through.
     ArenaSizer s;
     size_job(p, s);

@@ -1,0 +1,62 @@
+// The ingestion layer's interface: a checkpoint directory (safetensors, sharded or not; PyTorch
+// zip .bin, sharded or not) seen as a list of named tensors whose bytes are mapped, never read
+// whole into memory.  Owner: src/ingest (readers).  Consumers: model description, parse_tensors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace stk {
+
+// Element types of source checkpoints (safetensors names; torch storages map onto them).
+enum class SrcDType : uint8_t {
+    F64, F32, F16, BF16, F8_E4M3, F8_E5M2, I64, I32, I16, I8, U64, U32, U16, U8, BOOL,
+};
+const char *src_dtype_name(SrcDType t);   // "BF16", ...
+size_t src_dtype_size(SrcDType t);         // bytes per element
+
+struct TensorRef {
+    std::string name;             // as stored ("h.0.attn.c_attn.weight")
+    SrcDType dtype;
+    std::vector<uint64_t> shape;  // row-major; [] for a scalar
+    uint64_t n_elements = 0;      // product of shape (validated, no overflow)
+    uint64_t n_bytes = 0;         // n_elements * dtype size (validated against the file)
+    std::string file;             // file the bytes live in (for messages)
+    uint64_t file_offset = 0;     // offset of the first byte in that file (for messages)
+    // Row-major element strides for torch views (safetensors: contiguous).  Empty = contiguous.
+    std::vector<uint64_t> strides;
+    uint32_t source_index = 0;    // which Checkpoint source (shard) holds it
+};
+
+class Checkpoint {
+public:
+    virtual ~Checkpoint() = default;
+    // "safetensors", "safetensors-sharded", "pytorch-zip", "pytorch-zip-sharded", ...
+    virtual const char *format() const = 0;
+    // Every tensor of the checkpoint, in a fixed deterministic order (sorted by name).
+    virtual const std::vector<TensorRef> &tensors() const = 0;
+    // The raw stored bytes of a tensor (n_bytes long).  For STORED/mapped data this points into
+    // the mapping; for compressed zip entries the bytes are inflated into `scratch` (resized),
+    // which the caller provides so memory stays bounded by one tensor.
+    virtual const uint8_t *tensor_bytes(const TensorRef &t, std::vector<uint8_t> &scratch) const = 0;
+    // Total bytes of the checkpoint files.
+    virtual uint64_t file_bytes() const = 0;
+    // Hint that the tensor's bytes are done with (drop page cache pressure, bounded RSS).
+    virtual void release(const TensorRef &t) const {}
+
+    const TensorRef *find(const std::string &name) const;
+};
+
+// Open a model directory: picks model.safetensors(.index.json) first, then
+// pytorch_model.bin(.index.json) (seed 001's priority).  Also accepts a single file path.
+// Errors name the file, the tensor and the offset (STK_E_* statuses).
+std::unique_ptr<Checkpoint> open_checkpoint(const std::string &path);
+
+// Convert `count` elements starting at element `first` of a tensor's stored bytes (`bytes`, as
+// returned by tensor_bytes) to f32, honouring strides.  Integer types convert by value; BOOL to
+// 0/1; F8 formats per the OCP spec.
+void convert_to_f32(const TensorRef &t, const uint8_t *bytes, uint64_t first, uint64_t count, float *out);
+
+}  // namespace stk
