@@ -2,6 +2,8 @@
 #include <new>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/output_file.h"
 #include "stages/job.h"
 #include "stages/stages.h"
 
@@ -87,6 +89,12 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     job->params.in_dir = job->in_dir;
     job->params.out_dir = job->out_dir;
     job->arrays = job->arena.alloc_array<WrittenArray>(kMaxArrays);
+    // Outputs are write-once: a directory that already holds a generation is never reused.
+    std::string manifest = std::string(p.out_dir) + "/sera_manifest.bin";
+    if (file_exists(manifest))
+        throw_error(STK_E_OUTPUT_EXISTS, "%s already holds a published generation (%s); choose a new --out", p.out_dir,
+                    manifest.c_str());
+    make_dirs(p.out_dir);
     // The arena must hold what every stage said it needs: refuse now, not half-way through.
     ArenaSizer s;
     size_job(p, s);

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of stk from Debian's packages (Debian 12).
+# Idempotent; run as root (or with sudo available).
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+PACKAGES=(
+  build-essential pkg-config meson ninja-build python3
+  clang libclang-rt-14-dev          # fuzzers (libFuzzer) and sanitizer runtimes
+  libdeflate-dev                    # inflate for DEFLATED zip entries
+  libssl-dev                        # SHA-256 (OpenSSL libcrypto)
+  libisal-dev                       # CRC32C (isa-l crc32_iscsi)
+  libsimdjson-dev                   # JSON: config.json, safetensors headers, tokenizer.json
+  libre2-dev                        # tensor-role regexes (linear time)
+  libhwy-dev                        # SIMD kernels (Highway)
+  libblis-dev                       # GEMM (BLIS)
+  libcmocka-dev                     # unit tests
+  libcmph-dev                       # peer in the MPHF benchmark (bench/ only)
+)
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >/dev/null
+echo "install-deps: ${#PACKAGES[@]} packages present"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds stk and runs the whole test suite twice: a normal build, then an AddressSanitizer +
+# UndefinedBehaviorSanitizer build.  Prints a closing "N passed, N failed" line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+total_pass=0
+total_fail=0
+
+run_suite() {  # name, build dir, extra meson args...
+  local name=$1 dir=$2
+  shift 2
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; exit 1; }
+  fi
+  ninja -C "$dir" -j "$jobs" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; exit 1; }
+  local rc=0
+  meson test -C "$dir" --num-processes "$jobs" --print-errorlogs >"$dir.test.log" 2>&1 || rc=$?
+  grep -E '^ *[0-9]+/[0-9]+ ' "$dir.test.log" || true
+  local ok fail
+  ok=$(grep -E '^Ok: ' "$dir.test.log" | awk '{print $2}')
+  fail=$(grep -E '^(Fail|Timeout|Unexpected Pass): ' "$dir.test.log" | awk '{s += $NF} END {print s + 0}')
+  echo "$name: ${ok:-0} passed, ${fail:-0} failed"
+  total_pass=$((total_pass + ${ok:-0}))
+  total_fail=$((total_fail + ${fail:-0}))
+  if [ "$rc" != 0 ]; then
+    sed -n '/Summary of Failures/,$p' "$dir.test.log"
+    grep -B2 -A40 -E '(FAILED|ERROR|runtime error|AddressSanitizer)' "$dir/meson-logs/testlog.txt" | head -200 || true
+  fi
+}
+
+run_suite "release" build-test -Dbench=false
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  run_suite "asan+ubsan" build-asan -Dbench=false -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dcpp_args=-fno-sanitize-recover=undefined -Dc_args=-fno-sanitize-recover=undefined
+echo "${total_pass} passed, ${total_fail} failed"
+[ "$total_fail" = 0 ]
