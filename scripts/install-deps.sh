@@ -16,6 +16,7 @@ PACKAGES=(
   libblis-dev                       # GEMM (BLIS)
   libcmocka-dev                     # unit tests
   libcmph-dev                       # peer in the MPHF benchmark (bench/ only)
+  golang-go                         # Go binding tests (bindings/go); Rust uses the image's cargo
 )
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq

@@ -197,7 +197,8 @@ typedef enum stk_lookup_kind {
     STK_LOOKUP_HUB = 4          /* key: u32 token id, u32 context id (LE) -> value: hub bitset */
 } stk_lookup_kind;
 
-/* One O(1) lookup.  On success writes up to value_cap bytes to value and the full length to
+/* One O(1) lookup.  A generation is read-only once open: stk_lookup may be called from many
+ * threads at once on the same generation.  On success writes up to value_cap bytes to value and the full length to
  * *value_len (STK_E_INVALID_ARGUMENT if value_cap is too small; *value_len says how much is
  * needed).  STK_E_KEY_NOT_FOUND if the key is absent. */
 STK_API stk_status stk_lookup(const stk_generation *gen, stk_lookup_kind kind, const void *key,

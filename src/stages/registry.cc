@@ -94,12 +94,12 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     if (file_exists(manifest))
         throw_error(STK_E_OUTPUT_EXISTS, "%s already holds a published generation (%s); choose a new --out", p.out_dir,
                     manifest.c_str());
-    make_dirs(p.out_dir);
     // The arena must hold what every stage said it needs: refuse now, not half-way through.
     ArenaSizer s;
     size_job(p, s);
     if (s.total() > bytes)
         throw_error(STK_E_ARENA_TOO_SMALL, "arena of %zu bytes; this job needs %zu (ask stk_job_arena_size)", bytes, s.total());
+    make_dirs(p.out_dir);  // only once the job is accepted: a refused open leaves nothing behind
     return job;
 }
 
@@ -115,7 +115,17 @@ void job_run_stage(Job &job, stk_stage id) {
         job.stages[id].not_implemented = true;
         throw_error(STK_E_NOT_IMPLEMENTED, "stage %s is not implemented: nothing written, its feature is disabled", st->name);
     }
-    st->run(job);
+    try {
+        st->run(job);
+    } catch (const Error &e) {
+        // A stage that finds it cannot do its work (a feature it does not implement for this
+        // input) is recorded like a missing stage: done, nothing written, feature disabled.
+        if (e.status() == STK_E_NOT_IMPLEMENTED) {
+            job.stages[id].done = true;
+            job.stages[id].not_implemented = true;
+        }
+        throw;
+    }
     job.stages[id].done = true;
 }
 

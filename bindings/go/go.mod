@@ -1,0 +1,3 @@
+module stk
+
+go 1.19

@@ -1,0 +1,322 @@
+package stk
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// fixture is the tiny GPT-2 directory of bindings/testdata (STK_BINDINGS_FIXTURE overrides).
+func fixture(t *testing.T) string {
+	if p := os.Getenv("STK_BINDINGS_FIXTURE"); p != "" {
+		return p
+	}
+	p, err := filepath.Abs("../testdata/tiny-gpt2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func asError(t *testing.T, err error) *Error {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("want *stk.Error, got %T %v", err, err)
+	}
+	return e
+}
+
+func TestVersionMatchesHeader(t *testing.T) {
+	if HeaderVersionNumber != 100 || VersionNumber() != 100 {
+		t.Fatalf("header %d, library %d, want 100", HeaderVersionNumber, VersionNumber())
+	}
+	if VersionString() != "0.1.0" || HeaderVersionString != "0.1.0" {
+		t.Fatalf("version string %q / %q", VersionString(), HeaderVersionString)
+	}
+	if err := CheckVersion(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStatusStringsAndValues(t *testing.T) {
+	cases := []struct {
+		s    Status
+		v    uint32
+		name string
+	}{
+		{StatusOK, 0, "STK_OK: success"},
+		{StatusStructSize, 2, "STK_E_STRUCT_SIZE: struct_size too small"},
+		{StatusArenaTooSmall, 3, "STK_E_ARENA_TOO_SMALL: arena too small"},
+		{StatusNotImplemented, 4, "STK_E_NOT_IMPLEMENTED: not implemented"},
+		{StatusNotFound, 11, "STK_E_NOT_FOUND: file not found"},
+		{StatusChecksum, 27, "STK_E_CHECKSUM: checksum mismatch"},
+		{StatusUnsafePickle, 41, "STK_E_UNSAFE_PICKLE: pickle outside the allowlist"},
+		{StatusKeyNotFound, 63, "STK_E_KEY_NOT_FOUND: key not found"},
+		{StatusInternal, 99, "STK_E_INTERNAL: internal error"},
+		{Status(12345), 12345, "STK_E_?: unknown status"},
+	}
+	for _, c := range cases {
+		if uint32(c.s) != c.v || c.s.String() != c.name {
+			t.Errorf("status %d: got value %d name %q, want %d %q", c.s, uint32(c.s), c.s.String(), c.v, c.name)
+		}
+	}
+	e := &Error{Status: StatusNotFound, Message: "/x: missing"}
+	if e.Error() != "STK_E_NOT_FOUND: file not found: /x: missing" {
+		t.Errorf("Error() = %q", e.Error())
+	}
+	if !errors.Is(fmt.Errorf("wrapped: %w", e), StatusNotFound) || errors.Is(e, StatusIO) {
+		t.Error("errors.Is does not match on the status")
+	}
+}
+
+func TestStageNames(t *testing.T) {
+	want := []string{"parse_tensors", "tokenizer_build_or_wrap", "prf_build", "overlays_build", "ffn_collapse",
+		"mphf_cuckoo", "memory_fit", "bridge_init", "manifest_emit", "check"}
+	var got []string
+	for _, s := range Stages() {
+		got = append(got, s.String())
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("stages %v", got)
+	}
+	if Stage(11).String() != "Stage(11)" || Stage(0).String() != "Stage(0)" {
+		t.Fatal("unknown stages must not get a name")
+	}
+}
+
+func TestStructSizes(t *testing.T) {
+	if runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64" {
+		if jobParamsSize() != 48 || verifyReportSize() != 288 {
+			t.Fatalf("sizeof stk_job_params %d, stk_verify_report %d", jobParamsSize(), verifyReportSize())
+		}
+	}
+}
+
+func TestVerifyMissingDirIsNotFoundAndNamesIt(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "no-such-output")
+	_, err := Verify(dir)
+	e := asError(t, err)
+	if e.Status != StatusNotFound || uint32(e.Status) != 11 {
+		t.Fatalf("status %d (%v), want 11", uint32(e.Status), err)
+	}
+	if !strings.Contains(e.Message, dir) {
+		t.Fatalf("message %q does not name %s", e.Message, dir)
+	}
+	if !strings.HasPrefix(err.Error(), "STK_E_NOT_FOUND: file not found: ") {
+		t.Fatalf("Error() = %q", err.Error())
+	}
+}
+
+func TestGenerationOpenMissingDirIsNotFound(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "no-such-output")
+	g, err := OpenGeneration(dir)
+	if g != nil {
+		t.Fatal("got a generation for a missing directory")
+	}
+	e := asError(t, err)
+	if e.Status != StatusNotFound || !strings.Contains(e.Message, dir) {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestArenaSizeWithStructSizeZero(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	st, msg, n := arenaSizeWithStructSize(0, fixture(t), out)
+	if st != StatusStructSize || uint32(st) != 2 {
+		t.Fatalf("status %d (%s), want 2", uint32(st), msg)
+	}
+	if !strings.Contains(msg, "struct_size") || n != 12345 {
+		t.Fatalf("message %q, bytes %d", msg, n)
+	}
+	if st, _, _ := arenaSizeWithStructSize(jobParamsSize()-1, fixture(t), out); st != StatusStructSize {
+		t.Fatalf("one byte short: %v", st)
+	}
+}
+
+func TestArenaOneByteTooSmall(t *testing.T) {
+	p := &JobParams{InDir: fixture(t), OutDir: filepath.Join(t.TempDir(), "out")}
+	need, err := ArenaSize(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := ArenaSize(p); again != need || need <= 0 {
+		t.Fatalf("arena size %d then %d", need, again)
+	}
+	_, err = OpenWithArena(p, need-1)
+	e := asError(t, err)
+	if e.Status != StatusArenaTooSmall || uint32(e.Status) != 3 || !strings.Contains(e.Message, "arena") {
+		t.Fatalf("%v", err)
+	}
+	j, err := OpenWithArena(p, need)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.ArenaBytes() != need {
+		t.Fatalf("arena %d, want %d", j.ArenaBytes(), need)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	if err := j.Run(StageParseTensors); !errors.Is(err, StatusInvalidArgument) {
+		t.Fatalf("Run after Close: %v", err)
+	}
+}
+
+func TestOutOfRangeOptionsAreRefused(t *testing.T) {
+	p := &JobParams{InDir: fixture(t), OutDir: filepath.Join(t.TempDir(), "out"), R: 5000}
+	_, err := ArenaSize(p)
+	if e := asError(t, err); e.Status != StatusInvalidArgument || !strings.Contains(e.Message, "5000") {
+		t.Fatalf("%v", err)
+	}
+	p.R, p.Flags = 0, 0x80
+	if _, err := ArenaSize(p); !errors.Is(err, StatusInvalidArgument) {
+		t.Fatalf("flags 0x80: %v", err)
+	}
+	p.Flags = AllowNonfinite | AllowUncertifiedTokenizer
+	if n, err := ArenaSize(p); err != nil || n <= 0 {
+		t.Fatalf("%d %v", n, err)
+	}
+	p.InDir = "bad\x00dir"
+	if _, err := ArenaSize(p); !errors.Is(err, StatusInvalidArgument) || !strings.Contains(err.Error(), "InDir") {
+		t.Fatalf("NUL in path: %v", err)
+	}
+}
+
+func TestJobEnforcesStageOrder(t *testing.T) {
+	j, err := Open(&JobParams{InDir: fixture(t), OutDir: filepath.Join(t.TempDir(), "out")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	err = j.Run(StageTokenizer)
+	e := asError(t, err)
+	if e.Status != StatusStageOrder || uint32(e.Status) != 5 || !strings.Contains(e.Message, "parse_tensors") {
+		t.Fatalf("%v", err)
+	}
+	if _, err := j.Digest(StageParseTensors); !errors.Is(err, StatusStageOrder) {
+		t.Fatalf("digest of a stage that has not run: %v", err)
+	}
+}
+
+func TestOutputHoldingAGenerationIsRefused(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(out, "sera_manifest.bin")
+	if err := os.WriteFile(manifest, []byte("published"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(&JobParams{InDir: fixture(t), OutDir: out})
+	e := asError(t, err)
+	if e.Status != StatusOutputExists || uint32(e.Status) != 12 || !strings.Contains(e.Message, out) {
+		t.Fatalf("%v", err)
+	}
+	if b, _ := os.ReadFile(manifest); string(b) != "published" {
+		t.Fatal("the existing manifest was touched")
+	}
+}
+
+// publishTinyGPT2 runs the whole DAG on the tiny model into a fresh directory.  A stage may be
+// NOT_IMPLEMENTED (it writes nothing and its feature is recorded as disabled); any other failure
+// fails.  Every byte-level BPE vocabulary is ambiguous under Sardinas-Patterson ("he" = "h" +
+// "e"), so the greedy tables are built only with AllowUncertifiedTokenizer.
+func publishTinyGPT2(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	j, err := Open(&JobParams{InDir: fixture(t), OutDir: out, Flags: AllowUncertifiedTokenizer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	ran := map[Stage]bool{}
+	for _, s := range Stages() {
+		err := j.Run(s)
+		if err == nil {
+			ran[s] = true
+		} else if !errors.Is(err, StatusNotImplemented) {
+			t.Fatalf("stage %v: %v", s, err)
+		}
+	}
+	if !ran[StageParseTensors] || !ran[StageTokenizer] || !ran[StageManifestEmit] {
+		t.Fatalf("stages that ran: %v", ran)
+	}
+	if d, err := j.Digest(StageTokenizer); err != nil || d == (Digest{}) {
+		t.Fatalf("tokenizer digest %+v, %v", d, err)
+	}
+	for s := range ran {
+		if _, err := j.Digest(s); err != nil {
+			t.Fatalf("digest %v: %v", s, err)
+		}
+	}
+	return out
+}
+
+func TestConvertThenVerifyThenDetectAFlippedBit(t *testing.T) {
+	out := publishTinyGPT2(t)
+	rep, err := Verify(out)
+	if err != nil {
+		t.Fatalf("%v (%+v)", err, rep)
+	}
+	// tokenizer_fst.bin and T_1..T_8 (l_tok 8).
+	if rep.ArraysChecked < 9 || rep.BytesChecked == 0 || rep.FailedFile != "" {
+		t.Fatalf("report %+v", rep)
+	}
+	// One flipped payload bit: the report names the file and the payload's offset (after the
+	// 128-byte array header).
+	fst := filepath.Join(out, "arrays", "tokenizer_fst.bin")
+	b, err := os.ReadFile(fst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 1
+	if err := os.Chmod(fst, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = Verify(out)
+	if !errors.Is(err, StatusChecksum) || rep.FailedFile != "arrays/tokenizer_fst.bin" || rep.FailedOffset != 128 {
+		t.Fatalf("%v, report %+v", err, rep)
+	}
+	if !strings.Contains(err.Error(), "tokenizer_fst.bin") {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestTokenLookupsOnAPublishedGeneration(t *testing.T) {
+	out := publishTinyGPT2(t)
+	g, err := OpenGeneration(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	// bindings/testdata/generate.py: 256 byte tokens, then "Ġt" 256, "he" 257, "Ġthe" 258.
+	for piece, id := range map[string]uint32{"he": 257, " the": 258, "A": 'A'} {
+		if got, err := g.TokenID([]byte(piece)); err != nil || got != id {
+			t.Errorf("TokenID(%q) = %d, %v; want %d", piece, got, err, id)
+		}
+	}
+	if b, err := g.TokenBytes(257); err != nil || string(b) != "he" {
+		t.Errorf("TokenBytes(257) = %q, %v", b, err)
+	}
+	if _, err := g.TokenID([]byte("not a token")); !errors.Is(err, StatusKeyNotFound) {
+		t.Errorf("absent token: %v", err)
+	}
+	if _, err := g.LookupInto(LookupTokenBytes, le32(257), make([]byte, 1)); !errors.Is(err, StatusInvalidArgument) {
+		t.Errorf("1-byte buffer: %v", err)
+	}
+	two := make([]byte, 2)
+	if n, err := g.LookupInto(LookupTokenBytes, le32(257), two); err != nil || n != 2 || string(two) != "he" {
+		t.Errorf("2-byte buffer: %d %q %v", n, two, err)
+	}
+}

@@ -1,0 +1,740 @@
+//! Rust bindings for libstk, the Sera Transfer Kit.
+//!
+//! [`sys`] holds the raw `extern "C"` declarations of `include/stk/stk.h`; the rest of this crate
+//! is a safe wrapper over them:
+//!
+//! * [`Status`] with the header's pinned values, [`Error`] whose `Display` is
+//!   `stk_status_str` followed by the thread's `stk_last_error` message;
+//! * [`Job`]: a conversion job that owns (or borrows) the arena `stk_job_arena_size` asked for,
+//!   and closes the job before the arena is released;
+//! * [`verify`] a published output directory;
+//! * [`Generation`] for the O(1) runtime lookups.
+//!
+//! Every entry point first checks, once per process, that the linked library's
+//! `stk_version_number()` equals the header version this crate was written for
+//! ([`HEADER_VERSION_NUMBER`]); a mismatch is an [`Error`] with [`Status::Unsupported`].
+//!
+//! ```no_run
+//! use stk::{Job, JobParams, Stage, Status};
+//!
+//! let mut job = Job::open(&JobParams::new("models/gpt2", "out/gpt2"))?; // owns a stk_job_arena_size arena
+//! for stage in Stage::ALL {
+//!     match job.run(stage) {
+//!         Err(e) if e.status() == Status::NotImplemented => eprintln!("{stage}: disabled"),
+//!         r => r?,
+//!     }
+//! }
+//! drop(job); // stk_close, then the arena is freed
+//! let report = stk::verify("out/gpt2")?;
+//! println!("{} arrays, {} bytes verified", report.arrays_checked, report.bytes_checked);
+//! # Ok::<(), stk::Error>(())
+//! ```
+
+pub mod sys;
+
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// `STK_VERSION_NUMBER` of the header these bindings were written against.
+pub const HEADER_VERSION_NUMBER: u32 = sys::STK_VERSION_NUMBER;
+/// `STK_VERSION_STRING` of that header.
+pub const HEADER_VERSION_STRING: &str = sys::STK_VERSION_STRING;
+
+/// Job flag: build the greedy tokenizer even if Sardinas-Patterson rejects the vocabulary.
+pub const ALLOW_UNCERTIFIED_TOKENIZER: u32 = sys::STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER;
+/// Job flag: record NaN/Inf weights instead of refusing them.
+pub const ALLOW_NONFINITE: u32 = sys::STK_JOB_ALLOW_NONFINITE;
+
+/// A status code of libstk.  The discriminants are the header's pinned values.
+///
+/// A code this crate does not know (a newer library) is [`Status::Unknown`]; the raw value stays
+/// available as [`Error::code`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+#[non_exhaustive]
+pub enum Status {
+    Ok = sys::STK_OK,
+    InvalidArgument = sys::STK_E_INVALID_ARGUMENT,
+    StructSize = sys::STK_E_STRUCT_SIZE,
+    ArenaTooSmall = sys::STK_E_ARENA_TOO_SMALL,
+    NotImplemented = sys::STK_E_NOT_IMPLEMENTED,
+    StageOrder = sys::STK_E_STAGE_ORDER,
+    Io = sys::STK_E_IO,
+    NotFound = sys::STK_E_NOT_FOUND,
+    OutputExists = sys::STK_E_OUTPUT_EXISTS,
+    Truncated = sys::STK_E_TRUNCATED,
+    BadMagic = sys::STK_E_BAD_MAGIC,
+    BadDtype = sys::STK_E_BAD_DTYPE,
+    BadRank = sys::STK_E_BAD_RANK,
+    DimsOverflow = sys::STK_E_DIMS_OVERFLOW,
+    SizeMismatch = sys::STK_E_SIZE_MISMATCH,
+    Misaligned = sys::STK_E_MISALIGNED,
+    Checksum = sys::STK_E_CHECKSUM,
+    MissingArray = sys::STK_E_MISSING_ARRAY,
+    Schema = sys::STK_E_SCHEMA,
+    BadHeader = sys::STK_E_BAD_HEADER,
+    Corrupt = sys::STK_E_CORRUPT,
+    Unsupported = sys::STK_E_UNSUPPORTED,
+    UnsafePickle = sys::STK_E_UNSAFE_PICKLE,
+    LfsPointer = sys::STK_E_LFS_POINTER,
+    UnknownModel = sys::STK_E_UNKNOWN_MODEL,
+    BadJson = sys::STK_E_BAD_JSON,
+    Nonfinite = sys::STK_E_NONFINITE,
+    ParamCount = sys::STK_E_PARAM_COUNT,
+    SpRejected = sys::STK_E_SP_REJECTED,
+    MphfExhausted = sys::STK_E_MPHF_EXHAUSTED,
+    TableFull = sys::STK_E_TABLE_FULL,
+    KeyNotFound = sys::STK_E_KEY_NOT_FOUND,
+    Nomem = sys::STK_E_NOMEM,
+    Internal = sys::STK_E_INTERNAL,
+    /// Not a value this crate knows (never returned by a library of the header's version).
+    Unknown = u32::MAX,
+}
+
+impl Status {
+    /// Every status of the header, in value order.
+    pub const ALL: [Status; 34] = [
+        Status::Ok,
+        Status::InvalidArgument,
+        Status::StructSize,
+        Status::ArenaTooSmall,
+        Status::NotImplemented,
+        Status::StageOrder,
+        Status::Io,
+        Status::NotFound,
+        Status::OutputExists,
+        Status::Truncated,
+        Status::BadMagic,
+        Status::BadDtype,
+        Status::BadRank,
+        Status::DimsOverflow,
+        Status::SizeMismatch,
+        Status::Misaligned,
+        Status::Checksum,
+        Status::MissingArray,
+        Status::Schema,
+        Status::BadHeader,
+        Status::Corrupt,
+        Status::Unsupported,
+        Status::UnsafePickle,
+        Status::LfsPointer,
+        Status::UnknownModel,
+        Status::BadJson,
+        Status::Nonfinite,
+        Status::ParamCount,
+        Status::SpRejected,
+        Status::MphfExhausted,
+        Status::TableFull,
+        Status::KeyNotFound,
+        Status::Nomem,
+        Status::Internal,
+    ];
+
+    /// The status with this raw value, or [`Status::Unknown`].
+    pub fn from_code(code: u32) -> Status {
+        Status::ALL.iter().copied().find(|s| *s as u32 == code).unwrap_or(Status::Unknown)
+    }
+
+    /// The pinned value (`u32::MAX` for [`Status::Unknown`]).
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// `stk_status_str`: a short constant English name ("STK_E_CHECKSUM: checksum mismatch").
+    pub fn as_str(self) -> &'static str {
+        status_str(self as u32)
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+fn status_str(code: u32) -> &'static str {
+    // SAFETY: stk_status_str returns a pointer to a static NUL-terminated string for any value.
+    unsafe { static_str(sys::stk_status_str(code)) }.unwrap_or("STK_E_?: unknown status")
+}
+
+/// A static C string of the library as `&'static str`; None for NULL or non-UTF-8.
+unsafe fn static_str(p: *const std::os::raw::c_char) -> Option<&'static str> {
+    if p.is_null() {
+        None
+    } else {
+        CStr::from_ptr(p).to_str().ok()
+    }
+}
+
+/// A failed libstk call: the status and the message the library gave for it (which names the
+/// file, tensor and byte offset involved where there is one).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Error {
+    code: u32,
+    message: String,
+}
+
+impl Error {
+    /// The status; [`Status::Unknown`] for a code this crate does not know.
+    pub fn status(&self) -> Status {
+        Status::from_code(self.code)
+    }
+    /// The raw status value as the library returned it.
+    pub fn code(&self) -> u32 {
+        self.code
+    }
+    /// `stk_last_error()` as it was right after the failing call ("" if the library gave none).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Captures the calling thread's `stk_last_error()`; must run right after the failing call.
+    fn from_last(code: u32) -> Error {
+        // SAFETY: stk_last_error returns a NUL-terminated thread-local string, valid until the
+        // next stk_* call on this thread; it is copied before anything else is called.
+        let message = unsafe {
+            let p = sys::stk_last_error();
+            if p.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
+        };
+        Error { code, message }
+    }
+
+    /// An error raised by these bindings before calling in (the library was never reached).
+    fn local(status: Status, message: String) -> Error {
+        Error { code: status as u32, message }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = status_str(self.code);
+        if self.message.is_empty() {
+            f.write_str(name)
+        } else {
+            write!(f, "{name}: {}", self.message)
+        }
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "stk::Error({self})")
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn check(code: sys::stk_status) -> Result<()> {
+    if code == sys::STK_OK {
+        Ok(())
+    } else {
+        Err(Error::from_last(code))
+    }
+}
+
+/// `stk_version_number()` of the library actually linked.
+pub fn version_number() -> u32 {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { sys::stk_version_number() }
+}
+
+/// `stk_version_string()` of the library actually linked.
+pub fn version_string() -> &'static str {
+    // SAFETY: returns a static string.
+    unsafe { static_str(sys::stk_version_string()) }.unwrap_or("")
+}
+
+/// Checks that the linked library is the version these bindings were written for.  Run once per
+/// process (every safe entry point calls it); the structs and enums of another version may not
+/// match, so no call is made into a mismatched library.
+pub fn check_version() -> Result<()> {
+    // 0: not checked yet, 1: equal, 2: mismatch (the check is idempotent, so a race only repeats it).
+    static CHECKED: AtomicU8 = AtomicU8::new(0);
+    match CHECKED.load(Ordering::Relaxed) {
+        1 => return Ok(()),
+        0 if version_number() == HEADER_VERSION_NUMBER => {
+            CHECKED.store(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        _ => CHECKED.store(2, Ordering::Relaxed),
+    }
+    let linked = version_number();
+    Err(Error::local(
+        Status::Unsupported,
+        format!(
+            "libstk {} (version number {linked}) is linked, but these bindings were built for \
+             {HEADER_VERSION_STRING} ({HEADER_VERSION_NUMBER}); rebuild them against the installed header",
+            version_string()
+        ),
+    ))
+}
+
+fn path_cstring(what: &str, path: &Path) -> Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::local(Status::InvalidArgument, format!("{what} {} contains a NUL byte", path.display())))
+}
+
+/// One stage of the fixed DAG (seed 15.2).  Discriminants are the header's pinned values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u32)]
+pub enum Stage {
+    ParseTensors = sys::STK_STAGE_PARSE_TENSORS,
+    Tokenizer = sys::STK_STAGE_TOKENIZER,
+    Prf = sys::STK_STAGE_PRF,
+    Overlays = sys::STK_STAGE_OVERLAYS,
+    FfnCollapse = sys::STK_STAGE_FFN_COLLAPSE,
+    MphfCuckoo = sys::STK_STAGE_MPHF_CUCKOO,
+    MemoryFit = sys::STK_STAGE_MEMORY_FIT,
+    BridgeInit = sys::STK_STAGE_BRIDGE_INIT,
+    ManifestEmit = sys::STK_STAGE_MANIFEST_EMIT,
+    Check = sys::STK_STAGE_CHECK,
+}
+
+impl Stage {
+    /// The stages in DAG order.
+    pub const ALL: [Stage; sys::STK_STAGE_COUNT as usize] = [
+        Stage::ParseTensors,
+        Stage::Tokenizer,
+        Stage::Prf,
+        Stage::Overlays,
+        Stage::FfnCollapse,
+        Stage::MphfCuckoo,
+        Stage::MemoryFit,
+        Stage::BridgeInit,
+        Stage::ManifestEmit,
+        Stage::Check,
+    ];
+
+    /// The spec's name of the stage (`stk_stage_name`, e.g. "parse_tensors").
+    pub fn name(self) -> &'static str {
+        // SAFETY: returns a static string or NULL.
+        unsafe { static_str(sys::stk_stage_name(self as u32)) }.unwrap_or("?")
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Parameters of a conversion job (`stk_job_params`).  Zero means "the library's default".
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobParams {
+    /// HF model directory (config.json, weights, tokenizer files).
+    pub in_dir: PathBuf,
+    /// Output directory (created; must not hold a generation).
+    pub out_dir: PathBuf,
+    /// PRF rank (default 512).
+    pub r: u32,
+    /// Overlay rank (default 12).
+    pub rv: u32,
+    /// Longest token piece in bytes (default 8).
+    pub l_tok: u32,
+    /// FFN top-L (default 12).
+    pub top_l: u32,
+    /// Worker threads (default 1); output bytes do not depend on it.
+    pub threads: u32,
+    /// [`ALLOW_UNCERTIFIED_TOKENIZER`] | [`ALLOW_NONFINITE`].
+    pub flags: u32,
+}
+
+impl JobParams {
+    /// Parameters with every option at the library's default.
+    pub fn new(in_dir: impl Into<PathBuf>, out_dir: impl Into<PathBuf>) -> JobParams {
+        JobParams { in_dir: in_dir.into(), out_dir: out_dir.into(), ..JobParams::default() }
+    }
+
+    /// The C struct plus the strings it points into (kept alive together).
+    fn to_c(&self) -> Result<CParams> {
+        let in_dir = path_cstring("in_dir", &self.in_dir)?;
+        let out_dir = path_cstring("out_dir", &self.out_dir)?;
+        let raw = sys::stk_job_params {
+            struct_size: std::mem::size_of::<sys::stk_job_params>(),
+            in_dir: in_dir.as_ptr(),
+            out_dir: out_dir.as_ptr(),
+            r: self.r,
+            rv: self.rv,
+            l_tok: self.l_tok,
+            top_l: self.top_l,
+            threads: self.threads,
+            flags: self.flags,
+        };
+        Ok(CParams { raw, _in_dir: in_dir, _out_dir: out_dir })
+    }
+}
+
+struct CParams {
+    raw: sys::stk_job_params,
+    _in_dir: CString,
+    _out_dir: CString,
+}
+
+/// `stk_job_arena_size`: how many arena bytes a job with these parameters needs.  Reads the
+/// checkpoint's metadata, never its weights.
+pub fn arena_size(params: &JobParams) -> Result<usize> {
+    check_version()?;
+    let c = params.to_c()?;
+    let mut bytes = 0usize;
+    // SAFETY: c.raw points at NUL-terminated strings owned by `c`; `bytes` is a valid out-pointer.
+    check(unsafe { sys::stk_job_arena_size(&c.raw, &mut bytes) })?;
+    Ok(bytes)
+}
+
+/// Memory that can hold a job: its address must not change while the job lives, even if the
+/// owner value is moved (heap buffers and borrowed slices qualify; inline arrays do not).
+///
+/// # Safety
+/// `arena_ptr` must return the same pointer, valid for `arena_len` writable bytes, for as long
+/// as the value lives and is not accessed otherwise.
+pub unsafe trait Arena {
+    fn arena_ptr(&mut self) -> *mut u8;
+    fn arena_len(&self) -> usize;
+}
+
+unsafe impl Arena for Box<[u8]> {
+    fn arena_ptr(&mut self) -> *mut u8 {
+        self.as_mut_ptr()
+    }
+    fn arena_len(&self) -> usize {
+        self.len()
+    }
+}
+
+unsafe impl Arena for Vec<u8> {
+    fn arena_ptr(&mut self) -> *mut u8 {
+        self.as_mut_ptr()
+    }
+    fn arena_len(&self) -> usize {
+        self.len()
+    }
+}
+
+unsafe impl Arena for &mut [u8] {
+    fn arena_ptr(&mut self) -> *mut u8 {
+        self.as_mut_ptr()
+    }
+    fn arena_len(&self) -> usize {
+        self.len()
+    }
+}
+
+/// A zeroed heap buffer from calloc-like allocation: large arenas come as untouched zero pages, so
+/// only what the library writes is ever committed.  None if the allocator refuses.
+fn zeroed_arena(bytes: usize) -> Option<Box<[u8]>> {
+    if bytes == 0 {
+        return Some(Box::default());
+    }
+    let layout = std::alloc::Layout::array::<u8>(bytes).ok()?;
+    // SAFETY: layout has a non-zero size; a non-null result is `bytes` zeroed bytes with the
+    // layout Box<[u8]> frees with (align 1, size bytes).
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout);
+        if p.is_null() {
+            return None;
+        }
+        Some(Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, bytes)))
+    }
+}
+
+/// The digests a finished stage recorded: crc32c and sha256_low64 over the bytes of every array
+/// it wrote, in write order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Digest {
+    pub crc32c: u32,
+    pub sha256_low64: u64,
+}
+
+/// A conversion job.  The job handle lives inside the arena `A`, which the `Job` holds; dropping
+/// the `Job` calls `stk_close` first and releases the arena after, so the arena always outlives
+/// the job.
+pub struct Job<A: Arena = Box<[u8]>> {
+    raw: NonNull<sys::stk_job>,
+    // Never touched while `raw` is open: the library owns these bytes.
+    arena: A,
+}
+
+// SAFETY: a job is plain memory in its arena plus files it opened; libstk keeps no per-thread
+// state for it (only the last error message is per thread).  Not Sync: stage runs mutate it.
+unsafe impl<A: Arena + Send> Send for Job<A> {}
+
+impl Job<Box<[u8]>> {
+    /// Sizes the arena with `stk_job_arena_size`, allocates it (zeroed pages, committed only as
+    /// the library touches them) and opens the job in it.
+    pub fn open(params: &JobParams) -> Result<Job<Box<[u8]>>> {
+        let bytes = arena_size(params)?;
+        let arena = zeroed_arena(bytes).ok_or_else(|| {
+            Error::local(Status::Nomem, format!("cannot allocate a {bytes}-byte arena for {}", params.in_dir.display()))
+        })?;
+        Job::open_in(params, arena)
+    }
+}
+
+impl<A: Arena> Job<A> {
+    /// Opens a job inside a caller-provided arena (at least [`arena_size`] bytes, any
+    /// alignment); an arena that is too small is [`Status::ArenaTooSmall`].
+    pub fn open_in(params: &JobParams, mut arena: A) -> Result<Job<A>> {
+        check_version()?;
+        let c = params.to_c()?;
+        let mut raw: *mut sys::stk_job = std::ptr::null_mut();
+        // SAFETY: the arena pointer is valid for arena_len bytes and stays put (trait contract)
+        // for as long as the Job that takes ownership of it; strings live in `c` for the call
+        // (stk_open copies them into the arena).
+        check(unsafe { sys::stk_open(&c.raw, arena.arena_ptr().cast(), arena.arena_len(), &mut raw) })?;
+        let raw = NonNull::new(raw)
+            .ok_or_else(|| Error::local(Status::Internal, "stk_open returned STK_OK and a NULL job".into()))?;
+        Ok(Job { raw, arena })
+    }
+
+    /// `stk_stage_run`: runs one stage (in DAG order; [`Status::StageOrder`] otherwise).
+    pub fn run(&mut self, stage: Stage) -> Result<()> {
+        // SAFETY: raw is an open job (closed only in Drop).
+        check(unsafe { sys::stk_stage_run(self.raw.as_ptr(), stage as u32) })
+    }
+
+    /// `stk_stage_digest`: what a finished stage recorded.
+    pub fn digest(&self, stage: Stage) -> Result<Digest> {
+        let mut d = Digest { crc32c: 0, sha256_low64: 0 };
+        // SAFETY: raw is an open job; out-pointers are valid.
+        check(unsafe { sys::stk_stage_digest(self.raw.as_ptr(), stage as u32, &mut d.crc32c, &mut d.sha256_low64) })?;
+        Ok(d)
+    }
+
+    /// Size of the arena the job lives in.
+    pub fn arena_bytes(&self) -> usize {
+        self.arena.arena_len()
+    }
+
+    /// The raw handle, for calls this wrapper does not cover.  Valid while `self` lives.
+    pub fn as_raw(&self) -> *mut sys::stk_job {
+        self.raw.as_ptr()
+    }
+}
+
+impl<A: Arena> Drop for Job<A> {
+    fn drop(&mut self) {
+        // SAFETY: raw is open; after this the arena (dropped next, as a field) is free again.
+        unsafe { sys::stk_close(self.raw.as_ptr()) }
+    }
+}
+
+/// What `stk_verify` checked, and on failure where it stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VerifyReport {
+    /// Arrays whose header and payload were verified.
+    pub arrays_checked: u32,
+    /// Payload bytes hashed.
+    pub bytes_checked: u64,
+    /// On failure: the file, relative to the output directory ("" if none).
+    pub failed_file: String,
+    /// On failure: the byte offset inside that file.
+    pub failed_offset: u64,
+}
+
+impl VerifyReport {
+    fn from_c(r: &sys::stk_verify_report) -> VerifyReport {
+        // Bounded: the field is 256 bytes; take up to the first NUL.
+        let bytes: Vec<u8> = r.failed_file.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+        VerifyReport {
+            arrays_checked: r.arrays_checked,
+            bytes_checked: r.bytes_checked,
+            failed_file: String::from_utf8_lossy(&bytes).into_owned(),
+            failed_offset: r.failed_offset,
+        }
+    }
+}
+
+/// A failed verification: the error and the report (which file and offset failed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyError {
+    pub error: Error,
+    pub report: VerifyReport,
+}
+
+impl VerifyError {
+    pub fn status(&self) -> Status {
+        self.error.status()
+    }
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.error.fmt(f)?;
+        if !self.report.failed_file.is_empty() {
+            write!(f, " (at {} offset {})", self.report.failed_file, self.report.failed_offset)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for VerifyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl From<VerifyError> for Error {
+    fn from(v: VerifyError) -> Error {
+        v.error
+    }
+}
+
+/// `stk_verify`: checks a published output directory (manifest, hash chain, every array).
+pub fn verify(out_dir: impl AsRef<Path>) -> Result<VerifyReport, VerifyError> {
+    let fail = |error| VerifyError { error, report: VerifyReport::default() };
+    check_version().map_err(fail)?;
+    let dir = path_cstring("out_dir", out_dir.as_ref()).map_err(fail)?;
+    // SAFETY: zero is a valid bit pattern for the report (integers and a char array).
+    let mut raw: sys::stk_verify_report = unsafe { std::mem::zeroed() };
+    raw.struct_size = std::mem::size_of::<sys::stk_verify_report>();
+    // SAFETY: dir is NUL-terminated; raw is a valid report of the declared size.
+    let st = unsafe { sys::stk_verify(dir.as_ptr(), &mut raw) };
+    let result = check(st);
+    let report = VerifyReport::from_c(&raw);
+    match result {
+        Ok(()) => Ok(report),
+        Err(error) => Err(VerifyError { error, report }),
+    }
+}
+
+/// The kinds of O(1) lookup over a published generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum LookupKind {
+    /// key: token bytes -> value: token id (u32 LE)
+    TokenId = sys::STK_LOOKUP_TOKEN_ID,
+    /// key: u32 token id (LE) -> value: token bytes
+    TokenBytes = sys::STK_LOOKUP_TOKEN_BYTES,
+    /// key: u64 feature key (LE) -> value: f32 base weight (LE)
+    Linear = sys::STK_LOOKUP_LINEAR,
+    /// key: u32 token id, u32 context id (LE) -> value: hub bitset
+    Hub = sys::STK_LOOKUP_HUB,
+}
+
+/// A published generation, mapped read-only and verified (`stk_generation_open`).
+pub struct Generation {
+    raw: NonNull<sys::stk_generation>,
+}
+
+// SAFETY: the handle is a read-only mapping with no thread affinity.  Not declared Sync: the
+// header does not (yet) promise that concurrent stk_lookup calls on one handle are safe.
+unsafe impl Send for Generation {}
+
+impl Generation {
+    /// Maps and verifies the generation published in `out_dir`.
+    pub fn open(out_dir: impl AsRef<Path>) -> Result<Generation> {
+        check_version()?;
+        let dir = path_cstring("out_dir", out_dir.as_ref())?;
+        let mut raw: *mut sys::stk_generation = std::ptr::null_mut();
+        // SAFETY: dir is NUL-terminated; raw is a valid out-pointer.
+        check(unsafe { sys::stk_generation_open(dir.as_ptr(), &mut raw) })?;
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::local(Status::Internal, "stk_generation_open returned STK_OK and a NULL handle".into())
+        })?;
+        Ok(Generation { raw })
+    }
+
+    /// One lookup into `value`; returns the value's length.  A value longer than `value` is
+    /// [`Status::InvalidArgument`]; an absent key is [`Status::KeyNotFound`].
+    pub fn lookup_into(&self, kind: LookupKind, key: &[u8], value: &mut [u8]) -> Result<usize> {
+        self.lookup_raw(kind, key, value).map_err(|(e, _)| e)
+    }
+
+    fn lookup_raw(&self, kind: LookupKind, key: &[u8], value: &mut [u8]) -> Result<usize, (Error, usize)> {
+        let mut len = 0usize;
+        // SAFETY: raw is open; key and value are valid for their lengths.
+        let st = unsafe {
+            sys::stk_lookup(
+                self.raw.as_ptr(),
+                kind as u32,
+                key.as_ptr().cast(),
+                key.len(),
+                value.as_mut_ptr().cast(),
+                value.len(),
+                &mut len,
+            )
+        };
+        match check(st) {
+            Ok(()) if len <= value.len() => Ok(len),
+            Ok(()) => Err((
+                Error::local(
+                    Status::Internal,
+                    format!("stk_lookup said {len} bytes for a {}-byte buffer", value.len()),
+                ),
+                0,
+            )),
+            Err(e) => Err((e, len)),
+        }
+    }
+
+    /// One lookup; `Ok(None)` if the key is absent.
+    pub fn lookup(&self, kind: LookupKind, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut small = [0u8; 64];
+        match self.lookup_raw(kind, key, &mut small) {
+            Ok(n) => Ok(Some(small[..n].to_vec())),
+            Err((e, _)) if e.status() == Status::KeyNotFound => Ok(None),
+            // Too small: the library said how much it needs.
+            Err((e, need)) if e.status() == Status::InvalidArgument && need > small.len() => {
+                let mut big = vec![0u8; need];
+                match self.lookup_raw(kind, key, &mut big) {
+                    Ok(n) => {
+                        big.truncate(n);
+                        Ok(Some(big))
+                    }
+                    Err((e, _)) if e.status() == Status::KeyNotFound => Ok(None),
+                    Err((e, _)) => Err(e),
+                }
+            }
+            Err((e, _)) => Err(e),
+        }
+    }
+
+    fn fixed<const N: usize>(&self, kind: LookupKind, key: &[u8]) -> Result<Option<[u8; N]>> {
+        match self.lookup(kind, key)? {
+            None => Ok(None),
+            Some(v) => v.as_slice().try_into().map(Some).map_err(|_| {
+                Error::local(Status::Corrupt, format!("{kind:?} lookup returned {} bytes, expected {N}", v.len()))
+            }),
+        }
+    }
+
+    /// Token bytes -> token id.
+    pub fn token_id(&self, piece: &[u8]) -> Result<Option<u32>> {
+        Ok(self.fixed::<4>(LookupKind::TokenId, piece)?.map(u32::from_le_bytes))
+    }
+
+    /// Token id -> token bytes.
+    pub fn token_bytes(&self, id: u32) -> Result<Option<Vec<u8>>> {
+        self.lookup(LookupKind::TokenBytes, &id.to_le_bytes())
+    }
+
+    /// Feature key -> base weight.
+    pub fn linear_weight(&self, key: u64) -> Result<Option<f32>> {
+        Ok(self.fixed::<4>(LookupKind::Linear, &key.to_le_bytes())?.map(f32::from_le_bytes))
+    }
+
+    /// (token id, context id) -> hub bitset.
+    pub fn hub(&self, token: u32, context: u32) -> Result<Option<Vec<u8>>> {
+        let mut key = [0u8; 8];
+        key[..4].copy_from_slice(&token.to_le_bytes());
+        key[4..].copy_from_slice(&context.to_le_bytes());
+        self.lookup(LookupKind::Hub, &key)
+    }
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        // SAFETY: raw is open and closed exactly once.
+        unsafe { sys::stk_generation_close(self.raw.as_ptr()) }
+    }
+}

@@ -1,0 +1,156 @@
+//! Raw declarations of `include/stk/stk.h`, one for one.  Names, types and values follow the
+//! header exactly (C enums as `c_uint`, as bindgen spells them for non-negative enums with GCC
+//! and Clang); `tests/header.rs` parses the header and checks every constant here against it, and
+//! the layout assertions below pin the structs on 64-bit targets.
+#![allow(non_camel_case_types)]
+
+use std::marker::{PhantomData, PhantomPinned};
+use std::os::raw::{c_char, c_uint, c_void};
+
+pub const STK_VERSION_MAJOR: u32 = 0;
+pub const STK_VERSION_MINOR: u32 = 1;
+pub const STK_VERSION_PATCH: u32 = 0;
+pub const STK_VERSION_NUMBER: u32 = STK_VERSION_MAJOR * 10000 + STK_VERSION_MINOR * 100 + STK_VERSION_PATCH;
+pub const STK_VERSION_STRING: &str = "0.1.0";
+
+pub type stk_status = c_uint;
+pub const STK_OK: stk_status = 0;
+pub const STK_E_INVALID_ARGUMENT: stk_status = 1;
+pub const STK_E_STRUCT_SIZE: stk_status = 2;
+pub const STK_E_ARENA_TOO_SMALL: stk_status = 3;
+pub const STK_E_NOT_IMPLEMENTED: stk_status = 4;
+pub const STK_E_STAGE_ORDER: stk_status = 5;
+pub const STK_E_IO: stk_status = 10;
+pub const STK_E_NOT_FOUND: stk_status = 11;
+pub const STK_E_OUTPUT_EXISTS: stk_status = 12;
+pub const STK_E_TRUNCATED: stk_status = 20;
+pub const STK_E_BAD_MAGIC: stk_status = 21;
+pub const STK_E_BAD_DTYPE: stk_status = 22;
+pub const STK_E_BAD_RANK: stk_status = 23;
+pub const STK_E_DIMS_OVERFLOW: stk_status = 24;
+pub const STK_E_SIZE_MISMATCH: stk_status = 25;
+pub const STK_E_MISALIGNED: stk_status = 26;
+pub const STK_E_CHECKSUM: stk_status = 27;
+pub const STK_E_MISSING_ARRAY: stk_status = 28;
+pub const STK_E_SCHEMA: stk_status = 29;
+pub const STK_E_BAD_HEADER: stk_status = 30;
+pub const STK_E_CORRUPT: stk_status = 31;
+pub const STK_E_UNSUPPORTED: stk_status = 40;
+pub const STK_E_UNSAFE_PICKLE: stk_status = 41;
+pub const STK_E_LFS_POINTER: stk_status = 42;
+pub const STK_E_UNKNOWN_MODEL: stk_status = 43;
+pub const STK_E_BAD_JSON: stk_status = 44;
+pub const STK_E_NONFINITE: stk_status = 45;
+pub const STK_E_PARAM_COUNT: stk_status = 46;
+pub const STK_E_SP_REJECTED: stk_status = 60;
+pub const STK_E_MPHF_EXHAUSTED: stk_status = 61;
+pub const STK_E_TABLE_FULL: stk_status = 62;
+pub const STK_E_KEY_NOT_FOUND: stk_status = 63;
+pub const STK_E_NOMEM: stk_status = 90;
+pub const STK_E_INTERNAL: stk_status = 99;
+
+pub type stk_stage = c_uint;
+pub const STK_STAGE_PARSE_TENSORS: stk_stage = 1;
+pub const STK_STAGE_TOKENIZER: stk_stage = 2;
+pub const STK_STAGE_PRF: stk_stage = 3;
+pub const STK_STAGE_OVERLAYS: stk_stage = 4;
+pub const STK_STAGE_FFN_COLLAPSE: stk_stage = 5;
+pub const STK_STAGE_MPHF_CUCKOO: stk_stage = 6;
+pub const STK_STAGE_MEMORY_FIT: stk_stage = 7;
+pub const STK_STAGE_BRIDGE_INIT: stk_stage = 8;
+pub const STK_STAGE_MANIFEST_EMIT: stk_stage = 9;
+pub const STK_STAGE_CHECK: stk_stage = 10;
+pub const STK_STAGE_COUNT: u32 = 10;
+
+pub const STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER: u32 = 0x1;
+pub const STK_JOB_ALLOW_NONFINITE: u32 = 0x2;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct stk_job_params {
+    pub struct_size: usize,
+    pub in_dir: *const c_char,
+    pub out_dir: *const c_char,
+    pub r: u32,
+    pub rv: u32,
+    pub l_tok: u32,
+    pub top_l: u32,
+    pub threads: u32,
+    pub flags: u32,
+}
+
+/// Opaque: lives inside the caller's arena; never constructed or moved from Rust.
+#[repr(C)]
+pub struct stk_job {
+    _private: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_verify_report {
+    pub struct_size: usize,
+    pub arrays_checked: u32,
+    pub bytes_checked: u64,
+    pub failed_file: [c_char; 256],
+    pub failed_offset: u64,
+}
+
+/// Opaque handle of a mapped, verified generation.
+#[repr(C)]
+pub struct stk_generation {
+    _private: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+pub type stk_lookup_kind = c_uint;
+pub const STK_LOOKUP_TOKEN_ID: stk_lookup_kind = 1;
+pub const STK_LOOKUP_TOKEN_BYTES: stk_lookup_kind = 2;
+pub const STK_LOOKUP_LINEAR: stk_lookup_kind = 3;
+pub const STK_LOOKUP_HUB: stk_lookup_kind = 4;
+
+extern "C" {
+    pub fn stk_status_str(status: stk_status) -> *const c_char;
+    pub fn stk_last_error() -> *const c_char;
+    pub fn stk_version_number() -> u32;
+    pub fn stk_version_string() -> *const c_char;
+
+    pub fn stk_stage_name(stage: stk_stage) -> *const c_char;
+    pub fn stk_job_arena_size(params: *const stk_job_params, out_bytes: *mut usize) -> stk_status;
+    pub fn stk_open(
+        params: *const stk_job_params,
+        arena: *mut c_void,
+        arena_bytes: usize,
+        out_job: *mut *mut stk_job,
+    ) -> stk_status;
+    pub fn stk_stage_run(job: *mut stk_job, stage: stk_stage) -> stk_status;
+    pub fn stk_stage_digest(
+        job: *const stk_job,
+        stage: stk_stage,
+        out_crc32c: *mut u32,
+        out_sha256_low64: *mut u64,
+    ) -> stk_status;
+    pub fn stk_close(job: *mut stk_job);
+
+    pub fn stk_verify(out_dir: *const c_char, report: *mut stk_verify_report) -> stk_status;
+
+    pub fn stk_generation_open(out_dir: *const c_char, out_gen: *mut *mut stk_generation) -> stk_status;
+    pub fn stk_generation_close(gen: *mut stk_generation);
+    pub fn stk_lookup(
+        gen: *const stk_generation,
+        kind: stk_lookup_kind,
+        key: *const c_void,
+        key_len: usize,
+        value: *mut c_void,
+        value_cap: usize,
+        value_len: *mut usize,
+    ) -> stk_status;
+}
+
+// The C sizes on LP64 targets (x86_64, aarch64 Linux): a mismatch fails the build.  Field
+// offsets are compared with the C compiler's in tests/header.rs.
+#[cfg(target_pointer_width = "64")]
+const _: () = {
+    assert!(std::mem::size_of::<stk_job_params>() == 48);
+    assert!(std::mem::size_of::<stk_verify_report>() == 288);
+};
