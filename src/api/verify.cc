@@ -1,9 +1,169 @@
+// stk_verify (seed 12.7): the manifest, then every array it lists.  Arrays are verified on a few
+// threads (SHA-256 of one payload cannot be split), but the result is deterministic: the failure
+// reported is always the first failing array in manifest order, whatever the thread timing.
 #include "api/verify.h"
 
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core/checked.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "format/array.h"
+#include "format/manifest.h"
 
 namespace stk {
-void verify_generation(const std::string &out_dir, stk_verify_report *) {
-    throw_error(STK_E_NOT_IMPLEMENTED, "%s: stk_verify is not implemented yet", out_dir.c_str());
+
+namespace {
+
+// Our readers write "<file>: offset N: ..." (or "payload (offset N, ..."): the offset of the
+// failure inside `file`.  Without one, `fallback`.
+uint64_t offset_in_message(const std::string &msg, const std::string &file, uint64_t fallback) {
+    size_t from = msg.compare(0, file.size(), file) == 0 ? file.size() : 0;
+    size_t at = msg.find("offset ", from);
+    if (at == std::string::npos) return fallback;
+    at += 7;
+    if (at >= msg.size() || msg[at] < '0' || msg[at] > '9') return fallback;
+    uint64_t v = 0;
+    while (at < msg.size() && msg[at] >= '0' && msg[at] <= '9') {
+        uint64_t d = uint64_t(msg[at++] - '0');
+        if (v > (~0ull - d) / 10) return fallback;
+        v = v * 10 + d;
+    }
+    return v;
 }
+
+struct Failure {
+    stk_status status = STK_OK;
+    std::string message;
+    std::string file;  // relative to the output directory
+    uint64_t offset = 0;
+};
+
+// Header fields, for mismatches between an array's header and its manifest entry.
+constexpr uint64_t kHdrDtype = 4, kHdrRank = 6, kHdrDims = 8, kHdrByteLen = 48, kHdrCrc = 56, kHdrSha = 64, kHdrFlags = 72;
+
+void verify_one(const std::string &out_dir, const ManifestArray &e, Failure &f) {
+    std::string rel = std::string(kArraysDirName) + "/" + e.name;
+    std::string path = out_dir + "/" + rel;
+    f.file = rel;
+    if (!file_exists(path)) {
+        f.status = STK_E_MISSING_ARRAY;
+        f.offset = 0;
+        f.message = format("%s: array %s listed in the manifest is missing", path.c_str(), e.name);
+        return;
+    }
+    uint64_t file_size = 0;
+    try {
+        MappedFile m(path);
+        file_size = m.size();
+        m.will_need(0, m.size());
+        ArrayHeader h = decode_array_header(m.data(), m.size(), path);
+        auto differ = [&](uint64_t off, stk_status s, const char *what, unsigned long long have, unsigned long long want) {
+            throw_error(s, "%s: offset %llu: header %s %llu, the manifest says %llu", path.c_str(), (unsigned long long)off, what,
+                        have, want);
+        };
+        if (h.dtype != e.dtype) differ(kHdrDtype, STK_E_SIZE_MISMATCH, "dtype", h.dtype, e.dtype);
+        if (h.rank != e.rank) differ(kHdrRank, STK_E_SIZE_MISMATCH, "rank", h.rank, e.rank);
+        for (uint32_t i = 0; i < kMaxRank; i++)
+            if (h.dims[i] != e.dims[i]) differ(kHdrDims + 8 * i, STK_E_SIZE_MISMATCH, "dims entry", h.dims[i], e.dims[i]);
+        if (h.byte_len != e.byte_len) differ(kHdrByteLen, STK_E_SIZE_MISMATCH, "byte_len", h.byte_len, e.byte_len);
+        if (h.flags != e.flags) differ(kHdrFlags, STK_E_BAD_HEADER, "flags", h.flags, e.flags);
+        if (h.crc32c != e.crc32c) differ(kHdrCrc, STK_E_CHECKSUM, "crc32c", h.crc32c, e.crc32c);
+        if (h.sha256_low64 != e.sha256_low64) differ(kHdrSha, STK_E_CHECKSUM, "sha256_low64", h.sha256_low64, e.sha256_low64);
+        verify_array_payload(h, m.data() + kArrayHeaderSize, path);
+    } catch (const Error &err) {
+        f.status = err.status();
+        f.message = err.what();
+        // A file that ends early fails where it ends.
+        f.offset = offset_in_message(f.message, path, f.status == STK_E_TRUNCATED ? file_size : 0);
+    } catch (const std::bad_alloc &) {
+        f.status = STK_E_NOMEM;
+        f.message = path + ": out of memory";
+    }
+}
+
+void fill(stk_verify_report *r, const Failure &f) {
+    if (!r) return;
+    std::snprintf(r->failed_file, sizeof r->failed_file, "%s", f.file.c_str());
+    r->failed_offset = f.offset;
+}
+
+}  // namespace
+
+void verify_generation(const std::string &out_dir, stk_verify_report *report) {
+    if (report) {
+        size_t keep = report->struct_size;
+        std::memset(report, 0, sizeof *report);
+        report->struct_size = keep;
+    }
+    const std::string mpath = out_dir + "/" + kManifestFileName;
+    Manifest man;
+    {
+        Failure f;
+        f.file = kManifestFileName;
+        if (!file_exists(mpath)) {
+            f.status = STK_E_NOT_FOUND;
+            f.message = format("%s: no published generation here (no %s)", out_dir.c_str(), kManifestFileName);
+        } else {
+            try {
+                MappedFile m(mpath);
+                man = decode_manifest(m.data(), m.size(), mpath);
+            } catch (const Error &err) {
+                f.status = err.status();
+                f.message = err.what();
+                f.offset = offset_in_message(f.message, mpath, 0);
+            }
+        }
+        if (f.status != STK_OK) {
+            fill(report, f);
+            throw Error(f.status, f.message);
+        }
+    }
+
+    const uint32_t n = uint32_t(man.arrays.size());
+    std::vector<Failure> failures(n);
+    std::atomic<uint32_t> next{0}, first_fail{n};
+    auto worker = [&] {
+        for (;;) {
+            uint32_t i = next.fetch_add(1);
+            if (i >= n || i > first_fail.load()) return;  // later arrays cannot be the first failure
+            verify_one(out_dir, man.arrays[i], failures[i]);
+            if (failures[i].status != STK_OK) {
+                uint32_t cur = first_fail.load();
+                while (i < cur && !first_fail.compare_exchange_weak(cur, i)) {
+                }
+            }
+        }
+    };
+    uint64_t total = 0;
+    for (const ManifestArray &a : man.arrays)
+        if (!add_ok(total, a.byte_len, &total)) total = ~0ull;
+    unsigned hw = std::thread::hardware_concurrency();
+    unsigned threads = hw == 0 ? 1 : (hw > 8 ? 8 : hw);
+    if (threads > n) threads = n;
+    if (total < (8u << 20)) threads = 1;  // small generations: thread start-up costs more than it saves
+    if (threads <= 1) {
+        worker();
+    } else {
+        std::vector<std::thread> pool;
+        for (unsigned t = 0; t < threads; t++) pool.emplace_back(worker);
+        for (std::thread &t : pool) t.join();
+    }
+
+    uint32_t bad = first_fail.load();
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < bad && i < n; i++) bytes += man.arrays[i].byte_len;
+    if (report) {
+        report->arrays_checked = bad;
+        report->bytes_checked = bytes;
+    }
+    if (bad < n) {
+        fill(report, failures[bad]);
+        throw Error(failures[bad].status, failures[bad].message);
+    }
+}
+
 }  // namespace stk

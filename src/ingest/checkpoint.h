@@ -28,6 +28,14 @@ struct TensorRef {
     // Row-major element strides for torch views (safetensors: contiguous).  Empty = contiguous.
     std::vector<uint64_t> strides;
     uint32_t source_index = 0;    // which Checkpoint source (shard) holds it
+    // Bytes tensor_bytes() returns: from the first element to one past the last element the
+    // view addresses.  == n_bytes when contiguous; differs for strided torch views (a transpose
+    // spans the same bytes; a slice with stride > 1 spans more).
+    uint64_t span_bytes = 0;
+    // Reader-private (torch zip): which storage holds the tensor and the byte offset of its
+    // first element inside that storage.  Unused for safetensors.
+    uint32_t storage_index = 0;
+    uint64_t storage_byte_offset = 0;
 };
 
 class Checkpoint {
@@ -47,6 +55,8 @@ public:
     virtual void release(const TensorRef &t) const {}
 
     const TensorRef *find(const std::string &name) const;
+    // Names of the files read (index first, then shards in order), for messages and inspect.
+    virtual std::vector<std::string> files() const { return {}; }
 };
 
 // Open a model directory: picks model.safetensors(.index.json) first, then
@@ -58,5 +68,12 @@ std::unique_ptr<Checkpoint> open_checkpoint(const std::string &path);
 // returned by tensor_bytes) to f32, honouring strides.  Integer types convert by value; BOOL to
 // 0/1; F8 formats per the OCP spec.
 void convert_to_f32(const TensorRef &t, const uint8_t *bytes, uint64_t first, uint64_t count, float *out);
+
+// Parse a dtype name as safetensors spells it ("BF16"); false if unknown.
+bool parse_src_dtype(const char *name, size_t len, SrcDType *out);
+
+// Helper for parse_tensors (NaN/Inf policy): index of the first non-finite value among
+// `count` f32 values, or count if all are finite.
+uint64_t first_nonfinite(const float *values, uint64_t count);
 
 }  // namespace stk

@@ -6,6 +6,7 @@
 
 #include "core/arena.h"
 #include "format/array.h"
+#include "format/manifest.h"
 #include "stk/stk.h"
 
 namespace stk {
@@ -38,6 +39,7 @@ struct Job {
     uint32_t n_arrays = 0;
     ModelPlan *model = nullptr;
     TokenizerPlan *tokenizer = nullptr;
+    ManifestDraft manifest;   // scalar fields, P_gen, records: what manifest_emit publishes
 };
 
 // One DAG stage: how much arena it needs for these params, and how it runs.

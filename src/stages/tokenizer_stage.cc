@@ -1,7 +1,427 @@
+// tokenizer_build_or_wrap (seed 4.1-4.6, 12.1; spec-notes 10): bytepieces of 1..L_tok bytes,
+// Sardinas-Patterson over them, then either the greedy tables (tokenizer_fst.bin + T_1..T_Ltok)
+// or the EXT wrapper (no FST, an invariant record saying why), and the proposals C_t in every
+// mode.  Everything the stage keeps lives in the job arena; docs/decisions.md ("Decisions:
+// hashing and the tokenizer stage") gives the reasons.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <string>
+
 #include "core/error.h"
+#include "core/prng.h"
+#include "format/manifest.h"
+#include "hash/rolling_hash.h"
+#include "stages/outputs.h"
 #include "stages/stages.h"
+#include "tokenizer/greedy.h"
+#include "tokenizer/plan.h"
+#include "tokenizer/vocab_io.h"
 
 namespace stk {
-void tokenizer_stage_size(const stk_job_params &, ArenaSizer &) {}
-void tokenizer_stage_run(Job &) { throw_error(STK_E_NOT_IMPLEMENTED, "stage tokenizer_build_or_wrap is not implemented yet"); }
+
+namespace {
+
+// Files load_vocab_dir may read; their total size bounds everything the stage allocates.
+const char *const kTokenizerFiles[] = {"tokenizer.json", "vocab.json", "merges.txt", "encoder.json", "vocab.bpe", "tokenizer.model"};
+
+uint64_t tokenizer_file_bytes(const char *dir, bool *any) {
+    uint64_t total = 0;
+    *any = false;
+    for (const char *f : kTokenizerFiles) {
+        struct stat st;
+        std::string p = std::string(dir) + "/" + f;
+        if (::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+            total += uint64_t(st.st_size);
+            *any = true;
+        }
+    }
+    return total;
+}
+
+constexpr uint32_t kMaxMphfRetries = 8;       // 18.1: M grows by 5 % at most 8 times (x1.48)
+constexpr size_t kRoundTripBytes = 64 * 1024;  // 12.1: seeded random bytes through encode/decode
+constexpr uint64_t kTokenizerSaltMaster = 0x544F4B454E495A45ull;  // "TOKENIZE"
+constexpr uint32_t kTokenizerModule = 2;                          // seed 10.4 stream module id
+
+uint64_t table_salt(uint32_t n) { return stream_seed(kTokenizerSaltMaster, kTokenizerModule, n); }
+
+void render_witness(const uint8_t *w, uint32_t len, char *out, size_t cap) {
+    size_t at = 0;
+    for (uint32_t i = 0; i < len && at + 5 < cap; i++) {
+        uint8_t c = w[i];
+        if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') out[at++] = char(c);
+        else at += size_t(std::snprintf(out + at, cap - at, "\\x%02x", c));
+    }
+    out[at] = 0;
+}
+
+// Moves `size` bytes built at src (above `mark`) down to the mark and keeps only them.
+uint8_t *keep_at_mark(Arena &a, size_t mark, const uint8_t *src, size_t size) {
+    a.reset(mark);
+    uint8_t *dst = static_cast<uint8_t *>(a.alloc(size, 64));
+    std::memmove(dst, src, size);
+    return dst;
+}
+
+struct KeyId {
+    uint64_t key;
+    uint32_t id;
+};
+
+// The stage's own canonical record, fed to its digest after its arrays (all modes): mode u8,
+// L_tok u32, SP verdict u8, sp_cert_digest[32], P_gen u32, the P_gen ids u32 (all LE).
+void digest_record(StageDigest &d, const TokenizerPlan &p) {
+    uint8_t head[1 + 4 + 1 + 32 + 4];
+    head[0] = uint8_t(p.mode);
+    store_le<uint32_t>(head + 1, p.l_tok);
+    head[5] = p.sp_verdict;
+    std::memcpy(head + 6, p.sp_cert_digest, 32);
+    store_le<uint32_t>(head + 38, p.proposals.count);
+    d.add(head, sizeof head);
+    for (uint32_t i = 0; i < p.proposals.count; i++) {
+        uint8_t b[4];
+        store_le<uint32_t>(b, p.proposals.ids[i]);
+        d.add(b, 4);
+    }
+}
+
+// The manifest's tokenizer{} record, P_gen and the stage's records (the draft manifest_emit
+// publishes).  Record texts are at most 95 characters: the full invariant stays on the plan.
+void fill_manifest(Job &job, const TokenizerPlan &p) {
+    ManifestDraft &d = job.manifest;
+    auto &t = d.fields.tokenizer;
+    t.mode = uint32_t(p.mode);
+    t.l_tok = p.l_tok;
+    t.vocab_size = p.vocab_size;
+    t.s_norm = p.n_bytepieces;
+    uint32_t longest = 0;
+    for (uint32_t n = 1; n <= hash::kMaxRollingLen; n++)
+        if (p.pieces_per_length[n]) longest = n;
+    t.l_norm = longest;
+    t.unicode_policy = p.mode == TokenizerPlan::Mode::ABSENT ? 0 : p.vocab_model == uint8_t(Vocab::Model::BPE_BYTE_LEVEL) ? 1 : 2;
+    std::memcpy(t.sp_cert_digest, p.sp_cert_digest, 32);
+    d.p_gen = p.proposals.ids;
+    d.n_pgen = p.proposals.count;
+    const stk_stage st = STK_STAGE_TOKENIZER;
+    switch (p.mode) {
+        case TokenizerPlan::Mode::ABSENT:
+            draft_add_record(d, st, kRecordFeatureDisabled, kFeatureTokenizerFst, STK_E_NOT_FOUND, 0, 0,
+                             "no tokenizer file in the input: tokenizer disabled");
+            break;
+        case TokenizerPlan::Mode::EXT:
+            if (p.sp_ran)
+                draft_add_record(d, st, kRecordFeatureDisabled, kFeatureTokenizerFst, STK_E_SP_REJECTED, p.sp_verdict, 0,
+                                 "SP rejects the bytepieces, witness \"%.40s\": FST not built, EXT (4.2)", p.sp_witness);
+            else
+                draft_add_record(d, st, kRecordFeatureDisabled, kFeatureTokenizerFst, STK_E_UNSUPPORTED, p.vocab_model, 0,
+                                 "not byte-level BPE: EXT wrapper, no FST (4.1)");
+            break;
+        case TokenizerPlan::Mode::FST_UNCERTIFIED:
+            draft_add_record(d, st, kRecordNote, kFeatureTokenizerFst, STK_E_SP_REJECTED, p.sp_verdict, 0,
+                             "FST UNCERTIFIED (flag): SP witness \"%.40s\"; greedy ids may differ from BPE", p.sp_witness);
+            break;
+        case TokenizerPlan::Mode::FST:
+            draft_add_record(d, st, kRecordInvariantPass, kFeatureTokenizerFst, STK_OK, 0, 0,
+                             "Sardinas-Patterson: bytepieces uniquely decodable");
+            break;
+    }
+    if (p.tables) {
+        draft_add_record(d, st, kRecordInvariantPass, kFeatureTokenizerFst, STK_OK, p.max_probes_per_byte, p.l_tok,
+                         "12.1 probes per byte <= L_tok");
+        draft_add_record(d, st, kRecordInvariantPass, kFeatureTokenizerFst, STK_OK, double(p.roundtrip_bytes), 0,
+                         "12.1 Greedy==Decode on seeded random bytes");
+        if (p.mphf_retries)
+            draft_add_record(d, st, kRecordNote, kFeatureTokenizerFst, STK_E_MPHF_EXHAUSTED, p.mphf_retries, 8,
+                             "18.1: MPHF seed search exhausted, M += 5 %% and retried");
+        if (p.rh_collisions)
+            draft_add_record(d, st, kRecordNote, kFeatureTokenizerFst, STK_OK, p.rh_collisions, 0,
+                             "RH_n collisions: pieces dropped from T_n (Dec guard keeps lookups exact)");
+        if (p.uncovered_bytes)
+            draft_add_record(d, st, kRecordNote, kFeatureTokenizerFst, STK_OK, p.uncovered_bytes, 0,
+                             "byte values without a single-byte token: greedy emits unk for them");
+    }
+}
+
+const char *model_name(Vocab::Model m) {
+    switch (m) {
+        case Vocab::Model::BPE_BYTE_LEVEL: return "byte-level BPE";
+        case Vocab::Model::BPE_SENTENCEPIECE: return "SentencePiece BPE";
+        case Vocab::Model::UNIGRAM: return "Unigram";
+    }
+    return "?";
+}
+
+}  // namespace
+
+size_t tokenizer_arena_bytes(uint64_t file_bytes, uint32_t l_tok) {
+    // Every vocabulary entry takes at least 4 bytes of any supported file; piece bytes never
+    // exceed the file bytes that spell them (escapes and byte-to-unicode only shrink).
+    uint64_t V = file_bytes / 4 + 256, B = file_bytes + 256;
+    MphfParams worst;
+    worst.m_scale = 1.4775;  // 1.05^8
+    ArenaSizer z;
+    z.add(sizeof(TokenizerPlan), alignof(TokenizerPlan));
+    z.add(sizeof(FstTables), alignof(FstTables));
+    z.add(proposals_arena_size(uint32_t(std::min<uint64_t>(V, 0xFFFFFFFFu)), kDefaultPGen));
+    z.add_array<uint32_t>(V);         // candidate ids (kept until the stage ends)
+    z.add_array<uint64_t>(V + 1);     // bytepiece offsets
+    z.add(B);                         // bytepiece bytes
+    z.add(sp_arena_size(V, B));       // Sardinas-Patterson scratch
+    z.add(DecTable::serialized_size(uint32_t(std::min<uint64_t>(V, 0xFFFFFFFFu)), B));
+    z.add(l_tok * 256 + 7 * V);       // kept T_n blobs (MPHF + ids), all lengths
+    z.add_array<KeyId>(V);            // one length's keys
+    z.add(mphf_build_arena_size(V, worst));
+    z.add(256 + 7 * V);               // one T_n blob before it moves down
+    z.add(kRoundTripBytes * 6);       // 12.1 round trip
+    return z.total();
+}
+
+void tokenizer_stage_size(const stk_job_params &p, ArenaSizer &s) {
+    bool any = false;
+    uint64_t bytes = tokenizer_file_bytes(p.in_dir, &any);
+    s.add(sizeof(TokenizerPlan), alignof(TokenizerPlan));
+    if (any) s.add(tokenizer_arena_bytes(bytes, p.l_tok));
+}
+
+TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
+    Arena &A = job.arena;
+    TokenizerPlan *plan = new (A.alloc(sizeof(TokenizerPlan), alignof(TokenizerPlan))) TokenizerPlan();
+    job.tokenizer = plan;
+    const uint32_t V = vocab.size(), L = job.params.l_tok;
+    const char *src = vocab.source.c_str();
+    plan->l_tok = L;
+    plan->vocab_size = V;
+    plan->vocab_model = uint8_t(vocab.model);
+    if (V == 0) throw_error(STK_E_CORRUPT, "%s: the vocabulary has no tokens", src);
+    if (L == 0 || L > hash::kMaxRollingLen) throw_error(STK_E_INVALID_ARGUMENT, "Ltok = %u: outside 1..64", L);
+    StageDigest digest;
+    plan->proposals = build_proposals(vocab, kDefaultPGen, A);
+
+    auto finish = [&]() -> TokenizerPlan & {
+        fill_manifest(job, *plan);
+        digest_record(digest, *plan);
+        digest.finish(job.stages[STK_STAGE_TOKENIZER]);
+        return *plan;
+    };
+    if (vocab.model != Vocab::Model::BPE_BYTE_LEVEL) {
+        plan->mode = TokenizerPlan::Mode::EXT;
+        std::snprintf(plan->invariant, sizeof plan->invariant,
+                      "tokenizer: %s is %s, not byte-level BPE: EXT wrapper (seed 4.1), no FST built; proposals emitted", src,
+                      model_name(vocab.model));
+        return finish();
+    }
+
+    // Bytepieces: distinct non-special pieces of 1..L bytes, sorted by (length, bytes, id) so
+    // that equal bytes keep their lowest id.
+    auto special = [&](uint32_t id) { return id < vocab.is_special.size() && vocab.is_special[id]; };
+    uint32_t *cand = A.alloc_array<uint32_t>(V);
+    uint32_t nc = 0;
+    for (uint32_t id = 0; id < V; id++) {
+        size_t len = vocab.pieces[id].size();
+        if (len >= 1 && len <= L && !special(id)) cand[nc++] = id;
+    }
+    std::sort(cand, cand + nc, [&](uint32_t a, uint32_t b) {
+        const std::string &x = vocab.pieces[a], &y = vocab.pieces[b];
+        if (x.size() != y.size()) return x.size() < y.size();
+        int c = std::memcmp(x.data(), y.data(), x.size());
+        return c ? c < 0 : a < b;
+    });
+    uint32_t nb = 0;
+    for (uint32_t i = 0; i < nc; i++) {
+        if (nb && vocab.pieces[cand[nb - 1]] == vocab.pieces[cand[i]]) {
+            plan->duplicate_pieces++;
+            continue;
+        }
+        cand[nb++] = cand[i];
+    }
+    plan->n_bytepieces = nb;
+    bool covered[256] = {};
+    for (uint32_t i = 0; i < nb; i++) {
+        const std::string &p = vocab.pieces[cand[i]];
+        plan->pieces_per_length[p.size()]++;
+        if (p.size() == 1) covered[uint8_t(p[0])] = true;
+    }
+    for (bool c : covered) plan->uncovered_bytes += !c;
+
+    // Sardinas-Patterson over the bytepieces (4.2).
+    {
+        size_t mark = A.mark();
+        uint64_t *off = A.alloc_array<uint64_t>(size_t(nb) + 1);
+        uint64_t total = 0;
+        for (uint32_t i = 0; i < nb; i++) total += vocab.pieces[cand[i]].size();
+        uint8_t *blob = static_cast<uint8_t *>(A.alloc(total + 1, 8));
+        for (uint32_t i = 0; i < nb; i++) {
+            const std::string &p = vocab.pieces[cand[i]];
+            std::memcpy(blob + off[i], p.data(), p.size());
+            off[i + 1] = off[i] + p.size();
+        }
+        SpResult r = sardinas_patterson(blob, off, nb, A);
+        plan->sp_ran = true;
+        plan->sp_verdict = r.verdict;
+        plan->sp_work = r.work;
+        std::memcpy(plan->sp_cert_digest, r.digest.bytes, 32);
+        render_witness(r.witness, r.witness_len, plan->sp_witness, sizeof plan->sp_witness);
+        if (r.verdict != SpResult::UNIQUELY_DECODABLE) {
+            char parses[200] = {};
+            if (r.verdict == SpResult::AMBIGUOUS) {
+                std::string a, b;
+                for (uint32_t i = 0; i < r.n_a && i < 8; i++) a += (i ? "," : "") + std::to_string(cand[r.parse_a[i]]);
+                for (uint32_t i = 0; i < r.n_b && i < 8; i++) b += (i ? "," : "") + std::to_string(cand[r.parse_b[i]]);
+                std::snprintf(parses, sizeof parses, "\"%s\" = ids [%s] = ids [%s]", plan->sp_witness, a.c_str(), b.c_str());
+            } else {
+                std::snprintf(parses, sizeof parses, "undecided after %llu steps (work cap)", (unsigned long long)r.work);
+            }
+            bool build = job.params.flags & STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER;
+            plan->mode = build ? TokenizerPlan::Mode::FST_UNCERTIFIED : TokenizerPlan::Mode::EXT;
+            std::snprintf(plan->invariant, sizeof plan->invariant,
+                          build ? "tokenizer: Sardinas-Patterson rejects the %u bytepieces of %s: %s; greedy FST built anyway "
+                                  "(STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER), UNCERTIFIED: its ids may differ from BPE"
+                                : "tokenizer: Sardinas-Patterson rejects the %u bytepieces of %s: %s; FST not built (seed 4.2), "
+                                  "EXT mode; STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER builds the greedy encoder anyway",
+                          nb, src, parses);
+        } else {
+            plan->mode = TokenizerPlan::Mode::FST;
+        }
+        A.reset(mark);
+    }
+    if (plan->mode == TokenizerPlan::Mode::EXT) return finish();
+
+    // Dec: every id's bytes (tokenizer_fst.bin).
+    FstTables *tables = new (A.alloc(sizeof(FstTables), alignof(FstTables))) FstTables();
+    plan->tables = tables;
+    uint64_t total = 0;
+    for (const std::string &p : vocab.pieces) total += p.size();
+    if (total > 0xFFFFFFFFull) throw_error(STK_E_UNSUPPORTED, "%s: %llu bytes of pieces (at most 4 GiB)", src, (unsigned long long)total);
+    DecTable d;
+    d.n_tokens = V;
+    d.l_tok = L;
+    d.flags = plan->mode == TokenizerPlan::Mode::FST ? kDecFlagCertified : kDecFlagUncertified;
+    d.residual_id = vocab.unk_id >= 0 && uint32_t(vocab.unk_id) < V ? vocab.unk_id : -1;
+    d.n_bytes = total;
+    size_t dec_size = DecTable::serialized_size(V, total);
+    uint8_t *dec_blob = static_cast<uint8_t *>(A.alloc(dec_size, 64));
+    {
+        uint8_t *offs = dec_blob + kTokHeaderSize, *bytes = offs + 4 * (size_t(V) + 1);
+        uint32_t at = 0;
+        store_le<uint32_t>(offs, 0);
+        for (uint32_t id = 0; id < V; id++) {
+            std::memcpy(bytes + at, vocab.pieces[id].data(), vocab.pieces[id].size());
+            at += uint32_t(vocab.pieces[id].size());
+            store_le<uint32_t>(offs + 4 * (size_t(id) + 1), at);
+        }
+        d.offsets = offs;
+        d.bytes = bytes;
+        serialize_dec(d, dec_blob);  // header (offsets and bytes copy onto themselves)
+    }
+    tables->dec = DecTable::load(dec_blob, dec_size, "tokenizer_fst.bin");
+    uint64_t dims[1] = {dec_size};
+    job_write_array(job, STK_STAGE_TOKENIZER, digest, "tokenizer_fst.bin", DType::U8, 1, dims, dec_blob);
+
+    // T_1..T_L over the MPHF, keyed by RH_n; 18.1 on exhausted seed search.
+    uint32_t first = 0;
+    for (uint32_t n = 1; n <= L; n++) {
+        uint32_t k = 0;
+        while (first + k < nb && vocab.pieces[cand[first + k]].size() == n) k++;
+        size_t mark = A.mark();
+        KeyId *kid = A.alloc_array<KeyId>(std::max<uint32_t>(k, 1));
+        for (uint32_t i = 0; i < k; i++) {
+            const std::string &p = vocab.pieces[cand[first + i]];
+            kid[i] = {hash::rolling_hash(reinterpret_cast<const uint8_t *>(p.data()), n), cand[first + i]};
+        }
+        first += k;
+        std::sort(kid, kid + k, [](const KeyId &a, const KeyId &b) { return a.key != b.key ? a.key < b.key : a.id < b.id; });
+        uint32_t kk = 0;
+        for (uint32_t i = 0; i < k; i++) {
+            if (kk && kid[kk - 1].key == kid[i].key) {
+                plan->rh_collisions++;  // distinct bytes, same RH_n: the lower id keeps the slot
+                continue;
+            }
+            kid[kk++] = kid[i];
+        }
+        uint64_t *keys = A.alloc_array<uint64_t>(std::max<uint32_t>(kk, 1));
+        for (uint32_t i = 0; i < kk; i++) keys[i] = kid[i].key;
+        MphfParams mp;
+        mp.salt = table_salt(n);
+        Mphf f;
+        for (uint32_t attempt = 0;; attempt++) {
+            try {
+                f = mphf_build_u64(keys, kk, mp, A);
+                break;
+            } catch (const Error &e) {
+                if (e.status() != STK_E_MPHF_EXHAUSTED || attempt == kMaxMphfRetries) throw;
+                plan->mphf_retries++;
+                mp.m_scale *= 1.05;  // 18.1: M += 5 %, rerun only this structure
+            }
+        }
+        uint32_t *ids = A.alloc_array<uint32_t>(std::max<uint32_t>(kk, 1));
+        for (uint32_t i = 0; i < kk; i++) ids[f.index_u64(kid[i].key)] = kid[i].id;
+        size_t tsize = TokenTable::serialized_size(f);
+        uint8_t *tmp = static_cast<uint8_t *>(A.alloc(tsize, 64));
+        serialize_token_table(n, f, ids, tmp);
+        uint8_t *blob = keep_at_mark(A, mark, tmp, tsize);
+        char name[24];
+        std::snprintf(name, sizeof name, "T_%u.bin", n);
+        tables->t[n] = TokenTable::load(blob, tsize, n, tables->dec, name);
+        uint64_t tdims[1] = {tsize};
+        job_write_array(job, STK_STAGE_TOKENIZER, digest, name, DType::U8, 1, tdims, blob);
+    }
+
+    // 12.1: probe bound and Greedy == Decode on seeded random bytes (drawn from the bytes that
+    // have a single-byte token, so that decoding is exact).
+    {
+        size_t mark = A.mark();
+        uint8_t alphabet[256];
+        uint32_t na = 0;
+        for (int b = 0; b < 256; b++)
+            if (covered[b]) alphabet[na++] = uint8_t(b);
+        if (na > 0) {
+            uint8_t *text = static_cast<uint8_t *>(A.alloc(kRoundTripBytes, 64));
+            uint32_t *ids = A.alloc_array<uint32_t>(kRoundTripBytes);
+            uint8_t *back = static_cast<uint8_t *>(A.alloc(kRoundTripBytes, 64));
+            uint64_t state = stream_seed(kTokenizerSaltMaster, kTokenizerModule, 0xFFFF);
+            for (size_t i = 0; i < kRoundTripBytes; i++) text[i] = alphabet[hash::fastrange(splitmix64_next(&state), na)];
+            GreedyStats gs;
+            size_t nt = greedy_encode(*tables, text, kRoundTripBytes, ids, &gs);
+            size_t nback = fst_decode(*tables, ids, nt, back, kRoundTripBytes);
+            plan->max_probes_per_byte = gs.max_probes_at;
+            plan->roundtrip_bytes = kRoundTripBytes;
+            plan->roundtrip_ok = nback == kRoundTripBytes && std::memcmp(back, text, kRoundTripBytes) == 0;
+            if (gs.max_probes_at > L || !plan->roundtrip_ok)
+                throw_error(STK_E_INTERNAL, "tokenizer 12.1 check failed: %u probes at one byte (L_tok %u), round trip %s",
+                            gs.max_probes_at, L, plan->roundtrip_ok ? "ok" : "differs");
+        }
+        A.reset(mark);
+    }
+    if (plan->uncovered_bytes && !plan->invariant[0])
+        std::snprintf(plan->invariant, sizeof plan->invariant,
+                      "tokenizer: %u byte values have no single-byte token in %s: the greedy encoder emits the unk id %d for them",
+                      plan->uncovered_bytes, src, d.residual_id);
+    return finish();
+}
+
+void tokenizer_stage_run(Job &job) {
+    bool any = false;
+    tokenizer_file_bytes(job.in_dir, &any);
+    if (!any) {
+        // Optional input (2.1): no tokenizer, feature disabled, recorded (1.4).
+        TokenizerPlan *plan = new (job.arena.alloc(sizeof(TokenizerPlan), alignof(TokenizerPlan))) TokenizerPlan();
+        job.tokenizer = plan;
+        plan->l_tok = job.params.l_tok;
+        std::snprintf(plan->invariant, sizeof plan->invariant,
+                      "tokenizer: no tokenizer file (tokenizer.json, vocab.json + merges.txt, tokenizer.model) in %s: "
+                      "tokenizer disabled", job.in_dir);
+        fill_manifest(job, *plan);
+        StageDigest digest;
+        digest_record(digest, *plan);
+        digest.finish(job.stages[STK_STAGE_TOKENIZER]);
+        return;
+    }
+    Vocab vocab = load_vocab_dir(job.in_dir);
+    tokenizer_stage_build(job, vocab);
+}
+
 }  // namespace stk

@@ -1,0 +1,214 @@
+// MPHF benchmark: build ns/key, query ns (random order; 10^7 keys are far out of cache) and
+// bits/key, for stk's MPHF and CMPH's CHD (Debian libcmph-dev, linked only here) on the same keys
+// in the same run, plus a floor (one random 2-byte read per query in an array the size of our
+// pilot table, same order).  Median of several runs.  docs/benchmarks.md "## MPHF" has numbers.
+//
+//   mphf_bench [--runs N] [--big]        (--big adds the 10^7-key set)
+#include <cmph.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "core/prng.h"
+#include "hash/mphf.h"
+#include "tokenizer/vocab_io.h"
+
+using namespace stk;
+using Clock = std::chrono::steady_clock;
+
+static double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+struct Keys {
+    std::string name;
+    bool bytes = false;
+    std::vector<uint64_t> u64;          // u64 keys
+    std::vector<uint8_t> blob;          // byte keys: blob + offsets
+    std::vector<uint64_t> off{0};
+    std::vector<uint32_t> order;        // query order (a permutation)
+    size_t size() const { return bytes ? off.size() - 1 : u64.size(); }
+};
+
+struct Result {
+    double build_ns, query_ns, bits;
+};
+
+static volatile uint64_t g_sink;
+
+static Result run_stk(const Keys &k, int runs) {
+    MphfParams p;
+    size_t n = k.size();
+    std::unique_ptr<uint8_t[]> mem(new uint8_t[mphf_build_arena_size(n, p)]);
+    std::vector<double> b, q;
+    Mphf f;
+    for (int r = 0; r < runs; r++) {
+        Arena a(mem.get(), mphf_build_arena_size(n, p));
+        auto t0 = Clock::now();
+        f = k.bytes ? mphf_build_bytes(k.blob.data(), k.off.data(), n, p, a) : mphf_build_u64(k.u64.data(), n, p, a);
+        auto t1 = Clock::now();
+        b.push_back(secs(t0, t1) * 1e9 / double(n));
+        uint64_t sum = 0;
+        t0 = Clock::now();
+        if (k.bytes)
+            for (uint32_t i : k.order) sum += f.index_bytes(k.blob.data() + k.off[i], size_t(k.off[i + 1] - k.off[i]));
+        else
+            for (uint32_t i : k.order) sum += f.index_u64(k.u64[i]);
+        t1 = Clock::now();
+        g_sink = sum;
+        q.push_back(secs(t0, t1) * 1e9 / double(n));
+    }
+    return {median(b), median(q), 8.0 * double(f.serialized_size()) / double(n)};
+}
+
+static Result run_chd(const Keys &k, int runs) {
+    size_t n = k.size();
+    // CMPH byte-vector keys: u32 length then the bytes.
+    std::vector<std::vector<uint8_t>> store(n);
+    std::vector<cmph_uint8 *> ptrs(n);
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *p;
+        uint32_t len;
+        if (k.bytes) {
+            p = k.blob.data() + k.off[i];
+            len = uint32_t(k.off[i + 1] - k.off[i]);
+        } else {
+            p = reinterpret_cast<const uint8_t *>(&k.u64[i]);
+            len = 8;
+        }
+        store[i].resize(4 + len);
+        std::memcpy(store[i].data(), &len, 4);
+        std::memcpy(store[i].data() + 4, p, len);
+        ptrs[i] = store[i].data();
+    }
+    std::vector<double> b, q;
+    double bits = 0;
+    for (int r = 0; r < runs; r++) {
+        cmph_io_adapter_t *src = cmph_io_byte_vector_adapter(ptrs.data(), cmph_uint32(n));
+        auto t0 = Clock::now();
+        cmph_config_t *cfg = cmph_config_new(src);
+        cmph_config_set_algo(cfg, CMPH_CHD);
+        cmph_t *h = cmph_new(cfg);
+        cmph_config_destroy(cfg);
+        auto t1 = Clock::now();
+        if (!h) {
+            std::fprintf(stderr, "CHD build failed on %s\n", k.name.c_str());
+            std::exit(1);
+        }
+        b.push_back(secs(t0, t1) * 1e9 / double(n));
+        std::vector<uint8_t> packed(cmph_packed_size(h));
+        cmph_pack(h, packed.data());
+        bits = 8.0 * double(packed.size()) / double(n);
+        uint64_t sum = 0;
+        t0 = Clock::now();
+        for (uint32_t i : k.order) sum += cmph_search_packed(packed.data(), reinterpret_cast<const char *>(ptrs[i] + 4), load_le<uint32_t>(ptrs[i]));
+        t1 = Clock::now();
+        g_sink = sum;
+        q.push_back(secs(t0, t1) * 1e9 / double(n));
+        cmph_destroy(h);
+        cmph_io_byte_vector_adapter_destroy(src);
+    }
+    return {median(b), median(q), bits};
+}
+
+// One random 2-byte read per query from an array of ceil(K/4) u16 (our pilot table's size).
+static double run_floor(const Keys &k, int runs) {
+    size_t n = k.size(), m = n / 4 + 2;
+    std::vector<uint16_t> arr(m, 1);
+    std::vector<uint64_t> h(n);
+    for (size_t i = 0; i < n; i++) h[i] = mix64(i * 0x9E3779B97F4A7C15ull);
+    std::vector<double> q;
+    for (int r = 0; r < runs; r++) {
+        uint64_t sum = 0;
+        auto t0 = Clock::now();
+        for (uint32_t i : k.order) sum += arr[hash::fastrange(h[i], m)];
+        auto t1 = Clock::now();
+        g_sink = sum;
+        q.push_back(secs(t0, t1) * 1e9 / double(n));
+    }
+    return median(q);
+}
+
+static void shuffle_order(Keys &k) {
+    k.order.resize(k.size());
+    for (uint32_t i = 0; i < k.order.size(); i++) k.order[i] = i;
+    std::mt19937_64 rng(12345);
+    std::shuffle(k.order.begin(), k.order.end(), rng);
+}
+
+static Keys random_u64(size_t n) {
+    Keys k;
+    k.name = std::to_string(n) + " random u64";
+    k.u64.resize(n);
+    uint64_t s = 0xC0FFEE;
+    for (auto &x : k.u64) x = splitmix64_next(&s);
+    std::sort(k.u64.begin(), k.u64.end());
+    k.u64.erase(std::unique(k.u64.begin(), k.u64.end()), k.u64.end());
+    std::mt19937_64 rng(7);
+    std::shuffle(k.u64.begin(), k.u64.end(), rng);
+    shuffle_order(k);
+    return k;
+}
+
+// GPT-2's 50,257 pieces, then synthetic strings (2..12 bytes of a-z and space) up to n.
+static Keys vocab(const std::vector<std::string> &gpt2, size_t n) {
+    Keys k;
+    k.bytes = true;
+    k.name = std::to_string(n / 1000) + "k tokens";
+    std::vector<std::string> all(gpt2.begin(), gpt2.end());
+    uint64_t s = 99;
+    std::unordered_set<std::string> seen(all.begin(), all.end());
+    while (all.size() < n) {
+        uint64_t x = splitmix64_next(&s);
+        size_t len = 2 + x % 11;
+        std::string t;
+        for (size_t i = 0; i < len; i++) t.push_back(" abcdefghijklmnopqrstuvwxyz"[splitmix64_next(&s) % 27]);
+        if (seen.insert(t).second) all.push_back(t);
+    }
+    all.resize(n);
+    for (const std::string &t : all) {
+        k.blob.insert(k.blob.end(), t.begin(), t.end());
+        k.off.push_back(k.blob.size());
+    }
+    shuffle_order(k);
+    return k;
+}
+
+int main(int argc, char **argv) {
+    int runs = 5;
+    bool big = false;
+    for (int i = 1; i < argc; i++) {
+        if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
+        else if (!std::strcmp(argv[i], "--big")) big = true;
+    }
+    const char *data = std::getenv("STK_SHARED_DATA");
+    std::string dir = std::string(data ? data : "../shared/data") + "/gpt2/hf-dir";
+    Vocab v = load_vocab_dir(dir);
+    std::vector<Keys> sets;
+    sets.push_back(random_u64(1000000));
+    if (big) sets.push_back(random_u64(10000000));
+    sets.push_back(vocab(v.pieces, v.size()));
+    sets.push_back(vocab(v.pieces, 100000));
+    sets.push_back(vocab(v.pieces, 250000));
+    std::printf("| keys | stk build ns/key | CHD build ns/key | build speed-up | stk query ns | CHD query ns | query speed-up | floor ns | stk bits/key | CHD bits/key |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    std::fflush(stdout);
+    for (const Keys &k : sets) {
+        int r = k.size() >= 10000000 ? std::max(3, runs / 2) : runs;
+        Result s = run_stk(k, r), c = run_chd(k, r);
+        double fl = run_floor(k, r);
+        std::printf("| %s | %.1f | %.1f | %.1fx | %.1f | %.1f | %.1fx | %.1f | %.2f | %.2f |\n", k.name.c_str(), s.build_ns, c.build_ns,
+                    c.build_ns / s.build_ns, s.query_ns, c.query_ns, c.query_ns / s.query_ns, fl, s.bits, c.bits);
+        std::fflush(stdout);
+    }
+    return 0;
+}

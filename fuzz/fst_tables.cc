@@ -1,0 +1,47 @@
+// Fuzz the tokenizer tables.  Input: byte 0 = a piece length n (1..64), u32 LE = the size of a
+// Dec table (tokenizer_fst.bin payload) that follows, then one T_n payload.  Load both
+// (validation), then look up and greedily encode slices of the input: every id found must decode
+// to exactly the bytes looked up, and greedy output must decode back to the input when no
+// residual id was needed.
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/bytes.h"
+#include "core/error.h"
+#include "tokenizer/fst_tables.h"
+#include "tokenizer/greedy.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 5) return 0;
+    uint32_t n = data[0] % 64 + 1;
+    uint32_t dec_len = stk::load_u32(data + 1);
+    if (dec_len > size - 5) return 0;
+    const uint8_t *dec = data + 5, *tab = dec + dec_len;
+    size_t tab_len = size - 5 - dec_len;
+    try {
+        stk::FstTables t;
+        t.dec = stk::DecTable::load(dec, dec_len, "fuzz.fst");
+        t.t[n] = stk::TokenTable::load(tab, tab_len, n, t.dec, "fuzz.T_n");
+        for (size_t i = 0; i + n <= size; i += 7) {
+            int64_t id = t.find(data + i, n);
+            if (id >= 0) {
+                uint32_t len;
+                const uint8_t *b = t.dec.piece(uint32_t(id), &len);
+                if (len != n || std::memcmp(b, data + i, n) != 0) __builtin_trap();
+            }
+        }
+        size_t m = size < 4096 ? size : 4096;
+        std::vector<uint32_t> ids(m);
+        stk::GreedyStats gs;
+        size_t k = stk::greedy_encode(t, data, m, ids.data(), &gs);
+        if (gs.max_probes_at > t.dec.l_tok) __builtin_trap();
+        if (gs.residual_bytes == 0) {
+            std::vector<uint8_t> back(m);
+            size_t got = stk::fst_decode(t, ids.data(), k, back.data(), back.size());
+            if (got != m || std::memcmp(back.data(), data, m) != 0) __builtin_trap();
+        }
+    } catch (const stk::Error &) {
+    }
+    return 0;
+}

@@ -1,0 +1,103 @@
+// A minimal perfect hash function (PTHash-style; spec-notes 12 replaces the broken pseudocode of
+// seed 4.4 / 11).  docs/format.md "## MPHF" specifies the serialized bytes, docs/decisions.md
+// "Decisions: hashing and the tokenizer stage" the choices.
+//
+//   key --hash--> h (64 bits) --> bucket b in [0, B) (skewed: 60 % of keys into 30 % of buckets)
+//   slot  p = fastrange(mum(h ^ pilot_key(pilot[b]), C), M),    M = ceil(K / alpha) >= K
+//   index   = p < K ? p : remap[p - K]                            (minimal: index in [0, K))
+//
+// Build: buckets of about lambda keys, placed largest first; each bucket's pilot is searched from
+// 0 up to the cap 2^16 so that all its keys land on free, distinct slots.  The function depends
+// only on the key set and the parameters, never on the input order.  Exhausted search throws
+// STK_E_MPHF_EXHAUSTED; the caller applies seed 18.1 (M += 5 %: params.m_scale *= 1.05).
+// Lookup = one pilot read + one position (rarely one remap read) + the caller's equality guard.
+// Non-keys map to some index in [0, K): the guard (stored key or Dec bytes) rejects them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/arena.h"
+#include "core/bytes.h"
+#include "hash/hash64.h"
+
+namespace stk {
+
+enum class MphfKeyKind : uint32_t { U64 = 1, BYTES = 2 };
+
+struct MphfParams {
+    double lambda = 4.0;       // average keys per bucket (measured in bench/mphf_bench)
+    double alpha = 0.99;       // load K / M of the search table
+    double m_scale = 1.0;      // 18.1 retries multiply M by 1.05 each
+    uint64_t salt = 0;         // key hashing salt (manifest: mphf_salt_digest)
+    uint32_t pilot_cap = 65536;  // seed 4.4's cap 2^16 (pilots are stored as u16)
+};
+
+struct MphfStats {
+    uint32_t max_pilot = 0;      // largest pilot used
+    uint64_t pilot_trials = 0;   // total pilots tried (build work)
+    uint32_t max_bucket = 0;     // keys in the largest bucket
+};
+
+constexpr uint32_t kMphfMagic = 0x48504D53u;  // "SMPH" as LE bytes
+constexpr size_t kMphfHeaderSize = 64;
+
+// A built or loaded function: a view over memory that must outlive it (arena or mapped file).
+class Mphf {
+public:
+    MphfKeyKind kind = MphfKeyKind::U64;
+    uint64_t n_keys = 0;     // K
+    uint64_t n_slots = 0;    // M
+    uint64_t n_buckets = 0;  // B
+    uint64_t n_dense = 0;    // B1: buckets [0, B1) receive 60 % of the keys
+    uint64_t salt = 0;
+    uint64_t salt_mixed = hash::salt_key(0);  // hash::salt_key(salt), kept to save 3 multiplies per lookup
+    const uint8_t *pilots = nullptr;  // u16 LE [B] (byte pointers: blobs need no alignment)
+    const uint8_t *remap = nullptr;   // u32 LE [M - K]
+    MphfStats stats;                   // build only (zero when loaded)
+
+    bool empty() const { return n_keys == 0; }
+    uint16_t pilot(uint64_t b) const { return load_le<uint16_t>(pilots + 2 * b); }
+    uint32_t remap_at(uint64_t i) const { return load_le<uint32_t>(remap + 4 * i); }
+
+    uint64_t bucket_of(uint64_t h) const {
+        uint64_t x = h * 0x9E3779B97F4A7C15ull;
+        return h < kDenseThreshold ? hash::fastrange(x, n_dense) : n_dense + hash::fastrange(x, n_buckets - n_dense);
+    }
+    static uint64_t pilot_key(uint64_t pilot) { return pilot * 0xC2B2AE3D27D4EB4Full; }
+    // One 64x64->128 multiply folded (mum) mixes the key hash with the pilot: the search's inner
+    // loop costs two multiplies per key and trial.
+    static uint64_t slot_hash(uint64_t h, uint64_t pk) { return hash::mum(h ^ pk, 0x9E3779B97F4A7C15ull); }
+    uint64_t slot_of(uint64_t h, uint64_t pilot) const { return hash::fastrange(slot_hash(h, pilot_key(pilot)), n_slots); }
+
+    // Index in [0, K) of the key with hash h; ~0 for an empty function.  Never reads out of
+    // bounds, for any h, on any validated (loaded) or built function.
+    uint64_t index_of_hash(uint64_t h) const {
+        if (n_keys == 0) return ~uint64_t(0);
+        uint64_t p = slot_of(h, pilot(bucket_of(h)));
+        return p < n_keys ? p : remap_at(p - n_keys);
+    }
+    uint64_t hash_u64(uint64_t key) const { return hash::hash_u64_keyed(key, salt_mixed); }
+    uint64_t hash_bytes(const void *p, size_t n) const { return hash::hash_bytes(p, n, salt); }
+    uint64_t index_u64(uint64_t key) const { return index_of_hash(hash_u64(key)); }
+    uint64_t index_bytes(const void *p, size_t n) const { return index_of_hash(hash_bytes(p, n)); }
+
+    size_t serialized_size() const;
+    void serialize(uint8_t *out) const;  // exactly serialized_size() bytes
+    // Validates everything a lookup depends on (STK_E_CORRUPT / STK_E_TRUNCATED naming `what` and
+    // the byte offset); the result points into data.
+    static Mphf load(const uint8_t *data, size_t size, const char *what);
+
+    static constexpr uint64_t kDenseThreshold = 0x9999999999999800ull;  // ~0.6 * 2^64
+};
+
+// Arena bytes that building a function over n keys needs (outputs and scratch).
+size_t mphf_build_arena_size(uint64_t n_keys, const MphfParams &params);
+
+// Build over u64 keys / byte strings (key i = blob[offsets[i], offsets[i+1])).  Outputs (pilots,
+// remap) stay in the arena; scratch is released before returning.  Duplicate keys are
+// STK_E_INVALID_ARGUMENT.  No heap allocation.
+Mphf mphf_build_u64(const uint64_t *keys, size_t n, const MphfParams &params, Arena &arena);
+Mphf mphf_build_bytes(const uint8_t *blob, const uint64_t *offsets, size_t n, const MphfParams &params, Arena &arena);
+
+}  // namespace stk

@@ -1,0 +1,127 @@
+// config.json normalised to one model description (seed 2.1; issue 3 item 3).
+//
+// HuggingFace families spell the same quantity many ways (hidden_size / n_embd / d_model, ...)
+// and leave much implicit (GPT-2's n_inner = null means 4 * d_model; Bloom has ALiBi but says
+// nothing about it).  parse_model_config() reads one family's spelling and defaults and fills a
+// ModelConfig whose fields mean the same thing for every family.  ModelConfig is plain data
+// (fixed arrays, no pointers): it is copied into the job's arena as part of the ModelPlan.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ingest/roles.h"
+
+namespace stk {
+
+enum class Family : uint8_t {
+    Custom = 0,  // unknown model_type described by user role patterns ("stk_roles")
+    Gpt2,
+    Llama,
+    Mistral,
+    Mixtral,
+    Qwen2,
+    Qwen2Moe,
+    GptNeox,
+    Bloom,
+    Falcon,
+};
+const char *family_name(Family f);
+
+enum class FfnKind : uint8_t { Plain = 0, Gated = 1 };      // W2 act(W1 x) / W2 (act(W1 x) * W3 x)
+enum class NormKind : uint8_t { LayerNorm = 0, RmsNorm = 1 };
+enum class PosKind : uint8_t { None = 0, Learned = 1, Rope = 2, Alibi = 3 };
+const char *ffn_kind_name(FfnKind k);
+const char *norm_kind_name(NormKind k);
+const char *pos_kind_name(PosKind k);
+
+// Caps on what a config may declare: far above any released model, low enough that products
+// of them stay inside 64 bits and every later allocation is bounded.
+constexpr uint64_t kMaxDModel = 1u << 17;
+constexpr uint64_t kMaxLayers = 1024;
+constexpr uint64_t kMaxHeads = 4096;
+constexpr uint64_t kMaxHeadDim = 4096;
+constexpr uint64_t kMaxVocab = 1u << 24;
+constexpr uint64_t kMaxFfn = 1u << 20;
+constexpr uint64_t kMaxExperts = 1024;
+constexpr uint64_t kMaxLayerExperts = 1u << 17;  // layers x experts (DeepSeek-V3: 61 x 256)
+constexpr uint64_t kMaxPositions = 1ull << 24;
+constexpr uint64_t kMaxConfigBytes = 4u << 20;  // config.json / stk_roles.json size cap
+constexpr uint32_t kMaxDenseLayerList = 64;     // qwen2_moe mlp_only_layers entries kept
+
+struct ModelConfig {
+    char model_type[32] = {};   // as written in config.json (truncated to 31 bytes)
+    Family family = Family::Custom;
+
+    uint32_t d_model = 0;
+    uint32_t n_layers = 0;
+    uint32_t n_heads = 0;
+    uint32_t n_kv_heads = 0;     // == n_heads without GQA/MQA
+    uint32_t head_dim = 0;
+    uint64_t vocab_size = 0;
+
+    uint64_t ffn_dim = 0;        // dense FFN hidden size (intermediate_size / n_inner / 4*d)
+    FfnKind ffn_kind = FfnKind::Plain;
+    char activation[24] = {};    // "gelu_new", "silu", "gelu", ...
+
+    NormKind norm = NormKind::LayerNorm;
+    double norm_eps = 0;
+    uint32_t norms_per_layer = 2;  // Falcon-7B style parallel blocks share one input norm
+
+    PosKind positions = PosKind::None;
+    double rope_theta = 0;       // RoPE base (rope_theta / rotary_emb_base)
+    uint32_t rotary_dim = 0;     // rotated dims per head (NeoX rotary_pct < 1 rotates a part)
+    char rope_scaling_type[24] = {};  // "" none; "linear", "dynamic", "yarn", "llama3", ...
+    double rope_scaling_factor = 0;
+    uint64_t max_positions = 0;  // max_position_embeddings / n_positions (0: not stated)
+
+    // Mixture of experts (n_experts == 0: dense).
+    uint32_t n_experts = 0;
+    uint32_t top_k = 0;
+    uint64_t moe_ffn_dim = 0;            // per expert
+    uint64_t shared_expert_ffn_dim = 0;  // qwen2_moe shared expert (0: none)
+    bool shared_expert_gate = false;     // qwen2_moe: sigmoid gate on the shared expert
+    bool norm_topk_prob = false;         // renormalise the top-k router weights
+    char router[24] = {};                // "softmax_topk"
+    uint32_t moe_layer_step = 1;         // qwen2_moe decoder_sparse_step
+    uint32_t n_dense_layers = 0;         // qwen2_moe mlp_only_layers (the first kMaxDenseLayerList)
+    uint32_t dense_layers[kMaxDenseLayerList] = {};
+
+    bool tied_embeddings = false;  // lm_head shares the token embedding
+    bool parallel_attn = false;    // attention and FFN read the same input (NeoX, Falcon)
+    bool qkv_bias = false;
+    bool o_bias = false;
+    bool mlp_bias = false;
+    bool emb_norm = false;         // Bloom: LayerNorm right after the embedding
+    QkvLayout qkv_layout = QkvLayout::Separate;  // how a fused query_key_value is laid out
+
+    // True if layer i routes through experts (qwen2_moe may keep some layers dense).
+    bool layer_is_moe(uint32_t layer) const;
+    // FFN hidden size of an expert index (-1 dense, -2 shared, >= 0 routed).
+    uint64_t ffn_dim_for(int32_t expert) const;
+};
+
+// What config.json (and an optional stk_roles.json beside it) said: the description and the
+// user's role patterns (tried before the family preset).
+struct ParsedConfig {
+    ModelConfig config;
+    std::vector<RoleRule> user_rules;
+    std::string source;  // file name for messages
+};
+
+// Parse config.json text.  `source` names the file in messages.  Errors: STK_E_BAD_JSON (syntax,
+// wrong types), STK_E_UNKNOWN_MODEL (no preset and no "stk_roles"), STK_E_UNSUPPORTED
+// (encoder-decoder models such as whisper), STK_E_INVALID_ARGUMENT never.
+ParsedConfig parse_model_config(const std::string &json_text, const std::string &source,
+                                const std::string *roles_file_text = nullptr,
+                                const std::string &roles_source = std::string());
+
+// <dir>/config.json plus <dir>/stk_roles.json if present; each at most kMaxConfigBytes.
+ParsedConfig load_model_config(const std::string &dir);
+
+// Parse a role-pattern list: a JSON array of {"pattern", "role", ...} objects, or an object
+// {pattern: role}, or {"stk_roles": either}.  Used for "stk_roles" and stk_roles.json.
+std::vector<RoleRule> parse_role_rules_json(const std::string &json_text, const std::string &source);
+
+}  // namespace stk

@@ -1,0 +1,179 @@
+#include "ingest/dtype_convert.h"
+
+#include <cmath>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+#include <cstring>
+
+#include "core/bytes.h"
+#include "core/checked.h"
+#include "core/error.h"
+
+namespace stk {
+
+namespace {
+struct DTypeInfo {
+    const char *name;
+    size_t size;
+};
+// Indexed by SrcDType.
+constexpr DTypeInfo kDTypes[] = {
+    {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I64", 8},
+    {"I32", 4}, {"I16", 2}, {"I8", 1},  {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1},  {"BOOL", 1},
+};
+constexpr size_t kNumDTypes = sizeof kDTypes / sizeof kDTypes[0];
+static_assert(kNumDTypes == size_t(SrcDType::BOOL) + 1, "kDTypes follows SrcDType");
+}  // namespace
+
+const char *src_dtype_name(SrcDType t) {
+    size_t i = size_t(t);
+    return i < kNumDTypes ? kDTypes[i].name : "?";
+}
+
+size_t src_dtype_size(SrcDType t) {
+    size_t i = size_t(t);
+    return i < kNumDTypes ? kDTypes[i].size : 0;
+}
+
+bool parse_src_dtype(const char *name, size_t len, SrcDType *out) {
+    for (size_t i = 0; i < kNumDTypes; i++) {
+        if (std::strlen(kDTypes[i].name) == len && std::memcmp(kDTypes[i].name, name, len) == 0) {
+            *out = SrcDType(i);
+            return true;
+        }
+    }
+    return false;
+}
+
+float element_to_f32(SrcDType t, const uint8_t *p) {
+    switch (t) {
+        case SrcDType::F64: return float(load_le<double>(p));
+        case SrcDType::F32: return load_le<float>(p);
+        case SrcDType::F16: return f16_to_f32(load_u16(p));
+        case SrcDType::BF16: return bf16_to_f32(load_u16(p));
+        case SrcDType::F8_E4M3: return f8e4m3_to_f32(*p);
+        case SrcDType::F8_E5M2: return f8e5m2_to_f32(*p);
+        case SrcDType::I64: return float(load_le<int64_t>(p));
+        case SrcDType::I32: return float(load_le<int32_t>(p));
+        case SrcDType::I16: return float(load_le<int16_t>(p));
+        case SrcDType::I8: return float(int8_t(*p));
+        case SrcDType::U64: return float(load_u64(p));
+        case SrcDType::U32: return float(load_u32(p));
+        case SrcDType::U16: return float(load_u16(p));
+        case SrcDType::U8: return float(*p);
+        case SrcDType::BOOL: return *p ? 1.0f : 0.0f;
+    }
+    throw_error(STK_E_INTERNAL, "element_to_f32: dtype %d", int(t));
+}
+
+// Typed loops the compiler vectorises (bf16/f16/f32 are the bulk of real checkpoints).
+template <class Fn>
+static void convert_loop(const uint8_t *src, size_t esize, uint64_t count, float *out, Fn fn) {
+    for (uint64_t i = 0; i < count; i++) out[i] = fn(src + i * esize);
+}
+
+#if defined(__x86_64__)
+// x86 fast paths, chosen at run time.  Both are exact and give the same bits as the scalar
+// definitions (tests/test_checkpoint.cc compares all 65536 inputs).
+__attribute__((target("avx2,f16c"))) static void f16_to_f32_f16c(const uint8_t *src, uint64_t n, float *out) {
+    uint64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + 2 * i))));
+    for (; i < n; i++) out[i] = f16_to_f32(load_u16(src + 2 * i));
+}
+
+__attribute__((target("avx2"))) static void bf16_to_f32_avx2(const uint8_t *src, uint64_t n, float *out) {
+    uint64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + 2 * i)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + i), _mm256_slli_epi32(w, 16));
+    }
+    for (; i < n; i++) out[i] = bf16_to_f32(load_u16(src + 2 * i));
+}
+
+static const bool g_has_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+static const bool g_has_avx2 = __builtin_cpu_supports("avx2");
+#endif
+
+void convert_contiguous(SrcDType t, const uint8_t *src, uint64_t count, float *out) {
+    switch (t) {
+        case SrcDType::F32: std::memcpy(out, src, size_t(count) * 4); return;
+        case SrcDType::BF16:
+#if defined(__x86_64__)
+            if (g_has_avx2) return bf16_to_f32_avx2(src, count, out);
+#endif
+            for (uint64_t i = 0; i < count; i++) out[i] = bf16_to_f32(load_u16(src + 2 * i));
+            return;
+        case SrcDType::F16:
+#if defined(__x86_64__)
+            if (g_has_f16c) return f16_to_f32_f16c(src, count, out);
+#endif
+            for (uint64_t i = 0; i < count; i++) out[i] = f16_to_f32(load_u16(src + 2 * i));
+            return;
+        default: {
+            size_t es = src_dtype_size(t);
+            convert_loop(src, es, count, out, [t](const uint8_t *p) { return element_to_f32(t, p); });
+            return;
+        }
+    }
+}
+
+void convert_to_f32(const TensorRef &t, const uint8_t *bytes, uint64_t first, uint64_t count, float *out) {
+    uint64_t end;
+    if (!add_ok(first, count, &end) || end > t.n_elements)
+        throw_error(STK_E_INVALID_ARGUMENT, "%s: tensor '%s': elements [%llu, +%llu) outside its %llu elements",
+                    t.file.c_str(), t.name.c_str(), (unsigned long long)first, (unsigned long long)count,
+                    (unsigned long long)t.n_elements);
+    if (count == 0) return;
+    size_t es = src_dtype_size(t.dtype);
+    if (t.strides.empty()) {
+        convert_contiguous(t.dtype, bytes + first * es, count, out);
+        return;
+    }
+    // Strided view (validated at open: every addressed element lies inside span_bytes).  Walk
+    // the row-major multi-index of `first`, one innermost row at a time.
+    const size_t rank = t.shape.size();
+    if (rank == 0) {
+        convert_contiguous(t.dtype, bytes, 1, out);
+        return;
+    }
+    uint64_t idx[64];
+    if (rank > 64) throw_error(STK_E_UNSUPPORTED, "tensor '%s': rank %zu > 64", t.name.c_str(), rank);
+    uint64_t rem = first;
+    for (size_t d = rank; d-- > 0;) {
+        idx[d] = rem % t.shape[d];
+        rem /= t.shape[d];
+    }
+    const uint64_t inner = t.shape[rank - 1];
+    const uint64_t inner_stride = t.strides[rank - 1];
+    uint64_t done = 0;
+    while (done < count) {
+        uint64_t off = 0;
+        for (size_t d = 0; d < rank; d++) off += idx[d] * t.strides[d];
+        uint64_t run = inner - idx[rank - 1];
+        if (run > count - done) run = count - done;
+        if (inner_stride == 1) {
+            convert_contiguous(t.dtype, bytes + off * es, run, out + done);
+        } else {
+            for (uint64_t i = 0; i < run; i++) out[done + i] = element_to_f32(t.dtype, bytes + (off + i * inner_stride) * es);
+        }
+        done += run;
+        idx[rank - 1] += run;
+        for (size_t d = rank - 1; d > 0 && idx[d] == t.shape[d]; d--) {
+            idx[d] = 0;
+            idx[d - 1]++;
+        }
+    }
+}
+
+uint64_t first_nonfinite(const float *values, uint64_t count) {
+    for (uint64_t i = 0; i < count; i++) {
+        uint32_t b;
+        std::memcpy(&b, &values[i], 4);
+        if ((b & 0x7F800000u) == 0x7F800000u) return i;
+    }
+    return count;
+}
+
+}  // namespace stk

@@ -1,0 +1,101 @@
+// The greedy encoder's tables built in memory from a Vocab, for `stk tokenize --mode greedy` and
+// bench/tokenize_bench (no job, nothing written).  The same selection as the tokenizer stage
+// (src/stages/tokenizer_stage.cc): non-special pieces of 1..L_tok bytes; equal bytes and equal
+// RH_n keep the lowest id; unk as the residual id.  The stage's published tables are built by the
+// stage itself; this is a convenience for measuring and trying the greedy encoder.
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "hash/rolling_hash.h"
+#include "tokenizer/fst_tables.h"
+#include "tokenizer/vocab_greedy.h"
+
+namespace stk {
+
+GreedyTables::GreedyTables(const Vocab &vocab, uint32_t l_tok) {
+    const uint32_t V = vocab.size(), L = l_tok;
+    if (L == 0 || L > hash::kMaxRollingLen) throw_error(STK_E_INVALID_ARGUMENT, "Ltok = %u: outside 1..%u", L, hash::kMaxRollingLen);
+    if (vocab.model != Vocab::Model::BPE_BYTE_LEVEL)
+        throw_error(STK_E_UNSUPPORTED, "%s: the greedy encoder needs a byte-level BPE vocabulary (this one is EXT mode, seed 4.1)",
+                    vocab.source.c_str());
+    tables = std::make_unique<FstTables>();
+    auto special = [&](uint32_t id) { return id < vocab.is_special.size() && vocab.is_special[id]; };
+    std::vector<uint32_t> cand;
+    uint64_t total = 0;
+    for (uint32_t id = 0; id < V; id++) {
+        size_t len = vocab.pieces[id].size();
+        total += len;
+        if (len >= 1 && len <= L && !special(id)) cand.push_back(id);
+    }
+    if (total > 0xFFFFFFFFull) throw_error(STK_E_UNSUPPORTED, "%s: more than 4 GiB of piece bytes", vocab.source.c_str());
+    std::sort(cand.begin(), cand.end(), [&](uint32_t a, uint32_t b) {
+        const std::string &x = vocab.pieces[a], &y = vocab.pieces[b];
+        if (x.size() != y.size()) return x.size() < y.size();
+        int c = std::memcmp(x.data(), y.data(), x.size());
+        return c ? c < 0 : a < b;
+    });
+    cand.erase(std::unique(cand.begin(), cand.end(), [&](uint32_t a, uint32_t b) { return vocab.pieces[a] == vocab.pieces[b]; }),
+               cand.end());
+
+    // Dec
+    DecTable d;
+    d.n_tokens = V;
+    d.l_tok = L;
+    d.flags = kDecFlagUncertified;
+    d.residual_id = vocab.unk_id >= 0 && uint32_t(vocab.unk_id) < V ? vocab.unk_id : -1;
+    d.n_bytes = total;
+    dec_blob.resize(DecTable::serialized_size(V, total));
+    uint8_t *offs = dec_blob.data() + kTokHeaderSize, *bytes = offs + 4 * (size_t(V) + 1);
+    uint32_t at = 0;
+    store_le<uint32_t>(offs, 0);
+    for (uint32_t id = 0; id < V; id++) {
+        std::memcpy(bytes + at, vocab.pieces[id].data(), vocab.pieces[id].size());
+        at += uint32_t(vocab.pieces[id].size());
+        store_le<uint32_t>(offs + 4 * (size_t(id) + 1), at);
+    }
+    d.offsets = offs;
+    d.bytes = bytes;
+    serialize_dec(d, dec_blob.data());
+    tables->dec = DecTable::load(dec_blob.data(), dec_blob.size(), "tokenizer_fst.bin (in memory)");
+
+    // T_1..T_L
+    struct KeyId { uint64_t key; uint32_t id; };
+    size_t first = 0;
+    for (uint32_t n = 1; n <= L; n++) {
+        std::vector<KeyId> kid;
+        while (first < cand.size() && vocab.pieces[cand[first]].size() == n) {
+            const std::string &p = vocab.pieces[cand[first]];
+            kid.push_back({hash::rolling_hash(reinterpret_cast<const uint8_t *>(p.data()), n), cand[first]});
+            first++;
+        }
+        std::sort(kid.begin(), kid.end(), [](const KeyId &a, const KeyId &b) { return a.key != b.key ? a.key < b.key : a.id < b.id; });
+        kid.erase(std::unique(kid.begin(), kid.end(), [](const KeyId &a, const KeyId &b) { return a.key == b.key; }), kid.end());
+        std::vector<uint64_t> keys(kid.size());
+        for (size_t i = 0; i < kid.size(); i++) keys[i] = kid[i].key;
+        MphfParams mp;
+        mp.salt = 0x544F4B454E495A45ull + n;
+        for (uint32_t attempt = 0;; attempt++) {
+            arenas.emplace_back(mphf_build_arena_size(keys.size(), mp) + 4096);
+            Arena A(arenas.back().data(), arenas.back().size());
+            try {
+                Mphf f = mphf_build_u64(keys.data(), keys.size(), mp, A);
+                std::vector<uint32_t> ids(std::max<size_t>(kid.size(), 1));
+                for (const KeyId &k : kid) ids[f.index_u64(k.key)] = k.id;
+                blobs.emplace_back(TokenTable::serialized_size(f));
+                serialize_token_table(n, f, ids.data(), blobs.back().data());
+                arenas.pop_back();  // the serialized blob holds everything a lookup reads
+                tables->t[n] = TokenTable::load(blobs.back().data(), blobs.back().size(), n, tables->dec, "T_n (in memory)");
+                break;
+            } catch (const Error &e) {
+                arenas.pop_back();
+                if (e.status() != STK_E_MPHF_EXHAUSTED || attempt == 8) throw;
+                mp.m_scale *= 1.05;  // 18.1
+            }
+        }
+    }
+}
+
+GreedyTables::~GreedyTables() = default;
+
+}  // namespace stk

@@ -1,0 +1,34 @@
+// Tokenizer file readers: every supported file format into a Vocab (tokenizer/vocab.h).
+// All readers treat their input as hostile: sizes are bounded by the file, every error names the
+// file and the line, JSON path or byte offset, and nothing is returned half-built.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tokenizer/vocab.h"
+
+namespace stk {
+
+// Largest tokenizer file read (tokenizer.json of 256k-token vocabularies is ~20 MB).
+constexpr uint64_t kMaxTokenizerFileBytes = 512ull << 20;
+// Largest vocabulary accepted (ids must fit the tables downstream).
+constexpr uint32_t kMaxVocabSize = 1u << 24;
+
+// Picks the tokenizer of a HF model directory: tokenizer.json, else vocab.json + merges.txt
+// (or the official encoder.json + vocab.bpe), else tokenizer.model.  STK_E_NOT_FOUND if none.
+Vocab load_vocab_dir(const std::string &model_dir);
+
+Vocab load_tokenizer_json(const std::string &path);
+Vocab load_gpt2_vocab(const std::string &vocab_json_path, const std::string &merges_path);
+Vocab load_sentencepiece_model(const std::string &path);
+
+// The same from bytes in memory (fuzzers and tests); names are used in messages.
+Vocab parse_tokenizer_json(const uint8_t *data, size_t size, const std::string &name);
+Vocab parse_gpt2_vocab(std::string_view vocab_json, std::string_view merges_txt, const std::string &vocab_name,
+                       const std::string &merges_name);
+Vocab parse_sentencepiece_model(const uint8_t *data, size_t size, const std::string &name);
+
+}  // namespace stk

@@ -1,0 +1,250 @@
+// config.json -> ModelConfig: every real config in ../shared/data/configs with its values, the
+// parameter count each implies (checked against the published model sizes), and the refusals
+// (encoder-decoder, unknown model_type, malformed values) with their messages.
+// (Library headers before test_util.h: cmocka defines a fail() macro that <ios> collides with.)
+#include "core/mapped_file.h"
+#include "ingest/config.h"
+#include "ingest/model.h"
+
+#include "test_util.h"
+
+using namespace stk;
+
+static ParsedConfig load_shared(const char *file) {
+    std::string path = test::shared_data(std::string("configs/") + file);
+    return parse_model_config(read_small_file(path, kMaxConfigBytes), path);
+}
+
+struct Want {
+    const char *file;
+    Family family;
+    uint32_t d, layers, heads, kv, head_dim;
+    uint64_t vocab, ffn;
+    FfnKind ffn_kind;
+    const char *act;
+    NormKind norm;
+    double eps;
+    PosKind pos;
+    double theta;
+    uint32_t rotary_dim;
+    uint64_t max_pos;
+    bool tied, parallel, qkv_bias;
+    uint32_t experts, top_k;
+    uint64_t moe_ffn, shared_ffn;
+    uint64_t n_params;  // the published size of each model
+};
+
+static const Want kWant[] = {
+    {"bloom-3b.config.json", Family::Bloom, 2560, 30, 32, 32, 80, 250880, 10240, FfnKind::Plain, "gelu_pytorch_tanh",
+     NormKind::LayerNorm, 1e-5, PosKind::Alibi, 0, 0, 0, true, false, true, 0, 0, 0, 0, 3002557440ull},
+    {"derived-gpt2.config.json", Family::Gpt2, 768, 12, 12, 12, 64, 50257, 3072, FfnKind::Plain, "gelu_new",
+     NormKind::LayerNorm, 1e-5, PosKind::Learned, 0, 0, 1024, true, false, true, 0, 0, 0, 0, 124439808ull},
+    {"gpt2-gptq.config.json", Family::Gpt2, 768, 12, 12, 12, 64, 50257, 3072, FfnKind::Plain, "gelu_new",
+     NormKind::LayerNorm, 1e-5, PosKind::Learned, 0, 0, 1024, true, false, true, 0, 0, 0, 0, 124439808ull},
+    {"derived-llama2-7b.config.json", Family::Llama, 4096, 32, 32, 32, 128, 32000, 11008, FfnKind::Gated, "silu",
+     NormKind::RmsNorm, 1e-5, PosKind::Rope, 10000, 128, 2048, false, false, false, 0, 0, 0, 0, 6738415616ull},
+    {"llama2-7b-chat.config.json", Family::Llama, 4096, 32, 32, 32, 128, 32000, 11008, FfnKind::Gated, "silu",
+     NormKind::RmsNorm, 1e-5, PosKind::Rope, 10000, 128, 4096, false, false, false, 0, 0, 0, 0, 6738415616ull},
+    {"derived-llama3.1-8b.config.json", Family::Llama, 4096, 32, 32, 8, 128, 128256, 14336, FfnKind::Gated, "silu",
+     NormKind::RmsNorm, 1e-5, PosKind::Rope, 500000, 128, 131072, false, false, false, 0, 0, 0, 0, 8030261248ull},
+    {"derived-mistral-7b-v0.1.config.json", Family::Mistral, 4096, 32, 32, 8, 128, 32000, 14336, FfnKind::Gated,
+     "silu", NormKind::RmsNorm, 1e-5, PosKind::Rope, 10000, 128, 32768, false, false, false, 0, 0, 0, 0,
+     7241732096ull},
+    {"derived-mistral-7b-v0.3.config.json", Family::Mistral, 4096, 32, 32, 8, 128, 32768, 14336, FfnKind::Gated,
+     "silu", NormKind::RmsNorm, 1e-5, PosKind::Rope, 1000000, 128, 32768, false, false, false, 0, 0, 0, 0,
+     7248023552ull},
+    {"derived-mixtral-8x7b-v0.1.config.json", Family::Mixtral, 4096, 32, 32, 8, 128, 32000, 14336, FfnKind::Gated,
+     "silu", NormKind::RmsNorm, 1e-5, PosKind::Rope, 1000000, 128, 32768, false, false, false, 8, 2, 14336, 0,
+     46702792704ull},
+    {"derived-qwen1.5-moe-a2.7b.config.json", Family::Qwen2Moe, 2048, 24, 16, 16, 128, 151936, 5632, FfnKind::Gated,
+     "silu", NormKind::RmsNorm, 1e-6, PosKind::Rope, 1000000, 128, 32768, false, false, true, 60, 4, 1408, 5632,
+     14315784192ull},
+    {"derived-qwen2-0.5b.config.json", Family::Qwen2, 896, 24, 14, 2, 64, 151936, 4864, FfnKind::Gated, "silu",
+     NormKind::RmsNorm, 1e-6, PosKind::Rope, 1000000, 64, 32768, true, false, true, 0, 0, 0, 0, 494032768ull},
+    {"derived-redpajama-3b-gpt_neox.config.json", Family::GptNeox, 2560, 32, 32, 32, 80, 50432, 10240, FfnKind::Plain,
+     "gelu", NormKind::LayerNorm, 1e-5, PosKind::Rope, 10000, 80, 2048, false, false, true, 0, 0, 0, 0,
+     2775864320ull},
+    {"pythia-410m.config.json", Family::GptNeox, 1024, 24, 16, 16, 64, 50304, 4096, FfnKind::Plain, "gelu",
+     NormKind::LayerNorm, 1e-5, PosKind::Rope, 10000, 16, 2048, false, true, true, 0, 0, 0, 0, 405334016ull},
+};
+
+static void every_shared_config_parses_with_its_values(void **) {
+    for (const Want &w : kWant) {
+        print_message("%s\n", w.file);
+        ParsedConfig p = load_shared(w.file);
+        const ModelConfig &m = p.config;
+        assert_int_equal(int(m.family), int(w.family));
+        assert_int_equal(m.d_model, w.d);
+        assert_int_equal(m.n_layers, w.layers);
+        assert_int_equal(m.n_heads, w.heads);
+        assert_int_equal(m.n_kv_heads, w.kv);
+        assert_int_equal(m.head_dim, w.head_dim);
+        assert_int_equal(m.vocab_size, w.vocab);
+        assert_int_equal(m.ffn_dim, w.ffn);
+        assert_int_equal(int(m.ffn_kind), int(w.ffn_kind));
+        assert_string_equal(m.activation, w.act);
+        assert_int_equal(int(m.norm), int(w.norm));
+        assert_true(m.norm_eps == w.eps);
+        assert_int_equal(int(m.positions), int(w.pos));
+        if (w.pos == PosKind::Rope) assert_true(m.rope_theta == w.theta);
+        assert_int_equal(m.rotary_dim, w.rotary_dim);
+        assert_int_equal(m.max_positions, w.max_pos);
+        assert_int_equal(m.tied_embeddings, w.tied);
+        assert_int_equal(m.parallel_attn, w.parallel);
+        assert_int_equal(m.qkv_bias, w.qkv_bias);
+        assert_int_equal(m.n_experts, w.experts);
+        assert_int_equal(m.top_k, w.top_k);
+        assert_int_equal(m.moe_ffn_dim, w.moe_ffn);
+        assert_int_equal(m.shared_expert_ffn_dim, w.shared_ffn);
+        assert_true(expected_param_count(m) == w.n_params);
+        assert_true(p.user_rules.empty());
+    }
+}
+
+static void details_per_family(void **) {
+    ModelConfig l3 = load_shared("derived-llama3.1-8b.config.json").config;
+    assert_string_equal(l3.rope_scaling_type, "llama3");
+    assert_true(l3.rope_scaling_factor == 8.0);
+    ModelConfig l2 = load_shared("derived-llama2-7b.config.json").config;
+    assert_string_equal(l2.rope_scaling_type, "");  // "rope_scaling": null
+    ModelConfig q = load_shared("derived-qwen1.5-moe-a2.7b.config.json").config;
+    assert_true(q.shared_expert_gate);
+    assert_false(q.norm_topk_prob);
+    assert_string_equal(q.router, "softmax_topk");
+    assert_true(q.layer_is_moe(0) && q.layer_is_moe(23));
+    ModelConfig mx = load_shared("derived-mixtral-8x7b-v0.1.config.json").config;
+    assert_true(mx.norm_topk_prob);
+    assert_false(mx.shared_expert_gate);
+    ModelConfig b = load_shared("bloom-3b.config.json").config;
+    assert_true(b.emb_norm);
+    assert_int_equal(int(b.qkv_layout), int(QkvLayout::PerHead));
+    ModelConfig g = load_shared("derived-gpt2.config.json").config;
+    assert_int_equal(int(g.qkv_layout), int(QkvLayout::Concat));
+    assert_string_equal(g.model_type, "gpt2");
+    ModelConfig r = load_shared("derived-redpajama-3b-gpt_neox.config.json").config;
+    assert_false(r.parallel_attn);  // "use_parallel_residual": false
+}
+
+static void falcon_variants(void **) {
+    // Falcon-7B: multi-query, parallel attention with one norm, rotary, no biases.
+    const char *f7 = R"({"model_type": "falcon", "hidden_size": 4544, "num_attention_heads": 71, "num_hidden_layers": 32,
+        "vocab_size": 65024, "multi_query": true, "parallel_attn": true, "new_decoder_architecture": false,
+        "bias": false, "alibi": false, "layer_norm_epsilon": 1e-05})";
+    ModelConfig m = parse_model_config(f7, "falcon7b/config.json").config;
+    assert_int_equal(int(m.family), int(Family::Falcon));
+    assert_int_equal(m.n_kv_heads, 1);
+    assert_int_equal(m.head_dim, 64);
+    assert_int_equal(m.norms_per_layer, 1);
+    assert_int_equal(int(m.qkv_layout), int(QkvLayout::Concat));
+    assert_int_equal(int(m.positions), int(PosKind::Rope));
+    assert_int_equal(m.ffn_dim, 4 * 4544);
+    // Published size of Falcon-7B: 6,921,720,704.
+    assert_true(expected_param_count(m) == 6921720704ull);
+    // Falcon-40B: new decoder architecture, 8 kv groups, two norms.
+    const char *f40 = R"({"model_type": "falcon", "hidden_size": 8192, "num_attention_heads": 128, "num_hidden_layers": 60,
+        "vocab_size": 65024, "num_kv_heads": 8, "new_decoder_architecture": true, "parallel_attn": true, "bias": false})";
+    ModelConfig m40 = parse_model_config(f40, "falcon40b/config.json").config;
+    assert_int_equal(m40.n_kv_heads, 8);
+    assert_int_equal(int(m40.qkv_layout), int(QkvLayout::Grouped));
+    assert_int_equal(m40.norms_per_layer, 2);
+    assert_true(m40.tied_embeddings);  // FalconConfig's default
+}
+
+static void whisper_is_refused_as_encoder_decoder(void **) {
+    std::string msg = test::expect_error(STK_E_UNSUPPORTED, [] { load_shared("whisper-large-v3.config.json"); });
+    assert_contains(msg, "whisper-large-v3.config.json");
+    assert_contains(msg, "encoder-decoder");
+    assert_contains(msg, "whisper");
+}
+
+static void unknown_model_type_says_how_to_supply_roles(void **) {
+    const char *cfg = R"({"model_type": "phi3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10})";
+    std::string msg = test::expect_error(STK_E_UNKNOWN_MODEL, [&] { parse_model_config(cfg, "phi/config.json"); });
+    assert_contains(msg, "phi/config.json");
+    assert_contains(msg, "'phi3'");
+    assert_contains(msg, "stk_roles");
+    assert_contains(msg, "stk_roles.json");
+    assert_contains(msg, "gpt2, llama");
+}
+
+static void user_roles_in_config_and_roles_file(void **) {
+    // A list keeps its order; an object is ordered by the pattern string (seed 3.2).
+    const char *cfg = R"({"model_type": "tiny", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "vocab_size": 10, "rms_norm_eps": 1e-6,
+        "stk_roles": [
+          {"pattern": "blk\\.(?P<layer>[0-9]+)\\.qkv", "role": "QKV", "layout": "qkv_heads", "transpose": true},
+          {"pattern": "blk\\.(?P<layer>[0-9]+)\\.up", "role": "FFN_W3"},
+          {"pattern": "final_norm", "role": "LN_G", "norm": "final"}
+        ]})";
+    const std::string roles_file = R"({"zz\\.w": "EMB", "aa\\.w": "LM_HEAD"})";
+    ParsedConfig p = parse_model_config(cfg, "tiny/config.json", &roles_file, "tiny/stk_roles.json");
+    assert_int_equal(int(p.config.family), int(Family::Custom));
+    assert_int_equal(int(p.config.norm), int(NormKind::RmsNorm));
+    assert_int_equal(int(p.config.ffn_kind), int(FfnKind::Gated));
+    assert_int_equal(p.user_rules.size(), 5);
+    assert_int_equal(int(p.user_rules[0].role), int(Role::QKV));
+    assert_int_equal(int(p.user_rules[0].layout), int(QkvLayout::PerHead));
+    assert_true(p.user_rules[0].transpose);
+    assert_int_equal(int(p.user_rules[2].slot), int(NormSlot::Final));
+    assert_int_equal(p.user_rules[0].priority, 0);
+    assert_int_equal(p.user_rules[2].priority, 2);
+    // The roles file's object entries come after config.json's list, sharing one priority.
+    assert_int_equal(p.user_rules[3].priority, 3);
+    assert_int_equal(p.user_rules[4].priority, 3);
+}
+
+static void malformed_values_are_named(void **) {
+    std::string msg = test::expect_error(STK_E_BAD_JSON, [] { parse_model_config("{\"model_type\": \"gpt2\",", "x/config.json"); });
+    assert_contains(msg, "x/config.json");
+    msg = test::expect_error(STK_E_BAD_JSON, [] {
+        parse_model_config(R"({"model_type": "llama", "hidden_size": "4096"})", "x/config.json");
+    });
+    assert_contains(msg, "\"hidden_size\" must be a non-negative integer");
+    msg = test::expect_error(STK_E_BAD_JSON, [] {
+        parse_model_config(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 3,
+            "vocab_size": 10, "intermediate_size": 8})", "x/config.json");
+    });
+    assert_contains(msg, "not a multiple of the 3 heads");
+    msg = test::expect_error(STK_E_BAD_JSON, [] {
+        parse_model_config(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 99999, "num_attention_heads": 4,
+            "vocab_size": 10, "intermediate_size": 8})", "x/config.json");
+    });
+    assert_contains(msg, "\"num_hidden_layers\" = 99999 is outside [1, 1024]");
+    msg = test::expect_error(STK_E_BAD_JSON, [] {
+        parse_model_config(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 3, "vocab_size": 10, "intermediate_size": 8})", "x/config.json");
+    });
+    assert_contains(msg, "3 key/value heads do not divide the 4 attention heads");
+    msg = test::expect_error(STK_E_BAD_JSON, [] {
+        parse_model_config(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "vocab_size": 10, "intermediate_size": 8, "rms_norm_eps": 0})", "x/config.json");
+    });
+    assert_contains(msg, "norm epsilon 0 is not in (0, 1)");
+}
+
+static void bad_role_rules(void **) {
+    std::string msg = test::expect_error(STK_E_BAD_JSON, [] { parse_role_rules_json(R"([{"pattern": "a", "role": "QQ"}])", "r.json"); });
+    assert_contains(msg, "unknown role 'QQ'");
+    msg = test::expect_error(STK_E_BAD_JSON, [] { parse_role_rules_json(R"([{"pattern": "a", "role": "QKV"}])", "r.json"); });
+    assert_contains(msg, "needs \"layout\"");
+    msg = test::expect_error(STK_E_BAD_JSON, [] {
+        std::vector<RoleRule> rules = parse_role_rules_json(R"([{"pattern": "a(", "role": "Q"}])", "r.json");
+        RoleMapper m(rules, {}, "r.json");
+    });
+    assert_contains(msg, "'a('");
+    assert_contains(msg, "r.json");
+}
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_shared_config_parses_with_its_values),
+        cmocka_unit_test(details_per_family),
+        cmocka_unit_test(falcon_variants),
+        cmocka_unit_test(whisper_is_refused_as_encoder_decoder),
+        cmocka_unit_test(unknown_model_type_says_how_to_supply_roles),
+        cmocka_unit_test(user_roles_in_config_and_roles_file),
+        cmocka_unit_test(malformed_values_are_named),
+        cmocka_unit_test(bad_role_rules),
+    };
+    return cmocka_run_group_tests_name("config", tests, nullptr, nullptr);
+}

@@ -1,0 +1,219 @@
+// The MPHF: a bijection onto [0, K) on 10^5 random u64 keys and on the real GPT-2 vocabulary,
+// non-keys rejected by the guard, identical bytes whatever the input order, exact serialized
+// sizes, a loader that refuses every truncation and corruption, 18.1 exhaustion.
+// simdjson (through gpt2_pieces.h) before cmocka: cmocka defines a `fail` macro.
+#include "gpt2_pieces.h"
+#include "test_util.h"
+
+#include <algorithm>
+#include <memory>
+#include <random>
+
+#include "core/bytes.h"
+#include "core/checksum.h"
+#include "core/prng.h"
+#include "hash/mphf.h"
+
+using namespace stk;
+
+struct ArenaBuf {
+    std::unique_ptr<uint8_t[]> mem;
+    Arena arena;
+    explicit ArenaBuf(size_t n) : mem(new uint8_t[n]), arena(mem.get(), n) {}
+};
+
+static std::vector<uint64_t> random_keys(size_t n, uint64_t seed) {
+    std::vector<uint64_t> k(n);
+    uint64_t s = seed;
+    for (auto &x : k) x = splitmix64_next(&s);
+    return k;
+}
+
+static std::vector<uint8_t> serialize(const Mphf &f) {
+    std::vector<uint8_t> b(f.serialized_size());
+    f.serialize(b.data());
+    return b;
+}
+
+static void u64_keys_bijection(void **) {
+    const size_t K = 100000;
+    std::vector<uint64_t> keys = random_keys(K, 42);
+    MphfParams p;
+    ArenaBuf ab(mphf_build_arena_size(K, p));
+    Mphf f = mphf_build_u64(keys.data(), K, p, ab.arena);
+    assert_int_equal(f.n_keys, K);
+    assert_int_equal(f.n_slots, 101011);   // ceil(K / 0.99)
+    assert_int_equal(f.n_buckets, 25000);  // ceil(K / 4)
+    assert_int_equal(f.n_dense, 7500);
+    // Every key on its own index below K: a permutation.
+    std::vector<uint64_t> by_index(K, 0);
+    std::vector<uint8_t> seen(K, 0);
+    for (uint64_t k : keys) {
+        uint64_t i = f.index_u64(k);
+        assert_true(i < K);
+        assert_int_equal(seen[i], 0);
+        seen[i] = 1;
+        by_index[i] = k;
+    }
+    // Non-keys: land somewhere below K, and the guard (the stored key) rejects every one.
+    std::vector<uint64_t> others = random_keys(K, 4242);
+    size_t rejected = 0;
+    for (uint64_t x : others) {
+        uint64_t i = f.index_u64(x);
+        assert_true(i < K);
+        rejected += by_index[i] != x;
+    }
+    assert_int_equal(rejected, K);
+    // Serialized size: 64-byte header + 2 bytes per bucket + 4 bytes per slot beyond K.
+    std::vector<uint8_t> blob = serialize(f);
+    assert_int_equal(blob.size(), 64 + 2 * 25000 + 4 * 1011);
+    double bits_per_key = 8.0 * double(blob.size()) / double(K);
+    assert_true(bits_per_key > 4.3 && bits_per_key < 4.4);
+    assert_true(f.stats.max_pilot < 65536);
+    // Loaded back: the same function.
+    Mphf g = Mphf::load(blob.data(), blob.size(), "test");
+    for (size_t j = 0; j < K; j += 7) assert_int_equal(g.index_u64(keys[j]), f.index_u64(keys[j]));
+}
+
+static void deterministic_bytes(void **) {
+    const size_t K = 20000;
+    std::vector<uint64_t> keys = random_keys(K, 7);
+    MphfParams p;
+    ArenaBuf a1(mphf_build_arena_size(K, p)), a2(mphf_build_arena_size(K, p));
+    std::vector<uint8_t> b1 = serialize(mphf_build_u64(keys.data(), K, p, a1.arena));
+    std::reverse(keys.begin(), keys.end());
+    std::mt19937_64 rng(1);
+    std::shuffle(keys.begin(), keys.end(), rng);
+    std::vector<uint8_t> b2 = serialize(mphf_build_u64(keys.data(), K, p, a2.arena));
+    assert_int_equal(b1.size(), b2.size());
+    assert_memory_equal(b1.data(), b2.data(), b1.size());
+    // Pinned: a change of the hash, the bucket map or the search order shows up here.
+    assert_int_equal(b1.size(), 64 + 2 * 5000 + 4 * 203);
+    assert_int_equal(crc32c(b1.data(), b1.size()), 0xa0bd21e3u);
+}
+
+static void gpt2_vocabulary(void **) {
+    std::vector<std::string> pieces = test::gpt2_pieces();
+    assert_int_equal(pieces.size(), 50257);
+    assert_string_equal(pieces[0].c_str(), "!");
+    assert_int_equal(pieces[220].size(), 1);  // "Ġ" = the space byte
+    assert_int_equal(pieces[220][0], ' ');
+    std::vector<uint8_t> blob;
+    std::vector<uint64_t> off{0};
+    for (const std::string &s : pieces) {
+        blob.insert(blob.end(), s.begin(), s.end());
+        off.push_back(blob.size());
+    }
+    MphfParams p;
+    ArenaBuf ab(mphf_build_arena_size(pieces.size(), p));
+    Mphf f = mphf_build_bytes(blob.data(), off.data(), pieces.size(), p, ab.arena);
+    const size_t K = pieces.size();
+    std::vector<int64_t> id_at(K, -1);
+    for (size_t id = 0; id < K; id++) {
+        uint64_t i = f.index_bytes(pieces[id].data(), pieces[id].size());
+        assert_true(i < K);
+        assert_int_equal(id_at[i], -1);
+        id_at[i] = int64_t(id);
+    }
+    // Guarded lookups: every piece finds its id; strings that are not pieces find nothing.
+    auto lookup = [&](const std::string &s) -> int64_t {
+        int64_t id = id_at[f.index_bytes(s.data(), s.size())];
+        return pieces[size_t(id)] == s ? id : -1;
+    };
+    assert_int_equal(lookup(" the"), 262);
+    assert_int_equal(lookup("Hello"), 15496);
+    assert_int_equal(lookup(std::string(1, '\0')), 188);  // byte 0 is GPT-2 token 188
+    assert_int_equal(lookup(std::string(2, '\0')), -1);   // zero bytes count
+    assert_int_equal(lookup("not a gpt2 piece at all"), -1);
+    assert_int_equal(lookup(""), -1);
+    std::vector<uint8_t> s = serialize(f);
+    assert_int_equal(s.size(), 64 + 2 * 12565 + 2 /* pad to 4 */ + 4 * (f.n_slots - K));
+    assert_int_equal(f.n_slots, 50765);
+}
+
+static void loader_refuses_corruption(void **) {
+    const size_t K = 1000;
+    std::vector<uint64_t> keys = random_keys(K, 9);
+    MphfParams p;
+    ArenaBuf ab(mphf_build_arena_size(K, p));
+    std::vector<uint8_t> blob = serialize(mphf_build_u64(keys.data(), K, p, ab.arena));
+    for (size_t cut : {size_t(0), size_t(10), size_t(63), size_t(64), blob.size() - 1}) {
+        std::string m = test::expect_error(STK_E_TRUNCATED, [&] { Mphf::load(blob.data(), cut, "T_3.bin"); });
+        assert_contains(m, "T_3.bin");
+    }
+    std::vector<uint8_t> bad = blob;
+    bad[0] ^= 1;
+    test::expect_error(STK_E_BAD_MAGIC, [&] { Mphf::load(bad.data(), bad.size(), "x"); });
+    bad = blob;
+    store_le<uint64_t>(&bad[16], 5);  // M < K
+    test::expect_error(STK_E_CORRUPT, [&] { Mphf::load(bad.data(), bad.size(), "x"); });
+    bad = blob;
+    store_le<uint64_t>(&bad[32], load_u64(&bad[24]));  // B1 == B
+    test::expect_error(STK_E_CORRUPT, [&] { Mphf::load(bad.data(), bad.size(), "x"); });
+    bad = blob;
+    store_le<uint32_t>(&bad[bad.size() - 4], uint32_t(K));  // remap target out of range
+    std::string m = test::expect_error(STK_E_CORRUPT, [&] { Mphf::load(bad.data(), bad.size(), "x"); });
+    assert_contains(m, "offset " + std::to_string(blob.size() - 4));
+    bad = blob;
+    store_le<uint64_t>(&bad[24], ~uint64_t(0) / 2);  // pilot array size overflows
+    test::expect_error(STK_E_DIMS_OVERFLOW, [&] { Mphf::load(bad.data(), bad.size(), "x"); });
+}
+
+static void exhaustion_and_retry(void **) {
+    const size_t K = 5000;
+    std::vector<uint64_t> keys = random_keys(K, 11);
+    MphfParams p;
+    p.pilot_cap = 2;
+    p.alpha = 1.0;
+    ArenaBuf ab(mphf_build_arena_size(K, p) * 2);
+    size_t before = ab.arena.used();
+    std::string m = test::expect_error(STK_E_MPHF_EXHAUSTED, [&] { mphf_build_u64(keys.data(), K, p, ab.arena); });
+    assert_contains(m, "no pilot below 2");
+    assert_int_equal(ab.arena.used(), before);  // a failed build leaves the arena as it was
+    // 18.1: M += 5 % per retry until the search succeeds (the stage does this; here by hand).
+    p.pilot_cap = 65536;
+    int retries = 0;
+    for (;; retries++) {
+        try {
+            Mphf f = mphf_build_u64(keys.data(), K, p, ab.arena);
+            assert_true(f.n_slots >= K);
+            break;
+        } catch (const Error &e) {
+            assert_int_equal(e.status(), STK_E_MPHF_EXHAUSTED);
+            p.m_scale *= 1.05;
+        }
+    }
+    assert_int_equal(retries, 0);
+}
+
+static void arena_bounds_and_duplicates(void **) {
+    const size_t K = 3000;
+    std::vector<uint64_t> keys = random_keys(K, 5);
+    MphfParams p;
+    size_t need = mphf_build_arena_size(K, p);
+    ArenaBuf small(need / 2);
+    test::expect_error(STK_E_ARENA_TOO_SMALL, [&] { mphf_build_u64(keys.data(), K, p, small.arena); });
+    assert_int_equal(small.arena.used(), 0);  // nothing left behind
+    keys[17] = keys[2000];
+    ArenaBuf ab(need);
+    std::string m = test::expect_error(STK_E_INVALID_ARGUMENT, [&] { mphf_build_u64(keys.data(), K, p, ab.arena); });
+    assert_contains(m, "duplicate key");
+    // The empty function: 64 bytes, every lookup says "no index".
+    Mphf e = mphf_build_u64(nullptr, 0, p, ab.arena);
+    std::vector<uint8_t> eb = serialize(e);
+    assert_int_equal(eb.size(), 64);
+    Mphf el = Mphf::load(eb.data(), eb.size(), "x");
+    assert_true(el.index_u64(1) == ~uint64_t(0));
+}
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(u64_keys_bijection),
+        cmocka_unit_test(deterministic_bytes),
+        cmocka_unit_test(gpt2_vocabulary),
+        cmocka_unit_test(loader_refuses_corruption),
+        cmocka_unit_test(exhaustion_and_retry),
+        cmocka_unit_test(arena_bounds_and_duplicates),
+    };
+    return cmocka_run_group_tests_name("mphf", tests, nullptr, nullptr);
+}
