@@ -8,6 +8,7 @@ warm the page cache once, then `runs` times (default 3) in turn:
   floor  parse_tensors_bench floor: mmap + sum of every byte as u64 words (the floor: reading
          the same bytes from the page cache)
   cat    `cat FILES > /dev/null` (a peer: the plain read(2) path)
+  digest crc32c + SHA-256 over as many f32 bytes, in memory (the digest's own cost)
   stk    parse_tensors_bench stk: the stage through the C API (threads = 1)
   stk-t2 the same with threads = 2 (SHA-256 of the digest on a second thread; same digest)
 and print medians of wall time, CPU time and peak RSS, and the bound of seed 1.3
@@ -41,13 +42,16 @@ def main():
         d = os.path.join(data, name)
         files = sorted(glob.glob(os.path.join(d, "*.safetensors")))
         subprocess.run(["cat"] + files, stdout=subprocess.DEVNULL, check=True)  # warm the page cache
-        res = {"floor": [], "cat": [], "stk": [], "stk-t2": []}
+        res = {"floor": [], "cat": [], "digest": [], "stk": [], "stk-t2": []}
         info = None
         for _ in range(runs):
             w, c, out = timed([exe, "floor", d])
             res["floor"].append((w, c, json.loads(out)["peak_rss"]))
             w, c, _ = timed(["sh", "-c", "cat \"$@\" > /dev/null", "cat"] + files)
             res["cat"].append((w, c, 0))
+            if info:
+                w, c, out = timed([exe, "digest", str(info["f32_bytes"])])
+                res["digest"].append((w, c, 0))
             w, c, out = timed([exe, "stk", d])
             info = json.loads(out)
             res["stk"].append((w, c, info["peak_rss"]))
@@ -61,7 +65,9 @@ def main():
               (name, gb, len(files), info["n_params"], info["max_layer_f32"] / 2**20))
         print("| run | wall s (median of %d) | GB/s | CPU s | peak RSS MiB |" % runs)
         print("|---|---|---|---|---|")
-        for k in ("floor", "cat", "stk", "stk-t2"):
+        w, c, out = timed([exe, "digest", str(info["f32_bytes"])])
+        res["digest"].append((w, c, 0))
+        for k in ("floor", "cat", "digest", "stk", "stk-t2"):
             w = statistics.median(x[0] for x in res[k])
             c = statistics.median(x[1] for x in res[k])
             rss = statistics.median(x[2] for x in res[k])

@@ -3,6 +3,8 @@
 //   parse_tensors_bench stk   DIR [threads]   run stage parse_tensors through the C API
 //   parse_tensors_bench floor DIR             mmap every weight file, sum its bytes as u64 words,
 //                                             drop the pages behind the cursor (MADV_DONTNEED)
+//   parse_tensors_bench digest BYTES          crc32c + SHA-256 over BYTES of f32 already in memory
+//                                             (the stage digest's own cost: a second floor)
 //
 // Prints one JSON line: wall seconds, peak RSS (getrusage ru_maxrss), bytes, and for `stk` the
 // arena size, the largest stream unit in f32 and the stage digest.  bench/parse_bench.py runs
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checksum.h"
 #include "ingest/model.h"
 #include "stages/job.h"
 #include "stk/stk.h"
@@ -98,22 +101,43 @@ static int run_stk(const std::string &dir, uint32_t threads) {
     stk_stage_digest(job, STK_STAGE_PARSE_TENSORS, &crc, &sha);
     const stk::ModelPlan *plan = reinterpret_cast<const stk::Job *>(job)->model;
     std::printf("{\"mode\": \"stk\", \"wall_s\": %.3f, \"peak_rss\": %ld, \"bytes\": %llu, \"arena\": %zu, "
-                "\"max_layer_f32\": %llu, \"n_params\": %llu, \"tensors\": %u, \"digest\": \"%08x/%016llx\"}\n",
+                "\"max_layer_f32\": %llu, \"n_params\": %llu, \"tensors\": %u, \"f32_bytes\": %llu, "
+                "\"digest\": \"%08x/%016llx\"}\n",
                 t1 - t0, peak_rss_bytes(), (unsigned long long)plan->checkpoint_bytes, need,
-                (unsigned long long)plan->max_unit_f32_bytes, (unsigned long long)plan->n_params, plan->n_streamed, crc,
+                (unsigned long long)plan->max_unit_f32_bytes, (unsigned long long)plan->n_params, plan->n_streamed,
+                (unsigned long long)(plan->streamed_elements * 4), crc,
                 (unsigned long long)sha);
     stk_close(job);
     munmap(arena, need);
     return 0;
 }
 
+static int run_digest(uint64_t bytes) {
+    std::vector<float> buf((64u << 20) / 4);
+    for (size_t i = 0; i < buf.size(); i++) buf[i] = float(i % 1000) * 0.001f;
+    double t0 = now();
+    stk::Sha256 sha;
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < bytes;) {
+        size_t n = size_t(std::min<uint64_t>(bytes - done, buf.size() * 4));
+        crc = stk::crc32c(buf.data(), n, crc);
+        sha.update(buf.data(), n);
+        done += n;
+    }
+    uint64_t low = sha.finish().low64();
+    std::printf("{\"mode\": \"digest\", \"wall_s\": %.3f, \"bytes\": %llu, \"crc\": %u, \"sha\": %llu}\n", now() - t0,
+                (unsigned long long)bytes, crc, (unsigned long long)low);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: %s stk|floor DIR [threads]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s stk|floor DIR [threads] | digest BYTES\n", argv[0]);
         return 2;
     }
     std::string mode = argv[1], dir = argv[2];
     if (mode == "floor") return run_floor(dir);
+    if (mode == "digest") return run_digest(std::strtoull(dir.c_str(), nullptr, 10));
     if (mode == "stk") return run_stk(dir, argc > 3 ? uint32_t(std::atoi(argv[3])) : 1);
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
     return 2;

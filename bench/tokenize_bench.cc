@@ -6,7 +6,7 @@
 // that greedy reproduces exactly (same byte span, same id).  docs/benchmarks.md, "Tokenizer
 // encode", has the numbers and bench/tokenize_bench.sh runs everything.
 //
-//   tokenize_bench TEXT MODEL_DIR [PEER_DIR] [RUNS] [LTOK]
+//   tokenize_bench TEXT MODEL_DIR [PEER_DIR] [RUNS] [LTOK]     (LTOK 0: real BPE only)
 #include <time.h>
 
 #include <algorithm>
@@ -122,7 +122,8 @@ int main(int argc, char **argv) {
         Times t_greedy;
         std::vector<uint32_t> greedy_ids;
         bool greedy_ok = false;
-        try {
+        if (ltok == 0) std::printf("greedy: not run (LTOK 0)\n");
+        else try {
             auto g0 = Clock::now();
             GreedyTables g(v, ltok);
             t_tables = secs(g0, Clock::now());

@@ -12,6 +12,7 @@ PACKAGES=(
   libisal-dev                       # CRC32C (isa-l crc32_iscsi)
   libsimdjson-dev                   # JSON: config.json, safetensors headers, tokenizer.json
   libre2-dev                        # tensor-role regexes (linear time)
+  libutf8proc-dev                   # Unicode classes and normalisers for tokenizers
   libhwy-dev                        # SIMD kernels (Highway)
   libblis-dev                       # GEMM (BLIS)
   libcmocka-dev                     # unit tests

@@ -235,6 +235,16 @@ static void cli_tokenize(void **) {
     out = run("tokenize --in " + gpt2 + " --prompt \"Hello world\" --mode greedy", &rc);
     assert_int_equal(rc, 0);
     assert_string_equal(out.c_str(), "15496 995\n");
+    // text from a file and from standard input
+    std::string f = g_tmp + "/text.txt";
+    test::write_bytes(f, {'H', 'e', 'l', 'l', 'o', '\n'});
+    out = run("tokenize --in " + gpt2 + " --text " + f, &rc);
+    assert_string_equal(out.c_str(), "15496 198\n");
+    out = run("tokenize --in " + gpt2 + " --text - < " + f, &rc);
+    assert_string_equal(out.c_str(), "15496 198\n");
+    out = run("tokenize --help", &rc);
+    assert_int_equal(rc, 0);
+    assert_contains(out, "--mode greedy");
     // usage and missing files
     run("tokenize --in " + gpt2, &rc);
     assert_int_equal(rc, 2);

@@ -67,7 +67,8 @@ void payload(std::vector<uint8_t> &p, uint64_t seed) {
 }
 
 // Four arrays from three stages; stages 5..8 not implemented; then manifest_emit and check.
-Gen make_gen(const char *tag, uint32_t extra_arrays = 0, uint64_t extra_bytes = 0) {
+Gen make_gen(const char *tag, uint32_t extra_arrays = 0, uint64_t extra_bytes = 0,
+             const std::function<void(Job &)> &before_emit = nullptr) {
     Gen g;
     g.dir = test::make_temp_dir(tag) + "/out";
     Job *job = g.job = new_job(g.dir);
@@ -114,6 +115,7 @@ Gen make_gen(const char *tag, uint32_t extra_arrays = 0, uint64_t extra_bytes = 
     job->manifest.fields.tokenizer.vocab_size = 300;
     job->manifest.fields.prf.r = 512;
     job->stages[STK_STAGE_MANIFEST_EMIT].done = false;
+    if (before_emit) before_emit(*job);
     manifest_emit_run(*job);
     job->stages[STK_STAGE_MANIFEST_EMIT].done = true;
     return g;
@@ -229,6 +231,71 @@ static void good_generation_verifies(void **) {
     // Write-once: a second manifest_emit into the same directory is refused.
     g.job->stages[STK_STAGE_MANIFEST_EMIT].done = false;
     test::expect_error(STK_E_OUTPUT_EXISTS, [&] { manifest_emit_run(*g.job); });
+}
+
+// What stages put in job.manifest (fields, P_gen, records, prev_hash) is what gets published.
+static void draft_reaches_manifest(void **) {
+    static const uint32_t pgen[3] = {5, 299, 0};
+    uint8_t prev[32];
+    for (int i = 0; i < 32; i++) prev[i] = uint8_t(i + 1);
+    Gen g = make_gen("draft", 0, 0, [&](Job &job) {
+        ManifestDraft &d = job.manifest;
+        d.fields.abi_flags = kAbiFma;
+        d.fields.tokenizer.mode = 2;
+        d.fields.tokenizer.l_tok = 8;
+        d.fields.prf.tau = 64.0;
+        d.fields.memory.mode = 2;
+        d.fields.memory.pole_radius_min = 0.995;
+        d.fields.linear.c = 1234567;
+        d.p_gen = pgen;
+        d.n_pgen = 3;
+        d.master_seed = 42;
+        std::memcpy(d.prev_hash, prev, 32);
+        draft_add_record(d, STK_STAGE_PRF, kRecordFeatureDisabled, kFeatureO0Route, STK_E_NONFINITE, 3.5, 1.0,
+                         "guard margin %d negative: O(0) route disabled", -2);
+        draft_add_record(d, STK_STAGE_TOKENIZER, kRecordInvariantPass, kFeatureTokenizerFst, STK_OK, 8, 8, "probes <= L_tok");
+    });
+    assert_int_equal(verify(g.dir).status, STK_OK);
+    Manifest m = read_manifest(g.dir + "/sera_manifest.bin");
+    assert_int_equal(m.fields.abi_flags, kAbiFma);
+    assert_int_equal(m.fields.tokenizer.mode, 2);
+    assert_true(m.fields.prf.tau == 64.0);
+    assert_true(m.fields.memory.pole_radius_min == 0.995);
+    assert_true(m.fields.linear.c == 1234567);
+    assert_int_equal(m.p_gen.size(), 3);
+    assert_int_equal(m.p_gen[1], 299);
+    assert_memory_equal(m.prev_hash, prev, 32);
+    // Stage records first, in order, then one per not-implemented stage (5..8).
+    assert_int_equal(m.records.size(), 2 + 4);
+    assert_int_equal(m.records[0].stage, STK_STAGE_PRF);
+    assert_int_equal(m.records[0].feature, kFeatureO0Route);
+    assert_int_equal(m.records[0].status, STK_E_NONFINITE);
+    assert_true(m.records[0].value == 3.5 && m.records[0].bound == 1.0);
+    assert_string_equal(m.records[0].text, "guard margin -2 negative: O(0) route disabled");
+    assert_int_equal(m.records[1].kind, kRecordInvariantPass);
+    assert_int_equal(m.records[2].stage, STK_STAGE_FFN_COLLAPSE);
+    // A stage that disabled a feature is recorded as such; one with only a pass record ran.
+    assert_int_equal(m.stages[STK_STAGE_PRF - 1].state, kStageDisabled);
+    assert_int_equal(m.stages[STK_STAGE_TOKENIZER - 1].state, kStageRan);
+    // seed_digest covers the master seed.
+    uint8_t rec[39] = "stk-params";
+    uint32_t v[5] = {512, 12, 8, 12, 0};
+    std::memcpy(rec + 11, v, 20);
+    uint64_t seed = 42;
+    std::memcpy(rec + 31, &seed, 8);
+    assert_memory_equal(m.fields.seed_digest, sha256(rec, 39).bytes, 32);
+    // A P_gen id outside the vocabulary is refused before anything is published.
+    static const uint32_t bad_pgen[1] = {300};
+    std::string out = test::make_temp_dir("draft-bad") + "/out";
+    Job *job = new_job(out);
+    for (int s = 1; s <= STK_STAGE_BRIDGE_INIT; s++) job->stages[s].done = true;
+    job->manifest.fields.tokenizer.vocab_size = 300;
+    job->manifest.p_gen = bad_pgen;
+    job->manifest.n_pgen = 1;
+    std::string msg = test::expect_error(STK_E_INVALID_ARGUMENT, [&] { manifest_emit_run(*job); });
+    assert_contains(msg, "P_gen[0] = 300");
+    struct stat st;
+    assert_int_not_equal(stat((out + "/sera_manifest.bin").c_str(), &st), 0);
 }
 
 static void every_header_bit_flip_detected(void **) {
@@ -457,6 +524,7 @@ static void stk_check_command(void **) {
 int main() {
     std::vector<CMUnitTest> tests = {
         cmocka_unit_test(good_generation_verifies),
+        cmocka_unit_test(draft_reaches_manifest),
         cmocka_unit_test(every_header_bit_flip_detected),
         cmocka_unit_test(payload_bit_flips_detected),
         cmocka_unit_test(every_manifest_bit_flip_detected),

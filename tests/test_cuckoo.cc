@@ -13,6 +13,16 @@
 
 using namespace stk;
 
+// Every operator new of this program counts: building and lookups must add none.
+static size_t g_news = 0;
+void *operator new(size_t n) {
+    g_news++;
+    if (void *p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete(void *p, size_t) noexcept { std::free(p); }
+
 namespace {
 
 struct Built {
@@ -58,6 +68,17 @@ double first_stash_load(uint32_t kick_cap) {
 static void lookups_and_report(void **) {
     CuckooParams p;  // d=2, b=4, S=4, kicks 8, load 0.90
     Built b(10000, p);
+    {
+        // No heap allocation in the build or the lookups.
+        std::vector<uint8_t> mem(cuckoo_build_arena_size(10000, p));
+        Arena a(mem.data(), mem.size());
+        size_t before = g_news;
+        CuckooTable t = cuckoo_build(b.keys.data(), b.vals.data(), 10000, p, a, nullptr);
+        uint32_t v = 0, hits = 0;
+        for (uint64_t k : b.keys) hits += t.find(k, &v);
+        assert_int_equal(g_news, before);
+        assert_int_equal(hits, 10000);
+    }
     assert_int_equal(b.t.n_buckets, 2778);  // ceil(10000 / 3.6)
     assert_int_equal(b.r.capacity, 11112);
     assert_int_equal(b.r.ring_capacity, 11112 / 32);

@@ -16,6 +16,16 @@
 
 using namespace stk;
 
+// Every operator new of this program counts: the builder and lookups must add none.
+static size_t g_news = 0;
+void *operator new(size_t n) {
+    g_news++;
+    if (void *p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete(void *p, size_t) noexcept { std::free(p); }
+
 struct ArenaBuf {
     std::unique_ptr<uint8_t[]> mem;
     Arena arena;
@@ -186,6 +196,19 @@ static void exhaustion_and_retry(void **) {
     assert_int_equal(retries, 0);
 }
 
+static void no_heap_allocation(void **) {
+    const size_t K = 50000;
+    std::vector<uint64_t> keys = random_keys(K, 77);
+    MphfParams p;
+    ArenaBuf ab(mphf_build_arena_size(K, p));
+    size_t before = g_news;
+    Mphf f = mphf_build_u64(keys.data(), K, p, ab.arena);
+    uint64_t sum = 0;
+    for (uint64_t k : keys) sum += f.index_u64(k);
+    assert_int_equal(g_news, before);  // zero allocations in build and lookups
+    assert_int_equal(sum, uint64_t(K) * (K - 1) / 2);  // a permutation of 0..K-1
+}
+
 static void arena_bounds_and_duplicates(void **) {
     const size_t K = 3000;
     std::vector<uint64_t> keys = random_keys(K, 5);
@@ -214,6 +237,7 @@ int main() {
         cmocka_unit_test(loader_refuses_corruption),
         cmocka_unit_test(exhaustion_and_retry),
         cmocka_unit_test(arena_bounds_and_duplicates),
+        cmocka_unit_test(no_heap_allocation),
     };
     return cmocka_run_group_tests_name("mphf", tests, nullptr, nullptr);
 }

@@ -243,6 +243,18 @@ static void sentencepiece_is_ext(void **) {
     assert_false(exists(tj.out + "/arrays"));
 }
 
+static void arena_too_small_writes_nothing(void **) {
+    Vocab v = byte_vocab({"ab", "abc"});
+    // in_dir has no tokenizer files: the job reserves only the plan, so the stage must refuse
+    // up front - before tokenizer_fst.bin or any T_n exists.
+    TestJob tj("/nonexistent-in", STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER, 0);
+    tj.job->arena.alloc(tj.job->arena.remaining() - 4096, 1);  // leave 4 KiB
+    std::string m = test::expect_error(STK_E_ARENA_TOO_SMALL, [&] { tokenizer_stage_build(*tj.job, v); });
+    assert_contains(m, "test-vocab: the tokenizer stage needs");
+    assert_false(exists(tj.out + "/arrays"));
+    assert_int_equal(tj.job->n_arrays, 0);
+}
+
 static void absent_tokenizer(void **) {
     std::string dir = test::make_temp_dir("notok");
     TestJob tj(dir, 0, 0);
@@ -261,6 +273,7 @@ int main() {
         cmocka_unit_test(gpt2_real_vocabulary),
         cmocka_unit_test(gpt2_default_is_ext),
         cmocka_unit_test(sentencepiece_is_ext),
+        cmocka_unit_test(arena_too_small_writes_nothing),
         cmocka_unit_test(absent_tokenizer),
     };
     return cmocka_run_group_tests_name("tokenizer_stage", tests, nullptr, nullptr);

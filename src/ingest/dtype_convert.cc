@@ -2,6 +2,7 @@
 
 #include <cmath>
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 #include <cstring>
@@ -92,8 +93,14 @@ __attribute__((target("avx2"))) static void bf16_to_f32_avx2(const uint8_t *src,
     for (; i < n; i++) out[i] = bf16_to_f32(load_u16(src + 2 * i));
 }
 
-static const bool g_has_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+// __builtin_cpu_supports("avx2") also checks that the OS saves the AVX state; clang 14 does not
+// know "f16c", so read its CPUID bit (leaf 1, ecx bit 29) directly.
+static bool cpu_has_f16c() {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
 static const bool g_has_avx2 = __builtin_cpu_supports("avx2");
+static const bool g_has_f16c = g_has_avx2 && cpu_has_f16c();
 #endif
 
 void convert_contiguous(SrcDType t, const uint8_t *src, uint64_t count, float *out) {

@@ -157,10 +157,7 @@ const char *model_name(Vocab::Model m) {
 
 }  // namespace
 
-size_t tokenizer_arena_bytes(uint64_t file_bytes, uint32_t l_tok) {
-    // Every vocabulary entry takes at least 4 bytes of any supported file; piece bytes never
-    // exceed the file bytes that spell them (escapes and byte-to-unicode only shrink).
-    uint64_t V = file_bytes / 4 + 256, B = file_bytes + 256;
+size_t tokenizer_arena_bytes_for(uint64_t V, uint64_t B, uint32_t l_tok) {
     MphfParams worst;
     worst.m_scale = 1.4775;  // 1.05^8
     ArenaSizer z;
@@ -178,6 +175,12 @@ size_t tokenizer_arena_bytes(uint64_t file_bytes, uint32_t l_tok) {
     z.add(256 + 7 * V);               // one T_n blob before it moves down
     z.add(kRoundTripBytes * 6);       // 12.1 round trip
     return z.total();
+}
+
+size_t tokenizer_arena_bytes(uint64_t file_bytes, uint32_t l_tok) {
+    // Every vocabulary entry takes at least 4 bytes of any supported file; piece bytes never
+    // exceed the file bytes that spell them (escapes and byte-to-unicode only shrink).
+    return tokenizer_arena_bytes_for(file_bytes / 4 + 256, file_bytes + 256, l_tok);
 }
 
 void tokenizer_stage_size(const stk_job_params &p, ArenaSizer &s) {
@@ -198,6 +201,15 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
     plan->vocab_model = uint8_t(vocab.model);
     if (V == 0) throw_error(STK_E_CORRUPT, "%s: the vocabulary has no tokens", src);
     if (L == 0 || L > hash::kMaxRollingLen) throw_error(STK_E_INVALID_ARGUMENT, "Ltok = %u: outside 1..64", L);
+    {
+        // Refuse now, before any array is written, if the arena cannot hold the worst case.
+        uint64_t bytes = 0;
+        for (const std::string &p : vocab.pieces) bytes += p.size();
+        size_t need = tokenizer_arena_bytes_for(V, bytes, L);
+        if (A.remaining() < need)
+            throw_error(STK_E_ARENA_TOO_SMALL, "%s: the tokenizer stage needs %zu arena bytes for %u tokens (%llu bytes), %zu are left",
+                        src, need, V, (unsigned long long)bytes, A.remaining());
+    }
     StageDigest digest;
     plan->proposals = build_proposals(vocab, kDefaultPGen, A);
 
