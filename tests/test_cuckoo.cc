@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "alloc_counter.h"
 #include "test_util.h"  // after the standard headers: cmocka defines a `fail` macro
 
 #include "core/checksum.h"
@@ -13,15 +14,7 @@
 
 using namespace stk;
 
-// Every operator new of this program counts: building and lookups must add none.
-static size_t g_news = 0;
-void *operator new(size_t n) {
-    g_news++;
-    if (void *p = std::malloc(n ? n : 1)) return p;
-    throw std::bad_alloc();
-}
-void operator delete(void *p) noexcept { std::free(p); }
-void operator delete(void *p, size_t) noexcept { std::free(p); }
+// Every operator new of this program counts (alloc_counter.h): the hot paths must add none.
 
 namespace {
 

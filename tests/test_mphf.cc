@@ -3,6 +3,7 @@
 // sizes, a loader that refuses every truncation and corruption, 18.1 exhaustion.
 // simdjson (through gpt2_pieces.h) before cmocka: cmocka defines a `fail` macro.
 #include "gpt2_pieces.h"
+#include "alloc_counter.h"
 #include "test_util.h"
 
 #include <algorithm>
@@ -16,15 +17,7 @@
 
 using namespace stk;
 
-// Every operator new of this program counts: the builder and lookups must add none.
-static size_t g_news = 0;
-void *operator new(size_t n) {
-    g_news++;
-    if (void *p = std::malloc(n ? n : 1)) return p;
-    throw std::bad_alloc();
-}
-void operator delete(void *p) noexcept { std::free(p); }
-void operator delete(void *p, size_t) noexcept { std::free(p); }
+// Every operator new of this program counts (alloc_counter.h): the hot paths must add none.
 
 struct ArenaBuf {
     std::unique_ptr<uint8_t[]> mem;
