@@ -119,7 +119,9 @@ int main(int argc, char **argv) {
 
         // greedy
         double t_tables = 0;
-        Times t_greedy;
+        Times t_greedy, t_greedy_ref;
+        GreedyStats greedy_stats, ref_stats;
+        bool greedy_same = false;
         std::vector<uint32_t> greedy_ids;
         bool greedy_ok = false;
         if (ltok == 0) std::printf("greedy: not run (LTOK 0)\n");
@@ -127,14 +129,24 @@ int main(int argc, char **argv) {
             auto g0 = Clock::now();
             GreedyTables g(v, ltok);
             t_tables = secs(g0, Clock::now());
+            const uint8_t *tx = reinterpret_cast<const uint8_t *>(text.data());
             greedy_ids.resize(text.size());
             size_t n = 0;
             for (int r = 0; r < runs; r++) {
                 Timer t0;
-                n = greedy_encode(*g.tables, reinterpret_cast<const uint8_t *>(text.data()), text.size(), greedy_ids.data());
+                n = greedy_encode(*g.tables, tx, text.size(), greedy_ids.data(), r == 0 ? &greedy_stats : nullptr);
                 t_greedy.add(t0);
             }
             greedy_ids.resize(n);
+            // the plain encoder (greedy_encode_reference) as the in-run peer: same ids or exit 1
+            std::vector<uint32_t> ref_ids(text.size());
+            for (int r = 0; r < runs; r++) {
+                Timer t0;
+                n = greedy_encode_reference(*g.tables, tx, text.size(), ref_ids.data(), r == 0 ? &ref_stats : nullptr);
+                t_greedy_ref.add(t0);
+            }
+            ref_ids.resize(n);
+            greedy_same = ref_ids == greedy_ids;
             greedy_ok = true;
         } catch (const Error &e) {
             std::printf("greedy: not run: %s\n", e.what());
@@ -182,6 +194,8 @@ int main(int argc, char **argv) {
                           bpe_ids.empty() ? 0.0 : 100.0 * double(agreeing(v, bpe_ids, greedy_ids)) / double(bpe_ids.size()));
             std::string name = "stk greedy (Ltok " + std::to_string(ltok) + ", uncertified)";
             row(name.c_str(), t_greedy, greedy_ids.size(), note);
+            row("stk greedy, plain reference loop", t_greedy_ref, greedy_ids.size(),
+                greedy_same ? "identical to stk greedy" : "DIFFERENT from stk greedy");
         }
         for (const Peer &p : peers)
             if (p.have)
@@ -189,8 +203,14 @@ int main(int argc, char **argv) {
                             ratio(p.cpu_mbs));
         std::printf("\nBPE word cache: %llu hits, %llu misses; Tokenizer construction %.1f ms; greedy tables %.1f ms; (sink %llu)\n",
                     (unsigned long long)hits, (unsigned long long)misses, t_construct * 1e3, t_tables * 1e3, (unsigned long long)(sink & 1));
+        if (greedy_ok)
+            std::printf("greedy probes per token: %.2f (plain loop %.2f); most at one position %u (%u)\n",
+                        double(greedy_stats.probes) / double(std::max<size_t>(greedy_ids.size(), 1)),
+                        double(ref_stats.probes) / double(std::max<size_t>(greedy_ids.size(), 1)), greedy_stats.max_probes_at,
+                        ref_stats.max_probes_at);
         for (const Peer &p : peers)
             if (p.have && p.ids != bpe_ids) return 1;
+        if (greedy_ok && !greedy_same) return 1;
     } catch (const Error &e) {
         std::fprintf(stderr, "tokenize_bench: %s\n", e.what());
         return 1;

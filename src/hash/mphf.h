@@ -3,15 +3,19 @@
 // "Decisions: hashing and the tokenizer stage" the choices.
 //
 //   key --hash--> h (64 bits) --> bucket b in [0, B) (skewed: 60 % of keys into 30 % of buckets)
-//   slot  p = fastrange(mum(h ^ pilot_key(pilot[b]), C), M),    M = ceil(K / alpha) >= K
+//   pilot = pilot[b] = 64 q + r  (u16; r < W = min(64, M), the window)
+//   slot  p = (fastrange(mum(h ^ pilot_key(q), C), M) + r) mod M,    M = ceil(K / alpha) >= K
 //   index   = p < K ? p : remap[p - K]                            (minimal: index in [0, K))
 //
-// Build: buckets of about lambda keys, placed largest first; each bucket's pilot is searched from
-// 0 up to the cap 2^16 so that all its keys land on free, distinct slots.  The function depends
-// only on the key set and the parameters, never on the input order.  Exhausted search throws
-// STK_E_MPHF_EXHAUSTED; the caller applies seed 18.1 (M += 5 %: params.m_scale *= 1.05).
-// Lookup = one pilot read + one position (rarely one remap read) + the caller's equality guard.
-// Non-keys map to some index in [0, K): the guard (stored key or Dec bytes) rejects them.
+// Build: buckets of about lambda keys, placed largest first; each bucket's pilot is the smallest
+// in [0, 2^16) that puts all its keys on free, distinct slots.  A pilot's high bits q pick one
+// random base per key and its low bits r shift all of them together, so the 64 pilots of one q are
+// tested at once: AND of the keys' 64-slot windows of the free-slot bitmap, lowest set bit = r.
+// The function depends only on the key set and the parameters, never on the input order.
+// Exhausted search throws STK_E_MPHF_EXHAUSTED; the caller applies seed 18.1 (M += 5 %:
+// params.m_scale *= 1.05).  Lookup = one pilot read + one position (rarely one remap read) + the
+// caller's equality guard.  Non-keys map to some index in [0, K): the guard (stored key or Dec
+// bytes) rejects them.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +30,7 @@ namespace stk {
 enum class MphfKeyKind : uint32_t { U64 = 1, BYTES = 2 };
 
 struct MphfParams {
-    double lambda = 4.0;       // average keys per bucket (measured in bench/mphf_bench)
+    double lambda = 5.0;       // average keys per bucket (measured in bench/mphf_bench)
     double alpha = 0.99;       // load K / M of the search table
     double m_scale = 1.0;      // 18.1 retries multiply M by 1.05 each
     uint64_t salt = 0;         // key hashing salt (manifest: mphf_salt_digest)
@@ -35,12 +39,16 @@ struct MphfParams {
 
 struct MphfStats {
     uint32_t max_pilot = 0;      // largest pilot used
-    uint64_t pilot_trials = 0;   // total pilots tried (build work)
+    uint64_t pilot_trials = 0;   // sum over buckets of (pilot + 1): pilots a one-by-one search tries
+    uint64_t window_trials = 0;  // 64-pilot windows actually tested (build work)
     uint32_t max_bucket = 0;     // keys in the largest bucket
 };
 
 constexpr uint32_t kMphfMagic = 0x48504D53u;  // "SMPH" as LE bytes
 constexpr size_t kMphfHeaderSize = 64;
+
+// The window W of pilots tested together: 64, or M for tables under 64 slots.
+inline uint64_t mphf_window(uint64_t n_slots) { return n_slots < 64 ? n_slots : 64; }
 
 // A built or loaded function: a view over memory that must outlive it (arena or mapped file).
 class Mphf {
@@ -64,14 +72,20 @@ public:
         uint64_t x = h * 0x9E3779B97F4A7C15ull;
         return h < kDenseThreshold ? hash::fastrange(x, n_dense) : n_dense + hash::fastrange(x, n_buckets - n_dense);
     }
-    static uint64_t pilot_key(uint64_t pilot) { return pilot * 0xC2B2AE3D27D4EB4Full; }
-    // One 64x64->128 multiply folded (mum) mixes the key hash with the pilot: the search's inner
-    // loop costs two multiplies per key and trial.
+    // The key of a pilot's window q = pilot >> 6.
+    static uint64_t pilot_key(uint64_t q) { return q * 0xC2B2AE3D27D4EB4Full; }
+    // One 64x64->128 multiply folded (mum) mixes the key hash with the window's key: the search
+    // costs two multiplies per key and window of 64 pilots.
     static uint64_t slot_hash(uint64_t h, uint64_t pk) { return hash::mum(h ^ pk, 0x9E3779B97F4A7C15ull); }
-    uint64_t slot_of(uint64_t h, uint64_t pilot) const { return hash::fastrange(slot_hash(h, pilot_key(pilot)), n_slots); }
+    // base + r wraps around the table (base < M, r < W <= M): every slot is reached alike.
+    uint64_t slot_of(uint64_t h, uint64_t pilot) const {
+        uint64_t p = hash::fastrange(slot_hash(h, pilot_key(pilot >> 6)), n_slots) + (pilot & 63);
+        return p >= n_slots ? p - n_slots : p;
+    }
 
     // Index in [0, K) of the key with hash h; ~0 for an empty function.  Never reads out of
-    // bounds, for any h, on any validated (loaded) or built function.
+    // bounds, for any h, on any validated (loaded) or built function (load checks r < W when
+    // W < 64, so base + r < 2M).
     uint64_t index_of_hash(uint64_t h) const {
         if (n_keys == 0) return ~uint64_t(0);
         uint64_t p = slot_of(h, pilot(bucket_of(h)));

@@ -65,11 +65,55 @@ TokenTable TokenTable::load(const uint8_t *data, size_t size, uint32_t n, const 
         uint32_t id = t.id_at(i), len = 0;
         if (id >= dec.n_tokens) throw_error(STK_E_CORRUPT, "%s: offset %llu: token id %u >= %u tokens", what,
                                             (unsigned long long)(kTokHeaderSize + mb + 4 * i), id, dec.n_tokens);
-        dec.piece(id, &len);
+        const uint8_t *b = dec.piece(id, &len);
         if (len != n) throw_error(STK_E_CORRUPT, "%s: offset %llu: token %u has %u bytes, not %u", what,
                                   (unsigned long long)(kTokHeaderSize + mb + 4 * i), id, len, n);
+        t.first_bytes[b[0] >> 6] |= uint64_t(1) << (b[0] & 63);
     }
     return t;
+}
+
+namespace {
+// The filter's size: about 16 bits per piece, a power of two, at least one word.
+uint32_t filter_log2_words(size_t pieces) {
+    uint32_t lg = 0;
+    while ((uint64_t(64) << lg) < uint64_t(pieces) * 16 && lg < 40) lg++;
+    return lg;
+}
+size_t accel_pieces(const FstTables &t) {
+    size_t total = 0;
+    for (uint32_t n = 1; n <= t.dec.l_tok && n <= kPieceWordMaxLen; n++) total += size_t(t.t[n].n_keys());
+    return total;
+}
+}  // namespace
+
+size_t greedy_accel_words(const FstTables &t) {
+    size_t pieces = accel_pieces(t);
+    return pieces + (size_t(1) << filter_log2_words(pieces));
+}
+
+void attach_greedy_accel(FstTables &t, uint64_t *mem) {
+    const uint32_t lg = filter_log2_words(accel_pieces(t));
+    uint64_t *filter = mem;
+    std::memset(filter, 0, sizeof(uint64_t) << lg);
+    mem += size_t(1) << lg;
+    const uint64_t fmask = (uint64_t(1) << lg) - 1;
+    for (uint32_t n = 1; n <= t.dec.l_tok && n <= kPieceWordMaxLen; n++) {
+        TokenTable &tt = t.t[n];
+        for (uint64_t i = 0; i < tt.n_keys(); i++) {
+            uint32_t len;
+            const uint8_t *b = t.dec.piece(tt.id_at(i), &len);  // len == n: checked by TokenTable::load
+            uint64_t w = 0;
+            std::memcpy(&w, b, len);
+            mem[i] = w;  // host order = LE (core/bytes.h asserts it), as the encoder loads its window
+            uint64_t h = FstTables::filter_hash(w, n);
+            filter[(h >> 12) & fmask] |= FstTables::filter_bits(h);
+        }
+        tt.words = tt.n_keys() ? mem : nullptr;
+        mem += tt.n_keys();
+    }
+    t.filter = filter;
+    t.filter_mask = fmask;
 }
 
 void serialize_dec(const DecTable &d, uint8_t *out) {

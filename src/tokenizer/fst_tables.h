@@ -9,10 +9,13 @@
 #include <cstring>
 
 #include "core/bytes.h"
+#include "hash/hash64.h"
 #include "hash/mphf.h"
 #include "hash/rolling_hash.h"
 
 namespace stk {
+
+struct FstTables;
 
 constexpr uint32_t kDecMagic = 0x46544B53u;    // "SKTF" as LE bytes: the Dec table
 constexpr uint32_t kTableMagic = 0x54544B53u;  // "SKTT": one T_n
@@ -50,9 +53,17 @@ struct TokenTable {
     uint32_t n = 0;
     Mphf mphf;
     const uint8_t *ids = nullptr;  // u32 LE [K], in MPHF index order
+    // Derived by load (not stored): bit b set when some piece of this table starts with byte b.
+    // The greedy encoder skips a length no piece at the current first byte has.
+    uint64_t first_bytes[4] = {0, 0, 0, 0};
+    // Optional, derived, never stored (attach_piece_words): for n <= 8, word[i] = the n bytes of
+    // the piece at MPHF index i as a zero-padded LE u64, so the equality guard is one load and one
+    // compare instead of three dependent loads (ids -> Dec offsets -> Dec bytes).
+    const uint64_t *words = nullptr;
 
     uint64_t n_keys() const { return mphf.n_keys; }
     uint32_t id_at(uint64_t i) const { return load_le<uint32_t>(ids + 4 * i); }
+    bool has_first_byte(uint8_t b) const { return (first_bytes[b >> 6] >> (b & 63)) & 1; }
     // Candidate id for bytes whose RH_n is rh (unguarded; -1 for an empty table).
     int64_t candidate(uint64_t rh) const {
         if (mphf.n_keys == 0) return -1;
@@ -63,6 +74,15 @@ struct TokenTable {
     static TokenTable load(const uint8_t *data, size_t size, uint32_t n, const DecTable &dec, const char *what);
 };
 
+// The greedy encoder's accelerator, derived from loaded tables, in memory only (never written):
+// the guard words of T_1..T_min(L_tok, 8) (TokenTable::words) and a filter of the pieces of
+// <= 8 bytes (FstTables::filter).  greedy_accel_words: how many u64 the tables need;
+// attach_greedy_accel fills them into mem (the caller owns it; it must outlive the tables' use).
+// Without it greedy_encode gives the same ids, more slowly.
+constexpr uint32_t kPieceWordMaxLen = 8;
+size_t greedy_accel_words(const FstTables &t);
+void attach_greedy_accel(FstTables &t, uint64_t *mem);
+
 void serialize_dec(const DecTable &d, uint8_t *out);
 void serialize_token_table(uint32_t n, const Mphf &m, const uint32_t *ids, uint8_t *out);
 
@@ -70,6 +90,16 @@ void serialize_token_table(uint32_t n, const Mphf &m, const uint32_t *ids, uint8
 struct FstTables {
     DecTable dec;
     TokenTable t[hash::kMaxRollingLen + 1];
+    // attach_greedy_accel: a blocked Bloom filter over (n, piece) for the pieces of n <= 8 bytes
+    // in T_n: 2 bits in one u64 word each.  No false negatives, so a length it rules out cannot
+    // match and is not probed; about 1 % false positives, which the probe then rejects.
+    const uint64_t *filter = nullptr;
+    uint64_t filter_mask = 0;  // words - 1 (a power of two); word index = (hash >> 12) & filter_mask
+
+    static uint64_t filter_hash(uint64_t word, uint32_t n) {
+        return hash::mum(word ^ (uint64_t(n) * 0x9E3779B97F4A7C15ull), 0xD6E8FEB86659FD93ull);
+    }
+    static uint64_t filter_bits(uint64_t h) { return (uint64_t(1) << (h & 63)) | (uint64_t(1) << ((h >> 6) & 63)); }
 
     // Guarded lookup: the id whose bytes are exactly p[0..n), or -1.
     int64_t find(const uint8_t *p, size_t n) const {

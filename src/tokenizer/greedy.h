@@ -18,8 +18,12 @@ struct GreedyStats {
     uint64_t residual_bytes = 0;  // bytes emitted as the residual id
 };
 
-// Writes at most n ids to out (one per byte at worst); returns how many.
+// Writes at most n ids to out (one per byte at worst); returns how many.  No allocation.
 size_t greedy_encode(const FstTables &t, const uint8_t *text, size_t n, uint32_t *out, GreedyStats *stats = nullptr);
+
+// The same algorithm written plainly (every non-empty table probed from L_tok down, memcmp
+// guard): the oracle that tests and fuzz/fst_tables.cc compare greedy_encode's ids against.
+size_t greedy_encode_reference(const FstTables &t, const uint8_t *text, size_t n, uint32_t *out, GreedyStats *stats = nullptr);
 
 // Concatenates Dec[id]; returns the byte count (throws STK_E_INVALID_ARGUMENT past out_cap or for
 // an id outside the table).

@@ -78,8 +78,16 @@ GreedyTables::GreedyTables(const Vocab &vocab, uint32_t l_tok) {
         for (uint32_t attempt = 0;; attempt++) {
             arenas.emplace_back(mphf_build_arena_size(keys.size(), mp) + 4096);
             Arena A(arenas.back().data(), arenas.back().size());
+            Mphf f;
             try {
-                Mphf f = mphf_build_u64(keys.data(), keys.size(), mp, A);
+                f = mphf_build_u64(keys.data(), keys.size(), mp, A);
+            } catch (const Error &e) {
+                arenas.pop_back();
+                if (e.status() != STK_E_MPHF_EXHAUSTED || attempt == 8) throw;
+                mp.m_scale *= 1.05;  // 18.1
+                continue;
+            }
+            {
                 std::vector<uint32_t> ids(std::max<size_t>(kid.size(), 1));
                 for (const KeyId &k : kid) ids[f.index_u64(k.key)] = k.id;
                 blobs.emplace_back(TokenTable::serialized_size(f));
@@ -87,13 +95,12 @@ GreedyTables::GreedyTables(const Vocab &vocab, uint32_t l_tok) {
                 arenas.pop_back();  // the serialized blob holds everything a lookup reads
                 tables->t[n] = TokenTable::load(blobs.back().data(), blobs.back().size(), n, tables->dec, "T_n (in memory)");
                 break;
-            } catch (const Error &e) {
-                arenas.pop_back();
-                if (e.status() != STK_E_MPHF_EXHAUSTED || attempt == 8) throw;
-                mp.m_scale *= 1.05;  // 18.1
             }
         }
     }
+    // the encoder's guard words and filter (derived, in memory only)
+    accel.resize(greedy_accel_words(*tables));
+    attach_greedy_accel(*tables, accel.data());
 }
 
 GreedyTables::~GreedyTables() = default;
