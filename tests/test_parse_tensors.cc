@@ -97,6 +97,7 @@ struct Run {
     uint64_t sha = 0;
     ModelPlan plan{};                       // a copy of the job's plan (pointers into the arena cleared)
     std::vector<uint32_t> expert_order;
+    std::vector<std::string> records;       // texts of the manifest records the stage added
     size_t arena_bytes = 0;
 };
 
@@ -130,6 +131,7 @@ static Run run_stage(const std::string &model, uint32_t threads = 1, uint32_t fl
             const Job *j = reinterpret_cast<const Job *>(job);
             assert_non_null(j->model);
             r.plan = *j->model;
+            for (uint32_t i = 0; i < j->manifest.n_records; i++) r.records.push_back(j->manifest.records[i].text);
             if (j->model->expert_order)
                 r.expert_order.assign(j->model->expert_order,
                                       j->model->expert_order + j->model->config.n_layers * j->model->config.n_experts);
@@ -215,6 +217,10 @@ static void nonfinite_refused_then_recorded(void **) {
     assert_int_equal(a.plan.nonfinite_tensors, 1);
     assert_int_equal(a.plan.nonfinite[0].element, 3 * 32 + 4);
     assert_int_equal(a.plan.nonfinite[0].count, 2);
+    // Seed 1.4: what the policy let through is recorded in the manifest, with the tensor.
+    assert_int_equal(a.records.size(), 2);
+    assert_contains(a.records[0], "2 NaN/Inf weights in 1 tensors accepted");
+    assert_contains(a.records[1], "first at element 100");
 }
 
 static void experts_ordered_by_router_norm(void **) {

@@ -249,6 +249,19 @@ void parse_tensors_run(Job &job) {
 
     digest.finish(job.stages[STK_STAGE_PARSE_TENSORS]);
     job.model = plan;
+    // Seed 1.4: what the policy let through is recorded, not hidden.
+    if (plan->nonfinite_values) {
+        draft_add_record(job.manifest, STK_STAGE_PARSE_TENSORS, kRecordNote, kFeatureNone, STK_E_NONFINITE,
+                         double(plan->nonfinite_values), 0, "%llu NaN/Inf weights in %u tensors accepted (--allow-nonfinite)",
+                         (unsigned long long)plan->nonfinite_values, plan->nonfinite_tensors);
+        for (uint32_t i = 0; i < plan->nonfinite_tensors && i < kMaxNonfiniteRecords; i++) {
+            const NonfiniteRecord &r = plan->nonfinite[i];
+            draft_add_record(job.manifest, STK_STAGE_PARSE_TENSORS, kRecordNote, kFeatureNone, STK_E_NONFINITE,
+                             double(r.count), 0, "%s: %llu non-finite, first at element %llu",
+                             plan->tensors[r.tensor].name, (unsigned long long)r.count,
+                             (unsigned long long)r.element);
+        }
+    }
     // The unit buffer is scratch: later stages reuse that space.
     arena.reset(scratch_mark);
 }
