@@ -33,5 +33,29 @@ run_suite "release" build-test -Dbench=false
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   run_suite "asan+ubsan" build-asan -Dbench=false -Db_sanitize=address,undefined -Db_lundef=false \
     -Dcpp_args=-fno-sanitize-recover=undefined -Dc_args=-fno-sanitize-recover=undefined
+# The libFuzzer targets (clang, whole library instrumented): build them and run each over its
+# seed corpus once (-runs=0 executes the corpus only), so the fuzz build never rots.
+if command -v clang++ >/dev/null; then
+  fdir=build-fuzz
+  if [ ! -f "$fdir/build.ninja" ]; then
+    CC=clang CXX=clang++ meson setup "$fdir" -Dfuzz=enabled -Dtests=false -Dbench=false >"$fdir.setup.log" 2>&1 ||
+      { cat "$fdir.setup.log"; exit 1; }
+  fi
+  ninja -C "$fdir" -j "$jobs" >"$fdir.build.log" 2>&1 || { tail -50 "$fdir.build.log"; exit 1; }
+  fpass=0 ffail=0
+  for target in fuzz/corpus/*/; do
+    name=$(basename "$target")
+    if "$fdir/fuzz/fuzz_$name" -runs=0 "$target" >"$fdir/$name.log" 2>&1; then
+      fpass=$((fpass + 1))
+    else
+      ffail=$((ffail + 1))
+      echo "libFuzzer $name: FAILED"
+      tail -30 "$fdir/$name.log"
+    fi
+  done
+  echo "libfuzzer corpus runs: ${fpass} passed, ${ffail} failed"
+  total_pass=$((total_pass + fpass))
+  total_fail=$((total_fail + ffail))
+fi
 echo "${total_pass} passed, ${total_fail} failed"
 [ "$total_fail" = 0 ]
