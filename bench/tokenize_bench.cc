@@ -4,7 +4,9 @@
 // tiktoken and HF tokenizers (bench/node/tokenize_peers.js, same text, same run, ids written to
 // PEER_DIR).  Checks our BPE ids are identical to each peer's; reports the share of BPE tokens
 // that greedy reproduces exactly (same byte span, same id).  docs/benchmarks.md, "Tokenizer
-// encode", has the numbers and bench/tokenize_bench.sh runs everything.
+// encode", has the numbers and bench/tokenize_bench.sh runs everything.  Greedy runs three ways:
+// with the in-memory accelerator (attach_greedy_accel, as GreedyTables sets it up), without it,
+// and the plain reference loop; all three must give the same ids (exit 1 otherwise).
 //
 //   tokenize_bench TEXT MODEL_DIR [PEER_DIR] [RUNS] [LTOK]     (LTOK 0: real BPE only)
 #include <time.h>
@@ -119,7 +121,7 @@ int main(int argc, char **argv) {
 
         // greedy
         double t_tables = 0;
-        Times t_greedy, t_greedy_ref;
+        Times t_greedy, t_greedy_ref, t_greedy_bare;
         GreedyStats greedy_stats, ref_stats;
         bool greedy_same = false;
         std::vector<uint32_t> greedy_ids;
@@ -138,6 +140,18 @@ int main(int argc, char **argv) {
                 t_greedy.add(t0);
             }
             greedy_ids.resize(n);
+            // the same encoder over tables without the in-memory accelerator (as a mapped
+            // generation is used): same ids or exit 1
+            FstTables bare = *g.tables;
+            bare.filter = nullptr;
+            for (uint32_t n = 1; n <= ltok && n <= hash::kMaxRollingLen; n++) bare.t[n].words = nullptr;
+            std::vector<uint32_t> bare_ids(text.size());
+            for (int r = 0; r < runs; r++) {
+                Timer t0;
+                n = greedy_encode(bare, tx, text.size(), bare_ids.data());
+                t_greedy_bare.add(t0);
+            }
+            bare_ids.resize(n);
             // the plain encoder (greedy_encode_reference) as the in-run peer: same ids or exit 1
             std::vector<uint32_t> ref_ids(text.size());
             for (int r = 0; r < runs; r++) {
@@ -146,7 +160,7 @@ int main(int argc, char **argv) {
                 t_greedy_ref.add(t0);
             }
             ref_ids.resize(n);
-            greedy_same = ref_ids == greedy_ids;
+            greedy_same = ref_ids == greedy_ids && bare_ids == greedy_ids;
             greedy_ok = true;
         } catch (const Error &e) {
             std::printf("greedy: not run: %s\n", e.what());
@@ -194,6 +208,8 @@ int main(int argc, char **argv) {
                           bpe_ids.empty() ? 0.0 : 100.0 * double(agreeing(v, bpe_ids, greedy_ids)) / double(bpe_ids.size()));
             std::string name = "stk greedy (Ltok " + std::to_string(ltok) + ", uncertified)";
             row(name.c_str(), t_greedy, greedy_ids.size(), note);
+            row("stk greedy without the accelerator", t_greedy_bare, greedy_ids.size(),
+                greedy_same ? "identical to stk greedy" : "DIFFERENT from stk greedy");
             row("stk greedy, plain reference loop", t_greedy_ref, greedy_ids.size(),
                 greedy_same ? "identical to stk greedy" : "DIFFERENT from stk greedy");
         }

@@ -1,8 +1,9 @@
 // Fuzz the tokenizer tables.  Input: byte 0 = a piece length n (1..64), u32 LE = the size of a
 // Dec table (tokenizer_fst.bin payload) that follows, then one T_n payload.  Load both
 // (validation), then look up and greedily encode slices of the input: every id found must decode
-// to exactly the bytes looked up, and greedy output must decode back to the input when no
-// residual id was needed.
+// to exactly the bytes looked up, greedy_encode must give the ids of greedy_encode_reference
+// (without and with attach_greedy_accel), and greedy output must decode back to the input when
+// no residual id was needed.
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -32,10 +33,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
         }
         size_t m = size < 4096 ? size : 4096;
-        std::vector<uint32_t> ids(m);
-        stk::GreedyStats gs;
-        size_t k = stk::greedy_encode(t, data, m, ids.data(), &gs);
-        if (gs.max_probes_at > t.dec.l_tok) __builtin_trap();
+        std::vector<uint32_t> ids(m), plain(m), fast(m);
+        stk::GreedyStats gs, gr;
+        // the plain loop is the oracle: the fast encoder, without and with its accelerator (guard
+        // words and filter), must give the same ids, or the same error
+        bool threw = false;
+        size_t kr = 0;
+        try {
+            kr = stk::greedy_encode_reference(t, data, m, plain.data(), &gr);
+        } catch (const stk::Error &) {
+            threw = true;
+        }
+        size_t k = 0;
+        try {
+            k = stk::greedy_encode(t, data, m, ids.data(), &gs);
+            if (threw || k != kr || std::memcmp(ids.data(), plain.data(), 4 * k) != 0) __builtin_trap();
+        } catch (const stk::Error &) {
+            if (!threw) __builtin_trap();
+        }
+        std::vector<uint64_t> accel(stk::greedy_accel_words(t));
+        stk::attach_greedy_accel(t, accel.data());
+        try {
+            size_t kf = stk::greedy_encode(t, data, m, fast.data(), &gs);
+            if (threw || kf != kr || std::memcmp(fast.data(), plain.data(), 4 * kf) != 0) __builtin_trap();
+        } catch (const stk::Error &) {
+            if (!threw) __builtin_trap();
+        }
+        if (threw) return 0;
+        if (gs.max_probes_at > t.dec.l_tok || gr.max_probes_at > t.dec.l_tok) __builtin_trap();
         if (gs.residual_bytes == 0) {
             std::vector<uint8_t> back(m);
             size_t got = stk::fst_decode(t, ids.data(), k, back.data(), back.size());

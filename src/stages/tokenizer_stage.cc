@@ -306,30 +306,11 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
     FstTables *tables = new (A.alloc(sizeof(FstTables), alignof(FstTables))) FstTables();
     plan->tables = tables;
     uint64_t total = 0;
-    for (const std::string &p : vocab.pieces) total += p.size();
-    if (total > 0xFFFFFFFFull) throw_error(STK_E_UNSUPPORTED, "%s: %llu bytes of pieces (at most 4 GiB)", src, (unsigned long long)total);
-    DecTable d;
-    d.n_tokens = V;
-    d.l_tok = L;
-    d.flags = plan->mode == TokenizerPlan::Mode::FST ? kDecFlagCertified : kDecFlagUncertified;
-    d.residual_id = vocab.unk_id >= 0 && uint32_t(vocab.unk_id) < V ? vocab.unk_id : -1;
-    d.n_bytes = total;
-    size_t dec_size = DecTable::serialized_size(V, total);
+    size_t dec_size = dec_size_for(vocab.pieces, &total, src);
     uint8_t *dec_blob = static_cast<uint8_t *>(A.alloc(dec_size, 64));
-    {
-        uint8_t *offs = dec_blob + kTokHeaderSize, *bytes = offs + 4 * (size_t(V) + 1);
-        uint32_t at = 0;
-        store_le<uint32_t>(offs, 0);
-        for (uint32_t id = 0; id < V; id++) {
-            std::memcpy(bytes + at, vocab.pieces[id].data(), vocab.pieces[id].size());
-            at += uint32_t(vocab.pieces[id].size());
-            store_le<uint32_t>(offs + 4 * (size_t(id) + 1), at);
-        }
-        d.offsets = offs;
-        d.bytes = bytes;
-        serialize_dec(d, dec_blob);  // header (offsets and bytes copy onto themselves)
-    }
-    tables->dec = DecTable::load(dec_blob, dec_size, "tokenizer_fst.bin");
+    tables->dec = build_dec(vocab.pieces, L, plan->mode == TokenizerPlan::Mode::FST ? kDecFlagCertified : kDecFlagUncertified,
+                            vocab.unk_id >= 0 && uint32_t(vocab.unk_id) < V ? vocab.unk_id : -1, dec_blob, dec_size,
+                            "tokenizer_fst.bin");
     uint64_t dims[1] = {dec_size};
     job_write_array(job, STK_STAGE_TOKENIZER, digest, "tokenizer_fst.bin", DType::U8, 1, dims, dec_blob);
 
@@ -411,7 +392,7 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
     if (plan->uncovered_bytes && !plan->invariant[0])
         std::snprintf(plan->invariant, sizeof plan->invariant,
                       "tokenizer: %u byte values have no single-byte token in %s: the greedy encoder emits the unk id %d for them",
-                      plan->uncovered_bytes, src, d.residual_id);
+                      plan->uncovered_bytes, src, tables->dec.residual_id);
     return finish();
 }
 

@@ -74,10 +74,10 @@ TokenTable TokenTable::load(const uint8_t *data, size_t size, uint32_t n, const 
 }
 
 namespace {
-// The filter's size: about 16 bits per piece, a power of two, at least one word.
+// The filter's size: about 32 bits per piece, a power of two, at least one word.
 uint32_t filter_log2_words(size_t pieces) {
     uint32_t lg = 0;
-    while ((uint64_t(64) << lg) < uint64_t(pieces) * 16 && lg < 40) lg++;
+    while ((uint64_t(64) << lg) < uint64_t(pieces) * 32 && lg < 40) lg++;
     return lg;
 }
 size_t accel_pieces(const FstTables &t) {
@@ -107,13 +107,14 @@ void attach_greedy_accel(FstTables &t, uint64_t *mem) {
             std::memcpy(&w, b, len);
             mem[i] = w;  // host order = LE (core/bytes.h asserts it), as the encoder loads its window
             uint64_t h = FstTables::filter_hash(w, n);
-            filter[(h >> 12) & fmask] |= FstTables::filter_bits(h);
+            filter[(h >> (58 - lg)) & fmask] |= uint64_t(1) << (h >> 58);
         }
         tt.words = tt.n_keys() ? mem : nullptr;
         mem += tt.n_keys();
     }
     t.filter = filter;
     t.filter_mask = fmask;
+    t.filter_shift = 58 - lg;
 }
 
 void serialize_dec(const DecTable &d, uint8_t *out) {
@@ -137,6 +138,42 @@ void serialize_token_table(uint32_t n, const Mphf &m, const uint32_t *ids, uint8
     store_le<uint64_t>(out + 16, m.serialized_size());
     m.serialize(out + kTokHeaderSize);
     std::memcpy(out + kTokHeaderSize + m.serialized_size(), ids, 4 * size_t(m.n_keys));
+}
+
+size_t dec_size_for(const std::vector<std::string> &pieces, uint64_t *total_bytes, const char *source) {
+    uint64_t total = 0;
+    for (const std::string &p : pieces) total += p.size();
+    if (total > 0xFFFFFFFFull)
+        throw_error(STK_E_UNSUPPORTED, "%s: %llu bytes of pieces (at most 4 GiB)", source, (unsigned long long)total);
+    *total_bytes = total;
+    return DecTable::serialized_size(uint32_t(pieces.size()), total);
+}
+
+DecTable build_dec(const std::vector<std::string> &pieces, uint32_t l_tok, uint32_t flags, int32_t residual_id,
+                   uint8_t *out, size_t out_size, const char *name) {
+    uint64_t total = 0;
+    if (dec_size_for(pieces, &total, name) != out_size)
+        throw_error(STK_E_INTERNAL, "%s: Dec buffer of %zu bytes, expected %zu", name, out_size,
+                    dec_size_for(pieces, &total, name));
+    const uint32_t V = uint32_t(pieces.size());
+    DecTable d;
+    d.n_tokens = V;
+    d.l_tok = l_tok;
+    d.flags = flags;
+    d.residual_id = residual_id;
+    d.n_bytes = total;
+    uint8_t *offs = out + kTokHeaderSize, *bytes = offs + 4 * (size_t(V) + 1);
+    uint32_t at = 0;
+    store_le<uint32_t>(offs, 0);
+    for (uint32_t id = 0; id < V; id++) {
+        std::memcpy(bytes + at, pieces[id].data(), pieces[id].size());
+        at += uint32_t(pieces[id].size());
+        store_le<uint32_t>(offs + 4 * (size_t(id) + 1), at);
+    }
+    d.offsets = offs;
+    d.bytes = bytes;
+    serialize_dec(d, out);  // the header; offsets and bytes are already in place
+    return DecTable::load(out, out_size, name);
 }
 
 }  // namespace stk

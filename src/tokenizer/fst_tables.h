@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "core/bytes.h"
 #include "hash/hash64.h"
@@ -84,22 +86,32 @@ size_t greedy_accel_words(const FstTables &t);
 void attach_greedy_accel(FstTables &t, uint64_t *mem);
 
 void serialize_dec(const DecTable &d, uint8_t *out);
+
+// The Dec table of a vocabulary (every id's bytes, in id order), serialized.  dec_size_for says
+// how many bytes (and the total piece bytes; STK_E_UNSUPPORTED past 4 GiB, naming `source`);
+// build_dec fills exactly that many bytes at out and returns the loaded (validated) view of them.
+size_t dec_size_for(const std::vector<std::string> &pieces, uint64_t *total_bytes, const char *source);
+DecTable build_dec(const std::vector<std::string> &pieces, uint32_t l_tok, uint32_t flags, int32_t residual_id,
+                   uint8_t *out, size_t out_size, const char *name);
 void serialize_token_table(uint32_t n, const Mphf &m, const uint32_t *ids, uint8_t *out);
 
 // The whole set: Dec plus T_1..T_Ltok.
 struct FstTables {
     DecTable dec;
     TokenTable t[hash::kMaxRollingLen + 1];
-    // attach_greedy_accel: a blocked Bloom filter over (n, piece) for the pieces of n <= 8 bytes
-    // in T_n: 2 bits in one u64 word each.  No false negatives, so a length it rules out cannot
-    // match and is not probed; about 1 % false positives, which the probe then rejects.
+    // attach_greedy_accel: a one-bit-per-piece Bloom filter over (n, piece) for the pieces of
+    // n <= 8 bytes in T_n, about 32 bits per piece.  No false negatives, so a length it rules out
+    // cannot match and is not probed; a few % false positives, which the probe then rejects.
+    // One multiply per length: the encoder tests all 8 lengths at a position with 8 independent
+    // loads before its first probe.
     const uint64_t *filter = nullptr;
-    uint64_t filter_mask = 0;  // words - 1 (a power of two); word index = (hash >> 12) & filter_mask
+    uint64_t filter_mask = 0;    // words - 1 (a power of two)
+    uint32_t filter_shift = 58;  // word index = (h >> filter_shift) & filter_mask, bit = h >> 58
 
     static uint64_t filter_hash(uint64_t word, uint32_t n) {
-        return hash::mum(word ^ (uint64_t(n) * 0x9E3779B97F4A7C15ull), 0xD6E8FEB86659FD93ull);
+        return (word + uint64_t(n) * 0x9E3779B97F4A7C15ull) * 0xD6E8FEB86659FD93ull;
     }
-    static uint64_t filter_bits(uint64_t h) { return (uint64_t(1) << (h & 63)) | (uint64_t(1) << ((h >> 6) & 63)); }
+    bool filter_has(uint64_t h) const { return (filter[(h >> filter_shift) & filter_mask] >> (h >> 58)) & 1; }
 
     // Guarded lookup: the id whose bytes are exactly p[0..n), or -1.
     int64_t find(const uint8_t *p, size_t n) const {

@@ -13,12 +13,15 @@
 namespace stk {
 
 struct GreedyStats {
-    uint64_t probes = 0;          // table probes made
+    uint64_t probes = 0;          // table probes made (skipped lengths and memo hits make none)
     uint32_t max_probes_at = 0;   // most probes at one position (12.1: <= L_tok)
     uint64_t residual_bytes = 0;  // bytes emitted as the residual id
 };
 
-// Writes at most n ids to out (one per byte at worst); returns how many.  No allocation.
+// Writes at most n ids to out (one per byte at worst); returns how many.  No heap allocation.
+// Lengths that cannot match are skipped (a per-first-byte mask; with attach_greedy_accel also a
+// filter, u64 guard words and a 16 KiB stack memo of 8-byte windows): the ids are those of
+// greedy_encode_reference, fewer probes are made.  docs/decisions.md "greedy encoder speed (H)".
 size_t greedy_encode(const FstTables &t, const uint8_t *text, size_t n, uint32_t *out, GreedyStats *stats = nullptr);
 
 // The same algorithm written plainly (every non-empty table probed from L_tok down, memcmp

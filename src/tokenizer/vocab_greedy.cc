@@ -39,25 +39,10 @@ GreedyTables::GreedyTables(const Vocab &vocab, uint32_t l_tok) {
                cand.end());
 
     // Dec
-    DecTable d;
-    d.n_tokens = V;
-    d.l_tok = L;
-    d.flags = kDecFlagUncertified;
-    d.residual_id = vocab.unk_id >= 0 && uint32_t(vocab.unk_id) < V ? vocab.unk_id : -1;
-    d.n_bytes = total;
-    dec_blob.resize(DecTable::serialized_size(V, total));
-    uint8_t *offs = dec_blob.data() + kTokHeaderSize, *bytes = offs + 4 * (size_t(V) + 1);
-    uint32_t at = 0;
-    store_le<uint32_t>(offs, 0);
-    for (uint32_t id = 0; id < V; id++) {
-        std::memcpy(bytes + at, vocab.pieces[id].data(), vocab.pieces[id].size());
-        at += uint32_t(vocab.pieces[id].size());
-        store_le<uint32_t>(offs + 4 * (size_t(id) + 1), at);
-    }
-    d.offsets = offs;
-    d.bytes = bytes;
-    serialize_dec(d, dec_blob.data());
-    tables->dec = DecTable::load(dec_blob.data(), dec_blob.size(), "tokenizer_fst.bin (in memory)");
+    dec_blob.resize(dec_size_for(vocab.pieces, &total, vocab.source.c_str()));
+    tables->dec = build_dec(vocab.pieces, L, kDecFlagUncertified,
+                            vocab.unk_id >= 0 && uint32_t(vocab.unk_id) < V ? vocab.unk_id : -1, dec_blob.data(),
+                            dec_blob.size(), "tokenizer_fst.bin (in memory)");
 
     // T_1..T_L
     struct KeyId { uint64_t key; uint32_t id; };
