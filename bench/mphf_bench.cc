@@ -1,10 +1,15 @@
 // MPHF benchmark: build ns/key, query ns (random order; 10^7 keys are far out of cache) and
 // bits/key, for stk's MPHF and CMPH's CHD (Debian libcmph-dev, linked only here) on the same keys
 // in the same run, plus a floor (one random 2-byte read per query in an array the size of our
-// pilot table, same order).  Median of several runs.  docs/benchmarks.md "## MPHF" has numbers.
+// pilot table, same order).  Median of several runs, stk and CHD alternating; times are thread
+// CPU time (see Clock).  docs/benchmarks.md
+// "## MPHF" has numbers.
 //
-//   mphf_bench [--runs N] [--big]        (--big adds the 10^7-key set)
+//   mphf_bench [--runs N] [--big] [--lambda L] [--alpha A] [--only-stk] [--wall]
+//     --big adds the 10^7-key set; --lambda / --alpha set stk's parameters; --only-stk skips CHD
+//     and prints the search work (64-pilot windows tested per key, largest pilot).
 #include <cmph.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,9 +26,21 @@
 #include "tokenizer/vocab_io.h"
 
 using namespace stk;
-using Clock = std::chrono::steady_clock;
+// This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), not wall time: on a shared machine the time a
+// run spends descheduled would otherwise land on whichever side was running.  --wall switches
+// back to steady_clock.
+static bool g_wall = false;
+struct Clock {
+    using time_point = double;
+    static double now() {
+        if (g_wall) return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+        timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+    }
+};
 
-static double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+static double secs(double a, double b) { return b - a; }
 static double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -41,18 +58,28 @@ struct Keys {
 
 struct Result {
     double build_ns, query_ns, bits;
+    double windows_per_key = 0;  // stk: 64-pilot windows tested per key (build work)
+    uint32_t max_pilot = 0;
 };
 
 static volatile uint64_t g_sink;
 
+static MphfParams g_params;
+
 static Result run_stk(const Keys &k, int runs) {
-    MphfParams p;
+    MphfParams p = g_params;
     size_t n = k.size();
-    std::unique_ptr<uint8_t[]> mem(new uint8_t[mphf_build_arena_size(n, p)]);
+    // The caller's arena, as a stage holds it: allocated and touched once per key set, reused by
+    // every run (first-touch page faults, ~10 ns/key at 10^6 keys, are not in the numbers; CHD
+    // allocates inside its build, and that is in its numbers).
+    static std::vector<uint8_t> mem;
+    if (mem.size() < mphf_build_arena_size(n, p)) {
+        mem.assign(mphf_build_arena_size(n, p), 1);
+    }
     std::vector<double> b, q;
     Mphf f;
     for (int r = 0; r < runs; r++) {
-        Arena a(mem.get(), mphf_build_arena_size(n, p));
+        Arena a(mem.data(), mphf_build_arena_size(n, p));
         auto t0 = Clock::now();
         f = k.bytes ? mphf_build_bytes(k.blob.data(), k.off.data(), n, p, a) : mphf_build_u64(k.u64.data(), n, p, a);
         auto t1 = Clock::now();
@@ -67,7 +94,8 @@ static Result run_stk(const Keys &k, int runs) {
         g_sink = sum;
         q.push_back(secs(t0, t1) * 1e9 / double(n));
     }
-    return {median(b), median(q), 8.0 * double(f.serialized_size()) / double(n)};
+    return {median(b), median(q), 8.0 * double(f.serialized_size()) / double(n), double(f.stats.window_trials) / double(n),
+            f.stats.max_pilot};
 }
 
 static Result run_chd(const Keys &k, int runs) {
@@ -185,10 +213,14 @@ static Keys vocab(const std::vector<std::string> &gpt2, size_t n) {
 
 int main(int argc, char **argv) {
     int runs = 5;
-    bool big = false;
+    bool big = false, only_stk = false;
     for (int i = 1; i < argc; i++) {
         if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--big")) big = true;
+        else if (!std::strcmp(argv[i], "--lambda") && i + 1 < argc) g_params.lambda = std::atof(argv[++i]);
+        else if (!std::strcmp(argv[i], "--alpha") && i + 1 < argc) g_params.alpha = std::atof(argv[++i]);
+        else if (!std::strcmp(argv[i], "--only-stk")) only_stk = true;
+        else if (!std::strcmp(argv[i], "--wall")) g_wall = true;
     }
     const char *data = std::getenv("STK_SHARED_DATA");
     std::string dir = std::string(data ? data : "../shared/data") + "/gpt2/hf-dir";
@@ -203,8 +235,30 @@ int main(int argc, char **argv) {
     std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
     std::fflush(stdout);
     for (const Keys &k : sets) {
-        int r = k.size() >= 10000000 ? std::max(3, runs / 2) : runs;
-        Result s = run_stk(k, r), c = run_chd(k, r);
+        // Small sets build in milliseconds: more runs.  stk and CHD alternate run by run, so a
+        // change in the machine's load hits both alike; medians over the runs.
+        int r = k.size() >= 10000000 ? std::max(3, runs / 2) : k.size() <= 300000 ? 3 * runs : runs;
+        if (only_stk) {
+            Result s = run_stk(k, r);
+            std::printf("| %s | %.1f | - | - | %.1f | - | - | - | %.2f | - | (lambda %g alpha %g: %.2f windows/key, max pilot %u)\n",
+                        k.name.c_str(), s.build_ns, s.query_ns, s.bits, g_params.lambda, g_params.alpha, s.windows_per_key, s.max_pilot);
+            std::fflush(stdout);
+            continue;
+        }
+        std::vector<Result> ss, cs;
+        for (int i = 0; i < r; i++) {
+            ss.push_back(run_stk(k, 1));
+            cs.push_back(run_chd(k, 1));
+        }
+        auto med = [](const std::vector<Result> &v) {
+            std::vector<double> b, q;
+            for (const Result &x : v) {
+                b.push_back(x.build_ns);
+                q.push_back(x.query_ns);
+            }
+            return Result{median(b), median(q), v[0].bits, v[0].windows_per_key, v[0].max_pilot};
+        };
+        Result s = med(ss), c = med(cs);
         double fl = run_floor(k, r);
         std::printf("| %s | %.1f | %.1f | %.1fx | %.1f | %.1f | %.1fx | %.1f | %.2f | %.2f |\n", k.name.c_str(), s.build_ns, c.build_ns,
                     c.build_ns / s.build_ns, s.query_ns, c.query_ns, c.query_ns / s.query_ns, fl, s.bits, c.bits);

@@ -1,6 +1,7 @@
 // Fuzz the MPHF.  First byte even: the rest is a serialized MPHF: load it (validation), then look
 // up keys taken from the input - every index must be below K (or "none" for an empty function).
-// First byte odd: the rest is a list of u64 keys: build, check the bijection, serialize, load,
+// First byte odd: the rest is a list of u64 keys: build (bit 4 of the first byte: a table 12x
+// larger, so small key sets reach the windowed search too), check the bijection, serialize, load,
 // and check the loaded function agrees (determinism through the byte form).
 #include <algorithm>
 #include <cstdint>
@@ -30,6 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
             stk::MphfParams params;
             params.lambda = 1.0 + (data[0] >> 1) % 4;  // lambda 1..4 (5+ is slow under ASan)
+            // M = 12 K / 0.99 reaches the 64-pilot windows (M >= 1024) from 85 keys on.
+            if (data[0] & 0x10) params.m_scale = 12.0;
             std::vector<uint8_t> mem(stk::mphf_build_arena_size(keys.size(), params));
             stk::Arena arena(mem.data(), mem.size());
             stk::Mphf f = stk::mphf_build_u64(keys.data(), keys.size(), params, arena);

@@ -56,6 +56,7 @@ def main():
         keys.append(x)
     put('mphf', 'build_600_keys.bin', b'\x01' + b''.join(struct.pack('<Q', k) for k in keys))
     put('mphf', 'build_small_lambda.bin', b'\x07' + b''.join(struct.pack('<Q', k) for k in keys[:40]))
+    put('mphf', 'build_windowed_small.bin', b'\x17' + b''.join(struct.pack('<Q', k) for k in keys[:120]))
     put('cuckoo', 'build_d2_b4.bin', b'\x0b' + b''.join(struct.pack('<QI', k, i) for i, k in enumerate(keys[:300])))
     put('cuckoo', 'build_d1_b1.bin', b'\x01' + b''.join(struct.pack('<QI', k, i) for i, k in enumerate(keys[:50])))
     # A structurally valid serialized cuckoo table (d=2, b=4, S=4, 4 buckets, 5 items in buckets,

@@ -1,6 +1,8 @@
 // The MPHF: a bijection onto [0, K) on 10^5 random u64 keys and on the real GPT-2 vocabulary,
 // non-keys rejected by the guard, identical bytes whatever the input order, exact serialized
-// sizes, a loader that refuses every truncation and corruption, 18.1 exhaustion.
+// sizes, the documented evaluation (docs/format.md) re-derived from the raw bytes, pilots equal
+// to a one-by-one smallest-pilot search, a loader that refuses every truncation and corruption,
+// 18.1 exhaustion.
 // simdjson (through gpt2_pieces.h) before cmocka: cmocka defines a `fail` macro.
 #include "gpt2_pieces.h"
 #include "alloc_counter.h"
@@ -92,7 +94,103 @@ static void deterministic_bytes(void **) {
     assert_memory_equal(b1.data(), b2.data(), b1.size());
     // Pinned: a change of the hash, the bucket map or the search order shows up here.
     assert_int_equal(b1.size(), 64 + 2 * 5000 + 4 * 203);
-    assert_int_equal(crc32c(b1.data(), b1.size()), 0xa0bd21e3u);
+    assert_int_equal(crc32c(b1.data(), b1.size()), 0x6f29d0e9u);
+}
+
+// docs/format.md "## MPHF", evaluated from the serialized bytes alone (no Mphf method).
+static uint64_t doc_index(const std::vector<uint8_t> &blob, uint64_t key) {
+    auto mix = [](uint64_t z) {
+        z += 0x9E3779B97F4A7C15ull;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    };
+    auto mulhi = [](uint64_t a, uint64_t b) { return uint64_t(((__uint128_t)a * b) >> 64); };
+    auto mum = [](uint64_t a, uint64_t b) {
+        __uint128_t r = (__uint128_t)a * b;
+        return uint64_t(r) ^ uint64_t(r >> 64);
+    };
+    const uint8_t *d = blob.data();
+    uint64_t K = load_u64(d + 8), M = load_u64(d + 16), B = load_u64(d + 24), B1 = load_u64(d + 32), salt = load_u64(d + 40);
+    uint32_t wlog = load_u32(d + 52);
+    const uint64_t T = 0x9999999999999800ull;
+    uint64_t h = mix(key ^ mix(salt ^ 0x2545F4914F6CDD1Dull));
+    uint64_t dense_mul = uint64_t(((__uint128_t)B1 << 64) / T), sparse_mul = uint64_t(((__uint128_t)(B - B1) << 64) / (0 - T));
+    uint64_t b = h < T ? mulhi(h, dense_mul) : B1 + mulhi(h - T, sparse_mul);
+    uint64_t pilot = load_u16(d + 64 + 2 * b);
+    uint64_t q = pilot >> wlog, r = pilot & ((uint64_t(1) << wlog) - 1);
+    uint64_t p = mulhi(mum(h ^ (q * 0xC2B2AE3D27D4EB4Full), 0x9E3779B97F4A7C15ull), M) + r;
+    if (p >= M) p -= M;
+    if (p < K) return p;
+    return load_u32(d + ((64 + 2 * B + 3) & ~uint64_t(3)) + 4 * (p - K));
+}
+
+static void evaluation_as_documented(void **) {
+    // A windowed table (M >= 1024: W = 64, header byte 52 = 6) and a small one (W = 1).
+    for (size_t K : {size_t(30000), size_t(300)}) {
+        std::vector<uint64_t> keys = random_keys(K, 123 + K);
+        MphfParams p;
+        p.salt = 0x5EED;
+        ArenaBuf ab(mphf_build_arena_size(K, p));
+        Mphf f = mphf_build_u64(keys.data(), K, p, ab.arena);
+        std::vector<uint8_t> blob = serialize(f);
+        assert_int_equal(load_u32(&blob[52]), K == 30000 ? 6 : 0);
+        std::vector<uint8_t> seen(K, 0);
+        for (uint64_t k : keys) {
+            uint64_t i = doc_index(blob, k);
+            assert_int_equal(i, f.index_u64(k));
+            assert_int_equal(seen[i], 0);
+            seen[i] = 1;
+        }
+        std::vector<uint64_t> others = random_keys(1000, 99);
+        for (uint64_t x : others) assert_int_equal(doc_index(blob, x), f.index_u64(x));
+    }
+}
+
+// The windowed search must find what the plain search finds: for each bucket, largest first (ties
+// by index), the smallest pilot from 0 whose slots are free and distinct.  Re-done here one pilot
+// at a time through the public slot_of.
+static void pilots_are_smallest(void **) {
+    for (size_t K : {size_t(5000), size_t(200)}) {
+        std::vector<uint64_t> keys = random_keys(K, 31 + K);
+        MphfParams p;
+        ArenaBuf ab(mphf_build_arena_size(K, p));
+        Mphf f = mphf_build_u64(keys.data(), K, p, ab.arena);
+        std::vector<std::vector<uint64_t>> buckets(f.n_buckets);
+        for (uint64_t k : keys) {
+            uint64_t h = f.hash_u64(k);
+            buckets[f.bucket_of(h)].push_back(h);
+        }
+        std::vector<uint64_t> order(f.n_buckets);
+        for (uint64_t b = 0; b < f.n_buckets; b++) order[b] = b;
+        std::stable_sort(order.begin(), order.end(), [&](uint64_t a, uint64_t b) { return buckets[a].size() > buckets[b].size(); });
+        std::vector<uint8_t> taken(f.n_slots, 0);
+        uint64_t trials = 0;
+        for (uint64_t b : order) {
+            if (buckets[b].empty()) {
+                assert_int_equal(f.pilot(b), 0);
+                continue;
+            }
+            for (uint32_t pilot = 0;; pilot++) {
+                assert_true(pilot < 65536);
+                std::vector<uint64_t> slots;
+                bool good = true;
+                for (uint64_t h : buckets[b]) {
+                    uint64_t s = f.slot_of(h, pilot);
+                    good = good && !taken[s] && std::find(slots.begin(), slots.end(), s) == slots.end();
+                    slots.push_back(s);
+                }
+                if (!good) continue;
+                assert_int_equal(f.pilot(b), pilot);
+                for (uint64_t s : slots) taken[s] = 1;
+                trials += pilot + 1;
+                break;
+            }
+        }
+        assert_int_equal(trials, f.stats.pilot_trials);
+        // The windows tested are far fewer than the pilots a one-by-one search tries.
+        if (K == 5000) assert_true(f.stats.window_trials * 16 < f.stats.pilot_trials);
+    }
 }
 
 static void gpt2_vocabulary(void **) {
@@ -158,6 +256,10 @@ static void loader_refuses_corruption(void **) {
     std::string m = test::expect_error(STK_E_CORRUPT, [&] { Mphf::load(bad.data(), bad.size(), "x"); });
     assert_contains(m, "offset " + std::to_string(blob.size() - 4));
     bad = blob;
+    store_le<uint32_t>(&bad[52], 6);  // K = 1000, M = 1011 < 1024: the window must be 1 (log2 0)
+    m = test::expect_error(STK_E_CORRUPT, [&] { Mphf::load(bad.data(), bad.size(), "T_2.bin"); });
+    assert_contains(m, "T_2.bin: offset 52");
+    bad = blob;
     store_le<uint64_t>(&bad[24], ~uint64_t(0) / 2);  // pilot array size overflows
     test::expect_error(STK_E_DIMS_OVERFLOW, [&] { Mphf::load(bad.data(), bad.size(), "x"); });
 }
@@ -214,6 +316,16 @@ static void arena_bounds_and_duplicates(void **) {
     ArenaBuf ab(need);
     std::string m = test::expect_error(STK_E_INVALID_ARGUMENT, [&] { mphf_build_u64(keys.data(), K, p, ab.arena); });
     assert_contains(m, "duplicate key");
+    assert_int_equal(ab.arena.used(), 0);
+    // A small table (one pilot per window) finds a duplicate the same way.
+    std::vector<uint64_t> few(keys.begin() + 100, keys.begin() + 140);
+    few[5] = few[30];
+    m = test::expect_error(STK_E_INVALID_ARGUMENT, [&] { mphf_build_u64(few.data(), few.size(), p, ab.arena); });
+    assert_contains(m, "duplicate key");
+    std::vector<uint8_t> twice = {'a', 'b', 'a', 'b'};
+    std::vector<uint64_t> offs = {0, 2, 4};
+    m = test::expect_error(STK_E_INVALID_ARGUMENT, [&] { mphf_build_bytes(twice.data(), offs.data(), 2, p, ab.arena); });
+    assert_contains(m, "duplicate key");
     // The empty function: 64 bytes, every lookup says "no index".
     Mphf e = mphf_build_u64(nullptr, 0, p, ab.arena);
     std::vector<uint8_t> eb = serialize(e);
@@ -226,6 +338,8 @@ int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(u64_keys_bijection),
         cmocka_unit_test(deterministic_bytes),
+        cmocka_unit_test(evaluation_as_documented),
+        cmocka_unit_test(pilots_are_smallest),
         cmocka_unit_test(gpt2_vocabulary),
         cmocka_unit_test(loader_refuses_corruption),
         cmocka_unit_test(exhaustion_and_retry),

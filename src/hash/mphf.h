@@ -3,14 +3,15 @@
 // "Decisions: hashing and the tokenizer stage" the choices.
 //
 //   key --hash--> h (64 bits) --> bucket b in [0, B) (skewed: 60 % of keys into 30 % of buckets)
-//   pilot = pilot[b] = 64 q + r  (u16; r < W = min(64, M), the window)
+//   pilot = pilot[b] = W q + r  (u16; r < W, the window: 64, or 1 for M < kMphfWindowMinSlots)
 //   slot  p = (fastrange(mum(h ^ pilot_key(q), C), M) + r) mod M,    M = ceil(K / alpha) >= K
 //   index   = p < K ? p : remap[p - K]                            (minimal: index in [0, K))
 //
 // Build: buckets of about lambda keys, placed largest first; each bucket's pilot is the smallest
 // in [0, 2^16) that puts all its keys on free, distinct slots.  A pilot's high bits q pick one
-// random base per key and its low bits r shift all of them together, so the 64 pilots of one q are
-// tested at once: AND of the keys' 64-slot windows of the free-slot bitmap, lowest set bit = r.
+// random base per key and its low bits r shift all of them together, so the W pilots of one q are
+// tested at once: AND of the keys' W-slot windows of the free-slot bitmap, lowest set bit = r.
+// Keys are grouped by bucket with a partition on h's top bits (bucket_of is monotone in h).
 // The function depends only on the key set and the parameters, never on the input order.
 // Exhausted search throws STK_E_MPHF_EXHAUSTED; the caller applies seed 18.1 (M += 5 %:
 // params.m_scale *= 1.05).  Lookup = one pilot read + one position (rarely one remap read) + the
@@ -30,7 +31,7 @@ namespace stk {
 enum class MphfKeyKind : uint32_t { U64 = 1, BYTES = 2 };
 
 struct MphfParams {
-    double lambda = 5.0;       // average keys per bucket (measured in bench/mphf_bench)
+    double lambda = 4.0;       // average keys per bucket (measured in bench/mphf_bench)
     double alpha = 0.99;       // load K / M of the search table
     double m_scale = 1.0;      // 18.1 retries multiply M by 1.05 each
     uint64_t salt = 0;         // key hashing salt (manifest: mphf_salt_digest)
@@ -40,15 +41,18 @@ struct MphfParams {
 struct MphfStats {
     uint32_t max_pilot = 0;      // largest pilot used
     uint64_t pilot_trials = 0;   // sum over buckets of (pilot + 1): pilots a one-by-one search tries
-    uint64_t window_trials = 0;  // 64-pilot windows actually tested (build work)
+    uint64_t window_trials = 0;  // windows of W pilots actually tested (the build's work)
     uint32_t max_bucket = 0;     // keys in the largest bucket
 };
 
 constexpr uint32_t kMphfMagic = 0x48504D53u;  // "SMPH" as LE bytes
 constexpr size_t kMphfHeaderSize = 64;
 
-// The window W of pilots tested together: 64, or M for tables under 64 slots.
-inline uint64_t mphf_window(uint64_t n_slots) { return n_slots < 64 ? n_slots : 64; }
+// log2 of the window W of pilots tested together: 64 pilots, or 1 pilot (one independent choice
+// per pilot, as many as possible) for small tables, where the build is cheap anyway and 2^16 / 64
+// independent choices would make big buckets exhaust more often.
+constexpr uint64_t kMphfWindowMinSlots = 1024;
+inline uint32_t mphf_window_log2(uint64_t n_slots) { return n_slots >= kMphfWindowMinSlots ? 6 : 0; }
 
 // A built or loaded function: a view over memory that must outlive it (arena or mapped file).
 class Mphf {
@@ -58,6 +62,9 @@ public:
     uint64_t n_slots = 0;    // M
     uint64_t n_buckets = 0;  // B
     uint64_t n_dense = 0;    // B1: buckets [0, B1) receive 60 % of the keys
+    uint32_t window_log2 = 0;  // W = 2^window_log2 <= M (mphf_window_log2(M))
+    uint64_t dense_mul = 0;    // floor(B1 2^64 / T): fastrange(h, dense_mul) < B1 for h < T
+    uint64_t sparse_mul = 0;   // floor((B - B1) 2^64 / (2^64 - T))
     uint64_t salt = 0;
     uint64_t salt_mixed = hash::salt_key(0);  // hash::salt_key(salt), kept to save 3 multiplies per lookup
     const uint8_t *pilots = nullptr;  // u16 LE [B] (byte pointers: blobs need no alignment)
@@ -68,24 +75,26 @@ public:
     uint16_t pilot(uint64_t b) const { return load_le<uint16_t>(pilots + 2 * b); }
     uint32_t remap_at(uint64_t i) const { return load_le<uint32_t>(remap + 4 * i); }
 
+    // Monotone in h (the top bits pick the bucket), so sorting hashes groups them by bucket: the
+    // first 60 % of the hash range covers buckets [0, B1), the rest [B1, B).
     uint64_t bucket_of(uint64_t h) const {
-        uint64_t x = h * 0x9E3779B97F4A7C15ull;
-        return h < kDenseThreshold ? hash::fastrange(x, n_dense) : n_dense + hash::fastrange(x, n_buckets - n_dense);
+        return h < kDenseThreshold ? hash::fastrange(h, dense_mul) : n_dense + hash::fastrange(h - kDenseThreshold, sparse_mul);
     }
-    // The key of a pilot's window q = pilot >> 6.
+    // The key of a pilot's window q = pilot >> log2(W).
     static uint64_t pilot_key(uint64_t q) { return q * 0xC2B2AE3D27D4EB4Full; }
     // One 64x64->128 multiply folded (mum) mixes the key hash with the window's key: the search
     // costs two multiplies per key and window of 64 pilots.
     static uint64_t slot_hash(uint64_t h, uint64_t pk) { return hash::mum(h ^ pk, 0x9E3779B97F4A7C15ull); }
     // base + r wraps around the table (base < M, r < W <= M): every slot is reached alike.
     uint64_t slot_of(uint64_t h, uint64_t pilot) const {
-        uint64_t p = hash::fastrange(slot_hash(h, pilot_key(pilot >> 6)), n_slots) + (pilot & 63);
+        uint64_t p = hash::fastrange(slot_hash(h, pilot_key(pilot >> window_log2)), n_slots) +
+                     (pilot & ((uint64_t(1) << window_log2) - 1));
         return p >= n_slots ? p - n_slots : p;
     }
 
     // Index in [0, K) of the key with hash h; ~0 for an empty function.  Never reads out of
-    // bounds, for any h, on any validated (loaded) or built function (load checks r < W when
-    // W < 64, so base + r < 2M).
+    // bounds, for any h, on any validated (loaded) or built function (r < W <= M, so
+    // base + r < 2M).
     uint64_t index_of_hash(uint64_t h) const {
         if (n_keys == 0) return ~uint64_t(0);
         uint64_t p = slot_of(h, pilot(bucket_of(h)));
@@ -95,6 +104,9 @@ public:
     uint64_t hash_bytes(const void *p, size_t n) const { return hash::hash_bytes(p, n, salt); }
     uint64_t index_u64(uint64_t key) const { return index_of_hash(hash_u64(key)); }
     uint64_t index_bytes(const void *p, size_t n) const { return index_of_hash(hash_bytes(p, n)); }
+
+    // window_log2 and the bucket multipliers from K, M, B, B1 (after a build or a load).
+    void derive_constants();
 
     size_t serialized_size() const;
     void serialize(uint8_t *out) const;  // exactly serialized_size() bytes
