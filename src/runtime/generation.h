@@ -17,6 +17,7 @@ struct stk_generation {
     std::unique_ptr<stk::ArrayReader> fst;
     std::vector<std::unique_ptr<stk::ArrayReader>> tables;  // T_1..T_Ltok
     stk::FstTables tok;
+    std::vector<uint64_t> greedy_accel;  // attach_greedy_accel's memory for tok
 };
 
 namespace stk {

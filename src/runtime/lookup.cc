@@ -24,6 +24,9 @@ std::unique_ptr<stk_generation> map_generation(const std::string &dir) {
         const ArrayReader &r = *g->tables.back();
         g->tok.t[n] = TokenTable::load(r.payload(), r.payload_size(), n, g->tok.dec, name.c_str());
     }
+    // The greedy encoder's in-memory accelerator (same ids, ~3x faster): built once per mapping.
+    g->greedy_accel.resize(greedy_accel_words(g->tok));
+    attach_greedy_accel(g->tok, g->greedy_accel.data());
     g->has_tokenizer = true;
     return g;
 }
