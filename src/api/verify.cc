@@ -18,22 +18,8 @@ namespace stk {
 
 namespace {
 
-// Our readers write "<file>: offset N: ..." (or "payload (offset N, ..."): the offset of the
-// failure inside `file`.  Without one, `fallback`.
-uint64_t offset_in_message(const std::string &msg, const std::string &file, uint64_t fallback) {
-    size_t from = msg.compare(0, file.size(), file) == 0 ? file.size() : 0;
-    size_t at = msg.find("offset ", from);
-    if (at == std::string::npos) return fallback;
-    at += 7;
-    if (at >= msg.size() || msg[at] < '0' || msg[at] > '9') return fallback;
-    uint64_t v = 0;
-    while (at < msg.size() && msg[at] >= '0' && msg[at] <= '9') {
-        uint64_t d = uint64_t(msg[at++] - '0');
-        if (v > (~0ull - d) / 10) return fallback;
-        v = v * 10 + d;
-    }
-    return v;
-}
+// Where a reader failed inside the file (stk::Error carries it); without one, `fallback`.
+uint64_t offset_of(const Error &e, uint64_t fallback) { return e.has_offset() ? e.offset() : fallback; }
 
 struct Failure {
     stk_status status = STK_OK;
@@ -62,8 +48,7 @@ void verify_one(const std::string &out_dir, const ManifestArray &e, Failure &f) 
         m.will_need(0, m.size());
         ArrayHeader h = decode_array_header(m.data(), m.size(), path);
         auto differ = [&](uint64_t off, stk_status s, const char *what, unsigned long long have, unsigned long long want) {
-            throw_error(s, "%s: offset %llu: header %s %llu, the manifest says %llu", path.c_str(), (unsigned long long)off, what,
-                        have, want);
+            throw_at(s, path, off, "header %s %llu, the manifest says %llu", what, have, want);
         };
         if (h.dtype != e.dtype) differ(kHdrDtype, STK_E_SIZE_MISMATCH, "dtype", h.dtype, e.dtype);
         if (h.rank != e.rank) differ(kHdrRank, STK_E_SIZE_MISMATCH, "rank", h.rank, e.rank);
@@ -78,7 +63,7 @@ void verify_one(const std::string &out_dir, const ManifestArray &e, Failure &f) 
         f.status = err.status();
         f.message = err.what();
         // A file that ends early fails where it ends.
-        f.offset = offset_in_message(f.message, path, f.status == STK_E_TRUNCATED ? file_size : 0);
+        f.offset = offset_of(err, f.status == STK_E_TRUNCATED ? file_size : 0);
     } catch (const std::bad_alloc &) {
         f.status = STK_E_NOMEM;
         f.message = path + ": out of memory";
@@ -114,7 +99,7 @@ void verify_generation(const std::string &out_dir, stk_verify_report *report) {
             } catch (const Error &err) {
                 f.status = err.status();
                 f.message = err.what();
-                f.offset = offset_in_message(f.message, mpath, 0);
+                f.offset = offset_of(err, 0);
             }
         }
         if (f.status != STK_OK) {

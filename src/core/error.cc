@@ -35,6 +35,14 @@ void throw_error(stk_status status, const char *fmt, ...) {
     throw Error(status, std::move(s));
 }
 
+void throw_at(stk_status status, const std::string &file, uint64_t offset, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::string m = vformat(fmt, ap);
+    va_end(ap);
+    throw Error(status, format("%s: offset %llu: %s", file.c_str(), (unsigned long long)offset, m.c_str()), offset);
+}
+
 void fail_errno(const std::string &what) {
     int e = errno;
     throw Error(e == ENOENT ? STK_E_NOT_FOUND : STK_E_IO, what + ": " + std::strerror(e));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdarg>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -13,12 +14,18 @@ namespace stk {
 
 class Error : public std::runtime_error {
 public:
-    Error(stk_status status, std::string message)
-        : std::runtime_error(std::move(message)), status_(status) {}
+    static constexpr uint64_t kNoOffset = ~0ull;
+    Error(stk_status status, std::string message, uint64_t offset = kNoOffset)
+        : std::runtime_error(std::move(message)), status_(status), offset_(offset) {}
     stk_status status() const noexcept { return status_; }
+    // The byte offset inside the file named first in the message, where the reader knows it
+    // (verification reports it as stk_verify_report.failed_offset).
+    bool has_offset() const noexcept { return offset_ != kNoOffset; }
+    uint64_t offset() const noexcept { return offset_; }
 
 private:
     stk_status status_;
+    uint64_t offset_;
 };
 
 // printf-style formatting into a std::string.
@@ -27,6 +34,10 @@ std::string vformat(const char *fmt, va_list ap);
 
 // Throw stk::Error(status, formatted message).  (Not "fail": cmocka owns that macro.)
 [[noreturn]] void throw_error(stk_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// Throw stk::Error(status, "<file>: offset <offset>: <formatted message>") that carries the offset.
+[[noreturn]] void throw_at(stk_status status, const std::string &file, uint64_t offset, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 // Throw STK_E_IO with strerror(errno) appended.
 [[noreturn]] void fail_errno(const std::string &what);

@@ -49,55 +49,54 @@ void encode_array_header(const ArrayHeader &h, uint8_t out[kArrayHeaderSize]) {
 }
 
 ArrayHeader decode_array_header(const uint8_t *p, uint64_t size, const std::string &file) {
-    const char *f = file.c_str();
     if (size < kArrayHeaderSize)
-        throw_error(STK_E_TRUNCATED, "%s: %llu bytes, shorter than the 128-byte array header", f, (unsigned long long)size);
+        throw_at(STK_E_TRUNCATED, file, size, "%llu bytes, shorter than the 128-byte array header", (unsigned long long)size);
     uint32_t magic = load_u32(p + off::magic);
     if (magic != kArrayMagic)
-        throw_error(STK_E_BAD_MAGIC, "%s: offset 0: magic 0x%08x is not a Sera array (0x%08x)", f, magic, kArrayMagic);
+        throw_at(STK_E_BAD_MAGIC, file, 0, "magic 0x%08x is not a Sera array (0x%08x)", magic, kArrayMagic);
     uint64_t stored_hcrc = load_u64(p + off::header_crc);
     uint32_t hcrc = crc32c(p, off::header_crc);
     if (stored_hcrc != hcrc)
-        throw_error(STK_E_CHECKSUM, "%s: offset %zu: header checksum 0x%08llx, computed 0x%08x (header corrupted)", f,
-             off::header_crc, (unsigned long long)stored_hcrc, hcrc);
+        throw_at(STK_E_CHECKSUM, file, off::header_crc, "header checksum 0x%08llx, computed 0x%08x (header corrupted)",
+                 (unsigned long long)stored_hcrc, hcrc);
     ArrayHeader h;
     h.dtype = load_u16(p + off::dtype);
-    if (dtype_size(h.dtype) == 0) throw_error(STK_E_BAD_DTYPE, "%s: offset %zu: unknown dtype %u (1..9)", f, off::dtype, h.dtype);
+    if (dtype_size(h.dtype) == 0) throw_at(STK_E_BAD_DTYPE, file, off::dtype, "unknown dtype %u (1..9)", h.dtype);
     h.rank = load_u16(p + off::rank);
-    if (h.rank < 1 || h.rank > kMaxRank) throw_error(STK_E_BAD_RANK, "%s: offset %zu: rank %u not in 1..5", f, off::rank, h.rank);
+    if (h.rank < 1 || h.rank > kMaxRank) throw_at(STK_E_BAD_RANK, file, off::rank, "rank %u not in 1..5", h.rank);
     uint64_t elements = 1;
     for (uint32_t i = 0; i < kMaxRank; i++) {
         h.dims[i] = load_u64(p + off::dims + 8 * i);
         if (i >= h.rank && h.dims[i] != 1)
-            throw_error(STK_E_BAD_RANK, "%s: offset %zu: unused dims[%u] = %llu, must be 1", f, off::dims + 8 * i, i,
+            throw_at(STK_E_BAD_RANK, file, off::dims + 8 * i, "unused dims[%u] = %llu, must be 1", i,
                  (unsigned long long)h.dims[i]);
         if (i < h.rank && !mul_ok(elements, h.dims[i], &elements))
-            throw_error(STK_E_DIMS_OVERFLOW, "%s: offset %zu: product of dims overflows 64 bits", f, off::dims + 8 * i);
+            throw_at(STK_E_DIMS_OVERFLOW, file, off::dims + 8 * i, "product of dims overflows 64 bits");
     }
     uint64_t expect;
     if (!mul_ok(elements, dtype_size(h.dtype), &expect))
-        throw_error(STK_E_DIMS_OVERFLOW, "%s: offset %zu: %llu elements of %s overflow 64 bits", f, off::dims,
+        throw_at(STK_E_DIMS_OVERFLOW, file, off::dims, "%llu elements of %s overflow 64 bits",
              (unsigned long long)elements, dtype_name(h.dtype));
     h.byte_len = load_u64(p + off::byte_len);
     if (h.byte_len != expect)
-        throw_error(STK_E_SIZE_MISMATCH, "%s: offset %zu: byte_len %llu, but dims x %s give %llu", f, off::byte_len,
+        throw_at(STK_E_SIZE_MISMATCH, file, off::byte_len, "byte_len %llu, but dims x %s give %llu",
              (unsigned long long)h.byte_len, dtype_name(h.dtype), (unsigned long long)expect);
     uint64_t crc_field = load_u64(p + off::crc32c);
-    if (crc_field >> 32) throw_error(STK_E_BAD_HEADER, "%s: offset %zu: crc32c field has high bits set", f, off::crc32c);
+    if (crc_field >> 32) throw_at(STK_E_BAD_HEADER, file, off::crc32c, "crc32c field has high bits set");
     h.crc32c = uint32_t(crc_field);
     h.sha256_low64 = load_u64(p + off::sha256_low64);
     h.flags = load_u32(p + off::flags);
-    if (h.flags & ~kKnownFlags) throw_error(STK_E_BAD_HEADER, "%s: offset %zu: unknown flag bits 0x%x", f, off::flags, h.flags & ~kKnownFlags);
+    if (h.flags & ~kKnownFlags) throw_at(STK_E_BAD_HEADER, file, off::flags, "unknown flag bits 0x%x", h.flags & ~kKnownFlags);
     if (!(h.flags & kFlagAligned64))
-        throw_error(STK_E_MISALIGNED, "%s: offset %zu: aligned_64B flag clear; payloads start at offset 128", f, off::flags);
+        throw_at(STK_E_MISALIGNED, file, off::flags, "aligned_64B flag clear; payloads start at offset 128");
     for (size_t i = off::reserved; i < off::header_crc; i++)
-        if (p[i]) throw_error(STK_E_BAD_HEADER, "%s: offset %zu: reserved header byte is 0x%02x, must be 0", f, i, p[i]);
+        if (p[i]) throw_at(STK_E_BAD_HEADER, file, i, "reserved header byte is 0x%02x, must be 0", p[i]);
     uint64_t total;
     if (!add_ok(kArrayHeaderSize, h.byte_len, &total) || size < total)
-        throw_error(STK_E_TRUNCATED, "%s: %llu bytes, the header promises %llu + 128", f, (unsigned long long)size,
-             (unsigned long long)h.byte_len);
+        throw_at(STK_E_TRUNCATED, file, size, "%llu bytes, the header promises %llu + 128", (unsigned long long)size,
+                 (unsigned long long)h.byte_len);
     if (size > total)
-        throw_error(STK_E_SIZE_MISMATCH, "%s: offset %llu: %llu trailing bytes after the payload", f, (unsigned long long)total,
+        throw_at(STK_E_SIZE_MISMATCH, file, total, "%llu trailing bytes after the payload",
              (unsigned long long)(size - total));
     return h;
 }
@@ -105,11 +104,11 @@ ArrayHeader decode_array_header(const uint8_t *p, uint64_t size, const std::stri
 void verify_array_payload(const ArrayHeader &h, const uint8_t *payload, const std::string &file) {
     PayloadSums s = payload_sums(payload, size_t(h.byte_len));
     if (s.crc32c != h.crc32c)
-        throw_error(STK_E_CHECKSUM, "%s: payload (offset 128, %llu bytes): crc32c 0x%08x, header says 0x%08x", file.c_str(),
+        throw_at(STK_E_CHECKSUM, file, kArrayHeaderSize, "payload (%llu bytes): crc32c 0x%08x, header says 0x%08x",
              (unsigned long long)h.byte_len, s.crc32c, h.crc32c);
     if (s.sha256_low64 != h.sha256_low64)
-        throw_error(STK_E_CHECKSUM, "%s: payload (offset 128, %llu bytes): sha256_low64 0x%016llx, header says 0x%016llx",
-             file.c_str(), (unsigned long long)h.byte_len, (unsigned long long)s.sha256_low64,
+        throw_at(STK_E_CHECKSUM, file, kArrayHeaderSize, "payload (%llu bytes): sha256_low64 0x%016llx, header says 0x%016llx",
+             (unsigned long long)h.byte_len, (unsigned long long)s.sha256_low64,
              (unsigned long long)h.sha256_low64);
 }
 

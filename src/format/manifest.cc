@@ -167,16 +167,6 @@ std::string build_schema_text() {
     return t;
 }
 
-[[noreturn]] void bad(stk_status s, const std::string &file, uint64_t offset, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-void bad(stk_status s, const std::string &file, uint64_t offset, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    std::string m = vformat(fmt, ap);
-    va_end(ap);
-    throw Error(s, format("%s: offset %llu: %s", file.c_str(), (unsigned long long)offset, m.c_str()));
-}
-
 // Shared by the writer (validating its input) and the reader.  `at` is the file offset of the
 // item, for messages.
 
@@ -188,19 +178,19 @@ void check_fields(const ManifestFields &f, const std::string &file, uint64_t bas
             case FT::U32: {
                 uint32_t v = load_u32(p + d.off);
                 if (double(v) < d.lo || double(v) > d.hi)
-                    bad(STK_E_CORRUPT, file, at, "%s = %u outside %.0f..%.0f", d.name, v, d.lo, d.hi);
+                    throw_at(STK_E_CORRUPT, file, at, "%s = %u outside %.0f..%.0f", d.name, v, d.lo, d.hi);
                 break;
             }
             case FT::U64: {
                 uint64_t v = load_u64(p + d.off);
                 if (double(v) < d.lo || double(v) > d.hi)
-                    bad(STK_E_CORRUPT, file, at, "%s = %llu outside %.0f..%.0f", d.name, (unsigned long long)v, d.lo, d.hi);
+                    throw_at(STK_E_CORRUPT, file, at, "%s = %llu outside %.0f..%.0f", d.name, (unsigned long long)v, d.lo, d.hi);
                 break;
             }
             case FT::F64: {
                 double v = load_le<double>(p + d.off);
                 if (!std::isfinite(v) || v < d.lo || v > d.hi)
-                    bad(STK_E_CORRUPT, file, at, "%s = %g outside %g..%g", d.name, v, d.lo, d.hi);
+                    throw_at(STK_E_CORRUPT, file, at, "%s = %g outside %g..%g", d.name, v, d.lo, d.hi);
                 break;
             }
             case FT::D32: break;
@@ -211,57 +201,57 @@ void check_fields(const ManifestFields &f, const std::string &file, uint64_t bas
 
 void check_array_entry(const ManifestArray &a, const std::string &file, uint64_t at) {
     size_t len = strnlen(a.name, kManifestNameSize);
-    if (len == kManifestNameSize) bad(STK_E_CORRUPT, file, at, "array name not NUL-terminated");
+    if (len == kManifestNameSize) throw_at(STK_E_CORRUPT, file, at, "array name not NUL-terminated");
     for (size_t i = len; i < kManifestNameSize; i++)
-        if (a.name[i]) bad(STK_E_CORRUPT, file, at + i, "array name padding not zero");
-    if (!valid_array_name(a.name, len)) bad(STK_E_CORRUPT, file, at, "array name '%.*s' is not [A-Za-z0-9._-]+", int(len), a.name);
+        if (a.name[i]) throw_at(STK_E_CORRUPT, file, at + i, "array name padding not zero");
+    if (!valid_array_name(a.name, len)) throw_at(STK_E_CORRUPT, file, at, "array name '%.*s' is not [A-Za-z0-9._-]+", int(len), a.name);
     if (a.stage < STK_STAGE_PARSE_TENSORS || a.stage > STK_STAGE_BRIDGE_INIT)
-        bad(STK_E_CORRUPT, file, at + 64, "array %s: stage %u not in 1..8", a.name, a.stage);
-    if (dtype_size(a.dtype) == 0) bad(STK_E_BAD_DTYPE, file, at + 66, "array %s: unknown dtype %u (1..9)", a.name, a.dtype);
-    if (a.rank < 1 || a.rank > kMaxRank) bad(STK_E_BAD_RANK, file, at + 68, "array %s: rank %u not in 1..5", a.name, a.rank);
-    if (a.flags & ~kKnownFlags) bad(STK_E_BAD_HEADER, file, at + 72, "array %s: unknown flag bits 0x%x", a.name, a.flags & ~kKnownFlags);
-    if (!(a.flags & kFlagAligned64)) bad(STK_E_MISALIGNED, file, at + 72, "array %s: aligned_64B flag clear", a.name);
+        throw_at(STK_E_CORRUPT, file, at + 64, "array %s: stage %u not in 1..8", a.name, a.stage);
+    if (dtype_size(a.dtype) == 0) throw_at(STK_E_BAD_DTYPE, file, at + 66, "array %s: unknown dtype %u (1..9)", a.name, a.dtype);
+    if (a.rank < 1 || a.rank > kMaxRank) throw_at(STK_E_BAD_RANK, file, at + 68, "array %s: rank %u not in 1..5", a.name, a.rank);
+    if (a.flags & ~kKnownFlags) throw_at(STK_E_BAD_HEADER, file, at + 72, "array %s: unknown flag bits 0x%x", a.name, a.flags & ~kKnownFlags);
+    if (!(a.flags & kFlagAligned64)) throw_at(STK_E_MISALIGNED, file, at + 72, "array %s: aligned_64B flag clear", a.name);
     uint64_t n = 1;
     for (uint32_t i = 0; i < kMaxRank; i++) {
         if (i >= a.rank && a.dims[i] != 1)
-            bad(STK_E_BAD_RANK, file, at + 80 + 8 * i, "array %s: unused dims[%u] = %llu, must be 1", a.name, i,
+            throw_at(STK_E_BAD_RANK, file, at + 80 + 8 * i, "array %s: unused dims[%u] = %llu, must be 1", a.name, i,
                 (unsigned long long)a.dims[i]);
-        if (!mul_ok(n, a.dims[i], &n)) bad(STK_E_DIMS_OVERFLOW, file, at + 80 + 8 * i, "array %s: product of dims overflows", a.name);
+        if (!mul_ok(n, a.dims[i], &n)) throw_at(STK_E_DIMS_OVERFLOW, file, at + 80 + 8 * i, "array %s: product of dims overflows", a.name);
     }
     uint64_t expect;
     if (!mul_ok(n, dtype_size(a.dtype), &expect))
-        bad(STK_E_DIMS_OVERFLOW, file, at + 80, "array %s: %llu elements of %s overflow 64 bits", a.name, (unsigned long long)n,
+        throw_at(STK_E_DIMS_OVERFLOW, file, at + 80, "array %s: %llu elements of %s overflow 64 bits", a.name, (unsigned long long)n,
             dtype_name(a.dtype));
     if (a.byte_len != expect)
-        bad(STK_E_SIZE_MISMATCH, file, at + 120, "array %s: byte_len %llu, dims x %s give %llu", a.name,
+        throw_at(STK_E_SIZE_MISMATCH, file, at + 120, "array %s: byte_len %llu, dims x %s give %llu", a.name,
             (unsigned long long)a.byte_len, dtype_name(a.dtype), (unsigned long long)expect);
 }
 
 void check_stage_entry(uint32_t index, const ManifestStage &s, const std::string &file, uint64_t at) {
-    if (s.state > kStageFailed) bad(STK_E_CORRUPT, file, at + 2, "stage %u: state %u not in 0..4", index + 1, s.state);
+    if (s.state > kStageFailed) throw_at(STK_E_CORRUPT, file, at + 2, "stage %u: state %u not in 0..4", index + 1, s.state);
 }
 
 void check_record(const ManifestRecord &r, const std::string &file, uint64_t at) {
-    if (r.stage < 1 || r.stage > STK_STAGE_COUNT) bad(STK_E_CORRUPT, file, at, "record stage %u not in 1..10", r.stage);
-    if (r.kind < kRecordFeatureDisabled || r.kind > kRecordNote) bad(STK_E_CORRUPT, file, at + 2, "record kind %u not in 1..4", r.kind);
-    if (r.feature > kFeatureMax) bad(STK_E_CORRUPT, file, at + 4, "record feature %u not in 0..%u", r.feature, kFeatureMax);
-    if (r.status > 99) bad(STK_E_CORRUPT, file, at + 8, "record status %u not in 0..99", r.status);
-    if (!std::isfinite(r.value)) bad(STK_E_CORRUPT, file, at + 16, "record value is not finite");
-    if (!std::isfinite(r.bound)) bad(STK_E_CORRUPT, file, at + 24, "record bound is not finite");
+    if (r.stage < 1 || r.stage > STK_STAGE_COUNT) throw_at(STK_E_CORRUPT, file, at, "record stage %u not in 1..10", r.stage);
+    if (r.kind < kRecordFeatureDisabled || r.kind > kRecordNote) throw_at(STK_E_CORRUPT, file, at + 2, "record kind %u not in 1..4", r.kind);
+    if (r.feature > kFeatureMax) throw_at(STK_E_CORRUPT, file, at + 4, "record feature %u not in 0..%u", r.feature, kFeatureMax);
+    if (r.status > 99) throw_at(STK_E_CORRUPT, file, at + 8, "record status %u not in 0..99", r.status);
+    if (!std::isfinite(r.value)) throw_at(STK_E_CORRUPT, file, at + 16, "record value is not finite");
+    if (!std::isfinite(r.bound)) throw_at(STK_E_CORRUPT, file, at + 24, "record bound is not finite");
     size_t len = strnlen(r.text, kManifestTextSize);
-    if (len == kManifestTextSize) bad(STK_E_CORRUPT, file, at + 32, "record text not NUL-terminated");
+    if (len == kManifestTextSize) throw_at(STK_E_CORRUPT, file, at + 32, "record text not NUL-terminated");
     for (size_t i = 0; i < len; i++)
-        if (r.text[i] < 0x20 || r.text[i] > 0x7e) bad(STK_E_CORRUPT, file, at + 32 + i, "record text byte 0x%02x is not printable ASCII", uint8_t(r.text[i]));
+        if (r.text[i] < 0x20 || r.text[i] > 0x7e) throw_at(STK_E_CORRUPT, file, at + 32 + i, "record text byte 0x%02x is not printable ASCII", uint8_t(r.text[i]));
     for (size_t i = len; i < kManifestTextSize; i++)
-        if (r.text[i]) bad(STK_E_CORRUPT, file, at + 32 + i, "record text padding not zero");
+        if (r.text[i]) throw_at(STK_E_CORRUPT, file, at + 32 + i, "record text padding not zero");
 }
 
 void check_counts(uint64_t n_pgen, uint64_t n_arrays, uint64_t n_records, const std::string &file) {
-    if (n_pgen > kManifestMaxPgen) bad(STK_E_CORRUPT, file, kOffNPgen, "n_pgen %llu above %u", (unsigned long long)n_pgen, kManifestMaxPgen);
+    if (n_pgen > kManifestMaxPgen) throw_at(STK_E_CORRUPT, file, kOffNPgen, "n_pgen %llu above %u", (unsigned long long)n_pgen, kManifestMaxPgen);
     if (n_arrays > kManifestMaxArrays)
-        bad(STK_E_CORRUPT, file, kOffNArrays, "n_arrays %llu above %u", (unsigned long long)n_arrays, kManifestMaxArrays);
+        throw_at(STK_E_CORRUPT, file, kOffNArrays, "n_arrays %llu above %u", (unsigned long long)n_arrays, kManifestMaxArrays);
     if (n_records > kManifestMaxRecords)
-        bad(STK_E_CORRUPT, file, kOffNRecords, "n_records %llu above %u", (unsigned long long)n_records, kManifestMaxRecords);
+        throw_at(STK_E_CORRUPT, file, kOffNRecords, "n_records %llu above %u", (unsigned long long)n_records, kManifestMaxRecords);
 }
 
 // Checks that need the whole set: P_gen ids below vocab_size, unique array names.
@@ -269,7 +259,7 @@ void check_cross(const ManifestFields &f, const uint32_t *p_gen, uint32_t n_pgen
                  uint32_t n_arrays, const std::string &file, uint64_t pgen_at, uint64_t arrays_at) {
     for (uint32_t i = 0; i < n_pgen; i++)
         if (p_gen[i] >= f.tokenizer.vocab_size)
-            bad(STK_E_CORRUPT, file, pgen_at + 4ull * i, "P_gen[%u] = %u, not below vocab_size %u", i, p_gen[i],
+            throw_at(STK_E_CORRUPT, file, pgen_at + 4ull * i, "P_gen[%u] = %u, not below vocab_size %u", i, p_gen[i],
                 f.tokenizer.vocab_size);
     std::vector<std::pair<std::string_view, uint32_t>> names;
     names.reserve(n_arrays);
@@ -278,7 +268,7 @@ void check_cross(const ManifestFields &f, const uint32_t *p_gen, uint32_t n_pgen
     for (size_t i = 1; i < names.size(); i++)
         if (names[i].first == names[i - 1].first) {
             uint32_t later = std::max(names[i].second, names[i - 1].second);
-            bad(STK_E_CORRUPT, file, arrays_at + kManifestArrayEntrySize * later, "array %s listed twice",
+            throw_at(STK_E_CORRUPT, file, arrays_at + kManifestArrayEntrySize * later, "array %s listed twice",
                 std::string(names[i].first).c_str());
         }
 }
@@ -289,7 +279,7 @@ void check_array_stages(const ManifestArray *arrays, uint32_t n, const ManifestS
     for (uint32_t i = 0; i < n; i++) {
         uint16_t st = stages[arrays[i].stage - 1].state;
         if (st != kStageRan && st != kStageDisabled)
-            bad(STK_E_CORRUPT, file, arrays_at + kManifestArrayEntrySize * i + 64, "array %s: written by stage %u, whose state is %u",
+            throw_at(STK_E_CORRUPT, file, arrays_at + kManifestArrayEntrySize * i + 64, "array %s: written by stage %u, whose state is %u",
                 arrays[i].name, arrays[i].stage, st);
     }
 }
@@ -313,7 +303,7 @@ ManifestArray decode_array_entry(const uint8_t *p, const std::string &file, uint
     a.stage = load_u16(p + 64);
     a.dtype = load_u16(p + 66);
     a.rank = load_u16(p + 68);
-    if (load_u16(p + 70)) bad(STK_E_CORRUPT, file, at + 70, "array entry zero field is %u", load_u16(p + 70));
+    if (load_u16(p + 70)) throw_at(STK_E_CORRUPT, file, at + 70, "array entry zero field is %u", load_u16(p + 70));
     a.flags = load_u32(p + 72);
     a.crc32c = load_u32(p + 76);
     for (int i = 0; i < 5; i++) a.dims[i] = load_u64(p + 80 + 8 * i);
@@ -339,7 +329,7 @@ ManifestRecord decode_record(const uint8_t *p, const std::string &file, uint64_t
     r.kind = load_u16(p + 2);
     r.feature = load_u32(p + 4);
     r.status = load_u32(p + 8);
-    if (load_u32(p + 12)) bad(STK_E_CORRUPT, file, at + 12, "record zero field is 0x%x", load_u32(p + 12));
+    if (load_u32(p + 12)) throw_at(STK_E_CORRUPT, file, at + 12, "record zero field is 0x%x", load_u32(p + 12));
     r.value = load_le<double>(p + 16);
     r.bound = load_le<double>(p + 24);
     std::memcpy(r.text, p + 32, kManifestTextSize);
@@ -533,32 +523,31 @@ void write_manifest(const std::string &path, const ManifestInput &in, uint8_t cu
 }
 
 Manifest decode_manifest(const uint8_t *p, uint64_t size, const std::string &file) {
-    const char *f = file.c_str();
     if (size < kOffFields)
-        throw_error(STK_E_TRUNCATED, "%s: offset %llu: %llu bytes, shorter than the %zu-byte manifest head", f,
-                    (unsigned long long)size, (unsigned long long)size, kOffFields);
+        throw_at(STK_E_TRUNCATED, file, size, "%llu bytes, shorter than the %zu-byte manifest head",
+                 (unsigned long long)size, kOffFields);
     uint32_t magic = load_u32(p + kOffMagic);
-    if (magic != kManifestMagic) bad(STK_E_BAD_MAGIC, file, kOffMagic, "magic 0x%08x is not a Sera manifest (0x%08x)", magic, kManifestMagic);
+    if (magic != kManifestMagic) throw_at(STK_E_BAD_MAGIC, file, kOffMagic, "magic 0x%08x is not a Sera manifest (0x%08x)", magic, kManifestMagic);
     uint32_t endian = load_u32(p + kOffEndian);
     if (endian != kManifestEndian)
-        bad(STK_E_CORRUPT, file, kOffEndian, "endian tag 0x%08x, expected 0x%08x (little-endian)", endian, kManifestEndian);
+        throw_at(STK_E_CORRUPT, file, kOffEndian, "endian tag 0x%08x, expected 0x%08x (little-endian)", endian, kManifestEndian);
     if (std::memcmp(p + kOffSchema, manifest_schema_sha256(), 32) != 0)
-        bad(STK_E_SCHEMA, file, kOffSchema, "schema digest %s is not the schema this reader knows (%s)", hex32(p + kOffSchema).c_str(),
+        throw_at(STK_E_SCHEMA, file, kOffSchema, "schema digest %s is not the schema this reader knows (%s)", hex32(p + kOffSchema).c_str(),
             hex32(manifest_schema_sha256()).c_str());
     uint32_t n_pgen = load_u32(p + kOffNPgen), n_arrays = load_u32(p + kOffNArrays), n_stages = load_u32(p + kOffNStages),
              n_records = load_u32(p + kOffNRecords);
     check_counts(n_pgen, n_arrays, n_records, file);
-    if (n_stages != kManifestStages) bad(STK_E_CORRUPT, file, kOffNStages, "n_stages %u, the DAG has %u", n_stages, kManifestStages);
+    if (n_stages != kManifestStages) throw_at(STK_E_CORRUPT, file, kOffNStages, "n_stages %u, the DAG has %u", n_stages, kManifestStages);
     uint64_t total = manifest_total_size(n_pgen, n_arrays, n_records);
     if (size < total)
-        throw_error(STK_E_TRUNCATED, "%s: offset %llu: %llu bytes, the counts (%u P_gen ids, %u arrays, %u records) need %llu", f,
-                    (unsigned long long)size, (unsigned long long)size, n_pgen, n_arrays, n_records, (unsigned long long)total);
+        throw_at(STK_E_TRUNCATED, file, size, "%llu bytes, the counts (%u P_gen ids, %u arrays, %u records) need %llu",
+                 (unsigned long long)size, n_pgen, n_arrays, n_records, (unsigned long long)total);
     if (size > total)
-        bad(STK_E_SIZE_MISMATCH, file, total, "%llu bytes after the end the counts give (%llu bytes)", (unsigned long long)(size - total),
+        throw_at(STK_E_SIZE_MISMATCH, file, total, "%llu bytes after the end the counts give (%llu bytes)", (unsigned long long)(size - total),
             (unsigned long long)total);
     Sha256Digest h = sha256(p, size_t(size - 32));
     if (std::memcmp(h.bytes, p + size - 32, 32) != 0)
-        bad(STK_E_CHECKSUM, file, size - 32, "curr_hash %s, the bytes before it hash to %s", hex32(p + size - 32).c_str(),
+        throw_at(STK_E_CHECKSUM, file, size - 32, "curr_hash %s, the bytes before it hash to %s", hex32(p + size - 32).c_str(),
             hex32(h.bytes).c_str());
 
     Manifest m;
@@ -581,7 +570,7 @@ Manifest decode_manifest(const uint8_t *p, uint64_t size, const std::string &fil
     }
     for (uint32_t i = 0; i < kManifestStages; i++, at += kManifestStageEntrySize) {
         uint16_t id = load_u16(p + at);
-        if (id != i + 1) bad(STK_E_CORRUPT, file, at, "stage entry %u names stage %u", i, id);
+        if (id != i + 1) throw_at(STK_E_CORRUPT, file, at, "stage entry %u names stage %u", i, id);
         m.stages[i].state = load_u16(p + at + 2);
         m.stages[i].crc32c = load_u32(p + at + 4);
         m.stages[i].sha256_low64 = load_u64(p + at + 8);
