@@ -222,8 +222,8 @@ int main(int argc, char **argv) {
         else if (!std::strcmp(argv[i], "--only-stk")) only_stk = true;
         else if (!std::strcmp(argv[i], "--wall")) g_wall = true;
     }
-    const char *data = std::getenv("STK_SHARED_DATA");
-    std::string dir = std::string(data ? data : "../shared/data") + "/gpt2/hf-dir";
+    const char *data = std::getenv("STK_THIRD_PARTY_DATA");
+    std::string dir = std::string(data ? data : "tests/data/third_party") + "/gpt2/hf-dir";
     Vocab v = load_vocab_dir(dir);
     std::vector<Keys> sets;
     sets.push_back(random_u64(1000000));

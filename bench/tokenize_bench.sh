@@ -8,7 +8,7 @@
 set -e
 BUILD=${1:-build}
 RUNS=${2:-5}
-MODEL=../shared/data/gpt2/hf-dir
+MODEL=tests/data/third_party/gpt2/hf-dir
 OUT=bench/out/tokenize
 mkdir -p "$OUT"
 python3 scripts/make_english_corpus.py bench/out/english.txt 10

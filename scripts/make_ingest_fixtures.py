@@ -9,7 +9,7 @@ Run with Debian's python (it has torch): /usr/bin/python3 scripts/make_ingest_fi
 - torch/: files written by torch.save itself (the real zip format), a DEFLATED re-zip, a
   sharded pytorch_model.bin pair, the legacy format, and hostile archives (a pickle that would
   run os.system, entry names with ../ or an absolute path, a storage missing from the archive).
-- expected.json: for every tensor of every fixture (and of ../shared/data/tensors), its values
+- expected.json: for every tensor of every fixture (and of tests/data/third_party/tensors), its values
   as f32 bit patterns (u32), computed here independently (numpy / torch.load / bit formulas),
   NaN as null.
 
@@ -31,7 +31,7 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "data", "ingest")
-SHARED = os.path.join(ROOT, "..", "shared", "data", "tensors")
+SHARED = os.path.join(ROOT, "tests", "data", "third_party", "tensors")
 MARKER = "/tmp/stk-unsafe-pickle-marker"
 
 expected = {}

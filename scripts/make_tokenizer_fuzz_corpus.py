@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Seed corpora for the tokenizer fuzz targets (fuzz/gpt2_vocab.cc, fuzz/tokenizer_json.cc,
-fuzz/sentencepiece_model.cc), cut from the real files in ../shared/data so that every seed is a
+fuzz/sentencepiece_model.cc), cut from the real files in tests/data/third_party so that every seed is a
 real writer's bytes, only smaller (< 64 KiB each).  Deterministic; run from the repository root:
 
     python3 scripts/make_tokenizer_fuzz_corpus.py
@@ -8,7 +8,7 @@ real writer's bytes, only smaller (< 64 KiB each).  Deterministic; run from the 
 import json
 import os
 
-DATA = os.path.join(os.path.dirname(__file__), '..', '..', 'shared', 'data')
+DATA = os.path.join(os.path.dirname(__file__), '..', 'tests', 'data', 'third_party')
 OUT = os.path.join(os.path.dirname(__file__), '..', 'fuzz', 'corpus')
 
 

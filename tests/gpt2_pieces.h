@@ -1,4 +1,4 @@
-// Test-only: the 50,257 GPT-2 pieces as raw bytes, read from ../shared/data/gpt2/encoder.json with
+// Test-only: the 50,257 GPT-2 pieces as raw bytes, read from tests/data/third_party/gpt2/encoder.json with
 // simdjson and GPT-2's byte-to-unicode map inverted.  Independent of the library's vocab readers
 // on purpose (a second implementation to check the hash structures against).
 #pragma once
@@ -22,7 +22,7 @@ inline std::vector<std::string> gpt2_pieces() {
         cp_to_byte[printable ? b : next++] = b;
     }
     simdjson::dom::parser parser;
-    simdjson::dom::element doc = parser.load(shared_data("gpt2/encoder.json"));
+    simdjson::dom::element doc = parser.load(third_party_data("gpt2/encoder.json"));
     std::vector<std::string> pieces(doc.get_object().size());
     for (auto field : doc.get_object()) {
         std::string_view k = field.key;

@@ -1,4 +1,4 @@
-// Real encoders against the reference ids in ../shared/data: GPT-2 byte-level BPE (vocab.json +
+// Real encoders against the reference ids in tests/data/third_party: GPT-2 byte-level BPE (vocab.json +
 // merges.txt, the official encoder.json + vocab.bpe, tokenizer.json), Llama-2 tokenizer.json
 // (Prepend/Replace normalizer, byte_fallback, <s> from the post-processor); the hand-written
 // GPT-2 pre-tokenizer on the regex's corner cases; decoding.
@@ -49,9 +49,9 @@ static std::vector<uint32_t> encode(const Vocab &v, const std::string &text, boo
 }
 
 static void gpt2_vocab_json_matches_reference(void **) {
-    Reference ref = load_reference(test::shared_data("gpt2/reference_encoded_tokens.json"));
+    Reference ref = load_reference(test::third_party_data("gpt2/reference_encoded_tokens.json"));
     assert_int_equal(ref.ids.size(), 221);
-    Vocab v = load_gpt2_vocab(test::shared_data("gpt2/hf-dir/vocab.json"), test::shared_data("gpt2/hf-dir/merges.txt"));
+    Vocab v = load_gpt2_vocab(test::third_party_data("gpt2/hf-dir/vocab.json"), test::third_party_data("gpt2/hf-dir/merges.txt"));
     std::vector<uint32_t> ids = encode(v, ref.text);
     assert_ids_equal(ids, ref.ids);
     Tokenizer t(v);
@@ -59,20 +59,20 @@ static void gpt2_vocab_json_matches_reference(void **) {
 }
 
 static void gpt2_official_files_match_reference(void **) {
-    Reference ref = load_reference(test::shared_data("gpt2/reference_encoded_tokens.json"));
-    Vocab v = load_gpt2_vocab(test::shared_data("gpt2/encoder.json"), test::shared_data("gpt2/vocab.bpe"));
+    Reference ref = load_reference(test::third_party_data("gpt2/reference_encoded_tokens.json"));
+    Vocab v = load_gpt2_vocab(test::third_party_data("gpt2/encoder.json"), test::third_party_data("gpt2/vocab.bpe"));
     assert_ids_equal(encode(v, ref.text), ref.ids);
 }
 
 static void gpt2_tokenizer_json_matches_reference(void **) {
-    Reference ref = load_reference(test::shared_data("gpt2/reference_encoded_tokens.json"));
-    Vocab v = load_vocab_dir(test::shared_data("gpt2/hf-dir"));  // picks tokenizer.json
+    Reference ref = load_reference(test::third_party_data("gpt2/reference_encoded_tokens.json"));
+    Vocab v = load_vocab_dir(test::third_party_data("gpt2/hf-dir"));  // picks tokenizer.json
     assert_contains(v.source, "tokenizer.json");
     assert_ids_equal(encode(v, ref.text), ref.ids);
 }
 
 static void gpt2_known_ids(void **) {
-    Vocab v = load_gpt2_vocab(test::shared_data("gpt2/encoder.json"), test::shared_data("gpt2/vocab.bpe"));
+    Vocab v = load_gpt2_vocab(test::third_party_data("gpt2/encoder.json"), test::third_party_data("gpt2/vocab.bpe"));
     // Values from tiktoken's r50k_base / HF GPT2TokenizerFast.
     assert_ids_equal(encode(v, "Hello world"), {15496, 995});
     assert_ids_equal(encode(v, "Hello.\n\nI'm here"), {15496, 13, 198, 198, 40, 1101, 994});
@@ -82,8 +82,8 @@ static void gpt2_known_ids(void **) {
 }
 
 static void llama_tokenizer_json_matches_reference(void **) {
-    Reference ref = load_reference(test::shared_data("tokenizer-json/reference_llama_encoded.json"));
-    Vocab v = load_tokenizer_json(test::shared_data("tokenizer-json/llama2.tokenizer.json"));
+    Reference ref = load_reference(test::third_party_data("tokenizer-json/reference_llama_encoded.json"));
+    Vocab v = load_tokenizer_json(test::third_party_data("tokenizer-json/llama2.tokenizer.json"));
     std::vector<uint32_t> ids = encode(v, ref.text);
     assert_int_equal(ids[0], 1);  // <s> from the TemplateProcessing post-processor
     assert_ids_equal(ids, ref.ids);
@@ -145,7 +145,7 @@ static void byte_to_unicode_map(void **) {
 // Byte-level BPE covers every byte: decode(encode(x)) == x for any bytes, valid UTF-8 or not, and
 // encoding is the same with a cold and a warm word cache.
 static void gpt2_round_trips_random_bytes(void **) {
-    Vocab v = load_gpt2_vocab(test::shared_data("gpt2/encoder.json"), test::shared_data("gpt2/vocab.bpe"));
+    Vocab v = load_gpt2_vocab(test::third_party_data("gpt2/encoder.json"), test::third_party_data("gpt2/vocab.bpe"));
     Tokenizer t(v);
     uint64_t state = 42;
     const char alphabet[] = "aeiou tnsrl'\n\t.,0123456789\xC3\xA9\xE2\x80\x94\xF0\x9F";
@@ -168,7 +168,7 @@ static void gpt2_round_trips_random_bytes(void **) {
 }
 
 static void decode_refuses_bad_id(void **) {
-    Vocab v = load_gpt2_vocab(test::shared_data("gpt2/encoder.json"), test::shared_data("gpt2/vocab.bpe"));
+    Vocab v = load_gpt2_vocab(test::third_party_data("gpt2/encoder.json"), test::third_party_data("gpt2/vocab.bpe"));
     Tokenizer t(v);
     uint32_t ids[2] = {15496, 50257};
     std::string msg = test::expect_error(STK_E_INVALID_ARGUMENT, [&] { t.decode(ids, 2); });
@@ -185,7 +185,7 @@ static void tokenizer_json_matches_hf_tokenizers(void **) {
                                {"tokenizer-json/llama2.tokenizer.json", "tokenizer/hf_llama2_reference.json"},
                                {"gpt2/hf-dir/tokenizer.json", "tokenizer/hf_gpt2_reference.json"}};
     for (auto &c : cases) {
-        Vocab v = load_tokenizer_json(test::shared_data(c[0]));
+        Vocab v = load_tokenizer_json(test::third_party_data(c[0]));
         simdjson::dom::parser parser;
         simdjson::dom::element doc = parser.load(test::test_data(c[1]));
         std::vector<uint32_t> want;
@@ -212,7 +212,7 @@ static std::string run(const std::string &args, int *rc) {
 
 static void cli_tokenize(void **) {
     int rc;
-    std::string gpt2 = test::shared_data("gpt2/hf-dir");
+    std::string gpt2 = test::third_party_data("gpt2/hf-dir");
     std::string out = run("tokenize --in " + gpt2 + " --prompt \"Hello world, I'm here.\"", &rc);
     assert_int_equal(rc, 0);
     assert_string_equal(out.c_str(), "15496 995 11 314 1101 994 13\n");
@@ -222,7 +222,7 @@ static void cli_tokenize(void **) {
     // Llama's tokenizer.json: <s> first unless --no-special
     std::string llama = g_tmp + "/llama";
     mkdir(llama.c_str(), 0755);
-    test::write_bytes(llama + "/tokenizer.json", test::read_bytes(test::shared_data("tokenizer-json/llama2.tokenizer.json")));
+    test::write_bytes(llama + "/tokenizer.json", test::read_bytes(test::third_party_data("tokenizer-json/llama2.tokenizer.json")));
     out = run("tokenize --in " + llama + " --prompt \"Hello world\"", &rc);
     assert_string_equal(out.c_str(), "1 15043 3186\n");
     out = run("tokenize --in " + llama + " --prompt \"Hello world\" --no-special", &rc);
@@ -257,7 +257,7 @@ static void cli_tokenize(void **) {
 }
 
 static void unigram_encoding_is_not_implemented(void **) {
-    Vocab v = load_tokenizer_json(test::shared_data("tokenizer-json/t5-small.tokenizer.json"));
+    Vocab v = load_tokenizer_json(test::third_party_data("tokenizer-json/t5-small.tokenizer.json"));
     std::string msg = test::expect_error(STK_E_NOT_IMPLEMENTED, [&] { Tokenizer t(v); });
     assert_contains(msg, "Unigram");
 }

@@ -1,4 +1,4 @@
-// open_checkpoint: every real file in ../shared/data/tensors, the directory priority
+// open_checkpoint: every real file in tests/data/third_party/tensors, the directory priority
 // (model.safetensors, its index, pytorch_model.bin, its index), clear errors for what is not a
 // checkpoint; the dtype conversions checked exhaustively against their definitions.
 #include <dirent.h>
@@ -16,7 +16,7 @@ using namespace stk;
 static std::string g_dir;
 
 static void every_shared_tensor_file(void **) {
-    std::string dir = test::shared_data("tensors");
+    std::string dir = test::third_party_data("tensors");
     std::vector<std::string> files;
     DIR *d = opendir(dir.c_str());
     assert_non_null(d);

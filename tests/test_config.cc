@@ -1,4 +1,4 @@
-// config.json -> ModelConfig: every real config in ../shared/data/configs with its values, the
+// config.json -> ModelConfig: every real config in tests/data/third_party/configs with its values, the
 // parameter count each implies (checked against the published model sizes), and the refusals
 // (encoder-decoder, unknown model_type, malformed values) with their messages.
 // (Library headers before test_util.h: cmocka defines a fail() macro that <ios> collides with.)
@@ -11,7 +11,7 @@
 using namespace stk;
 
 static ParsedConfig load_shared(const char *file) {
-    std::string path = test::shared_data(std::string("configs/") + file);
+    std::string path = test::third_party_data(std::string("configs/") + file);
     return parse_model_config(read_small_file(path, kMaxConfigBytes), path);
 }
 

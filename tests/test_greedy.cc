@@ -1,5 +1,5 @@
 // The greedy encoder (src/tokenizer/greedy.h): the fast greedy_encode against the plain
-// greedy_encode_reference on real text (GPT-2's vocabulary, ../shared/data), with and without the
+// greedy_encode_reference on real text (GPT-2's vocabulary, tests/data/third_party), with and without the
 // in-memory accelerator (attach_greedy_accel), for L_tok 1, 3, 8 and 12 (pieces over 8 bytes take
 // the Dec guard); pinned ids; the residual flush at EOF; the residual id and the error without one.
 #include <algorithm>
@@ -17,7 +17,7 @@ using namespace stk;
 namespace {
 
 const Vocab &gpt2() {
-    static Vocab v = load_vocab_dir(test::shared_data("gpt2/hf-dir"));
+    static Vocab v = load_vocab_dir(test::third_party_data("gpt2/hf-dir"));
     return v;
 }
 
@@ -37,7 +37,7 @@ std::string dec(const FstTables &t, const std::vector<uint32_t> &ids, size_t cap
 
 // Real English (the data README), every byte value, UTF-8 and digits.
 std::string sample_text() {
-    MappedFile f(test::shared_data("README.md"));
+    MappedFile f(test::third_party_data("README.md"));
     std::string s(reinterpret_cast<const char *>(f.data()), size_t(f.size()));
     for (int b = 0; b < 256; b++) s.push_back(char(b));
     s += "Gr\xc3\xbc\xc3\x9f" "e, \xe4\xb8\x96\xe7\x95\x8c! 1234567890 <|endoftext|>\n\n\tend";

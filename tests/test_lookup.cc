@@ -100,7 +100,7 @@ static void corrupted_table_refused(void **) {
 }
 
 static void every_gpt2_piece(void **) {
-    std::string hf = test::shared_data("gpt2/hf-dir");
+    std::string hf = test::third_party_data("gpt2/hf-dir");
     Vocab v = load_vocab_dir(hf);
     TestJob tj(hf, STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER, 0);
     tokenizer_stage_build(*tj.job, v);

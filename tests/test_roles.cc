@@ -29,7 +29,7 @@ static TensorRef ref(const std::string &name, std::vector<uint64_t> shape, SrcDT
 }
 
 static ParsedConfig shared_cfg(const char *file) {
-    std::string path = test::shared_data(std::string("configs/") + file);
+    std::string path = test::third_party_data(std::string("configs/") + file);
     return parse_model_config(read_small_file(path, kMaxConfigBytes), path);
 }
 

@@ -1,4 +1,4 @@
-// safetensors reader: the real files of ../shared/data/tensors and our all-dtypes / sharded
+// safetensors reader: the real files of tests/data/third_party/tensors and our all-dtypes / sharded
 // fixtures load with exact values; every malformed header is refused with its own status and a
 // message naming the file, the tensor and the offset.
 #include <dirent.h>
@@ -22,7 +22,7 @@ static const char *kShared[] = {
 static void shared_files_load_with_values(void **) {
     uint64_t total = 0;
     for (const char *f : kShared) {
-        auto ck = open_checkpoint(test::shared_data(std::string("tensors/") + f));
+        auto ck = open_checkpoint(test::third_party_data(std::string("tensors/") + f));
         assert_string_equal(ck->format(), "safetensors");
         total += test::expect_checkpoint_matches(*ck, (std::string("shared/") + f).c_str());
     }
@@ -32,7 +32,7 @@ static void shared_files_load_with_values(void **) {
 // Hand-checked values, independent of expected.json.
 static void shared_values_by_hand(void **) {
     std::vector<uint8_t> scratch;
-    auto ck = open_checkpoint(test::shared_data("tensors/st_sample_I.safetensors"));
+    auto ck = open_checkpoint(test::third_party_data("tensors/st_sample_I.safetensors"));
     const TensorRef *t = ck->find("I");
     assert_non_null(t);
     assert_int_equal(int(t->dtype), int(SrcDType::U32));
@@ -41,7 +41,7 @@ static void shared_values_by_hand(void **) {
     convert_to_f32(*t, ck->tensor_bytes(*t, scratch), 0, 6, v);
     assert_true(v[0] == 4294967296.0f && v[2] == 4294967296.0f && v[3] == 0.0f && v[5] == 2.0f);
 
-    ck = open_checkpoint(test::shared_data("tensors/swift_tensor-4d-float32.safetensors"));
+    ck = open_checkpoint(test::third_party_data("tensors/swift_tensor-4d-float32.safetensors"));
     t = ck->find("embedding");
     assert_true((t->shape == std::vector<uint64_t>{2, 3, 1, 3}));
     float w[18];
@@ -49,7 +49,7 @@ static void shared_values_by_hand(void **) {
     assert_true(w[0] == 11.0f && w[8] == 6.0f && w[17] == 19.0f);
     assert_int_equal(ck->file_bytes(), 152);
 
-    auto mf = MappedFile(test::shared_data("tensors/st_sample_e.safetensors"));
+    auto mf = MappedFile(test::third_party_data("tensors/st_sample_e.safetensors"));
     SafetensorsHeader h = parse_safetensors(mf.data(), mf.size(), mf.path());
     assert_int_equal(h.metadata.size(), 1);
     assert_string_equal(h.metadata[0].first.c_str(), "test");
@@ -300,7 +300,7 @@ static void bad_shards(void **) {
 }
 
 static void lfs_pointer(void **) {
-    std::string p = test::shared_data("tensors/pythia_model.safetensors.LFS_POINTER");
+    std::string p = test::third_party_data("tensors/pythia_model.safetensors.LFS_POINTER");
     std::string m = open_fails(STK_E_LFS_POINTER, p);
     assert_contains(m, p);
     assert_contains(m, "Git LFS pointer");

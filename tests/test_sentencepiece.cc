@@ -35,7 +35,7 @@ static void assert_ids_equal(const std::vector<uint32_t> &got, const std::vector
 }
 
 static void llama2_model_reads(void **) {
-    Vocab v = load_sentencepiece_model(test::shared_data("sentencepiece/llama2.tokenizer.model"));
+    Vocab v = load_sentencepiece_model(test::third_party_data("sentencepiece/llama2.tokenizer.model"));
     assert_int_equal(v.size(), 32000);
     assert_true(v.model == Vocab::Model::BPE_SENTENCEPIECE);
     assert_true(v.byte_fallback);
@@ -55,7 +55,7 @@ static void llama2_model_reads(void **) {
 }
 
 static void mistral_model_reads(void **) {
-    Vocab v = load_sentencepiece_model(test::shared_data("sentencepiece/mistral-v0.1.tokenizer.model"));
+    Vocab v = load_sentencepiece_model(test::third_party_data("sentencepiece/mistral-v0.1.tokenizer.model"));
     assert_int_equal(v.size(), 32000);
     assert_true(v.model == Vocab::Model::BPE_SENTENCEPIECE);
     assert_true(v.byte_fallback);
@@ -69,8 +69,8 @@ static void mistral_model_reads(void **) {
 
 static void llama2_model_matches_reference(void **) {
     std::string text;
-    std::vector<uint32_t> want = json_ids(test::shared_data("tokenizer-json/reference_llama_encoded.json"), &text);
-    Vocab v = load_sentencepiece_model(test::shared_data("sentencepiece/llama2.tokenizer.model"));
+    std::vector<uint32_t> want = json_ids(test::third_party_data("tokenizer-json/reference_llama_encoded.json"), &text);
+    Vocab v = load_sentencepiece_model(test::third_party_data("sentencepiece/llama2.tokenizer.model"));
     Tokenizer t(v);
     std::vector<uint32_t> ids;
     t.encode(text, ids);  // <s> first, as LlamaTokenizer
@@ -82,7 +82,7 @@ static void models_match_sentencepiece_library(void **) {
     const char *models[2][2] = {{"sentencepiece/llama2.tokenizer.model", "tokenizer/sp_llama2_reference.json"},
                                 {"sentencepiece/mistral-v0.1.tokenizer.model", "tokenizer/sp_mistral_reference.json"}};
     for (auto &m : models) {
-        Vocab v = load_sentencepiece_model(test::shared_data(m[0]));
+        Vocab v = load_sentencepiece_model(test::third_party_data(m[0]));
         Tokenizer t(v);
         std::vector<uint32_t> ids;
         t.encode(text, ids, false);
@@ -93,8 +93,8 @@ static void models_match_sentencepiece_library(void **) {
 
 static void model_and_tokenizer_json_agree(void **) {
     std::string text = sp_text();
-    Vocab a = load_sentencepiece_model(test::shared_data("sentencepiece/llama2.tokenizer.model"));
-    Vocab b = load_tokenizer_json(test::shared_data("tokenizer-json/llama2.tokenizer.json"));
+    Vocab a = load_sentencepiece_model(test::third_party_data("sentencepiece/llama2.tokenizer.model"));
+    Vocab b = load_tokenizer_json(test::third_party_data("tokenizer-json/llama2.tokenizer.json"));
     Tokenizer ta(a), tb(b);
     std::vector<uint32_t> ia, ib;
     // sentencepiece does not treat "<s>" in text as special, HF does: compare without it
@@ -106,7 +106,7 @@ static void model_and_tokenizer_json_agree(void **) {
 }
 
 static void unigram_model_reads(void **) {
-    Vocab v = load_sentencepiece_model(test::shared_data("sentencepiece/unigram-test.model"));
+    Vocab v = load_sentencepiece_model(test::third_party_data("sentencepiece/unigram-test.model"));
     assert_int_equal(v.size(), 1000);
     assert_true(v.model == Vocab::Model::UNIGRAM);
     assert_string_equal(v.pieces[100].c_str(), "I");

@@ -180,7 +180,7 @@ static void certified_prefix_code(void **) {
 }
 
 static void gpt2_real_vocabulary(void **) {
-    std::string dir = test::shared_data("gpt2/hf-dir");
+    std::string dir = test::third_party_data("gpt2/hf-dir");
     Vocab v = load_vocab_dir(dir);
     assert_int_equal(v.size(), 50257);
     uint64_t digests[2];
@@ -217,7 +217,7 @@ static void gpt2_real_vocabulary(void **) {
 }
 
 static void gpt2_default_is_ext(void **) {
-    std::string dir = test::shared_data("gpt2/hf-dir");
+    std::string dir = test::third_party_data("gpt2/hf-dir");
     TestJob tj(dir, 0, 0);
     tj.job->stages[STK_STAGE_PARSE_TENSORS].done = true;  // parse_tensors belongs to ingestion
     job_run_stage(*tj.job, STK_STAGE_TOKENIZER);
@@ -229,7 +229,7 @@ static void gpt2_default_is_ext(void **) {
 
 static void sentencepiece_is_ext(void **) {
     std::string dir = test::make_temp_dir("spdir");
-    std::vector<uint8_t> model = test::read_bytes(test::shared_data("sentencepiece/llama2.tokenizer.model"));
+    std::vector<uint8_t> model = test::read_bytes(test::third_party_data("sentencepiece/llama2.tokenizer.model"));
     test::write_bytes(dir + "/tokenizer.model", model);
     TestJob tj(dir, STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER, 0);
     tj.job->stages[STK_STAGE_PARSE_TENSORS].done = true;

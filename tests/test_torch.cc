@@ -21,7 +21,7 @@ static std::string open_fails(stk_status st, const std::string &path) {
 }
 
 static void candle_files(void **) {
-    auto ck = open_checkpoint(test::shared_data("tensors/candle_test.pt"));
+    auto ck = open_checkpoint(test::third_party_data("tensors/candle_test.pt"));
     assert_string_equal(ck->format(), "pytorch-zip");
     test::expect_checkpoint_matches(*ck, "shared/candle_test.pt");
     const TensorRef *t = ck->find("test");
@@ -38,7 +38,7 @@ static void candle_files(void **) {
     for (int i = 0; i < 8; i++) assert_true(v[i] == float(i + 1));
     assert_int_equal(ck->file_bytes(), 1165);
 
-    ck = open_checkpoint(test::shared_data("tensors/candle_test_with_key.pt"));
+    ck = open_checkpoint(test::third_party_data("tensors/candle_test_with_key.pt"));
     test::expect_checkpoint_matches(*ck, "shared/candle_test_with_key.pt");
     assert_non_null(ck->find("model_state_dict.test"));
 }
@@ -267,7 +267,7 @@ static void damaged_zips(void **) {
 
 static void lfs_pointer_bin(void **) {
     std::string dir = test::make_temp_dir("torch-lfs");
-    test::write_bytes(dir + "/pytorch_model.bin", test::read_bytes(test::shared_data("tensors/pythia_model.safetensors.LFS_POINTER")));
+    test::write_bytes(dir + "/pytorch_model.bin", test::read_bytes(test::third_party_data("tensors/pythia_model.safetensors.LFS_POINTER")));
     std::string m = open_fails(STK_E_LFS_POINTER, dir);
     assert_contains(m, "pytorch_model.bin");
     assert_contains(m, "git lfs pull");

@@ -3,7 +3,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <ftw.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
 namespace stk::test {
+
+static std::mutex temp_dirs_mu;
+static std::vector<std::string> *temp_dirs;  // leaked on purpose: read by the atexit handler
+
+static void remove_temp_dirs() {
+    if (std::getenv("STK_KEEP_TEST_DIRS")) return;
+    std::lock_guard<std::mutex> lock(temp_dirs_mu);
+    if (!temp_dirs) return;
+    // <filesystem> cannot be used here: cmocka's fail() macro breaks its headers.
+    auto remove_one = [](const char *path, const struct stat *, int, struct FTW *) { return std::remove(path); };
+    for (const std::string &d : *temp_dirs) nftw(d.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    temp_dirs->clear();
+}
 
 std::string make_temp_dir(const char *tag) {
     const char *base = std::getenv("TMPDIR");
@@ -13,6 +32,14 @@ std::string make_temp_dir(const char *tag) {
     if (!mkdtemp(buf.data())) {
         print_error("mkdtemp failed\n");
         fail();
+    }
+    {
+        std::lock_guard<std::mutex> lock(temp_dirs_mu);
+        if (!temp_dirs) {
+            temp_dirs = new std::vector<std::string>();
+            std::atexit(remove_temp_dirs);
+        }
+        temp_dirs->push_back(buf.data());
     }
     return std::string(buf.data());
 }

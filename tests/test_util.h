@@ -20,17 +20,19 @@ extern "C" {
 
 namespace stk::test {
 
-// ../shared/data (real third-party files) and tests/data (our generated fixtures).
-inline std::string shared_data(const std::string &rel) {
-    const char *d = std::getenv("STK_SHARED_DATA");
-    return std::string(d ? d : "../shared/data") + "/" + rel;
+// tests/data/third_party (real files written by other projects; provenance and licences in its
+// README.md) and tests/data (our generated fixtures).
+inline std::string third_party_data(const std::string &rel) {
+    const char *d = std::getenv("STK_THIRD_PARTY_DATA");
+    return std::string(d ? d : "tests/data/third_party") + "/" + rel;
 }
 inline std::string test_data(const std::string &rel) {
     const char *d = std::getenv("STK_TEST_DATA");
     return std::string(d ? d : "tests/data") + "/" + rel;
 }
 
-// A fresh empty directory under $TMPDIR, removed by the OS's tmp cleaning (tests name it).
+// A fresh empty directory under $TMPDIR, removed with everything in it when the test process
+// exits (set STK_KEEP_TEST_DIRS=1 to keep them for debugging).
 std::string make_temp_dir(const char *tag);
 void write_bytes(const std::string &path, const std::vector<uint8_t> &bytes);
 std::vector<uint8_t> read_bytes(const std::string &path);

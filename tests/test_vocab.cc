@@ -1,4 +1,4 @@
-// Tokenizer file readers: every tokenizer file in ../shared/data parses with the right sizes,
+// Tokenizer file readers: every tokenizer file in tests/data/third_party parses with the right sizes,
 // merge counts and known pieces; each kind of malformed input is refused with a status and a
 // message naming the file and the line / JSON path / byte offset.
 #include <sys/stat.h>
@@ -15,8 +15,8 @@ static std::string g_dir;
 
 static void gpt2_files(void **) {
     // raw UTF-8 (hf-dir/vocab.json) and \u-escaped (the official encoder.json) keys
-    Vocab a = load_gpt2_vocab(test::shared_data("gpt2/hf-dir/vocab.json"), test::shared_data("gpt2/hf-dir/merges.txt"));
-    Vocab b = load_gpt2_vocab(test::shared_data("gpt2/encoder.json"), test::shared_data("gpt2/vocab.bpe"));
+    Vocab a = load_gpt2_vocab(test::third_party_data("gpt2/hf-dir/vocab.json"), test::third_party_data("gpt2/hf-dir/merges.txt"));
+    Vocab b = load_gpt2_vocab(test::third_party_data("gpt2/encoder.json"), test::third_party_data("gpt2/vocab.bpe"));
     for (const Vocab *v : {&a, &b}) {
         assert_true(v->model == Vocab::Model::BPE_BYTE_LEVEL);
         assert_int_equal(v->size(), 50257);
@@ -38,12 +38,12 @@ static void gpt2_files(void **) {
 }
 
 static void tokenizer_json_files(void **) {
-    Vocab g = load_tokenizer_json(test::shared_data("gpt2/hf-dir/tokenizer.json"));
+    Vocab g = load_tokenizer_json(test::third_party_data("gpt2/hf-dir/tokenizer.json"));
     assert_int_equal(g.size(), 50257);
     assert_int_equal(g.merges.size(), 50000);
     assert_true(g.model == Vocab::Model::BPE_BYTE_LEVEL);
 
-    Vocab l = load_tokenizer_json(test::shared_data("tokenizer-json/llama2.tokenizer.json"));
+    Vocab l = load_tokenizer_json(test::third_party_data("tokenizer-json/llama2.tokenizer.json"));
     assert_true(l.model == Vocab::Model::BPE_SENTENCEPIECE);
     assert_int_equal(l.size(), 32000);
     assert_int_equal(l.merges.size(), 61249);
@@ -58,7 +58,7 @@ static void tokenizer_json_files(void **) {
     assert_int_equal(l.is_special[1], 1);
 
     // pythia: merges as [a, b] pairs, NFC normalizer, 26 added tokens (ids up to 50277)
-    Vocab p = load_tokenizer_json(test::shared_data("tokenizer-json/pythia-410m.tokenizer.json"));
+    Vocab p = load_tokenizer_json(test::third_party_data("tokenizer-json/pythia-410m.tokenizer.json"));
     assert_true(p.model == Vocab::Model::BPE_BYTE_LEVEL);
     assert_int_equal(p.size(), 50278);
     assert_int_equal(p.merges.size(), 50009);
@@ -68,7 +68,7 @@ static void tokenizer_json_files(void **) {
     assert_true(p.pipeline.normalizers.size() == 1 && p.pipeline.normalizers[0].kind == Vocab::NormalizerOp::NFC);
 
     // t5-small: Unigram, read only
-    Vocab t = load_tokenizer_json(test::shared_data("tokenizer-json/t5-small.tokenizer.json"));
+    Vocab t = load_tokenizer_json(test::third_party_data("tokenizer-json/t5-small.tokenizer.json"));
     assert_true(t.model == Vocab::Model::UNIGRAM);
     assert_int_equal(t.size(), 32100);
     assert_int_equal(t.unk_id, 2);
@@ -82,7 +82,7 @@ static void tokenizer_json_files(void **) {
 static void pythia_encodes(void **) {
     // No reference file for pythia: ids checked against HF tokenizers (Node `tokenizers` 0.23,
     // bench/node) on this sentence.
-    Vocab p = load_tokenizer_json(test::shared_data("tokenizer-json/pythia-410m.tokenizer.json"));
+    Vocab p = load_tokenizer_json(test::third_party_data("tokenizer-json/pythia-410m.tokenizer.json"));
     Tokenizer t(p);
     std::vector<uint32_t> ids;
     t.encode("Hello world, caf\xC3\xA9!", ids);
@@ -91,13 +91,13 @@ static void pythia_encodes(void **) {
 }
 
 static void directory_picking(void **) {
-    Vocab v = load_vocab_dir(test::shared_data("gpt2/hf-dir"));
+    Vocab v = load_vocab_dir(test::third_party_data("gpt2/hf-dir"));
     assert_contains(v.source, "tokenizer.json");
     std::string d = g_dir + "/only-model";
     assert_int_equal(mkdir(d.c_str(), 0755), 0);
     std::string msg = test::expect_error(STK_E_NOT_FOUND, [&] { load_vocab_dir(d); });
     assert_contains(msg, "only-model");
-    std::vector<uint8_t> sp = test::read_bytes(test::shared_data("sentencepiece/llama2.tokenizer.model"));
+    std::vector<uint8_t> sp = test::read_bytes(test::third_party_data("sentencepiece/llama2.tokenizer.model"));
     test::write_bytes(d + "/tokenizer.model", sp);
     Vocab s = load_vocab_dir(d);
     assert_int_equal(s.size(), 32000);
@@ -179,7 +179,7 @@ static void tokenizer_json_malformed(void **) {
     assert_true(ids == want);
 }
 
-static std::vector<uint8_t> sp_bytes() { return test::read_bytes(test::shared_data("sentencepiece/llama2.tokenizer.model")); }
+static std::vector<uint8_t> sp_bytes() { return test::read_bytes(test::third_party_data("sentencepiece/llama2.tokenizer.model")); }
 static Vocab spm(const std::vector<uint8_t> &b) { return parse_sentencepiece_model(b.data(), b.size(), "x.model"); }
 
 static void sentencepiece_malformed(void **) {

@@ -2,7 +2,7 @@
 // (normalizers, Metaspace, byte_fallback, added/special tokens, post-processor ids) and
 // SentencePiece BPE (tokenizer.model, merges ranked by piece score), plus decoding.
 // Ids are identical to HF tokenizers / tiktoken / sentencepiece on the references in
-// ../shared/data (tests/test_bpe.cc, tests/test_sentencepiece.cc).
+// tests/data/third_party (tests/test_bpe.cc, tests/test_sentencepiece.cc).
 //
 // Speed: a merge table over (left id, right id) pairs (open addressing, one probe on average), a
 // per-word cache, an O(n^2) scan for short words and a heap over a linked list for long ones; all
