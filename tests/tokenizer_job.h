@@ -29,7 +29,7 @@ struct TestJob {
         // config.json: ingestion's business, not this test's).
         p = normalize_params(p);
         ArenaSizer z;
-        tokenizer_stage_size(p, z);  // the stage's own estimate from the files in in_dir
+        tokenizer_stage_size(JobInputs{p, nullptr}, z);  // the stage's own estimate from the files in in_dir
         size_t n = (64 << 10) + sizeof(Job) + kMaxArrays * sizeof(WrittenArray) + z.total() +
                    (tokenizer_bytes ? tokenizer_arena_bytes(tokenizer_bytes, l_tok) : 0);
         mem.reset(new uint8_t[n]);

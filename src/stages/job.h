@@ -19,6 +19,7 @@ struct StageRecord {
 };
 
 struct ModelPlan;      // ingest: what parse_tensors found (src/ingest/plan.h)
+struct ModelDescription;  // ingest: config + mapped checkpoint + layout (src/ingest/model.h)
 struct TokenizerPlan;  // tokenizer stage inputs/outputs (src/tokenizer/plan.h)
 
 // An array some stage published under <out_dir>/arrays/.
@@ -30,7 +31,15 @@ struct WrittenArray {
 constexpr uint32_t kMaxArrays = 4096;
 
 struct Job {
+    Job() = default;
+    Job(const Job &) = delete;
+    Job &operator=(const Job &) = delete;
+    ~Job();  // releases `source` (the checkpoint mapping): the one thing held outside the arena
+
     stk_job_params params{};  // strings below point into the arena
+    // The model, described once per job (stk_open): config, the checkpoint's mapping and the
+    // tensor layout.  Every stage reads tensors through it; nobody opens the checkpoint again.
+    ModelDescription *source = nullptr;
     const char *in_dir = nullptr;
     const char *out_dir = nullptr;
     Arena arena;              // everything the job allocates after stk_open
@@ -42,11 +51,17 @@ struct Job {
     ManifestDraft manifest;   // scalar fields, P_gen, records: what manifest_emit publishes
 };
 
-// One DAG stage: how much arena it needs for these params, and how it runs.
+// What a stage's arena sizing sees: the normalised parameters and the model described once.
+struct JobInputs {
+    const stk_job_params &params;
+    const ModelDescription *model;  // null only in tests that run one stage by hand
+};
+
+// One DAG stage: how much arena it needs for these inputs, and how it runs.
 struct StageDef {
     stk_stage id;
     const char *name;               // the spec's name (15.2)
-    void (*size)(const stk_job_params &params, ArenaSizer &sizer);  // may be null: needs nothing
+    void (*size)(const JobInputs &in, ArenaSizer &sizer);  // may be null: needs nothing
     void (*run)(Job &job);          // null: not implemented
 };
 

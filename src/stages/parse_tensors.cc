@@ -95,11 +95,11 @@ struct HashItem {
     uint8_t record[40];
 };
 
-void parse_tensors_size(const stk_job_params &params, ArenaSizer &s) {
-    auto d = describe_model(params.in_dir);
-    plan_arena_size(*d, s);
-    work_arena_size(d->plan, s);
-    s.add_array<HashItem>(d->plan.n_streamed ? d->plan.n_streamed : 1);
+void parse_tensors_size(const JobInputs &in, ArenaSizer &s) {
+    const ModelDescription &d = *in.model;
+    plan_arena_size(d, s);
+    work_arena_size(d.plan, s);
+    s.add_array<HashItem>(d.plan.n_streamed ? d.plan.n_streamed : 1);
 }
 
 namespace {
@@ -164,10 +164,9 @@ private:
 }  // namespace
 
 void parse_tensors_run(Job &job) {
-    // Before the loop: read the metadata again (the same as the sizing pass saw), place the plan
-    // and the buffers in the arena.  This part allocates (config parser, role regexes, headers,
-    // the hasher thread).
-    auto d = describe_model(job.in_dir);
+    // Before the loop: place the plan (described once, at stk_open) and the buffers in the
+    // arena.  This part allocates (the hasher thread).
+    const ModelDescription *d = job.source;
     Arena &arena = job.arena;
     ModelPlan *plan = copy_plan_to_arena(*d, arena);
     size_t scratch_mark = arena.mark();

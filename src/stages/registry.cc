@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/output_file.h"
+#include "ingest/model.h"
 #include "stages/job.h"
 #include "stages/stages.h"
 
@@ -54,19 +55,22 @@ stk_job_params normalize_params(const stk_job_params &in) {
     return p;
 }
 
-static void size_job(const stk_job_params &p, ArenaSizer &s) {
+Job::~Job() { delete source; }
+
+static void size_job(const JobInputs &in, ArenaSizer &s) {
     s.add(sizeof(Job), alignof(Job));
-    s.add(std::strlen(p.in_dir) + 1, 1);
-    s.add(std::strlen(p.out_dir) + 1, 1);
+    s.add(std::strlen(in.params.in_dir) + 1, 1);
+    s.add(std::strlen(in.params.out_dir) + 1, 1);
     s.add_array<WrittenArray>(kMaxArrays);
     for (const StageDef &st : kStages)
-        if (st.size) st.size(p, s);
+        if (st.size) st.size(in, s);
 }
 
 size_t job_arena_size(const stk_job_params &params) {
     stk_job_params p = normalize_params(params);
+    auto model = describe_model(p.in_dir);
     ArenaSizer s;
-    size_job(p, s);
+    size_job(JobInputs{p, model.get()}, s);
     return s.total();
 }
 
@@ -80,6 +84,18 @@ static const char *arena_strdup(Arena &a, const char *s) {
 Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     stk_job_params p = normalize_params(params);
     if (!arena) throw_error(STK_E_INVALID_ARGUMENT, "arena is NULL");
+    // Outputs are write-once: a directory that already holds a generation is never reused
+    // (checked before the model is read: the cheapest refusal first).
+    std::string manifest = std::string(p.out_dir) + "/sera_manifest.bin";
+    if (file_exists(manifest))
+        throw_error(STK_E_OUTPUT_EXISTS, "%s already holds a published generation (%s); choose a new --out", p.out_dir,
+                    manifest.c_str());
+    std::unique_ptr<ModelDescription> model = describe_model(p.in_dir);
+    // The arena must hold what every stage said it needs: refuse now, not half-way through.
+    ArenaSizer s;
+    size_job(JobInputs{p, model.get()}, s);
+    if (s.total() > bytes)
+        throw_error(STK_E_ARENA_TOO_SMALL, "arena of %zu bytes; this job needs %zu (ask stk_job_arena_size)", bytes, s.total());
     Arena a(arena, bytes);
     Job *job = new (a.alloc(sizeof(Job), alignof(Job))) Job();
     job->arena = a;
@@ -89,17 +105,13 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     job->params.in_dir = job->in_dir;
     job->params.out_dir = job->out_dir;
     job->arrays = job->arena.alloc_array<WrittenArray>(kMaxArrays);
-    // Outputs are write-once: a directory that already holds a generation is never reused.
-    std::string manifest = std::string(p.out_dir) + "/sera_manifest.bin";
-    if (file_exists(manifest))
-        throw_error(STK_E_OUTPUT_EXISTS, "%s already holds a published generation (%s); choose a new --out", p.out_dir,
-                    manifest.c_str());
-    // The arena must hold what every stage said it needs: refuse now, not half-way through.
-    ArenaSizer s;
-    size_job(p, s);
-    if (s.total() > bytes)
-        throw_error(STK_E_ARENA_TOO_SMALL, "arena of %zu bytes; this job needs %zu (ask stk_job_arena_size)", bytes, s.total());
-    make_dirs(p.out_dir);  // only once the job is accepted: a refused open leaves nothing behind
+    job->source = model.release();
+    try {
+        make_dirs(p.out_dir);  // only once the job is accepted: a refused open leaves nothing behind
+    } catch (...) {
+        job->~Job();
+        throw;
+    }
     return job;
 }
 

@@ -5,10 +5,10 @@
 
 namespace stk {
 
-void parse_tensors_size(const stk_job_params &p, ArenaSizer &s);
+void parse_tensors_size(const JobInputs &in, ArenaSizer &s);
 void parse_tensors_run(Job &job);
 
-void tokenizer_stage_size(const stk_job_params &p, ArenaSizer &s);
+void tokenizer_stage_size(const JobInputs &in, ArenaSizer &s);
 void tokenizer_stage_run(Job &job);
 
 void manifest_emit_run(Job &job);

@@ -183,7 +183,8 @@ size_t tokenizer_arena_bytes(uint64_t file_bytes, uint32_t l_tok) {
     return tokenizer_arena_bytes_for(file_bytes / 4 + 256, file_bytes + 256, l_tok);
 }
 
-void tokenizer_stage_size(const stk_job_params &p, ArenaSizer &s) {
+void tokenizer_stage_size(const JobInputs &in, ArenaSizer &s) {
+    const stk_job_params &p = in.params;
     bool any = false;
     uint64_t bytes = tokenizer_file_bytes(p.in_dir, &any);
     s.add(sizeof(TokenizerPlan), alignof(TokenizerPlan));
