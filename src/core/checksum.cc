@@ -1,7 +1,9 @@
 #include "core/checksum.h"
 
 #include <isa-l/crc.h>
-#include <openssl/evp.h>
+// SHA256_Init/Update/Final are deprecated in OpenSSL 3 in favour of EVP, which allocates.
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 
 #include <climits>
 #include <cstring>
@@ -27,24 +29,22 @@ uint32_t crc32c(const void *data, size_t len, uint32_t crc) {
 
 uint64_t Sha256Digest::low64() const { return load_u64(bytes); }
 
-Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
-    if (!ctx_) throw std::bad_alloc();
-    if (EVP_DigestInit_ex(static_cast<EVP_MD_CTX *>(ctx_), EVP_sha256(), nullptr) != 1) {
-        EVP_MD_CTX_free(static_cast<EVP_MD_CTX *>(ctx_));
-        throw_error(STK_E_INTERNAL, "OpenSSL: SHA-256 unavailable");
-    }
-}
+static SHA256_CTX *ctx_of(unsigned char *p) { return reinterpret_cast<SHA256_CTX *>(p); }
+static_assert(sizeof(SHA256_CTX) <= 128, "Sha256::ctx_ is too small for SHA256_CTX");
 
-Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX *>(ctx_)); }
+Sha256::Sha256() { reset(); }
+
+Sha256::~Sha256() = default;
+
+void Sha256::reset() { SHA256_Init(ctx_of(ctx_)); }
 
 void Sha256::update(const void *data, size_t len) {
-    if (len) EVP_DigestUpdate(static_cast<EVP_MD_CTX *>(ctx_), data, len);
+    if (len) SHA256_Update(ctx_of(ctx_), data, len);
 }
 
 Sha256Digest Sha256::finish() {
     Sha256Digest d;
-    unsigned int n = 0;
-    EVP_DigestFinal_ex(static_cast<EVP_MD_CTX *>(ctx_), d.bytes, &n);
+    SHA256_Final(d.bytes, ctx_of(ctx_));
     return d;
 }
 

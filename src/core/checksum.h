@@ -1,5 +1,8 @@
 // Checksums from well-kept implementations: CRC32C from isa-l (crc32_iscsi, SSE4.2/AVX-512
 // folding with run-time dispatch), SHA-256 from OpenSSL's libcrypto (SHA-NI where present).
+// SHA-256 uses libcrypto's SHA256_* calls rather than EVP: the same assembly (SHA-NI), and the
+// context lives inside the object, so hashing never allocates (EVP_DigestInit allocates a
+// provider context on every (re)initialisation in OpenSSL 3.0).
 #pragma once
 
 #include <cstddef>
@@ -25,9 +28,10 @@ public:
     Sha256 &operator=(const Sha256 &) = delete;
     void update(const void *data, size_t len);
     Sha256Digest finish();
+    void reset();  // start a new digest in the same context (no allocation)
 
 private:
-    void *ctx_;  // EVP_MD_CTX
+    alignas(16) unsigned char ctx_[128];  // an OpenSSL SHA256_CTX, held in place: no allocation
 };
 
 Sha256Digest sha256(const void *data, size_t len);

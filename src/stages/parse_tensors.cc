@@ -1,25 +1,31 @@
 // Stage 1 of the DAG (seed 15.2): parse_tensors.
 //
 // Sizing (stk_job_arena_size) reads config.json and the checkpoint's headers, never the weights,
-// and reserves: the ModelPlan, one stream unit's tensors in f32 (the largest of: the embedding
-// unit, any layer, the final norm, the head - seed 1.3's max(layer_bytes)), one source row of
-// scratch for transposed (Conv1D) tensors, and the per-expert norms.  Running visits the plan's
-// tensors unit by unit in the fixed order, converts each to f32 in the unit buffer, checks that
-// every value is finite, feeds the stage digest, and hands the source pages back to the kernel
-// as soon as a tensor is converted, so the resident set stays near one unit.
+// and reserves: the ModelPlan, a buffer for the largest tensor that cannot be read in place
+// (Conv1D weights stored [in, out], parts of fused QKV tensors, router gates), one chunk of
+// scratch per worker, and the per-expert norms.  Running visits the plan's tensors in the fixed
+// stream order; each tensor is cut into fixed chunks of 64 Ki logical elements that the workers
+// convert to f32 in cache, check for NaN/Inf and hash, each chunk on its own; then the tensor's
+// source pages go back to the kernel, so the resident set stays near one tensor.
 //
-// The stage digest (docs/format.md, "parse_tensors digest") is over a canonical record per
-// streamed tensor (role, norm slot, layer, expert, logical shape) followed by its f32 bytes, in
-// stream order: it names the model's content, independent of the file format, the source dtype
-// encoding of equal values, the tensor names and the thread count.
+// The stage digest (docs/format.md, "parse_tensors digest") is a two-level tree: per chunk, a
+// SHA-256 of a canonical encoding of its f32 values (the shortest of bf16 / f16 / f32 that holds
+// every value exactly); per stage, crc32c + SHA-256 over each tensor's canonical record and its
+// chunk digests, in stream order.  It names the model's content, independent of the file format,
+// the source dtype encoding of equal values, the tensor names and the thread count, and it lets a
+// BF16 checkpoint be hashed straight from its mapped bytes (no conversion, half the bytes).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "core/bytes.h"
 #include "core/checked.h"
+#include "core/checksum.h"
 #include "core/error.h"
 #include "ingest/model.h"
 #include "stages/outputs.h"
@@ -33,12 +39,56 @@ void (*g_parse_tensors_loop_hook)(int phase) = nullptr;
 
 namespace {
 
-constexpr char kDigestMagic[] = "stk.parse_tensors.v1";
+constexpr char kDigestMagic[] = "stk.parse_tensors.v2";
+constexpr uint64_t kChunkElements = 64 * 1024;  // part of the digest's definition: never change
+constexpr uint32_t kMaxWorkers = 64;
+
+uint64_t chunk_count(uint64_t n) { return (n + kChunkElements - 1) / kChunkElements; }
+
+// A tensor whose logical f32 stream is a plain conversion of its stored elements (no transpose,
+// no fused-part gather) is read chunk by chunk in place; the others are materialised first.
+// Router gates are materialised too: their rows' norms order the experts.
+bool read_in_place(const PlanTensor &t) {
+    return !t.transpose && t.layout == QkvLayout::Separate && t.role != Role::ROUTER_GATE;
+}
+
+// What one worker owns: a chunk in f32, its canonical encoding, and a SHA-256 context.
+struct WorkerScratch {
+    float *f32;
+    uint16_t *half;
+};
+
+struct ChunkResult {
+    uint8_t digest[32];
+    uint32_t first_bad;  // offset in the chunk of the first NaN/Inf, or kChunkElements if none
+    uint32_t bad_count;
+};
 
 // Everything the stage adds to the arena beyond the plan itself.
-void work_arena_size(const ModelPlan &p, ArenaSizer &s) {
-    s.add(size_t(p.max_unit_f32_bytes), 64);
+struct WorkSizes {
+    uint64_t materialize_floats = 0;  // largest tensor that is not read in place
+    uint64_t max_chunks = 1;          // most chunks of one tensor
+};
+WorkSizes work_sizes(const ModelPlan &p) {
+    WorkSizes w;
+    for (uint32_t i = 0; i < p.n_streamed; i++) {
+        const PlanTensor &t = p.tensors[i];
+        if (!read_in_place(t)) w.materialize_floats = std::max(w.materialize_floats, t.n_elements);
+        w.max_chunks = std::max(w.max_chunks, chunk_count(t.n_elements));
+    }
+    return w;
+}
+uint32_t worker_count(const stk_job_params &p) { return std::min<uint32_t>(p.threads ? p.threads : 1, kMaxWorkers); }
+
+void work_arena_size(const ModelPlan &p, uint32_t workers, ArenaSizer &s) {
+    WorkSizes w = work_sizes(p);
+    s.add(size_t(w.materialize_floats ? w.materialize_floats : 1) * 4, 64);
     s.add_array<float>(size_t(p.max_row_floats ? p.max_row_floats : 1));
+    s.add_array<ChunkResult>(size_t(w.max_chunks));
+    for (uint32_t i = 0; i < workers; i++) {
+        s.add(kChunkElements * 4, 64);
+        s.add(kChunkElements * 2, 64);
+    }
     if (p.config.n_experts) s.add_array<double>(p.config.n_experts);
 }
 
@@ -88,92 +138,234 @@ uint64_t find_nonfinite(const float *v, uint64_t n) {
 
 }  // namespace
 
-// One streamed tensor handed to the hasher: its canonical record and its f32 values.
-struct HashItem {
-    const float *values;
-    uint64_t n;
-    uint8_t record[40];
-};
-
-void parse_tensors_size(const JobInputs &in, ArenaSizer &s) {
-    const ModelDescription &d = *in.model;
-    plan_arena_size(d, s);
-    work_arena_size(d.plan, s);
-    s.add_array<HashItem>(d.plan.n_streamed ? d.plan.n_streamed : 1);
-}
-
 namespace {
 
-// With threads > 1 the digest (SHA-256 dominates the stage's CPU time) runs on a second thread,
-// one tensor behind the conversion, in the same order: the bytes hashed are the same, so is the
-// digest.  The converter waits for the hasher before reusing the unit buffer.
-class Hasher {
-public:
-    Hasher(StageDigest &digest, HashItem *items, bool threaded) : digest_(digest), items_(items) {
-        if (threaded) thread_ = std::thread([this] { loop(); });
+// The exact binary16 encoding of an f32 bit pattern, if it has one (NaN never: its payload is not
+// canonical).  Used only for chunks that are not bf16-exact.
+bool f16_exact(uint32_t x, uint16_t *h) {
+    const uint16_t sign = uint16_t((x >> 16) & 0x8000u);
+    const uint32_t e = (x >> 23) & 0xFFu, m = x & 0x7FFFFFu;
+    if (e == 0xFF) {
+        if (m) return false;  // NaN
+        *h = uint16_t(sign | 0x7C00u);
+        return true;
     }
-    ~Hasher() { stop(); }
+    if (e == 0) {  // zero, or an f32 subnormal (far below binary16's smallest subnormal)
+        if (m) return false;
+        *h = sign;
+        return true;
+    }
+    const int E = int(e) - 127;
+    if (E > 15 || E < -24) return false;
+    if (E >= -14) {  // binary16 normal: 10 mantissa bits
+        if (m & 0x1FFFu) return false;
+        *h = uint16_t(sign | uint32_t(E + 15) << 10 | m >> 13);
+        return true;
+    }
+    // binary16 subnormal k * 2^-24: the 24-bit significand shifted right by -E - 1 (14..23).
+    const uint32_t full = m | 0x800000u, sh = uint32_t(-E - 1);
+    if (full & ((1u << sh) - 1)) return false;
+    *h = uint16_t(sign | full >> sh);
+    return true;
+}
 
-    void push(uint32_t i) {
-        if (!thread_.joinable()) {
-            hash(items_[i]);
-            return;
+// One tensor's work, shared by the workers: chunk c covers logical elements
+// [c * kChunkElements, min(n, (c + 1) * kChunkElements)).
+struct TensorWork {
+    const PlanTensor *t = nullptr;
+    const TensorRef *src = nullptr;
+    const uint8_t *bytes = nullptr;    // stored bytes (in-place tensors)
+    const float *values = nullptr;     // the materialised f32 stream (other tensors)
+    ChunkResult *results = nullptr;
+};
+
+void scan_nonfinite_f32(const float *v, uint64_t n, ChunkResult &r) {
+    uint64_t first = find_nonfinite(v, n);
+    r.first_bad = uint32_t(first < n ? first : kChunkElements);
+    r.bad_count = 0;
+    for (uint64_t i = first; i < n; i++) r.bad_count += !std::isfinite(v[i]);
+}
+
+void hash_chunk(const TensorWork &w, uint64_t c, WorkerScratch &ws, Sha256 &sha) {
+    const PlanTensor &t = *w.t;
+    const uint64_t first = c * kChunkElements;
+    const uint64_t n = std::min<uint64_t>(kChunkElements, t.n_elements - first);
+    ChunkResult &r = w.results[c];
+    sha.reset();
+    const bool raw_ok = !w.values && w.src->strides.empty();
+    if (raw_ok && w.src->dtype == SrcDType::BF16) {
+        // bf16 -> f32 only appends zero bits: every value is bf16-exact, and the canonical 'B'
+        // payload is the stored bytes themselves.
+        const uint8_t *raw = w.bytes + first * 2;
+        uint32_t bad = 0;
+        for (uint64_t i = 0; i < n; i++) bad |= uint32_t((load_le<uint16_t>(raw + 2 * i) & 0x7F80u) == 0x7F80u);
+        r.first_bad = uint32_t(kChunkElements);
+        r.bad_count = 0;
+        if (bad) {
+            for (uint64_t i = 0; i < n; i++)
+                if ((load_le<uint16_t>(raw + 2 * i) & 0x7F80u) == 0x7F80u) {
+                    if (r.first_bad == kChunkElements) r.first_bad = uint32_t(i);
+                    r.bad_count++;
+                }
         }
-        produced_.store(i + 1, std::memory_order_release);
-        produced_.notify_one();
+        const uint8_t tag = 'B';
+        sha.update(&tag, 1);
+        sha.update(raw, size_t(n * 2));
+        std::memcpy(r.digest, sha.finish().bytes, 32);
+        return;
     }
-    // Every pushed item hashed (before the unit buffer is overwritten, and at the end).
-    void drain() {
-        if (!thread_.joinable()) return;
-        uint32_t want = produced_.load(std::memory_order_relaxed);
-        for (uint32_t c = consumed_.load(std::memory_order_acquire); c < want; c = consumed_.load(std::memory_order_acquire))
-            consumed_.wait(c, std::memory_order_acquire);
+    const float *v = w.values ? w.values + first : ws.f32;
+    if (!w.values) convert_to_f32(*w.src, w.bytes, first, n, ws.f32);
+    scan_nonfinite_f32(v, n, r);
+    // 'B': every value bf16-exact (low 16 bits zero).
+    uint32_t low = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t b;
+        std::memcpy(&b, v + i, 4);
+        low |= b & 0xFFFFu;
     }
-    void stop() {
-        if (!thread_.joinable()) return;
-        produced_.store(kStop, std::memory_order_release);
-        produced_.notify_one();
-        thread_.join();
+    uint8_t tag;
+    const void *payload;
+    size_t payload_bytes;
+    if (low == 0) {
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t b;
+            std::memcpy(&b, v + i, 4);
+            ws.half[i] = uint16_t(b >> 16);
+        }
+        tag = 'B', payload = ws.half, payload_bytes = size_t(n * 2);
+    } else if (raw_ok && w.src->dtype == SrcDType::F16 && r.bad_count == 0) {
+        // A finite binary16 value is its own exact encoding: the stored bytes are the payload.
+        tag = 'H', payload = w.bytes + first * 2, payload_bytes = size_t(n * 2);
+    } else {
+        uint64_t i = 0;
+        for (uint32_t b; i < n; i++) {
+            std::memcpy(&b, v + i, 4);
+            if (!f16_exact(b, &ws.half[i])) break;
+        }
+        if (i == n)
+            tag = 'H', payload = ws.half, payload_bytes = size_t(n * 2);
+        else
+            tag = 'F', payload = v, payload_bytes = size_t(n * 4);
+    }
+    sha.update(&tag, 1);
+    sha.update(payload, payload_bytes);
+    std::memcpy(r.digest, sha.finish().bytes, 32);
+}
+
+// The workers: `threads - 1` threads beside the caller, started once before the tensor loop.
+// run() hands out the chunks of one tensor by an atomic counter and returns when all are hashed;
+// each chunk's result lands in its own slot, so the digest does not depend on who hashed what.
+class ChunkWorkers {
+public:
+    ChunkWorkers(WorkerScratch *scratch, uint32_t workers) : scratch_(scratch), n_(workers) {
+        for (uint32_t i = 0; i < n_; i++) sha_[i] = nullptr;
+        for (uint32_t i = 0; i < n_; i++) sha_[i] = new Sha256();
+        for (uint32_t i = 1; i < n_; i++) threads_.emplace_back([this, i] { loop(i); });
+    }
+    ~ChunkWorkers() {
+        {
+            std::lock_guard<std::mutex> g(mu_);
+            stop_ = true;
+            generation_++;
+        }
+        cv_.notify_all();
+        for (std::thread &th : threads_) th.join();
+        for (uint32_t i = 0; i < n_; i++) delete sha_[i];
+    }
+    void run(const TensorWork &w, uint64_t chunks) {
+        work_ = &w;
+        chunks_ = chunks;
+        next_.store(0, std::memory_order_relaxed);
+        if (chunks > 1 && n_ > 1) {
+            {
+                std::lock_guard<std::mutex> g(mu_);
+                busy_ = n_ - 1;
+                generation_++;
+            }
+            cv_.notify_all();
+        }
+        drain(0);
+        if (chunks > 1 && n_ > 1) {
+            std::unique_lock<std::mutex> g(mu_);
+            done_cv_.wait(g, [this] { return busy_ == 0; });
+        }
+        if (failed_) {
+            failed_ = false;
+            throw Error(error_status_, error_text_);
+        }
     }
 
 private:
-    static constexpr uint32_t kStop = 0xFFFFFFFFu;
-    void hash(const HashItem &it) {
-        digest_.add(it.record, sizeof it.record);
-        digest_.add(it.values, size_t(it.n * 4));
-    }
-    void loop() {
-        for (uint32_t i = 0;; i++) {
-            uint32_t p = produced_.load(std::memory_order_acquire);
-            while (p <= i) {
-                produced_.wait(p, std::memory_order_acquire);
-                p = produced_.load(std::memory_order_acquire);
+    void drain(uint32_t id) {
+        for (uint64_t c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks_;) {
+            try {
+                hash_chunk(*work_, c, scratch_[id], *sha_[id]);
+            } catch (const Error &e) {
+                std::lock_guard<std::mutex> g(error_mu_);
+                if (!failed_) error_status_ = e.status(), error_text_ = e.what(), failed_ = true;
             }
-            if (p == kStop) return;  // stop() after drain(), or an error in the converter
-            hash(items_[i]);
-            consumed_.store(i + 1, std::memory_order_release);
-            consumed_.notify_one();
         }
     }
-    StageDigest &digest_;
-    HashItem *items_;
-    std::thread thread_;
-    std::atomic<uint32_t> produced_{0}, consumed_{0};
+    void loop(uint32_t id) {
+        uint64_t seen = 0;
+        for (;;) {
+            {
+                std::unique_lock<std::mutex> g(mu_);
+                cv_.wait(g, [&] { return generation_ != seen; });
+                seen = generation_;
+                if (stop_) return;
+            }
+            drain(id);
+            {
+                std::lock_guard<std::mutex> g(mu_);
+                if (--busy_ == 0) done_cv_.notify_one();
+            }
+        }
+    }
+    WorkerScratch *scratch_;
+    uint32_t n_;
+    Sha256 *sha_[kMaxWorkers];
+    std::vector<std::thread> threads_;
+    std::mutex mu_, error_mu_;
+    std::condition_variable cv_, done_cv_;
+    uint64_t generation_ = 0;
+    uint32_t busy_ = 0;
+    bool stop_ = false;
+    const TensorWork *work_ = nullptr;
+    uint64_t chunks_ = 0;
+    std::atomic<uint64_t> next_{0};
+    bool failed_ = false;
+    stk_status error_status_ = STK_OK;
+    std::string error_text_;
 };
 
 }  // namespace
 
+void parse_tensors_size(const JobInputs &in, ArenaSizer &s) {
+    const ModelDescription &d = *in.model;
+    plan_arena_size(d, s);
+    work_arena_size(d.plan, worker_count(in.params), s);
+}
+
 void parse_tensors_run(Job &job) {
     // Before the loop: place the plan (described once, at stk_open) and the buffers in the
-    // arena.  This part allocates (the hasher thread).
+    // arena, start the workers.  This part allocates (threads, SHA-256 contexts).
     const ModelDescription *d = job.source;
     Arena &arena = job.arena;
     ModelPlan *plan = copy_plan_to_arena(*d, arena);
     size_t scratch_mark = arena.mark();
-    float *unit_buf = static_cast<float *>(arena.alloc(size_t(plan->max_unit_f32_bytes ? plan->max_unit_f32_bytes : 64), 64));
+    const WorkSizes sizes = work_sizes(*plan);
+    const uint32_t n_workers = worker_count(job.params);
+    float *tensor_buf = static_cast<float *>(arena.alloc(size_t(sizes.materialize_floats ? sizes.materialize_floats : 1) * 4, 64));
     float *row_buf = arena.alloc_array<float>(size_t(plan->max_row_floats ? plan->max_row_floats : 1));
+    ChunkResult *results = arena.alloc_array<ChunkResult>(size_t(sizes.max_chunks));
+    WorkerScratch scratch[kMaxWorkers];
+    for (uint32_t i = 0; i < n_workers; i++) {
+        scratch[i].f32 = static_cast<float *>(arena.alloc(kChunkElements * 4, 64));
+        scratch[i].half = static_cast<uint16_t *>(arena.alloc(kChunkElements * 2, 64));
+    }
     double *expert_norm = plan->config.n_experts ? arena.alloc_array<double>(plan->config.n_experts) : nullptr;
-    HashItem *items = arena.alloc_array<HashItem>(plan->n_streamed ? plan->n_streamed : 1);
     const Checkpoint &ckpt = *d->checkpoint;
     const std::vector<TensorRef> &refs = ckpt.tensors();
     const bool allow_nonfinite = (job.params.flags & STK_JOB_ALLOW_NONFINITE) != 0;
@@ -186,34 +378,46 @@ void parse_tensors_run(Job &job) {
     store_le<uint64_t>(head + sizeof kDigestMagic, plan->n_streamed);
     digest.add(head, sizeof head);
     std::vector<uint8_t> inflate_scratch;  // only compressed zip entries use it
-    Hasher hasher(digest, items, job.params.threads > 1);
+    ChunkWorkers workers(scratch, n_workers);
 
     if (g_parse_tensors_loop_hook) g_parse_tensors_loop_hook(0);
     // The per-tensor loop: no heap allocation from here to the hook below (a test counts them).
     for (uint32_t u = 0; u < plan->n_units; u++) {
         const PlanUnit &unit = plan->units[u];
-        hasher.drain();  // the previous unit's values are hashed: the buffer may be reused
-        uint64_t offset = 0;
         for (uint32_t k = 0; k < unit.count; k++) {
             uint32_t ti = unit.first + k;
             const PlanTensor &t = plan->tensors[ti];
             const TensorRef &src = refs[t.source];
-            float *out = unit_buf + offset / 4;
-            offset += align_up(t.n_elements * 4, 64);
             const uint8_t *bytes = ckpt.tensor_bytes(src, inflate_scratch);
-            materialize_f32(t, src, bytes, out, row_buf);
-            // Done with the stored bytes (a fused tensor is read once per part; its last part
-            // releases it, and a tied head re-reads the embedding's pages).
-            bool last_view = t.layout == QkvLayout::Separate || t.part == 2;
-            if (last_view) ckpt.release(src);
+            TensorWork work;
+            work.t = &t;
+            work.src = &src;
+            work.bytes = bytes;
+            work.results = results;
+            if (!read_in_place(t)) {
+                materialize_f32(t, src, bytes, tensor_buf, row_buf);
+                work.values = tensor_buf;
+            }
+            const uint64_t chunks = chunk_count(t.n_elements);
+            workers.run(work, chunks);
             plan->streamed_elements += t.n_elements;
 
             if (!t.tied) {  // a tied head repeats the embedding, already checked
-                uint64_t first = find_nonfinite(out, t.n_elements);
-                if (first < t.n_elements) {
-                    if (!allow_nonfinite) refuse_nonfinite(t, src, first, out[first]);
-                    uint64_t count = 0;
-                    for (uint64_t e = first; e < t.n_elements; e++) count += !std::isfinite(out[e]);
+                uint64_t first = t.n_elements, count = 0;
+                for (uint64_t c = 0; c < chunks; c++) {
+                    if (first == t.n_elements && results[c].first_bad != kChunkElements)
+                        first = c * kChunkElements + results[c].first_bad;
+                    count += results[c].bad_count;
+                }
+                if (count) {
+                    if (!allow_nonfinite) {
+                        float v;
+                        if (work.values)
+                            v = work.values[first];
+                        else
+                            convert_to_f32(src, bytes, first, 1, &v);
+                        refuse_nonfinite(t, src, first, v);
+                    }
                     if (plan->nonfinite_tensors < kMaxNonfiniteRecords)
                         plan->nonfinite[plan->nonfinite_tensors] = NonfiniteRecord{ti, first, count};
                     plan->nonfinite_tensors++;
@@ -225,7 +429,7 @@ void parse_tensors_run(Job &job) {
                 // largest first, ties by index; the sum runs in a fixed order in double.
                 for (uint32_t e = 0; e < n_experts; e++) {
                     double sum = 0;
-                    const float *row = out + uint64_t(e) * t.dims[1];
+                    const float *row = work.values + uint64_t(e) * t.dims[1];
                     for (uint64_t j = 0; j < t.dims[1]; j++) sum += double(row[j]) * double(row[j]);
                     expert_norm[e] = std::sqrt(sum);
                 }
@@ -235,15 +439,18 @@ void parse_tensors_run(Job &job) {
                     return a < b;
                 });
             }
-            HashItem &item = items[ti];
-            item.values = out;
-            item.n = t.n_elements;
-            tensor_record(t, item.record);
-            hasher.push(ti);
+            // Done with the stored bytes (a fused tensor is read once per part; its last part
+            // releases it, and a tied head re-reads the embedding's pages).
+            bool last_view = t.layout == QkvLayout::Separate || t.part == 2;
+            if (last_view) ckpt.release(src);
+
+            uint8_t record[48];
+            tensor_record(t, record);
+            store_le<uint64_t>(record + 40, chunks);
+            digest.add(record, sizeof record);
+            for (uint64_t c = 0; c < chunks; c++) digest.add(results[c].digest, 32);
         }
     }
-    hasher.drain();
-    hasher.stop();
     if (g_parse_tensors_loop_hook) g_parse_tensors_loop_hook(1);
 
     digest.finish(job.stages[STK_STAGE_PARSE_TENSORS]);
