@@ -3,7 +3,7 @@
 //   parse_tensors_bench stk   DIR [threads]   run stage parse_tensors through the C API
 //   parse_tensors_bench floor DIR             mmap every weight file, sum its bytes as u64 words,
 //                                             drop the pages behind the cursor (MADV_DONTNEED)
-//   parse_tensors_bench digest BYTES          crc32c + SHA-256 over BYTES of f32 already in memory
+//   parse_tensors_bench digest BYTES          SHA-256 over BYTES already in memory, one thread
 //                                             (the stage digest's own cost: a second floor)
 //
 // Prints one JSON line: wall seconds, peak RSS (getrusage ru_maxrss), bytes, and for `stk` the
@@ -120,7 +120,6 @@ static int run_digest(uint64_t bytes) {
     uint32_t crc = 0;
     for (uint64_t done = 0; done < bytes;) {
         size_t n = size_t(std::min<uint64_t>(bytes - done, buf.size() * 4));
-        crc = stk::crc32c(buf.data(), n, crc);
         sha.update(buf.data(), n);
         done += n;
     }
