@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "ingest/safetensors.h"
+#include "ingest/shard_index.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     try {

@@ -1,15 +1,19 @@
 // open_checkpoint: which files of a model directory are read, in which priority, and the
-// checkpoint assembled from them (one or more sources, tensors sorted by name).
+// checkpoint assembled from them (one or more sources, tensors sorted by name).  The dispatch
+// sits above the readers: it includes them, none of them includes it.
 #include "ingest/checkpoint.h"
 
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "ingest/safetensors.h"
+#include "ingest/shard_index.h"
 #include "ingest/source.h"
 #include "ingest/torch_zip.h"
 
@@ -21,33 +25,6 @@ const TensorRef *Checkpoint::find(const std::string &name) const {
     return it != ts.end() && it->name == name ? &*it : nullptr;
 }
 
-bool is_plain_file_name(const std::string &name) {
-    return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
-           name.find('\\') == std::string::npos && name.find('\0') == std::string::npos;
-}
-
-void refuse_lfs_pointer(const uint8_t *data, uint64_t size, const std::string &path) {
-    static const char kLfs[] = "version https://git-lfs.github.com/spec/";
-    const size_t n = sizeof kLfs - 1;
-    if (size >= n && std::memcmp(data, kLfs, n) == 0) {
-        // The pointer names the real object's size: quote it so the user sees what is missing.
-        std::string text(reinterpret_cast<const char *>(data), size_t(std::min<uint64_t>(size, 1024)));
-        std::string real_size;
-        if (size_t p = text.find("\nsize "); p != std::string::npos) {
-            size_t e = text.find('\n', p + 1);
-            real_size = text.substr(p + 6, (e == std::string::npos ? text.size() : e) - (p + 6));
-            real_size.erase(std::remove_if(real_size.begin(), real_size.end(), [](char c) { return c < '0' || c > '9'; }),
-                            real_size.end());
-        }
-        throw_error(STK_E_LFS_POINTER,
-                    "%s: this is a Git LFS pointer file (%llu bytes), not the checkpoint itself%s%s%s; the repository "
-                    "was cloned without its LFS objects: run `git lfs pull` (or `git lfs install` then clone again) "
-                    "in that repository to fetch the real file",
-                    path.c_str(), (unsigned long long)size, real_size.empty() ? "" : " (the real file has ",
-                    real_size.c_str(), real_size.empty() ? "" : " bytes)");
-    }
-}
-
 namespace {
 
 // PyTorch's legacy (pre-1.6, _use_new_zipfile_serialization=False) format starts with a pickled
@@ -56,45 +33,6 @@ bool is_legacy_torch(const uint8_t *d, uint64_t n) {
     static const uint8_t kMagic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
     return n >= sizeof kMagic && std::memcmp(d, kMagic, sizeof kMagic) == 0;
 }
-
-class MultiCheckpoint final : public Checkpoint {
-public:
-    MultiCheckpoint(std::string format, std::vector<std::unique_ptr<Source>> sources, std::vector<std::string> extra)
-        : format_(std::move(format)), sources_(std::move(sources)), files_(std::move(extra)) {
-        for (uint32_t i = 0; i < sources_.size(); i++) {
-            files_.push_back(sources_[i]->file().path());
-            bytes_ += sources_[i]->file().size();
-            for (TensorRef &t : sources_[i]->tensors()) {
-                tensors_.push_back(t);
-                tensors_.back().source_index = i;
-            }
-        }
-        std::sort(tensors_.begin(), tensors_.end(), [](const TensorRef &a, const TensorRef &b) { return a.name < b.name; });
-        for (size_t i = 1; i < tensors_.size(); i++)
-            if (tensors_[i].name == tensors_[i - 1].name)
-                throw_error(STK_E_CORRUPT, "tensor '%s' is stored twice: in %s and in %s", tensors_[i].name.c_str(),
-                            tensors_[i - 1].file.c_str(), tensors_[i].file.c_str());
-    }
-    const char *format() const override { return format_.c_str(); }
-    const std::vector<TensorRef> &tensors() const override { return tensors_; }
-    const uint8_t *tensor_bytes(const TensorRef &t, std::vector<uint8_t> &scratch) const override {
-        if (t.source_index >= sources_.size())
-            throw_error(STK_E_INVALID_ARGUMENT, "tensor '%s': source %u does not exist", t.name.c_str(), t.source_index);
-        return sources_[t.source_index]->bytes(t, scratch);
-    }
-    uint64_t file_bytes() const override { return bytes_; }
-    void release(const TensorRef &t) const override {
-        if (t.source_index < sources_.size()) sources_[t.source_index]->release(t);
-    }
-    std::vector<std::string> files() const override { return files_; }
-
-private:
-    std::string format_;
-    std::vector<std::unique_ptr<Source>> sources_;
-    std::vector<std::string> files_;
-    std::vector<TensorRef> tensors_;
-    uint64_t bytes_ = 0;
-};
 
 bool is_dir(const std::string &p) {
     struct stat st;
@@ -107,20 +45,6 @@ bool ends_with(const std::string &s, const char *suffix) {
 }
 
 }  // namespace
-
-std::unique_ptr<Checkpoint> make_checkpoint(const char *format, std::vector<std::unique_ptr<Source>> sources,
-                                            std::vector<std::string> extra_files) {
-    std::string f;
-    if (format) {
-        f = format;
-    } else {
-        f = sources.empty() ? "empty" : sources[0]->kind();
-        for (auto &s : sources)
-            if (f != s->kind()) f = "mixed";
-        if (!extra_files.empty()) f += "-sharded";
-    }
-    return std::make_unique<MultiCheckpoint>(f, std::move(sources), std::move(extra_files));
-}
 
 std::unique_ptr<Source> open_source(const std::string &path) {
     MappedFile probe(path);
@@ -142,6 +66,46 @@ std::unique_ptr<Source> open_source(const std::string &path) {
                     path.c_str());
     probe = MappedFile();
     return open_safetensors(path);
+}
+
+// Open every shard an index names (in the index's directory) and check that index and shards
+// agree: every tensor of the index is in the shard it names, no shard holds a tensor the index
+// does not list for it.  Works for model.safetensors.index.json and pytorch_model.bin.index.json.
+std::unique_ptr<Checkpoint> open_sharded(const std::string &index_path);
+
+std::unique_ptr<Checkpoint> open_sharded(const std::string &index_path) {
+    std::string json = read_small_file(index_path, kSafetensorsMaxHeader);
+    refuse_lfs_pointer(reinterpret_cast<const uint8_t *>(json.data()), json.size(), index_path);
+    auto map = parse_shard_index(json, index_path);
+    std::string dir = ".";
+    if (size_t slash = index_path.rfind('/'); slash != std::string::npos) dir = index_path.substr(0, slash);
+
+    // Shards in sorted file-name order (deterministic), each opened once.
+    std::map<std::string, std::vector<std::string>> by_shard;
+    for (auto &[tensor, shard] : map) by_shard[shard].push_back(tensor);
+    std::vector<std::unique_ptr<Source>> sources;
+    for (auto &[shard, names] : by_shard) {
+        std::string p = dir + "/" + shard;
+        if (!file_exists(p))
+            throw_error(STK_E_NOT_FOUND, "%s: shard '%s' named by the index (for tensor '%s') is missing: %s", index_path.c_str(),
+                        shard.c_str(), printable(names.front()).c_str(), p.c_str());
+        std::unique_ptr<Source> src = open_source(p);
+        std::set<std::string> in_shard;
+        for (const TensorRef &t : src->tensors()) in_shard.insert(t.name);
+        for (const std::string &nme : names)
+            if (!in_shard.count(nme))
+                throw_error(STK_E_CORRUPT, "%s: the index places tensor '%s' in '%s', but that shard has no such tensor",
+                            index_path.c_str(), printable(nme).c_str(), p.c_str());
+        if (in_shard.size() != names.size()) {
+            std::set<std::string> listed(names.begin(), names.end());
+            for (const std::string &nme : in_shard)
+                if (!listed.count(nme))
+                    throw_error(STK_E_CORRUPT, "%s: shard holds tensor '%s', which the index %s does not list for it", p.c_str(),
+                                printable(nme).c_str(), index_path.c_str());
+        }
+        sources.push_back(std::move(src));
+    }
+    return make_checkpoint(nullptr, std::move(sources), {index_path});
 }
 
 std::unique_ptr<Checkpoint> open_checkpoint(const std::string &path) {

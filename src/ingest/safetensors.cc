@@ -17,13 +17,6 @@ namespace stk {
 
 namespace {
 
-std::string printable(std::string_view s) {
-    // Names come from hostile files: keep messages one line and bounded.
-    std::string out;
-    for (char c : s.substr(0, 200)) out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
-    if (s.size() > 200) out += "...";
-    return out;
-}
 
 struct Raw {
     std::string name;
@@ -249,75 +242,5 @@ private:
 }  // namespace
 
 std::unique_ptr<Source> open_safetensors(const std::string &path) { return std::make_unique<SafetensorsSource>(path); }
-
-std::vector<std::pair<std::string, std::string>> parse_shard_index(const std::string &json, const std::string &path) {
-    using namespace simdjson;
-    dom::parser parser;
-    dom::element doc;
-    auto err = parser.parse(json.data(), json.size(), true).get(doc);
-    if (err) throw_error(STK_E_BAD_JSON, "%s: not valid JSON: %s", path.c_str(), error_message(err));
-    dom::object root, wm;
-    if (doc.get_object().get(root)) throw_error(STK_E_BAD_JSON, "%s: not a JSON object", path.c_str());
-    size_t n_wm = 0;
-    for (auto f : root)
-        if (f.key == "weight_map") n_wm++;
-    if (n_wm != 1) throw_error(STK_E_BAD_JSON, "%s: expected exactly one \"weight_map\" object, found %zu", path.c_str(), n_wm);
-    if (root["weight_map"].get_object().get(wm))
-        throw_error(STK_E_BAD_JSON, "%s: \"weight_map\" is not an object", path.c_str());
-    std::vector<std::pair<std::string, std::string>> out;
-    for (auto f : wm) {
-        std::string_view shard;
-        if (f.value.get_string().get(shard))
-            throw_error(STK_E_BAD_JSON, "%s: weight_map entry '%s' is not a file name string", path.c_str(),
-                        printable(f.key).c_str());
-        std::string s(shard);
-        if (!is_plain_file_name(s))
-            throw_error(STK_E_CORRUPT, "%s: weight_map entry '%s' names '%s', which is not a plain file name in this directory",
-                        path.c_str(), printable(f.key).c_str(), printable(shard).c_str());
-        out.emplace_back(std::string(f.key), std::move(s));
-    }
-    std::sort(out.begin(), out.end());
-    for (size_t i = 1; i < out.size(); i++)
-        if (out[i].first == out[i - 1].first)
-            throw_error(STK_E_CORRUPT, "%s: tensor '%s' appears twice in weight_map", path.c_str(),
-                        printable(out[i].first).c_str());
-    if (out.empty()) throw_error(STK_E_CORRUPT, "%s: weight_map is empty", path.c_str());
-    return out;
-}
-
-std::unique_ptr<Checkpoint> open_sharded(const std::string &index_path) {
-    std::string json = read_small_file(index_path, kSafetensorsMaxHeader);
-    refuse_lfs_pointer(reinterpret_cast<const uint8_t *>(json.data()), json.size(), index_path);
-    auto map = parse_shard_index(json, index_path);
-    std::string dir = ".";
-    if (size_t slash = index_path.rfind('/'); slash != std::string::npos) dir = index_path.substr(0, slash);
-
-    // Shards in sorted file-name order (deterministic), each opened once.
-    std::map<std::string, std::vector<std::string>> by_shard;
-    for (auto &[tensor, shard] : map) by_shard[shard].push_back(tensor);
-    std::vector<std::unique_ptr<Source>> sources;
-    for (auto &[shard, names] : by_shard) {
-        std::string p = dir + "/" + shard;
-        if (!file_exists(p))
-            throw_error(STK_E_NOT_FOUND, "%s: shard '%s' named by the index (for tensor '%s') is missing: %s", index_path.c_str(),
-                        shard.c_str(), printable(names.front()).c_str(), p.c_str());
-        std::unique_ptr<Source> src = open_source(p);
-        std::set<std::string> in_shard;
-        for (const TensorRef &t : src->tensors()) in_shard.insert(t.name);
-        for (const std::string &nme : names)
-            if (!in_shard.count(nme))
-                throw_error(STK_E_CORRUPT, "%s: the index places tensor '%s' in '%s', but that shard has no such tensor",
-                            index_path.c_str(), printable(nme).c_str(), p.c_str());
-        if (in_shard.size() != names.size()) {
-            std::set<std::string> listed(names.begin(), names.end());
-            for (const std::string &nme : in_shard)
-                if (!listed.count(nme))
-                    throw_error(STK_E_CORRUPT, "%s: shard holds tensor '%s', which the index %s does not list for it", p.c_str(),
-                                printable(nme).c_str(), index_path.c_str());
-        }
-        sources.push_back(std::move(src));
-    }
-    return make_checkpoint(nullptr, std::move(sources), {index_path});
-}
 
 }  // namespace stk

@@ -30,14 +30,4 @@ SafetensorsHeader parse_safetensors(const uint8_t *data, uint64_t size, const st
 // A mapped safetensors file as a Source.
 std::unique_ptr<Source> open_safetensors(const std::string &path);
 
-// A HuggingFace sharded-checkpoint index ({"metadata": {...}, "weight_map": {tensor: shard}}):
-// (tensor, shard file) pairs, sorted by tensor name, validated (unique names, plain file names).
-std::vector<std::pair<std::string, std::string>> parse_shard_index(const std::string &json, const std::string &path);
-
-// Open every shard an index names (in the index's directory) and check that index and shards
-// agree: every tensor of the index is in the shard it names, no shard holds a tensor the index
-// does not list for it.
-// Works for model.safetensors.index.json and pytorch_model.bin.index.json alike.
-std::unique_ptr<Checkpoint> open_sharded(const std::string &index_path);
-
 }  // namespace stk

@@ -1,10 +1,12 @@
 // Reader-internal: one checkpoint file (a safetensors file or a torch zip) and the checkpoint
-// built from one or more of them (shards).  Consumers use only checkpoint.h.
+// built from one or more of them (shards).  Consumers use only checkpoint.h.  Defined in
+// source.cc, except open_source, which is the dispatch of checkpoint.cc.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/mapped_file.h"
@@ -38,5 +40,9 @@ void refuse_lfs_pointer(const uint8_t *data, uint64_t size, const std::string &p
 
 // The last path component is a plain file name (no '/', no "..", not empty).
 bool is_plain_file_name(const std::string &name);
+
+// A name from a hostile file made fit for a one-line message: control bytes as '?', at most 200
+// bytes (then "...").
+std::string printable(std::string_view s);
 
 }  // namespace stk

@@ -24,12 +24,6 @@ constexpr uint32_t kSigEnd64Locator = 0x07064b50;
 // DEFLATE cannot expand more than ~1032:1; anything claiming more is a bomb or a lie.
 constexpr uint64_t kMaxDeflateRatio = 1032;
 
-std::string printable(const std::string &s) {
-    std::string out;
-    for (char c : s.substr(0, 200)) out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
-    return out;
-}
-
 // Zip entry names that could escape a directory if anything ever extracted them are refused
 // outright: a checkpoint has no reason to hold them.
 void check_entry_name(const std::string &name, const std::string &path, uint64_t cd_off) {
