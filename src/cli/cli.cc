@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -37,9 +38,11 @@ const char *error_kind(int exit_code) {
 
 // ---- arguments ---------------------------------------------------------------------------
 
+// Case, '-' and '_' do not matter: --Ltok, --ltok, --L_tok and --l-tok are one option.
 static std::string normalize(const std::string &name) {
     std::string n;
-    for (char c : name) n += c == '_' ? '-' : char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    for (char c : name)
+        if (c != '_' && c != '-') n += char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
     return n;
 }
 
@@ -234,8 +237,8 @@ Json &Json::real(const char *k, double v) {
         return *this;
     }
     char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    body_ += buf;
+    auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest text that reads back as v
+    body_.append(buf, r.ptr);
     return *this;
 }
 Json &Json::boolean(const char *k, bool v) {

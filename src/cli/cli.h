@@ -27,8 +27,8 @@ int exit_code_for(stk_status s);
 // "verify_failed", "io".
 const char *error_kind(int exit_code);
 
-// A long-option parser.  Option names compare case-insensitively with '_' == '-' (so --Ltok,
-// --ltok and --L_tok are one option), as "--name value", "--name=value" or boolean "--flag".
+// A long-option parser.  Option names compare ignoring case, '-' and '_' (so --Ltok, --ltok and
+// --L_tok are one option), as "--name value", "--name=value" or boolean "--flag".
 // A command declares its options (get / get_u32 / flag), then calls finish(), which turns every
 // undeclared option ("--bogus", "-q") and every positional argument past max_positional into a
 // usage error.  Declare value options before boolean flags: a value may look like a flag.

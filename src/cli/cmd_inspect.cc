@@ -247,7 +247,7 @@ static int inspect_generation(const std::string &dir, bool json) {
     }
     std::printf("generation      %s\n", hex32(m.curr_hash).c_str());
     std::printf("previous        %s\n", first ? "none (first generation in this directory)" : hex32(m.prev_hash).c_str());
-    std::printf("manifest        %s (decoded and validated; stk check also hashes every array)\n", path.c_str());
+    std::printf("manifest        %s\n", path.c_str());
     std::printf("arrays          %zu, %s (%llu bytes)\n", m.arrays.size(), human_bytes(bytes).c_str(),
                 (unsigned long long)bytes);
     std::printf("tokenizer       %s, L_tok %u, vocab %u, %zu proposal ids\n", tokenizer_mode_name(t.mode), t.l_tok,
@@ -267,6 +267,7 @@ static int inspect_generation(const std::string &dir, bool json) {
                         (unsigned long long)a.sha256_low64);
         }
     }
+    std::printf("\nThe manifest was decoded and validated; stk check also hashes every array.\n");
     if (!m.records.empty()) {
         std::printf("\nrecords\n");
         for (const ManifestRecord &r : m.records)
