@@ -1,4 +1,4 @@
-// stk check --out DIR [--json]: verify a published generation (seed 12.7) through stk_verify.
+// stk check --out DIR [--json]: verify a published generation (spec 12.7) through stk_verify.
 #include <chrono>
 #include <cstdio>
 #include <cstring>

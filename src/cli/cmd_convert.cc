@@ -1,4 +1,4 @@
-// stk convert: run the DAG of the spec (seed 15.2) over a checkpoint directory inside one arena,
+// stk convert: run the DAG of the spec (15.2) over a checkpoint directory inside one arena,
 // then say what was published: generation, arrays, bytes, per-stage status, tokenizer mode and
 // why, disabled features.  --dry-run prints the plan without writing anything.
 #include <sys/stat.h>

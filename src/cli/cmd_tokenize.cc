@@ -1,6 +1,6 @@
 // stk tokenize --in MODEL_DIR (--text FILE | --prompt TEXT) [--mode bpe|greedy] [--json]: encode
 // text with a model directory's tokenizer (the real BPE / SentencePiece encoder, or the greedy
-// encoder of seed 4.5 over tables built in memory) and print the ids.
+// encoder of spec 4.5 over tables built in memory) and print the ids.
 #include <cstdio>
 #include <string>
 #include <vector>
