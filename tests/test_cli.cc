@@ -2,6 +2,7 @@
 // arguments and asserts exit codes, what stderr says, and that --json output is exactly one
 // valid JSON object with the shared keys of docs/cli.md (parsed with simdjson).
 #include <fcntl.h>
+#include <pty.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -230,13 +231,14 @@ static void json_always_one_object(void **) {
         {"tokenize", model(), "--prompt", "Hello \xff world", "--json", "--decode"},
         {"inspect", model(), "--json"},
         {"--list-models", "--json"},
+        {"--version", "--json"},
         {"convert", model(), out, "--dry-run", "--json"},
     };
     for (const auto &args : ok) {
         Run r = stk_run(args);
         assert_int_equal(r.exit_code, 0);
         simdjson::dom::parser p;
-        parse_result(p, r, args[0] == "--list-models" ? "--list-models" : args[0].c_str());
+        parse_result(p, r, args[0].c_str());
     }
     assert_false(exists(out));  // --dry-run wrote nothing
 }
@@ -415,6 +417,35 @@ static void plan_models_help(void **) {
     assert_contains(top.out, "--allow-uncertified-tokenizer");
 }
 
+// On a terminal, convert shows which stage runs ("[i/10] name  seconds"); off a terminal it does
+// not (the other tests read stderr from a file and see no escape codes).
+static void progress_on_a_terminal(void **) {
+    const char *bin = std::getenv("STK_BIN");
+    assert_non_null(bin);
+    std::string out = fresh_out("cli-tty");
+    std::string m = model();
+    int master = -1;
+    pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execl(bin, bin, "convert", m.c_str(), out.c_str(), "--partial", (char *)nullptr);
+        _exit(127);
+    }
+    std::string tty;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(master, buf, sizeof buf)) > 0) tty.append(buf, size_t(n));  // EIO at child exit
+    int st = 0;
+    waitpid(pid, &st, 0);
+    close(master);
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_contains(tty, "stk convert: [1/10] parse_tensors");
+    assert_contains(tty, "\r\033[K");
+    Run plain = stk_run({"convert", m, out + "2", "--partial"});
+    assert_true(plain.err.find("[1/10]") == std::string::npos);
+    assert_true(plain.err.find('\033') == std::string::npos);
+}
+
 int main() {
     std::vector<CMUnitTest> tests = {
         cmocka_unit_test(convert_says_what_it_did),
@@ -424,6 +455,7 @@ int main() {
         cmocka_unit_test(flag_names_consistent),
         cmocka_unit_test(in_resolution),
         cmocka_unit_test(plan_models_help),
+        cmocka_unit_test(progress_on_a_terminal),
     };
     return _cmocka_run_group_tests("cli", tests.data(), tests.size(), nullptr, nullptr);
 }

@@ -3,12 +3,17 @@
 // why, disabled features.  --dry-run prints the plan without writing anything.
 #include <sys/stat.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/cli.h"
@@ -59,6 +64,57 @@ struct StageResult {
     double seconds;
     uint32_t crc = 0;
     uint64_t sha = 0;
+};
+
+// On a terminal: "stk convert: [3/10] prf_build  12.5 s" refreshed while a stage runs, so a long
+// stage shows it is alive.  (Bytes or layers done inside a stage would need the stages to report
+// them; docs/cli.md.)
+class StageTicker {
+public:
+    StageTicker() {
+        if (::isatty(2)) thread_ = std::thread([this] { loop(); });
+    }
+    ~StageTicker() {
+        {
+            std::lock_guard<std::mutex> l(m_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        if (thread_.joinable()) thread_.join();
+    }
+    void start(int index, const char *name) {
+        std::lock_guard<std::mutex> l(m_);
+        index_ = index;
+        name_ = name;
+        t0_ = std::chrono::steady_clock::now();
+        show();  // at once: a stage shorter than a tick is shown too
+    }
+    void clear() {
+        std::lock_guard<std::mutex> l(m_);
+        name_ = nullptr;
+        progress("%s", "");
+    }
+
+private:
+    void loop() {
+        std::unique_lock<std::mutex> l(m_);
+        while (!stop_) {
+            show();
+            cv_.wait_for(l, std::chrono::milliseconds(250));
+        }
+    }
+    void show() {  // with m_ held
+        if (!name_) return;
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+        progress("stk convert: [%d/%d] %s  %.1f s", index_, STK_STAGE_COUNT, name_, s);
+    }
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::thread thread_;
+    bool stop_ = false;
+    int index_ = 0;
+    const char *name_ = nullptr;
+    std::chrono::steady_clock::time_point t0_;
 };
 
 static const char *stage_state(stk_status s) {
@@ -228,11 +284,12 @@ int cmd_convert(int argc, char **argv) {
     stk_status failed_status = STK_OK;
     std::string failed_message;
     bool missing = false;
+    StageTicker ticker;
     for (int i = 1; i <= STK_STAGE_COUNT; i++) {
         stk_stage sid = stk_stage(i);
         // Without --partial, nothing is published when a stage is missing: stop before the manifest.
         if (sid == STK_STAGE_MANIFEST_EMIT && missing && !partial) break;
-        progress("stk convert: %s ...", stk_stage_name(sid));
+        ticker.start(i, stk_stage_name(sid));
         auto t0 = std::chrono::steady_clock::now();
         s = stk_stage_run(job, sid);
         double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -240,7 +297,7 @@ int cmd_convert(int argc, char **argv) {
         if (s == STK_OK) stk_stage_digest(job, sid, &r.crc, &r.sha);
         if (sid == STK_STAGE_TOKENIZER && s == STK_OK && jb.tokenizer) r.message = jb.tokenizer->invariant;
         results.push_back(r);
-        progress("%s", "");
+        ticker.clear();
         if (s == STK_E_NOT_IMPLEMENTED) {
             missing = true;
             if (!json) std::fprintf(stderr, "stk convert: %-24s NOT IMPLEMENTED: nothing written, feature disabled\n",

@@ -1,6 +1,7 @@
 // stk: the command-line front of libstk.
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "cli/cli.h"
 
@@ -51,7 +52,13 @@ int main(int argc, char **argv) {
         return kExitOk;
     }
     if (!std::strcmp(cmd, "--version")) {
-        std::printf("stk %s (libstk %s)\n", STK_VERSION_STRING, stk_version_string());
+        if (wants_json(argc, argv))
+            json_result("--version", kExitOk, STK_OK, std::string("stk ") + STK_VERSION_STRING)
+                .str("version", STK_VERSION_STRING)
+                .str("library_version", stk_version_string())
+                .print();
+        else
+            std::printf("stk %s (libstk %s)\n", STK_VERSION_STRING, stk_version_string());
         return kExitOk;
     }
     if (!std::strcmp(cmd, "convert")) return cmd_convert(argc, argv);
