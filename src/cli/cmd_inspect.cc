@@ -5,7 +5,9 @@
 // stages, arrays (sizes, digests) and records.
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "cli/cli.h"
 #include "core/error.h"
@@ -132,23 +134,41 @@ static void print_text(const ModelDescription &d) {
     if (p.n_unmapped) std::printf("unmapped        %u tensors (no role)\n", p.n_unmapped);
     std::printf("largest layer   %s in f32 (%" PRIu64 " bytes)\n\n", human_bytes(p.max_unit_f32_bytes).c_str(),
                 p.max_unit_f32_bytes);
-    std::printf("%-52s %-12s %5s %6s %-16s %s\n", "tensor", "role", "layer", "expert", "shape", "dtype");
+    // Columns as wide as their widest cell (names at most 52), so that rows fit 100 columns.
+    struct Row {
+        std::string name, role, layer, expert, shape, dtype, note;
+    };
+    std::vector<Row> rows;
+    Row head{"tensor", "role", "layer", "expert", "shape", "dtype", ""};
+    size_t w[5] = {head.name.size(), head.role.size(), head.layer.size(), head.expert.size(), head.shape.size()};
     for (uint32_t i = 0; i < p.n_tensors; i++) {
         const PlanTensor &t = p.tensors[i];
         const TensorRef &r = refs[t.source];
-        std::string role = role_name(t.role);
-        if (t.role == Role::NONE) role = "-";
-        if (t.slot != NormSlot::None) role += std::string("/") + norm_slot_name(t.slot);
-        std::string note;
-        if (t.transpose) note += " transposed from " + vec_json(r.shape);
-        if (t.layout != QkvLayout::Separate) note += std::string(" part of ") + qkv_layout_name(t.layout) + " " + vec_json(r.shape);
-        if (t.tied) note += " tied to the embedding";
-        else if (t.buffer) note += " (buffer)";
-        std::printf("%-52s %-12s %5s %6s %-16s %s%s\n", t.name, role.c_str(),
-                    t.layer >= 0 ? std::to_string(t.layer).c_str() : "-", group_label(t).c_str(),
-                    (t.streamed ? shape_json(t.dims, t.rank) : vec_json(r.shape)).c_str(), src_dtype_name(r.dtype),
-                    note.c_str());
+        Row row;
+        row.name = t.name;
+        row.role = t.role == Role::NONE ? "-" : role_name(t.role);
+        if (t.slot != NormSlot::None) row.role += std::string("/") + norm_slot_name(t.slot);
+        row.layer = t.layer >= 0 ? std::to_string(t.layer) : "-";
+        row.expert = group_label(t);
+        row.shape = t.streamed ? shape_json(t.dims, t.rank) : vec_json(r.shape);
+        row.dtype = src_dtype_name(r.dtype);
+        // Short notes (--json has the full story: source_shape, fused, transposed).
+        if (t.layout != QkvLayout::Separate) row.note += " slice of " + vec_json(r.shape);
+        if (t.transpose) row.note += t.layout != QkvLayout::Separate ? ", transposed" : " transposed";
+        if (t.tied) row.note += " tied to the embedding";
+        else if (t.buffer) row.note += " (buffer)";
+        const std::string *cells[5] = {&row.name, &row.role, &row.layer, &row.expert, &row.shape};
+        for (int k = 0; k < 5; k++) w[k] = cells[k]->size() > w[k] ? cells[k]->size() : w[k];
+        rows.push_back(std::move(row));
     }
+    w[0] = w[0] > 52 ? 52 : w[0];
+    auto print_row = [&](const Row &r) {
+        std::printf("%-*s %-*s %*s %*s %-*s %s%s\n", int(w[0]), r.name.c_str(), int(w[1]), r.role.c_str(), int(w[2]),
+                    r.layer.c_str(), int(w[3]), r.expert.c_str(), int(w[4]), r.shape.c_str(), r.dtype.c_str(),
+                    r.note.c_str());
+    };
+    print_row(head);
+    for (const Row &r : rows) print_row(r);
 }
 
 static const char *stage_state_name(uint16_t s) {
