@@ -411,6 +411,19 @@ static void plan_models_help(void **) {
             }
         }
     }
+    Run via_help = stk_run({"help", "convert"});
+    assert_int_equal(via_help.exit_code, 0);
+    assert_string_equal(via_help.out.c_str(), stk_run({"convert", "--help"}).out.c_str());
+    // inspect's tensor table fits 100 columns on the test models.
+    for (const std::string &m : {model(), test::test_data("models/llama"), test::test_data("models/qwen2_moe")}) {
+        Run r = stk_run({"inspect", m});
+        assert_int_equal(r.exit_code, 0);
+        for (size_t pos = 0, nl; pos < r.out.size(); pos = nl + 1) {
+            nl = r.out.find('\n', pos);
+            if (nl == std::string::npos) nl = r.out.size();
+            if (nl - pos > 100) fail_msg("inspect %s: line over 100 columns: %s", m.c_str(), r.out.substr(pos, nl - pos).c_str());
+        }
+    }
     Run top = stk_run({"--help"});
     assert_int_equal(top.exit_code, 0);
     assert_contains(top.out, "--list-models");

@@ -18,7 +18,7 @@ static const char kUsage[] =
     "            published generation holds (manifest, arrays, sizes, digests)\n"
     "  tokenize  encode text with a model directory's tokenizer\n"
     "\n"
-    "  stk <command> --help   options of one command\n"
+    "  stk <command> --help   options of one command (also: stk help <command>)\n"
     "  stk --list-models      model families with built-in presets and the roles they map\n"
     "  stk --version          library and tool version\n"
     "\n"
@@ -47,6 +47,11 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (!std::strcmp(cmd, "--list-models")) return cmd_list_models(argc, argv);
+    if (!std::strcmp(cmd, "help") && argc == 3) {  // stk help COMMAND = stk COMMAND --help
+        static char help_flag[] = "--help";
+        char *args[] = {argv[0], argv[2], help_flag, nullptr};
+        return main(3, args);
+    }
     if (!std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h") || !std::strcmp(cmd, "help")) {
         std::fputs(kUsage, stdout);
         return kExitOk;
