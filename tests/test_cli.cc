@@ -324,6 +324,17 @@ static void in_resolution(void **) {
     auto root = parse_result(p, file, "inspect");
     assert_int_equal(uint64_t(root["n_params"]), 11280);
     assert_true(std::string_view(root["kind"]) == "model");
+    // A tokenizer file names its directory too.
+    Run tf = stk_run({"tokenize", model() + "/vocab.json", "--prompt", "the theorem"});
+    Run td = stk_run({"tokenize", model(), "--prompt", "the theorem"});
+    assert_int_equal(tf.exit_code, 0);
+    assert_string_equal(tf.out.c_str(), td.out.c_str());
+    // A file in a directory without config.json: convert names the missing config.json.
+    std::string lone = test::make_temp_dir("cli-lone");
+    test::write_bytes(lone + "/model.safetensors", {0});
+    Run lf = stk_run({"convert", lone + "/model.safetensors", lone + "/out"});
+    assert_int_equal(lf.exit_code, 5);
+    assert_contains(lf.err, "no config.json in " + lone);
     // models--org--name with refs/main -> snapshots/<rev> (files are links into blobs/ on the hub).
     std::string cache = test::make_temp_dir("cli-hf") + "/models--stk--tiny-gpt2";
     std::string rev = "0123456789abcdef0123456789abcdef01234567";

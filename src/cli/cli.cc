@@ -360,12 +360,8 @@ std::string resolve_model_dir(const std::string &in) {
     if (!S_ISDIR(st.st_mode)) {
         // A single checkpoint file: the model is the directory around it.
         size_t slash = in.find_last_of('/');
-        std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : in.substr(0, slash);
-        if (!file_exists_plain(dir + "/config.json"))
-            throw_error(STK_E_NOT_FOUND,
-                        "--in %s is a file; stk reads the model around it, but %s/config.json does not exist",
-                        in.c_str(), dir.c_str());
-        return dir;
+        // (The caller names what it misses there: config.json, the tokenizer files.)
+        return slash == std::string::npos ? "." : slash == 0 ? "/" : in.substr(0, slash);
     }
     std::string dir = in;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
