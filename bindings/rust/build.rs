@@ -1,10 +1,20 @@
 // Finds libstk for the linker.  No dependencies (the crate must build offline):
-//   STK_LIB_DIR   directory holding libstk.so (e.g. the meson build dir); also baked in as an
-//                 rpath so `cargo test` runs against exactly that library
-//   STK_STATIC=1  link libstk.a instead, with its dependencies and the C++ runtime
+//   STK_LIB_DIR   directory holding libstk.so / libstk.a (e.g. the meson build dir); also baked
+//                 in as an rpath for this crate's own tests and examples
+//   STK_STATIC=1  link libstk.a instead, with its dependencies, the C++ runtime and libm: the
+//                 program then needs no libstk.so at run time
 // Without STK_LIB_DIR, `pkg-config --variable=libdir stk` is tried, then the system linker paths.
+//
+// The directory is also handed to the build scripts of crates that depend on this one, as
+// DEP_STK_LIB_DIR (Cargo.toml has `links = "stk"`): cargo does not pass this crate's link
+// arguments on to their binaries, so a program that links libstk.so dynamically adds its own
+// rpath from it (bindings/README.md shows the three-line build.rs).
 use std::env;
 use std::process::Command;
+
+// libstk.a's own dependencies: the same list as stk_static_link_flags in meson.build (which
+// pkg-config --static --libs stk prints), in link order.
+const STATIC_DEPS: [&str; 10] = ["deflate", "crypto", "isal", "simdjson", "re2", "hwy", "utf8proc", "blis", "stdc++", "m"];
 
 fn main() {
     println!("cargo:rerun-if-env-changed=STK_LIB_DIR");
@@ -23,17 +33,19 @@ fn main() {
     let static_link = env::var("STK_STATIC").map(|v| v == "1").unwrap_or(false);
     if let Some(dir) = &lib_dir {
         println!("cargo:rustc-link-search=native={dir}");
+        println!("cargo:lib_dir={dir}");
         if !static_link {
             // Tests and binaries of this package load the library they were linked against.
             println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
         }
     }
+    println!("cargo:static={}", if static_link { "1" } else { "0" });
     if static_link {
         println!("cargo:rustc-link-lib=static=stk");
-        // libstk.a's own dependencies (meson.build: stk_deps), then the C++ runtime.
-        for dep in ["deflate", "crypto", "isal", "simdjson", "re2", "hwy", "blis", "stdc++"] {
+        for dep in STATIC_DEPS {
             println!("cargo:rustc-link-lib=dylib={dep}");
         }
+        println!("cargo:rustc-link-lib=dylib=pthread");
     } else {
         println!("cargo:rustc-link-lib=dylib=stk");
     }

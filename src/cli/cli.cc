@@ -1,11 +1,17 @@
 #include "cli/cli.h"
 
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "core/error.h"
 
 namespace stk::cli {
 
@@ -19,41 +25,68 @@ int exit_code_for(stk_status s) {
     }
 }
 
-Args::Args(int argc, char **argv, int first) {
-    for (int i = first; i < argc; i++) {
-        std::string a = argv[i];
-        if (a.rfind("--", 0) == 0 && a.size() > 2) {
-            Opt o{a.substr(2), "", false, false};
-            size_t eq = o.name.find('=');
-            if (eq != std::string::npos) {
-                o.value = o.name.substr(eq + 1);
-                o.name = o.name.substr(0, eq);
-                o.has_value = true;
-            } else if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) {
-                o.value = argv[++i];
-                o.has_value = true;
-            }
-            opts_.push_back(o);
-        } else {
-            positional_.push_back(a);
-        }
+const char *error_kind(int exit_code) {
+    switch (exit_code) {
+        case kExitOk: return nullptr;
+        case kExitUsage: return "usage";
+        case kExitNotImplemented: return "not_implemented";
+        case kExitVerifyFailed: return "verify_failed";
+        case kExitIo: return "io";
+        default: return "failed";
     }
 }
 
+// ---- arguments ---------------------------------------------------------------------------
+
+// Case, '-' and '_' do not matter: --Ltok, --ltok, --L_tok and --l-tok are one option.
+static std::string normalize(const std::string &name) {
+    std::string n;
+    for (char c : name)
+        if (c != '_' && c != '-') n += char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    return n;
+}
+
+// "--name" or "--name=value" -> normalized name; "" for anything else.
+static std::string option_name(const std::string &tok) {
+    if (tok.size() < 3 || tok.compare(0, 2, "--") != 0) return "";
+    return normalize(tok.substr(2, tok.find('=') == std::string::npos ? std::string::npos : tok.find('=') - 2));
+}
+
+Args::Args(int argc, char **argv, int first) {
+    for (int i = first; i < argc; i++) tokens_.push_back(argv[i]);
+    consumed_.assign(tokens_.size(), false);
+    json_ = find("json", 0) >= 0;
+}
+
+int Args::find(const char *name, size_t from) const {
+    std::string want = normalize(name);
+    for (size_t i = from; i < tokens_.size(); i++)
+        if (!consumed_[i] && (option_name(tokens_[i]) == want || (want == "help" && tokens_[i] == "-h"))) return int(i);
+    return -1;
+}
+
 bool Args::has(const char *name) const {
-    for (const Opt &o : opts_)
-        if (o.name == name) return true;
+    std::string want = normalize(name);
+    for (const std::string &t : tokens_)
+        if (option_name(t) == want) return true;
     return false;
 }
 
 std::string Args::get(const char *name, const char *def) {
     std::string v = def ? def : "";
-    for (Opt &o : opts_)
-        if (o.name == name) {
-            o.used = true;
-            if (!o.has_value) errors_.push_back(std::string("--") + name + " needs a value");
-            v = o.value;
+    for (int i = find(name, 0); i >= 0; i = find(name, size_t(i) + 1)) {
+        const std::string &t = tokens_[size_t(i)];
+        consumed_[size_t(i)] = true;
+        size_t eq = t.find('=');
+        if (eq != std::string::npos) {
+            v = t.substr(eq + 1);
+        } else if (size_t(i) + 1 < tokens_.size() && !consumed_[size_t(i) + 1]) {
+            v = tokens_[size_t(i) + 1];
+            consumed_[size_t(i) + 1] = true;
+        } else {
+            errors_.push_back(std::string("--") + name + " needs a value");
         }
+    }
     return v;
 }
 
@@ -62,7 +95,7 @@ uint32_t Args::get_u32(const char *name, uint32_t def) {
     std::string v = get(name);
     char *end = nullptr;
     unsigned long long x = std::strtoull(v.c_str(), &end, 10);
-    if (v.empty() || *end || x > 0xFFFFFFFFull) {
+    if (v.empty() || v[0] == '-' || *end || x > 0xFFFFFFFFull) {
         errors_.push_back(std::string("--") + name + " takes a whole number, not '" + v + "'");
         return def;
     }
@@ -71,28 +104,78 @@ uint32_t Args::get_u32(const char *name, uint32_t def) {
 
 bool Args::flag(const char *name) {
     bool seen = false;
-    for (Opt &o : opts_)
-        if (o.name == name) {
-            o.used = true;
-            seen = true;
-            if (o.has_value) {  // a boolean flag swallowed the next word: give it back
-                positional_.push_back(o.value);
-                o.has_value = false;
-            }
-        }
+    for (int i = find(name, 0); i >= 0; i = find(name, size_t(i) + 1)) {
+        consumed_[size_t(i)] = true;
+        seen = true;
+        if (tokens_[size_t(i)].find('=') != std::string::npos)
+            errors_.push_back(std::string("--") + name + " takes no value");
+    }
     return seen;
 }
 
-bool Args::finish(const char *command) {
-    for (const Opt &o : opts_)
-        if (!o.used) errors_.push_back("unknown option --" + o.name);
-    for (const std::string &e : errors_) std::fprintf(stderr, "stk %s: %s (see stk %s --help)\n", command, e.c_str(), command);
-    return errors_.empty();
+bool Args::finish(const char *command, size_t max_positional) {
+    for (size_t i = 0; i < tokens_.size(); i++) {
+        if (consumed_[i]) continue;
+        const std::string &t = tokens_[i];
+        if (t.size() > 1 && t[0] == '-') {
+            errors_.push_back("unknown option " + t);
+        } else if (positional_.size() < max_positional) {
+            positional_.push_back(t);
+        } else {
+            errors_.push_back("unexpected argument '" + t + "'");
+        }
+    }
+    if (errors_.empty()) return true;
+    std::string all;
+    for (const std::string &e : errors_) all += (all.empty() ? "" : "; ") + e;
+    report_usage(command, all, json_);
+    return false;
 }
 
-std::string json_escape(const std::string &s) {
+// ---- JSON ----------------------------------------------------------------------------------
+
+// Length of the valid UTF-8 sequence at s[i], 0 if the byte there does not start one.
+static size_t utf8_len(const unsigned char *s, size_t n, size_t i) {
+    unsigned char c = s[i];
+    if (c < 0x80) return 1;
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;  // no UTF-16 surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (i + len > n) return 0;
+    if (s[i + 1] < lo || s[i + 1] > hi) return 0;
+    for (size_t k = 2; k < len; k++)
+        if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
+    return len;
+}
+
+std::string json_escape(const std::string &str) {
+    const unsigned char *s = reinterpret_cast<const unsigned char *>(str.data());
+    size_t n = str.size();
     std::string out = "\"";
-    for (unsigned char c : s) {
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t len = utf8_len(s, n, i);
+        if (len == 0) {
+            out += "\\ufffd";
+            i++;
+            continue;
+        }
+        if (len > 1) {
+            out.append(reinterpret_cast<const char *>(s + i), len);
+            i += len;
+            continue;
+        }
         switch (c) {
             case '"': out += "\\\""; break;
             case '\\': out += "\\\\"; break;
@@ -108,16 +191,206 @@ std::string json_escape(const std::string &s) {
                     out += char(c);
                 }
         }
+        i++;
     }
     return out + "\"";
 }
 
+std::string hex_bytes(const std::string &s) {
+    static const char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : s) {
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+    }
+    return out;
+}
+
+void Json::key(const char *k) {
+    if (!body_.empty()) body_ += ", ";
+    body_ += json_escape(k) + ": ";
+}
+Json &Json::str(const char *k, const std::string &v) {
+    key(k);
+    body_ += json_escape(v);
+    return *this;
+}
+Json &Json::str_or_null(const char *k, const char *v) {
+    key(k);
+    body_ += v && *v ? json_escape(v) : "null";
+    return *this;
+}
+Json &Json::num(const char *k, long long v) {
+    key(k);
+    body_ += std::to_string(v);
+    return *this;
+}
+Json &Json::unum(const char *k, unsigned long long v) {
+    key(k);
+    body_ += std::to_string(v);
+    return *this;
+}
+Json &Json::real(const char *k, double v) {
+    key(k);
+    if (!std::isfinite(v)) {
+        body_ += "null";
+        return *this;
+    }
+    char buf[40];
+    auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest text that reads back as v
+    body_.append(buf, r.ptr);
+    return *this;
+}
+Json &Json::boolean(const char *k, bool v) {
+    key(k);
+    body_ += v ? "true" : "false";
+    return *this;
+}
+Json &Json::null(const char *k) {
+    key(k);
+    body_ += "null";
+    return *this;
+}
+Json &Json::raw(const char *k, const std::string &json) {
+    key(k);
+    body_ += json;
+    return *this;
+}
+void Json::print() const {
+    std::string t = text() + "\n";
+    std::fwrite(t.data(), 1, t.size(), stdout);
+    std::fflush(stdout);
+}
+
+std::string json_array(const std::vector<std::string> &items) {
+    std::string s = "[";
+    for (size_t i = 0; i < items.size(); i++) s += (i ? ", " : "") + items[i];
+    return s + "]";
+}
+
+// "STK_E_NOT_FOUND: file not found" -> "STK_E_NOT_FOUND".
+static std::string status_name(stk_status s) {
+    std::string t = stk_status_str(s);
+    size_t colon = t.find(':');
+    return colon == std::string::npos ? t : t.substr(0, colon);
+}
+
+Json json_result(const char *command, int exit_code, stk_status status, const std::string &message) {
+    Json j;
+    j.str("command", command)
+        .boolean("ok", exit_code == kExitOk)
+        .num("exit_code", exit_code)
+        .str("status", status_name(status))
+        .num("status_code", int(status))
+        .str_or_null("error", error_kind(exit_code))
+        .str("message", message);
+    return j;
+}
+
 int report_failure(const char *command, stk_status s, bool json) {
-    if (json)
-        std::printf("{\"ok\": false, \"status\": %d, \"error\": %s, \"message\": %s}\n", int(s),
-                    json_escape(stk_status_str(s)).c_str(), json_escape(stk_last_error()).c_str());
-    std::fprintf(stderr, "stk %s: %s: %s\n", command, stk_status_str(s), stk_last_error());
-    return exit_code_for(s);
+    int code = exit_code_for(s);
+    std::string msg = stk_last_error();
+    if (json) json_result(command, code, s, msg).print();
+    std::fprintf(stderr, "stk %s: %s: %s\n", command, stk_status_str(s), msg.c_str());
+    return code;
+}
+
+int report_usage(const char *command, const std::string &message, bool json) {
+    if (json) json_result(*command ? command : "stk", kExitUsage, STK_E_INVALID_ARGUMENT, message).print();
+    if (*command)
+        std::fprintf(stderr, "stk %s: %s (see stk %s --help)\n", command, message.c_str(), command);
+    else
+        std::fprintf(stderr, "stk: %s (see stk --help)\n", message.c_str());
+    return kExitUsage;
+}
+
+std::string wrap(const std::string &text, size_t indent, size_t width) {
+    std::string out, line;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t sp = text.find(' ', pos);
+        std::string word = text.substr(pos, sp == std::string::npos ? std::string::npos : sp - pos);
+        pos = sp == std::string::npos ? text.size() : sp + 1;
+        size_t lead = out.empty() ? 0 : indent;
+        if (!line.empty() && lead + line.size() + 1 + word.size() > width) {
+            out += (out.empty() ? "" : "\n" + std::string(indent, ' ')) + line;
+            line.clear();
+        }
+        line += (line.empty() ? "" : " ") + word;
+    }
+    if (!line.empty()) out += (out.empty() ? "" : "\n" + std::string(indent, ' ')) + line;
+    return out;
+}
+
+std::string human_bytes(uint64_t n) {
+    static const char *kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (n < 1024) return std::to_string(n) + " B";
+    double v = double(n);
+    int u = 0;
+    while (v >= 1024 && u < 6) {
+        v /= 1024;
+        u++;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, kUnits[u]);
+    return buf;
+}
+
+// ---- --in ------------------------------------------------------------------------------------
+
+static bool is_dir(const std::string &p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static std::vector<std::string> list_dirs(const std::string &dir) {
+    std::vector<std::string> out;
+    if (DIR *d = ::opendir(dir.c_str())) {
+        while (struct dirent *e = ::readdir(d))
+            if (e->d_name[0] != '.' && is_dir(dir + "/" + e->d_name)) out.push_back(e->d_name);
+        ::closedir(d);
+    }
+    return out;
+}
+
+std::string resolve_model_dir(const std::string &in) {
+    struct stat st;
+    if (::stat(in.c_str(), &st) != 0)
+        throw_error(STK_E_NOT_FOUND, "--in %s: no such file or directory", in.c_str());
+    if (!S_ISDIR(st.st_mode)) {
+        // A single checkpoint file: the model is the directory around it.
+        size_t slash = in.find_last_of('/');
+        // (The caller names what it misses there: config.json, the tokenizer files.)
+        return slash == std::string::npos ? "." : slash == 0 ? "/" : in.substr(0, slash);
+    }
+    std::string dir = in;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    // A HuggingFace cache repo folder (models--org--name): refs/main names the snapshot.
+    if (!file_exists_plain(dir + "/config.json") && is_dir(dir + "/snapshots")) {
+        std::string rev;
+        if (FILE *f = std::fopen((dir + "/refs/main").c_str(), "r")) {
+            char buf[128] = {};
+            if (std::fgets(buf, sizeof buf, f)) rev = buf;
+            std::fclose(f);
+            while (!rev.empty() && (rev.back() == '\n' || rev.back() == '\r' || rev.back() == ' ')) rev.pop_back();
+        }
+        std::vector<std::string> snaps = list_dirs(dir + "/snapshots");
+        if (rev.empty() || rev.find('/') != std::string::npos || !is_dir(dir + "/snapshots/" + rev)) {
+            if (snaps.size() != 1)
+                throw_error(STK_E_NOT_FOUND,
+                            "--in %s is a HuggingFace cache folder with %zu snapshots and no usable refs/main; name "
+                            "one: --in %s/snapshots/<revision>",
+                            in.c_str(), snaps.size(), dir.c_str());
+            rev = snaps[0];
+        }
+        return dir + "/snapshots/" + rev;
+    }
+    return dir;
+}
+
+bool file_exists_plain(const std::string &path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 void progress(const char *fmt, ...) {

@@ -1,4 +1,6 @@
-// The stk command: shared pieces of the sub-commands (one file each, cmd_*.cc).
+// The stk command: shared pieces of the sub-commands (one file each, cmd_*.cc): argument
+// parsing, the JSON result object every command prints with --json (docs/cli.md), --in / --out
+// resolution, human-readable sizes, progress.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +11,7 @@
 
 namespace stk::cli {
 
-// Exit codes (documented in README.md, "Exit codes").  Pinned.
+// Exit codes (documented in README.md, "Exit codes", and docs/cli.md).  Pinned.
 enum ExitCode : int {
     kExitOk = 0,
     kExitFailed = 1,          // the input was refused or the operation failed (message on stderr)
@@ -21,35 +23,89 @@ enum ExitCode : int {
 
 // Map a failing status to the exit code above.
 int exit_code_for(stk_status s);
+// The JSON "error" word of an exit code: null for 0, else "failed", "usage", "not_implemented",
+// "verify_failed", "io".
+const char *error_kind(int exit_code);
 
-// A minimal long-option parser: "--name value", "--name=value" and boolean "--flag".
+// A long-option parser.  Option names compare ignoring case, '-' and '_' (so --Ltok, --ltok and
+// --L_tok are one option), as "--name value", "--name=value" or boolean "--flag".
+// A command declares its options (get / get_u32 / flag), then calls finish(), which turns every
+// undeclared option ("--bogus", "-q") and every positional argument past max_positional into a
+// usage error.  Declare value options before boolean flags: a value may look like a flag.
 class Args {
 public:
     Args(int argc, char **argv, int first);
-    // Declares an option; returns its value (or def).  Unknown options are reported by finish().
+    // Declares an option taking a value; returns its value (or def).
     std::string get(const char *name, const char *def = nullptr);
     uint32_t get_u32(const char *name, uint32_t def);
-    bool flag(const char *name);
+    bool flag(const char *name);     // "--help" also answers to "-h"
     bool has(const char *name) const;
-    // false (and a message on stderr) if an option was not recognised or a value was bad.
-    bool finish(const char *command);
+    // false after printing the usage error (stderr, and the JSON object on stdout when --json
+    // was given) if an option was unknown, a value bad, or a positional argument too many.
+    bool finish(const char *command, size_t max_positional = 0);
     const std::vector<std::string> &positional() const { return positional_; }
+    bool json_requested() const { return json_; }
 
 private:
-    struct Opt {
-        std::string name, value;
-        bool has_value, used;
-    };
-    std::vector<Opt> opts_;
+    int find(const char *name, size_t from) const;
+    std::vector<std::string> tokens_;
+    std::vector<bool> consumed_;
     std::vector<std::string> positional_;
     std::vector<std::string> errors_;
+    bool json_ = false;
 };
 
-// Report a failed call: "stk COMMAND: <status string>: <stk_last_error()>" (or JSON) on stderr.
-int report_failure(const char *command, stk_status s, bool json);
+// One JSON object, keys in the order added, printed on one line.  Strings are escaped so that
+// the output is valid JSON whatever the bytes: bytes that are not UTF-8 become U+FFFD (commands
+// that print raw bytes add a "hex" field beside the string).
+class Json {
+public:
+    Json &str(const char *key, const std::string &v);
+    Json &str_or_null(const char *key, const char *v);  // null when v is null or empty
+    Json &num(const char *key, long long v);
+    Json &unum(const char *key, unsigned long long v);
+    Json &real(const char *key, double v);               // non-finite -> null
+    Json &boolean(const char *key, bool v);
+    Json &null(const char *key);
+    Json &raw(const char *key, const std::string &json);  // an already-encoded value
+    std::string text() const { return "{" + body_ + "}"; }
+    void print() const;  // text() and a newline on stdout
 
-// JSON string escaping for --json output.
+private:
+    void key(const char *k);
+    std::string body_;
+};
+// A JSON array of already-encoded values.
+std::string json_array(const std::vector<std::string> &items);
+
+// The keys every command's JSON object starts with (docs/cli.md): command, ok, exit_code,
+// status (stk status name), status_code, error (null or error_kind), message.
+Json json_result(const char *command, int exit_code, stk_status status, const std::string &message);
+
+// Report a failed library call: "stk COMMAND: <status string>: <stk_last_error()>" on stderr
+// and, with json, the result object on stdout.  Returns the exit code.
+int report_failure(const char *command, stk_status s, bool json);
+// A usage error: the message (and "see stk COMMAND --help") on stderr, the result object with
+// "error": "usage" on stdout when json.  Returns kExitUsage.
+int report_usage(const char *command, const std::string &message, bool json);
+
+// JSON string escaping (quotes included); invalid UTF-8 bytes become U+FFFD.
 std::string json_escape(const std::string &s);
+// Lower-case hex of bytes.
+std::string hex_bytes(const std::string &s);
+// text broken at spaces into lines of at most width columns; every line after the first starts
+// with indent spaces.  For long messages on a terminal.
+std::string wrap(const std::string &text, size_t indent, size_t width = 100);
+// "512 B", "1.5 KiB", "3.20 GiB".
+std::string human_bytes(uint64_t n);
+
+// --in as the help says it: a model directory; a single file in one (a checkpoint, a tokenizer
+// file: its directory is used, with config.json and the tokenizer files beside it); a HuggingFace cache folder
+// models--org--name (its snapshot: refs/main, or the only one).  Throws stk::Error
+// (STK_E_NOT_FOUND naming exactly what is missing).
+std::string resolve_model_dir(const std::string &in);
+// A regular file (or a link to one) exists at path.
+bool file_exists_plain(const std::string &path);
 
 // Progress on stderr, only when stderr is a terminal.
 void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -59,5 +115,6 @@ int cmd_check(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_list_models(int argc, char **argv);  // stk --list-models
 
 }  // namespace stk::cli

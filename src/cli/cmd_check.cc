@@ -1,4 +1,4 @@
-// stk check --out DIR [--json]: verify a published generation (seed 12.7) through stk_verify.
+// stk check --out DIR [--json]: verify a published generation (spec 12.7) through stk_verify.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -9,14 +9,16 @@ namespace stk::cli {
 
 static const char kCheckHelp[] =
     "usage: stk check --out DIR [--json]\n"
+    "       stk check DIR [--json]\n"
     "\n"
     "Verify a published output directory: the manifest (magic, schema digest, sizes, every\n"
     "bounded field, curr_hash) and every array it lists (header, header checksum, payload crc32c\n"
     "and sha256_low64, agreement with the manifest's table).  Stops at the first failure in\n"
     "manifest order and names the file and byte offset.\n"
     "\n"
-    "  --out DIR   the output directory (holds sera_manifest.bin and arrays/)\n"
-    "  --json      one JSON object on stdout instead of the summary\n"
+    "  --out DIR   the output directory (holds sera_manifest.bin and arrays/); or give it as\n"
+    "              the only argument\n"
+    "  --json      one JSON object on stdout instead of the summary (docs/cli.md)\n"
     "\n"
     "exit codes: 0 verified, 2 usage, 4 verification failed, 5 no such directory / I/O error\n";
 
@@ -28,17 +30,18 @@ static int check_exit_code(stk_status s) {
 
 int cmd_check(int argc, char **argv) {
     Args args(argc, argv, 2);
-    if (args.flag("help") || args.flag("h")) {
+    if (args.flag("help")) {
         std::fputs(kCheckHelp, stdout);
         return kExitOk;
     }
     std::string out = args.get("out");
     bool json = args.flag("json");
-    if (!args.finish("check")) return kExitUsage;
-    if (out.empty() || !args.positional().empty()) {
-        std::fprintf(stderr, "stk check: --out DIR is required (see stk check --help)\n");
-        return kExitUsage;
+    if (!args.finish("check", 1)) return kExitUsage;
+    if (!args.positional().empty()) {
+        if (!out.empty()) return report_usage("check", "the directory is given twice (--out and '" + args.positional()[0] + "')", json);
+        out = args.positional()[0];
     }
+    if (out.empty()) return report_usage("check", "--out DIR is required", json);
 
     progress("stk check: verifying %s ...", out.c_str());
     stk_verify_report report;
@@ -52,25 +55,36 @@ int cmd_check(int argc, char **argv) {
 
     if (s != STK_OK) {
         int code = check_exit_code(s);
-        if (json) {
-            std::printf(
-                "{\"ok\": false, \"status\": %d, \"error\": %s, \"message\": %s, \"file\": %s, \"offset\": %llu, "
-                "\"arrays_verified\": %u, \"exit_code\": %d}\n",
-                int(s), json_escape(stk_status_str(s)).c_str(), json_escape(stk_last_error()).c_str(),
-                json_escape(report.failed_file).c_str(), (unsigned long long)report.failed_offset, report.arrays_checked, code);
-        }
+        if (json)
+            json_result("check", code, s, stk_last_error())
+                .str("out", out)
+                .str("file", report.failed_file)
+                .unum("offset", report.failed_offset)
+                .unum("arrays_verified", report.arrays_checked)
+                .print();
         std::fprintf(stderr, "stk check: %s: %s\n", stk_status_str(s), stk_last_error());
         if (report.failed_file[0])
             std::fprintf(stderr, "stk check: FAILED at %s/%s, offset %llu (%u arrays verified before it)\n", out.c_str(),
                          report.failed_file, (unsigned long long)report.failed_offset, report.arrays_checked);
         return code;
     }
+    char line[512];
+    std::snprintf(line, sizeof line, "%s: OK, manifest and %u arrays verified, %llu bytes (%s) in %.3f s (%.2f GB/s)",
+                  out.c_str(), report.arrays_checked, (unsigned long long)report.bytes_checked,
+                  human_bytes(report.bytes_checked).c_str(), secs, gbps);
     if (json) {
-        std::printf("{\"ok\": true, \"out\": %s, \"arrays\": %u, \"bytes\": %llu, \"seconds\": %.6f, \"gb_per_s\": %.3f}\n",
-                    json_escape(out).c_str(), report.arrays_checked, (unsigned long long)report.bytes_checked, secs, gbps);
+        json_result("check", kExitOk, STK_OK, line)
+            .str("out", out)
+            .unum("arrays", report.arrays_checked)
+            .unum("bytes", report.bytes_checked)
+            .real("seconds", secs)
+            .real("gb_per_s", gbps)
+            .print();
     } else {
-        std::printf("stk check: %s: OK, manifest and %u arrays verified, %llu bytes in %.3f s (%.2f GB/s)\n", out.c_str(),
-                    report.arrays_checked, (unsigned long long)report.bytes_checked, secs, gbps);
+        std::printf("stk check: %s\n", line);
+        if (report.arrays_checked == 0)
+            std::printf("stk check: note: the generation holds no arrays (every feature disabled); only the manifest "
+                        "was verified\n");
     }
     return kExitOk;
 }

@@ -1,36 +1,61 @@
-// stk convert: run the DAG of seed 15.2 over a checkpoint directory inside one arena.
+// stk convert: run the DAG of the spec (15.2) over a checkpoint directory inside one arena,
+// then say what was published: generation, arrays, bytes, per-stage status, tokenizer mode and
+// why, disabled features.  --dry-run prints the plan without writing anything.
+#include <sys/stat.h>
+
+#include <unistd.h>
+
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/cli.h"
+#include "core/error.h"
+#include "format/manifest.h"
+#include "ingest/model.h"
+#include "stages/job.h"
+#include "tokenizer/plan.h"
 
 namespace stk::cli {
 
 static const char kHelp[] =
-    "usage: stk convert --in DIR --out DIR [options]\n"
+    "usage: stk convert --in PATH --out DIR [options]\n"
+    "       stk convert PATH DIR [options]\n"
     "\n"
     "Project the HuggingFace checkpoint in --in (config.json, safetensors or pytorch_model.bin,\n"
     "tokenizer files) into Sera arrays under --out/arrays and publish --out/sera_manifest.bin.\n"
+    "Ends with a summary on stderr (or in the JSON object): generation, arrays, bytes, the status\n"
+    "of every stage, the tokenizer mode and why, the disabled features.\n"
     "\n"
-    "  --in DIR        model directory (or a single checkpoint file)\n"
-    "  --out DIR       output directory; must not already hold a generation\n"
-    "  --r N           PRF rank (default 512)\n"
-    "  --rv N          overlay rank (default 12)\n"
-    "  --Ltok N        longest token piece in bytes (default 8)\n"
-    "  --topL N        FFN top-L (default 12)\n"
+    "  --in PATH       a model directory; a checkpoint file inside one (its directory is used);\n"
+    "                  or a HuggingFace cache folder models--ORG--NAME (its refs/main snapshot)\n"
+    "  --out DIR       output directory; must not already hold a generation (checked first)\n"
+    "  --r N           PRF rank (default 512, at most 4096)\n"
+    "  --rv N          overlay rank (default 12, at most 64)\n"
+    "  --ltok N        longest token piece in bytes (default 8, at most 64); also --Ltok\n"
+    "  --topl N        FFN top-L (default 12, at most 256); also --topL\n"
     "  --threads N     worker threads (default 1); the output bytes do not depend on it\n"
     "  --partial       publish even if some stages are not implemented yet (they are recorded\n"
     "                  as disabled in the manifest); without it such a run exits with code 3\n"
-    "  --allow-uncertified-tokenizer   build the greedy tokenizer tables even when\n"
-    "                  Sardinas-Patterson rejects the vocabulary (recorded as uncertified)\n"
+    "  --allow-uncertified-tokenizer\n"
+    "                  build the greedy token tables even when Sardinas-Patterson rejects the\n"
+    "                  vocabulary (recorded as uncertified).  Byte-level BPE vocabularies (GPT-2,\n"
+    "                  Llama 3, Qwen2, ...) are always rejected, so without this flag they end in\n"
+    "                  EXT mode: no token tables, replay needs the model's own tokenizer\n"
     "  --allow-nonfinite   accept NaN/Inf weights (counted and recorded) instead of refusing\n"
-    "  --json          print a JSON report on stdout\n"
+    "  --dry-run       print the plan (stages, arena bytes, expected peak memory, tensors) and\n"
+    "                  exit without writing anything\n"
+    "  --json          print one JSON object on stdout (docs/cli.md)\n"
     "\n"
     "exit codes: 0 ok, 1 input refused or a stage failed, 2 usage, 3 a stage is not implemented\n"
-    "(without --partial), 5 file system error\n";
+    "(without --partial), 5 file system error (missing --in, ...)\n";
 
 struct StageResult {
     stk_stage stage;
@@ -40,6 +65,143 @@ struct StageResult {
     uint32_t crc = 0;
     uint64_t sha = 0;
 };
+
+// On a terminal: "stk convert: [3/10] prf_build  12.5 s" refreshed while a stage runs, so a long
+// stage shows it is alive.  (Bytes or layers done inside a stage would need the stages to report
+// them; docs/cli.md.)
+class StageTicker {
+public:
+    StageTicker() {
+        if (::isatty(2)) thread_ = std::thread([this] { loop(); });
+    }
+    ~StageTicker() {
+        {
+            std::lock_guard<std::mutex> l(m_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        if (thread_.joinable()) thread_.join();
+    }
+    void start(int index, const char *name) {
+        std::lock_guard<std::mutex> l(m_);
+        index_ = index;
+        name_ = name;
+        t0_ = std::chrono::steady_clock::now();
+        show();  // at once: a stage shorter than a tick is shown too
+    }
+    void clear() {
+        std::lock_guard<std::mutex> l(m_);
+        name_ = nullptr;
+        progress("%s", "");
+    }
+
+private:
+    void loop() {
+        std::unique_lock<std::mutex> l(m_);
+        while (!stop_) {
+            show();
+            cv_.wait_for(l, std::chrono::milliseconds(250));
+        }
+    }
+    void show() {  // with m_ held
+        if (!name_) return;
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+        progress("stk convert: [%d/%d] %s  %.1f s", index_, STK_STAGE_COUNT, name_, s);
+    }
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::thread thread_;
+    bool stop_ = false;
+    int index_ = 0;
+    const char *name_ = nullptr;
+    std::chrono::steady_clock::time_point t0_;
+};
+
+static const char *stage_state(stk_status s) {
+    return s == STK_OK ? "ok" : s == STK_E_NOT_IMPLEMENTED ? "not_implemented" : "failed";
+}
+
+static const char *tokenizer_mode_name(TokenizerPlan::Mode m) {
+    switch (m) {
+        case TokenizerPlan::Mode::ABSENT: return "absent";
+        case TokenizerPlan::Mode::FST: return "fst";
+        case TokenizerPlan::Mode::FST_UNCERTIFIED: return "fst_uncertified";
+        case TokenizerPlan::Mode::EXT: return "ext";
+    }
+    return "?";
+}
+
+// Features a not-implemented stage leaves disabled (the manifest records the same).
+static const char *feature_of_stage(stk_stage s) {
+    switch (s) {
+        case STK_STAGE_TOKENIZER: return "tokenizer";
+        case STK_STAGE_PRF: return "prf";
+        case STK_STAGE_OVERLAYS: return "overlays";
+        case STK_STAGE_FFN_COLLAPSE: return "linear";
+        case STK_STAGE_MPHF_CUCKOO: return "mphf_cuckoo";
+        case STK_STAGE_MEMORY_FIT: return "memory";
+        case STK_STAGE_BRIDGE_INIT: return "bridge";
+        default: return nullptr;
+    }
+}
+
+// --dry-run: the plan, from metadata only.
+static int dry_run(const std::string &in, const std::string &out, const stk_job_params &p, size_t arena_bytes, bool json) {
+    std::unique_ptr<ModelDescription> d;
+    stk_status s = guard([&] { d = describe_model(in); });
+    if (s != STK_OK) return report_failure("convert", s, json);
+    const ModelPlan &plan = d->plan;
+    // Peak: the arena, plus one layer converted to f32 while it streams.
+    uint64_t peak = uint64_t(arena_bytes) + plan.max_unit_f32_bytes;
+    std::vector<std::string> stages;
+    const StageDef *table = stage_table();
+    for (int i = 0; i < STK_STAGE_COUNT; i++) {
+        bool impl = table[i].run != nullptr;
+        if (json) {
+            Json st;
+            st.str("stage", table[i].name).str("status", impl ? "will_run" : "not_implemented");
+            stages.push_back(st.text());
+        } else {
+            stages.push_back(std::string("  ") + table[i].name + (impl ? "" : "  (not implemented: its feature will be disabled)"));
+        }
+    }
+    std::string msg = "dry run: nothing written; " + std::to_string(plan.n_tensors) + " tensors (" +
+                      human_bytes(plan.checkpoint_bytes) + ") of " + plan.config.model_type + "; arena " +
+                      human_bytes(arena_bytes) + ", expected peak " + human_bytes(peak);
+    if (json) {
+        json_result("convert", kExitOk, STK_OK, msg)
+            .boolean("dry_run", true)
+            .str("in", in)
+            .str("out", out)
+            .str("model_type", plan.config.model_type)
+            .unum("n_layers", plan.config.n_layers)
+            .unum("n_tensors", plan.n_tensors)
+            .unum("n_params", plan.n_params)
+            .unum("checkpoint_bytes", plan.checkpoint_bytes)
+            .unum("arena_bytes", arena_bytes)
+            .unum("largest_layer_f32_bytes", plan.max_unit_f32_bytes)
+            .unum("expected_peak_bytes", peak)
+            .unum("r", p.r).unum("rv", p.rv).unum("ltok", p.l_tok).unum("topl", p.top_l)
+            .raw("stages", json_array(stages))
+            .print();
+        return kExitOk;
+    }
+    std::printf("plan for %s -> %s (nothing is written)\n", in.c_str(), out.c_str());
+    std::printf("model        %s, %u layers, %" PRIu64 " parameters, %u tensors\n", plan.config.model_type,
+                plan.config.n_layers, plan.n_params, plan.n_tensors);
+    std::printf("checkpoint   %s (%s)\n", human_bytes(plan.checkpoint_bytes).c_str(), plan.format);
+    std::printf("arena        %s (%zu bytes, allocated once before the first stage)\n", human_bytes(arena_bytes).c_str(),
+                arena_bytes);
+    std::printf("peak memory  about %s (arena + the largest layer in f32, %s)\n", human_bytes(peak).c_str(),
+                human_bytes(plan.max_unit_f32_bytes).c_str());
+    std::printf("options      r %u, rv %u, ltok %u, topl %u, threads %u\n", p.r ? p.r : 512, p.rv ? p.rv : 12,
+                p.l_tok ? p.l_tok : 8, p.top_l ? p.top_l : 12, p.threads ? p.threads : 1);
+    std::printf("stages, in order:\n");
+    for (const std::string &l : stages) std::printf("%s\n", l.c_str());
+    std::printf("arrays       decided by the stages at run time (the tokenizer stage writes its token\n"
+                "             tables unless the vocabulary ends in EXT mode)\n");
+    return kExitOk;
+}
 
 int cmd_convert(int argc, char **argv) {
     Args args(argc, argv, 2);
@@ -52,28 +214,60 @@ int cmd_convert(int argc, char **argv) {
     std::string in = args.get("in"), out = args.get("out");
     p.r = args.get_u32("r", 0);
     p.rv = args.get_u32("rv", 0);
-    p.l_tok = args.get_u32("Ltok", 0);
-    p.top_l = args.get_u32("topL", 0);
+    p.l_tok = args.get_u32("ltok", 0);
+    p.top_l = args.get_u32("topl", 0);
     p.threads = args.get_u32("threads", 0);
     bool partial = args.flag("partial");
     bool json = args.flag("json");
+    bool dry = args.flag("dry-run");
     if (args.flag("allow-uncertified-tokenizer")) p.flags |= STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER;
     if (args.flag("allow-nonfinite")) p.flags |= STK_JOB_ALLOW_NONFINITE;
-    if (!args.finish("convert")) return kExitUsage;
-    if (in.empty() || out.empty()) {
-        std::fprintf(stderr, "stk convert: --in and --out are required (see stk convert --help)\n");
-        return kExitUsage;
+    if (!args.finish("convert", 2)) return kExitUsage;
+    const auto &pos = args.positional();
+    if (!pos.empty()) {
+        if (!in.empty()) return report_usage("convert", "the model is given twice (--in and '" + pos[0] + "')", json);
+        in = pos[0];
     }
-    p.in_dir = in.c_str();
+    if (pos.size() > 1) {
+        if (!out.empty()) return report_usage("convert", "the output is given twice (--out and '" + pos[1] + "')", json);
+        out = pos[1];
+    }
+    if (in.empty() || out.empty()) return report_usage("convert", "--in PATH and --out DIR are required", json);
+
+    // --out first: a refused output should not cost a parse of the checkpoint.
+    struct stat st;
+    if (::stat(out.c_str(), &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) {
+            set_last_error(format("--out %s exists and is not a directory", out.c_str()));
+            return report_failure("convert", STK_E_OUTPUT_EXISTS, json);
+        }
+        if (file_exists_plain(out + "/" + kManifestFileName)) {
+            set_last_error(format("--out %s already holds a published generation (%s); choose a new --out", out.c_str(),
+                                  kManifestFileName));
+            return report_failure("convert", STK_E_OUTPUT_EXISTS, json);
+        }
+    }
+    std::string model_dir;
+    stk_status s = guard([&] { model_dir = resolve_model_dir(in); });
+    if (s != STK_OK) return report_failure("convert", s, json);
+    if (!file_exists_plain(model_dir + "/config.json")) {
+        set_last_error(format("--in %s: no config.json in %s (expected a HuggingFace model directory)", in.c_str(),
+                              model_dir.c_str()));
+        return report_failure("convert", STK_E_NOT_FOUND, json);
+    }
+    p.in_dir = model_dir.c_str();
     p.out_dir = out.c_str();
 
     size_t arena_bytes = 0;
-    stk_status s = stk_job_arena_size(&p, &arena_bytes);
+    s = stk_job_arena_size(&p, &arena_bytes);
     if (s != STK_OK) return report_failure("convert", s, json);
-    void *arena = std::aligned_alloc(64, (arena_bytes + 63) / 64 * 64);
+    if (dry) return dry_run(model_dir, out, p, arena_bytes, json);
+
+    size_t alloc_bytes = (arena_bytes + 63) / 64 * 64;
+    void *arena = std::aligned_alloc(64, alloc_bytes ? alloc_bytes : 64);
     if (!arena) {
-        std::fprintf(stderr, "stk convert: cannot allocate the %zu-byte arena\n", arena_bytes);
-        return kExitFailed;
+        set_last_error(format("cannot allocate the %zu-byte arena", arena_bytes));
+        return report_failure("convert", STK_E_ARENA_TOO_SMALL, json);
     }
     stk_job *job = nullptr;
     s = stk_open(&p, arena, arena_bytes, &job);
@@ -81,62 +275,148 @@ int cmd_convert(int argc, char **argv) {
         std::free(arena);
         return report_failure("convert", s, json);
     }
+    // stk_job is the library's Job (src/api/api.cc: struct stk_job : Job {}); the tool reads what
+    // the tokenizer stage decided from it.
+    const Job &jb = *reinterpret_cast<const Job *>(job);
 
     std::vector<StageResult> results;
     int exit_code = kExitOk;
+    stk_status failed_status = STK_OK;
+    std::string failed_message;
     bool missing = false;
+    StageTicker ticker;
     for (int i = 1; i <= STK_STAGE_COUNT; i++) {
-        stk_stage st = stk_stage(i);
+        stk_stage sid = stk_stage(i);
         // Without --partial, nothing is published when a stage is missing: stop before the manifest.
-        if (st == STK_STAGE_MANIFEST_EMIT && missing && !partial) break;
-        progress("stk convert: %s ...", stk_stage_name(st));
+        if (sid == STK_STAGE_MANIFEST_EMIT && missing && !partial) break;
+        ticker.start(i, stk_stage_name(sid));
         auto t0 = std::chrono::steady_clock::now();
-        s = stk_stage_run(job, st);
+        s = stk_stage_run(job, sid);
         double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        StageResult r{st, s, s == STK_OK ? "" : stk_last_error(), secs};
-        if (s == STK_OK) stk_stage_digest(job, st, &r.crc, &r.sha);
+        StageResult r{sid, s, s == STK_OK ? "" : stk_last_error(), secs};
+        if (s == STK_OK) stk_stage_digest(job, sid, &r.crc, &r.sha);
+        if (sid == STK_STAGE_TOKENIZER && s == STK_OK && jb.tokenizer) r.message = jb.tokenizer->invariant;
         results.push_back(r);
-        progress("%s", "");
+        ticker.clear();
         if (s == STK_E_NOT_IMPLEMENTED) {
             missing = true;
-            std::fprintf(stderr, "stk convert: NOT IMPLEMENTED: stage %s: nothing written, feature disabled\n",
-                         stk_stage_name(st));
+            if (!json) std::fprintf(stderr, "stk convert: %-24s NOT IMPLEMENTED: nothing written, feature disabled\n",
+                                    stk_stage_name(sid));
             continue;
         }
         if (s != STK_OK) {
-            std::fprintf(stderr, "stk convert: stage %s failed: %s: %s\n", stk_stage_name(st), stk_status_str(s),
+            std::fprintf(stderr, "stk convert: stage %s failed: %s: %s\n", stk_stage_name(sid), stk_status_str(s),
                          r.message.c_str());
             exit_code = exit_code_for(s);
+            failed_status = s;
+            failed_message = "stage " + std::string(stk_stage_name(sid)) + " failed: " + r.message;
             break;
         }
         if (!json)
             std::fprintf(stderr, "stk convert: %-24s ok  %8.3f s  crc32c %08x  sha256_low64 %016llx\n",
-                         stk_stage_name(st), secs, r.crc, (unsigned long long)r.sha);
+                         stk_stage_name(sid), secs, r.crc, (unsigned long long)r.sha);
     }
     if (exit_code == kExitOk && missing && !partial) {
-        std::fprintf(stderr,
-                     "stk convert: some stages are not implemented; nothing was published (no manifest).\n"
-                     "             Use --partial to publish a generation with those features disabled.\n");
         exit_code = kExitNotImplemented;
+        failed_status = STK_E_NOT_IMPLEMENTED;
+        failed_message = "some stages are not implemented; nothing was published (no manifest). Use --partial to "
+                         "publish a generation with those features disabled";
     }
-    if (json) {
-        std::printf("{\"ok\": %s, \"exit_code\": %d, \"out\": %s, \"arena_bytes\": %zu, \"stages\": [",
-                    exit_code == kExitOk ? "true" : "false", exit_code, json_escape(out).c_str(), arena_bytes);
-        for (size_t i = 0; i < results.size(); i++) {
-            const StageResult &r = results[i];
-            char digest[64];
-            std::snprintf(digest, sizeof digest, "\"crc32c\": \"%08x\", \"sha256_low64\": \"%016llx\"", r.crc,
-                          (unsigned long long)r.sha);
-            std::printf("%s{\"stage\": %s, \"status\": %s, \"seconds\": %.6f, %s, \"message\": %s}", i ? ", " : "",
-                        json_escape(stk_stage_name(r.stage)).c_str(),
-                        json_escape(r.status == STK_OK ? "ok"
-                                    : r.status == STK_E_NOT_IMPLEMENTED ? "not_implemented"
-                                                                        : stk_status_str(r.status))
-                            .c_str(),
-                        r.seconds, digest, json_escape(r.message).c_str());
+
+    // What was decided and published.
+    const TokenizerPlan *tok = jb.tokenizer;
+    std::string tok_mode = tok ? tokenizer_mode_name(tok->mode) : "not_run";
+    std::string tok_why = tok ? tok->invariant : "";
+    if (tok && tok->mode == TokenizerPlan::Mode::FST && tok_why.empty())
+        tok_why = "Sardinas-Patterson certified the vocabulary uniquely decodable: greedy token tables built";
+    std::vector<std::string> warnings;
+    if (tok && tok->mode == TokenizerPlan::Mode::EXT)
+        warnings.push_back("tokenizer in EXT mode: no token tables are written, so the generation cannot tokenize "
+                           "by itself (stk replay needs --in MODEL_DIR). " +
+                           std::string(tok->sp_ran ? "Byte-level BPE vocabularies never pass Sardinas-Patterson; "
+                                                     "--allow-uncertified-tokenizer builds the tables anyway "
+                                                     "(recorded as uncertified: greedy ids may differ from BPE)"
+                                                   : "The vocabulary is not byte-level BPE (EXT wrapper)"));
+    if (tok && tok->mode == TokenizerPlan::Mode::ABSENT)
+        warnings.push_back("no tokenizer files in the model directory: the tokenizer feature is disabled");
+    if (tok && tok->mode == TokenizerPlan::Mode::FST_UNCERTIFIED)
+        warnings.push_back("token tables built UNCERTIFIED (--allow-uncertified-tokenizer): greedy ids may differ "
+                           "from the model's BPE ids");
+    std::vector<std::string> disabled;
+    for (const StageResult &r : results)
+        if (r.status == STK_E_NOT_IMPLEMENTED && feature_of_stage(r.stage)) disabled.push_back(feature_of_stage(r.stage));
+    if (tok && (tok->mode == TokenizerPlan::Mode::EXT || tok->mode == TokenizerPlan::Mode::ABSENT))
+        disabled.insert(disabled.begin(), "tokenizer_fst");
+
+    bool published = false;
+    std::string generation;
+    uint64_t bytes = 0;
+    size_t n_arrays = 0;
+    if (exit_code == kExitOk) {
+        Manifest m;
+        if (guard([&] { m = read_manifest(out + "/" + kManifestFileName); }) == STK_OK) {
+            published = true;
+            generation = hex32(m.curr_hash);
+            n_arrays = m.arrays.size();
+            for (const ManifestArray &a : m.arrays) bytes += a.byte_len;
         }
-        std::printf("]}\n");
     }
+    if (published && n_arrays == 0)
+        warnings.push_back("the generation holds no arrays: every feature is disabled (stk check will verify the "
+                           "manifest alone)");
+
+    std::string summary = published ? "published generation " + generation.substr(0, 16) + " in " + out + ": " +
+                                          std::to_string(n_arrays) + " arrays, " + human_bytes(bytes) +
+                                          ", tokenizer " + tok_mode
+                                    : failed_message;
+    if (json) {
+        std::vector<std::string> stages, warn, dis;
+        for (const StageResult &r : results) {
+            char crc[16], sha[24];
+            std::snprintf(crc, sizeof crc, "%08x", r.crc);
+            std::snprintf(sha, sizeof sha, "%016llx", (unsigned long long)r.sha);
+            Json j;
+            j.str("stage", stk_stage_name(r.stage)).str("status", stage_state(r.status)).real("seconds", r.seconds);
+            j.str("crc32c", crc).str("sha256_low64", sha).str("message", r.message);
+            stages.push_back(j.text());
+        }
+        for (const std::string &w : warnings) warn.push_back(json_escape(w));
+        for (const std::string &f : disabled) dis.push_back(json_escape(f));
+        Json t;
+        t.str("mode", tok_mode).str("reason", tok_why);
+        if (tok) t.unum("vocab_size", tok->vocab_size).unum("ltok", tok->l_tok);
+        json_result("convert", exit_code, failed_status, summary)
+            .str("in", model_dir)
+            .str("out", out)
+            .boolean("published", published)
+            .str_or_null("generation", published ? generation.c_str() : nullptr)
+            .unum("arrays", n_arrays)
+            .unum("bytes", bytes)
+            .unum("arena_bytes", arena_bytes)
+            .raw("tokenizer", t.text())
+            .raw("disabled_features", json_array(dis))
+            .raw("warnings", json_array(warn))
+            .raw("stages", json_array(stages))
+            .print();
+    }
+    // The summary (stderr, also with --json: stdout holds only the JSON object).
+    if (published) {
+        std::fprintf(stderr, "stk convert: published generation %s\n", generation.c_str());
+        std::fprintf(stderr, "  output      %s (%s, arrays under %s/arrays)\n", out.c_str(), kManifestFileName, out.c_str());
+        std::fprintf(stderr, "  arrays      %zu, %s (%llu bytes of payload)\n", n_arrays, human_bytes(bytes).c_str(),
+                     (unsigned long long)bytes);
+    } else {
+        std::fprintf(stderr, "stk convert: %s\n", failed_message.c_str());
+    }
+    if (tok)
+        std::fprintf(stderr, "  tokenizer   %s\n", wrap(tok_mode + ": " + (tok_why.empty() ? "-" : tok_why), 14).c_str());
+    if (!disabled.empty()) {
+        std::string d;
+        for (const std::string &f : disabled) d += (d.empty() ? "" : " ") + f;
+        std::fprintf(stderr, "  disabled    %s\n", wrap(d, 14).c_str());
+    }
+    // Last, so that they are what the user sees: fallbacks that change what was written.
+    for (const std::string &w : warnings) std::fprintf(stderr, "%s\n", wrap("stk convert: WARNING: " + w, 4).c_str());
     stk_close(job);
     std::free(arena);
     return exit_code;

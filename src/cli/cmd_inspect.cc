@@ -1,18 +1,25 @@
 // stk inspect --in DIR [--json]: what a model directory holds, as stk understands it (the
 // ModelPlan parse_tensors would stream): architecture, layers, roles per tensor, dtypes,
 // parameter count, checkpoint bytes.  Reads headers and config only, never the weights.
+// On a published generation (a directory holding sera_manifest.bin): the manifest's fields,
+// stages, arrays (sizes, digests) and records.
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "format/array.h"
+#include "format/manifest.h"
 #include "ingest/model.h"
 
 namespace stk::cli {
 
 static const char kHelp[] =
-    "usage: stk inspect --in DIR [--json]\n"
+    "usage: stk inspect --in PATH [--json]\n"
+    "       stk inspect PATH [--json]\n"
     "\n"
     "Show what a HuggingFace model directory holds: config.json normalised (architecture, width,\n"
     "layers, heads, FFN, norm, positions, experts), and every tensor of the checkpoint with the\n"
@@ -20,11 +27,18 @@ static const char kHelp[] =
     "Conv1D weights to [out, in]) and its stored dtype.  Validates shapes and the parameter count\n"
     "against config.json.  Reads headers only, never the weights.\n"
     "\n"
-    "  --in DIR   model directory (config.json + model.safetensors[.index.json] or\n"
-    "             pytorch_model.bin[.index.json])\n"
+    "On a published generation (a directory holding sera_manifest.bin), shows the manifest\n"
+    "instead: its hash and the previous one, tokenizer mode, every stage's state and digest,\n"
+    "every array (stage, dtype, shape, bytes, crc32c, sha256_low64) and every record.  It\n"
+    "decodes and validates the manifest but does not hash the arrays: stk check does.\n"
+    "\n"
+    "  --in PATH  model directory (config.json + model.safetensors[.index.json] or\n"
+    "             pytorch_model.bin[.index.json]), a checkpoint file in one, a HuggingFace\n"
+    "             cache folder models--ORG--NAME, or a published generation; or give it as\n"
+    "             the only argument\n"
     "  --json     print one JSON object: model_type, n_layers, d_model, n_params (parameters;\n"
     "             buffers and tied copies excluded), tensors [{name, role, layer, expert, shape,\n"
-    "             dtype, ...}], ...\n"
+    "             dtype, ...}], ... with the keys every command shares (docs/cli.md)\n"
     "\n"
     "exit codes: 0 ok, 1 refused (message on stderr), 2 usage, 5 file missing\n";
 
@@ -45,8 +59,10 @@ static void print_json(const ModelDescription &d) {
     const ModelPlan &p = d.plan;
     const ModelConfig &c = p.config;
     const auto &refs = d.checkpoint->tensors();
-    std::printf("{\"model_type\": %s, \"family\": %s, \"format\": %s, \"checkpoint_bytes\": %" PRIu64 ",\n",
-                json_escape(c.model_type).c_str(), json_escape(family_name(c.family)).c_str(),
+    std::string head = json_result("inspect", kExitOk, STK_OK, "model " + std::string(c.model_type)).text();
+    head.pop_back();  // the object goes on below
+    std::printf("%s, \"kind\": \"model\",\n \"model_type\": %s, \"family\": %s, \"format\": %s, \"checkpoint_bytes\": %" PRIu64 ",\n",
+                head.c_str(), json_escape(c.model_type).c_str(), json_escape(family_name(c.family)).c_str(),
                 json_escape(p.format).c_str(), p.checkpoint_bytes);
     std::printf(" \"n_layers\": %u, \"d_model\": %u, \"n_heads\": %u, \"n_kv_heads\": %u, \"head_dim\": %u, "
                 "\"vocab_size\": %" PRIu64 ",\n",
@@ -93,7 +109,8 @@ static void print_text(const ModelDescription &d) {
     const ModelConfig &c = p.config;
     const auto &refs = d.checkpoint->tensors();
     std::printf("model_type      %s (preset: %s)\n", c.model_type, family_name(c.family));
-    std::printf("checkpoint      %s, %" PRIu64 " bytes\n", p.format, p.checkpoint_bytes);
+    std::printf("checkpoint      %s, %s (%" PRIu64 " bytes)\n", p.format, human_bytes(p.checkpoint_bytes).c_str(),
+                p.checkpoint_bytes);
     std::printf("layers          %u\n", c.n_layers);
     std::printf("d_model         %u\n", c.d_model);
     std::printf("heads           %u (kv %u, head_dim %u)\n", c.n_heads, c.n_kv_heads, c.head_dim);
@@ -115,24 +132,168 @@ static void print_text(const ModelDescription &d) {
                 p.n_params_expected ? " (= what config.json implies)" : " (custom model: not derived from config)");
     std::printf("buffers         %u tensors (not parameters)\n", p.n_buffers);
     if (p.n_unmapped) std::printf("unmapped        %u tensors (no role)\n", p.n_unmapped);
-    std::printf("largest layer   %" PRIu64 " bytes in f32\n\n", p.max_unit_f32_bytes);
-    std::printf("%-52s %-12s %5s %6s %-16s %s\n", "tensor", "role", "layer", "expert", "shape", "dtype");
+    std::printf("largest layer   %s in f32 (%" PRIu64 " bytes)\n\n", human_bytes(p.max_unit_f32_bytes).c_str(),
+                p.max_unit_f32_bytes);
+    // Columns as wide as their widest cell (names at most 52), so that rows fit 100 columns.
+    struct Row {
+        std::string name, role, layer, expert, shape, dtype, note;
+    };
+    std::vector<Row> rows;
+    Row head{"tensor", "role", "layer", "expert", "shape", "dtype", ""};
+    size_t w[5] = {head.name.size(), head.role.size(), head.layer.size(), head.expert.size(), head.shape.size()};
     for (uint32_t i = 0; i < p.n_tensors; i++) {
         const PlanTensor &t = p.tensors[i];
         const TensorRef &r = refs[t.source];
-        std::string role = role_name(t.role);
-        if (t.role == Role::NONE) role = "-";
-        if (t.slot != NormSlot::None) role += std::string("/") + norm_slot_name(t.slot);
-        std::string note;
-        if (t.transpose) note += " transposed from " + vec_json(r.shape);
-        if (t.layout != QkvLayout::Separate) note += std::string(" part of ") + qkv_layout_name(t.layout) + " " + vec_json(r.shape);
-        if (t.tied) note += " tied to the embedding";
-        else if (t.buffer) note += " (buffer)";
-        std::printf("%-52s %-12s %5s %6s %-16s %s%s\n", t.name, role.c_str(),
-                    t.layer >= 0 ? std::to_string(t.layer).c_str() : "-", group_label(t).c_str(),
-                    (t.streamed ? shape_json(t.dims, t.rank) : vec_json(r.shape)).c_str(), src_dtype_name(r.dtype),
-                    note.c_str());
+        Row row;
+        row.name = t.name;
+        row.role = t.role == Role::NONE ? "-" : role_name(t.role);
+        if (t.slot != NormSlot::None) row.role += std::string("/") + norm_slot_name(t.slot);
+        row.layer = t.layer >= 0 ? std::to_string(t.layer) : "-";
+        row.expert = group_label(t);
+        row.shape = t.streamed ? shape_json(t.dims, t.rank) : vec_json(r.shape);
+        row.dtype = src_dtype_name(r.dtype);
+        // Short notes (--json has the full story: source_shape, fused, transposed).
+        if (t.layout != QkvLayout::Separate) row.note += " slice of " + vec_json(r.shape);
+        if (t.transpose) row.note += t.layout != QkvLayout::Separate ? ", transposed" : " transposed";
+        if (t.tied) row.note += " tied to the embedding";
+        else if (t.buffer) row.note += " (buffer)";
+        const std::string *cells[5] = {&row.name, &row.role, &row.layer, &row.expert, &row.shape};
+        for (int k = 0; k < 5; k++) w[k] = cells[k]->size() > w[k] ? cells[k]->size() : w[k];
+        rows.push_back(std::move(row));
     }
+    w[0] = w[0] > 52 ? 52 : w[0];
+    auto print_row = [&](const Row &r) {
+        std::printf("%-*s %-*s %*s %*s %-*s %s%s\n", int(w[0]), r.name.c_str(), int(w[1]), r.role.c_str(), int(w[2]),
+                    r.layer.c_str(), int(w[3]), r.expert.c_str(), int(w[4]), r.shape.c_str(), r.dtype.c_str(),
+                    r.note.c_str());
+    };
+    print_row(head);
+    for (const Row &r : rows) print_row(r);
+}
+
+static const char *stage_state_name(uint16_t s) {
+    switch (s) {
+        case kStagePending: return "pending";
+        case kStageRan: return "ran";
+        case kStageNotImplemented: return "not_implemented";
+        case kStageDisabled: return "disabled";
+        case kStageFailed: return "failed";
+    }
+    return "?";
+}
+static const char *record_kind_name(uint16_t k) {
+    switch (k) {
+        case kRecordFeatureDisabled: return "feature_disabled";
+        case kRecordInvariantPass: return "invariant_pass";
+        case kRecordInvariantFail: return "invariant_fail";
+        case kRecordNote: return "note";
+    }
+    return "?";
+}
+static const char *tokenizer_mode_name(uint32_t m) {
+    static const char *kNames[] = {"disabled", "fst", "fst_uncertified", "ext"};
+    return m < 4 ? kNames[m] : "?";
+}
+static std::string dims_text(const ManifestArray &a) {
+    std::string s;
+    for (uint16_t i = 0; i < a.rank && i < 5; i++) s += (i ? "x" : "") + std::to_string(a.dims[i]);
+    return s.empty() ? "-" : s;
+}
+static std::string hex8(uint32_t v) {
+    char b[16];
+    std::snprintf(b, sizeof b, "%08x", v);
+    return b;
+}
+static std::string hex16(uint64_t v) {
+    char b[24];
+    std::snprintf(b, sizeof b, "%016llx", (unsigned long long)v);
+    return b;
+}
+
+// A published generation: what its manifest says.
+static int inspect_generation(const std::string &dir, bool json) {
+    Manifest m;
+    std::string path = dir + "/" + kManifestFileName;
+    stk_status s = guard([&] { m = read_manifest(path); });
+    if (s != STK_OK) return report_failure("inspect", s, json);
+    uint64_t bytes = 0;
+    for (const ManifestArray &a : m.arrays) bytes += a.byte_len;
+    bool first = true;
+    for (uint8_t b : m.prev_hash) first = first && b == 0;
+    const auto &t = m.fields.tokenizer;
+    if (json) {
+        std::vector<std::string> stages, arrays, records;
+        for (int i = 0; i < int(kManifestStages); i++) {
+            Json j;
+            j.str("stage", stk_stage_name(stk_stage(i + 1))).str("state", stage_state_name(m.stages[i].state));
+            j.str("crc32c", hex8(m.stages[i].crc32c)).str("sha256_low64", hex16(m.stages[i].sha256_low64));
+            stages.push_back(j.text());
+        }
+        for (const ManifestArray &a : m.arrays) {
+            std::vector<std::string> dims;
+            for (uint16_t i = 0; i < a.rank && i < 5; i++) dims.push_back(std::to_string(a.dims[i]));
+            Json j;
+            j.str("name", a.name).str("stage", stk_stage_name(stk_stage(a.stage))).str("dtype", dtype_name(a.dtype));
+            j.raw("shape", json_array(dims)).unum("bytes", a.byte_len).str("crc32c", hex8(a.crc32c));
+            j.str("sha256_low64", hex16(a.sha256_low64)).unum("flags", a.flags);
+            arrays.push_back(j.text());
+        }
+        for (const ManifestRecord &r : m.records) {
+            Json j;
+            j.str("stage", stk_stage_name(stk_stage(r.stage))).str("kind", record_kind_name(r.kind));
+            j.unum("feature", r.feature).unum("status_code", r.status).real("value", r.value).real("bound", r.bound);
+            j.str("text", r.text);
+            records.push_back(j.text());
+        }
+        Json tok;
+        tok.str("mode", tokenizer_mode_name(t.mode)).unum("mode_code", t.mode).unum("ltok", t.l_tok);
+        tok.unum("vocab_size", t.vocab_size).unum("s_norm", t.s_norm).unum("l_norm", t.l_norm);
+        json_result("inspect", kExitOk, STK_OK,
+                    "generation " + hex32(m.curr_hash).substr(0, 16) + ": " + std::to_string(m.arrays.size()) + " arrays, " +
+                        human_bytes(bytes))
+            .str("kind", "generation")
+            .str("out", dir)
+            .str("generation", hex32(m.curr_hash))
+            .str_or_null("previous", first ? nullptr : hex32(m.prev_hash).c_str())
+            .unum("arrays_count", m.arrays.size())
+            .unum("bytes", bytes)
+            .unum("n_pgen", m.p_gen.size())
+            .raw("tokenizer", tok.text())
+            .raw("stages", json_array(stages))
+            .raw("arrays", json_array(arrays))
+            .raw("records", json_array(records))
+            .print();
+        return kExitOk;
+    }
+    std::printf("generation      %s\n", hex32(m.curr_hash).c_str());
+    std::printf("previous        %s\n", first ? "none (first generation in this directory)" : hex32(m.prev_hash).c_str());
+    std::printf("manifest        %s\n", path.c_str());
+    std::printf("arrays          %zu, %s (%llu bytes)\n", m.arrays.size(), human_bytes(bytes).c_str(),
+                (unsigned long long)bytes);
+    std::printf("tokenizer       %s, L_tok %u, vocab %u, %zu proposal ids\n", tokenizer_mode_name(t.mode), t.l_tok,
+                t.vocab_size, m.p_gen.size());
+    std::printf("\n%-24s %-16s %-8s %s\n", "stage", "state", "crc32c", "sha256_low64");
+    for (int i = 0; i < int(kManifestStages); i++)
+        std::printf("%-24s %-16s %08x %016llx\n", stk_stage_name(stk_stage(i + 1)), stage_state_name(m.stages[i].state),
+                    m.stages[i].crc32c, (unsigned long long)m.stages[i].sha256_low64);
+    if (!m.arrays.empty()) {
+        std::printf("\n%-28s %-10s %-5s %-16s %10s %-8s %s\n", "array", "stage", "dtype", "shape", "size", "crc32c",
+                    "sha256_low64");
+        for (const ManifestArray &a : m.arrays) {
+            std::string stage = stk_stage_name(stk_stage(a.stage));
+            if (stage.size() > 10) stage = stage.substr(0, 9) + "~";
+            std::printf("%-28s %-10s %-5s %-16s %10s %08x %016llx\n", a.name, stage.c_str(), dtype_name(a.dtype),
+                        dims_text(a).c_str(), human_bytes(a.byte_len).c_str(), a.crc32c,
+                        (unsigned long long)a.sha256_low64);
+        }
+    }
+    std::printf("\nThe manifest was decoded and validated; stk check also hashes every array.\n");
+    if (!m.records.empty()) {
+        std::printf("\nrecords\n");
+        for (const ManifestRecord &r : m.records)
+            std::printf("  %-16s %-24s %s\n", record_kind_name(r.kind), stk_stage_name(stk_stage(r.stage)), r.text);
+    }
+    return kExitOk;
 }
 
 int cmd_inspect(int argc, char **argv) {
@@ -143,13 +304,15 @@ int cmd_inspect(int argc, char **argv) {
     }
     std::string in = args.get("in");
     bool json = args.flag("json");
-    if (!args.finish("inspect")) return kExitUsage;
-    if (in.empty()) {
-        std::fprintf(stderr, "stk inspect: --in DIR is required (see stk inspect --help)\n");
-        return kExitUsage;
+    if (!args.finish("inspect", 1)) return kExitUsage;
+    if (!args.positional().empty()) {
+        if (!in.empty()) return report_usage("inspect", "the path is given twice (--in and '" + args.positional()[0] + "')", json);
+        in = args.positional()[0];
     }
+    if (in.empty()) return report_usage("inspect", "--in PATH (or a plain PATH) is required", json);
+    if (file_exists_plain(in + "/" + kManifestFileName)) return inspect_generation(in, json);
     std::unique_ptr<ModelDescription> d;
-    stk_status s = guard([&] { d = describe_model(in); });
+    stk_status s = guard([&] { d = describe_model(resolve_model_dir(in)); });
     if (s != STK_OK) return report_failure("inspect", s, json);
     if (json) print_json(*d);
     else print_text(*d);

@@ -17,13 +17,21 @@ namespace stk::cli {
 
 static const char kHelp[] =
     "usage: stk replay --out DIR --prompt TEXT [--in MODEL_DIR] [--json]\n"
+    "       stk replay DIR --prompt TEXT [--in MODEL_DIR] [--json]\n"
     "\n"
     "Verify and map the generation published in --out, tokenize --prompt with its greedy token\n"
     "tables (or, for a generation built in EXT mode, with the model's own tokenizer from --in),\n"
     "look every token up through the O(1) tables (stk_lookup), and print one line per token and a\n"
     "final state digest: SHA-256 over (u32 id, u32 length, bytes) of every token, so that two\n"
     "replays can be compared.  Modules whose arrays the generation does not hold are reported as\n"
-    "disabled (seed 17.3).\n"
+    "disabled (spec 17.3).\n"
+    "\n"
+    "  --out DIR       the published generation (or give it as the only argument)\n"
+    "  --prompt TEXT   the text to tokenize and replay\n"
+    "  --in PATH       the model (directory, checkpoint file or HuggingFace cache folder);\n"
+    "                  needed for a generation built in EXT mode (no token tables)\n"
+    "  --json          one JSON object on stdout (docs/cli.md); each token has \"bytes\" (a\n"
+    "                  string; bytes that are not UTF-8 show as U+FFFD) and \"hex\" (exact)\n"
     "\n"
     "exit codes: 0 ok, 1 failed, 2 usage, 4 the generation does not verify, 5 file system error\n";
 
@@ -54,17 +62,23 @@ int cmd_replay(int argc, char **argv) {
     }
     std::string out = args.get("out"), prompt = args.get("prompt"), in = args.get("in");
     bool json = args.flag("json");
-    if (!args.finish("replay")) return kExitUsage;
-    if (out.empty() || !args.has("prompt")) {
-        std::fprintf(stderr, "stk replay: --out and --prompt are required (see stk replay --help)\n");
-        return kExitUsage;
+    if (!args.finish("replay", 1)) return kExitUsage;
+    if (!args.positional().empty()) {
+        if (!out.empty()) return report_usage("replay", "the generation is given twice (--out and '" + args.positional()[0] + "')", json);
+        out = args.positional()[0];
     }
+    if (out.empty() || !args.has("prompt")) return report_usage("replay", "--out DIR and --prompt TEXT are required", json);
 
     stk_generation *gen = nullptr;
     stk_status s = stk_generation_open(out.c_str(), &gen);
     if (s != STK_OK) {
-        int code = report_failure("replay", s, json);
-        return code == kExitFailed && s != STK_E_NOT_IMPLEMENTED ? kExitVerifyFailed : code;
+        // A generation that does not verify is exit 4, as in stk check.
+        int code = exit_code_for(s);
+        if (code == kExitFailed) code = kExitVerifyFailed;
+        std::string msg = stk_last_error();
+        if (json) json_result("replay", code, s, msg).str("out", out).print();
+        std::fprintf(stderr, "stk replay: %s: %s\n", stk_status_str(s), msg.c_str());
+        return code;
     }
     std::unique_ptr<stk_generation, void (*)(stk_generation *)> hold(gen, stk_generation_close);
 
@@ -84,7 +98,7 @@ int cmd_replay(int argc, char **argv) {
                             "model's own tokenizer",
                             out.c_str());
             mode = "ext";
-            vocab = load_vocab_dir(in);
+            vocab = load_vocab_dir(resolve_model_dir(in));
             Tokenizer tok(vocab);
             tok.encode(prompt, ids, false);
         }
@@ -118,17 +132,30 @@ int cmd_replay(int argc, char **argv) {
 
     // Modules of the O(1) path that need arrays this generation does not have.
     const char *disabled[] = {"prf", "overlays", "linear", "memory", "bridge"};
+    size_t mismatches = 0;
+    for (const TokenRow &r : rows)
+        if (mode == "greedy" && !r.round_trip) mismatches++;
+    int code = mismatches ? kExitVerifyFailed : kExitOk;
     if (json) {
-        std::printf("{\"ok\": true, \"mode\": %s, \"n_tokens\": %zu, \"tokens\": [", json_escape(mode).c_str(),
-                    rows.size());
-        for (size_t i = 0; i < rows.size(); i++)
-            std::printf("%s{\"id\": %u, \"bytes\": %s, \"lookup_round_trip\": %s}", i ? ", " : "", rows[i].id,
-                        json_escape(rows[i].bytes).c_str(),
-                        mode == "greedy" ? (rows[i].round_trip ? "true" : "false") : "null");
-        std::printf("], \"disabled_modules\": [");
-        for (size_t i = 0; i < sizeof disabled / sizeof *disabled; i++)
-            std::printf("%s\"%s\"", i ? ", " : "", disabled[i]);
-        std::printf("], \"state_digest\": \"%s\"}\n", digest);
+        std::vector<std::string> toks, dis;
+        for (const TokenRow &r : rows) {
+            Json t;
+            t.unum("id", r.id).str("bytes", r.bytes).str("hex", hex_bytes(r.bytes));
+            if (mode == "greedy") t.boolean("lookup_round_trip", r.round_trip);
+            else t.null("lookup_round_trip");
+            toks.push_back(t.text());
+        }
+        for (const char *m : disabled) dis.push_back(json_escape(m));
+        std::string msg = std::to_string(rows.size()) + " tokens replayed in " + mode + " mode" +
+                          (mismatches ? ", " + std::to_string(mismatches) + " lookup mismatches" : "");
+        json_result("replay", code, mismatches ? STK_E_CORRUPT : STK_OK, msg)
+            .str("out", out)
+            .str("mode", mode)
+            .unum("n_tokens", rows.size())
+            .raw("tokens", json_array(toks))
+            .raw("disabled_modules", json_array(dis))
+            .str("state_digest", digest)
+            .print();
     } else {
         std::printf("generation %s, tokenizer mode %s, %zu tokens\n", out.c_str(), mode.c_str(), rows.size());
         for (size_t i = 0; i < rows.size(); i++)
@@ -138,9 +165,7 @@ int cmd_replay(int argc, char **argv) {
         std::printf("disabled modules (no arrays in this generation): prf overlays linear memory bridge\n");
         std::printf("state digest %s\n", digest);
     }
-    for (const TokenRow &r : rows)
-        if (mode == "greedy" && !r.round_trip) return kExitVerifyFailed;
-    return kExitOk;
+    return code;
 }
 
 }  // namespace stk::cli

@@ -1,6 +1,6 @@
 // stk tokenize --in MODEL_DIR (--text FILE | --prompt TEXT) [--mode bpe|greedy] [--json]: encode
 // text with a model directory's tokenizer (the real BPE / SentencePiece encoder, or the greedy
-// encoder of seed 4.5 over tables built in memory) and print the ids.
+// encoder of spec 4.5 over tables built in memory) and print the ids.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -17,31 +17,33 @@
 namespace stk::cli {
 
 static const char kTokenizeHelp[] =
-    "usage: stk tokenize --in MODEL_DIR (--text FILE | --prompt TEXT) [--mode bpe|greedy] [--json]\n"
+    "usage: stk tokenize --in PATH (--text FILE | --prompt TEXT) [--mode bpe|greedy] [--json]\n"
     "                    [--no-special] [--ltok N] [--decode]\n"
+    "       stk tokenize PATH (--text FILE | --prompt TEXT) [options]\n"
     "\n"
     "Encode text with the tokenizer of a HF model directory (tokenizer.json, else vocab.json +\n"
     "merges.txt or encoder.json + vocab.bpe, else tokenizer.model) and print the token ids.\n"
     "\n"
-    "  --in DIR        the model directory\n"
+    "  --in PATH       the model directory (or a checkpoint file in it, or a HuggingFace cache\n"
+    "                  folder models--ORG--NAME); or give it as the only argument\n"
     "  --text FILE     the text to encode ('-': standard input)\n"
     "  --prompt TEXT   the text to encode, given on the command line\n"
     "  --mode bpe      the real encoder (default): ids identical to HF tokenizers / tiktoken /\n"
     "                  sentencepiece, with the post-processor's special ids (e.g. Llama's <s>)\n"
-    "  --mode greedy   seed 4.5's greedy longest match over the tokenizer tables (byte-level BPE\n"
+    "  --mode greedy   the spec's (4.5) greedy longest match over the tokenizer tables (byte-level BPE\n"
     "                  only); built here even where Sardinas-Patterson rejects the vocabulary, so\n"
     "                  its ids are UNCERTIFIED and may differ from BPE\n"
-    "  --ltok N        longest piece the greedy tables hold, in bytes (default 8)\n"
+    "  --ltok N        longest piece the greedy tables hold, in bytes (default 8); also --Ltok\n"
     "  --no-special    do not add the post-processor's special ids (bpe mode)\n"
     "  --decode        also print the decoded text (stderr in plain mode, \"text\" in --json)\n"
-    "  --json          one JSON object {\"ids\": [...], \"count\": N, ...} on stdout\n"
+    "  --json          one JSON object {\"ids\": [...], \"count\": N, ...} on stdout (docs/cli.md)\n"
     "\n"
     "exit codes: 0 ok, 1 tokenizer or text refused, 2 usage, 3 not implemented (e.g. Unigram),\n"
     "            5 no such file\n";
 
 int cmd_tokenize(int argc, char **argv) {
     Args args(argc, argv, 2);
-    if (args.flag("help") || args.flag("h")) {
+    if (args.flag("help")) {
         std::fputs(kTokenizeHelp, stdout);
         return kExitOk;
     }
@@ -50,15 +52,14 @@ int cmd_tokenize(int argc, char **argv) {
     std::string mode = args.get("mode", "bpe");
     uint32_t ltok = args.get_u32("ltok", 8);
     bool json = args.flag("json"), no_special = args.flag("no-special"), decode = args.flag("decode");
-    if (!args.finish("tokenize")) return kExitUsage;
-    if (in.empty() || has_prompt == has_text || !args.positional().empty()) {
-        std::fprintf(stderr, "stk tokenize: needs --in DIR and exactly one of --text FILE / --prompt TEXT (see stk tokenize --help)\n");
-        return kExitUsage;
+    if (!args.finish("tokenize", 1)) return kExitUsage;
+    if (!args.positional().empty()) {
+        if (!in.empty()) return report_usage("tokenize", "the model is given twice (--in and '" + args.positional()[0] + "')", json);
+        in = args.positional()[0];
     }
-    if (mode != "bpe" && mode != "greedy") {
-        std::fprintf(stderr, "stk tokenize: --mode is bpe or greedy, not '%s'\n", mode.c_str());
-        return kExitUsage;
-    }
+    if (in.empty() || has_prompt == has_text)
+        return report_usage("tokenize", "needs --in PATH and exactly one of --text FILE / --prompt TEXT", json);
+    if (mode != "bpe" && mode != "greedy") return report_usage("tokenize", "--mode is bpe or greedy, not '" + mode + "'", json);
 
     std::vector<uint32_t> ids;
     std::string source, decoded;
@@ -77,7 +78,7 @@ int cmd_tokenize(int argc, char **argv) {
                 text = std::string_view(reinterpret_cast<const char *>(mapped.data()), size_t(mapped.size()));
             }
         }
-        Vocab v = load_vocab_dir(in);
+        Vocab v = load_vocab_dir(resolve_model_dir(in));
         source = v.source;
         if (mode == "bpe") {
             Tokenizer t(v);
@@ -97,21 +98,23 @@ int cmd_tokenize(int argc, char **argv) {
     });
     if (s != STK_OK) return report_failure("tokenize", s, json);
 
-    std::string out;
-    out.reserve(ids.size() * 7 + 64);
-    if (json) out += "{\"ok\": true, \"tokenizer\": " + json_escape(source) + ", \"mode\": \"" + mode + "\", \"count\": " +
-                     std::to_string(ids.size()) + ", \"ids\": [";
+    std::string list;
+    list.reserve(ids.size() * 7 + 64);
     for (size_t i = 0; i < ids.size(); i++) {
-        if (i) out += json ? ", " : " ";
-        out += std::to_string(ids[i]);
+        if (i) list += json ? ", " : " ";
+        list += std::to_string(ids[i]);
     }
     if (json) {
-        out += "]";
-        if (decode) out += ", \"text\": " + json_escape(decoded);
-        out += "}";
+        Json j = json_result("tokenize", kExitOk, STK_OK, std::to_string(ids.size()) + " tokens (" + mode + ")");
+        j.str("tokenizer", source).str("mode", mode);
+        if (decode) j.str("text_hex", hex_bytes(decoded));  // exact bytes; "text" shows non-UTF-8 as U+FFFD
+        j.unum("count", ids.size()).raw("ids", "[" + list + "]");
+        if (decode) j.str("text", decoded);
+        j.print();
+    } else {
+        list += "\n";
+        std::fwrite(list.data(), 1, list.size(), stdout);
     }
-    out += "\n";
-    std::fwrite(out.data(), 1, out.size(), stdout);
     if (decode && !json) std::fprintf(stderr, "%s\n", decoded.c_str());
     return kExitOk;
 }

@@ -1,0 +1,72 @@
+#!/bin/sh
+# meson test "readme-c-example": the README's C example, built as a user would.  Installs this
+# build into a staging root (meson install --destdir), extracts the ```c block under "## The C
+# API" from README.md, and
+#   - compiles it with -std=c99 and -std=c11 (-pedantic -Wall -Wextra -Werror) through
+#     `pkg-config --cflags --libs stk` and runs it with LD_LIBRARY_PATH, then with an rpath;
+#   - links libstk.a through `pkg-config --static --libs stk` from a static-only prefix (what
+#     -Ddefault_library=static installs) and runs it with no library path at all;
+#   - asserts that --cflags is the include directory alone and that --static --libs names the
+#     C++ runtime and libm.
+# Each run converts bindings/testdata/tiny-gpt2 and must print "9 arrays, 3611 bytes verified".
+#   STK_BUILD_ROOT, STK_SOURCE_ROOT  the build and source trees; MESON, CC optional
+set -eu
+: "${STK_BUILD_ROOT:?}" "${STK_SOURCE_ROOT:?}"
+CC=${CC:-cc}
+MESON=${MESON:-meson}
+unset LD_LIBRARY_PATH  # meson test points it at the build tree; a user's shell does not
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/stk-c-example.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+model="$STK_SOURCE_ROOT/bindings/testdata/tiny-gpt2"
+want="9 arrays, 3611 bytes verified"
+die() { echo "c_example: $*" >&2; exit 1; }
+
+"$MESON" install -C "$STK_BUILD_ROOT" --no-rebuild --destdir "$tmp/root" >"$tmp/install.log" 2>&1 ||
+  { cat "$tmp/install.log"; die "meson install failed"; }
+pc=$(find "$tmp/root" -name stk.pc | head -n 1)
+[ -n "$pc" ] || die "no stk.pc installed"
+awk '/^## The C API/ {api = 1} api && /^```c$/ {on = 1; next} on && /^```$/ {exit} on {print}' \
+  "$STK_SOURCE_ROOT/README.md" >"$tmp/convert.c"
+grep -q 'int main' "$tmp/convert.c" || die "README.md has no C example with a main under '## The C API'"
+
+check_run() {  # label, command...
+  label=$1
+  shift
+  out=$("$@" 2>"$tmp/err") || { cat "$tmp/err" >&2; die "$label: the example failed"; }
+  [ "$out" = "$want" ] || die "$label: printed '$out', expected '$want'"
+  echo "ok: $label"
+}
+
+# Shared library, through the installed prefix.
+export PKG_CONFIG_PATH="$(dirname "$pc")" PKG_CONFIG_SYSROOT_DIR="$tmp/root"
+cflags=$(pkg-config --cflags stk)
+case "$cflags" in *-D*|*-pthread*) die "pkg-config --cflags stk hands out internal flags: $cflags" ;; esac
+[ "$(echo $cflags)" = "-I$tmp/root/usr/local/include" ] || [ "$(echo $cflags)" = "-I$tmp/root$(pkg-config --variable=includedir stk)" ] ||
+  die "pkg-config --cflags stk is '$cflags', expected the include directory alone"
+static_libs=$(pkg-config --static --libs stk)
+for l in -lstk -lstdc++ -lm -lutf8proc -lcrypto; do
+  case " $static_libs " in *" $l "*) ;; *) die "pkg-config --static --libs stk lacks $l: $static_libs" ;; esac
+done
+libdir="$tmp/root$(PKG_CONFIG_SYSROOT_DIR= pkg-config --variable=libdir stk)"
+[ -f "$libdir/libstk.so" ] || die "no libstk.so in $libdir"
+for std in c99 c11; do
+  "$CC" -std=$std -pedantic -Wall -Wextra -Werror "$tmp/convert.c" $(pkg-config --cflags --libs stk) -o "$tmp/convert-$std"
+  if "$tmp/convert-$std" "$model" "$tmp/out-$std-nopath" >/dev/null 2>&1; then
+    die "$std: ran without the library path (the README says it is needed; is libstk installed system-wide?)"
+  fi
+  check_run "$std shared, LD_LIBRARY_PATH" env LD_LIBRARY_PATH="$libdir" "$tmp/convert-$std" "$model" "$tmp/out-$std"
+  "$CC" -std=$std -pedantic -Wall -Wextra -Werror "$tmp/convert.c" $(pkg-config --cflags --libs stk) \
+    -Wl,-rpath,"$libdir" -o "$tmp/convert-$std-rpath"
+  check_run "$std shared, rpath" "$tmp/convert-$std-rpath" "$model" "$tmp/out-$std-rpath"
+done
+
+# Static: a prefix holding libstk.a only.
+cp -a "$tmp/root" "$tmp/static-root"
+rm -f "$tmp/static-root$(PKG_CONFIG_SYSROOT_DIR= pkg-config --variable=libdir stk)"/libstk.so*
+export PKG_CONFIG_PATH="$(dirname "$(find "$tmp/static-root" -name stk.pc | head -n 1)")" PKG_CONFIG_SYSROOT_DIR="$tmp/static-root"
+for std in c99 c11; do
+  "$CC" -std=$std -pedantic -Wall -Wextra -Werror "$tmp/convert.c" $(pkg-config --cflags --static --libs stk) \
+    -o "$tmp/convert-$std-static"
+  if readelf -d "$tmp/convert-$std-static" | grep -q 'libstk\.so'; then die "$std static: still needs libstk.so"; fi
+  check_run "$std static" "$tmp/convert-$std-static" "$model" "$tmp/out-$std-static"
+done

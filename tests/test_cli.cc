@@ -1,0 +1,485 @@
+// The stk command as a user meets it: every test runs the built binary ($STK_BIN) with real
+// arguments and asserts exit codes, what stderr says, and that --json output is exactly one
+// valid JSON object with the shared keys of docs/cli.md (parsed with simdjson).
+#include <fcntl.h>
+#include <pty.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <simdjson.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "test_util.h"
+
+using namespace stk;
+
+namespace {
+
+struct Run {
+    int exit_code = -1;
+    std::string out, err;
+};
+
+std::string slurp(const std::string &path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+std::string g_tmp;
+
+// Runs $STK_BIN with args (no shell), stdout and stderr captured apart.
+Run stk_run(const std::vector<std::string> &args) {
+    const char *bin = std::getenv("STK_BIN");
+    if (!bin) {
+        print_error("STK_BIN is not set (run under meson test)\n");
+        fail();
+    }
+    if (g_tmp.empty()) g_tmp = test::make_temp_dir("cli-io");
+    std::string o = g_tmp + "/stdout", e = g_tmp + "/stderr";
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fo = ::open(o.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = ::open(e.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fi = ::open("/dev/null", O_RDONLY);
+        dup2(fo, 1), dup2(fe, 2), dup2(fi, 0);
+        std::vector<char *> argv{const_cast<char *>(bin)};
+        for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+        argv.push_back(nullptr);
+        execv(bin, argv.data());
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    Run r;
+    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.out = slurp(o);
+    r.err = slurp(e);
+    return r;
+}
+
+std::string model() {
+    const char *root = std::getenv("STK_SOURCE_ROOT");
+    return std::string(root ? root : ".") + "/bindings/testdata/tiny-gpt2";
+}
+
+bool exists(const std::string &p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0;
+}
+
+// stdout must be one JSON object (simdjson refuses trailing content) with the shared keys, and
+// "ok"/"exit_code" agreeing with the process.
+simdjson::dom::element parse_result(simdjson::dom::parser &parser, const Run &r, const char *command) {
+    simdjson::dom::element root;
+    auto err = parser.parse(r.out).get(root);
+    if (err) fail_msg("not one JSON object (%s): '%s'", simdjson::error_message(err), r.out.c_str());
+    assert_true(root.is_object());
+    assert_true(std::string_view(root["command"]) == command);
+    assert_int_equal(int64_t(root["exit_code"]), r.exit_code);
+    assert_true(bool(root["ok"]) == (r.exit_code == 0));
+    std::string_view status = root["status"];
+    assert_true(status.rfind("STK_", 0) == 0);
+    assert_true(root["status_code"].is_int64());
+    assert_true(root["message"].is_string());
+    if (r.exit_code == 0) assert_true(root["error"].is_null());
+    else assert_true(root["error"].is_string());
+    return root;
+}
+
+std::string fresh_out(const char *tag) { return test::make_temp_dir(tag) + "/out"; }
+
+}  // namespace
+
+// Byte-level BPE without the opt-in: EXT mode, said on stderr and in JSON; a summary follows.
+static void convert_says_what_it_did(void **) {
+    std::string out = fresh_out("cli-ext");
+    Run r = stk_run({"convert", "--in", model(), "--out", out, "--partial"});
+    if (r.exit_code != 0) fail_msg("exit %d: %s", r.exit_code, r.err.c_str());
+    assert_contains(r.err, "published generation");
+    assert_contains(r.err, "arrays      0, 0 B");
+    assert_contains(r.err, "tokenizer   ext: tokenizer: Sardinas-Patterson rejects the 260 bytepieces");
+    assert_contains(r.err, "WARNING: tokenizer in EXT mode");
+    assert_contains(r.err, "--allow-uncertified-tokenizer");
+    assert_contains(r.err, "disabled    tokenizer_fst prf overlays linear mphf_cuckoo memory bridge");
+    assert_true(r.out.empty());  // stdout is for --json only
+
+    std::string out2 = fresh_out("cli-ext-json");
+    Run j = stk_run({"convert", "--in", model(), "--out", out2, "--partial", "--json"});
+    simdjson::dom::parser p;
+    auto root = parse_result(p, j, "convert");
+    assert_true(bool(root["published"]));
+    assert_int_equal(uint64_t(root["arrays"]), 0);
+    assert_true(std::string_view(root["tokenizer"]["mode"]) == "ext");
+    assert_int_equal(uint64_t(root["tokenizer"]["vocab_size"]), 261);
+    assert_int_equal(root["warnings"].get_array().size(), 2);
+    assert_int_equal(root["stages"].get_array().size(), 10);
+    std::string_view msg = root["stages"].at(1)["message"];
+    assert_true(msg.find("EXT mode") != std::string_view::npos);  // the stage's message is not ""
+    assert_contains(j.err, "WARNING: tokenizer in EXT mode");     // the warning shows with --json too
+    // Same inputs -> the same generation.
+    std::string_view gen = root["generation"];
+    assert_int_equal(gen.size(), 64);
+    assert_contains(r.err, std::string(gen));
+}
+
+// With the opt-in the tables are written: the summary's arrays and bytes are what check verifies.
+static void convert_uncertified_matches_check(void **) {
+    std::string out = fresh_out("cli-fst");
+    Run j = stk_run({"convert", model(), out, "--partial", "--allow-uncertified-tokenizer", "--json"});
+    simdjson::dom::parser p;
+    auto root = parse_result(p, j, "convert");
+    assert_true(std::string_view(root["tokenizer"]["mode"]) == "fst_uncertified");
+    uint64_t arrays = root["arrays"], bytes = root["bytes"];
+    assert_int_equal(arrays, 9);
+    assert_int_equal(bytes, 3611);
+    assert_contains(j.err, "WARNING: token tables built UNCERTIFIED");
+    Run c = stk_run({"check", out, "--json"});
+    simdjson::dom::parser p2;
+    auto croot = parse_result(p2, c, "check");
+    assert_int_equal(uint64_t(croot["arrays"]), arrays);
+    assert_int_equal(uint64_t(croot["bytes"]), bytes);
+    // inspect on the generation: the manifest's arrays, sizes and digests.
+    Run i = stk_run({"inspect", out, "--json"});
+    simdjson::dom::parser p3;
+    auto iroot = parse_result(p3, i, "inspect");
+    assert_true(std::string_view(iroot["kind"]) == "generation");
+    assert_true(std::string_view(iroot["generation"]) == std::string_view(root["generation"]));
+    assert_true(iroot["previous"].is_null());
+    uint64_t sum = 0, n = 0;
+    for (auto a : iroot["arrays"].get_array()) {
+        sum += uint64_t(a["bytes"]);
+        n++;
+        assert_int_equal(std::string_view(a["crc32c"]).size(), 8);
+    }
+    assert_int_equal(n, arrays);
+    assert_int_equal(sum, bytes);
+    assert_true(std::string_view(iroot["tokenizer"]["mode"]) == "fst_uncertified");
+    assert_true(std::string_view(iroot["arrays"].at(0)["name"]) == "tokenizer_fst.bin");
+    Run it = stk_run({"inspect", "--in", out});
+    assert_int_equal(it.exit_code, 0);
+    assert_contains(it.out, "tokenizer_fst.bin");
+    assert_contains(it.out, "fst_uncertified");
+    for (size_t pos = 0, nl; pos < it.out.size(); pos = nl + 1) {  // columns fit 100 characters
+        nl = it.out.find('\n', pos);
+        if (nl == std::string::npos) nl = it.out.size();
+        if (nl - pos > 100 && it.out.compare(pos, 2, "  ") != 0) fail_msg("line over 100: %s", it.out.substr(pos, nl - pos).c_str());
+    }
+
+    // replay --json: a token that is part of a UTF-8 character is still valid JSON; hex is exact.
+    const std::string prompt = "a \xf0\x9f\x98\x80 b";
+    Run rp = stk_run({"replay", out, "--prompt", prompt, "--json"});
+    simdjson::dom::parser p4;
+    auto rroot = parse_result(p4, rp, "replay");
+    std::string hex;
+    for (auto t : rroot["tokens"].get_array()) {
+        hex += std::string(std::string_view(t["hex"]));
+        assert_true(bool(t["lookup_round_trip"]));
+    }
+    assert_string_equal(hex.c_str(), "6120f09f988020" "62");
+    assert_true(std::string_view(rroot["tokens"].at(2)["bytes"]) == "\xef\xbf\xbd");  // U+FFFD
+}
+
+// Every failure and usage error with --json: one object on stdout, the right exit code.
+static void json_always_one_object(void **) {
+    std::string out = fresh_out("cli-json");
+    struct Case {
+        std::vector<std::string> args;
+        const char *command;
+        int exit_code;
+        const char *error;
+    };
+    const std::string missing = "/nonexistent/stk-model";
+    std::vector<Case> cases = {
+        {{"convert", "--json", "--bogus"}, "convert", 2, "usage"},
+        {{"convert", "--json", "-q", "--in", model(), "--out", out}, "convert", 2, "usage"},
+        {{"convert", "--json", model(), out, "stray"}, "convert", 2, "usage"},
+        {{"convert", "--json", "--in", model()}, "convert", 2, "usage"},
+        {{"convert", "--json", "--in", missing, "--out", out}, "convert", 5, "io"},
+        {{"convert", "--json", "--in", model(), "--out", out, "--r", "x"}, "convert", 2, "usage"},
+        {{"convert", "--json", "--in", model(), "--out", out, "--r", "99999"}, "convert", 2, "usage"},
+        {{"check", "--json"}, "check", 2, "usage"},
+        {{"check", "--json", "a", "b"}, "check", 2, "usage"},
+        {{"check", "--json", missing}, "check", 5, "io"},
+        {{"replay", "--json", "--out", missing}, "replay", 2, "usage"},
+        {{"replay", "--json", missing, "--prompt", "x"}, "replay", 5, "io"},
+        {{"inspect", "--json", missing}, "inspect", 5, "io"},
+        {{"inspect", "--json", "--in", model(), "extra"}, "inspect", 2, "usage"},
+        {{"tokenize", "--json", model()}, "tokenize", 2, "usage"},
+        {{"tokenize", "--json", model(), "--prompt", "x", "--mode", "wrong"}, "tokenize", 2, "usage"},
+        {{"tokenize", "--json", model(), "--prompt", "x", "--no-special=1"}, "tokenize", 2, "usage"},
+        {{"nosuchcommand", "--json"}, "stk", 2, "usage"},
+        {{"--list-models", "--json", "--x"}, "--list-models", 2, "usage"},
+    };
+    for (const Case &c : cases) {
+        Run r = stk_run(c.args);
+        std::string line;
+        for (const std::string &a : c.args) line += a + " ";
+        if (r.exit_code != c.exit_code) fail_msg("stk %s: exit %d, expected %d; %s", line.c_str(), r.exit_code, c.exit_code, r.err.c_str());
+        simdjson::dom::parser p;
+        auto root = parse_result(p, r, c.command);
+        if (std::string_view(root["error"]) != c.error) fail_msg("stk %s: error %s", line.c_str(), r.out.c_str());
+        assert_false(r.err.empty());  // and a human message on stderr
+    }
+    // Successful commands too (convert/check/replay/inspect are covered above).
+    std::vector<std::vector<std::string>> ok = {
+        {"tokenize", model(), "--prompt", "Hello \xff world", "--json", "--decode"},
+        {"inspect", model(), "--json"},
+        {"--list-models", "--json"},
+        {"--version", "--json"},
+        {"convert", model(), out, "--dry-run", "--json"},
+    };
+    for (const auto &args : ok) {
+        Run r = stk_run(args);
+        assert_int_equal(r.exit_code, 0);
+        simdjson::dom::parser p;
+        parse_result(p, r, args[0].c_str());
+    }
+    assert_false(exists(out));  // --dry-run wrote nothing
+}
+
+// Arguments are checked before any work, and the missing thing is named.
+static void arguments_validated_first(void **) {
+    std::string dir = test::make_temp_dir("cli-args");
+    // --out naming a file, with a model that does not exist: the --out problem is reported.
+    std::string file = dir + "/afile";
+    test::write_bytes(file, {1, 2, 3});
+    Run r = stk_run({"convert", "--in", "/nonexistent/model", "--out", file});
+    assert_int_equal(r.exit_code, 1);
+    assert_contains(r.err, "STK_E_OUTPUT_EXISTS");
+    assert_contains(r.err, "is not a directory");
+    // --out holding a generation: refused before the checkpoint is read (the model is missing).
+    std::string gen = dir + "/gen";
+    assert_int_equal(stk_run({"convert", model(), gen, "--partial"}).exit_code, 0);
+    r = stk_run({"convert", "--in", "/nonexistent/model", "--out", gen});
+    assert_int_equal(r.exit_code, 1);
+    assert_contains(r.err, "already holds a published generation");
+    // A missing --in is named as such, not as a missing config.json.
+    r = stk_run({"convert", "--in", dir + "/nope", "--out", dir + "/o2"});
+    assert_int_equal(r.exit_code, 5);
+    assert_contains(r.err, "--in " + dir + "/nope: no such file or directory");
+    assert_false(exists(dir + "/o2"));
+    // A directory that is not a model: config.json named.
+    r = stk_run({"convert", "--in", dir, "--out", dir + "/o3"});
+    assert_int_equal(r.exit_code, 5);
+    assert_contains(r.err, "no config.json in " + dir);
+    // Unknown options, single-dash words and stray words are usage errors, named.
+    r = stk_run({"check", gen, "-q"});
+    assert_int_equal(r.exit_code, 2);
+    assert_contains(r.err, "unknown option -q");
+    r = stk_run({"check", "--out", gen, "foo"});
+    assert_int_equal(r.exit_code, 2);
+    assert_contains(r.err, "the directory is given twice");
+    r = stk_run({"inspect", model(), "foo"});
+    assert_int_equal(r.exit_code, 2);
+    assert_contains(r.err, "unexpected argument 'foo'");
+    r = stk_run({"convert", model(), dir + "/o4", "--threads", "-1"});
+    assert_int_equal(r.exit_code, 2);
+    assert_contains(r.err, "--threads takes a whole number, not '-1'");
+    // Boolean flags before positionals keep the order (--partial does not swallow the model).
+    std::string o5 = dir + "/o5";
+    assert_int_equal(stk_run({"convert", "--partial", model(), o5}).exit_code, 0);
+    assert_true(exists(o5 + "/sera_manifest.bin"));
+}
+
+// One spelling for one option across commands: --Ltok = --ltok = --L_tok; --topL = --topl.
+static void flag_names_consistent(void **) {
+    std::string dir = test::make_temp_dir("cli-flags");
+    std::string gens[3];
+    const char *spell[3] = {"--Ltok", "--ltok", "--L_tok"};
+    for (int i = 0; i < 3; i++) {
+        gens[i] = dir + "/g" + std::to_string(i);
+        Run r = stk_run({"convert", model(), gens[i], "--partial", "--allow-uncertified-tokenizer", spell[i], "6",
+                         i == 1 ? "--topl" : "--topL", "10", "--json"});
+        simdjson::dom::parser p;
+        auto root = parse_result(p, r, "convert");
+        assert_int_equal(uint64_t(root["tokenizer"]["ltok"]), 6);
+        // 6 token-table lengths instead of 8: arrays tokenizer_fst.bin + T_1..T_6
+        assert_int_equal(uint64_t(root["arrays"]), 7);
+    }
+    for (const char *s : spell) {
+        Run r = stk_run({"tokenize", model(), "--prompt", "the theorem", "--mode", "greedy", s, "6"});
+        assert_int_equal(r.exit_code, 0);
+    }
+    Run a = stk_run({"tokenize", model(), "--prompt", "the theorem", "--mode=greedy", "--Ltok=6"});
+    Run b = stk_run({"tokenize", "--in", model(), "--prompt", "the theorem", "--mode", "greedy", "--ltok", "6"});
+    assert_int_equal(a.exit_code, 0);
+    assert_string_equal(a.out.c_str(), b.out.c_str());
+}
+
+// --in: a directory, a checkpoint file in it, a HuggingFace cache folder; stk inspect DIR.
+static void in_resolution(void **) {
+    Run base = stk_run({"inspect", "--in", model(), "--json"});
+    assert_int_equal(base.exit_code, 0);
+    Run pos = stk_run({"inspect", model(), "--json"});
+    assert_string_equal(base.out.c_str(), pos.out.c_str());
+    Run file = stk_run({"inspect", model() + "/model.safetensors", "--json"});
+    assert_int_equal(file.exit_code, 0);
+    simdjson::dom::parser p;
+    auto root = parse_result(p, file, "inspect");
+    assert_int_equal(uint64_t(root["n_params"]), 11280);
+    assert_true(std::string_view(root["kind"]) == "model");
+    // A tokenizer file names its directory too.
+    Run tf = stk_run({"tokenize", model() + "/vocab.json", "--prompt", "the theorem"});
+    Run td = stk_run({"tokenize", model(), "--prompt", "the theorem"});
+    assert_int_equal(tf.exit_code, 0);
+    assert_string_equal(tf.out.c_str(), td.out.c_str());
+    // A file in a directory without config.json: convert names the missing config.json.
+    std::string lone = test::make_temp_dir("cli-lone");
+    test::write_bytes(lone + "/model.safetensors", {0});
+    Run lf = stk_run({"convert", lone + "/model.safetensors", lone + "/out"});
+    assert_int_equal(lf.exit_code, 5);
+    assert_contains(lf.err, "no config.json in " + lone);
+    // models--org--name with refs/main -> snapshots/<rev> (files are links into blobs/ on the hub).
+    std::string cache = test::make_temp_dir("cli-hf") + "/models--stk--tiny-gpt2";
+    std::string rev = "0123456789abcdef0123456789abcdef01234567";
+    for (const char *d : {"", "/refs", "/snapshots", "/blobs"}) assert_int_equal(mkdir((cache + d).c_str(), 0755), 0);
+    assert_int_equal(mkdir((cache + "/snapshots/" + rev).c_str(), 0755), 0);
+    assert_int_equal(mkdir((cache + "/snapshots/other").c_str(), 0755), 0);
+    for (const char *f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"})
+        assert_int_equal(symlink((model() + "/" + f).c_str(), (cache + "/snapshots/" + rev + "/" + f).c_str()), 0);
+    // Two snapshots and no refs/main: which one is ambiguous, and the message says how to choose.
+    Run amb = stk_run({"inspect", cache});
+    assert_int_equal(amb.exit_code, 5);
+    assert_contains(amb.err, "2 snapshots");
+    test::write_bytes(cache + "/refs/main", std::vector<uint8_t>(rev.begin(), rev.end()));
+    Run hf = stk_run({"inspect", cache, "--json"});
+    simdjson::dom::parser p2;
+    auto hroot = parse_result(p2, hf, "inspect");
+    assert_int_equal(uint64_t(hroot["n_params"]), 11280);
+    std::string out = fresh_out("cli-hf-out");
+    Run conv = stk_run({"convert", "--in", cache, "--out", out, "--partial", "--json"});
+    simdjson::dom::parser p3;
+    auto croot = parse_result(p3, conv, "convert");
+    assert_true(std::string_view(croot["in"]) == cache + "/snapshots/" + rev);
+}
+
+// --dry-run: the plan, nothing written; --list-models; --help of every command.
+static void plan_models_help(void **) {
+    std::string out = fresh_out("cli-plan");
+    Run d = stk_run({"convert", model(), out, "--dry-run", "--json"});
+    simdjson::dom::parser p;
+    auto root = parse_result(p, d, "convert");
+    assert_true(bool(root["dry_run"]));
+    assert_int_equal(uint64_t(root["n_params"]), 11280);
+    assert_int_equal(root["stages"].get_array().size(), 10);
+    uint64_t arena = root["arena_bytes"];
+    assert_true(uint64_t(root["expected_peak_bytes"]) == arena + uint64_t(root["largest_layer_f32_bytes"]));
+    assert_false(exists(out));
+    // The arena of the plan is the arena of the run.
+    Run c = stk_run({"convert", model(), out, "--partial", "--json"});
+    simdjson::dom::parser p2;
+    assert_int_equal(uint64_t(parse_result(p2, c, "convert")["arena_bytes"]), arena);
+    Run t = stk_run({"convert", model(), out + "2", "--dry-run"});
+    assert_int_equal(t.exit_code, 0);
+    assert_contains(t.out, "nothing is written");
+    assert_contains(t.out, "prf_build  (not implemented");
+
+    Run m = stk_run({"--list-models", "--json"});
+    simdjson::dom::parser p3;
+    auto mroot = parse_result(p3, m, "--list-models");
+    bool gpt2 = false;
+    size_t n = 0;
+    for (auto f : mroot["families"].get_array()) {
+        n++;
+        if (std::string_view(f["family"]) != "gpt2") continue;
+        gpt2 = true;
+        std::string roles;
+        for (auto r : f["roles"].get_array()) roles += std::string(std::string_view(r)) + " ";
+        assert_contains(roles, "EMB ");
+        assert_contains(roles, "Q ");
+        assert_contains(roles, "POS_EMB ");
+    }
+    assert_true(gpt2);
+    assert_int_equal(n, 9);
+
+    struct Help {
+        const char *command;
+        std::vector<const char *> mentions;
+    };
+    std::vector<Help> helps = {
+        {"convert", {"--in PATH", "--out DIR", "--r N", "--rv N", "--ltok N", "--topl N", "--threads N", "--partial",
+                     "--allow-uncertified-tokenizer", "--allow-nonfinite", "--dry-run", "--json", "EXT mode", "exit codes"}},
+        {"check", {"--out DIR", "--json", "exit codes"}},
+        {"replay", {"--out DIR", "--prompt TEXT", "--in PATH", "--json", "exit codes"}},
+        {"inspect", {"--in PATH", "--json", "sera_manifest.bin", "exit codes"}},
+        {"tokenize", {"--in PATH", "--text FILE", "--prompt TEXT", "--mode", "--ltok N", "--no-special", "--decode", "--json"}},
+    };
+    for (const Help &h : helps) {
+        for (const char *form : {"--help", "-h"}) {
+            Run r = stk_run({h.command, form});
+            assert_int_equal(r.exit_code, 0);
+            for (const char *w : h.mentions) assert_contains(r.out, w);
+            for (size_t pos = 0, nl; pos < r.out.size(); pos = nl + 1) {
+                nl = r.out.find('\n', pos);
+                if (nl == std::string::npos) nl = r.out.size();
+                if (nl - pos > 100) fail_msg("help line over 100 columns: %s", r.out.substr(pos, nl - pos).c_str());
+            }
+        }
+    }
+    Run via_help = stk_run({"help", "convert"});
+    assert_int_equal(via_help.exit_code, 0);
+    assert_string_equal(via_help.out.c_str(), stk_run({"convert", "--help"}).out.c_str());
+    // inspect's tensor table fits 100 columns on the test models.
+    for (const std::string &m : {model(), test::test_data("models/llama"), test::test_data("models/qwen2_moe")}) {
+        Run r = stk_run({"inspect", m});
+        assert_int_equal(r.exit_code, 0);
+        for (size_t pos = 0, nl; pos < r.out.size(); pos = nl + 1) {
+            nl = r.out.find('\n', pos);
+            if (nl == std::string::npos) nl = r.out.size();
+            if (nl - pos > 100) fail_msg("inspect %s: line over 100 columns: %s", m.c_str(), r.out.substr(pos, nl - pos).c_str());
+        }
+    }
+    Run top = stk_run({"--help"});
+    assert_int_equal(top.exit_code, 0);
+    assert_contains(top.out, "--list-models");
+    assert_contains(top.out, "--allow-uncertified-tokenizer");
+}
+
+// On a terminal, convert shows which stage runs ("[i/10] name  seconds"); off a terminal it does
+// not (the other tests read stderr from a file and see no escape codes).
+static void progress_on_a_terminal(void **) {
+    const char *bin = std::getenv("STK_BIN");
+    assert_non_null(bin);
+    std::string out = fresh_out("cli-tty");
+    std::string m = model();
+    int master = -1;
+    pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execl(bin, bin, "convert", m.c_str(), out.c_str(), "--partial", (char *)nullptr);
+        _exit(127);
+    }
+    std::string tty;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(master, buf, sizeof buf)) > 0) tty.append(buf, size_t(n));  // EIO at child exit
+    int st = 0;
+    waitpid(pid, &st, 0);
+    close(master);
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_contains(tty, "stk convert: [1/10] parse_tensors");
+    assert_contains(tty, "\r\033[K");
+    Run plain = stk_run({"convert", m, out + "2", "--partial"});
+    assert_true(plain.err.find("[1/10]") == std::string::npos);
+    assert_true(plain.err.find('\033') == std::string::npos);
+}
+
+int main() {
+    std::vector<CMUnitTest> tests = {
+        cmocka_unit_test(convert_says_what_it_did),
+        cmocka_unit_test(convert_uncertified_matches_check),
+        cmocka_unit_test(json_always_one_object),
+        cmocka_unit_test(arguments_validated_first),
+        cmocka_unit_test(flag_names_consistent),
+        cmocka_unit_test(in_resolution),
+        cmocka_unit_test(plan_models_help),
+        cmocka_unit_test(progress_on_a_terminal),
+    };
+    return _cmocka_run_group_tests("cli", tests.data(), tests.size(), nullptr, nullptr);
+}
