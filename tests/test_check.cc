@@ -521,6 +521,31 @@ static void stk_check_command(void **) {
     assert_contains(help.out, "--json");
 }
 
+// A stage digest's crc32c must depend on what the stage wrote.  Fed with header_crc as stored,
+// every stream ended with a CRC of what preceded it and the CRC residue made the result one
+// constant (0x7326b17f) for every stage of every model.
+static void stage_crc_depends_on_the_arrays(void **) {
+    auto digest_of = [](uint32_t payload_crc, const char *name) {
+        ArrayHeader h;
+        h.dtype = 2;
+        h.rank = 1;
+        h.dims[0] = 4;
+        h.byte_len = 16;
+        h.crc32c = payload_crc;
+        h.sha256_low64 = 0x1122334455667788ull;
+        StageDigest d;
+        d.add_array(name, h);
+        StageRecord r;
+        d.finish(r);
+        return r;
+    };
+    StageRecord a = digest_of(0x0bd5ab40u, "a.bin"), b = digest_of(0x0bd5ab41u, "a.bin"), c = digest_of(0x0bd5ab40u, "b.bin");
+    assert_int_not_equal(a.crc32c, b.crc32c);
+    assert_int_not_equal(a.crc32c, c.crc32c);
+    assert_int_not_equal(a.crc32c, 0x7326b17fu);
+    assert_true(a.sha256_low64 != b.sha256_low64);
+}
+
 int main() {
     std::vector<CMUnitTest> tests = {
         cmocka_unit_test(good_generation_verifies),
@@ -532,6 +557,7 @@ int main() {
         cmocka_unit_test(missing_manifest_and_unpublished),
         cmocka_unit_test(first_failure_is_deterministic),
         cmocka_unit_test(stk_check_command),
+        cmocka_unit_test(stage_crc_depends_on_the_arrays),
     };
     std::vector<std::string> names;
     for (const BadCase &c : kBadCases) names.push_back(std::string("bad input: ") + c.what);

@@ -16,6 +16,10 @@ void StageDigest::add_array(const char *name, const ArrayHeader &h) {
     add(name, std::strlen(name) + 1);
     uint8_t bytes[kArrayHeaderSize];
     encode_array_header(h, bytes);
+    // header_crc (bytes 120..127) is fed as zeros: it is a function of the bytes before it, and a
+    // CRC over bytes that end with their own CRC is a constant (the CRC residue), which made every
+    // stage's crc32c the same value whatever it wrote.
+    std::memset(bytes + 120, 0, 8);
     add(bytes, sizeof bytes);
 }
 
