@@ -12,7 +12,7 @@
 namespace stk::cli {
 
 static const char kHelp[] =
-    "usage: stk inspect --in DIR [--json]\n"
+    "usage: stk inspect --in DIR|FILE.lwt [--json]\n"
     "\n"
     "Show what a HuggingFace model directory holds: config.json normalised (architecture, width,\n"
     "layers, heads, FFN, norm, positions, experts), and every tensor of the checkpoint with the\n"
@@ -25,6 +25,9 @@ static const char kHelp[] =
     "  --json     print one JSON object: model_type, n_layers, d_model, n_params (parameters;\n"
     "             buffers and tied copies excluded), tensors [{name, role, layer, expert, shape,\n"
     "             dtype, ...}], ...\n"
+    "\n"
+    "Given a .lwt file instead, shows its header, every tensor (dtype, shape, offset, bytes,\n"
+    "scale) and whether the data section's CRC32 matches (exit 4 if not).\n"
     "\n"
     "exit codes: 0 ok, 1 refused (message on stderr), 2 usage, 5 file missing\n";
 
@@ -148,6 +151,7 @@ int cmd_inspect(int argc, char **argv) {
         std::fprintf(stderr, "stk inspect: --in DIR is required (see stk inspect --help)\n");
         return kExitUsage;
     }
+    if (is_lwt_file(in)) return inspect_lwt(in, json);
     std::unique_ptr<ModelDescription> d;
     stk_status s = guard([&] { d = describe_model(in); });
     if (s != STK_OK) return report_failure("inspect", s, json);

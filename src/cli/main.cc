@@ -15,6 +15,7 @@ static const char kUsage[] =
     "  replay    run the O(1) per-token path of a published output over a prompt\n"
     "  inspect   show what a checkpoint directory holds (architecture, tensors, roles)\n"
     "  tokenize  encode text with a model directory's tokenizer\n"
+    "  export    write an HF checkpoint's weights as one .lwt file (seed 001/002)\n"
     "\n"
     "  stk <command> --help   options of one command\n"
     "  stk --version          library and tool version\n"
@@ -41,6 +42,7 @@ int main(int argc, char **argv) {
     if (!std::strcmp(cmd, "replay")) return cmd_replay(argc, argv);
     if (!std::strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
     if (!std::strcmp(cmd, "tokenize")) return cmd_tokenize(argc, argv);
+    if (!std::strcmp(cmd, "export")) return cmd_export(argc, argv);
     std::fprintf(stderr, "stk: unknown command '%s'\n\n%s", cmd, kUsage);
     return kExitUsage;
 }
