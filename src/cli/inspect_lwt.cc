@@ -9,11 +9,14 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "format/lwt.h"
 
 namespace stk::cli {
 
 bool is_lwt_file(const std::string &path) {
+    // A regular file named *.lwt goes to the .lwt reader even with a wrong magic (refused there).
+    if (path.size() > 4 && path.compare(path.size() - 4, 4, ".lwt") == 0 && file_exists(path)) return true;
     FILE *f = std::fopen(path.c_str(), "rb");
     if (!f) return false;
     char magic[8] = {};

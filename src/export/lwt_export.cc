@@ -116,7 +116,9 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
     bool head_stored = false;
     for (const Item &it : items)
         for (uint32_t i = 0; i < p.n_tensors; i++)
-            if (p.tensors[i].source == it.source && p.tensors[i].role == Role::LM_HEAD) head_stored = true;
+            if (p.tensors[i].source == it.source && p.tensors[i].role == Role::LM_HEAD && !p.tensors[i].tied &&
+                !p.tensors[i].buffer)
+                head_stored = true;
     h.tied_lm_head = c.tied_embeddings && !head_stored;
 
     std::vector<LwtTensorSpec> layout;
