@@ -209,9 +209,18 @@ STK_API stk_status stk_lookup(const stk_generation *gen, stk_lookup_kind kind, c
 
 /* Element types of .lwt tensors (the u32 in the index entry).  Values pinned. */
 typedef enum stk_lwt_dtype {
-    STK_LWT_F32 = 1, STK_LWT_F16 = 2, STK_LWT_BF16 = 3,
-    STK_LWT_I8 = 4, STK_LWT_U8 = 5, STK_LWT_I4 = 6, STK_LWT_U4 = 7, STK_LWT_FP4 = 8,
-    STK_LWT_I2 = 9, STK_LWT_U2 = 10, STK_LWT_TERNARY = 11, STK_LWT_BINARY = 12
+    STK_LWT_F32 = 1,
+    STK_LWT_F16 = 2,
+    STK_LWT_BF16 = 3,
+    STK_LWT_I8 = 4,
+    STK_LWT_U8 = 5,
+    STK_LWT_I4 = 6,
+    STK_LWT_U4 = 7,
+    STK_LWT_FP4 = 8,
+    STK_LWT_I2 = 9,
+    STK_LWT_U2 = 10,
+    STK_LWT_TERNARY = 11,
+    STK_LWT_BINARY = 12
 } stk_lwt_dtype;
 
 typedef struct stk_export_params {

@@ -44,6 +44,10 @@ struct LwtQuant {
     uint32_t zero_point = 0;  // unsigned dtypes only
 };
 
+// Scales a .lwt may hold: within this range encode(decode(code)) == code for every code (no
+// product overflows or loses bits to subnormals).
+constexpr float kLwtMinScale = 0x1p-100f, kLwtMaxScale = 0x1p100f;
+
 // Parameters the quantisation rule chooses for `n` f32 values (all finite; the caller checks).
 //   signed intN: scale = absmax / (2^(N-1) - 1)
 //   unsigned:    affine over [min(min,0), max(max,0)]: scale = range / (2^N - 1),

@@ -268,8 +268,8 @@ void LwtFile::parse(bool verify_crc) {
                 throw_at(STK_E_CORRUPT, f, at + kOffScale, "tensor '%s': a %s tensor must store scale 1 and zero point 0", tn,
                          lwt_dtype_name(t.dtype));
         } else {
-            if (!(scale > 0.0f) || !std::isfinite(scale))
-                throw_at(STK_E_CORRUPT, f, at + kOffScale, "tensor '%s': scale %g is not a positive finite number", tn, double(scale));
+            if (!(scale >= kLwtMinScale && scale <= kLwtMaxScale))
+                throw_at(STK_E_CORRUPT, f, at + kOffScale, "tensor '%s': scale %g is outside [2^-100, 2^100]", tn, double(scale));
             if (t.quant.zero_point > lwt_unsigned_max(t.dtype))
                 throw_at(STK_E_CORRUPT, f, at + kOffZero, "tensor '%s': zero point %u is out of range for %s", tn, t.quant.zero_point,
                          lwt_dtype_name(t.dtype));
@@ -427,6 +427,12 @@ LwtQuant lwt_quantize_tensor(const std::string &name, LwtDType dtype, const floa
                 throw_error(STK_E_NONFINITE, "tensor '%s': element %" PRIu64 " is %g, which %s cannot hold", name.c_str(), i,
                             double(v[i]), lwt_dtype_name(dtype));
         q = fixed ? *fixed : lwt_choose_quant(dtype, v, n);
+        if (!(q.scale >= kLwtMinScale && q.scale <= kLwtMaxScale))
+            throw_error(STK_E_UNSUPPORTED, "tensor '%s': %s scale %g is outside [2^-100, 2^100] (values too large to quantise)",
+                        name.c_str(), lwt_dtype_name(dtype), double(q.scale));
+        if (q.zero_point > lwt_unsigned_max(dtype))
+            throw_error(STK_E_INVALID_ARGUMENT, "tensor '%s': zero point %u out of range for %s", name.c_str(), q.zero_point,
+                        lwt_dtype_name(dtype));
     }
     lwt_pack(dtype, v, n, q, out);
     return q;
