@@ -29,7 +29,7 @@ static const char kHelp[] =
     "Given a .lwt file instead, shows its header, every tensor (dtype, shape, offset, bytes,\n"
     "scale) and whether the data section's CRC32 matches (exit 4 if not).\n"
     "\n"
-    "exit codes: 0 ok, 1 refused (message on stderr), 2 usage, 5 file missing\n";
+    "exit codes: 0 ok, 1 refused (message on stderr), 2 usage, 4 .lwt CRC mismatch, 5 file missing\n";
 
 static std::string shape_json(const uint64_t *d, uint32_t rank) {
     std::string s = "[";

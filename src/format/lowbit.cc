@@ -156,61 +156,148 @@ LwtQuant lwt_choose_quant(LwtDType t, const float *v, uint64_t n) {
     return q;
 }
 
-uint32_t lwt_encode(LwtDType t, float v, LwtQuant q) {
-    switch (t) {
-        case LwtDType::F32: return bits_of(v);
-        case LwtDType::F16: return f32_to_f16_rne(v);
-        case LwtDType::BF16: return f32_to_bf16_rne(v);
-        case LwtDType::I8:
-        case LwtDType::I4:
-        case LwtDType::I2: {
-            float hi = float(signed_hi(t));
-            int32_t code = int32_t(clampf(std::nearbyint(v / q.scale), -hi - 1.0f, hi));
-            return uint32_t(code) & ((1u << lwt_dtype_bits(t)) - 1u);
-        }
-        case LwtDType::U8:
-        case LwtDType::U4:
-        case LwtDType::U2: {
-            float umax = float(lwt_unsigned_max(t));
-            float r = clampf(std::nearbyint(v / q.scale), -umax - 1.0f, umax + 1.0f);
-            int32_t code = int32_t(r) + int32_t(q.zero_point);
-            return uint32_t(code < 0 ? 0 : (code > int32_t(umax) ? int32_t(umax) : code));
-        }
-        case LwtDType::FP4: {
-            float a = std::fabs(v / q.scale);
-            return (std::signbit(v) ? 8u : 0u) | fp4_index(a);
-        }
-        case LwtDType::TERNARY: {
-            int32_t code = int32_t(clampf(std::nearbyint(v / q.scale), -1.0f, 1.0f));
-            return uint32_t(code) & 3u;
-        }
-        case LwtDType::BINARY: return v > 0.0f ? 1u : 0u;
+namespace {
+
+// One dtype's encode and decode, specialised so the packing loops below carry no per-element
+// dispatch (lwt_encode / lwt_decode are the same functions behind one switch).
+template <LwtDType T>
+inline uint32_t enc(float v, LwtQuant q) {
+    if constexpr (T == LwtDType::F32) return bits_of(v);
+    else if constexpr (T == LwtDType::F16) return f32_to_f16_rne(v);
+    else if constexpr (T == LwtDType::BF16) return f32_to_bf16_rne(v);
+    else if constexpr (T == LwtDType::I8 || T == LwtDType::I4 || T == LwtDType::I2) {
+        constexpr float hi = T == LwtDType::I8 ? 127.0f : T == LwtDType::I4 ? 7.0f : 1.0f;
+        constexpr uint32_t mask = T == LwtDType::I8 ? 0xFFu : T == LwtDType::I4 ? 0xFu : 0x3u;
+        return uint32_t(int32_t(clampf(std::nearbyint(v / q.scale), -hi - 1.0f, hi))) & mask;
+    } else if constexpr (T == LwtDType::U8 || T == LwtDType::U4 || T == LwtDType::U2) {
+        constexpr int32_t umax = T == LwtDType::U8 ? 255 : T == LwtDType::U4 ? 15 : 3;
+        float r = clampf(std::nearbyint(v / q.scale), -float(umax) - 1.0f, float(umax) + 1.0f);
+        int32_t code = int32_t(r) + int32_t(q.zero_point);
+        return uint32_t(code < 0 ? 0 : (code > umax ? umax : code));
+    } else if constexpr (T == LwtDType::FP4) {
+        return (std::signbit(v) ? 8u : 0u) | fp4_index(std::fabs(v / q.scale));
+    } else if constexpr (T == LwtDType::TERNARY) {
+        return uint32_t(int32_t(clampf(std::nearbyint(v / q.scale), -1.0f, 1.0f))) & 3u;
+    } else {
+        return v > 0.0f ? 1u : 0u;
     }
+}
+
+template <LwtDType T>
+inline float dec(uint32_t field, LwtQuant q) {
+    if constexpr (T == LwtDType::F32) return f32_from_bits(field);
+    else if constexpr (T == LwtDType::F16) return f16_to_f32(uint16_t(field));
+    else if constexpr (T == LwtDType::BF16) return bf16_to_f32(uint16_t(field));
+    else if constexpr (T == LwtDType::I8 || T == LwtDType::I4 || T == LwtDType::I2 || T == LwtDType::TERNARY) {
+        constexpr unsigned b = T == LwtDType::I8 ? 8 : T == LwtDType::I4 ? 4 : 2;
+        return float(int32_t(field << (32 - b)) >> (32 - b)) * q.scale;  // sign-extend the b-bit field
+    } else if constexpr (T == LwtDType::U8 || T == LwtDType::U4 || T == LwtDType::U2) {
+        return float(int32_t(field) - int32_t(q.zero_point)) * q.scale;
+    } else if constexpr (T == LwtDType::FP4) {
+        float m = kFp4[field & 7u] * q.scale;
+        return (field & 8u) ? -m : m;
+    } else {
+        return field ? q.scale : -q.scale;
+    }
+}
+
+constexpr unsigned bits_t(LwtDType t) {
+    return t == LwtDType::F32 ? 32 : (t == LwtDType::F16 || t == LwtDType::BF16) ? 16
+         : (t == LwtDType::I8 || t == LwtDType::U8) ? 8
+         : (t == LwtDType::I4 || t == LwtDType::U4 || t == LwtDType::FP4) ? 4
+         : t == LwtDType::BINARY ? 1 : 2;
+}
+
+template <LwtDType T>
+void pack_t(const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+    constexpr unsigned b = bits_t(T);
+    if constexpr (b == 32) {
+        std::memcpy(out, v, n * 4);
+    } else if constexpr (b == 16) {
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t h = enc<T>(v[i], q);
+            out[2 * i] = uint8_t(h);
+            out[2 * i + 1] = uint8_t(h >> 8);
+        }
+    } else if constexpr (b == 8) {
+        for (uint64_t i = 0; i < n; i++) out[i] = uint8_t(enc<T>(v[i], q));
+    } else {
+        constexpr unsigned per = 8 / b;
+        const uint64_t full = n / per;
+        for (uint64_t j = 0; j < full; j++) {  // one output byte per step: no read-modify-write
+            uint32_t byte = 0;
+            for (unsigned k = 0; k < per; k++) byte |= enc<T>(v[j * per + k], q) << (8 - b * (k + 1));
+            out[j] = uint8_t(byte);
+        }
+        if (n % per) {
+            uint32_t byte = 0;
+            for (unsigned k = 0; k < n % per; k++) byte |= enc<T>(v[full * per + k], q) << (8 - b * (k + 1));
+            out[full] = uint8_t(byte);
+        }
+    }
+}
+
+template <LwtDType T>
+uint64_t unpack_t(const uint8_t *in, uint64_t n, LwtQuant q, float *out) {
+    constexpr unsigned b = bits_t(T);
+    if constexpr (b == 32) {
+        std::memcpy(out, in, n * 4);
+        return n;
+    } else if constexpr (b == 16) {
+        for (uint64_t i = 0; i < n; i++) out[i] = dec<T>(uint32_t(in[2 * i]) | uint32_t(in[2 * i + 1]) << 8, q);
+        return n;
+    } else if constexpr (b == 8) {
+        for (uint64_t i = 0; i < n; i++) out[i] = dec<T>(in[i], q);
+        return n;
+    } else {
+        constexpr unsigned per = 8 / b;
+        constexpr uint32_t mask = (1u << b) - 1u;
+        bool bad = false;
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t f = (uint32_t(in[i / per]) >> (8 - b * (1 + unsigned(i % per)))) & mask;
+            if constexpr (T == LwtDType::TERNARY) bad |= f == 2;
+            out[i] = dec<T>(f, q);
+        }
+        if (bad)
+            for (uint64_t i = 0; i < n; i++)
+                if (((uint32_t(in[i / per]) >> (8 - b * (1 + unsigned(i % per)))) & mask) == 2) return i;
+        if (n % per) {
+            uint64_t used = n % per * b;  // bits of the last byte holding elements
+            if (in[n / per] & ((1u << (8 - used)) - 1u)) return n + 1;
+        }
+        return n;
+    }
+}
+
+#define STK_LWT_DISPATCH(t, CALL)                                  \
+    switch (t) {                                                   \
+        case LwtDType::F32: CALL(LwtDType::F32);                   \
+        case LwtDType::F16: CALL(LwtDType::F16);                   \
+        case LwtDType::BF16: CALL(LwtDType::BF16);                 \
+        case LwtDType::I8: CALL(LwtDType::I8);                     \
+        case LwtDType::U8: CALL(LwtDType::U8);                     \
+        case LwtDType::I4: CALL(LwtDType::I4);                     \
+        case LwtDType::U4: CALL(LwtDType::U4);                     \
+        case LwtDType::FP4: CALL(LwtDType::FP4);                   \
+        case LwtDType::I2: CALL(LwtDType::I2);                     \
+        case LwtDType::U2: CALL(LwtDType::U2);                     \
+        case LwtDType::TERNARY: CALL(LwtDType::TERNARY);           \
+        case LwtDType::BINARY: CALL(LwtDType::BINARY);             \
+    }
+
+}  // namespace
+
+uint32_t lwt_encode(LwtDType t, float v, LwtQuant q) {
+#define CALL(T) return enc<T>(v, q)
+    STK_LWT_DISPATCH(t, CALL)
+#undef CALL
     return 0;
 }
 
 float lwt_decode(LwtDType t, uint32_t field, LwtQuant q) {
-    switch (t) {
-        case LwtDType::F32: return f32_from_bits(field);
-        case LwtDType::F16: return f16_to_f32(uint16_t(field));
-        case LwtDType::BF16: return bf16_to_f32(uint16_t(field));
-        case LwtDType::I8:
-        case LwtDType::I4:
-        case LwtDType::I2:
-        case LwtDType::TERNARY: {
-            unsigned b = lwt_dtype_bits(t);
-            int32_t code = int32_t(field << (32 - b)) >> (32 - b);  // sign-extend the b-bit field
-            return float(code) * q.scale;
-        }
-        case LwtDType::U8:
-        case LwtDType::U4:
-        case LwtDType::U2: return float(int32_t(field) - int32_t(q.zero_point)) * q.scale;
-        case LwtDType::FP4: {
-            float m = kFp4[field & 7u] * q.scale;
-            return (field & 8u) ? -m : m;
-        }
-        case LwtDType::BINARY: return field ? q.scale : -q.scale;
-    }
+#define CALL(T) return dec<T>(field, q)
+    STK_LWT_DISPATCH(t, CALL)
+#undef CALL
     return 0.0f;
 }
 
@@ -218,7 +305,7 @@ uint32_t lwt_field_at(LwtDType t, const uint8_t *in, uint64_t i) {
     switch (lwt_dtype_bits(t)) {
         case 32: {
             uint32_t x;
-            std::memcpy(&x, in + i * 4, 4);  // little-endian hosts only (meson checks)
+            std::memcpy(&x, in + i * 4, 4);  // little-endian hosts only
             return x;
         }
         case 16: return uint32_t(in[i * 2]) | uint32_t(in[i * 2 + 1]) << 8;
@@ -231,49 +318,16 @@ uint32_t lwt_field_at(LwtDType t, const uint8_t *in, uint64_t i) {
 }
 
 void lwt_pack(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
-    unsigned b = lwt_dtype_bits(t);
-    if (b == 32) {
-        std::memcpy(out, v, n * 4);
-        return;
-    }
-    if (b == 16) {
-        for (uint64_t i = 0; i < n; i++) {
-            uint32_t h = lwt_encode(t, v[i], q);
-            out[2 * i] = uint8_t(h);
-            out[2 * i + 1] = uint8_t(h >> 8);
-        }
-        return;
-    }
-    if (b == 8) {
-        for (uint64_t i = 0; i < n; i++) out[i] = uint8_t(lwt_encode(t, v[i], q));
-        return;
-    }
-    uint64_t bytes = 0;
-    lwt_packed_bytes(t, n, &bytes);
-    std::memset(out, 0, bytes);
-    unsigned per = 8 / b;
-    for (uint64_t i = 0; i < n; i++) {
-        unsigned shift = 8 - b * (1 + unsigned(i % per));  // 4-bit: 4, 0; 2-bit: 6, 4, 2, 0; 1-bit: 7..0
-        out[i / per] = uint8_t(out[i / per] | (lwt_encode(t, v[i], q) << shift));
-    }
+#define CALL(T) return pack_t<T>(v, n, q, out)
+    STK_LWT_DISPATCH(t, CALL)
+#undef CALL
 }
 
 uint64_t lwt_unpack(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out) {
-    unsigned b = lwt_dtype_bits(t);
-    if (b == 32) {
-        std::memcpy(out, in, n * 4);
-        return n;
-    }
-    for (uint64_t i = 0; i < n; i++) {
-        uint32_t f = lwt_field_at(t, in, i);
-        if (!lwt_field_valid(t, f)) return i;
-        out[i] = lwt_decode(t, f, q);
-    }
-    if (b < 8 && n % (8 / b)) {
-        uint64_t used = n % (8 / b) * b;  // bits of the last byte holding elements
-        if (in[n / (8 / b)] & ((1u << (8 - used)) - 1u)) return n + 1;
-    }
-    return n;
+#define CALL(T) return unpack_t<T>(in, n, q, out)
+    STK_LWT_DISPATCH(t, CALL)
+#undef CALL
+    return 0;
 }
 
 }  // namespace stk
