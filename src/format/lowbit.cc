@@ -53,6 +53,11 @@ inline uint32_t fp4_index(float a) {
 
 inline float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
+// Round half to even for |x| <= 2^22 without a libm call (so the loops vectorise): adding and
+// subtracting 1.5 * 2^23 leaves no fraction bits, and the FPU rounds that sum to nearest even.
+// Callers clamp x to a few hundred first.
+inline float rne_small(float x) { return (x + 0x1.8p23f) - 0x1.8p23f; }  // never built with -ffast-math
+
 }  // namespace
 
 const char *lwt_dtype_name(LwtDType t) {
@@ -168,16 +173,16 @@ inline uint32_t enc(float v, LwtQuant q) {
     else if constexpr (T == LwtDType::I8 || T == LwtDType::I4 || T == LwtDType::I2) {
         constexpr float hi = T == LwtDType::I8 ? 127.0f : T == LwtDType::I4 ? 7.0f : 1.0f;
         constexpr uint32_t mask = T == LwtDType::I8 ? 0xFFu : T == LwtDType::I4 ? 0xFu : 0x3u;
-        return uint32_t(int32_t(clampf(std::nearbyint(v / q.scale), -hi - 1.0f, hi))) & mask;
+        return uint32_t(int32_t(clampf(rne_small(clampf(v / q.scale, -hi - 2.0f, hi + 1.0f)), -hi - 1.0f, hi))) & mask;
     } else if constexpr (T == LwtDType::U8 || T == LwtDType::U4 || T == LwtDType::U2) {
         constexpr int32_t umax = T == LwtDType::U8 ? 255 : T == LwtDType::U4 ? 15 : 3;
-        float r = clampf(std::nearbyint(v / q.scale), -float(umax) - 1.0f, float(umax) + 1.0f);
+        float r = rne_small(clampf(v / q.scale, -float(umax) - 1.0f, float(umax) + 1.0f));
         int32_t code = int32_t(r) + int32_t(q.zero_point);
         return uint32_t(code < 0 ? 0 : (code > umax ? umax : code));
     } else if constexpr (T == LwtDType::FP4) {
         return (std::signbit(v) ? 8u : 0u) | fp4_index(std::fabs(v / q.scale));
     } else if constexpr (T == LwtDType::TERNARY) {
-        return uint32_t(int32_t(clampf(std::nearbyint(v / q.scale), -1.0f, 1.0f))) & 3u;
+        return uint32_t(int32_t(clampf(rne_small(clampf(v / q.scale, -2.0f, 2.0f)), -1.0f, 1.0f))) & 3u;
     } else {
         return v > 0.0f ? 1u : 0u;
     }
@@ -253,8 +258,17 @@ uint64_t unpack_t(const uint8_t *in, uint64_t n, LwtQuant q, float *out) {
         constexpr unsigned per = 8 / b;
         constexpr uint32_t mask = (1u << b) - 1u;
         bool bad = false;
-        for (uint64_t i = 0; i < n; i++) {
-            uint32_t f = (uint32_t(in[i / per]) >> (8 - b * (1 + unsigned(i % per)))) & mask;
+        const uint64_t full = n / per;
+        for (uint64_t j = 0; j < full; j++) {  // one input byte per step
+            const uint32_t byte = in[j];
+            for (unsigned k = 0; k < per; k++) {
+                uint32_t f = (byte >> (8 - b * (k + 1))) & mask;
+                if constexpr (T == LwtDType::TERNARY) bad |= f == 2;
+                out[j * per + k] = dec<T>(f, q);
+            }
+        }
+        for (uint64_t i = full * per; i < n; i++) {
+            uint32_t f = (uint32_t(in[full]) >> (8 - b * (1 + unsigned(i % per)))) & mask;
             if constexpr (T == LwtDType::TERNARY) bad |= f == 2;
             out[i] = dec<T>(f, q);
         }
