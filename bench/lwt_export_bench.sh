@@ -6,7 +6,7 @@
 set -euo pipefail
 STK=$1 MODEL=$2 OUT=$3 DTYPE=$4 RUNS=${5:-3}
 mkdir -p "$OUT"
-ckpt=$(ls "$MODEL"/*.safetensors "$MODEL"/*.bin 2>/dev/null)
+ckpt=$(ls "$MODEL"/*.safetensors "$MODEL"/*.bin 2>/dev/null || true)
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ex=() fl=() rss=()
 for r in $(seq "$RUNS"); do

@@ -176,9 +176,13 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
         if (bad != r.n_elements)
             throw_error(STK_E_NONFINITE, "%s: tensor '%s' element %" PRIu64 " is %g; .lwt export refuses NaN/Inf weights",
                         r.file.c_str(), r.name.c_str(), bad, double(values[size_t(bad)]));
-        packed.resize(size_t(lt.size_bytes));
-        LwtQuant q = lwt_quantize_tensor(lt.name, lt.dtype, values.data(), lt.n_elements, nullptr, packed.data());
-        w.write_tensor(uint32_t(i), packed.data(), packed.size(), q);
+        if (lt.dtype == LwtDType::F32) {  // already the stored bytes: no second buffer
+            w.write_tensor(uint32_t(i), reinterpret_cast<const uint8_t *>(values.data()), lt.size_bytes, LwtQuant{});
+        } else {
+            packed.resize(size_t(lt.size_bytes));
+            LwtQuant q = lwt_quantize_tensor(lt.name, lt.dtype, values.data(), lt.n_elements, nullptr, packed.data());
+            w.write_tensor(uint32_t(i), packed.data(), packed.size(), q);
+        }
         d->checkpoint->release(r);
     }
     w.commit();
