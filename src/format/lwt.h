@@ -68,6 +68,8 @@ public:
     explicit LwtFile(const std::string &path, bool verify_crc = true);
     // Validate bytes in memory (kept by the caller); `name` names them in messages.
     LwtFile(const uint8_t *data, uint64_t size, const std::string &name, bool verify_crc = true);
+    LwtFile(const LwtFile &) = delete;  // the name index points into tensors_
+    LwtFile &operator=(const LwtFile &) = delete;
 
     const LwtHeader &header() const { return header_; }
     std::string_view header_json() const { return header_json_; }
