@@ -18,6 +18,7 @@ PACKAGES=(
   libcmocka-dev                     # unit tests
   libcmph-dev                       # peer in the MPHF benchmark (bench/ only)
   golang-go                         # Go binding tests (bindings/go); Rust uses the image's cargo
+  python3-numpy python3-torch       # tests/lwt_reader.py: the independent .lwt reader vs PyTorch
 )
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq

@@ -204,6 +204,74 @@ typedef enum stk_lookup_kind {
 STK_API stk_status stk_lookup(const stk_generation *gen, stk_lookup_kind kind, const void *key,
                               size_t key_len, void *value, size_t value_cap, size_t *value_len);
 
+/* ------------------------------------------------------------------------------------------ */
+/* .lwt weight files (seed 001, with seed 002's low-bit dtypes; docs/format.md "LWT weight file") */
+
+/* Element types of .lwt tensors (the u32 in the index entry).  Values pinned. */
+typedef enum stk_lwt_dtype {
+    STK_LWT_F32 = 1,
+    STK_LWT_F16 = 2,
+    STK_LWT_BF16 = 3,
+    STK_LWT_I8 = 4,
+    STK_LWT_U8 = 5,
+    STK_LWT_I4 = 6,
+    STK_LWT_U4 = 7,
+    STK_LWT_FP4 = 8,
+    STK_LWT_I2 = 9,
+    STK_LWT_U2 = 10,
+    STK_LWT_TERNARY = 11,
+    STK_LWT_BINARY = 12
+} stk_lwt_dtype;
+
+typedef struct stk_export_params {
+    size_t struct_size;   /* sizeof(stk_export_params) */
+    const char *in_dir;   /* HF model directory (config.json + safetensors or pytorch_model.bin) */
+    const char *out_path; /* the .lwt to create; STK_E_OUTPUT_EXISTS if it exists */
+    uint32_t dtype;       /* stk_lwt_dtype for matrices (rank >= 2); 0 = STK_LWT_F32.  Vectors: f32 */
+} stk_export_params;
+
+typedef struct stk_export_report {
+    size_t struct_size;       /* sizeof(stk_export_report) */
+    uint64_t tensors;         /* tensors written */
+    uint64_t parameters;      /* elements written (= the model's parameter count) */
+    uint64_t file_bytes;      /* size of the .lwt */
+    uint32_t data_crc32;      /* CRC32 of its data section */
+    uint32_t tied_lm_head;    /* 1 if the head is the token embedding (not stored) */
+} stk_export_report;
+
+/* HuggingFace checkpoint -> .lwt.  The file appears under out_path only when complete.
+ * report may be NULL. */
+STK_API stk_status stk_export_lwt(const stk_export_params *params, stk_export_report *report);
+
+typedef struct stk_lwt stk_lwt;
+
+/* Map a .lwt read-only and validate it (structure, sizes, CRC32 of the data section). */
+STK_API stk_status stk_lwt_open(const char *path, stk_lwt **out_lwt);
+STK_API void stk_lwt_close(stk_lwt *lwt);
+
+typedef struct stk_lwt_tensor {
+    size_t struct_size;   /* sizeof(stk_lwt_tensor) */
+    char name[128];       /* NUL-terminated */
+    uint32_t dtype;       /* stk_lwt_dtype */
+    uint32_t ndim;        /* 0..8 */
+    uint64_t shape[8];    /* unused dims 0 */
+    uint64_t n_elements;
+    uint64_t size_bytes;  /* packed bytes */
+    float scale;          /* 1 for float dtypes */
+    uint32_t zero_point;  /* unsigned dtypes; else 0 */
+    const void *data;     /* the packed bytes inside the mapping (valid until stk_lwt_close) */
+} stk_lwt_tensor;
+
+/* Number of tensors, and the whole header JSON (points into the mapping). */
+STK_API stk_status stk_lwt_info(const stk_lwt *lwt, uint32_t *out_tensor_count, const char **out_header_json,
+                                size_t *out_header_len);
+/* The index entry of tensor `index` (0-based) or of the tensor called `name` (STK_E_KEY_NOT_FOUND). */
+STK_API stk_status stk_lwt_tensor_at(const stk_lwt *lwt, uint32_t index, stk_lwt_tensor *out);
+STK_API stk_status stk_lwt_find(const stk_lwt *lwt, const char *name, stk_lwt_tensor *out);
+/* Unpack a tensor to f32 into caller memory of out_count floats (STK_E_INVALID_ARGUMENT if fewer
+ * than its n_elements). */
+STK_API stk_status stk_lwt_read_f32(const stk_lwt *lwt, const char *name, float *out, size_t out_count);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -116,5 +116,10 @@ int cmd_replay(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_list_models(int argc, char **argv);  // stk --list-models
+int cmd_export(int argc, char **argv);
+
+// stk inspect on a .lwt file (inspect_lwt.cc).
+bool is_lwt_file(const std::string &path);
+int inspect_lwt(const std::string &path, bool json);
 
 }  // namespace stk::cli

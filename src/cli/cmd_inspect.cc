@@ -19,7 +19,7 @@ namespace stk::cli {
 
 static const char kHelp[] =
     "usage: stk inspect --in PATH [--json]\n"
-    "       stk inspect PATH [--json]\n"
+    "       stk inspect PATH [--json]      (PATH: a model, a generation or a FILE.lwt)\n"
     "\n"
     "Show what a HuggingFace model directory holds: config.json normalised (architecture, width,\n"
     "layers, heads, FFN, norm, positions, experts), and every tensor of the checkpoint with the\n"
@@ -40,7 +40,10 @@ static const char kHelp[] =
     "             buffers and tied copies excluded), tensors [{name, role, layer, expert, shape,\n"
     "             dtype, ...}], ... with the keys every command shares (docs/cli.md)\n"
     "\n"
-    "exit codes: 0 ok, 1 refused (message on stderr), 2 usage, 5 file missing\n";
+    "Given a .lwt file instead, shows its header, every tensor (dtype, shape, offset, bytes,\n"
+    "scale) and whether the data section's CRC32 matches (exit 4 if not).\n"
+    "\n"
+    "exit codes: 0 ok, 1 refused (message on stderr), 2 usage, 4 .lwt CRC mismatch, 5 file missing\n";
 
 static std::string shape_json(const uint64_t *d, uint32_t rank) {
     std::string s = "[";
@@ -311,6 +314,7 @@ int cmd_inspect(int argc, char **argv) {
     }
     if (in.empty()) return report_usage("inspect", "--in PATH (or a plain PATH) is required", json);
     if (file_exists_plain(in + "/" + kManifestFileName)) return inspect_generation(in, json);
+    if (is_lwt_file(in)) return inspect_lwt(in, json);
     std::unique_ptr<ModelDescription> d;
     stk_status s = guard([&] { d = describe_model(resolve_model_dir(in)); });
     if (s != STK_OK) return report_failure("inspect", s, json);

@@ -17,6 +17,7 @@ static const char kUsage[] =
     "  inspect   show what a checkpoint directory holds (architecture, tensors, roles), or what a\n"
     "            published generation holds (manifest, arrays, sizes, digests)\n"
     "  tokenize  encode text with a model directory's tokenizer\n"
+    "  export    write an HF checkpoint's weights as one .lwt file (seed 001/002)\n"
     "\n"
     "  stk <command> --help   options of one command (also: stk help <command>)\n"
     "  stk --list-models      model families with built-in presets and the roles they map\n"
@@ -71,6 +72,7 @@ int main(int argc, char **argv) {
     if (!std::strcmp(cmd, "replay")) return cmd_replay(argc, argv);
     if (!std::strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
     if (!std::strcmp(cmd, "tokenize")) return cmd_tokenize(argc, argv);
+    if (!std::strcmp(cmd, "export")) return cmd_export(argc, argv);
     if (wants_json(argc, argv)) return report_usage("", std::string("unknown command '") + cmd + "'", true);
     std::fprintf(stderr, "stk: unknown command '%s'\n\n%s", cmd, kUsage);
     return kExitUsage;

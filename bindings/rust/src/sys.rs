@@ -109,6 +109,63 @@ pub const STK_LOOKUP_TOKEN_BYTES: stk_lookup_kind = 2;
 pub const STK_LOOKUP_LINEAR: stk_lookup_kind = 3;
 pub const STK_LOOKUP_HUB: stk_lookup_kind = 4;
 
+/// Element types of .lwt tensors (stk_lwt_dtype).
+pub type stk_lwt_dtype = c_uint;
+pub const STK_LWT_F32: stk_lwt_dtype = 1;
+pub const STK_LWT_F16: stk_lwt_dtype = 2;
+pub const STK_LWT_BF16: stk_lwt_dtype = 3;
+pub const STK_LWT_I8: stk_lwt_dtype = 4;
+pub const STK_LWT_U8: stk_lwt_dtype = 5;
+pub const STK_LWT_I4: stk_lwt_dtype = 6;
+pub const STK_LWT_U4: stk_lwt_dtype = 7;
+pub const STK_LWT_FP4: stk_lwt_dtype = 8;
+pub const STK_LWT_I2: stk_lwt_dtype = 9;
+pub const STK_LWT_U2: stk_lwt_dtype = 10;
+pub const STK_LWT_TERNARY: stk_lwt_dtype = 11;
+pub const STK_LWT_BINARY: stk_lwt_dtype = 12;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_export_params {
+    pub struct_size: usize,
+    pub in_dir: *const c_char,
+    pub out_path: *const c_char,
+    pub dtype: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_export_report {
+    pub struct_size: usize,
+    pub tensors: u64,
+    pub parameters: u64,
+    pub file_bytes: u64,
+    pub data_crc32: u32,
+    pub tied_lm_head: u32,
+}
+
+/// Opaque handle of a mapped, validated .lwt file.
+#[repr(C)]
+pub struct stk_lwt {
+    _private: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_lwt_tensor {
+    pub struct_size: usize,
+    pub name: [c_char; 128],
+    pub dtype: u32,
+    pub ndim: u32,
+    pub shape: [u64; 8],
+    pub n_elements: u64,
+    pub size_bytes: u64,
+    pub scale: f32,
+    pub zero_point: u32,
+    pub data: *const c_void,
+}
+
 extern "C" {
     pub fn stk_status_str(status: stk_status) -> *const c_char;
     pub fn stk_last_error() -> *const c_char;
@@ -145,6 +202,18 @@ extern "C" {
         value_cap: usize,
         value_len: *mut usize,
     ) -> stk_status;
+    pub fn stk_export_lwt(params: *const stk_export_params, report: *mut stk_export_report) -> stk_status;
+    pub fn stk_lwt_open(path: *const c_char, out_lwt: *mut *mut stk_lwt) -> stk_status;
+    pub fn stk_lwt_close(lwt: *mut stk_lwt);
+    pub fn stk_lwt_info(
+        lwt: *const stk_lwt,
+        out_tensor_count: *mut u32,
+        out_header_json: *mut *const c_char,
+        out_header_len: *mut usize,
+    ) -> stk_status;
+    pub fn stk_lwt_tensor_at(lwt: *const stk_lwt, index: u32, out: *mut stk_lwt_tensor) -> stk_status;
+    pub fn stk_lwt_find(lwt: *const stk_lwt, name: *const c_char, out: *mut stk_lwt_tensor) -> stk_status;
+    pub fn stk_lwt_read_f32(lwt: *const stk_lwt, name: *const c_char, out: *mut f32, out_count: usize) -> stk_status;
 }
 
 // The C sizes on LP64 targets (x86_64, aarch64 Linux): a mismatch fails the build.  Field
@@ -153,4 +222,7 @@ extern "C" {
 const _: () = {
     assert!(std::mem::size_of::<stk_job_params>() == 48);
     assert!(std::mem::size_of::<stk_verify_report>() == 288);
+    assert!(std::mem::size_of::<stk_export_params>() == 32);
+    assert!(std::mem::size_of::<stk_export_report>() == 40);
+    assert!(std::mem::size_of::<stk_lwt_tensor>() == 240);
 };

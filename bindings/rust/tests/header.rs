@@ -102,6 +102,18 @@ fn every_header_constant_matches_sys() {
         ("STK_LOOKUP_TOKEN_BYTES", sys::STK_LOOKUP_TOKEN_BYTES as u64),
         ("STK_LOOKUP_LINEAR", sys::STK_LOOKUP_LINEAR as u64),
         ("STK_LOOKUP_HUB", sys::STK_LOOKUP_HUB as u64),
+        ("STK_LWT_F32", sys::STK_LWT_F32 as u64),
+        ("STK_LWT_F16", sys::STK_LWT_F16 as u64),
+        ("STK_LWT_BF16", sys::STK_LWT_BF16 as u64),
+        ("STK_LWT_I8", sys::STK_LWT_I8 as u64),
+        ("STK_LWT_U8", sys::STK_LWT_U8 as u64),
+        ("STK_LWT_I4", sys::STK_LWT_I4 as u64),
+        ("STK_LWT_U4", sys::STK_LWT_U4 as u64),
+        ("STK_LWT_FP4", sys::STK_LWT_FP4 as u64),
+        ("STK_LWT_I2", sys::STK_LWT_I2 as u64),
+        ("STK_LWT_U2", sys::STK_LWT_U2 as u64),
+        ("STK_LWT_TERNARY", sys::STK_LWT_TERNARY as u64),
+        ("STK_LWT_BINARY", sys::STK_LWT_BINARY as u64),
     ]
     .into_iter()
     .collect();
@@ -132,7 +144,7 @@ fn every_header_function_is_declared() {
             assert!(src.contains(&format!("pub fn {name}(")), "sys.rs does not declare {name}");
         }
     }
-    assert_eq!(n, 14, "functions declared in stk.h");
+    assert_eq!(n, 21, "functions declared in stk.h");
 }
 
 /// sizeof/offsetof as the C compiler computes them, compared with repr(C) here.  Skipped (with a

@@ -1,0 +1,126 @@
+// The extern "C" surface of .lwt files: export (HF -> .lwt) and read-only access.
+#include <cstring>
+
+#include "core/error.h"
+#include "export/lwt_export.h"
+#include "format/lwt.h"
+#include "stk/stk.h"
+
+using namespace stk;
+
+struct stk_lwt {
+    explicit stk_lwt(const char *path) : file(path) {}
+    LwtFile file;
+};
+
+namespace {
+
+void fill(const stk_lwt *lwt, const LwtTensor &t, stk_lwt_tensor *out) {
+    size_t keep = out->struct_size;
+    std::memset(out, 0, sizeof(*out));
+    out->struct_size = keep;
+    std::memcpy(out->name, t.name.data(), t.name.size());  // < 128 bytes: the reader checked
+    out->dtype = uint32_t(t.dtype);
+    out->ndim = t.ndim;
+    for (uint32_t d = 0; d < 8; d++) out->shape[d] = t.shape[d];
+    out->n_elements = t.n_elements;
+    out->size_bytes = t.size_bytes;
+    out->scale = t.quant.scale;
+    out->zero_point = t.quant.zero_point;
+    out->data = lwt->file.tensor_data(t);
+}
+
+void check_tensor_struct(const stk_lwt_tensor *out, const char *fn) {
+    if (!out) throw_error(STK_E_INVALID_ARGUMENT, "%s: NULL argument", fn);
+    if (out->struct_size < sizeof(stk_lwt_tensor))
+        throw_error(STK_E_STRUCT_SIZE, "%s: stk_lwt_tensor.struct_size is %zu, expected %zu", fn, out->struct_size,
+                    sizeof(stk_lwt_tensor));
+}
+
+}  // namespace
+
+extern "C" {
+
+STK_API stk_status stk_export_lwt(const stk_export_params *params, stk_export_report *report) {
+    return guard([&] {
+        if (!params || !params->in_dir || !params->out_path) throw_error(STK_E_INVALID_ARGUMENT, "stk_export_lwt: NULL argument");
+        if (params->struct_size < sizeof(stk_export_params))
+            throw_error(STK_E_STRUCT_SIZE, "stk_export_params.struct_size is %zu, expected %zu", params->struct_size,
+                        sizeof(stk_export_params));
+        if (report && report->struct_size < sizeof(stk_export_report))
+            throw_error(STK_E_STRUCT_SIZE, "stk_export_report.struct_size is %zu, expected %zu", report->struct_size,
+                        sizeof(stk_export_report));
+        uint32_t dt = params->dtype ? params->dtype : uint32_t(STK_LWT_F32);
+        if (!lwt_dtype_valid(dt)) throw_error(STK_E_INVALID_ARGUMENT, "stk_export_lwt: dtype %u is not an stk_lwt_dtype", dt);
+        LwtExportOptions opt;
+        opt.in = params->in_dir;
+        opt.out = params->out_path;
+        opt.dtype = LwtDType(dt);
+        LwtExportResult r = export_lwt(opt);
+        if (report) {
+            size_t keep = report->struct_size;
+            std::memset(report, 0, sizeof(*report));
+            report->struct_size = keep;
+            report->tensors = r.tensors;
+            report->parameters = r.parameters;
+            report->file_bytes = r.file_bytes;
+            report->data_crc32 = r.data_crc32;
+            report->tied_lm_head = r.tied_lm_head ? 1 : 0;
+        }
+    });
+}
+
+STK_API stk_status stk_lwt_open(const char *path, stk_lwt **out_lwt) {
+    return guard([&] {
+        if (!path || !out_lwt) throw_error(STK_E_INVALID_ARGUMENT, "stk_lwt_open: NULL argument");
+        *out_lwt = nullptr;
+        *out_lwt = new stk_lwt(path);
+    });
+}
+
+STK_API void stk_lwt_close(stk_lwt *lwt) { delete lwt; }
+
+STK_API stk_status stk_lwt_info(const stk_lwt *lwt, uint32_t *out_tensor_count, const char **out_header_json,
+                                size_t *out_header_len) {
+    return guard([&] {
+        if (!lwt) throw_error(STK_E_INVALID_ARGUMENT, "stk_lwt_info: NULL handle");
+        if (out_tensor_count) *out_tensor_count = uint32_t(lwt->file.tensors().size());
+        if (out_header_json) *out_header_json = lwt->file.header_json().data();
+        if (out_header_len) *out_header_len = lwt->file.header_json().size();
+    });
+}
+
+STK_API stk_status stk_lwt_tensor_at(const stk_lwt *lwt, uint32_t index, stk_lwt_tensor *out) {
+    return guard([&] {
+        if (!lwt) throw_error(STK_E_INVALID_ARGUMENT, "stk_lwt_tensor_at: NULL handle");
+        check_tensor_struct(out, "stk_lwt_tensor_at");
+        if (index >= lwt->file.tensors().size())
+            throw_error(STK_E_INVALID_ARGUMENT, "%s: tensor index %u, the file has %zu", lwt->file.name().c_str(), index,
+                        lwt->file.tensors().size());
+        fill(lwt, lwt->file.tensors()[index], out);
+    });
+}
+
+STK_API stk_status stk_lwt_find(const stk_lwt *lwt, const char *name, stk_lwt_tensor *out) {
+    return guard([&] {
+        if (!lwt || !name) throw_error(STK_E_INVALID_ARGUMENT, "stk_lwt_find: NULL argument");
+        check_tensor_struct(out, "stk_lwt_find");
+        const LwtTensor *t = lwt->file.find(name);
+        if (!t) throw_error(STK_E_KEY_NOT_FOUND, "%s: no tensor named '%s'", lwt->file.name().c_str(), name);
+        fill(lwt, *t, out);
+    });
+}
+
+STK_API stk_status stk_lwt_read_f32(const stk_lwt *lwt, const char *name, float *out, size_t out_count) {
+    return guard([&] {
+        if (!lwt || !name || !out) throw_error(STK_E_INVALID_ARGUMENT, "stk_lwt_read_f32: NULL argument");
+        const LwtTensor *t = lwt->file.find(name);
+        if (!t) throw_error(STK_E_KEY_NOT_FOUND, "%s: no tensor named '%s'", lwt->file.name().c_str(), name);
+        if (out_count < t->n_elements)
+            throw_error(STK_E_INVALID_ARGUMENT, "%s: tensor '%s' has %llu elements, the buffer holds %zu", lwt->file.name().c_str(),
+                        name, (unsigned long long)t->n_elements, out_count);
+        lwt->file.read_f32(*t, out);
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,347 @@
+// Native bit-packing of .lwt tensors: see lowbit.h and docs/format.md (".lwt element types").
+#include "format/lowbit.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/checked.h"
+#include "ingest/dtype_convert.h"
+
+namespace stk {
+
+namespace {
+
+struct DTypeInfo {
+    const char *name;
+    unsigned bits;
+};
+constexpr DTypeInfo kInfo[] = {
+    {"?", 0},       {"float32", 32}, {"float16", 16}, {"bfloat16", 16}, {"int8", 8},     {"uint8", 8}, {"int4", 4},
+    {"uint4", 4},   {"fp4", 4},      {"int2", 2},     {"uint2", 2},     {"ternary", 2},  {"binary", 1},
+};
+
+inline uint32_t bits_of(float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+}
+
+// The largest positive code of a signed dtype; the smallest is -(hi + 1).
+inline int32_t signed_hi(LwtDType t) {
+    switch (t) {
+        case LwtDType::I8: return 127;
+        case LwtDType::I4: return 7;
+        case LwtDType::I2: return 1;
+        default: return 0;
+    }
+}
+
+// E2M1 magnitudes by code (OCP MX FP4): exponent bias 1, one mantissa bit, no inf/NaN.
+constexpr float kFp4[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+// Nearest E2M1 magnitude index of a >= 0, ties to the even index (= even mantissa).
+inline uint32_t fp4_index(float a) {
+    if (a <= 0.25f) return 0;
+    if (a < 0.75f) return 1;
+    if (a <= 1.25f) return 2;
+    if (a < 1.75f) return 3;
+    if (a <= 2.5f) return 4;
+    if (a < 3.5f) return 5;
+    if (a <= 5.0f) return 6;
+    return 7;
+}
+
+inline float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+// Round half to even for |x| <= 2^22 without a libm call (so the loops vectorise): adding and
+// subtracting 1.5 * 2^23 leaves no fraction bits, and the FPU rounds that sum to nearest even.
+// Callers clamp x to a few hundred first.
+inline float rne_small(float x) { return (x + 0x1.8p23f) - 0x1.8p23f; }  // never built with -ffast-math
+
+}  // namespace
+
+const char *lwt_dtype_name(LwtDType t) {
+    uint32_t c = uint32_t(t);
+    return lwt_dtype_valid(c) ? kInfo[c].name : "?";
+}
+
+bool parse_lwt_dtype(std::string_view name, LwtDType *out) {
+    for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++)
+        if (name == kInfo[c].name) {
+            *out = LwtDType(c);
+            return true;
+        }
+    return false;
+}
+
+unsigned lwt_dtype_bits(LwtDType t) {
+    uint32_t c = uint32_t(t);
+    return lwt_dtype_valid(c) ? kInfo[c].bits : 0;
+}
+
+bool lwt_dtype_is_float(LwtDType t) { return t == LwtDType::F32 || t == LwtDType::F16 || t == LwtDType::BF16; }
+
+uint32_t lwt_unsigned_max(LwtDType t) {
+    switch (t) {
+        case LwtDType::U8: return 255;
+        case LwtDType::U4: return 15;
+        case LwtDType::U2: return 3;
+        default: return 0;
+    }
+}
+
+bool lwt_packed_bytes(LwtDType t, uint64_t n, uint64_t *out) {
+    uint64_t bits;
+    if (!mul_ok(n, lwt_dtype_bits(t), &bits)) return false;
+    *out = bits / 8 + (bits % 8 ? 1 : 0);
+    return true;
+}
+
+uint16_t f32_to_f16_rne(float v) {
+    uint32_t x = bits_of(v);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t exp = (x >> 23) & 0xFFu;
+    uint32_t man = x & 0x7FFFFFu;
+    if (exp == 0xFF) return uint16_t(sign | 0x7C00u | (man ? 0x200u | (man >> 13) : 0u));
+    int32_t e = int32_t(exp) - 127;
+    if (e > 15) return uint16_t(sign | 0x7C00u);
+    if (e >= -14) {
+        uint32_t r = man >> 13, rem = man & 0x1FFFu;
+        if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r++;
+        uint32_t h = (uint32_t(e + 15) << 10) + r;  // a mantissa carry moves into the exponent
+        return uint16_t(sign | (h >= 0x7C00u ? 0x7C00u : h));
+    }
+    // Subnormal (or zero) in f16: units of 2^-24.
+    uint32_t s = uint32_t(-1 - e);
+    if (s >= 25 || exp == 0) return uint16_t(sign);  // below half the smallest subnormal
+    uint32_t m = 0x800000u | man;
+    uint32_t r = m >> s, rem = m & ((1u << s) - 1), half = 1u << (s - 1);
+    if (rem > half || (rem == half && (r & 1u))) r++;
+    return uint16_t(sign | r);
+}
+
+uint16_t f32_to_bf16_rne(float v) {
+    uint32_t x = bits_of(v);
+    if ((x & 0x7F800000u) == 0x7F800000u && (x & 0x7FFFFFu)) return uint16_t((x >> 16) | 0x40u);
+    return uint16_t((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
+LwtQuant lwt_choose_quant(LwtDType t, const float *v, uint64_t n) {
+    LwtQuant q;
+    if (lwt_dtype_is_float(t)) return q;
+    float scale = 1.0f;
+    uint32_t umax = lwt_unsigned_max(t);
+    if (umax) {
+        float lo = 0.0f, hi = 0.0f;
+        for (uint64_t i = 0; i < n; i++) {
+            lo = v[i] < lo ? v[i] : lo;
+            hi = v[i] > hi ? v[i] : hi;
+        }
+        scale = float((double(hi) - double(lo)) / umax);
+        if (!(scale >= 0x1p-100f) || !std::isfinite(scale)) scale = 1.0f;
+        q.scale = scale;
+        q.zero_point = uint32_t(clampf(std::nearbyint(-lo / scale), 0.0f, float(umax)));
+        return q;
+    }
+    if (t == LwtDType::TERNARY || t == LwtDType::BINARY) {
+        double sum = 0;
+        for (uint64_t i = 0; i < n; i++) sum += std::fabs(double(v[i]));
+        scale = n ? float(sum / double(n)) : 1.0f;
+    } else {
+        float absmax = 0.0f;
+        for (uint64_t i = 0; i < n; i++) {
+            float a = std::fabs(v[i]);
+            absmax = a > absmax ? a : absmax;
+        }
+        double qmax = t == LwtDType::FP4 ? 6.0 : double(signed_hi(t));
+        scale = float(double(absmax) / qmax);
+    }
+    if (!(scale >= 0x1p-100f) || !std::isfinite(scale)) scale = 1.0f;
+    q.scale = scale;
+    return q;
+}
+
+namespace {
+
+// One dtype's encode and decode, specialised so the packing loops below carry no per-element
+// dispatch (lwt_encode / lwt_decode are the same functions behind one switch).
+template <LwtDType T>
+inline uint32_t enc(float v, LwtQuant q) {
+    if constexpr (T == LwtDType::F32) return bits_of(v);
+    else if constexpr (T == LwtDType::F16) return f32_to_f16_rne(v);
+    else if constexpr (T == LwtDType::BF16) return f32_to_bf16_rne(v);
+    else if constexpr (T == LwtDType::I8 || T == LwtDType::I4 || T == LwtDType::I2) {
+        constexpr float hi = T == LwtDType::I8 ? 127.0f : T == LwtDType::I4 ? 7.0f : 1.0f;
+        constexpr uint32_t mask = T == LwtDType::I8 ? 0xFFu : T == LwtDType::I4 ? 0xFu : 0x3u;
+        return uint32_t(int32_t(clampf(rne_small(clampf(v / q.scale, -hi - 2.0f, hi + 1.0f)), -hi - 1.0f, hi))) & mask;
+    } else if constexpr (T == LwtDType::U8 || T == LwtDType::U4 || T == LwtDType::U2) {
+        constexpr int32_t umax = T == LwtDType::U8 ? 255 : T == LwtDType::U4 ? 15 : 3;
+        float r = rne_small(clampf(v / q.scale, -float(umax) - 1.0f, float(umax) + 1.0f));
+        int32_t code = int32_t(r) + int32_t(q.zero_point);
+        return uint32_t(code < 0 ? 0 : (code > umax ? umax : code));
+    } else if constexpr (T == LwtDType::FP4) {
+        return (std::signbit(v) ? 8u : 0u) | fp4_index(std::fabs(v / q.scale));
+    } else if constexpr (T == LwtDType::TERNARY) {
+        return uint32_t(int32_t(clampf(rne_small(clampf(v / q.scale, -2.0f, 2.0f)), -1.0f, 1.0f))) & 3u;
+    } else {
+        return v > 0.0f ? 1u : 0u;
+    }
+}
+
+template <LwtDType T>
+inline float dec(uint32_t field, LwtQuant q) {
+    if constexpr (T == LwtDType::F32) return f32_from_bits(field);
+    else if constexpr (T == LwtDType::F16) return f16_to_f32(uint16_t(field));
+    else if constexpr (T == LwtDType::BF16) return bf16_to_f32(uint16_t(field));
+    else if constexpr (T == LwtDType::I8 || T == LwtDType::I4 || T == LwtDType::I2 || T == LwtDType::TERNARY) {
+        constexpr unsigned b = T == LwtDType::I8 ? 8 : T == LwtDType::I4 ? 4 : 2;
+        return float(int32_t(field << (32 - b)) >> (32 - b)) * q.scale;  // sign-extend the b-bit field
+    } else if constexpr (T == LwtDType::U8 || T == LwtDType::U4 || T == LwtDType::U2) {
+        return float(int32_t(field) - int32_t(q.zero_point)) * q.scale;
+    } else if constexpr (T == LwtDType::FP4) {
+        float m = kFp4[field & 7u] * q.scale;
+        return (field & 8u) ? -m : m;
+    } else {
+        return field ? q.scale : -q.scale;
+    }
+}
+
+constexpr unsigned bits_t(LwtDType t) {
+    return t == LwtDType::F32 ? 32 : (t == LwtDType::F16 || t == LwtDType::BF16) ? 16
+         : (t == LwtDType::I8 || t == LwtDType::U8) ? 8
+         : (t == LwtDType::I4 || t == LwtDType::U4 || t == LwtDType::FP4) ? 4
+         : t == LwtDType::BINARY ? 1 : 2;
+}
+
+template <LwtDType T>
+void pack_t(const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+    constexpr unsigned b = bits_t(T);
+    if constexpr (b == 32) {
+        std::memcpy(out, v, n * 4);
+    } else if constexpr (b == 16) {
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t h = enc<T>(v[i], q);
+            out[2 * i] = uint8_t(h);
+            out[2 * i + 1] = uint8_t(h >> 8);
+        }
+    } else if constexpr (b == 8) {
+        for (uint64_t i = 0; i < n; i++) out[i] = uint8_t(enc<T>(v[i], q));
+    } else {
+        constexpr unsigned per = 8 / b;
+        const uint64_t full = n / per;
+        for (uint64_t j = 0; j < full; j++) {  // one output byte per step: no read-modify-write
+            uint32_t byte = 0;
+            for (unsigned k = 0; k < per; k++) byte |= enc<T>(v[j * per + k], q) << (8 - b * (k + 1));
+            out[j] = uint8_t(byte);
+        }
+        if (n % per) {
+            uint32_t byte = 0;
+            for (unsigned k = 0; k < n % per; k++) byte |= enc<T>(v[full * per + k], q) << (8 - b * (k + 1));
+            out[full] = uint8_t(byte);
+        }
+    }
+}
+
+template <LwtDType T>
+uint64_t unpack_t(const uint8_t *in, uint64_t n, LwtQuant q, float *out) {
+    constexpr unsigned b = bits_t(T);
+    if constexpr (b == 32) {
+        std::memcpy(out, in, n * 4);
+        return n;
+    } else if constexpr (b == 16) {
+        for (uint64_t i = 0; i < n; i++) out[i] = dec<T>(uint32_t(in[2 * i]) | uint32_t(in[2 * i + 1]) << 8, q);
+        return n;
+    } else if constexpr (b == 8) {
+        for (uint64_t i = 0; i < n; i++) out[i] = dec<T>(in[i], q);
+        return n;
+    } else {
+        constexpr unsigned per = 8 / b;
+        constexpr uint32_t mask = (1u << b) - 1u;
+        bool bad = false;
+        const uint64_t full = n / per;
+        for (uint64_t j = 0; j < full; j++) {  // one input byte per step
+            const uint32_t byte = in[j];
+            for (unsigned k = 0; k < per; k++) {
+                uint32_t f = (byte >> (8 - b * (k + 1))) & mask;
+                if constexpr (T == LwtDType::TERNARY) bad |= f == 2;
+                out[j * per + k] = dec<T>(f, q);
+            }
+        }
+        for (uint64_t i = full * per; i < n; i++) {
+            uint32_t f = (uint32_t(in[full]) >> (8 - b * (1 + unsigned(i % per)))) & mask;
+            if constexpr (T == LwtDType::TERNARY) bad |= f == 2;
+            out[i] = dec<T>(f, q);
+        }
+        if (bad)
+            for (uint64_t i = 0; i < n; i++)
+                if (((uint32_t(in[i / per]) >> (8 - b * (1 + unsigned(i % per)))) & mask) == 2) return i;
+        if (n % per) {
+            uint64_t used = n % per * b;  // bits of the last byte holding elements
+            if (in[n / per] & ((1u << (8 - used)) - 1u)) return n + 1;
+        }
+        return n;
+    }
+}
+
+#define STK_LWT_DISPATCH(t, CALL)                                  \
+    switch (t) {                                                   \
+        case LwtDType::F32: CALL(LwtDType::F32);                   \
+        case LwtDType::F16: CALL(LwtDType::F16);                   \
+        case LwtDType::BF16: CALL(LwtDType::BF16);                 \
+        case LwtDType::I8: CALL(LwtDType::I8);                     \
+        case LwtDType::U8: CALL(LwtDType::U8);                     \
+        case LwtDType::I4: CALL(LwtDType::I4);                     \
+        case LwtDType::U4: CALL(LwtDType::U4);                     \
+        case LwtDType::FP4: CALL(LwtDType::FP4);                   \
+        case LwtDType::I2: CALL(LwtDType::I2);                     \
+        case LwtDType::U2: CALL(LwtDType::U2);                     \
+        case LwtDType::TERNARY: CALL(LwtDType::TERNARY);           \
+        case LwtDType::BINARY: CALL(LwtDType::BINARY);             \
+    }
+
+}  // namespace
+
+uint32_t lwt_encode(LwtDType t, float v, LwtQuant q) {
+#define CALL(T) return enc<T>(v, q)
+    STK_LWT_DISPATCH(t, CALL)
+#undef CALL
+    return 0;
+}
+
+float lwt_decode(LwtDType t, uint32_t field, LwtQuant q) {
+#define CALL(T) return dec<T>(field, q)
+    STK_LWT_DISPATCH(t, CALL)
+#undef CALL
+    return 0.0f;
+}
+
+uint32_t lwt_field_at(LwtDType t, const uint8_t *in, uint64_t i) {
+    switch (lwt_dtype_bits(t)) {
+        case 32: {
+            uint32_t x;
+            std::memcpy(&x, in + i * 4, 4);  // little-endian hosts only
+            return x;
+        }
+        case 16: return uint32_t(in[i * 2]) | uint32_t(in[i * 2 + 1]) << 8;
+        case 8: return in[i];
+        case 4: return (in[i / 2] >> ((i % 2) ? 0 : 4)) & 0xFu;
+        case 2: return (in[i / 4] >> (6 - 2 * (i % 4))) & 0x3u;
+        case 1: return (in[i / 8] >> (7 - i % 8)) & 0x1u;
+    }
+    return 0;
+}
+
+void lwt_pack(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+#define CALL(T) return pack_t<T>(v, n, q, out)
+    STK_LWT_DISPATCH(t, CALL)
+#undef CALL
+}
+
+uint64_t lwt_unpack(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out) {
+#define CALL(T) return unpack_t<T>(in, n, q, out)
+    STK_LWT_DISPATCH(t, CALL)
+#undef CALL
+    return 0;
+}
+
+}  // namespace stk

@@ -1,0 +1,84 @@
+// Element types of .lwt tensors and their native bit-packing (seed 002, "The Bit-Packing System";
+// docs/format.md, ".lwt element types").  One place defines, per dtype: the stored field width,
+// the quantisation rule that turns f32 values into codes (with the per-tensor scale and zero point
+// it chooses), the bit order inside a byte, and the value a stored code decodes to.
+//
+// The round-trip property the .lwt format promises (load -> save byte-identical) rests on one
+// fact tested for every code of every dtype: encode(decode(code)) == code under the same scale
+// and zero point.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace stk {
+
+// Values are the u32 stored in the .lwt index entry.  Pinned.
+enum class LwtDType : uint32_t {
+    F32 = 1, F16 = 2, BF16 = 3,
+    I8 = 4, U8 = 5,
+    I4 = 6, U4 = 7, FP4 = 8,
+    I2 = 9, U2 = 10, TERNARY = 11,
+    BINARY = 12,
+};
+constexpr uint32_t kLwtDTypeFirst = 1, kLwtDTypeLast = 12;
+
+inline bool lwt_dtype_valid(uint32_t code) { return code >= kLwtDTypeFirst && code <= kLwtDTypeLast; }
+// "float32", "float16", "bfloat16", "int8", "uint8", "int4", "uint4", "fp4", "int2", "uint2",
+// "ternary", "binary".
+const char *lwt_dtype_name(LwtDType t);
+bool parse_lwt_dtype(std::string_view name, LwtDType *out);
+// Stored bits per element: 32, 16, 8, 4, 2 or 1.
+unsigned lwt_dtype_bits(LwtDType t);
+// Float dtypes carry no scale (scale 1, zero point 0).
+bool lwt_dtype_is_float(LwtDType t);
+// Largest code of an unsigned dtype (255, 15, 3); 0 for the others.
+uint32_t lwt_unsigned_max(LwtDType t);
+
+// ceil(n * bits / 8), or false on overflow.
+bool lwt_packed_bytes(LwtDType t, uint64_t n_elements, uint64_t *out);
+
+// The per-tensor quantisation parameters stored in the index entry.
+struct LwtQuant {
+    float scale = 1.0f;
+    uint32_t zero_point = 0;  // unsigned dtypes only
+};
+
+// Scales a .lwt may hold: within this range encode(decode(code)) == code for every code (no
+// product overflows or loses bits to subnormals).
+constexpr float kLwtMinScale = 0x1p-100f, kLwtMaxScale = 0x1p100f;
+
+// Parameters the quantisation rule chooses for `n` f32 values (all finite; the caller checks).
+//   signed intN: scale = absmax / (2^(N-1) - 1)
+//   unsigned:    affine over [min(min,0), max(max,0)]: scale = range / (2^N - 1),
+//                zero_point = clamp(rne(-lo / scale), 0, 2^N - 1)
+//   fp4 (E2M1):  scale = absmax / 6
+//   ternary, binary: scale = mean(|v|)
+// A scale below 2^-100 (all-zero or vanishing tensors) becomes 1.  Float dtypes: {1, 0}.
+LwtQuant lwt_choose_quant(LwtDType t, const float *v, uint64_t n);
+
+// One value -> its stored field (the low lwt_dtype_bits bits), and back.  Round half to even
+// (the FE_TONEAREST default), then clamp to the dtype's code range.
+uint32_t lwt_encode(LwtDType t, float v, LwtQuant q);
+float lwt_decode(LwtDType t, uint32_t field, LwtQuant q);
+// A field that no value encodes to (only ternary's 0b10).
+inline bool lwt_field_valid(LwtDType t, uint32_t field) { return !(t == LwtDType::TERNARY && field == 2); }
+
+// Pack n values into lwt_packed_bytes(t, n) bytes at out (every byte written; the unused low bits
+// of the last byte are zero).  Bit order: 4-bit fields high nibble first (even index -> bits 7..4),
+// 2-bit fields at shift 6 - 2*(i%4), 1-bit fields MSB first; 16/32-bit fields little-endian.
+void lwt_pack(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out);
+
+// Unpack n values.  Returns n on success, or the index of the first element whose field is
+// invalid (lwt_field_valid), or n + 1 when padding bits after the last element are not zero.
+uint64_t lwt_unpack(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out);
+
+// The stored field of element i (for tests and the inspector).
+uint32_t lwt_field_at(LwtDType t, const uint8_t *in, uint64_t i);
+
+// IEEE conversions with round-to-nearest-even; NaNs keep sign and top payload bits and come out
+// quiet; values beyond the f16 range become infinities (IEEE overflow).
+uint16_t f32_to_f16_rne(float v);
+uint16_t f32_to_bf16_rne(float v);
+
+}  // namespace stk

@@ -1,0 +1,554 @@
+// The .lwt format (seed 001) and native low-bit packing (seed 002): conversions, every code of
+// every dtype, bit orders, the quantisation rules, the byte-exact test vector of docs/format.md,
+// every refusal of the reader, and the round trips (load -> save, quantise -> save -> load ->
+// save) byte for byte.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/mapped_file.h"
+#include "format/lowbit.h"
+#include "format/lwt.h"
+#include "test_util.h"
+
+using namespace stk;
+using namespace stk::test;
+
+namespace {
+
+float bits_f(uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+}
+uint32_t f_bits(float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+}
+
+const LwtDType kAll[] = {LwtDType::F32, LwtDType::F16,  LwtDType::BF16, LwtDType::I8,      LwtDType::U8,
+                         LwtDType::I4,  LwtDType::U4,   LwtDType::FP4,  LwtDType::I2,      LwtDType::U2,
+                         LwtDType::TERNARY, LwtDType::BINARY};
+
+// Values shaped like trained weights: a decaying scale over rows, a heavy tail, a few outliers.
+std::vector<float> weight_like(uint64_t n, uint64_t seed) {
+    std::vector<float> v(n);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (uint64_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        double u = double(s >> 11) * 0x1p-53 - 0.5;
+        double x = u * 0.08 / (1.0 + double(i % 97) / 20.0);
+        if (s % 211 == 0) x = u * 40.0;                      // outlier
+        if (s % 17 == 0) x = std::tan(u * 3.0) * 0.02;       // heavy tail
+        v[i] = float(x);
+    }
+    return v;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+static void test_crc32(void **) {
+    assert_int_equal(lwt_crc32("123456789", 9), 0xCBF43926u);
+    assert_int_equal(lwt_crc32("", 0), 0u);
+}
+
+static void test_dtype_names(void **) {
+    static const char *const names[] = {"float32", "float16", "bfloat16", "int8",  "uint8",   "int4",
+                                        "uint4",   "fp4",     "int2",     "uint2", "ternary", "binary"};
+    static const unsigned bits[] = {32, 16, 16, 8, 8, 4, 4, 4, 2, 2, 2, 1};
+    for (uint32_t c = 1; c <= 12; c++) {
+        LwtDType t;
+        assert_string_equal(lwt_dtype_name(LwtDType(c)), names[c - 1]);
+        assert_true(parse_lwt_dtype(names[c - 1], &t));
+        assert_int_equal(uint32_t(t), c);
+        assert_int_equal(lwt_dtype_bits(t), bits[c - 1]);
+    }
+    LwtDType t;
+    assert_false(parse_lwt_dtype("float64", &t));
+    assert_false(lwt_dtype_valid(0));
+    assert_false(lwt_dtype_valid(13));
+    uint64_t b;
+    assert_true(lwt_packed_bytes(LwtDType::I4, 3, &b)), assert_int_equal(b, 2);
+    assert_true(lwt_packed_bytes(LwtDType::I2, 5, &b)), assert_int_equal(b, 2);
+    assert_true(lwt_packed_bytes(LwtDType::BINARY, 9, &b)), assert_int_equal(b, 2);
+    assert_true(lwt_packed_bytes(LwtDType::BF16, 3, &b)), assert_int_equal(b, 6);
+    assert_false(lwt_packed_bytes(LwtDType::F32, 1ull << 62, &b));
+}
+
+// f16 / bf16: every 16-bit pattern decodes and re-encodes to itself (NaNs: once quiet, stable);
+// rounding of halfway cases and overflow as IEEE says.
+static void test_half_conversions(void **) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = lwt_decode(LwtDType::F16, h, {});
+        uint32_t back = f32_to_f16_rne(f);
+        bool nan = (h & 0x7C00u) == 0x7C00u && (h & 0x3FFu);
+        if (nan) assert_int_equal(back, h | 0x200u);
+        else assert_int_equal(back, h);
+        float g = lwt_decode(LwtDType::BF16, h, {});
+        uint32_t gb = f32_to_bf16_rne(g);
+        bool gnan = (h & 0x7F80u) == 0x7F80u && (h & 0x7Fu);
+        if (gnan) assert_int_equal(gb, h | 0x40u);
+        else assert_int_equal(gb, h);
+    }
+    assert_int_equal(f32_to_f16_rne(1.0f + 0x1p-11f), 0x3C00);      // tie -> even
+    assert_int_equal(f32_to_f16_rne(1.0f + 3 * 0x1p-11f), 0x3C02);  // tie -> even (up)
+    assert_int_equal(f32_to_f16_rne(65504.0f), 0x7BFF);
+    assert_int_equal(f32_to_f16_rne(65519.0f), 0x7BFF);
+    assert_int_equal(f32_to_f16_rne(65520.0f), 0x7C00);  // rounds past the largest finite
+    assert_int_equal(f32_to_f16_rne(-1e9f), 0xFC00);
+    assert_int_equal(f32_to_f16_rne(0x1p-24f), 0x0001);  // smallest subnormal
+    assert_int_equal(f32_to_f16_rne(0x1p-25f), 0x0000);  // tie -> even (zero)
+    assert_int_equal(f32_to_f16_rne(0x1.8p-25f), 0x0001);
+    assert_int_equal(f32_to_f16_rne(0x1p-14f), 0x0400);
+    assert_int_equal(f32_to_f16_rne(-0.0f), 0x8000);
+    assert_int_equal(f32_to_bf16_rne(bits_f(0x3F808000u)), 0x3F80);  // tie -> even
+    assert_int_equal(f32_to_bf16_rne(bits_f(0x3F818000u)), 0x3F82);
+    assert_int_equal(f32_to_bf16_rne(bits_f(0x7F7FFFFFu)), 0x7F80);  // overflow -> inf
+    assert_int_equal(f32_to_bf16_rne(bits_f(0x7F800001u)), 0x7FC0);  // sNaN -> quiet
+}
+
+// Every field of every integer dtype: the value the documented formula gives (computed here
+// plainly), and encode(decode(field)) == field, over several scales and every zero point.
+static void test_every_code(void **) {
+    const float scales[] = {1.0f, 0.02f, 3.0e-5f, 7.5f, 0x1p-100f, 1.0e30f};
+    static const float fp4[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    for (LwtDType t : kAll) {
+        if (lwt_dtype_is_float(t)) continue;
+        unsigned b = lwt_dtype_bits(t);
+        uint32_t umax = lwt_unsigned_max(t);
+        for (float s : scales) {
+            for (uint32_t zp = 0; zp <= umax; zp++) {
+                LwtQuant q{s, zp};
+                for (uint32_t f = 0; f < (1u << b); f++) {
+                    if (!lwt_field_valid(t, f)) {
+                        assert_true(t == LwtDType::TERNARY && f == 2);
+                        continue;
+                    }
+                    float want;
+                    switch (t) {
+                        case LwtDType::I8: want = float(int8_t(uint8_t(f))) * s; break;
+                        case LwtDType::I4: want = float(f >= 8 ? int(f) - 16 : int(f)) * s; break;
+                        case LwtDType::I2:
+                        case LwtDType::TERNARY: want = float(f >= 2 ? int(f) - 4 : int(f)) * s; break;
+                        case LwtDType::U8:
+                        case LwtDType::U4:
+                        case LwtDType::U2: want = float(int(f) - int(zp)) * s; break;
+                        case LwtDType::FP4: want = (f & 8) ? -(fp4[f & 7] * s) : fp4[f & 7] * s; break;
+                        case LwtDType::BINARY: want = f ? s : -s; break;
+                        default: want = 0; fail();
+                    }
+                    float got = lwt_decode(t, f, q);
+                    if (f_bits(got) != f_bits(want)) {
+                        print_error("%s field %u scale %g zp %u: %a, want %a\n", lwt_dtype_name(t), f, double(s), zp,
+                                    double(got), double(want));
+                        fail();
+                    }
+                    uint32_t back = lwt_encode(t, got, q);
+                    if (back != f) {
+                        print_error("%s field %u scale %g zp %u: decodes to %a, which encodes to %u\n", lwt_dtype_name(t), f,
+                                    double(s), zp, double(got), back);
+                        fail();
+                    }
+                }
+                if (!umax) break;
+            }
+        }
+    }
+}
+
+// The bit orders of seed 002: high nibble for the even index, shift 6 - 2*(i%4), MSB first.
+static void test_bit_orders(void **) {
+    LwtQuant one{1.0f, 0};
+    {
+        const float v[] = {1, -2, 3};
+        uint8_t out[2] = {0xAA, 0xAA};
+        lwt_pack(LwtDType::I4, v, 3, one, out);
+        assert_int_equal(out[0], 0x1E);
+        assert_int_equal(out[1], 0x30);
+    }
+    {
+        const float v[] = {1, -1, 0, -2, 1};
+        uint8_t out[2] = {0xAA, 0xAA};
+        lwt_pack(LwtDType::I2, v, 5, one, out);
+        assert_int_equal(out[0], 0x72);  // 01 11 00 10
+        assert_int_equal(out[1], 0x40);
+    }
+    {
+        const float v[] = {1, -1, 0, 1, 1};
+        uint8_t out[2] = {0xAA, 0xAA};
+        lwt_pack(LwtDType::TERNARY, v, 5, one, out);
+        assert_int_equal(out[0], 0x71);  // 01 11 00 01
+        assert_int_equal(out[1], 0x40);
+    }
+    {
+        const float v[] = {0.3f, -1, 0, 2, 5, 7, -3, 9, 1};  // v > 0 -> 1
+        uint8_t out[2] = {0xAA, 0xAA};
+        lwt_pack(LwtDType::BINARY, v, 9, one, out);
+        assert_int_equal(out[0], 0x9D);  // 1 0 0 1 1 1 0 1
+        assert_int_equal(out[1], 0x80);
+    }
+    {
+        const float v[] = {0, 15, 7};
+        uint8_t out[2];
+        lwt_pack(LwtDType::U4, v, 3, LwtQuant{1.0f, 0}, out);
+        assert_int_equal(out[0], 0x0F);
+        assert_int_equal(out[1], 0x70);
+    }
+    {
+        const float v[] = {6, -0.5f, 0.25f, -0.0f};
+        uint8_t out[2];
+        lwt_pack(LwtDType::FP4, v, 4, one, out);
+        assert_int_equal(out[0], 0x79);  // 0 111, 1 001
+        assert_int_equal(out[1], 0x08);  // +0 (tie to even), -0
+    }
+    {
+        const float v[] = {-1.0f, 2.0f};
+        uint8_t out[4];
+        lwt_pack(LwtDType::BF16, v, 2, one, out);
+        const uint8_t want[] = {0x80, 0xBF, 0x00, 0x40};
+        assert_memory_equal(out, want, 4);
+        lwt_pack(LwtDType::F16, v, 2, one, out);
+        const uint8_t want16[] = {0x00, 0xBC, 0x00, 0x40};
+        assert_memory_equal(out, want16, 4);
+    }
+}
+
+// The quantisation rules (docs/format.md): scales chosen, round half to even, clamping.
+static void test_quant_rules(void **) {
+    LwtQuant one{1.0f, 0};
+    assert_int_equal(lwt_encode(LwtDType::I8, 2.5f, one), 2);
+    assert_int_equal(lwt_encode(LwtDType::I8, 3.5f, one), 4);
+    assert_int_equal(lwt_encode(LwtDType::I8, -2.5f, one), uint8_t(-2));
+    assert_int_equal(lwt_encode(LwtDType::I8, 200.0f, one), 127);
+    assert_int_equal(lwt_encode(LwtDType::I8, -200.0f, one), 0x80);
+    assert_int_equal(lwt_encode(LwtDType::I4, 0.5f, one), 0);
+    assert_int_equal(lwt_encode(LwtDType::I4, -9.0f, one), 0x8);
+    assert_int_equal(lwt_encode(LwtDType::TERNARY, 0.5f, one), 0);
+    assert_int_equal(lwt_encode(LwtDType::TERNARY, 0.51f, one), 1);
+    assert_int_equal(lwt_encode(LwtDType::TERNARY, -7.0f, one), 3);
+    assert_int_equal(lwt_encode(LwtDType::BINARY, 0.0f, one), 0);  // seed: v > 0 -> 1, else 0
+    assert_int_equal(lwt_encode(LwtDType::FP4, 0.75f, one), 2);    // tie 0.5/1.0 -> even mantissa
+    assert_int_equal(lwt_encode(LwtDType::FP4, 5.0f, one), 6);     // tie 4 (index 6) / 6 (index 7) -> even index
+    assert_int_equal(lwt_encode(LwtDType::FP4, 100.0f, one), 7);   // clamp to 6
+    assert_int_equal(lwt_encode(LwtDType::U8, -3.0f, LwtQuant{1.0f, 10}), 7);
+    assert_int_equal(lwt_encode(LwtDType::U8, 300.0f, LwtQuant{1.0f, 10}), 255);
+    assert_int_equal(lwt_encode(LwtDType::U8, -30.0f, LwtQuant{1.0f, 10}), 0);
+
+    const float v[] = {-1.27f, 0.5f, 2.54f, -0.01f};
+    LwtQuant q = lwt_choose_quant(LwtDType::I8, v, 4);
+    assert_int_equal(f_bits(q.scale), f_bits(float(2.54 / 127.0)));
+    assert_int_equal(q.zero_point, 0);
+    q = lwt_choose_quant(LwtDType::I4, v, 4);
+    assert_int_equal(f_bits(q.scale), f_bits(float(double(2.54f) / 7.0)));
+    q = lwt_choose_quant(LwtDType::FP4, v, 4);
+    assert_int_equal(f_bits(q.scale), f_bits(float(double(2.54f) / 6.0)));
+    q = lwt_choose_quant(LwtDType::U8, v, 4);  // range [-1.27, 2.54]
+    assert_int_equal(f_bits(q.scale), f_bits(float((double(2.54f) - double(-1.27f)) / 255.0)));
+    assert_int_equal(q.zero_point, uint32_t(std::nearbyint(1.27f / q.scale)));
+    assert_int_equal(q.zero_point, 85);
+    q = lwt_choose_quant(LwtDType::TERNARY, v, 4);
+    double mean = (double(1.27f) + double(0.5f) + double(2.54f) + double(0.01f)) / 4.0;
+    assert_int_equal(f_bits(q.scale), f_bits(float(mean)));
+    q = lwt_choose_quant(LwtDType::BINARY, v, 4);
+    assert_int_equal(f_bits(q.scale), f_bits(float(mean)));
+    const float pos[] = {1.0f, 2.0f};  // all positive: the range still includes 0
+    q = lwt_choose_quant(LwtDType::U2, pos, 2);
+    assert_int_equal(f_bits(q.scale), f_bits(float(2.0 / 3.0)));
+    assert_int_equal(q.zero_point, 0);
+    const float zeros[] = {0.0f, 0.0f, 0.0f};
+    for (LwtDType t : kAll) {
+        q = lwt_choose_quant(t, zeros, 3);
+        assert_true(q.scale == 1.0f);
+        assert_int_equal(q.zero_point, 0);
+    }
+}
+
+// Unpack refuses ternary's unused field and nonzero padding bits.
+static void test_unpack_refusals(void **) {
+    float out[8];
+    const uint8_t tern[] = {0x18};  // 00 01 10 00: element 2 is 0b10
+    assert_int_equal(lwt_unpack(LwtDType::TERNARY, tern, 4, {1.0f, 0}, out), 2);
+    const uint8_t pad4[] = {0x12};  // one int4 element, low nibble must be 0
+    assert_int_equal(lwt_unpack(LwtDType::I4, pad4, 1, {1.0f, 0}, out), 2);
+    const uint8_t pad1[] = {0x81};
+    assert_int_equal(lwt_unpack(LwtDType::BINARY, pad1, 7, {1.0f, 0}, out), 8);
+    const uint8_t ok1[] = {0x80};
+    assert_int_equal(lwt_unpack(LwtDType::BINARY, ok1, 1, {2.0f, 0}, out), 1);
+    assert_true(out[0] == 2.0f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The test vector of docs/format.md.
+
+static LwtModel vector_model() {
+    LwtModel m;
+    m.header.model_type = "tiny";
+    m.header.config = {{"n_embd", 2}};
+    m.header.dtype = "int4";
+    LwtModelTensor a;
+    a.name = "a";
+    a.shape = {2};
+    a.values = {1.0f, -2.0f};
+    LwtModelTensor b;
+    b.name = "b";
+    b.shape = {1, 3};
+    b.dtype = LwtDType::I4;
+    b.values = {0.5f, -1.0f, 7.0f};
+    m.tensors = {a, b};
+    return m;
+}
+
+// 16 bytes per line, as in docs/format.md.
+static const char kVectorHex[] =
+#include "lwt_vector.inc"
+    ;
+
+static std::vector<uint8_t> unhex(const char *s) {
+    std::vector<uint8_t> v;
+    int hi = -1;
+    for (; *s; s++) {
+        int d = (*s >= '0' && *s <= '9') ? *s - '0' : (*s >= 'a' && *s <= 'f') ? *s - 'a' + 10 : -1;
+        if (d < 0) continue;
+        if (hi < 0) hi = d;
+        else v.push_back(uint8_t(hi << 4 | d)), hi = -1;
+    }
+    return v;
+}
+
+static std::vector<uint8_t> write_vector() {
+    std::string dir = make_temp_dir("lwt_vector");
+    save_lwt(vector_model(), dir + "/v.lwt");
+    return read_bytes(dir + "/v.lwt");
+}
+
+static void test_vector_bytes(void **) {
+    std::vector<uint8_t> got = write_vector();
+    std::vector<uint8_t> want = unhex(kVectorHex);
+    if (got != want) {
+        print_error("test vector differs (%zu vs %zu bytes); got:\n", got.size(), want.size());
+        for (size_t i = 0; i < got.size(); i++) print_error("%02x%s", got[i], i % 16 == 15 ? "\n" : " ");
+        fail();
+    }
+    assert_int_equal(got.size(), 832);
+    LwtFile f(got.data(), got.size(), "vector");
+    assert_int_equal(f.tensors().size(), 2);
+    assert_int_equal(f.data_offset(), 704);
+    assert_int_equal(f.header().total_bytes, 128);
+    assert_int_equal(f.header().parameter_count, 5);
+    const LwtTensor *b = f.find("b");
+    assert_non_null(b);
+    assert_int_equal(b->offset, 64);
+    assert_int_equal(b->size_bytes, 2);
+    assert_int_equal(f_bits(b->quant.scale), f_bits(1.0f));  // absmax 7 / 7
+    float out[3];
+    f.read_f32(*b, out);
+    assert_true(out[0] == 0.0f && out[1] == -1.0f && out[2] == 7.0f);  // 0.5 -> 0 (half to even)
+}
+
+// Every refusal: distinct status, the file named, the tensor named, the offset given.
+static void test_reader_refusals(void **) {
+    const std::vector<uint8_t> good = unhex(kVectorHex);
+    auto open = [](const std::vector<uint8_t> &b) { LwtFile f(b.data(), b.size(), "bad.lwt"); };
+    auto find = [&](const char *needle) {
+        const char *p = static_cast<const char *>(memmem(good.data(), good.size(), needle, std::strlen(needle)));
+        assert_non_null(p);
+        return size_t(p - reinterpret_cast<const char *>(good.data()));
+    };
+    // Truncated anywhere.
+    for (size_t cut : {size_t(0), size_t(8), size_t(15), size_t(100), size_t(300), size_t(700), size_t(800), good.size() - 1}) {
+        std::vector<uint8_t> b(good.begin(), good.begin() + long(cut));
+        std::string m = expect_error(STK_E_TRUNCATED, [&] { open(b); });
+        assert_contains(m, "bad.lwt");
+        assert_contains(m, "offset");
+    }
+    std::vector<uint8_t> b = good;
+    b[3] = 'X';
+    expect_error(STK_E_BAD_MAGIC, [&] { open(b); });
+    b = good;
+    b[16] = '[';
+    expect_error(STK_E_BAD_JSON, [&] { open(b); });
+    b = good;
+    std::memcpy(&b[find("\"byte_order\"")], "\"byte_ordeX\"", 12);
+    assert_contains(expect_error(STK_E_BAD_JSON, [&] { open(b); }), "byte_ordeX");
+    b = good;
+    std::memcpy(&b[find("\"total_bytes\":128")], "\"total_bytes\":192", 17);  // header lies
+    expect_error(STK_E_TRUNCATED, [&] { open(b); });
+    b = good;
+    std::memcpy(&b[find("\"total_bytes\":128")], "\"total_bytes\":064", 17);
+    expect_error(STK_E_BAD_JSON, [&] { open(b); });  // leading zero: not JSON
+    b = good;
+    std::memcpy(&b[find("\"parameter_count\":5")], "\"parameter_count\":6", 19);
+    assert_contains(expect_error(STK_E_BAD_HEADER, [&] { open(b); }), "parameter_count");
+    b = good;
+    std::memcpy(&b[find("\"version\":1")], "\"version\":2", 11);
+    expect_error(STK_E_UNSUPPORTED, [&] { open(b); });
+    b = good;
+    b.push_back(0);
+    expect_error(STK_E_BAD_HEADER, [&] { open(b); });  // trailing byte after the data section
+
+    uint64_t json_len;
+    std::memcpy(&json_len, &good[8], 8);
+    const size_t e0 = size_t(16 + json_len), e1 = e0 + 224;  // index entries of "a" and "b"
+    assert_int_equal(good[e0], 'a');
+    assert_int_equal(good[e1], 'b');
+    auto set64 = [](std::vector<uint8_t> &v, size_t at, uint64_t x) { std::memcpy(&v[at], &x, 8); };
+    auto set32 = [](std::vector<uint8_t> &v, size_t at, uint32_t x) { std::memcpy(&v[at], &x, 4); };
+    b = good;
+    set64(b, e1 + 200, 128);  // offset past the end of the data section
+    std::string m = expect_error(STK_E_MISALIGNED, [&] { set64(b, e1 + 200, 65); open(b); });
+    assert_contains(m, "tensor 'b'");
+    b = good;
+    set64(b, e1 + 200, 128);
+    m = expect_error(STK_E_CORRUPT, [&] { open(b); });
+    assert_contains(m, "tensor 'b'");
+    b = good;
+    set32(b, e1 + 132, 13);
+    m = expect_error(STK_E_BAD_DTYPE, [&] { open(b); });
+    assert_contains(m, "tensor 'b'");
+    assert_contains(m, std::to_string(e1 + 132));
+    b = good;
+    set64(b, e1 + 208, 3);  // packed length disagrees with the shape
+    assert_contains(expect_error(STK_E_SIZE_MISMATCH, [&] { open(b); }), "tensor 'b'");
+    b = good;
+    set64(b, e1 + 136, 1ull << 40);
+    set64(b, e1 + 144, 1ull << 40);
+    expect_error(STK_E_DIMS_OVERFLOW, [&] { open(b); });
+    b = good;
+    set32(b, e0 + 128, 9);
+    expect_error(STK_E_BAD_RANK, [&] { open(b); });
+    b = good;
+    set64(b, e0 + 136 + 8, 1);  // shape[1] beyond ndim 1
+    expect_error(STK_E_BAD_RANK, [&] { open(b); });
+    b = good;
+    std::memset(&b[e0], 'x', 128);  // name without NUL
+    expect_error(STK_E_CORRUPT, [&] { open(b); });
+    b = good;
+    b[e1] = 'a';  // duplicate name
+    expect_error(STK_E_CORRUPT, [&] { open(b); });
+    b = good;
+    float bad_scale = -1.0f;
+    std::memcpy(&b[e1 + 216], &bad_scale, 4);
+    expect_error(STK_E_CORRUPT, [&] { open(b); });
+    b = good;
+    b[704 + 8] = 1;  // padding inside the data section (CRC would also fail)
+    expect_error(STK_E_BAD_HEADER, [&] { open(b); });
+    b = good;
+    b[704] ^= 1;  // a data byte: CRC
+    m = expect_error(STK_E_CHECKSUM, [&] { open(b); });
+    assert_contains(m, "offset 704");
+    {
+        LwtFile nocrc(b.data(), b.size(), "bad.lwt", false);
+        assert_true(nocrc.computed_crc32() != nocrc.header().data_crc32);
+    }
+    b = good;
+    b[704 + 65] = 0x71;  // int4 padding nibble set: structure fine, CRC recomputed -> read refuses
+    uint32_t crc = lwt_crc32(&b[704], 128);
+    char hex[9];
+    std::snprintf(hex, sizeof hex, "%08x", crc);
+    std::memcpy(&b[find("\"data_crc32\":\"") + 14], hex, 8);
+    LwtFile f(b.data(), b.size(), "bad.lwt");
+    std::vector<float> out(3);
+    assert_contains(expect_error(STK_E_CORRUPT, [&] { f.read_f32(*f.find("b"), out.data()); }), "padding");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round trips for every dtype.
+
+static void test_round_trips(void **) {
+    std::string dir = make_temp_dir("lwt_roundtrip");
+    for (LwtDType t : kAll) {
+        LwtModel m;
+        m.header.model_type = "synthetic";
+        m.header.config = {{"rows", 37}, {"cols", 29}};
+        m.header.dtype = lwt_dtype_name(t);
+        LwtModelTensor w;
+        w.name = "w";
+        w.shape = {37, 29};  // 1073 elements: the last byte of every packing is partial
+        w.dtype = t;
+        w.values = weight_like(37 * 29, uint64_t(t));
+        LwtModelTensor v;
+        v.name = "v";
+        v.shape = {29};
+        v.values = weight_like(29, 100 + uint64_t(t));
+        v.dtype = t;
+        m.tensors = {w, v};
+        std::string a = dir + "/" + lwt_dtype_name(t) + ".a.lwt", b = dir + "/" + lwt_dtype_name(t) + ".b.lwt",
+                    c = dir + "/" + lwt_dtype_name(t) + ".c.lwt";
+        save_lwt(m, a);             // quantise -> save
+        LwtModel l = load_lwt(a);   // load
+        save_lwt(l, b);             // save
+        LwtModel l2 = load_lwt(b);  // load -> save again
+        save_lwt(l2, c);
+        std::vector<uint8_t> ba = read_bytes(a), bb = read_bytes(b), bc = read_bytes(c);
+        if (ba != bb || bb != bc) {
+            print_error("%s: round trip not byte-identical\n", lwt_dtype_name(t));
+            fail();
+        }
+        // The loaded values are what the formula defines for the stored codes, and within the
+        // quantisation step of the originals.
+        LwtFile f(a);
+        for (size_t k = 0; k < 2; k++) {
+            const LwtTensor &lt = f.tensors()[k];
+            const std::vector<float> &orig = m.tensors[k].values;
+            for (uint64_t i = 0; i < lt.n_elements; i++) {
+                float want = lwt_decode(t, lwt_field_at(t, f.tensor_data(lt), i), lt.quant);
+                assert_int_equal(f_bits(l.tensors[k].values[i]), f_bits(want));
+                if (t == LwtDType::F32) assert_int_equal(f_bits(want), f_bits(orig[i]));
+                if (t == LwtDType::I8 || t == LwtDType::U8) {
+                    double err = std::fabs(double(want) - double(orig[i]));
+                    assert_true(err <= 0.5001 * double(lt.quant.scale) + 1e-30);
+                }
+                if (t == LwtDType::BF16) assert_true(std::fabs(double(want) - orig[i]) <= std::fabs(double(orig[i])) * 0x1p-8);
+                if (t == LwtDType::F16 && std::fabs(orig[i]) > 1e-4)
+                    assert_true(std::fabs(double(want) - orig[i]) <= std::fabs(double(orig[i])) * 0x1p-11);
+            }
+        }
+    }
+}
+
+// Write-once: an existing file is refused and left alone; a failed write leaves nothing.
+static void test_writer_refusals(void **) {
+    std::string dir = make_temp_dir("lwt_writer");
+    std::string p = dir + "/x.lwt";
+    write_bytes(p, {1, 2, 3});
+    expect_error(STK_E_OUTPUT_EXISTS, [&] { save_lwt(vector_model(), p); });
+    assert_int_equal(read_bytes(p).size(), 3);
+    LwtModel m = vector_model();
+    m.tensors[1].values = {1.0f, NAN, 2.0f};
+    std::string q = dir + "/nan.lwt";
+    assert_contains(expect_error(STK_E_NONFINITE, [&] { save_lwt(m, q); }), "tensor 'b': element 1");
+    assert_false(file_exists(q));
+    m = vector_model();
+    m.tensors[1].name = "a";
+    expect_error(STK_E_INVALID_ARGUMENT, [&] { save_lwt(m, q); });
+    m = vector_model();
+    m.tensors[0].name = std::string(128, 'n');
+    expect_error(STK_E_INVALID_ARGUMENT, [&] { save_lwt(m, q); });
+    m = vector_model();
+    m.tensors[0].shape = {3};
+    expect_error(STK_E_SIZE_MISMATCH, [&] { save_lwt(m, q); });
+    assert_false(file_exists(q));
+    // Only x.lwt in the directory: no temporary left behind.
+    std::string cmd = "test $(ls -A '" + dir + "' | wc -l) -eq 1";
+    assert_int_equal(std::system(cmd.c_str()), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crc32),
+        cmocka_unit_test(test_dtype_names),
+        cmocka_unit_test(test_half_conversions),
+        cmocka_unit_test(test_every_code),
+        cmocka_unit_test(test_bit_orders),
+        cmocka_unit_test(test_quant_rules),
+        cmocka_unit_test(test_unpack_refusals),
+        cmocka_unit_test(test_vector_bytes),
+        cmocka_unit_test(test_reader_refusals),
+        cmocka_unit_test(test_round_trips),
+        cmocka_unit_test(test_writer_refusals),
+    };
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
