@@ -3,12 +3,14 @@
 #include <cstdio>
 #include <cstring>
 
+#include "acceptance/runner.h"
 #include "cli/cli.h"
+#include "core/error.h"
 
 namespace stk::cli {
 
 static const char kCheckHelp[] =
-    "usage: stk check --out DIR [--json]\n"
+    "usage: stk check --out DIR [--json] [--acceptance [--model DIR] [--threads N]]\n"
     "\n"
     "Verify a published output directory: the manifest (magic, schema digest, sizes, every\n"
     "bounded field, curr_hash) and every array it lists (header, header checksum, payload crc32c\n"
@@ -17,8 +19,17 @@ static const char kCheckHelp[] =
     "\n"
     "  --out DIR   the output directory (holds sera_manifest.bin and arrays/)\n"
     "  --json      one JSON object on stdout instead of the summary\n"
+    "  --acceptance  after verifying, run the acceptance tests of seed 16 the generation's\n"
+    "              stages support (16.1 PRF, 16.3 memory) and print a table: test, measured\n"
+    "              value, threshold, verdict, definition.  Gating rows can fail the run; reported\n"
+    "              rows show model-scale figures beside the spec's threshold and never fail it\n"
+    "              (docs/decisions.md, \"Acceptance\", defines every row)\n"
+    "  --model DIR the checkpoint the generation was converted from: the model-scale rows and\n"
+    "              the 16.3 surrogate need its weights (without it they say skipped)\n"
+    "  --threads N worker threads for the acceptance tests (default 1)\n"
     "\n"
-    "exit codes: 0 verified, 2 usage, 4 verification failed, 5 no such directory / I/O error\n";
+    "exit codes: 0 verified (and every gating acceptance row passed), 1 an acceptance row\n"
+    "failed, 2 usage, 4 verification failed, 5 no such directory / I/O error\n";
 
 // Statuses 20..39 are about the bytes of the generation: "verification failed".
 static int check_exit_code(stk_status s) {
@@ -34,7 +45,14 @@ int cmd_check(int argc, char **argv) {
     }
     std::string out = args.get("out");
     bool json = args.flag("json");
+    bool acceptance = args.flag("acceptance");
+    std::string model = args.get("model");
+    uint32_t threads = args.get_u32("threads", 1);
     if (!args.finish("check")) return kExitUsage;
+    if (!acceptance && (!model.empty() || args.has("threads"))) {
+        std::fprintf(stderr, "stk check: --model and --threads go with --acceptance\n");
+        return kExitUsage;
+    }
     if (out.empty() || !args.positional().empty()) {
         std::fprintf(stderr, "stk check: --out DIR is required (see stk check --help)\n");
         return kExitUsage;
@@ -64,6 +82,30 @@ int cmd_check(int argc, char **argv) {
             std::fprintf(stderr, "stk check: FAILED at %s/%s, offset %llu (%u arrays verified before it)\n", out.c_str(),
                          report.failed_file, (unsigned long long)report.failed_offset, report.arrays_checked);
         return code;
+    }
+    if (acceptance) {
+        AcceptanceContext ctx;
+        ctx.out_dir = out;
+        ctx.model_dir = model;
+        ctx.threads = threads ? threads : 1;
+        std::vector<AcceptanceRow> rows;
+        try {
+            rows = run_acceptance(ctx);
+        } catch (const Error &e) {
+            std::fprintf(stderr, "stk check: acceptance: %s\n", e.what());
+            return exit_code_for(e.status());
+        }
+        bool passed = acceptance_passed(rows);
+        if (json) {
+            std::printf("{\"ok\": true, \"out\": %s, \"arrays\": %u, \"bytes\": %llu, \"acceptance\": %s}\n",
+                        json_escape(out).c_str(), report.arrays_checked, (unsigned long long)report.bytes_checked,
+                        acceptance_json(rows).c_str());
+        } else {
+            std::printf("stk check: %s: OK, manifest and %u arrays verified\n", out.c_str(), report.arrays_checked);
+            print_acceptance_table(stdout, rows);
+            std::printf("stk check: acceptance %s\n", passed ? "PASSED (every gating row)" : "FAILED (a gating row failed)");
+        }
+        return passed ? kExitOk : kExitFailed;
     }
     if (json) {
         std::printf("{\"ok\": true, \"out\": %s, \"arrays\": %u, \"bytes\": %llu, \"seconds\": %.6f, \"gb_per_s\": %.3f}\n",
