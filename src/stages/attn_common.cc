@@ -88,12 +88,16 @@ void whitening_diagonal(const float *wk, uint64_t rows, uint64_t cols, double *d
     }
 }
 
-void prf_rows(uint64_t stream, const double *d, uint64_t r, uint64_t cols, float *out, double *scratch) {
-    for (uint64_t i = 0; i < r; i++) {
+void prf_rows_range(uint64_t stream, const double *d, uint64_t i0, uint64_t i1, uint64_t cols, float *out, double *scratch) {
+    for (uint64_t i = i0; i < i1; i++) {
         kernels::gaussians(stream, i * cols, size_t(cols), scratch);
         for (uint64_t j = 0; j < cols; j++) scratch[j] *= std::sqrt(d[j]);
-        kernels::narrow_to_f32(scratch, out + i * cols, size_t(cols));
+        kernels::narrow_to_f32(scratch, out + (i - i0) * cols, size_t(cols));
     }
+}
+
+void prf_rows(uint64_t stream, const double *d, uint64_t r, uint64_t cols, float *out, double *scratch) {
+    prf_rows_range(stream, d, 0, r, cols, out, scratch);
 }
 
 double expected_denominator(const double *d, uint64_t n, double tau) {

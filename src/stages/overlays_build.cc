@@ -34,7 +34,7 @@ namespace stk {
 
 namespace {
 
-constexpr uint64_t kOptimumMaxDim = 2048;  // the exact optimum costs O(n^3): only up to here
+constexpr uint64_t kOptimumMaxDim = 1024;  // the exact optimum costs O(n^3) (LAPACK dsyev): only up to here
 constexpr double kOrthoTol = 1e-6;
 constexpr uint32_t kCheckQueries = 8;
 

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "core/bytes.h"
 #include "core/checksum.h"
@@ -27,7 +29,7 @@ namespace {
 
 struct PrfSizes {
     AttnShape s;
-    uint64_t r, row_floats;
+    uint64_t r, row_floats, threads;
 };
 
 PrfSizes prf_sizes(const stk_job_params &p, const ModelPlan &plan) {
@@ -36,6 +38,7 @@ PrfSizes prf_sizes(const stk_job_params &p, const ModelPlan &plan) {
     check_attention_params(p, z.s);
     z.r = p.r;
     z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
+    z.threads = std::min<uint64_t>(p.threads ? p.threads : 1, z.r);
     return z;
 }
 
@@ -44,7 +47,7 @@ void prf_arena(const PrfSizes &z, ArenaSizer &s) {
     s.add_array<float>(size_t(z.s.d_kv * d));       // W_K
     s.add_array<float>(size_t(z.row_floats));       // transpose scratch
     s.add_array<double>(size_t(d));                 // whitening diagonal
-    s.add_array<double>(size_t(d));                 // Gaussian row
+    s.add_array<double>(size_t(d) * z.threads);     // a Gaussian row per thread
     s.add_array<float>(size_t(z.r * d));            // prf_W of one layer
     s.add_array<float>(size_t(std::max<uint64_t>(z.r, z.s.d_v)));  // a row of zeros / ones
     s.add_array<double>(size_t(z.s.n_layers));      // expected denominators
@@ -72,7 +75,7 @@ void prf_build_run(Job &job) {
     float *wk = arena.alloc_array<float>(size_t(s.d_kv * d));
     float *row_scratch = arena.alloc_array<float>(size_t(z.row_floats));
     double *diag = arena.alloc_array<double>(size_t(d));
-    double *grow = arena.alloc_array<double>(size_t(d));
+    double *grow = arena.alloc_array<double>(size_t(d * z.threads));
     float *prf = arena.alloc_array<float>(size_t(r * d));
     float *row = arena.alloc_array<float>(size_t(std::max<uint64_t>(r, s.d_v)));
     double *expected = arena.alloc_array<double>(size_t(L));
@@ -91,7 +94,22 @@ void prf_build_run(Job &job) {
         reader.read(t, wk, row_scratch);
         whitening_diagonal(wk, s.d_kv, d, diag);
         expected[l] = expected_denominator(diag, d, tau);
-        prf_rows(prf_stream(job.manifest.master_seed, l), diag, r, d, prf, grow);
+        // 5.5 needs a finite expectation (D_j < tau at any sane scale); an infinite one is a
+        // refused model, not a silent clamp.
+        if (!std::isfinite(expected[l]))
+            throw_error(STK_E_UNSUPPORTED, "layer %u: tensor '%s': a whitening diagonal entry reaches tau = %g, so the expected "
+                        "PRF denominator is infinite (W_K entries of magnitude ~sqrt(tau))", l, t.name, tau);
+        // Rows split between threads: draw k of the stream is addressed directly, so the bytes
+        // do not depend on the split.
+        const uint64_t stream = prf_stream(job.manifest.master_seed, l), per = (r + z.threads - 1) / z.threads;
+        auto rows_of = [&](uint64_t t) {
+            const uint64_t i0 = std::min(r, t * per), i1 = std::min(r, i0 + per);
+            prf_rows_range(stream, diag, i0, i1, d, prf + i0 * d, grow + t * d);
+        };
+        std::vector<std::thread> pool;  // per layer, outside the per-row loop
+        for (uint64_t t = 1; t < z.threads; t++) pool.emplace_back(rows_of, t);
+        rows_of(0);
+        for (std::thread &th : pool) th.join();
         w.append(prf, size_t(r * d * 4));
     }
     ArrayHeader prf_h = w.finish();
@@ -112,15 +130,9 @@ void prf_build_run(Job &job) {
     constant_array("R_init.bin", 3, lrv, s.d_v, L * r, 0.0f);
     constant_array("s_init.bin", 2, lr, r, L, 0.0f);
 
-    // 5.5: the floor from the largest expected denominator (finite: D_j < tau at any sane
-    // scale; an infinite expectation is a refused model, not a silent clamp).
+    // 5.5: the floor from the largest expected one-key denominator.
     double worst = 0;
-    for (uint32_t l = 0; l < L; l++) {
-        if (!std::isfinite(expected[l]))
-            throw_error(STK_E_UNSUPPORTED, "layer %u: a whitening diagonal entry reaches tau = %g; the expected PRF denominator "
-                        "is infinite (W_K entries of magnitude ~sqrt(tau))", l, tau);
-        worst = std::max(worst, expected[l]);
-    }
+    for (uint32_t l = 0; l < L; l++) worst = std::max(worst, expected[l]);
     const double beta_floor = std::max(1e-3, 5e-4 * worst);
     // The schedule digest: magic NUL, LE u32 L, then per layer LE f64 expected, LE f64 floor.
     Sha256 sh;
