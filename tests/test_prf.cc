@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <sys/wait.h>
 
 #include "acceptance/runner.h"
 #include "core/mapped_file.h"
@@ -152,8 +154,13 @@ static void bad_params_and_configs_refused(void **) {
     copy_model_with_config(llama, tmp + "/gqa", "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 4");
     assert_int_equal(arena_status(tmp + "/gqa", tmp + "/o3", 16, 4), STK_E_PARAM_COUNT);
     assert_true(std::string(stk_last_error()).find("k_proj") != std::string::npos);
+    // head_dim not dividing d_model (no explicit head_dim).
+    copy_model_with_config(llama, tmp + "/heads", "\"num_attention_heads\": 4", "\"num_attention_heads\": 5");
+    assert_int_equal(arena_status(tmp + "/heads", tmp + "/o4", 16, 4), STK_E_BAD_JSON);
+    assert_true(std::string(stk_last_error()).find("multiple") != std::string::npos);
     assert_false(file_exists(tmp + "/o2"));
     assert_false(file_exists(tmp + "/o3"));
+    assert_false(file_exists(tmp + "/o4"));
 }
 
 // 16.1 on a published llama generation: every gating row passes; the rows are there.
@@ -185,6 +192,38 @@ static void acceptance_prf_rows(void **) {
     assert_int_equal(rows.size(), 7);
     assert_true(acceptance_passed(rows));
     assert_true(acceptance_json(rows).find("\"passed\": true") == 1);
+    // One failing gating row fails the whole table; a missing reported figure does not.
+    rows.push_back(acceptance_row("x", "a reported row that misses", 2, 1, "<=", false));
+    assert_true(acceptance_passed(rows));
+    rows.push_back(acceptance_row("y", "a gating row that fails", 2, 1, "<=", true));
+    assert_false(acceptance_passed(rows));
+    assert_true(acceptance_json(rows).find("\"passed\": false") == 1);
+}
+
+// The CLI: stk convert --partial publishes, stk check --acceptance --json prints the table and
+// exits 0 when every gating row passes.
+static void cli_convert_check_acceptance(void **) {
+    const char *bin = std::getenv("STK_BIN");
+    if (!bin) fail_msg("STK_BIN is not set");
+    const std::string out = make_temp_dir("attn_cli") + "/out", model = model_dir("bloom");
+    std::string cmd = std::string(bin) + " convert --in " + model + " --out " + out + " --partial --r 16 --rv 4 >/dev/null 2>&1";
+    assert_int_equal(std::system(cmd.c_str()), 0);
+    for (const char *a : {"prf_W.bin", "overlays_U.bin", "memory_coeff.bin"}) assert_true(file_exists(out + "/arrays/" + a));
+    cmd = std::string(bin) + " check --out " + out + " --acceptance --model " + model + " --json 2>/dev/null";
+    FILE *f = popen(cmd.c_str(), "r");
+    assert_non_null(f);
+    std::string text;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    int status = pclose(f);
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_true(text.find("\"acceptance\": {\"passed\": true") != std::string::npos);
+    assert_true(text.find("16.1 prf-estimator-mean") != std::string::npos);
+    assert_true(text.find("16.3 fit-beats-baselines") != std::string::npos);
+    // --model without --acceptance is a usage error.
+    cmd = std::string(bin) + " check --out " + out + " --model " + model + " >/dev/null 2>&1";
+    assert_int_equal(WEXITSTATUS(std::system(cmd.c_str())), 2);
 }
 
 int main() {
@@ -193,6 +232,7 @@ int main() {
         cmocka_unit_test(deterministic_across_threads_and_runs),
         cmocka_unit_test(bad_params_and_configs_refused),
         cmocka_unit_test(acceptance_prf_rows),
+        cmocka_unit_test(cli_convert_check_acceptance),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
