@@ -10,7 +10,7 @@
 namespace stk::cli {
 
 static const char kCheckHelp[] =
-    "usage: stk check --out DIR [--json] [--acceptance [--model DIR] [--threads N]]\n"
+    "usage: stk check --out DIR [--json] [--acceptance [--model DIR]]\n"
     "\n"
     "Verify a published output directory: the manifest (magic, schema digest, sizes, every\n"
     "bounded field, curr_hash) and every array it lists (header, header checksum, payload crc32c\n"
@@ -26,7 +26,6 @@ static const char kCheckHelp[] =
     "              (docs/decisions.md, \"Acceptance\", defines every row)\n"
     "  --model DIR the checkpoint the generation was converted from: the model-scale rows and\n"
     "              the 16.3 surrogate need its weights (without it they say skipped)\n"
-    "  --threads N worker threads for the acceptance tests (default 1)\n"
     "\n"
     "exit codes: 0 verified (and every gating acceptance row passed), 1 an acceptance row\n"
     "failed, 2 usage, 4 verification failed, 5 no such directory / I/O error\n";
@@ -47,10 +46,9 @@ int cmd_check(int argc, char **argv) {
     bool json = args.flag("json");
     bool acceptance = args.flag("acceptance");
     std::string model = args.get("model");
-    uint32_t threads = args.get_u32("threads", 1);
     if (!args.finish("check")) return kExitUsage;
-    if (!acceptance && (!model.empty() || args.has("threads"))) {
-        std::fprintf(stderr, "stk check: --model and --threads go with --acceptance\n");
+    if (!acceptance && !model.empty()) {
+        std::fprintf(stderr, "stk check: --model goes with --acceptance\n");
         return kExitUsage;
     }
     if (out.empty() || !args.positional().empty()) {
@@ -87,7 +85,7 @@ int cmd_check(int argc, char **argv) {
         AcceptanceContext ctx;
         ctx.out_dir = out;
         ctx.model_dir = model;
-        ctx.threads = threads ? threads : 1;
+        ctx.threads = 1;  // the suites run single-threaded (their figures are seeded, not timed)
         std::vector<AcceptanceRow> rows;
         try {
             rows = run_acceptance(ctx);
