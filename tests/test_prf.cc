@@ -209,6 +209,16 @@ static void cli_convert_check_acceptance(void **) {
     std::string cmd = std::string(bin) + " convert --in " + model + " --out " + out + " --partial --r 16 --rv 4 >/dev/null 2>&1";
     assert_int_equal(std::system(cmd.c_str()), 0);
     for (const char *a : {"prf_W.bin", "overlays_U.bin", "memory_coeff.bin"}) assert_true(file_exists(out + "/arrays/" + a));
+    // The published manifest carries the fields and the stage states.
+    Manifest m = read_manifest(out + "/" + kManifestFileName);
+    assert_int_equal(m.fields.prf.r, 16);
+    assert_true(m.fields.denominator.beta_floor >= 1e-3);
+    assert_int_equal(m.fields.overlays.r_v, 4);
+    assert_int_equal(m.fields.memory.mode, 1);
+    for (stk_stage st : {STK_STAGE_PRF, STK_STAGE_OVERLAYS, STK_STAGE_MEMORY_FIT}) {
+        assert_int_equal(m.stages[st - 1].state, kStageRan);
+        assert_true(m.stages[st - 1].crc32c != 0 || m.stages[st - 1].sha256_low64 != 0);
+    }
     cmd = std::string(bin) + " check --out " + out + " --acceptance --model " + model + " --json 2>/dev/null";
     FILE *f = popen(cmd.c_str(), "r");
     assert_non_null(f);
