@@ -151,7 +151,7 @@ void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &ro
     const uint32_t rs[3] = {256, 512, 1024};
     const double temps[4] = {1, 4, 16, 64};
     std::vector<double> gain(d), xs(size_t(kScaleKeys + 1) * d), q(hd), k(size_t(kScaleKeys) * hd), v(size_t(kScaleKeys) * hd),
-        w(size_t(kRmax) * hd), aq(kRmax), ak(size_t(kRmax) * kScaleKeys), exact(hd), approx(hd), logits(kScaleKeys);
+        w(size_t(kRmax) * hd), aq(kRmax), ak(size_t(kRmax) * kScaleKeys), exact(hd), approx(hd), logits(kScaleKeys), kn(kScaleKeys), kw(kScaleKeys);
     for (uint32_t l = 0; l < L; l++) {
         reader.read(reader.require(Role::Q, int32_t(l), s.d_v, d), wq.data(), rows_scratch.data());
         reader.read(reader.require(Role::K, int32_t(l), s.d_kv, d), wk.data(), rows_scratch.data());
@@ -188,11 +188,28 @@ void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &ro
                     proj(wv, kvh * hd, xs.data() + (kk + 1) * d, v.data() + kk * hd);
                 }
                 kernels::gaussians(seed ^ 0xA5A5A5A5ull, 0, w.size(), w.data());
+                // Projections once per trial; each temperature only rescales them.
+                double qq = 0;
+                for (uint32_t i = 0; i < hd; i++) qq += q[i] * q[i];
+                for (uint32_t kk = 0; kk < kScaleKeys; kk++) {
+                    double a = 0;
+                    for (uint32_t i = 0; i < hd; i++) a += k[kk * hd + i] * k[kk * hd + i];
+                    kn[kk] = a;
+                }
+                for (uint32_t f = 0; f < kRmax; f++) {
+                    double dq = 0;
+                    for (uint32_t i = 0; i < hd; i++) dq += w[f * hd + i] * q[i];
+                    aq[f] = dq;
+                    for (uint32_t kk = 0; kk < kScaleKeys; kk++) {
+                        double dk = 0;
+                        for (uint32_t i = 0; i < hd; i++) dk += w[f * hd + i] * k[kk * hd + i];
+                        ak[size_t(f) * kScaleKeys + kk] = dk;
+                    }
+                }
                 for (int ti = 0; ti < 4; ti++) {
                     const double tau = std::sqrt(double(hd)) * temps[ti];
                     // exact softmax
-                    double mx = -INFINITY, qq = 0;
-                    for (uint32_t i = 0; i < hd; i++) qq += q[i] * q[i];
+                    double mx = -INFINITY;
                     for (uint32_t kk = 0; kk < kScaleKeys; kk++) {
                         double dot = 0, s2 = 0;
                         for (uint32_t i = 0; i < hd; i++) {
@@ -211,32 +228,27 @@ void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &ro
                         for (uint32_t i = 0; i < hd; i++) exact[i] += e * v[kk * hd + i];
                     }
                     for (uint32_t i = 0; i < hd; i++) exact[i] /= z;
-                    // features: a(x) = w.x / sqrt(tau) - |x|^2 / (2 tau)
+                    // PRF: log of phi(q) phi(k) per feature, shifted by one maximum over all
+                    // 1024 features (the ratio is shift-invariant), summed with the r = 256 and
+                    // 512 estimates read off as prefixes of the same draw.
                     const double st = std::sqrt(tau);
-                    for (uint32_t f = 0; f < kRmax; f++) {
-                        double dq = 0;
-                        for (uint32_t i = 0; i < hd; i++) dq += w[f * hd + i] * q[i];
-                        aq[f] = dq / st - qq / (2 * tau);
+                    double m2 = -INFINITY;
+                    for (uint32_t f = 0; f < kRmax; f++)
                         for (uint32_t kk = 0; kk < kScaleKeys; kk++) {
-                            double dk = 0, kk2 = 0;
-                            for (uint32_t i = 0; i < hd; i++) {
-                                dk += w[f * hd + i] * k[kk * hd + i];
-                                kk2 += k[kk * hd + i] * k[kk * hd + i];
-                            }
-                            ak[size_t(f) * kScaleKeys + kk] = aq[f] + dk / st - kk2 / (2 * tau);
+                            double a = (aq[f] + ak[size_t(f) * kScaleKeys + kk]) / st - (qq + kn[kk]) / (2 * tau);
+                            m2 = std::max(m2, a);
                         }
-                    }
-                    for (int ri = 0; ri < 3; ri++) {
-                        double m2 = -INFINITY;
-                        for (uint32_t f = 0; f < rs[ri]; f++)
-                            for (uint32_t kk = 0; kk < kScaleKeys; kk++) m2 = std::max(m2, ak[size_t(f) * kScaleKeys + kk]);
+                    std::fill(kw.begin(), kw.end(), 0.0);
+                    int ri = 0;
+                    for (uint32_t f = 0; f < kRmax; f++) {
+                        for (uint32_t kk = 0; kk < kScaleKeys; kk++)
+                            kw[kk] += std::exp((aq[f] + ak[size_t(f) * kScaleKeys + kk]) / st - (qq + kn[kk]) / (2 * tau) - m2);
+                        if (f + 1 != rs[ri]) continue;
                         double den = 0;
                         std::fill(approx.begin(), approx.end(), 0.0);
                         for (uint32_t kk = 0; kk < kScaleKeys; kk++) {
-                            double a = 0;
-                            for (uint32_t f = 0; f < rs[ri]; f++) a += std::exp(ak[size_t(f) * kScaleKeys + kk] - m2);
-                            den += a;
-                            for (uint32_t i = 0; i < hd; i++) approx[i] += a * v[kk * hd + i];
+                            den += kw[kk];
+                            for (uint32_t i = 0; i < hd; i++) approx[i] += kw[kk] * v[kk * hd + i];
                         }
                         double num = 0, nrm = 0;
                         for (uint32_t i = 0; i < hd; i++) {
@@ -245,6 +257,7 @@ void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &ro
                             nrm += exact[i] * exact[i];
                         }
                         err[ri][ti] += nrm > 0 ? std::sqrt(num / nrm) : 0;
+                        ri++;
                     }
                 }
             }

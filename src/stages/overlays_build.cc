@@ -37,6 +37,7 @@ namespace {
 constexpr uint64_t kOptimumMaxDim = 1024;  // the exact optimum costs O(n^3) (LAPACK dsyev): only up to here
 constexpr double kOrthoTol = 1e-6;
 constexpr uint32_t kCheckQueries = 8;
+constexpr uint64_t kMaxLayerRecords = 64;  // per-layer energy records up to this many layers
 
 struct OvSizes {
     AttnShape s;
@@ -255,7 +256,9 @@ void overlays_build_run(Job &job) {
                       b.Z, ptrdiff_t(rv), 1, threads);  // Z row-major
         if (!kernels::all_finite(b.Z, size_t(rv * rv))) z_finite = false;
 
-        // deltaC(q) = U Z^T H^T phi(q) for random q ~ N(0, I): finite (12.3).
+        // deltaC(q) = U Z^T H^T phi(q) for random q ~ N(0, I): finite (12.3).  D is not at hand
+        // here, so the exponent is normalised with |q|^2 (for q ~ N(0, I) and D < 1 this only
+        // shrinks phi: the check is about finiteness, not about the value).
         const uint64_t qs = stream_seed(job.manifest.master_seed, kernels::kStreamOverlaysCheck, l);
         const double tau = prf_tau(s);
         for (uint32_t t = 0; t < kCheckQueries; t++) {
@@ -301,7 +304,9 @@ void overlays_build_run(Job &job) {
         const double ratio = opt > 0 ? cap / opt : NAN, spec_ratio = opt > 0 ? spec_cap / opt : NAN;
         if (std::isfinite(ratio)) min_ratio = std::min(min_ratio, ratio);
         if (std::isfinite(spec_ratio)) min_spec_ratio = std::min(min_spec_ratio, spec_ratio);
-        if (std::isfinite(ratio))
+        if (L > kMaxLayerRecords) {
+            // The draft holds 128 records: beyond 64 layers only the summary below is kept.
+        } else if (std::isfinite(ratio))
             draft_add_record(job.manifest, STK_STAGE_OVERLAYS, kRecordNote, kFeatureOverlays, STK_OK, ratio, spec_ratio,
                              "L%u U energy %.4f of |W_O|^2, %.4f of optimum (p=%u q=%u); spec sketch %.4f", l, share, ratio,
                              kOverlayOversampling, kOverlayPowerIters, spec_ratio);
