@@ -15,6 +15,7 @@ PACKAGES=(
   libutf8proc-dev                   # Unicode classes and normalisers for tokenizers
   libhwy-dev                        # SIMD kernels (Highway)
   libblis-dev                       # GEMM (BLIS)
+  liblapacke-dev                    # Householder QR, eigenvalues, least squares (LAPACK)
   libcmocka-dev                     # unit tests
   libcmph-dev                       # peer in the MPHF benchmark (bench/ only)
   golang-go                         # Go binding tests (bindings/go); Rust uses the image's cargo

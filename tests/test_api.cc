@@ -195,14 +195,21 @@ static void not_implemented_stage_writes_nothing(void **) {
     uint32_t crc;
     uint64_t sha;
     assert_int_equal(stk_stage_digest(job, STK_STAGE_PRF, &crc, &sha), STK_E_STAGE_ORDER);
-    internals(job).stages[STK_STAGE_PARSE_TENSORS].done = true;
-    internals(job).stages[STK_STAGE_TOKENIZER].done = true;
-    assert_int_equal(stk_stage_run(job, STK_STAGE_PRF), STK_E_NOT_IMPLEMENTED);
-    assert_contains(stk_last_error(), "prf_build is not implemented");
+    // The first stage that is still not implemented (stages that are implemented need a real
+    // model and are covered by their own tests): everything before it marked done.
+    int ni = STK_STAGE_PRF;
+    while (ni <= STK_STAGE_BRIDGE_INIT && find_stage(stk_stage(ni))->run) ni++;
+    if (ni > STK_STAGE_BRIDGE_INIT) {
+        stk_close(job);
+        return;
+    }
+    for (int s = STK_STAGE_PARSE_TENSORS; s < ni; s++) internals(job).stages[s].done = true;
+    assert_int_equal(stk_stage_run(job, stk_stage(ni)), STK_E_NOT_IMPLEMENTED);
+    assert_contains(stk_last_error(), (std::string(find_stage(stk_stage(ni))->name) + " is not implemented").c_str());
     assert_contains(stk_last_error(), "nothing written");
     assert_int_equal(entries(out), 0);
     // It counts as run (feature disabled): no second run, and the next stage may go.
-    assert_int_equal(stk_stage_run(job, STK_STAGE_PRF), STK_E_STAGE_ORDER);
+    assert_int_equal(stk_stage_run(job, stk_stage(ni)), STK_E_STAGE_ORDER);
     assert_int_equal(stk_stage_run(job, stk_stage(0)), STK_E_INVALID_ARGUMENT);
     assert_int_equal(stk_stage_run(job, stk_stage(11)), STK_E_INVALID_ARGUMENT);
     stk_close(job);
@@ -216,7 +223,14 @@ static void dag_tail_through_api(void **) {
     stk_job *job = open_job(out, arena);
     internals(job).stages[STK_STAGE_PARSE_TENSORS].done = true;
     internals(job).stages[STK_STAGE_TOKENIZER].done = true;
-    for (int s = STK_STAGE_PRF; s <= STK_STAGE_BRIDGE_INIT; s++) assert_int_equal(stk_stage_run(job, stk_stage(s)), STK_E_NOT_IMPLEMENTED);
+    for (int s = STK_STAGE_PRF; s <= STK_STAGE_BRIDGE_INIT; s++) {
+        if (find_stage(stk_stage(s))->run) {  // implemented: needs a real model (its own tests); recorded as not run here
+            internals(job).stages[s].done = true;
+            internals(job).stages[s].not_implemented = true;
+            continue;
+        }
+        assert_int_equal(stk_stage_run(job, stk_stage(s)), STK_E_NOT_IMPLEMENTED);
+    }
     assert_int_equal(entries(out), 0);
     assert_int_equal(stk_stage_run(job, STK_STAGE_CHECK), STK_E_STAGE_ORDER);
     if (stk_stage_run(job, STK_STAGE_MANIFEST_EMIT) != STK_OK) fail_msg("%s", stk_last_error());

@@ -3,13 +3,15 @@
 #include <cstdio>
 #include <cstring>
 
+#include "acceptance/runner.h"
 #include "cli/cli.h"
+#include "core/error.h"
 
 namespace stk::cli {
 
 static const char kCheckHelp[] =
-    "usage: stk check --out DIR [--json]\n"
-    "       stk check DIR [--json]\n"
+    "usage: stk check --out DIR [--json] [--acceptance [--model DIR]]\n"
+    "       stk check DIR [--json] [--acceptance [--model DIR]]\n"
     "\n"
     "Verify a published output directory: the manifest (magic, schema digest, sizes, every\n"
     "bounded field, curr_hash) and every array it lists (header, header checksum, payload crc32c\n"
@@ -19,8 +21,16 @@ static const char kCheckHelp[] =
     "  --out DIR   the output directory (holds sera_manifest.bin and arrays/); or give it as\n"
     "              the only argument\n"
     "  --json      one JSON object on stdout instead of the summary (docs/cli.md)\n"
+    "  --acceptance  after verifying, run the acceptance tests of spec 16 the generation's\n"
+    "              stages support (16.1 PRF, 16.2 linear, 16.3 memory) and print a table: test,\n"
+    "              measured value, threshold, verdict, definition.  Gating rows can fail the run;\n"
+    "              reported rows show model-scale figures beside the spec's threshold and never\n"
+    "              fail it (docs/decisions.md, \"Acceptance\", defines every row)\n"
+    "  --model DIR the checkpoint the generation was converted from: the model-scale rows and\n"
+    "              the 16.3 surrogate need its weights (without it they say skipped)\n"
     "\n"
-    "exit codes: 0 verified, 2 usage, 4 verification failed, 5 no such directory / I/O error\n";
+    "exit codes: 0 verified (and every gating acceptance row passed), 1 an acceptance row\n"
+    "failed, 2 usage, 4 verification failed, 5 no such directory / I/O error\n";
 
 // Statuses 20..39 are about the bytes of the generation: "verification failed".
 static int check_exit_code(stk_status s) {
@@ -35,12 +45,15 @@ int cmd_check(int argc, char **argv) {
         return kExitOk;
     }
     std::string out = args.get("out");
+    std::string model = args.get("model");
     bool json = args.flag("json");
+    bool acceptance = args.flag("acceptance");
     if (!args.finish("check", 1)) return kExitUsage;
     if (!args.positional().empty()) {
         if (!out.empty()) return report_usage("check", "the directory is given twice (--out and '" + args.positional()[0] + "')", json);
         out = args.positional()[0];
     }
+    if (!acceptance && !model.empty()) return report_usage("check", "--model goes with --acceptance", json);
     if (out.empty()) return report_usage("check", "--out DIR is required", json);
 
     progress("stk check: verifying %s ...", out.c_str());
@@ -72,6 +85,31 @@ int cmd_check(int argc, char **argv) {
     std::snprintf(line, sizeof line, "%s: OK, manifest and %u arrays verified, %llu bytes (%s) in %.3f s (%.2f GB/s)",
                   out.c_str(), report.arrays_checked, (unsigned long long)report.bytes_checked,
                   human_bytes(report.bytes_checked).c_str(), secs, gbps);
+    if (acceptance) {
+        AcceptanceContext ctx;
+        ctx.out_dir = out;
+        ctx.model_dir = model;
+        ctx.threads = 1;  // the suites run single-threaded (their figures are seeded, not timed)
+        std::vector<AcceptanceRow> rows;
+        stk_status st = guard([&] { rows = run_acceptance(ctx); });
+        if (st != STK_OK) return report_failure("check", st, json);
+        bool passed = acceptance_passed(rows);
+        int code = passed ? kExitOk : kExitFailed;
+        if (json) {
+            json_result("check", code, STK_OK,  // verified; the verdict is the exit code and "ok"
+                        std::string(line) + (passed ? "; acceptance passed" : "; acceptance FAILED (a gating row failed)"))
+                .str("out", out)
+                .unum("arrays", report.arrays_checked)
+                .unum("bytes", report.bytes_checked)
+                .raw("acceptance", acceptance_json(rows))
+                .print();
+        } else {
+            std::printf("stk check: %s\n", line);
+            print_acceptance_table(stdout, rows);
+            std::printf("stk check: acceptance %s\n", passed ? "PASSED (every gating row)" : "FAILED (a gating row failed)");
+        }
+        return code;
+    }
     if (json) {
         json_result("check", kExitOk, STK_OK, line)
             .str("out", out)

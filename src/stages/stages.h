@@ -11,6 +11,15 @@ void parse_tensors_run(Job &job);
 void tokenizer_stage_size(const JobInputs &in, ArenaSizer &s);
 void tokenizer_stage_run(Job &job);
 
+void prf_build_size(const JobInputs &in, ArenaSizer &s);
+void prf_build_run(Job &job);
+
+void overlays_build_size(const JobInputs &in, ArenaSizer &s);
+void overlays_build_run(Job &job);
+
+void memory_fit_size(const JobInputs &in, ArenaSizer &s);
+void memory_fit_run(Job &job);
+
 void manifest_emit_run(Job &job);
 void check_stage_run(Job &job);
 

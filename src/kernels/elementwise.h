@@ -1,0 +1,23 @@
+// Elementwise kernels on Highway (one static dispatch point, this file's .cc).  Every result is
+// computed lane by lane without reassociation (no horizontal reductions, no fused multiply-add),
+// so the bytes are the same on every SIMD target Highway picks and on the scalar fallback.
+#pragma once
+
+#include <cstddef>
+
+namespace stk::kernels {
+
+// acc[j] += double(x[j])^2 for j < n (the column sums of squares of a row-major matrix, one row
+// at a time: each acc[j] is summed in row order, a fixed order).
+void accumulate_squares(const float *x, double *acc, size_t n);
+
+// out[j] = float(x[j]) for j < n (round to nearest even).
+void narrow_to_f32(const double *x, float *out, size_t n);
+
+// out[j] = double(x[j]) for j < n (exact).
+void widen_to_f64(const float *x, double *out, size_t n);
+
+// True if every x[j] is finite.
+bool all_finite(const double *x, size_t n);
+
+}  // namespace stk::kernels

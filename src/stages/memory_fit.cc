@@ -1,0 +1,198 @@
+// memory_fit (seed 8, 12.5, 18.3; docs/format.md "memory_fit arrays"; docs/decisions.md
+// "Positional memory").
+//
+//   RoPE:    the spec's AR(2): poles rho e^{+-i theta_bar}, rho = 0.995, theta_bar the mean of
+//            the rotary angles (rope_theta, rotary_dim, linear rope_scaling); ARMA mode, p = 2,
+//            q = 0, one section {b0 = 1, b1 = 0, a1 = 2 rho cos theta_bar, a2 = -rho^2}.
+//   ALiBi:   the head-averaged attention factor h(t) = mean_h exp(-slope_h t), t < 512, fitted
+//            by fit_sos (at most 6 sections); SOS mode, p = 2, q = 1.
+//   Learned: h(t) = mean_i <P_i, P_{i+t}> / mean_i |P_i|^2 over the position embedding rows
+//            (the position-position score of a 1-token shift, averaged over positions), fitted
+//            the same way with at most min(6, (n - 1) / 4) sections.
+// 12.5 inside the stage: every pole radius < 1, the DF-II-T states of a 4096-step impulse
+// response bounded (< 1e6) in double, the single f32 reduction site (runtime/memory_step.h).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/output_file.h"
+#include "format/array.h"
+#include "stages/attn_common.h"
+#include "stages/outputs.h"
+#include "stages/stages.h"
+
+namespace stk {
+
+namespace {
+
+constexpr size_t kAlibiSamples = 512;
+constexpr size_t kMaxLearnedSamples = 2048;
+constexpr size_t kStateSteps = 4096;
+constexpr double kStateBound = 1e6;
+
+struct MemSizes {
+    PosKind kind = PosKind::None;
+    uint64_t n_pos = 0, d = 0, samples = 0, row_floats = 1;
+};
+
+MemSizes mem_sizes(const ModelPlan &plan) {
+    MemSizes z;
+    const ModelConfig &c = plan.config;
+    z.kind = c.positions;
+    z.d = c.d_model;
+    z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
+    if (z.kind == PosKind::Rope && !(c.rope_theta > 1))
+        throw_error(STK_E_BAD_JSON, "config: rope_theta %g must be > 1", c.rope_theta);
+    if (z.kind == PosKind::Rope && (c.head_dim < 2 || (c.rotary_dim ? c.rotary_dim : c.head_dim) < 2))
+        throw_error(STK_E_BAD_JSON, "config: head_dim %u / rotary_dim %u leave no rotary pair", c.head_dim, c.rotary_dim);
+    if (z.kind == PosKind::Alibi) z.samples = kAlibiSamples;
+    if (z.kind == PosKind::Learned) {
+        for (uint32_t i = 0; i < plan.n_streamed; i++)
+            if (plan.tensors[i].role == Role::POS_EMB) z.n_pos = plan.tensors[i].dims[0];
+        z.samples = std::min<uint64_t>(z.n_pos, kMaxLearnedSamples);
+    }
+    return z;
+}
+
+}  // namespace
+
+void memory_fit_size(const JobInputs &in, ArenaSizer &s) {
+    const stk_job_params &p = in.params;
+    const ModelDescription *d = in.model;
+    MemSizes z = mem_sizes(d->plan);
+    if (z.kind == PosKind::Learned) {
+        s.add_array<float>(size_t(z.n_pos * z.d));
+        s.add_array<float>(size_t(z.row_floats));
+    }
+    s.add_array<double>(size_t(std::max<uint64_t>(z.samples, kStateSteps)));
+    s.add_array<double>(fit_sos_workspace(size_t(z.samples ? z.samples : 1)));
+}
+
+void memory_fit_run(Job &job) {
+    if (!job.model) throw_error(STK_E_STAGE_ORDER, "memory_fit needs parse_tensors' plan");
+    const ModelPlan &plan = *job.model;
+    const ModelConfig &cfg = plan.config;
+    const MemSizes z = mem_sizes(plan);
+    ManifestDraft &m = job.manifest;
+    StageDigest digest;
+
+    if (z.kind == PosKind::None || (z.kind == PosKind::Learned && z.samples < 5)) {
+        // Nothing to fit: the module is off (seed 17.3), said in a record.  The digest is over
+        // the canonical record "stk.memory_fit.none" NUL.
+        static const char kNone[] = "stk.memory_fit.none";
+        digest.add(kNone, sizeof kNone);
+        draft_add_record(m, STK_STAGE_MEMORY_FIT, kRecordFeatureDisabled, kFeatureMemory, STK_E_UNSUPPORTED, 0, 0,
+                         "memory disabled: the model has no positional encoding the stage fits (%s)",
+                         pos_kind_name(z.kind));
+        digest.finish(job.stages[STK_STAGE_MEMORY_FIT]);
+        return;
+    }
+
+    Arena &arena = job.arena;
+    size_t mark = arena.mark();
+    double *h = arena.alloc_array<double>(size_t(std::max<uint64_t>(z.samples, kStateSteps)));
+    const size_t work_len = fit_sos_workspace(size_t(z.samples ? z.samples : 1));
+    double *work = arena.alloc_array<double>(work_len);
+
+    SosFit fit;
+    uint32_t mode = 0, p = 2, q = 0;
+    if (z.kind == PosKind::Rope) {
+        std::vector<double> theta;  // at most head_dim / 2 angles, before the stage's loops
+        std::string note;
+        uint32_t n = rope_angles(cfg, theta, &note);
+        double mean = 0;
+        for (uint32_t i = 0; i < n; i++) mean += theta[i];
+        mean /= double(n);
+        fit.n_sections = 1;
+        fit.sections[0] = SosSection{1.0, 0.0, 2 * kRopeRho * std::cos(mean), -kRopeRho * kRopeRho};
+        mode = 2;
+        q = 0;
+        draft_add_record(m, STK_STAGE_MEMORY_FIT, kRecordNote, kFeatureMemory, STK_OK, mean, 0,
+                         "RoPE: AR(2) rho %.3f at the mean angle %.6g rad of %u rotary pairs (theta %g)", kRopeRho, mean, n,
+                         cfg.rope_theta);
+        if (!note.empty())
+            draft_add_record(m, STK_STAGE_MEMORY_FIT, kRecordNote, kFeatureMemory, STK_OK, cfg.rope_scaling_factor, 0, "%s",
+                             note.c_str());
+    } else {
+        const size_t n = size_t(z.samples);
+        uint32_t max_sections = kMaxSections;
+        if (z.kind == PosKind::Alibi) {
+            std::vector<double> slopes(cfg.n_heads);
+            alibi_slopes(cfg.n_heads, slopes.data());
+            for (size_t t = 0; t < n; t++) {
+                double acc = 0;
+                for (uint32_t hh = 0; hh < cfg.n_heads; hh++) acc += std::exp(-slopes[hh] * double(t));
+                h[t] = acc / cfg.n_heads;
+            }
+        } else {
+            float *pos = arena.alloc_array<float>(size_t(z.n_pos * z.d));
+            float *rows = arena.alloc_array<float>(size_t(z.row_floats));
+            WeightReader reader(*job.source->checkpoint, plan);
+            const PlanTensor *t = reader.find(Role::POS_EMB, kNoLayer);
+            if (!t || t->rank != 2 || t->dims[1] != z.d)
+                throw_error(STK_E_PARAM_COUNT, "the learned position embedding is missing or not [n_positions, %llu]",
+                            (unsigned long long)z.d);
+            reader.read(*t, pos, rows);
+            for (size_t s = 0; s < n; s++) {
+                double acc = 0;
+                for (uint64_t i = 0; i + s < z.n_pos; i++)
+                    for (uint64_t j = 0; j < z.d; j++) acc += double(pos[i * z.d + j]) * double(pos[(i + s) * z.d + j]);
+                h[s] = acc / double(z.n_pos - s);
+            }
+            double h0 = h[0];
+            if (!(h0 > 0)) throw_error(STK_E_UNSUPPORTED, "the position embedding is all zeros: nothing to fit");
+            for (size_t s = 0; s < n; s++) h[s] /= h0;
+            max_sections = uint32_t(std::min<size_t>(kMaxSections, (n - 1) / 4));
+        }
+        fit = fit_sos(h, n, max_sections, work, work_len);
+        if (!fit.n_sections) throw_error(STK_E_UNSUPPORTED, "memory_fit: no stable fit of the %s response", pos_kind_name(z.kind));
+        mode = 1;
+        q = 1;
+        draft_add_record(m, STK_STAGE_MEMORY_FIT, kRecordNote, kFeatureMemory, STK_OK, fit.rel_l2, 0,
+                         "%s: %u sections fit h(t), t < %zu, relative L2 %.3g (18.3 scalings %u, clamped %u)",
+                         pos_kind_name(z.kind), fit.n_sections, n, fit.rel_l2, fit.scale_steps, fit.clamped);
+    }
+
+    // 12.5: poles inside the unit circle, bounded double states, one reduction site.
+    double max_r, min_r, max_state;
+    memory_pole_radii(fit.sections, fit.n_sections, &max_r, &min_r);
+    memory_impulse_response(fit.sections, fit.n_sections, kStateSteps, h, &max_state);
+    const bool poles_ok = max_r < 1, states_ok = std::isfinite(max_state) && max_state < kStateBound;
+    draft_add_record(m, STK_STAGE_MEMORY_FIT, poles_ok ? kRecordInvariantPass : kRecordInvariantFail, kFeatureMemory,
+                     poles_ok ? STK_OK : STK_E_INTERNAL, max_r, 1, "12.5 pole radii < 1 (value: the largest)");
+    draft_add_record(m, STK_STAGE_MEMORY_FIT, states_ok ? kRecordInvariantPass : kRecordInvariantFail, kFeatureMemory,
+                     states_ok ? STK_OK : STK_E_NONFINITE, std::isfinite(max_state) ? max_state : 0, kStateBound,
+                     "12.5 DF-II-T states bounded in double over a %zu-step impulse", kStateSteps);
+    draft_add_record(m, STK_STAGE_MEMORY_FIT, kRecordInvariantPass, kFeatureMemory, STK_OK, 1, 1,
+                     "12.5 single reduction site: Kahan sum in f64, one rounding to f32 (memory_step)");
+
+    const std::string dir = std::string(job.out_dir) + "/" + kArraysDirName;
+    make_dirs(dir);
+    double coeff[kMaxSections * 4], zeros[kMaxSections * 2] = {};
+    for (uint32_t k = 0; k < fit.n_sections; k++) {
+        coeff[4 * k + 0] = fit.sections[k].b0;
+        coeff[4 * k + 1] = fit.sections[k].b1;
+        coeff[4 * k + 2] = fit.sections[k].a1;
+        coeff[4 * k + 3] = fit.sections[k].a2;
+    }
+    const uint64_t cd[2] = {fit.n_sections, 4}, dd[2] = {fit.n_sections, 2};
+    job_write_array(job, STK_STAGE_MEMORY_FIT, digest, "memory_coeff.bin", DType::F64, 2, cd, coeff);
+    job_write_array(job, STK_STAGE_MEMORY_FIT, digest, "delaybuf_init.bin", DType::F64, 2, dd, zeros);
+
+    ManifestFields &f = m.fields;
+    f.memory.mode = mode;
+    f.memory.p = p;
+    f.memory.q = q;
+    f.memory.l = fit.n_sections;
+    f.memory.t_phi = 2;
+    f.memory.k = fit.n_sections;
+    f.memory.pole_radius_min = min_r;
+    if (!poles_ok || !states_ok)
+        draft_add_record(m, STK_STAGE_MEMORY_FIT, kRecordFeatureDisabled, kFeatureMemory, STK_E_INTERNAL, max_r, 1,
+                         "memory disabled: 12.5 failed");
+    digest.finish(job.stages[STK_STAGE_MEMORY_FIT]);
+    arena.reset(mark);
+}
+
+}  // namespace stk

@@ -1,0 +1,349 @@
+// overlays_build (seed 6, 12.3, 18.2; docs/format.md "overlays_build arrays"; docs/decisions.md
+// "Overlays").
+//
+// Per layer, with A = W_O as stored by HuggingFace ([d_model, d_v]: out x in, d_v = n_heads *
+// head_dim):
+//   H  (r x r_v): random +-1 signs of the layer's stream / sqrt(r), Householder QR (R diag > 0).
+//   U  (d_v x r_v): randomized range finder on A^T (Halko-Martinsson-Tropp 4.3 + 5.1): sketch
+//      Y = A^T Omega with Omega d_model x k Gaussians, k = r_v + 10 (oversampling), 2 power
+//      iterations with QR between them; Q = qr(Y); the r_v leading eigenvectors of (A Q)^T (A Q)
+//      rotate Q; U = qr(Q V) (R diag > 0; each eigenvector's largest entry made positive first).
+//      The spec's bare sketch (k = r_v, no power iteration) is computed too, and both captured
+//      energies are recorded against the optimum (the r_v largest eigenvalues of A^T A).
+//   Z  (r_v x r_v): the least-squares core for the map T = A^T prf_W^T / sqrt(r) (feature space
+//      -> value space): min |T - U Z^T H^T|_F, i.e. Z = H^T prf_W A U / sqrt(r), so the runtime's
+//      deltaC(q) = U ((phi(q)^T H) Z) is T phi(q) projected onto span(U) x span(H).
+// 12.3 inside the stage: H and U orthonormal to 1e-6 (else 18.2: re-orthonormalize once and
+// record), Z finite, deltaC finite for 8 random q.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/output_file.h"
+#include "core/prng.h"
+#include "format/array.h"
+#include "kernels/elementwise.h"
+#include "kernels/linalg.h"
+#include "kernels/random.h"
+#include "stages/attn_common.h"
+#include "stages/outputs.h"
+#include "stages/stages.h"
+
+namespace stk {
+
+namespace {
+
+constexpr uint64_t kOptimumMaxDim = 1024;  // the exact optimum costs O(n^3) (LAPACK dsyev): only up to here
+constexpr double kOrthoTol = 1e-6;
+constexpr uint32_t kCheckQueries = 8;
+constexpr uint64_t kMaxLayerRecords = 64;  // per-layer energy records up to this many layers
+
+struct OvSizes {
+    AttnShape s;
+    uint64_t r, rv, k, opt_n, row_floats;
+    size_t work;
+};
+
+OvSizes ov_sizes(const stk_job_params &p, const ModelPlan &plan) {
+    OvSizes z;
+    z.s = attn_shape(plan.config);
+    check_attention_params(p, z.s);
+    z.r = p.r;
+    z.rv = p.rv;
+    z.k = std::min<uint64_t>({z.rv + kOverlayOversampling, z.s.d_v, z.s.d_model});
+    uint64_t m = std::min<uint64_t>(z.s.d_model, z.s.d_v);
+    z.opt_n = m <= kOptimumMaxDim ? m : 0;
+    z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
+    uint64_t big = std::max<uint64_t>({z.s.d_v, z.s.d_model, z.r});
+    z.work = std::max({kernels::qr_workspace(size_t(big), size_t(z.k)), kernels::sym_eig_workspace(size_t(z.k)),
+                       z.opt_n ? kernels::sym_eig_workspace(size_t(z.opt_n)) : size_t(0)});
+    return z;
+}
+
+struct OvBuffers {
+    float *wo, *row_scratch, *prf32, *out32;
+    double *A, *omega, *Y, *AQ, *G, *eig, *U, *H, *P, *PH, *AU, *Z, *opt, *work, *q, *phi, *t1, *t2;
+};
+
+OvBuffers ov_alloc(const OvSizes &z, Arena *arena, ArenaSizer *sizer) {
+    OvBuffers b{};
+    auto f = [&](float *&p, uint64_t n) {
+        if (sizer) sizer->add_array<float>(size_t(n));
+        else p = arena->alloc_array<float>(size_t(n));
+    };
+    auto d = [&](double *&p, uint64_t n) {
+        if (sizer) sizer->add_array<double>(size_t(n));
+        else p = arena->alloc_array<double>(size_t(n));
+    };
+    const uint64_t dm = z.s.d_model, dv = z.s.d_v;
+    f(b.wo, dm * dv);
+    f(b.row_scratch, z.row_floats);
+    f(b.prf32, z.r * dm);
+    f(b.out32, std::max<uint64_t>({z.r * z.rv, dv * z.rv, z.rv * z.rv}));
+    d(b.A, dm * dv);
+    d(b.omega, dm * z.k);
+    d(b.Y, dv * z.k);
+    d(b.AQ, dm * z.k);
+    d(b.G, z.k * z.k);
+    d(b.eig, std::max<uint64_t>(z.k, z.opt_n));
+    d(b.U, dv * z.rv);
+    d(b.H, z.r * z.rv);
+    d(b.P, z.r * dm);
+    d(b.PH, dm * z.rv);
+    d(b.AU, dm * z.rv);
+    d(b.Z, z.rv * z.rv);
+    d(b.opt, z.opt_n ? z.opt_n * z.opt_n : 1);
+    d(b.work, z.work);
+    d(b.q, dm);
+    d(b.phi, z.r);
+    d(b.t1, z.rv);
+    d(b.t2, z.rv);
+    return b;
+}
+
+double frob2(const double *a, uint64_t n) {
+    double s = 0;
+    for (uint64_t i = 0; i < n; i++) s += a[i] * a[i];
+    return s;
+}
+
+// Orthonormalize the m x n column-major block; 12.3 / 18.2: if it is not orthonormal to 1e-6,
+// run the QR once more on its own output.  Returns the final error; *reran set if 18.2 ran.
+double orthonormalize_checked(uint64_t m, uint64_t n, double *a, double *work, size_t work_len, bool *reran) {
+    kernels::orthonormalize_columns(size_t(m), size_t(n), a, size_t(m), work, work_len);
+    double e = kernels::orthonormality_error(size_t(m), size_t(n), a, size_t(m));
+    if (!(e <= kOrthoTol)) {
+        *reran = true;
+        kernels::orthonormalize_columns(size_t(m), size_t(n), a, size_t(m), work, work_len);
+        e = kernels::orthonormality_error(size_t(m), size_t(n), a, size_t(m));
+    }
+    return e;
+}
+
+// A^T Omega (d_v x k, column-major) for the row-major A (d_model x d_v), then `power` rounds of
+// QR, A Y, QR, A^T Y.  Leaves an orthonormal Y.
+void range_finder(const OvSizes &z, OvBuffers &b, uint64_t k, uint32_t power, unsigned threads, bool *reran) {
+    const uint64_t dm = z.s.d_model, dv = z.s.d_v;
+    using kernels::gemm;
+    gemm(true, false, dv, k, dm, 1.0, b.A, ptrdiff_t(dv), 1, b.omega, ptrdiff_t(k), 1, 0.0, b.Y, 1, ptrdiff_t(dv), threads);
+    for (uint32_t it = 0; it < power; it++) {
+        orthonormalize_checked(dv, k, b.Y, b.work, z.work, reran);
+        gemm(false, false, dm, k, dv, 1.0, b.A, ptrdiff_t(dv), 1, b.Y, 1, ptrdiff_t(dv), 0.0, b.AQ, 1, ptrdiff_t(dm), threads);
+        orthonormalize_checked(dm, k, b.AQ, b.work, z.work, reran);
+        gemm(true, false, dv, k, dm, 1.0, b.A, ptrdiff_t(dv), 1, b.AQ, 1, ptrdiff_t(dm), 0.0, b.Y, 1, ptrdiff_t(dv), threads);
+    }
+    orthonormalize_checked(dv, k, b.Y, b.work, z.work, reran);
+}
+
+// |A U|^2 for an orthonormal d_v x n column-major U (AU left in b.AU when n == rv).
+double captured(const OvSizes &z, OvBuffers &b, const double *u, uint64_t n, double *out, unsigned threads) {
+    const uint64_t dm = z.s.d_model, dv = z.s.d_v;
+    kernels::gemm(false, false, dm, n, dv, 1.0, b.A, ptrdiff_t(dv), 1, u, 1, ptrdiff_t(dv), 0.0, out, 1, ptrdiff_t(dm), threads);
+    return frob2(out, dm * n);
+}
+
+}  // namespace
+
+void overlays_build_size(const JobInputs &in, ArenaSizer &s) {
+    const stk_job_params &p = in.params;
+    const ModelDescription *d = in.model;
+    OvSizes z = ov_sizes(p, d->plan);
+    ov_alloc(z, nullptr, &s);
+}
+
+void overlays_build_run(Job &job) {
+    if (!job.model) throw_error(STK_E_STAGE_ORDER, "overlays_build needs parse_tensors' plan");
+    const ModelPlan &plan = *job.model;
+    const OvSizes z = ov_sizes(job.params, plan);
+    const AttnShape &s = z.s;
+    const uint64_t dm = s.d_model, dv = s.d_v, r = z.r, rv = z.rv, k = z.k, L = s.n_layers;
+    const unsigned threads = job.params.threads;
+    const std::string dir = std::string(job.out_dir) + "/" + kArraysDirName;
+
+    // prf_W as prf_build published it (the map into feature space Z is built on).
+    ArrayReader prf_in(dir + "/prf_W.bin", false);
+    const ArrayHeader &ph = prf_in.header();
+    if (ph.dtype != uint16_t(DType::F32) || ph.rank != 3 || ph.dims[0] != L || ph.dims[1] != r || ph.dims[2] != dm)
+        throw_error(STK_E_STAGE_ORDER, "%s: not the prf_W this job's prf_build writes", prf_in.path().c_str());
+
+    Arena &arena = job.arena;
+    size_t mark = arena.mark();
+    OvBuffers b = ov_alloc(z, &arena, nullptr);
+    WeightReader reader(*job.source->checkpoint, plan);
+    for (uint32_t l = 0; l < L; l++) reader.require(Role::O, int32_t(l), dm, dv);
+
+    StageDigest digest;
+    const uint64_t hd[3] = {L, r, rv}, ud[3] = {L, dv, rv}, zd[3] = {L, rv, rv};
+    ArrayWriter wh(dir + "/overlays_H.bin", DType::F32, 3, hd);
+    ArrayWriter wu(dir + "/overlays_U.bin", DType::F32, 3, ud);
+    ArrayWriter wz(dir + "/overlays_DeltaW.bin", DType::F32, 3, zd);
+
+    double worst_ortho = 0, worst_delta = 0, min_ratio = INFINITY, min_spec_ratio = INFINITY;
+    uint32_t reruns = 0;
+    bool z_finite = true, delta_finite = true;
+    for (uint32_t l = 0; l < L; l++) {
+        bool reran = false;
+        reader.read(reader.require(Role::O, int32_t(l), dm, dv), b.wo, b.row_scratch);
+        kernels::widen_to_f64(b.wo, b.A, size_t(dm * dv));
+        const double total = frob2(b.A, dm * dv);
+
+        // H: signs / sqrt(r), column-major r x rv, then QR.
+        const uint64_t hs = stream_seed(job.manifest.master_seed, kernels::kStreamOverlaysH, l);
+        for (uint64_t c = 0; c < rv; c++)
+            for (uint64_t i = 0; i < r; i++) b.H[c * r + i] = kernels::random_sign(hs, i * rv + c) / std::sqrt(double(r));
+        double eh = orthonormalize_checked(r, rv, b.H, b.work, z.work, &reran);
+
+        // Omega, row-major d_model x k, Gaussians of the layer's stream in row-major order.
+        const uint64_t os = stream_seed(job.manifest.master_seed, kernels::kStreamOverlaysOmega, l);
+        kernels::gaussians(os, 0, size_t(dm * k), b.omega);
+
+        // The spec's sketch: k = rv, no power iteration (its Omega = the first rv columns).
+        double spec_cap = 0;
+        {
+            for (uint64_t i = 0; i < dm; i++)
+                for (uint64_t c = 0; c < rv; c++) b.AQ[i * rv + c] = b.omega[i * k + c];
+            kernels::gemm(true, false, dv, rv, dm, 1.0, b.A, ptrdiff_t(dv), 1, b.AQ, ptrdiff_t(rv), 1, 0.0, b.U, 1,
+                          ptrdiff_t(dv), threads);
+            bool ignored = false;
+            orthonormalize_checked(dv, rv, b.U, b.work, z.work, &ignored);
+            spec_cap = captured(z, b, b.U, rv, b.AU, threads);
+        }
+
+        // Oversampled, power-iterated range finder, then the r_v leading directions.
+        range_finder(z, b, k, kOverlayPowerIters, threads, &reran);
+        kernels::gemm(false, false, dm, k, dv, 1.0, b.A, ptrdiff_t(dv), 1, b.Y, 1, ptrdiff_t(dv), 0.0, b.AQ, 1, ptrdiff_t(dm),
+                      threads);
+        kernels::gemm(true, false, k, k, dm, 1.0, b.AQ, 1, ptrdiff_t(dm), b.AQ, 1, ptrdiff_t(dm), 0.0, b.G, 1, ptrdiff_t(k),
+                      threads);
+        kernels::symmetric_eigen(size_t(k), b.G, size_t(k), b.eig, true, b.work, z.work);
+        // Columns k-1, k-2, ... are the largest; each with its largest-magnitude entry positive.
+        for (uint64_t c = 0; c < rv; c++) {
+            double *v = b.G + (k - 1 - c) * k;
+            uint64_t arg = 0;
+            for (uint64_t i = 1; i < k; i++)
+                if (std::fabs(v[i]) > std::fabs(v[arg])) arg = i;
+            double sign = v[arg] < 0 ? -1.0 : 1.0;
+            for (uint64_t i = 0; i < k; i++) v[i] *= sign;
+            // U[:, c] = Y v
+            kernels::gemm(false, false, dv, 1, k, 1.0, b.Y, 1, ptrdiff_t(dv), v, 1, ptrdiff_t(k), 0.0, b.U + c * dv, 1,
+                          ptrdiff_t(dv), threads);
+        }
+        double eu = orthonormalize_checked(dv, rv, b.U, b.work, z.work, &reran);
+        double cap = captured(z, b, b.U, rv, b.AU, threads);
+
+        // The optimum: the rv largest eigenvalues of the Gram matrix on the smaller side.
+        double opt = NAN;
+        if (z.opt_n) {
+            const uint64_t n = z.opt_n;
+            if (n == dv)
+                kernels::gemm(true, false, n, n, dm, 1.0, b.A, ptrdiff_t(dv), 1, b.A, ptrdiff_t(dv), 1, 0.0, b.opt, 1,
+                              ptrdiff_t(n), threads);
+            else
+                kernels::gemm(false, true, n, n, dv, 1.0, b.A, ptrdiff_t(dv), 1, b.A, ptrdiff_t(dv), 1, 0.0, b.opt, 1,
+                              ptrdiff_t(n), threads);
+            kernels::symmetric_eigen(size_t(n), b.opt, size_t(n), b.eig, false, b.work, z.work);
+            opt = 0;
+            for (uint64_t i = 0; i < rv; i++) opt += std::max(0.0, b.eig[n - 1 - i]);
+        }
+
+        // Z = (prf_W^T H)^T (A U) / sqrt(r).
+        const float *prf_l = reinterpret_cast<const float *>(prf_in.payload()) + uint64_t(l) * r * dm;
+        std::memcpy(b.prf32, prf_l, size_t(r * dm * 4));
+        kernels::widen_to_f64(b.prf32, b.P, size_t(r * dm));
+        kernels::gemm(true, false, dm, rv, r, 1.0, b.P, ptrdiff_t(dm), 1, b.H, 1, ptrdiff_t(r), 0.0, b.PH, 1, ptrdiff_t(dm),
+                      threads);
+        kernels::gemm(true, false, rv, rv, dm, 1.0 / std::sqrt(double(r)), b.PH, 1, ptrdiff_t(dm), b.AU, 1, ptrdiff_t(dm), 0.0,
+                      b.Z, ptrdiff_t(rv), 1, threads);  // Z row-major
+        if (!kernels::all_finite(b.Z, size_t(rv * rv))) z_finite = false;
+
+        // deltaC(q) = U Z^T H^T phi(q) for random q ~ N(0, I): finite (12.3).  D is not at hand
+        // here, so the exponent is normalised with |q|^2 (for q ~ N(0, I) and D < 1 this only
+        // shrinks phi: the check is about finiteness, not about the value).
+        const uint64_t qs = stream_seed(job.manifest.master_seed, kernels::kStreamOverlaysCheck, l);
+        const double tau = prf_tau(s);
+        for (uint32_t t = 0; t < kCheckQueries; t++) {
+            kernels::gaussians(qs, uint64_t(t) * dm, size_t(dm), b.q);
+            double qq = 0;
+            for (uint64_t j = 0; j < dm; j++) qq += b.q[j] * b.q[j];
+            for (uint64_t i = 0; i < r; i++) {
+                double dot = 0;
+                for (uint64_t j = 0; j < dm; j++) dot += b.P[i * dm + j] * b.q[j];
+                b.phi[i] = std::exp(dot / std::sqrt(tau) - qq / (2 * tau)) / std::sqrt(double(r));
+            }
+            for (uint64_t c = 0; c < rv; c++) {  // t1 = H^T phi
+                double acc = 0;
+                for (uint64_t i = 0; i < r; i++) acc += b.H[c * r + i] * b.phi[i];
+                b.t1[c] = acc;
+            }
+            for (uint64_t c = 0; c < rv; c++) {  // t2 = Z^T t1  (Z row-major)
+                double acc = 0;
+                for (uint64_t i = 0; i < rv; i++) acc += b.Z[i * rv + c] * b.t1[i];
+                b.t2[c] = acc;
+            }
+            for (uint64_t i = 0; i < dv; i++) {
+                double acc = 0;
+                for (uint64_t c = 0; c < rv; c++) acc += b.U[c * dv + i] * b.t2[c];
+                if (!std::isfinite(acc)) delta_finite = false;
+                else worst_delta = std::max(worst_delta, std::fabs(acc));
+            }
+        }
+
+        // Write the layer: H (r x rv) and U (d_v x rv) row-major, Z row-major.
+        for (uint64_t i = 0; i < r; i++)
+            for (uint64_t c = 0; c < rv; c++) b.out32[i * rv + c] = float(b.H[c * r + i]);
+        wh.append(b.out32, size_t(r * rv * 4));
+        for (uint64_t i = 0; i < dv; i++)
+            for (uint64_t c = 0; c < rv; c++) b.out32[i * rv + c] = float(b.U[c * dv + i]);
+        wu.append(b.out32, size_t(dv * rv * 4));
+        kernels::narrow_to_f32(b.Z, b.out32, size_t(rv * rv));
+        wz.append(b.out32, size_t(rv * rv * 4));
+
+        worst_ortho = std::max({worst_ortho, eh, eu});
+        reruns += reran;
+        const double share = total > 0 ? cap / total : 0, spec_share = total > 0 ? spec_cap / total : 0;
+        const double ratio = opt > 0 ? cap / opt : NAN, spec_ratio = opt > 0 ? spec_cap / opt : NAN;
+        if (std::isfinite(ratio)) min_ratio = std::min(min_ratio, ratio);
+        if (std::isfinite(spec_ratio)) min_spec_ratio = std::min(min_spec_ratio, spec_ratio);
+        if (L > kMaxLayerRecords) {
+            // The draft holds 128 records: beyond 64 layers only the summary below is kept.
+        } else if (std::isfinite(ratio))
+            draft_add_record(job.manifest, STK_STAGE_OVERLAYS, kRecordNote, kFeatureOverlays, STK_OK, ratio, spec_ratio,
+                             "L%u U energy %.4f of |W_O|^2, %.4f of optimum (p=%u q=%u); spec sketch %.4f", l, share, ratio,
+                             kOverlayOversampling, kOverlayPowerIters, spec_ratio);
+        else
+            draft_add_record(job.manifest, STK_STAGE_OVERLAYS, kRecordNote, kFeatureOverlays, STK_OK, share, spec_share,
+                             "L%u U energy %.4f of |W_O|^2 (p=%u q=%u); spec sketch %.4f; optimum not computed (d > %llu)", l,
+                             share, kOverlayOversampling, kOverlayPowerIters, spec_share,
+                             (unsigned long long)kOptimumMaxDim);
+    }
+    job_record_array(job, STK_STAGE_OVERLAYS, digest, "overlays_H.bin", wh.finish());
+    job_record_array(job, STK_STAGE_OVERLAYS, digest, "overlays_U.bin", wu.finish());
+    job_record_array(job, STK_STAGE_OVERLAYS, digest, "overlays_DeltaW.bin", wz.finish());
+
+    ManifestDraft &m = job.manifest;
+    m.fields.overlays.p = uint32_t(L);
+    m.fields.overlays.k_max = uint32_t(k);
+    m.fields.overlays.r_v = uint32_t(rv);
+    draft_add_record(m, STK_STAGE_OVERLAYS, worst_ortho <= kOrthoTol ? kRecordInvariantPass : kRecordInvariantFail,
+                     kFeatureOverlays, worst_ortho <= kOrthoTol ? STK_OK : STK_E_INTERNAL, worst_ortho, kOrthoTol,
+                     "12.3 H and U orthonormal: max |Q^T Q - I| over layers (18.2 reruns: %u)", reruns);
+    draft_add_record(m, STK_STAGE_OVERLAYS, z_finite ? kRecordInvariantPass : kRecordInvariantFail, kFeatureOverlays,
+                     z_finite ? STK_OK : STK_E_NONFINITE, z_finite ? 1 : 0, 1, "12.3 Z (overlays_DeltaW) finite");
+    draft_add_record(m, STK_STAGE_OVERLAYS, delta_finite ? kRecordInvariantPass : kRecordInvariantFail, kFeatureOverlays,
+                     delta_finite ? STK_OK : STK_E_NONFINITE, delta_finite ? worst_delta : 0, 0,
+                     "12.3 deltaC(q) finite for %u random q per layer (value: max |deltaC|)", kCheckQueries);
+    if (std::isfinite(min_ratio))
+        draft_add_record(m, STK_STAGE_OVERLAYS, kRecordNote, kFeatureOverlays, STK_OK, min_ratio, min_spec_ratio,
+                         "overlays: worst layer captures %.4f of the optimal rank-%llu energy (spec sketch %.4f)", min_ratio,
+                         (unsigned long long)rv, min_spec_ratio);
+    // Seed 1.4: a failed 12.3 disables the feature (recorded), the conversion goes on.
+    if (!z_finite || !delta_finite || !(worst_ortho <= kOrthoTol))
+        draft_add_record(m, STK_STAGE_OVERLAYS, kRecordFeatureDisabled, kFeatureOverlays, STK_E_NONFINITE, worst_ortho,
+                         kOrthoTol, "overlays disabled: 12.3 failed (Z finite %d, deltaC finite %d)", int(z_finite),
+                         int(delta_finite));
+    digest.finish(job.stages[STK_STAGE_OVERLAYS]);
+    arena.reset(mark);
+}
+
+}  // namespace stk

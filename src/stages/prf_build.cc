@@ -1,0 +1,175 @@
+// prf_build (seed 5, 12.2; docs/format.md "prf_build arrays"; docs/decisions.md "PRF").
+//
+// Per layer, in layer order: read W_K (all n_kv_heads * head_dim rows), the diagonal
+// pre-whitener d[j] = max(mean_i W_K[i, j]^2, 1e-8), then prf_W[l] = G * diag(sqrt(d)) with G
+// the r x d_model standard Gaussians of the layer's stream.  Cold-start state: whitening_mu = 0,
+// whitening_sig2 = 1, R_init = 0, s_init = 0 (no key seen yet).  beta_floor = max(1e-3, 5e-4 *
+// the largest expected one-key denominator over layers); the denominator schedule (per layer:
+// the expected denominator and the floor) is digested into lambda_star_digest.
+//
+// Memory: one layer's W_K and one layer's prf_W (f32), streamed to the file layer by layer.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core/bytes.h"
+#include "core/checksum.h"
+#include "core/error.h"
+#include "core/output_file.h"
+#include "format/array.h"
+#include "stages/attn_common.h"
+#include "stages/outputs.h"
+#include "stages/stages.h"
+
+namespace stk {
+
+namespace {
+
+struct PrfSizes {
+    AttnShape s;
+    uint64_t r, row_floats, threads;
+};
+
+PrfSizes prf_sizes(const stk_job_params &p, const ModelPlan &plan) {
+    PrfSizes z;
+    z.s = attn_shape(plan.config);
+    check_attention_params(p, z.s);
+    z.r = p.r;
+    z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
+    z.threads = std::min<uint64_t>(p.threads ? p.threads : 1, z.r);
+    return z;
+}
+
+void prf_arena(const PrfSizes &z, ArenaSizer &s) {
+    const uint64_t d = z.s.d_model;
+    s.add_array<float>(size_t(z.s.d_kv * d));       // W_K
+    s.add_array<float>(size_t(z.row_floats));       // transpose scratch
+    s.add_array<double>(size_t(d));                 // whitening diagonal
+    s.add_array<double>(size_t(d) * z.threads);     // a Gaussian row per thread
+    s.add_array<float>(size_t(z.r * d));            // prf_W of one layer
+    s.add_array<float>(size_t(std::max<uint64_t>(z.r, z.s.d_v)));  // a row of zeros / ones
+    s.add_array<double>(size_t(z.s.n_layers));      // expected denominators
+}
+
+constexpr char kScheduleMagic[] = "stk.denominator.v1";
+
+}  // namespace
+
+void prf_build_size(const JobInputs &in, ArenaSizer &s) {
+    const stk_job_params &p = in.params;
+    const ModelDescription *d = in.model;
+    prf_arena(prf_sizes(p, d->plan), s);
+}
+
+void prf_build_run(Job &job) {
+    if (!job.model) throw_error(STK_E_STAGE_ORDER, "prf_build needs parse_tensors' plan");
+    const ModelPlan &plan = *job.model;
+    const PrfSizes z = prf_sizes(job.params, plan);
+    const AttnShape &s = z.s;
+    const uint64_t d = s.d_model, r = z.r, L = s.n_layers;
+    const double tau = prf_tau(s);
+
+    Arena &arena = job.arena;
+    size_t mark = arena.mark();
+    float *wk = arena.alloc_array<float>(size_t(s.d_kv * d));
+    float *row_scratch = arena.alloc_array<float>(size_t(z.row_floats));
+    double *diag = arena.alloc_array<double>(size_t(d));
+    double *grow = arena.alloc_array<double>(size_t(d * z.threads));
+    float *prf = arena.alloc_array<float>(size_t(r * d));
+    float *row = arena.alloc_array<float>(size_t(std::max<uint64_t>(r, s.d_v)));
+    double *expected = arena.alloc_array<double>(size_t(L));
+
+    WeightReader reader(*job.source->checkpoint, plan);
+    // Every layer's W_K first: a missing or misshapen tensor is refused before a byte is written.
+    for (uint32_t l = 0; l < L; l++) reader.require(Role::K, int32_t(l), s.d_kv, d);
+
+    const std::string dir = std::string(job.out_dir) + "/" + kArraysDirName;
+    make_dirs(dir);
+    StageDigest digest;
+    const uint64_t w_dims[3] = {L, r, d};
+    ArrayWriter w(dir + "/prf_W.bin", DType::F32, 3, w_dims);
+    for (uint32_t l = 0; l < L; l++) {
+        const PlanTensor &t = reader.require(Role::K, int32_t(l), s.d_kv, d);
+        reader.read(t, wk, row_scratch);
+        whitening_diagonal(wk, s.d_kv, d, diag);
+        expected[l] = expected_denominator(diag, d, tau);
+        // 5.5 needs a finite expectation (D_j < tau at any sane scale); an infinite one is a
+        // refused model, not a silent clamp.
+        if (!std::isfinite(expected[l]))
+            throw_error(STK_E_UNSUPPORTED, "layer %u: tensor '%s': a whitening diagonal entry reaches tau = %g, so the expected "
+                        "PRF denominator is infinite (W_K entries of magnitude ~sqrt(tau))", l, t.name, tau);
+        // Rows split between threads: draw k of the stream is addressed directly, so the bytes
+        // do not depend on the split.
+        const uint64_t stream = prf_stream(job.manifest.master_seed, l), per = (r + z.threads - 1) / z.threads;
+        auto rows_of = [&](uint64_t t) {
+            const uint64_t i0 = std::min(r, t * per), i1 = std::min(r, i0 + per);
+            prf_rows_range(stream, diag, i0, i1, d, prf + i0 * d, grow + t * d);
+        };
+        std::vector<std::thread> pool;  // per layer, outside the per-row loop
+        for (uint64_t t = 1; t < z.threads; t++) pool.emplace_back(rows_of, t);
+        rows_of(0);
+        for (std::thread &th : pool) th.join();
+        w.append(prf, size_t(r * d * 4));
+    }
+    ArrayHeader prf_h = w.finish();
+    job_record_array(job, STK_STAGE_PRF, digest, "prf_W.bin", prf_h);
+
+    // Cold-start state, one [L, n] array each, written as rows of a constant.
+    auto constant_array = [&](const char *name, uint32_t rank, const uint64_t *dims, uint64_t row_len, uint64_t rows,
+                              float value) {
+        for (uint64_t j = 0; j < row_len; j++) row[j] = value;
+        ArrayWriter a(dir + "/" + name, DType::F32, rank, dims);
+        for (uint64_t i = 0; i < rows; i++) a.append(row, size_t(row_len * 4));
+        job_record_array(job, STK_STAGE_PRF, digest, name, a.finish());
+    };
+    const uint64_t lr[2] = {L, r};
+    constant_array("whitening_mu.bin", 2, lr, r, L, 0.0f);
+    constant_array("whitening_sig2.bin", 2, lr, r, L, 1.0f);
+    const uint64_t lrv[3] = {L, r, s.d_v};
+    constant_array("R_init.bin", 3, lrv, s.d_v, L * r, 0.0f);
+    constant_array("s_init.bin", 2, lr, r, L, 0.0f);
+
+    // 5.5: the floor from the largest expected one-key denominator.
+    double worst = 0;
+    for (uint32_t l = 0; l < L; l++) worst = std::max(worst, expected[l]);
+    const double beta_floor = std::max(1e-3, 5e-4 * worst);
+    // The schedule digest: magic NUL, LE u32 L, then per layer LE f64 expected, LE f64 floor.
+    Sha256 sh;
+    sh.update(kScheduleMagic, sizeof kScheduleMagic);
+    uint8_t b[16];
+    store_le<uint32_t>(b, uint32_t(L));
+    sh.update(b, 4);
+    for (uint32_t l = 0; l < L; l++) {
+        uint64_t e, f;
+        std::memcpy(&e, &expected[l], 8);
+        std::memcpy(&f, &beta_floor, 8);
+        store_le<uint64_t>(b, e);
+        store_le<uint64_t>(b + 8, f);
+        sh.update(b, 16);
+    }
+    Sha256Digest sched = sh.finish();
+
+    ManifestFields &f = job.manifest.fields;
+    f.prf.r = uint32_t(r);
+    f.prf.tau = tau;
+    f.prf.whitening_eps = kWhiteningEps;
+    f.prf.clip_c = 0;  // no clipping of the exponent (docs/decisions.md "PRF")
+    f.denominator.beta_floor = beta_floor;
+    std::memcpy(f.denominator.lambda_star_digest, sched.bytes, 32);
+
+    // 12.2, inside the stage.
+    ManifestDraft &m = job.manifest;
+    draft_add_record(m, STK_STAGE_PRF, kRecordInvariantPass, kFeaturePrf, STK_OK, 0, 0,
+                     "12.2 prf_W sha256_low64 %016llx crc32c %08x recorded", (unsigned long long)prf_h.sha256_low64,
+                     prf_h.crc32c);
+    draft_add_record(m, STK_STAGE_PRF, kRecordInvariantPass, kFeaturePrf, STK_OK, 1.0, kWhiteningEps,
+                     "12.2 whitening_sig2 >= eps (min 1 over %llu entries)", (unsigned long long)(L * r));
+    draft_add_record(m, STK_STAGE_PRF, beta_floor > 0 ? kRecordInvariantPass : kRecordInvariantFail, kFeaturePrf, STK_OK,
+                     beta_floor, 0, "12.2 beta_floor > 0 (max expected one-key denominator %.6g)", worst);
+    digest.finish(job.stages[STK_STAGE_PRF]);
+    arena.reset(mark);
+}
+
+}  // namespace stk
