@@ -11,6 +11,12 @@ void parse_tensors_run(Job &job);
 void tokenizer_stage_size(const stk_job_params &p, ArenaSizer &s);
 void tokenizer_stage_run(Job &job);
 
+void ffn_collapse_size(const stk_job_params &p, ArenaSizer &s);
+void ffn_collapse_run(Job &job);
+
+void mphf_cuckoo_size(const stk_job_params &p, ArenaSizer &s);
+void mphf_cuckoo_run(Job &job);
+
 void manifest_emit_run(Job &job);
 void check_stage_run(Job &job);
 
