@@ -27,6 +27,8 @@ struct stk_generation {
     stk::Mphf linear_mphf;
     stk::CuckooTable linear_delta;
     uint64_t linear_count = 0;  // C
+    const uint8_t *linear_keys = nullptr;     // [C] u64 LE
+    const uint8_t *linear_weights = nullptr;  // [C] f32 LE
 };
 
 namespace stk {
@@ -38,6 +40,13 @@ std::unique_ptr<stk_generation> map_generation(const std::string &dir);
 
 // Maps the four linear arrays into g (called by map_generation when linear_mphf.bin exists).
 void map_linear(stk_generation &g);
+
+// Attaches the linear dictionary from its arrays' payloads (what map_linear does once the array
+// headers and checksums are verified): validates the MPHF and the cuckoo table (STK_E_CORRUPT /
+// STK_E_TRUNCATED naming the array) and that the MPHF covers exactly C keys.  The memory must
+// outlive g.  After it, no key can make linear_find read outside these payloads.
+void attach_linear(stk_generation &g, const uint8_t *mphf, size_t mphf_len, const uint8_t *keys, const uint8_t *weights,
+                   uint64_t c, const uint8_t *delta, size_t delta_len);
 
 // LINEAR: key -> f32 value: the base entry if the MPHF's slot holds this key, else the delta
 // entry; false if neither (an entry the truncation dropped: its value is 0).  *probes counts

@@ -50,12 +50,21 @@ void map_linear(stk_generation &g) {
     if (hw.dtype != uint16_t(DType::F32) || hw.rank != 1 || hw.dims[0] != hk.dims[0])
         throw_error(STK_E_CORRUPT, "%s: arrays/linear_weights.bin must be [C] f32 with C = %llu (linear_keys.bin)", g.dir.c_str(),
                     (unsigned long long)hk.dims[0]);
-    g.linear_mphf = Mphf::load(g.lin_mphf->payload(), size_t(g.lin_mphf->payload_size()), "arrays/linear_mphf.bin");
-    if (g.linear_mphf.kind != MphfKeyKind::U64 || g.linear_mphf.n_keys != hk.dims[0])
+    attach_linear(g, g.lin_mphf->payload(), size_t(g.lin_mphf->payload_size()), g.lin_keys->payload(), g.lin_weights->payload(),
+                  hk.dims[0], g.lin_delta->payload(), size_t(g.lin_delta->payload_size()));
+}
+
+void attach_linear(stk_generation &g, const uint8_t *mphf, size_t mphf_len, const uint8_t *keys, const uint8_t *weights,
+                   uint64_t c, const uint8_t *delta, size_t delta_len) {
+    g.has_linear = false;
+    g.linear_mphf = Mphf::load(mphf, mphf_len, "arrays/linear_mphf.bin");
+    if (g.linear_mphf.kind != MphfKeyKind::U64 || g.linear_mphf.n_keys != c)
         throw_error(STK_E_CORRUPT, "arrays/linear_mphf.bin: a u64-key function over %llu keys expected (linear_keys.bin), found %llu",
-                    (unsigned long long)hk.dims[0], (unsigned long long)g.linear_mphf.n_keys);
-    g.linear_delta = CuckooTable::load(g.lin_delta->payload(), size_t(g.lin_delta->payload_size()), "arrays/cuckoo_delta.bin");
-    g.linear_count = hk.dims[0];
+                    (unsigned long long)c, (unsigned long long)g.linear_mphf.n_keys);
+    g.linear_delta = CuckooTable::load(delta, delta_len, "arrays/cuckoo_delta.bin");
+    g.linear_keys = keys;
+    g.linear_weights = weights;
+    g.linear_count = c;
     g.has_linear = true;
 }
 
@@ -63,8 +72,8 @@ bool linear_find(const stk_generation &g, uint64_t key, float *value, uint32_t *
     uint32_t n = 1;
     // The MPHF maps every u64 to some index < C; the stored key is the guard.
     uint64_t idx = g.linear_mphf.index_u64(key);
-    if (idx < g.linear_count && load_le<uint64_t>(g.lin_keys->payload() + 8 * idx) == key) {
-        std::memcpy(value, g.lin_weights->payload() + 4 * idx, 4);
+    if (idx < g.linear_count && load_le<uint64_t>(g.linear_keys + 8 * idx) == key) {
+        std::memcpy(value, g.linear_weights + 4 * idx, 4);
         if (probes) *probes = n;
         return true;
     }
