@@ -23,18 +23,6 @@
 
 using namespace stk;
 
-static double median_seconds(int reps, const std::function<void()> &fn) {
-    std::vector<double> t;
-    fn();  // warm-up (BLIS pack pool, page faults)
-    for (int r = 0; r < reps; r++) {
-        auto a = std::chrono::steady_clock::now();
-        fn();
-        t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
-
 int main(int argc, char **argv) {
     if (argc == 4 && std::strcmp(argv[1], "--acceptance") == 0) {
         AcceptanceContext ctx;
@@ -64,25 +52,35 @@ int main(int argc, char **argv) {
     std::vector<float> scratch(abs_gemm_scratch_floats(d) * threads);
     const double flop = 2.0 * double(d) * double(d) * double(h);
 
-    // BLIS with its own threading over the whole product.
-    const double t_blis = median_seconds(reps, [&] {
-        rntm_t rntm;
-        bli_rntm_init(&rntm);
-        bli_rntm_set_num_threads(dim_t(threads), &rntm);
-        float one = 1, zero = 0;
-        bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dim_t(d), dim_t(d), dim_t(h), &one, w2.data(), inc_t(h), 1, w1.data(),
-                     inc_t(d), 1, &zero, C.data(), inc_t(d), 1, nullptr, &rntm);
-    });
-    const double t_plain = median_seconds(reps, [&] { plain_sgemm(d, d, h, w2.data(), h, w1.data(), d, C.data(), d, threads); });
-    const double t_s = median_seconds(reps, [&] {
-        abs_gemm(d, d, h, PackA::Abs, w2.data(), h, PackB::Abs, w1.data(), nullptr, d, C.data(), d, scratch.data(), threads);
-    });
-    const double t_p = median_seconds(reps, [&] {
-        abs_gemm(d, d, h, PackA::Copy, w2.data(), h, PackB::Pos, w1.data(), nullptr, d, C.data(), d, scratch.data(), threads);
-    });
-    const double t_g = median_seconds(reps, [&] {
-        abs_gemm(d, d, h, PackA::Abs, w2.data(), h, PackB::Abs, w1.data(), w3.data(), d, C.data(), d, scratch.data(), threads);
-    });
+    // The five products are timed round-robin, rep by rep, so a load change on a shared machine
+    // hits all of them alike; each figure is the median of its reps.
+    std::vector<std::function<void()>> fns = {
+        [&] {  // BLIS with its own threading over the whole product
+            rntm_t rntm;
+            bli_rntm_init(&rntm);
+            bli_rntm_set_num_threads(dim_t(threads), &rntm);
+            float one = 1, zero = 0;
+            bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dim_t(d), dim_t(d), dim_t(h), &one, w2.data(), inc_t(h), 1,
+                         w1.data(), inc_t(d), 1, &zero, C.data(), inc_t(d), 1, nullptr, &rntm);
+        },
+        [&] { plain_sgemm(d, d, h, w2.data(), h, w1.data(), d, C.data(), d, threads); },
+        [&] { abs_gemm(d, d, h, PackA::Abs, w2.data(), h, PackB::Abs, w1.data(), nullptr, d, C.data(), d, scratch.data(), threads); },
+        [&] { abs_gemm(d, d, h, PackA::Copy, w2.data(), h, PackB::Pos, w1.data(), nullptr, d, C.data(), d, scratch.data(), threads); },
+        [&] { abs_gemm(d, d, h, PackA::Abs, w2.data(), h, PackB::Abs, w1.data(), w3.data(), d, C.data(), d, scratch.data(), threads); },
+    };
+    std::vector<std::vector<double>> times(fns.size());
+    for (auto &f : fns) f();  // warm-up (BLIS pack pool, page faults)
+    for (int r = 0; r < reps; r++)
+        for (size_t i = 0; i < fns.size(); i++) {
+            auto a = std::chrono::steady_clock::now();
+            fns[i]();
+            times[i].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+        }
+    auto med = [&](size_t i) {
+        std::sort(times[i].begin(), times[i].end());
+        return times[i][times[i].size() / 2];
+    };
+    const double t_blis = med(0), t_plain = med(1), t_s = med(2), t_p = med(3), t_g = med(4);
     const double peak = std::max(flop / t_blis, flop / t_plain);
     std::printf("shape d %llu h %llu, %u threads, median of %d (%.2f GFLOP per product)\n", (unsigned long long)d,
                 (unsigned long long)h, threads, reps, flop / 1e9);

@@ -23,7 +23,8 @@ struct Converted {
     uint64_t sha[STK_STAGE_COUNT + 1] = {};
 };
 
-inline Converted convert_model(const std::string &model, unsigned threads, uint32_t top_l = 0, const char *tag = "lin") {
+inline Converted convert_model(const std::string &model, unsigned threads, uint32_t top_l = 0, const char *tag = "lin",
+                                uint32_t flags = 0) {
     Converted c;
     c.out = make_temp_dir(tag) + "/out";
     std::string in = test_data("models/" + model);
@@ -33,6 +34,7 @@ inline Converted convert_model(const std::string &model, unsigned threads, uint3
     p.out_dir = c.out.c_str();
     p.threads = threads;
     p.top_l = top_l;
+    p.flags = flags;
     size_t bytes = 0;
     assert_int_equal(stk_job_arena_size(&p, &bytes), STK_OK);
     void *arena = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
@@ -44,7 +46,7 @@ inline Converted convert_model(const std::string &model, unsigned threads, uint3
         if (st != STK_OK) print_error("%s: stage %d: %s\n", model.c_str(), s, stk_last_error());
         assert_int_equal(st, STK_OK);
         stk_stage_digest(job, stk_stage(s), &c.crc[s], &c.sha[s]);
-        if (s == STK_STAGE_MPHF_CUCKOO) {
+        if (s == STK_STAGE_MPHF_CUCKOO && reinterpret_cast<Job *>(job)->linear) {
             const LinearHandoff &h = *reinterpret_cast<Job *>(job)->linear;
             c.h = h;
             c.base_keys.assign(h.base_keys, h.base_keys + h.n_base);

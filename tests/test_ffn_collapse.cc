@@ -308,6 +308,22 @@ static void mphf_exhaustion_grows_m_and_keeps_other_arrays(void **) {
     assert_int_equal(m.fields.linear.c, pm.fields.linear.c);
 }
 
+// Seed 1.4: weights with NaN/Inf let through by the policy disable the linear feature (records,
+// no arrays) and the conversion completes.
+static void nonfinite_weights_disable_the_feature(void **) {
+    Converted c = convert_model("nonfinite", 1, 0, "linnf", STK_JOB_ALLOW_NONFINITE);
+    Manifest m = read_manifest(c.out + "/sera_manifest.bin");
+    assert_int_equal(m.stages[STK_STAGE_FFN_COLLAPSE - 1].state, kStageDisabled);
+    assert_int_equal(m.stages[STK_STAGE_MPHF_CUCKOO - 1].state, kStageDisabled);
+    const ManifestRecord *r = find_record(m, STK_STAGE_FFN_COLLAPSE, "ffn_collapse disabled");
+    assert_non_null(r);
+    assert_int_equal(r->kind, kRecordFeatureDisabled);
+    assert_int_equal(r->status, STK_E_NONFINITE);
+    for (const char *a : {"linear_mphf.bin", "linear_keys.bin", "linear_weights.bin", "cuckoo_delta.bin", "linear_bias.bin"})
+        assert_false(file_exists(c.out + "/arrays/" + a));
+    assert_int_equal(stk_verify(c.out.c_str(), nullptr), STK_OK);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(abs_gemm_matches_reference_and_threads),
@@ -316,6 +332,7 @@ int main() {
         cmocka_unit_test(manifest_linear_record),
         cmocka_unit_test(bias_matches_reference),
         cmocka_unit_test(mphf_exhaustion_grows_m_and_keeps_other_arrays),
+        cmocka_unit_test(nonfinite_weights_disable_the_feature),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -262,7 +262,7 @@ void acceptance_linear(const AcceptanceContext &ctx, std::vector<AcceptanceRow> 
     rows.push_back(row("16.2 linear-collapse-vs-true-ffn", std::string("mean rel L2, dictionary vs the true FFN (activation '") +
                            plan.config.activation + "', biases, gating; router weights not modelled); " + inputs,
                        sum_true / denom, kBound, false,
-                       "reported: no linear map reproduces a GELU/SwiGLU FFN on multi-feature inputs; the spec's 0.5 % is not reachable here"));
+                       "reported: a linear map cannot follow the activation, the hidden bias or the gate x up product at these amplitudes; the spec's 0.5 % is not reachable"));
     rows.push_back(row("16.2 linear-base-only-top8", "mean rel L2, top-8 base entries alone vs exact collapse (no delta)", sum_b8 / denom,
                        kBound, false, "reported: what top-L without the delta dictionary keeps"));
     rows.push_back(row("16.2 linear-base-only-top12", "mean rel L2, top-12 base entries alone vs exact collapse (no delta)", sum_b12 / denom,

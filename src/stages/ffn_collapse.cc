@@ -103,9 +103,11 @@ uint32_t ffn_units(const ModelPlan &plan, FfnUnit *out) {
 
 void linear_capacity(const ModelPlan &plan, uint32_t top_l, uint64_t *max_base, uint64_t *max_delta) {
     // Every unit has d columns and two signs; a column keeps min(L, d) base entries and at most
-    // min(cap, d - L) delta entries.  Units <= layers * (experts + 1) (dense, or routed + shared).
+    // min(cap, d - L) delta entries.
     const uint64_t d = plan.config.d_model;
-    const uint64_t units = uint64_t(plan.config.n_layers) * (uint64_t(plan.config.n_experts) + 1);
+    // MoE: routed + shared, and room for a dense FFN beside them in one layer (E + 2).
+    const uint64_t E = plan.config.n_experts;
+    const uint64_t units = uint64_t(plan.config.n_layers) * (E ? E + 2 : 1);
     const uint64_t l = std::min<uint64_t>(top_l, d);
     const uint64_t cap = std::min<uint64_t>(kLinearDeltaCap, d - l);
     const uint64_t cols = checked_mul(checked_mul(units, d, "linear columns"), 2, "linear columns");
@@ -163,16 +165,14 @@ void work_size(const Sizes &z, unsigned threads, ArenaSizer &s) {
     s.add_array<uint8_t>(z.d + 1);                     // in top-L
 }
 
-// One plan tensor in f32 into `out` (the checkpoint's pages are released right after).
-void load_tensor(const Checkpoint &ckpt, const PlanTensor &t, float *out, float *row_scratch, std::vector<uint8_t> &inflate) {
+// One plan tensor in f32 into `out` (the checkpoint's pages are released right after).  Returns
+// the index of its first NaN/Inf, or n_elements if all are finite.
+uint64_t load_tensor(const Checkpoint &ckpt, const PlanTensor &t, float *out, float *row_scratch, std::vector<uint8_t> &inflate) {
     const TensorRef &src = ckpt.tensors()[t.source];
     const uint8_t *bytes = ckpt.tensor_bytes(src, inflate);
     materialize_f32(t, src, bytes, out, row_scratch);
     ckpt.release(src);
-    for (uint64_t e = 0; e < t.n_elements; e++)
-        if (!std::isfinite(out[e]))
-            throw_error(STK_E_NONFINITE, "%s: tensor '%s' element %llu is not finite: the FFN collapse cannot use it", src.file.c_str(),
-                        t.name, (unsigned long long)e);
+    return first_nonfinite(out, t.n_elements);
 }
 
 }  // namespace
@@ -197,11 +197,13 @@ void ffn_collapse_run(Job &job) {
     // Metadata and the checkpoint mapping (heap, before the loop; the same description as the
     // plan's: the tensor indices agree).
     auto desc = describe_model(job.in_dir);
+    const bool allow_nonfinite = (job.params.flags & STK_JOB_ALLOW_NONFINITE) != 0;
     const Checkpoint &ckpt = *desc->checkpoint;
     if (desc->plan.n_streamed != plan.n_streamed) throw_error(STK_E_INTERNAL, "ffn_collapse: the model changed since parse_tensors");
     std::vector<uint8_t> inflate;
 
     Arena &arena = job.arena;
+    const size_t handoff_mark = arena.mark();
     LinearHandoff *h = arena.alloc_array<LinearHandoff>(1);
     h->d = uint32_t(d);
     h->top_l = uint32_t(std::min<uint64_t>(top_l, d));
@@ -216,6 +218,9 @@ void ffn_collapse_run(Job &job) {
     if (n_units == 0)
         throw_error(STK_E_NOT_IMPLEMENTED, "ffn_collapse: the model has no FFN tensors (FFN_W1 / FFN_W2): nothing to collapse");
     h->n_units = n_units;
+    if (uint64_t(n_units) * d * 2 * std::min<uint64_t>(top_l, d) > z.max_base)
+        throw_error(STK_E_UNSUPPORTED, "ffn_collapse: %u FFN units exceed the %llu base entries sized for this model", n_units,
+                    (unsigned long long)z.max_base);
     const uint64_t hd = z.h_max * d;
     float *w1 = arena.alloc_array<float>(hd);
     float *w3 = z.gated ? arena.alloc_array<float>(hd) : nullptr;
@@ -239,12 +244,30 @@ void ffn_collapse_run(Job &job) {
     bool any_bias = false, have_tau = false;
     float tau_lo = 0, tau_hi = 0;
 
+    // A NaN/Inf weight (let through by --allow-nonfinite) would poison whole columns of the
+    // maps: the stage then disables its feature (seed 1.4) and hands nothing on.
+    auto nonfinite = [&](uint32_t ti, uint64_t at) {
+        const PlanTensor &t = plan.tensors[ti];
+        if (at >= t.n_elements) return false;
+        if (!allow_nonfinite)
+            throw_error(STK_E_NONFINITE, "ffn_collapse: tensor '%s' element %llu is not finite", t.name, (unsigned long long)at);
+        draft_add_record(job.manifest, STK_STAGE_FFN_COLLAPSE, kRecordFeatureDisabled, kFeatureLinear, STK_E_NONFINITE, double(at), 0,
+                         "ffn_collapse disabled: tensor %.40s has a NaN/Inf at element %llu", t.name, (unsigned long long)at);
+        return true;
+    };
     for (uint32_t ui = 0; ui < n_units; ui++) {
         const FfnUnit &u = units[ui];
         const uint64_t hid = u.hidden;
-        load_tensor(ckpt, plan.tensors[u.w1], w1, row_scratch, inflate);
-        if (u.gated()) load_tensor(ckpt, plan.tensors[u.w3], w3, row_scratch, inflate);
-        load_tensor(ckpt, plan.tensors[u.w2], w2, row_scratch, inflate);
+        if (nonfinite(u.w1, load_tensor(ckpt, plan.tensors[u.w1], w1, row_scratch, inflate)) ||
+            (u.gated() && nonfinite(u.w3, load_tensor(ckpt, plan.tensors[u.w3], w3, row_scratch, inflate))) ||
+            nonfinite(u.w2, load_tensor(ckpt, plan.tensors[u.w2], w2, row_scratch, inflate))) {
+            StageDigest digest;
+            digest.add("stk.ffn_collapse.v1.disabled", 29);
+            digest.finish(job.stages[STK_STAGE_FFN_COLLAPSE]);
+            job.linear = nullptr;
+            arena.reset(handoff_mark);
+            return;
+        }
         const float *up = u.gated() ? w3 : nullptr;
         // S = |W2| (|W1| or |Wg| |Wu|); M+ and M- with W2 as stored.
         abs_gemm(d, d, hid, PackA::Abs, w2, hid, PackB::Abs, w1, up, d, S, d, gemm_scratch, threads);
@@ -257,7 +280,8 @@ void ffn_collapse_run(Job &job) {
             if (!any_bias) std::fill(bias, bias + d, 0.0);
             any_bias = true;
             if (u.b1 != kNoTensor) {
-                load_tensor(ckpt, plan.tensors[u.b1], b1, row_scratch, inflate);
+                if (load_tensor(ckpt, plan.tensors[u.b1], b1, row_scratch, inflate) < hid)
+                    throw_error(STK_E_NONFINITE, "ffn_collapse: FFN_B1 '%s' is not finite", plan.tensors[u.b1].name);
                 for (uint64_t k = 0; k < hid; k++) relu_b1[k] = b1[k] > 0 ? double(b1[k]) : 0.0;
                 if (u.gated()) throw_error(STK_E_UNSUPPORTED, "ffn_collapse: a gated FFN with an FFN_B1 bias is not supported");
                 for (uint64_t i = 0; i < d; i++) {
@@ -267,7 +291,8 @@ void ffn_collapse_run(Job &job) {
                 }
             }
             if (u.b2 != kNoTensor) {
-                load_tensor(ckpt, plan.tensors[u.b2], b2, row_scratch, inflate);
+                if (load_tensor(ckpt, plan.tensors[u.b2], b2, row_scratch, inflate) < d)
+                    throw_error(STK_E_NONFINITE, "ffn_collapse: FFN_B2 '%s' is not finite", plan.tensors[u.b2].name);
                 for (uint64_t i = 0; i < d; i++) bias[i] += double(b2[i]);
             }
         }

@@ -66,8 +66,18 @@ void mphf_cuckoo_size(const stk_job_params &params, ArenaSizer &s) {
 }
 
 void mphf_cuckoo_run(Job &job) {
-    // ffn_collapse disabled (no FFN, no plan): no dictionary, feature disabled, nothing written.
-    if (!job.linear) throw_error(STK_E_NOT_IMPLEMENTED, "mphf_cuckoo: ffn_collapse produced no entries: no linear dictionary");
+    // ffn_collapse did not produce entries: not implemented for this model (no FFN, no plan) ->
+    // the same here; disabled by policy (non-finite weights) -> disabled here, with a record.
+    if (!job.linear) {
+        if (job.stages[STK_STAGE_FFN_COLLAPSE].not_implemented)
+            throw_error(STK_E_NOT_IMPLEMENTED, "mphf_cuckoo: ffn_collapse produced no entries: no linear dictionary");
+        draft_add_record(job.manifest, STK_STAGE_MPHF_CUCKOO, kRecordFeatureDisabled, kFeatureMphfCuckoo, STK_E_NONFINITE, 0, 0,
+                         "mphf_cuckoo disabled: ffn_collapse was disabled (see its record); nothing written");
+        StageDigest digest;
+        digest.add("stk.mphf_cuckoo.v1.disabled", 28);
+        digest.finish(job.stages[STK_STAGE_MPHF_CUCKOO]);
+        return;
+    }
     const LinearHandoff &h = *job.linear;
     Arena &arena = job.arena;
     ManifestDraft &m = job.manifest;
