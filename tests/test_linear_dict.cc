@@ -130,6 +130,19 @@ static void acceptance_16_2(void **) {
         assert_true(rows[3].value >= rows[4].value);
         assert_true(rows[4].value > rows[0].value);
     }
+    // A generation built at top-L 8 (seed 14.3's other choice): the same gates hold - the delta
+    // takes what the base does not - and the base is 8 entries per column.
+    {
+        Converted c8 = convert_model("llama", 1, 8, "lin8");
+        assert_int_equal(c8.base_keys.size(), 2ull * 64 * 2 * 8);
+        AcceptanceContext ctx;
+        ctx.out_dir = c8.out;
+        ctx.model_dir = test_data("models/llama");
+        std::vector<AcceptanceRow> rows;
+        acceptance_linear(ctx, rows);
+        assert_int_equal(rows.size(), 5);
+        assert_true(rows[0].gating && rows[0].pass && rows[1].gating && rows[1].pass);
+    }
     // Without the checkpoint: one reported row saying it was skipped.
     Converted c = convert_model("gpt2", 1);
     AcceptanceContext ctx;
