@@ -504,7 +504,19 @@ func (g *Generation) TokenBytes(id uint32) ([]byte, error) {
 	return g.Lookup(LookupTokenBytes, le32(id))
 }
 
-// LinearWeight maps a feature key to its base weight.
+// LinearKey is the key of entry (output out, input feature in) of FFN unit unit's collapsed map
+// for inputs of sign negative (docs/format.md, "Linear dictionary"): bit 63 the sign, bits 48..62
+// the unit, 24..47 the output index, 0..23 the input index.
+func LinearKey(negative bool, unit, out, in uint32) uint64 {
+	var s uint64
+	if negative {
+		s = 1
+	}
+	return s<<63 | uint64(unit&0x7FFF)<<48 | uint64(out&0xFFFFFF)<<24 | uint64(in&0xFFFFFF)
+}
+
+// LinearWeight maps a LinearKey to the collapsed FFN map's entry (base or delta); an entry the
+// truncation dropped (value 0) or a key of no entry is StatusKeyNotFound.
 func (g *Generation) LinearWeight(key uint64) (float32, error) {
 	k := make([]byte, 8)
 	for i := range k {

@@ -3,6 +3,7 @@ package stk
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -318,5 +319,37 @@ func TestTokenLookupsOnAPublishedGeneration(t *testing.T) {
 	two := make([]byte, 2)
 	if n, err := g.LookupInto(LookupTokenBytes, le32(257), two); err != nil || n != 2 || string(two) != "he" {
 		t.Errorf("2-byte buffer: %d %q %v", n, two, err)
+	}
+}
+
+func TestLinearLookupsOnAPublishedGeneration(t *testing.T) {
+	out := publishTinyGPT2(t)
+	g, err := OpenGeneration(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	// d_model 16, top-L 12: column 0 of unit 0 holds 12 base entries and its delta entries.
+	found := 0
+	for i := uint32(0); i < 16; i++ {
+		v, err := g.LinearWeight(LinearKey(false, 0, i, 0))
+		if err == nil {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				t.Errorf("entry %d: %v", i, v)
+			}
+			found++
+		} else if !errors.Is(err, StatusKeyNotFound) {
+			t.Fatal(err)
+		}
+	}
+	if found < 12 {
+		t.Fatalf("%d entries of column 0", found)
+	}
+	// Units 0 and 1 only (two dense layers): unit 2 has no entries.
+	if _, err := g.LinearWeight(LinearKey(true, 2, 0, 0)); !errors.Is(err, StatusKeyNotFound) {
+		t.Errorf("unit 2: %v", err)
+	}
+	if _, err := g.LookupInto(LookupLinear, make([]byte, 4), make([]byte, 4)); !errors.Is(err, StatusInvalidArgument) {
+		t.Errorf("4-byte key: %v", err)
 	}
 }

@@ -5,20 +5,12 @@
 
 #include "core/error.h"
 
-// 16.2 lives in linear.cc, built with the FFN collapse; until that file is in the build this
-// flag stays 0 and the table has no 16.2 rows (meson sets it where linear.cc is compiled).
-#ifndef STK_HAVE_ACCEPTANCE_LINEAR
-#define STK_HAVE_ACCEPTANCE_LINEAR 0
-#endif
-
 namespace stk {
 
 const std::vector<AcceptanceSuite> &acceptance_suites() {
     static const std::vector<AcceptanceSuite> suites = {
         {"16.1 prf", acceptance_prf},
-#if STK_HAVE_ACCEPTANCE_LINEAR
         {"16.2 linear", acceptance_linear},
-#endif
         {"16.3 memory", acceptance_memory},
     };
     return suites;

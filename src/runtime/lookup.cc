@@ -5,6 +5,7 @@
 
 #include "api/verify.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "runtime/generation.h"
 
 namespace stk {
@@ -14,6 +15,7 @@ std::unique_ptr<stk_generation> map_generation(const std::string &dir) {
     g->dir = dir;
     std::string arrays = dir + "/arrays/";
     struct stat st;
+    if (::stat((arrays + "linear_mphf.bin").c_str(), &st) == 0) map_linear(*g);
     if (::stat((arrays + "tokenizer_fst.bin").c_str(), &st) != 0) return g;  // no FST: token lookups disabled
     g->fst = std::make_unique<ArrayReader>(arrays + "tokenizer_fst.bin");
     std::string fst_name = "arrays/tokenizer_fst.bin";
@@ -29,6 +31,57 @@ std::unique_ptr<stk_generation> map_generation(const std::string &dir) {
     attach_greedy_accel(g->tok, g->greedy_accel.data());
     g->has_tokenizer = true;
     return g;
+}
+
+void map_linear(stk_generation &g) {
+    std::string arrays = g.dir + "/arrays/";
+    for (const char *name : {"linear_keys.bin", "linear_weights.bin", "cuckoo_delta.bin"})
+        if (!file_exists(arrays + name))
+            throw_error(STK_E_MISSING_ARRAY, "%s: linear_mphf.bin is present but arrays/%s is not", g.dir.c_str(), name);
+    g.lin_mphf = std::make_unique<ArrayReader>(arrays + "linear_mphf.bin");
+    g.lin_keys = std::make_unique<ArrayReader>(arrays + "linear_keys.bin");
+    g.lin_weights = std::make_unique<ArrayReader>(arrays + "linear_weights.bin");
+    g.lin_delta = std::make_unique<ArrayReader>(arrays + "cuckoo_delta.bin");
+    const ArrayHeader &hk = g.lin_keys->header(), &hw = g.lin_weights->header();
+    if (g.lin_mphf->header().dtype != uint16_t(DType::U8) || g.lin_delta->header().dtype != uint16_t(DType::U8))
+        throw_error(STK_E_CORRUPT, "%s: linear_mphf.bin and cuckoo_delta.bin must be u8 arrays", g.dir.c_str());
+    if (hk.dtype != uint16_t(DType::U8) || hk.rank != 2 || hk.dims[1] != 8)
+        throw_error(STK_E_CORRUPT, "%s: arrays/linear_keys.bin must be a [C, 8] u8 array", g.dir.c_str());
+    if (hw.dtype != uint16_t(DType::F32) || hw.rank != 1 || hw.dims[0] != hk.dims[0])
+        throw_error(STK_E_CORRUPT, "%s: arrays/linear_weights.bin must be [C] f32 with C = %llu (linear_keys.bin)", g.dir.c_str(),
+                    (unsigned long long)hk.dims[0]);
+    attach_linear(g, g.lin_mphf->payload(), size_t(g.lin_mphf->payload_size()), g.lin_keys->payload(), g.lin_weights->payload(),
+                  hk.dims[0], g.lin_delta->payload(), size_t(g.lin_delta->payload_size()));
+}
+
+void attach_linear(stk_generation &g, const uint8_t *mphf, size_t mphf_len, const uint8_t *keys, const uint8_t *weights,
+                   uint64_t c, const uint8_t *delta, size_t delta_len) {
+    g.has_linear = false;
+    g.linear_mphf = Mphf::load(mphf, mphf_len, "arrays/linear_mphf.bin");
+    if (g.linear_mphf.kind != MphfKeyKind::U64 || g.linear_mphf.n_keys != c)
+        throw_error(STK_E_CORRUPT, "arrays/linear_mphf.bin: a u64-key function over %llu keys expected (linear_keys.bin), found %llu",
+                    (unsigned long long)c, (unsigned long long)g.linear_mphf.n_keys);
+    g.linear_delta = CuckooTable::load(delta, delta_len, "arrays/cuckoo_delta.bin");
+    g.linear_keys = keys;
+    g.linear_weights = weights;
+    g.linear_count = c;
+    g.has_linear = true;
+}
+
+bool linear_find(const stk_generation &g, uint64_t key, float *value, uint32_t *probes) {
+    uint32_t n = 1;
+    // The MPHF maps every u64 to some index < C; the stored key is the guard.
+    uint64_t idx = g.linear_mphf.index_u64(key);
+    if (idx < g.linear_count && load_le<uint64_t>(g.linear_keys + 8 * idx) == key) {
+        std::memcpy(value, g.linear_weights + 4 * idx, 4);
+        if (probes) *probes = n;
+        return true;
+    }
+    uint32_t bits = 0, dp = 0;
+    bool found = g.linear_delta.find(key, &bits, &dp);
+    if (probes) *probes = n + dp;
+    if (found) std::memcpy(value, &bits, 4);
+    return found;
 }
 
 static void put_value(const void *src, size_t len, void *value, size_t value_cap, size_t *value_len) {
@@ -47,8 +100,19 @@ void generation_lookup(const stk_generation &g, stk_lookup_kind kind, const void
         case STK_LOOKUP_TOKEN_ID:
         case STK_LOOKUP_TOKEN_BYTES:
             break;
-        case STK_LOOKUP_LINEAR:
-            throw_error(STK_E_NOT_IMPLEMENTED, "stk_lookup: LINEAR lookups need the mphf_cuckoo stage, which is not implemented yet");
+        case STK_LOOKUP_LINEAR: {
+            if (!g.has_linear)
+                throw_error(STK_E_MISSING_ARRAY, "%s: arrays/linear_mphf.bin is absent: this generation has no linear dictionary "
+                                                 "(see the manifest's records)", g.dir.c_str());
+            if (key_len != 8) throw_error(STK_E_INVALID_ARGUMENT, "stk_lookup: LINEAR key is a u64 (8 bytes), got %zu", key_len);
+            uint64_t k = load_le<uint64_t>(static_cast<const uint8_t *>(key));
+            float v;
+            if (!linear_find(g, k, &v, nullptr))
+                throw_error(STK_E_KEY_NOT_FOUND, "stk_lookup: linear key %016llx is in neither the base nor the delta (a dropped "
+                                                 "entry reads as 0)", (unsigned long long)k);
+            put_value(&v, 4, value, value_cap, value_len);
+            return;
+        }
         case STK_LOOKUP_HUB:
             throw_error(STK_E_NOT_IMPLEMENTED, "stk_lookup: HUB lookups need the bridge_init stage, which is not implemented yet");
         default:

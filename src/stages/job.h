@@ -21,6 +21,7 @@ struct StageRecord {
 struct ModelPlan;      // ingest: what parse_tensors found (src/ingest/plan.h)
 struct ModelDescription;  // ingest: config + mapped checkpoint + layout (src/ingest/model.h)
 struct TokenizerPlan;  // tokenizer stage inputs/outputs (src/tokenizer/plan.h)
+struct LinearHandoff;  // ffn_collapse -> mphf_cuckoo (src/stages/ffn_collapse.h)
 
 // An array some stage published under <out_dir>/arrays/.
 struct WrittenArray {
@@ -48,6 +49,7 @@ struct Job {
     uint32_t n_arrays = 0;
     ModelPlan *model = nullptr;
     TokenizerPlan *tokenizer = nullptr;
+    LinearHandoff *linear = nullptr;
     ManifestDraft manifest;   // scalar fields, P_gen, records: what manifest_emit publishes
 };
 

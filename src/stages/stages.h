@@ -20,6 +20,12 @@ void overlays_build_run(Job &job);
 void memory_fit_size(const JobInputs &in, ArenaSizer &s);
 void memory_fit_run(Job &job);
 
+void ffn_collapse_size(const JobInputs &in, ArenaSizer &s);
+void ffn_collapse_run(Job &job);
+
+void mphf_cuckoo_size(const JobInputs &in, ArenaSizer &s);
+void mphf_cuckoo_run(Job &job);
+
 void manifest_emit_run(Job &job);
 void check_stage_run(Job &job);
 

@@ -607,6 +607,13 @@ pub fn verify(out_dir: impl AsRef<Path>) -> Result<VerifyReport, VerifyError> {
     }
 }
 
+/// The key of entry (output `out`, input feature `input`) of FFN unit `unit`'s collapsed map for
+/// inputs of sign `negative` (docs/format.md, "Linear dictionary"): bit 63 the sign, bits 48..62
+/// the unit, 24..47 the output index, 0..23 the input index.
+pub fn linear_key(negative: bool, unit: u32, out: u32, input: u32) -> u64 {
+    (u64::from(negative) << 63) | (u64::from(unit & 0x7FFF) << 48) | (u64::from(out & 0xFF_FFFF) << 24) | u64::from(input & 0xFF_FFFF)
+}
+
 /// The kinds of O(1) lookup over a published generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
@@ -718,7 +725,8 @@ impl Generation {
         self.lookup(LookupKind::TokenBytes, &id.to_le_bytes())
     }
 
-    /// Feature key -> base weight.
+    /// Linear dictionary key ([`linear_key`]) -> the collapsed FFN map's entry (base or delta);
+    /// `Ok(None)` for an entry the truncation dropped (its value is 0) or a key of no entry.
     pub fn linear_weight(&self, key: u64) -> Result<Option<f32>> {
         Ok(self.fixed::<4>(LookupKind::Linear, &key.to_le_bytes())?.map(f32::from_le_bytes))
     }

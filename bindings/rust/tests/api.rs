@@ -285,3 +285,22 @@ fn token_lookups_on_a_published_generation() {
     assert_eq!(gen.lookup_into(LookupKind::TokenBytes, &257u32.to_le_bytes(), &mut two).unwrap(), 2);
     assert_eq!(&two, b"he");
 }
+
+#[test]
+fn linear_lookups_on_a_published_generation() {
+    let out = publish_tiny_gpt2("linear");
+    let gen = Generation::open(&out).unwrap_or_else(|e| panic!("{e}"));
+    // d_model 16, top-L 12: column 0 of unit 0 holds 12 base entries and its delta entries.
+    let mut found = 0;
+    for i in 0..16 {
+        if let Some(v) = gen.linear_weight(stk::linear_key(false, 0, i, 0)).unwrap() {
+            assert!(v.is_finite());
+            found += 1;
+        }
+    }
+    assert!(found >= 12, "{found} entries of column 0");
+    // Units 0 and 1 only (two dense layers): unit 2 has no entries.
+    assert_eq!(gen.linear_weight(stk::linear_key(true, 2, 0, 0)).unwrap(), None);
+    let err = gen.lookup_into(LookupKind::Linear, &[0u8; 4], &mut [0u8; 4]).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument, "a linear key is 8 bytes");
+}

@@ -1,0 +1,126 @@
+// Blocked transform-while-packing GEMM over BLIS (see abs_gemm.h).
+#include "kernels/abs_gemm.h"
+
+#include <blis.h>
+
+#include <cmath>
+#include <thread>
+#include <vector>
+
+namespace stk {
+
+namespace {
+
+// One BLIS call, always single-threaded: our threads own output blocks, BLIS owns none.
+void sgemm_block(uint64_t m, uint64_t n, uint64_t k, const float *A, uint64_t rsa, const float *B, uint64_t rsb, float beta,
+                 float *C, uint64_t rsc) {
+    rntm_t rntm;
+    bli_rntm_init(&rntm);
+    bli_rntm_set_num_threads(1, &rntm);
+    float alpha = 1.0f;
+    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dim_t(m), dim_t(n), dim_t(k), &alpha, const_cast<float *>(A),
+                 inc_t(rsa), 1, const_cast<float *>(B), inc_t(rsb), 1, &beta, C, inc_t(rsc), 1, nullptr, &rntm);
+}
+
+void pack_a_abs(const float *A, uint64_t lda, uint64_t m, uint64_t k0, uint64_t kc, float *out) {
+    for (uint64_t i = 0; i < m; i++) {
+        const float *src = A + i * lda + k0;
+        float *dst = out + i * kc;
+        for (uint64_t k = 0; k < kc; k++) dst[k] = std::fabs(src[k]);
+    }
+}
+
+void pack_b(PackB op, const float *B, const float *B2, uint64_t ldb, uint64_t k0, uint64_t kc, uint64_t j0, uint64_t nc,
+            float *out) {
+    for (uint64_t k = 0; k < kc; k++) {
+        const float *g = B + (k0 + k) * ldb + j0;
+        const float *u = B2 ? B2 + (k0 + k) * ldb + j0 : nullptr;
+        float *dst = out + k * nc;
+        switch (op) {
+            case PackB::Abs:
+                if (u)
+                    for (uint64_t j = 0; j < nc; j++) dst[j] = std::fabs(g[j]) * std::fabs(u[j]);
+                else
+                    for (uint64_t j = 0; j < nc; j++) dst[j] = std::fabs(g[j]);
+                break;
+            case PackB::Pos:
+                if (u)
+                    for (uint64_t j = 0; j < nc; j++) dst[j] = (g[j] > 0.0f ? g[j] : 0.0f) * u[j];
+                else
+                    for (uint64_t j = 0; j < nc; j++) dst[j] = g[j] > 0.0f ? g[j] : 0.0f;
+                break;
+            case PackB::Neg:
+                if (u)
+                    for (uint64_t j = 0; j < nc; j++) dst[j] = (g[j] < 0.0f ? -g[j] : 0.0f) * -u[j];
+                else
+                    for (uint64_t j = 0; j < nc; j++) dst[j] = g[j] < 0.0f ? -g[j] : 0.0f;
+                break;
+        }
+    }
+}
+
+// Runs body(block) for every column block, block b on thread b % threads.
+template <class F>
+void for_column_blocks(uint64_t n_blocks, unsigned threads, F body) {
+    if (threads <= 1 || n_blocks <= 1) {
+        for (uint64_t b = 0; b < n_blocks; b++) body(b, 0u);
+        return;
+    }
+    unsigned t_used = n_blocks < threads ? unsigned(n_blocks) : threads;
+    std::vector<std::thread> pool;
+    pool.reserve(t_used - 1);
+    for (unsigned t = 1; t < t_used; t++)
+        pool.emplace_back([&, t] {
+            for (uint64_t b = t; b < n_blocks; b += t_used) body(b, t);
+        });
+    for (uint64_t b = 0; b < n_blocks; b += t_used) body(b, 0u);
+    for (std::thread &th : pool) th.join();
+}
+
+}  // namespace
+
+uint64_t abs_gemm_scratch_floats(uint64_t m) { return m * kGemmKB + kGemmKB * kGemmNB + 16; }
+
+void abs_gemm(uint64_t m, uint64_t n, uint64_t k, PackA opa, const float *A, uint64_t lda, PackB opb, const float *B,
+              const float *B2, uint64_t ldb, float *C, uint64_t ldc, float *scratch, unsigned threads) {
+    if (m == 0 || n == 0) return;
+    const uint64_t n_blocks = (n + kGemmNB - 1) / kGemmNB;
+    const uint64_t per_thread = abs_gemm_scratch_floats(m);
+    for_column_blocks(n_blocks, threads, [&](uint64_t blk, unsigned t) {
+        const uint64_t j0 = blk * kGemmNB, nc = n - j0 < kGemmNB ? n - j0 : kGemmNB;
+        float *ap = scratch + t * per_thread;
+        float *bp = ap + m * kGemmKB;
+        if (k == 0) {
+            for (uint64_t i = 0; i < m; i++)
+                for (uint64_t j = 0; j < nc; j++) C[i * ldc + j0 + j] = 0.0f;
+            return;
+        }
+        for (uint64_t k0 = 0; k0 < k; k0 += kGemmKB) {
+            const uint64_t kc = k - k0 < kGemmKB ? k - k0 : kGemmKB;
+            pack_b(opb, B, B2, ldb, k0, kc, j0, nc, bp);
+            const float *a;
+            uint64_t rsa;
+            if (opa == PackA::Abs) {
+                pack_a_abs(A, lda, m, k0, kc, ap);
+                a = ap;
+                rsa = kc;
+            } else {
+                a = A + k0;
+                rsa = lda;
+            }
+            sgemm_block(m, nc, kc, a, rsa, bp, nc, k0 == 0 ? 0.0f : 1.0f, C + j0, ldc);
+        }
+    });
+}
+
+void plain_sgemm(uint64_t m, uint64_t n, uint64_t k, const float *A, uint64_t lda, const float *B, uint64_t ldb, float *C,
+                 uint64_t ldc, unsigned threads) {
+    if (m == 0 || n == 0) return;
+    const uint64_t n_blocks = (n + kGemmNB - 1) / kGemmNB;
+    for_column_blocks(n_blocks, threads, [&](uint64_t blk, unsigned) {
+        const uint64_t j0 = blk * kGemmNB, nc = n - j0 < kGemmNB ? n - j0 : kGemmNB;
+        sgemm_block(m, nc, k, A, lda, B + j0, ldb, 0.0f, C + j0, ldc);
+    });
+}
+
+}  // namespace stk

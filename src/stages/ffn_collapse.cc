@@ -1,0 +1,405 @@
+// ffn_collapse (seed 7.1-7.3, 7.6): per FFN unit, streamed one unit at a time from the
+// checkpoint's mapping, the influence bound S = |W2| |W1| and the exact ReLU collapse M+ / M-
+// through kernels/abs_gemm (transforms applied while packing), then the top-L base entries and
+// the delta entries of every column (ffn_collapse.h), and the global bias of 7.6.  The result
+// stays in the arena for mphf_cuckoo; the stage publishes linear_bias.bin when the model has FFN
+// biases.  Stage digest: "stk.ffn_collapse.v1" NUL, u64 n_base, n_delta, then the base keys
+// (u64 LE) and values (f32 LE), the delta keys and values, then linear_bias.bin's name and header.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/bytes.h"
+#include "core/checked.h"
+#include "core/error.h"
+#include "ingest/model.h"
+#include "kernels/abs_gemm.h"
+#include "stages/ffn_collapse.h"
+#include "stages/outputs.h"
+#include "stages/stages.h"
+
+namespace stk {
+
+uint64_t ffn_units_max(const ModelPlan &plan) {
+    return uint64_t(plan.config.n_layers) * (uint64_t(plan.config.n_experts) + 2) + 1;
+}
+
+namespace {
+
+bool is_ffn_role(Role r) {
+    return r == Role::FFN_W1 || r == Role::FFN_W2 || r == Role::FFN_W3 || r == Role::FFN_B1 || r == Role::FFN_B2;
+}
+
+// Slot of an expert inside its layer's row of the scratch table: routed 0..E-1, shared E, dense E+1.
+uint64_t expert_slot(int32_t expert, uint32_t n_experts) {
+    if (expert >= 0) return uint64_t(expert);
+    return expert == kSharedExpert ? n_experts : uint64_t(n_experts) + 1;
+}
+
+[[noreturn]] void bad_shape(const PlanTensor &t, const char *want) {
+    throw_error(STK_E_PARAM_COUNT, "ffn_collapse: tensor '%s' (layer %d, expert %d) has shape [%llu, %llu]; expected %s", t.name,
+                t.layer, t.expert, (unsigned long long)t.dims[0], (unsigned long long)(t.rank == 2 ? t.dims[1] : 1), want);
+}
+
+}  // namespace
+
+uint32_t ffn_units(const ModelPlan &plan, FfnUnit *out) {
+    const uint32_t E = plan.config.n_experts;
+    const uint64_t per_layer = uint64_t(E) + 2;
+    const uint64_t d = plan.config.d_model;
+    // Pass 1: fill the table in place, at index layer * per_layer + slot (out has room for it).
+    const uint64_t cells = uint64_t(plan.config.n_layers) * per_layer;
+    for (uint64_t c = 0; c < cells; c++) out[c] = FfnUnit{};
+    for (uint32_t ti = 0; ti < plan.n_streamed; ti++) {
+        const PlanTensor &t = plan.tensors[ti];
+        if (!is_ffn_role(t.role) || t.layer < 0 || uint32_t(t.layer) >= plan.config.n_layers) continue;
+        if (t.expert >= int32_t(E) || (t.expert < 0 && t.expert != kNoExpert && t.expert != kSharedExpert)) continue;
+        FfnUnit &u = out[uint64_t(t.layer) * per_layer + expert_slot(t.expert, E)];
+        u.layer = t.layer;
+        u.expert = t.expert;
+        uint32_t *slot = t.role == Role::FFN_W1 ? &u.w1 : t.role == Role::FFN_W2 ? &u.w2 : t.role == Role::FFN_W3 ? &u.w3
+                       : t.role == Role::FFN_B1 ? &u.b1 : &u.b2;
+        if (*slot != kNoTensor)
+            throw_error(STK_E_PARAM_COUNT, "ffn_collapse: layer %d expert %d has two %s tensors ('%s', '%s')", t.layer, t.expert,
+                        role_name(t.role), plan.tensors[*slot].name, t.name);
+        *slot = ti;
+    }
+    // Pass 2: compact in key order, check shapes.
+    uint32_t n = 0;
+    for (uint32_t L = 0; L < plan.config.n_layers; L++) {
+        // The row is read in router order while compacted units are written before it: copy it.
+        FfnUnit row[kMaxExperts + 2];
+        std::memcpy(row, out + uint64_t(L) * per_layer, sizeof(FfnUnit) * per_layer);
+        uint64_t order[kMaxExperts + 2];
+        uint32_t k = 0;
+        order[k++] = uint64_t(E) + 1;  // dense
+        for (uint32_t r = 0; r < E && r < kMaxExperts; r++) order[k++] = plan.expert_order ? plan.expert_order[uint64_t(L) * E + r] : r;
+        order[k++] = E;                // shared
+        for (uint32_t q = 0; q < k; q++) {
+            FfnUnit u = row[order[q]];
+            if (u.layer < 0) continue;
+            if (u.w1 == kNoTensor || u.w2 == kNoTensor)
+                throw_error(STK_E_UNSUPPORTED, "ffn_collapse: layer %d expert %d has no %s tensor: cannot collapse it", u.layer, u.expert,
+                            u.w1 == kNoTensor ? "FFN_W1" : "FFN_W2");
+            const PlanTensor &w1 = plan.tensors[u.w1], &w2 = plan.tensors[u.w2];
+            if (w1.rank != 2 || w1.dims[1] != d) bad_shape(w1, "[h, d_model]");
+            u.hidden = w1.dims[0];
+            if (w2.rank != 2 || w2.dims[0] != d || w2.dims[1] != u.hidden) bad_shape(w2, "[d_model, h] matching FFN_W1");
+            if (u.w3 != kNoTensor) {
+                const PlanTensor &w3 = plan.tensors[u.w3];
+                if (w3.rank != 2 || w3.dims[0] != u.hidden || w3.dims[1] != d) bad_shape(w3, "[h, d_model] like FFN_W1");
+            }
+            if (u.b1 != kNoTensor && plan.tensors[u.b1].n_elements != u.hidden) bad_shape(plan.tensors[u.b1], "[h]");
+            if (u.b2 != kNoTensor && plan.tensors[u.b2].n_elements != d) bad_shape(plan.tensors[u.b2], "[d_model]");
+            u.id = n;
+            // Writing behind the read position is safe: n <= index of the cell being read.
+            out[n++] = u;
+        }
+    }
+    if (n > kLinearMaxUnits)
+        throw_error(STK_E_UNSUPPORTED, "ffn_collapse: %u FFN units; the key holds at most %u", n, kLinearMaxUnits);
+    return n;
+}
+
+void linear_capacity(const ModelPlan &plan, uint32_t top_l, uint64_t *max_base, uint64_t *max_delta) {
+    // Every unit has d columns and two signs; a column keeps min(L, d) base entries and at most
+    // min(cap, d - L) delta entries.
+    const uint64_t d = plan.config.d_model;
+    // MoE: routed + shared, and room for a dense FFN beside them in one layer (E + 2).
+    const uint64_t E = plan.config.n_experts;
+    const uint64_t units = uint64_t(plan.config.n_layers) * (E ? E + 2 : 1);
+    const uint64_t l = std::min<uint64_t>(top_l, d);
+    const uint64_t cap = std::min<uint64_t>(kLinearDeltaCap, d - l);
+    const uint64_t cols = checked_mul(checked_mul(units, d, "linear columns"), 2, "linear columns");
+    *max_base = checked_mul(cols, l, "linear base entries");
+    *max_delta = checked_mul(cols, cap, "linear delta entries");
+}
+
+namespace {
+
+constexpr char kDigestMagic[] = "stk.ffn_collapse.v1";
+
+struct Sizes {
+    uint64_t d = 0, h_max = 0, units_max = 0, max_base = 0, max_delta = 0, row_floats = 0;
+    bool gated = false, biases = false;
+};
+
+Sizes sizes_of(const ModelPlan &plan, uint32_t top_l) {
+    Sizes z;
+    z.d = plan.config.d_model;
+    z.units_max = ffn_units_max(plan);
+    for (uint32_t ti = 0; ti < plan.n_streamed; ti++) {
+        const PlanTensor &t = plan.tensors[ti];
+        if (t.role == Role::FFN_W1 && t.rank == 2) z.h_max = std::max(z.h_max, t.dims[0]);
+        if (t.role == Role::FFN_W3) z.gated = true;
+        if (t.role == Role::FFN_B1 || t.role == Role::FFN_B2) z.biases = true;
+    }
+    linear_capacity(plan, top_l, &z.max_base, &z.max_delta);
+    z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
+    return z;
+}
+
+void work_size(const Sizes &z, unsigned threads, ArenaSizer &s) {
+    s.add_array<LinearHandoff>(1);
+    s.add_array<uint64_t>(z.max_base ? z.max_base : 1);
+    s.add_array<float>(z.max_base ? z.max_base : 1);
+    s.add_array<uint64_t>(z.max_delta ? z.max_delta : 1);
+    s.add_array<uint32_t>(z.max_delta ? z.max_delta : 1);
+    s.add_array<float>(z.d ? z.d : 1);                 // bias
+    // Scratch, released at the end of the stage.
+    s.add_array<FfnUnit>(z.units_max);
+    const uint64_t hd = checked_mul(z.h_max, z.d, "ffn_collapse buffer");
+    s.add_array<float>(hd);                            // W1 (gate)
+    if (z.gated) s.add_array<float>(hd);               // W3 (up)
+    s.add_array<float>(hd);                            // W2
+    s.add_array<float>(z.h_max + 1);                   // b1
+    s.add_array<float>(z.d + 1);                       // b2
+    s.add_array<double>(z.d + 1);                      // bias accumulator
+    s.add_array<double>(z.h_max + 1);                  // relu(b1) in double
+    const uint64_t dd = checked_mul(z.d, z.d, "ffn_collapse map");
+    for (int i = 0; i < 3; i++) s.add_array<float>(dd);  // S, M+, M-
+    s.add_array<float>(checked_mul(abs_gemm_scratch_floats(z.d), threads, "gemm scratch"));
+    s.add_array<float>(z.row_floats);
+    s.add_array<uint32_t>(z.d + 1);                    // column order
+    s.add_array<uint32_t>(z.d + 1);                    // rest order
+    s.add_array<uint8_t>(z.d + 1);                     // in top-L
+}
+
+// One plan tensor in f32 into `out` (the checkpoint's pages are released right after).  Returns
+// the index of its first NaN/Inf, or n_elements if all are finite.
+uint64_t load_tensor(const Checkpoint &ckpt, const PlanTensor &t, float *out, float *row_scratch, std::vector<uint8_t> &inflate) {
+    const TensorRef &src = ckpt.tensors()[t.source];
+    const uint8_t *bytes = ckpt.tensor_bytes(src, inflate);
+    materialize_f32(t, src, bytes, out, row_scratch);
+    ckpt.release(src);
+    return first_nonfinite(out, t.n_elements);
+}
+
+}  // namespace
+
+void ffn_collapse_size(const JobInputs &in, ArenaSizer &s) {
+    const stk_job_params &params = in.params;
+    const ModelDescription *d = in.model;
+    Sizes z = sizes_of(d->plan, params.top_l);
+    work_size(z, params.threads ? params.threads : 1, s);
+}
+
+void ffn_collapse_run(Job &job) {
+    // No plan (a job whose parse_tensors produced none): nothing to collapse, feature disabled.
+    if (!job.model) throw_error(STK_E_NOT_IMPLEMENTED, "ffn_collapse: no model plan from parse_tensors: nothing to collapse");
+    const ModelPlan &plan = *job.model;
+    const uint32_t top_l = job.params.top_l;
+    const unsigned threads = job.params.threads ? job.params.threads : 1;
+    const Sizes z = sizes_of(plan, top_l);
+    const uint64_t d = z.d;
+    if (d == 0 || d >= kLinearMaxDim)
+        throw_error(STK_E_UNSUPPORTED, "ffn_collapse: d_model %llu; keys hold 1..%llu", (unsigned long long)d,
+                    (unsigned long long)(kLinearMaxDim - 1));
+    // The checkpoint mapping the plan was made from (described once, at stk_open).
+    const ModelDescription *desc = job.source;
+    const bool allow_nonfinite = (job.params.flags & STK_JOB_ALLOW_NONFINITE) != 0;
+    const Checkpoint &ckpt = *desc->checkpoint;
+    if (desc->plan.n_streamed != plan.n_streamed) throw_error(STK_E_INTERNAL, "ffn_collapse: the model changed since parse_tensors");
+    std::vector<uint8_t> inflate;
+
+    Arena &arena = job.arena;
+    const size_t handoff_mark = arena.mark();
+    LinearHandoff *h = arena.alloc_array<LinearHandoff>(1);
+    h->d = uint32_t(d);
+    h->top_l = uint32_t(std::min<uint64_t>(top_l, d));
+    h->base_keys = arena.alloc_array<uint64_t>(z.max_base ? z.max_base : 1);
+    h->base_vals = arena.alloc_array<float>(z.max_base ? z.max_base : 1);
+    h->delta_keys = arena.alloc_array<uint64_t>(z.max_delta ? z.max_delta : 1);
+    h->delta_vals = arena.alloc_array<uint32_t>(z.max_delta ? z.max_delta : 1);
+    float *bias_out = arena.alloc_array<float>(d);
+    const size_t mark = arena.mark();
+    FfnUnit *units = arena.alloc_array<FfnUnit>(z.units_max);
+    const uint32_t n_units = ffn_units(plan, units);
+    if (n_units == 0)
+        throw_error(STK_E_NOT_IMPLEMENTED, "ffn_collapse: the model has no FFN tensors (FFN_W1 / FFN_W2): nothing to collapse");
+    h->n_units = n_units;
+    if (uint64_t(n_units) * d * 2 * std::min<uint64_t>(top_l, d) > z.max_base)
+        throw_error(STK_E_UNSUPPORTED, "ffn_collapse: %u FFN units exceed the %llu base entries sized for this model", n_units,
+                    (unsigned long long)z.max_base);
+    const uint64_t hd = z.h_max * d;
+    float *w1 = arena.alloc_array<float>(hd);
+    float *w3 = z.gated ? arena.alloc_array<float>(hd) : nullptr;
+    float *w2 = arena.alloc_array<float>(hd);
+    float *b1 = arena.alloc_array<float>(z.h_max + 1);
+    float *b2 = arena.alloc_array<float>(d + 1);
+    double *bias = arena.alloc_array<double>(d + 1);
+    double *relu_b1 = arena.alloc_array<double>(z.h_max + 1);
+    float *S = arena.alloc_array<float>(d * d);
+    float *Mp = arena.alloc_array<float>(d * d);
+    float *Mm = arena.alloc_array<float>(d * d);
+    float *gemm_scratch = arena.alloc_array<float>(abs_gemm_scratch_floats(d) * threads);
+    float *row_scratch = arena.alloc_array<float>(z.row_floats);
+    uint32_t *order = arena.alloc_array<uint32_t>(d + 1);
+    uint32_t *rest = arena.alloc_array<uint32_t>(d + 1);
+    uint8_t *in_top = arena.alloc_array<uint8_t>(d + 1);
+
+    const uint64_t L = h->top_l;
+    const uint64_t cap = std::min<uint64_t>(kLinearDeltaCap, d - L);
+    double energy_all = 0, dropped_all = 0, col_max = 0;
+    bool any_bias = false, have_tau = false;
+    float tau_lo = 0, tau_hi = 0;
+
+    // A NaN/Inf weight (let through by --allow-nonfinite) would poison whole columns of the
+    // maps: the stage then disables its feature (seed 1.4) and hands nothing on.
+    auto nonfinite = [&](uint32_t ti, uint64_t at) {
+        const PlanTensor &t = plan.tensors[ti];
+        if (at >= t.n_elements) return false;
+        if (!allow_nonfinite)
+            throw_error(STK_E_NONFINITE, "ffn_collapse: tensor '%s' element %llu is not finite", t.name, (unsigned long long)at);
+        draft_add_record(job.manifest, STK_STAGE_FFN_COLLAPSE, kRecordFeatureDisabled, kFeatureLinear, STK_E_NONFINITE, double(at), 0,
+                         "ffn_collapse disabled: tensor %.40s has a NaN/Inf at element %llu", t.name, (unsigned long long)at);
+        return true;
+    };
+    for (uint32_t ui = 0; ui < n_units; ui++) {
+        const FfnUnit &u = units[ui];
+        const uint64_t hid = u.hidden;
+        if (nonfinite(u.w1, load_tensor(ckpt, plan.tensors[u.w1], w1, row_scratch, inflate)) ||
+            (u.gated() && nonfinite(u.w3, load_tensor(ckpt, plan.tensors[u.w3], w3, row_scratch, inflate))) ||
+            nonfinite(u.w2, load_tensor(ckpt, plan.tensors[u.w2], w2, row_scratch, inflate))) {
+            StageDigest digest;
+            digest.add("stk.ffn_collapse.v1.disabled", 29);
+            digest.finish(job.stages[STK_STAGE_FFN_COLLAPSE]);
+            job.linear = nullptr;
+            arena.reset(handoff_mark);
+            return;
+        }
+        const float *up = u.gated() ? w3 : nullptr;
+        // S = |W2| (|W1| or |Wg| |Wu|); M+ and M- with W2 as stored.
+        abs_gemm(d, d, hid, PackA::Abs, w2, hid, PackB::Abs, w1, up, d, S, d, gemm_scratch, threads);
+        abs_gemm(d, d, hid, PackA::Copy, w2, hid, PackB::Pos, w1, up, d, Mp, d, gemm_scratch, threads);
+        abs_gemm(d, d, hid, PackA::Copy, w2, hid, PackB::Neg, w1, up, d, Mm, d, gemm_scratch, threads);
+
+        // Seed 7.6: the unit's output at x = 0 under the collapse's ReLU, W2 relu(b1) + b2, summed
+        // over dense units (routed experts are weighted by a router the collapse does not model).
+        if (u.expert == kNoExpert && (u.b1 != kNoTensor || u.b2 != kNoTensor)) {
+            if (!any_bias) std::fill(bias, bias + d, 0.0);
+            any_bias = true;
+            if (u.b1 != kNoTensor) {
+                if (load_tensor(ckpt, plan.tensors[u.b1], b1, row_scratch, inflate) < hid)
+                    throw_error(STK_E_NONFINITE, "ffn_collapse: FFN_B1 '%s' is not finite", plan.tensors[u.b1].name);
+                for (uint64_t k = 0; k < hid; k++) relu_b1[k] = b1[k] > 0 ? double(b1[k]) : 0.0;
+                if (u.gated()) throw_error(STK_E_UNSUPPORTED, "ffn_collapse: a gated FFN with an FFN_B1 bias is not supported");
+                for (uint64_t i = 0; i < d; i++) {
+                    double acc = 0;
+                    for (uint64_t k = 0; k < hid; k++) acc += double(w2[i * hid + k]) * relu_b1[k];
+                    bias[i] += acc;
+                }
+            }
+            if (u.b2 != kNoTensor) {
+                if (load_tensor(ckpt, plan.tensors[u.b2], b2, row_scratch, inflate) < d)
+                    throw_error(STK_E_NONFINITE, "ffn_collapse: FFN_B2 '%s' is not finite", plan.tensors[u.b2].name);
+                for (uint64_t i = 0; i < d; i++) bias[i] += double(b2[i]);
+            }
+        }
+
+        for (uint64_t j = 0; j < d; j++) {
+            // Top-L outputs of column j of S: larger S first, ties by smaller index.
+            for (uint32_t i = 0; i < d; i++) order[i] = i;
+            auto by_s = [&](uint32_t a, uint32_t b) {
+                float sa = S[a * d + j], sb = S[b * d + j];
+                return sa != sb ? sa > sb : a < b;
+            };
+            if (L < d) std::nth_element(order, order + L, order + d, by_s);
+            std::sort(order, order + L, by_s);
+            std::memset(in_top, 0, d);
+            for (uint64_t r = 0; r < L; r++) in_top[order[r]] = 1;
+            for (uint32_t s = 0; s < 2; s++) {
+                const float *M = s ? Mm : Mp;
+                double energy = 0, kept = 0;
+                for (uint64_t r = 0; r < L; r++) {
+                    const uint32_t i = order[r];
+                    const float v = M[i * d + j];
+                    h->base_keys[h->n_base] = linear_key(s, u.id, i, j);
+                    h->base_vals[h->n_base] = v;
+                    h->n_base++;
+                    kept += double(v) * double(v);
+                }
+                uint32_t nr = 0;
+                for (uint32_t i = 0; i < d; i++)
+                    if (!in_top[i]) rest[nr++] = i;
+                for (uint64_t i = 0; i < d; i++) energy += double(M[i * d + j]) * double(M[i * d + j]);
+                auto by_mag = [&](uint32_t a, uint32_t b) {
+                    float va = std::fabs(M[a * d + j]), vb = std::fabs(M[b * d + j]);
+                    return va != vb ? va > vb : a < b;
+                };
+                const uint64_t take_max = std::min<uint64_t>(cap, nr);
+                if (take_max < nr) std::nth_element(rest, rest + take_max, rest + nr, by_mag);
+                std::sort(rest, rest + take_max, by_mag);
+                double left = energy - kept;  // energy outside the base
+                uint64_t t = 0;
+                while (t < take_max && left > kLinearEps * energy) {
+                    const float v = M[rest[t] * d + j];
+                    if (v == 0.0f) break;
+                    h->delta_keys[h->n_delta] = linear_key(s, u.id, rest[t], j);
+                    h->delta_vals[h->n_delta] = load_le<uint32_t>(reinterpret_cast<const uint8_t *>(&v));
+                    h->n_delta++;
+                    const float a = std::fabs(v);
+                    if (!have_tau || a < tau_lo) tau_lo = a;
+                    if (!have_tau || a > tau_hi) tau_hi = a;
+                    have_tau = true;
+                    left -= double(v) * double(v);
+                    t++;
+                }
+                // What is left, summed exactly (not by subtraction) for the record.
+                double dropped = 0;
+                for (uint64_t q = t; q < nr; q++) {
+                    const float v = M[rest[q] * d + j];
+                    dropped += double(v) * double(v);
+                    h->dropped += v != 0.0f;
+                }
+                if (t == take_max && t < nr && dropped > kLinearEps * energy) h->capped_columns++;
+                energy_all += energy;
+                dropped_all += dropped;
+                if (energy > 0) col_max = std::max(col_max, std::sqrt(dropped / energy));
+            }
+        }
+    }
+    h->trunc_col_max = col_max;
+    h->trunc_total = energy_all > 0 ? std::sqrt(dropped_all / energy_all) : 0.0;
+    h->tau_low = tau_lo;
+    h->tau_high = tau_hi;
+
+    StageDigest digest;
+    uint8_t head[sizeof kDigestMagic + 16];
+    std::memcpy(head, kDigestMagic, sizeof kDigestMagic);
+    store_le<uint64_t>(head + sizeof kDigestMagic, h->n_base);
+    store_le<uint64_t>(head + sizeof kDigestMagic + 8, h->n_delta);
+    digest.add(head, sizeof head);
+    // Keys and values as little-endian bytes (this library runs on little-endian hosts only).
+    digest.add(h->base_keys, size_t(h->n_base * 8));
+    digest.add(h->base_vals, size_t(h->n_base * 4));
+    digest.add(h->delta_keys, size_t(h->n_delta * 8));
+    digest.add(h->delta_vals, size_t(h->n_delta * 4));
+    if (any_bias) {
+        double sq = 0;
+        for (uint64_t i = 0; i < d; i++) {
+            bias_out[i] = float(bias[i]);
+            sq += bias[i] * bias[i];
+        }
+        h->bias = bias_out;
+        h->bias_norm = std::sqrt(sq);
+        uint64_t dims[1] = {d};
+        job_write_array(job, STK_STAGE_FFN_COLLAPSE, digest, "linear_bias.bin", DType::F32, 1, dims, bias_out);
+    }
+    digest.finish(job.stages[STK_STAGE_FFN_COLLAPSE]);
+
+    ManifestDraft &m = job.manifest;
+    draft_add_record(m, STK_STAGE_FFN_COLLAPSE, kRecordNote, kFeatureLinear, STK_OK, h->trunc_col_max, std::sqrt(kLinearEps),
+                     "truncation: worst column rel L2 (value), eps %.0e energy; %llu entries dropped, %llu columns capped at %u",
+                     kLinearEps, (unsigned long long)h->dropped, (unsigned long long)h->capped_columns, kLinearDeltaCap);
+    draft_add_record(m, STK_STAGE_FFN_COLLAPSE, kRecordNote, kFeatureLinear, STK_OK, h->trunc_total, std::sqrt(kLinearEps),
+                     "truncation: rel L2 over all columns (value); %u units, top-L %u, %llu base, %llu delta entries", n_units,
+                     h->top_l, (unsigned long long)h->n_base, (unsigned long long)h->n_delta);
+    if (any_bias)
+        draft_add_record(m, STK_STAGE_FFN_COLLAPSE, kRecordNote, kFeatureLinear, STK_OK, h->bias_norm, 0,
+                         "7.6 bias: L2 norm of linear_bias.bin = sum over dense layers of W2 relu(b1) + b2");
+    job.linear = h;
+    arena.reset(mark);  // the unit buffers are scratch; the hand-off stays
+}
+
+}  // namespace stk

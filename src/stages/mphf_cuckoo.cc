@@ -1,0 +1,206 @@
+// mphf_cuckoo (seed 7.4-7.5, 12.4, 18.1): the linear dictionary over ffn_collapse's entries.
+//   linear_mphf.bin     the MPHF over the base keys (src/hash/mphf.h bytes, dtype u8)
+//   linear_keys.bin     [C, 8] u8: the base keys (u64 LE) at their MPHF index (audit + guard)
+//   linear_weights.bin  [C] f32: the base values at their MPHF index
+//   cuckoo_delta.bin    the bounded cuckoo table of the delta entries (src/hash/cuckoo.h bytes)
+// An exhausted MPHF seed search (18.1) multiplies M by 1.05 and rebuilds only the MPHF; the
+// cuckoo table, built first from the same entries, and every other stage's arrays are unchanged.
+// The 12.4 checks run here: every base key maps to its own index and value, every delta key is
+// found with its value in at most d*b + S + 1 probes, at most one emergency slot.
+// Stage digest: the four arrays' names and headers, in the order above.
+#include <cmath>
+#include <cstring>
+
+#include "core/bytes.h"
+#include "core/checked.h"
+#include "core/error.h"
+#include "core/prng.h"
+#include "hash/cuckoo.h"
+#include "hash/mphf.h"
+#include "ingest/model.h"
+#include "stages/ffn_collapse.h"
+#include "stages/outputs.h"
+#include "stages/stages.h"
+
+namespace stk {
+
+uint32_t g_linear_test_pilot_cap = 0;
+uint32_t g_linear_test_pilot_cap_attempts = 0;
+
+namespace {
+
+constexpr uint64_t kLinearSaltMaster = 0x4C494E4541523031ull;  // "LINEAR01"
+constexpr uint32_t kLinearModule = 5;                           // seed 10.4 module id of this stage
+constexpr uint32_t kMaxMphfRetries = 8;                         // 18.1: M grows by at most 1.05^8 = 1.48
+constexpr uint32_t kMaxCuckooRetries = 4;                       // sizing load 0.90, 0.85, ... 0.70
+constexpr double kAcceptMape = 0.005;                           // 16.2 / 12.4 bound
+
+MphfParams mphf_params(uint32_t attempt) {
+    MphfParams p;
+    p.salt = stream_seed(kLinearSaltMaster, kLinearModule, 0);
+    for (uint32_t i = 0; i < attempt; i++) p.m_scale *= 1.05;
+    return p;
+}
+
+CuckooParams cuckoo_params(uint32_t attempt) {
+    CuckooParams p;  // d 2, b 4, stash 4, kick cap 8 (seed 7.5's L_cuckoo)
+    p.salt = stream_seed(kLinearSaltMaster, kLinearModule, 1);
+    p.load = 0.90 - 0.05 * attempt;
+    return p;
+}
+
+}  // namespace
+
+void mphf_cuckoo_size(const JobInputs &in, ArenaSizer &s) {
+    const stk_job_params &params = in.params;
+    const ModelDescription *d = in.model;
+    uint64_t max_base = 0, max_delta = 0;
+    linear_capacity(d->plan, params.top_l, &max_base, &max_delta);
+    // Outputs + the largest attempt's scratch (a failed attempt's memory is released).
+    s.add(mphf_build_arena_size(max_base, mphf_params(kMaxMphfRetries)), 64);
+    s.add(mphf_build_arena_size(max_base, mphf_params(kMaxMphfRetries)) + 4096, 64);  // serialized
+    s.add(cuckoo_build_arena_size(max_delta, cuckoo_params(kMaxCuckooRetries - 1)), 64);
+    s.add(cuckoo_build_arena_size(max_delta, cuckoo_params(kMaxCuckooRetries - 1)) + 4096, 64);  // serialized
+    s.add_array<uint8_t>(checked_mul(max_base ? max_base : 1, 8, "linear keys"));
+    s.add_array<float>(max_base ? max_base : 1);
+    s.add_array<uint8_t>(max_base ? max_base : 1);
+}
+
+void mphf_cuckoo_run(Job &job) {
+    // ffn_collapse did not produce entries: not implemented for this model (no FFN, no plan) ->
+    // the same here; disabled by policy (non-finite weights) -> disabled here, with a record.
+    if (!job.linear) {
+        if (job.stages[STK_STAGE_FFN_COLLAPSE].not_implemented)
+            throw_error(STK_E_NOT_IMPLEMENTED, "mphf_cuckoo: ffn_collapse produced no entries: no linear dictionary");
+        draft_add_record(job.manifest, STK_STAGE_MPHF_CUCKOO, kRecordFeatureDisabled, kFeatureMphfCuckoo, STK_E_NONFINITE, 0, 0,
+                         "mphf_cuckoo disabled: ffn_collapse was disabled (see its record); nothing written");
+        StageDigest digest;
+        digest.add("stk.mphf_cuckoo.v1.disabled", 28);
+        digest.finish(job.stages[STK_STAGE_MPHF_CUCKOO]);
+        return;
+    }
+    const LinearHandoff &h = *job.linear;
+    Arena &arena = job.arena;
+    ManifestDraft &m = job.manifest;
+    const size_t mark = arena.mark();
+
+    // The delta table first: it does not depend on the MPHF (18.1 leaves it byte-identical).
+    CuckooTable table;
+    CuckooReport rep;
+    CuckooParams cp;
+    uint32_t cuckoo_attempts = 0;
+    for (;; cuckoo_attempts++) {
+        cp = cuckoo_params(cuckoo_attempts);
+        size_t before = arena.mark();
+        try {
+            table = cuckoo_build(h.delta_keys, h.delta_vals, size_t(h.n_delta), cp, arena, &rep);
+            break;
+        } catch (const Error &e) {
+            if (e.status() != STK_E_TABLE_FULL || cuckoo_attempts + 1 >= kMaxCuckooRetries) throw;
+            arena.reset(before);
+        }
+    }
+    const size_t delta_bytes = table.serialized_size();
+    uint8_t *delta_blob = static_cast<uint8_t *>(arena.alloc(delta_bytes ? delta_bytes : 1, 64));
+    table.serialize(delta_blob);
+
+    // The MPHF, with seed 18.1 on an exhausted search.
+    Mphf f;
+    uint32_t retries = 0;
+    for (;; retries++) {
+        MphfParams mp = mphf_params(retries);
+        if (g_linear_test_pilot_cap && retries < g_linear_test_pilot_cap_attempts) mp.pilot_cap = g_linear_test_pilot_cap;
+        size_t before = arena.mark();
+        try {
+            f = mphf_build_u64(h.base_keys, size_t(h.n_base), mp, arena);
+            break;
+        } catch (const Error &e) {
+            if (e.status() != STK_E_MPHF_EXHAUSTED || retries >= kMaxMphfRetries) throw;
+            arena.reset(before);
+        }
+    }
+    const size_t mphf_bytes = f.serialized_size();
+    uint8_t *mphf_blob = static_cast<uint8_t *>(arena.alloc(mphf_bytes, 64));
+    f.serialize(mphf_blob);
+
+    // Base arrays at the MPHF index; 12.4: the function is a bijection on the keys.
+    const uint64_t C = h.n_base;
+    uint8_t *keys = arena.alloc_array<uint8_t>(size_t(C * 8));
+    float *weights = arena.alloc_array<float>(size_t(C));
+    uint8_t *seen = arena.alloc_array<uint8_t>(size_t(C));
+    for (uint64_t e = 0; e < C; e++) {
+        uint64_t idx = f.index_u64(h.base_keys[e]);
+        if (idx >= C || seen[idx])
+            throw_error(STK_E_INTERNAL, "mphf_cuckoo: 12.4 check failed: key %016llx maps to index %llu (taken or out of range)",
+                        (unsigned long long)h.base_keys[e], (unsigned long long)idx);
+        seen[idx] = 1;
+        store_le<uint64_t>(keys + 8 * idx, h.base_keys[e]);
+        weights[idx] = h.base_vals[e];
+    }
+    // 12.4 on the serialized forms, as a reader sees them.
+    Mphf fl = Mphf::load(mphf_blob, mphf_bytes, "linear_mphf.bin");
+    CuckooTable tl = CuckooTable::load(delta_blob, delta_bytes, "cuckoo_delta.bin");
+    const uint32_t probe_bound = cp.d * cp.b + cp.stash + 1;
+    uint32_t max_probes = 0;
+    for (uint64_t e = 0; e < C; e++) {
+        uint64_t idx = fl.index_u64(h.base_keys[e]);
+        if (idx >= C || load_le<uint64_t>(keys + 8 * idx) != h.base_keys[e] ||
+            std::memcmp(&weights[idx], &h.base_vals[e], 4) != 0)
+            throw_error(STK_E_INTERNAL, "mphf_cuckoo: 12.4 check failed: base key %016llx does not read back",
+                        (unsigned long long)h.base_keys[e]);
+    }
+    for (uint64_t e = 0; e < h.n_delta; e++) {
+        uint32_t v = 0, probes = 0;
+        bool found = tl.find(h.delta_keys[e], &v, &probes);
+        if (probes > max_probes) max_probes = probes;
+        if (!found || v != h.delta_vals[e] || probes > probe_bound)
+            throw_error(STK_E_INTERNAL, "mphf_cuckoo: 12.4 check failed: delta key %016llx (%s, %u probes, bound %u)",
+                        (unsigned long long)h.delta_keys[e], found ? "wrong value" : "not found", probes, probe_bound);
+    }
+    if (rep.emergency_used > 1) throw_error(STK_E_INTERNAL, "mphf_cuckoo: %u emergency slots in one shard", rep.emergency_used);
+
+    StageDigest digest;
+    uint64_t dm[1] = {mphf_bytes};
+    job_write_array(job, STK_STAGE_MPHF_CUCKOO, digest, "linear_mphf.bin", DType::U8, 1, dm, mphf_blob);
+    uint64_t dk[2] = {C, 8};
+    job_write_array(job, STK_STAGE_MPHF_CUCKOO, digest, "linear_keys.bin", DType::U8, 2, dk, keys);
+    uint64_t dw[1] = {C};
+    job_write_array(job, STK_STAGE_MPHF_CUCKOO, digest, "linear_weights.bin", DType::F32, 1, dw, weights);
+    uint64_t dc[1] = {delta_bytes};
+    job_write_array(job, STK_STAGE_MPHF_CUCKOO, digest, "cuckoo_delta.bin", DType::U8, 1, dc, delta_blob);
+    digest.finish(job.stages[STK_STAGE_MPHF_CUCKOO]);
+
+    auto &lin = m.fields.linear;
+    lin.c = C;
+    lin.d = cp.d;
+    lin.b = cp.b;
+    lin.s = cp.stash;
+    lin.l_cuckoo = cp.kick_cap;
+    lin.q = rep.ring_capacity;
+    lin.tau_low = h.tau_low;
+    lin.tau_high = h.tau_high;
+
+    const stk_stage st = STK_STAGE_MPHF_CUCKOO;
+    if (retries)
+        draft_add_record(m, st, kRecordNote, kFeatureMphfCuckoo, STK_E_MPHF_EXHAUSTED, double(retries), kMaxMphfRetries,
+                         "18.1: MPHF seed search exhausted %u time(s); M grown by 5 %% each (m_scale %.4f)", retries,
+                         mphf_params(retries).m_scale);
+    if (cuckoo_attempts)
+        draft_add_record(m, st, kRecordNote, kFeatureMphfCuckoo, STK_E_TABLE_FULL, double(cuckoo_attempts), kMaxCuckooRetries,
+                         "cuckoo table full at load %.2f: rebuilt at load %.2f", cuckoo_params(0).load, cp.load);
+    draft_add_record(m, st, kRecordInvariantPass, kFeatureMphfCuckoo, STK_OK, double(max_probes), double(probe_bound),
+                     "12.4: %llu base keys read back through the MPHF; %llu delta keys, max probes (value) <= d*b+S+1",
+                     (unsigned long long)C, (unsigned long long)h.n_delta);
+    draft_add_record(m, st, kRecordNote, kFeatureMphfCuckoo, STK_OK, rep.load(), cp.load,
+                     "cuckoo: load (value), stash %u/%u, ring %u/%u, emergency %u/1, max chain %u", rep.stash_used, cp.stash,
+                     rep.ring_used, rep.ring_capacity, rep.emergency_used, rep.max_chain);
+    // 12.4 "base + delta reconstruct e_j within 0.5 %": the dictionary returns every stored entry
+    // bit-exactly (checked above), so its error is the truncation's.
+    const bool ok = h.trunc_col_max <= kAcceptMape;
+    draft_add_record(m, st, ok ? kRecordInvariantPass : kRecordInvariantFail, kFeatureLinear, ok ? STK_OK : STK_E_INTERNAL,
+                     h.trunc_col_max, kAcceptMape,
+                     "12.4: base+delta vs the exact collapse, worst column rel L2 (value); entries read back bit-exactly");
+    (void)mark;
+}
+
+}  // namespace stk
