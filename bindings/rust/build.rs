@@ -14,7 +14,7 @@ use std::process::Command;
 
 // libstk.a's own dependencies: the same list as stk_static_link_flags in meson.build (which
 // pkg-config --static --libs stk prints), in link order.
-const STATIC_DEPS: [&str; 10] = ["deflate", "crypto", "isal", "simdjson", "re2", "hwy", "utf8proc", "blis", "stdc++", "m"];
+const STATIC_DEPS: [&str; 12] = ["deflate", "crypto", "isal", "simdjson", "re2", "hwy", "utf8proc", "lapacke", "lapack", "blis", "stdc++", "m"];
 
 fn main() {
     println!("cargo:rerun-if-env-changed=STK_LIB_DIR");
