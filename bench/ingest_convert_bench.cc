@@ -157,7 +157,7 @@ int main(int argc, char **argv) {
     std::printf("ingest_convert_bench: %llu MiB per dtype, %d runs, medians\n", (unsigned long long)mib, runs);
     std::printf("open_checkpoint (header parse + validation): %.3f ms\n", median(t_open) * 1e3);
     const char *names[3] = {"bf16", "f16", "f32"};
-    const char *peers[2] = {"plain shift", "F16C vcvtph2ps"};
+    const char *peers[2] = {"AVX2 shift", "F16C vcvtph2ps"};
     for (int i = 0; i < 3; i++) {
         std::printf("%-5s floor (read) %6.2f GB/s   convert_to_f32 %6.2f GB/s (%.0f%% of floor)", names[i],
                     median(floor_bw[i]), median(ours_bw[i]), 100 * median(ours_bw[i]) / median(floor_bw[i]));

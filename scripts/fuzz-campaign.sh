@@ -13,7 +13,9 @@
 #   3. replays every crash / timeout / out-of-memory input, groups them by the sanitizer's report
 #      (kind + first frame inside stk), and stores one input per group in
 #      fuzz/regressions/<name>/ (meson test replays that folder: it must pass once the bug is fixed),
-#   4. prints executions, exec/s, coverage (cov = edges, ft = features) and findings.
+#   4. prints executions, exec/s, coverage and findings.  Coverage twice: cov (edges) and ft
+#      (features) as fork mode counted them at the end of the run, and as one plain pass over
+#      the merged corpus counts them (-runs=0; smaller: it sees each input once).
 # The table goes to stdout and to $FUZZ_OUT/summary.tsv.  Run it under `nice` on a shared machine.
 #
 # Environment: FUZZ_BUILD (default build-fuzz), FUZZ_OUT (default /tmp/stk-fuzz-campaign),
@@ -57,7 +59,7 @@ fi
 
 mkdir -p "$out"
 summary="$out/summary.tsv"
-printf 'target\tseconds\texecs\texec_per_s\tcov\tft\tcorpus_before\tcorpus_after\tcrash_inputs\tfindings\n' >"$summary"
+printf 'target\tseconds\texecs\texec_per_s\trun_cov\trun_ft\tcov\tft\tcorpus_before\tcorpus_after\tcrash_inputs\tfindings\n' >"$summary"
 
 # One line naming a crash: the sanitizer's kind and the first stack frame inside our sources.
 signature() {  # binary, input
@@ -91,6 +93,8 @@ for i in "${!names[@]}"; do
   last=$(grep -E '^#[0-9]+: cov: ' "$w/fuzz.log" | tail -1 || true)
   execs=$(sed -nE 's/^#([0-9]+): .*/\1/p' <<<"$last")
   eps=$(sed -nE 's/.* exec\/s:? ([0-9]+).*/\1/p' <<<"$last")
+  run_cov=$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$last")
+  run_ft=$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$last")
 
   # 2. Merge corpus + new into a fresh directory (minimised), then replace the corpus with it.
   "$bin" -merge=1 -timeout="$input_timeout" -rss_limit_mb="$rss_mb" "$w/merged" "$corpus" "$w/new" \
@@ -132,9 +136,10 @@ for i in "${!names[@]}"; do
   done < <(find "$w/crashes" -type f -printf '%s %p\n' | sort -n | cut -d' ' -f2-)
   unset seen
 
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$t" "${execs:-?}" "${eps:-?}" "${cov:-?}" \
-    "${ft:-?}" "$before" "$after" "$ncrash" "$findings" >>"$summary"
-  echo "== $name: ${t}s, ${execs:-?} execs, ${eps:-?} exec/s, cov ${cov:-?} ft ${ft:-?}, corpus $before -> $after, $ncrash crash inputs, $findings distinct findings"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$t" "${execs:-?}" "${eps:-?}" "${run_cov:-?}" \
+    "${run_ft:-?}" "${cov:-?}" "${ft:-?}" "$before" "$after" "$ncrash" "$findings" >>"$summary"
+  echo "== $name: ${t}s, ${execs:-?} execs, ${eps:-?} exec/s, cov ${run_cov:-?} ft ${run_ft:-?} during the run," \
+    "merged corpus cov ${cov:-?} ft ${ft:-?}, corpus $before -> $after, $ncrash crash inputs, $findings distinct findings"
   sed 's/^/   /' "$w/findings.txt"
 done
 
