@@ -4,8 +4,10 @@
 //          many threads as stk check uses (the machine's SHA speed: stk check cannot beat it,
 //          it also computes crc32c and reads through the page cache)
 //   stk    `stk check --out DIR` (the real binary), wall time
-//   peer   `sha256sum` over the same array files (one process, as a user would run it)
-// Each is the median of --runs runs.
+//   peer   `sha256sum` over the same array files: one process (as a user would run it), and as
+//          many processes as stk check has threads, each over its share of the files (the peer
+//          with the parallelism stk uses); wall time to the last one's exit, CPU summed
+// Each is the median of --runs runs, all in the same loop (page cache warm for every one).
 //
 //   ninja -C build bench/check_throughput src/cli/stk
 //   build/bench/check_throughput --stk build/src/cli/stk --dir /tmp/stk-check-bench --gb 1.5
@@ -72,6 +74,41 @@ static int run(const std::vector<std::string> &argv, bool quiet) {
     wait4(pid, &st, 0, &ru);
     g_child_cpu = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// Several processes at once; returns wall seconds until the last exits, their CPU summed in
+// g_child_cpu.
+static double time_parallel(const std::vector<std::vector<std::string>> &cmds) {
+    auto t0 = Clock::now();
+    std::vector<pid_t> pids;
+    for (const auto &argv : cmds) {
+        std::vector<char *> a;
+        for (const std::string &s : argv) a.push_back(const_cast<char *>(s.c_str()));
+        a.push_back(nullptr);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+        pid_t pid;
+        if (posix_spawnp(&pid, a[0], &fa, nullptr, a.data(), environ) != 0) {
+            std::perror(a[0]);
+            std::exit(2);
+        }
+        posix_spawn_file_actions_destroy(&fa);
+        pids.push_back(pid);
+    }
+    double cpu = 0;
+    for (pid_t pid : pids) {
+        int st = 0;
+        rusage ru;
+        wait4(pid, &st, 0, &ru);
+        cpu += double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            std::fprintf(stderr, "%s failed\n", cmds[0][0].c_str());
+            std::exit(1);
+        }
+    }
+    g_child_cpu = cpu;
+    return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 static double time_run(const std::vector<std::string> &argv) {
@@ -151,7 +188,9 @@ int main(int argc, char **argv) {
             volatile uint8_t sink = h.finish().bytes[0];
             (void)sink;
         };
-        std::vector<double> floor1, floorN, stk, peer, crcs, cpu_floor, cpu_stk, cpu_peer;
+        std::vector<std::vector<std::string>> shares(threads, std::vector<std::string>{"sha256sum"});
+        for (size_t i = 0; i < files.size(); i++) shares[i % threads].push_back(files[i]);
+        std::vector<double> floor1, floorN, stk, peer, peerN, crcs, cpu_floor, cpu_stk, cpu_peer, cpu_peerN;
         for (int r = 0; r < runs; r++) {
             auto t0 = Clock::now();
             double c0 = cpu_now();
@@ -173,6 +212,8 @@ int main(int argc, char **argv) {
             cmd.insert(cmd.end(), files.begin(), files.end());
             peer.push_back(time_run(cmd));
             cpu_peer.push_back(g_child_cpu);
+            peerN.push_back(time_parallel(shares));
+            cpu_peerN.push_back(g_child_cpu);
         }
         auto gbps = [&](double s) { return double(total) / s / 1e9; };
         std::printf("payload: %u arrays, %.3f GB; %d runs, medians; stk check uses %u threads (%u cores)\n", unsigned(m.arrays.size()),
@@ -183,13 +224,18 @@ int main(int argc, char **argv) {
         std::printf("| crc32c (isa-l) in memory, 1 thread | %.3f | %.2f | |\n", median(crcs), gbps(median(crcs)));
         std::printf("| **stk check** (manifest + every array: header, crc32c, SHA-256) | %.3f | %.2f | %.2f |\n", median(stk),
                     gbps(median(stk)), median(floorN) / median(stk));
-        std::printf("| peer: sha256sum over the same files | %.3f | %.2f | %.2f |\n", median(peer), gbps(median(peer)),
-                    median(floorN) / median(peer));
+        std::printf("| peer: sha256sum over the same files (1 process, its default) | %.3f | %.2f | %.2f |\n", median(peer),
+                    gbps(median(peer)), median(floorN) / median(peer));
+        std::printf("| peer: %u sha256sum processes, files shared out (stk's parallelism) | %.3f | %.2f | %.2f |\n", threads,
+                    median(peerN), gbps(median(peerN)), median(floorN) / median(peerN));
         std::printf("\nCPU seconds (user + system; less sensitive to a loaded machine):\n");
         std::printf("| what | CPU s | GB per CPU-second | vs floor |\n|---|---:|---:|---:|\n");
         std::printf("| floor: OpenSSL SHA-256 in memory | %.3f | %.2f | 1.00 |\n", median(cpu_floor), gbps(median(cpu_floor)));
         std::printf("| **stk check** | %.3f | %.2f | %.2f |\n", median(cpu_stk), gbps(median(cpu_stk)), median(cpu_floor) / median(cpu_stk));
-        std::printf("| peer: sha256sum | %.3f | %.2f | %.2f |\n", median(cpu_peer), gbps(median(cpu_peer)), median(cpu_floor) / median(cpu_peer));
+        std::printf("| peer: sha256sum, 1 process | %.3f | %.2f | %.2f |\n", median(cpu_peer), gbps(median(cpu_peer)),
+                    median(cpu_floor) / median(cpu_peer));
+        std::printf("| peer: sha256sum, %u processes | %.3f | %.2f | %.2f |\n", threads, median(cpu_peerN), gbps(median(cpu_peerN)),
+                    median(cpu_floor) / median(cpu_peerN));
     } catch (const Error &e) {
         std::fprintf(stderr, "check_throughput: %s\n", e.what());
         return 1;

@@ -15,4 +15,5 @@ python3 scripts/make_english_corpus.py bench/out/english.txt 10
 node bench/node/tokenize_peers.js bench/out/english.txt "$MODEL/tokenizer.json" "$OUT" "$RUNS" > "$OUT/peers.jsonl"
 grep '"peer":"tiktoken"' "$OUT/peers.jsonl" > "$OUT/tiktoken.json"
 grep '"peer":"hf_tokenizers"' "$OUT/peers.jsonl" > "$OUT/hf_tokenizers.json"
+grep '"peer":"tiktoken_whole"' "$OUT/peers.jsonl" > "$OUT/tiktoken_whole.json"
 "$BUILD/bench/tokenize_bench" bench/out/english.txt "$MODEL" "$OUT" "$RUNS"

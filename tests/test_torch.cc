@@ -206,6 +206,39 @@ static void crafted_pickles(void **) {
     assert_int_equal(r.tensors.size(), 0);
 }
 
+// Fuzz finding (fuzz/regressions/pickle): a legacy file whose storage-key pickle names a storage
+// of the state dict again used to look it up in the state dict's storage table after that table
+// had been moved into the result (a reference bound to a null pointer).  Each pickle of a legacy
+// file now starts with empty tables, so the key list holds a storage, not a string: refused.
+static std::vector<uint8_t> legacy_with_key_pickle(const std::string &key_pickle) {
+    std::string pid = std::string("(X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n" "X\x01\x00\x00\x00k" "X\x03\x00\x00\x00" "cpu"
+                                  "K\x04" "Nt" "Q", 52);
+    std::string s;
+    s += std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 15);  // magic 0x1950a86a20f9469cfc6c
+    s += std::string("\x80\x02M\xe9\x03.", 6);                       // protocol version 1001
+    s += std::string("\x80\x02}(X\x0d\x00\x00\x00little_endian\x88u.", 25);  // sys_info
+    s += std::string("\x80\x02}(X\x01\x00\x00\x00" "a", 10) + pid + "u.";  // state dict {'a': storage k}
+    s += key_pickle;
+    return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+static void legacy_storage_tables_per_pickle(void **) {
+    std::string pid = std::string("(X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n" "X\x01\x00\x00\x00k" "X\x03\x00\x00\x00" "cpu"
+                                  "K\x04" "Nt" "Q", 52);
+    // The well-formed file: key list ['k'].
+    auto good = legacy_with_key_pickle(std::string("\x80\x02]X\x01\x00\x00\x00" "ka.", 11));
+    LegacyLayout lay = unpickle_legacy(good.data(), good.size(), "crafted.pt");
+    assert_int_equal(lay.result.storages.size(), 1);
+    assert_string_equal(lay.result.storages[0].key.c_str(), "k");
+    assert_int_equal(lay.result.storages[0].numel, 4);
+    assert_int_equal(lay.storage_order.size(), 1);
+    assert_int_equal(lay.data_start, good.size());
+    // The key list names storage 'k' through a persistent id instead of as a string.
+    auto bad = legacy_with_key_pickle(std::string("\x80\x02]", 3) + pid + "a.");
+    std::string m = test::expect_error(STK_E_CORRUPT, [&] { unpickle_legacy(bad.data(), bad.size(), "crafted.pt"); });
+    assert_string_equal(m.c_str(), "crafted.pt: legacy storage key is not a string (pickle opcode at offset 166)");
+}
+
 static void hostile_archives(void **) {
     std::string m = open_fails(STK_E_CORRUPT, torch_file("traversal.pt"));
     assert_contains(m, "'basic/../../version'");
@@ -285,6 +318,7 @@ int main() {
         cmocka_unit_test(legacy_format),
         cmocka_unit_test(malicious_pickles),
         cmocka_unit_test(crafted_pickles),
+        cmocka_unit_test(legacy_storage_tables_per_pickle),
         cmocka_unit_test(hostile_archives),
         cmocka_unit_test(damaged_zips),
         cmocka_unit_test(lfs_pointer_bin),

@@ -20,8 +20,8 @@ inline uint64_t mum(uint64_t a, uint64_t b) {
 // Maps a uniformly distributed x onto [0, n) without division (Lemire's fastrange).
 inline uint64_t fastrange(uint64_t x, uint64_t n) { return uint64_t(((__uint128_t)x * n) >> 64); }
 
-// A u64 key under a salt: the splitmix64 finaliser of key ^ f(salt).  A bijection for a fixed
-// salt, so distinct keys never collide here.
+// A u64 key under a salt: mix64 (one splitmix64 step: golden-ratio increment, then the finaliser)
+// of key ^ f(salt).  A bijection for a fixed salt, so distinct keys never collide here.
 inline uint64_t salt_key(uint64_t salt) { return mix64(salt ^ 0x2545F4914F6CDD1Dull); }
 inline uint64_t hash_u64(uint64_t key, uint64_t salt) { return mix64(key ^ salt_key(salt)); }
 // The same with salt_key(salt) computed once (hot loops).

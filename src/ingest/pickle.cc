@@ -139,12 +139,17 @@ public:
 private:
     bool legacy_ = false;
 
-    // A fresh machine for the next pickle of a legacy file (objects, stack, memo, all reset).
+    // A fresh machine for the next pickle of a legacy file (objects, stack, memo, all reset).  The
+    // storage and tensor tables are reset too: they belong to the one pickle that built them (the
+    // state dict's were just moved out by finish(); a key naming one of them again in a later
+    // pickle must not find an index into the moved-from table).
     void next_pickle() {
         objs_.clear();
         stack_.clear();
         marks_.clear();
         memo_.clear();
+        storage_by_key_.clear();
+        out_ = PickleResult();
     }
 
     PickleResult finish(uint32_t root) {
