@@ -292,9 +292,9 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
             plan->mode = build ? TokenizerPlan::Mode::FST_UNCERTIFIED : TokenizerPlan::Mode::EXT;
             std::snprintf(plan->invariant, sizeof plan->invariant,
                           build ? "tokenizer: Sardinas-Patterson rejects the %u bytepieces of %s: %s; greedy FST built anyway "
-                                  "(STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER), UNCERTIFIED: its ids may differ from BPE"
-                                : "tokenizer: Sardinas-Patterson rejects the %u bytepieces of %s: %s; FST not built (seed 4.2), "
-                                  "EXT mode; STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER builds the greedy encoder anyway",
+                                  "(--allow-uncertified-tokenizer), UNCERTIFIED: its ids may differ from BPE"
+                                : "tokenizer: Sardinas-Patterson rejects the %u bytepieces of %s: %s; FST not built (spec 4.2), "
+                                  "EXT mode; --allow-uncertified-tokenizer builds the greedy encoder anyway",
                           nb, src, parses);
         } else {
             plan->mode = TokenizerPlan::Mode::FST;
