@@ -99,6 +99,7 @@ struct Run {
     std::vector<uint32_t> expert_order;
     std::vector<std::string> records;       // texts of the manifest records the stage added
     size_t arena_bytes = 0;
+    uint64_t work_done = 0, work_total = 0;  // the stage's progress counters when it returned
 };
 
 static Run run_stage(const std::string &model, uint32_t threads = 1, uint32_t flags = 0, long arena_delta = 0) {
@@ -130,6 +131,8 @@ static Run run_stage(const std::string &model, uint32_t threads = 1, uint32_t fl
             assert_int_equal(stk_stage_digest(job, STK_STAGE_PARSE_TENSORS, &r.crc, &r.sha), STK_OK);
             const Job *j = reinterpret_cast<const Job *>(job);
             assert_non_null(j->model);
+            r.work_done = j->work_done.load();
+            r.work_total = j->work_total.load();
             r.plan = *j->model;
             for (uint32_t i = 0; i < j->manifest.n_records; i++) r.records.push_back(j->manifest.records[i].text);
             if (j->model->expert_order)
@@ -176,6 +179,11 @@ static void digest_is_pinned_and_stable(void **) {
     assert_int_equal(a.plan.n_units, 5);
     assert_true(a.plan.streamed_elements == 86336 + 2 * 8);
     assert_int_equal(a.plan.nonfinite_values, 0);
+    // Progress (stk convert's display): every stored byte of the 23 streamed tensors, counted
+    // once each (86336 + 16 BF16 values), and all of it done when the stage returns.
+    assert_true(a.work_total == (86336 + 16) * 2);
+    assert_true(a.work_done == a.work_total);
+    assert_true(c.work_done == c.work_total);
 }
 
 static void every_fixture_streams(void **) {

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -66,9 +68,9 @@ struct StageResult {
     uint64_t sha = 0;
 };
 
-// On a terminal: "stk convert: [3/10] prf_build  12.5 s" refreshed while a stage runs, so a long
-// stage shows it is alive.  (Bytes or layers done inside a stage would need the stages to report
-// them; docs/cli.md.)
+// On a terminal: "stk convert: [5/10] ffn_collapse  12/32 FFNs  1.9/s  ETA 10 s  6.3 s" refreshed
+// while a stage runs, so a long stage shows it is alive and how far it is (the stages that take
+// time report their work on the Job: bytes read, layers, FFN units).
 class StageTicker {
 public:
     StageTicker() {
@@ -82,12 +84,14 @@ public:
         cv_.notify_all();
         if (thread_.joinable()) thread_.join();
     }
-    void start(int index, const char *name) {
+    void start(int index, const char *name, const Job *job) {
         std::lock_guard<std::mutex> l(m_);
+        job_ = job;
         index_ = index;
         name_ = name;
         t0_ = std::chrono::steady_clock::now();
-        show();  // at once: a stage shorter than a tick is shown too
+        show(false);  // at once: a stage shorter than a tick is shown too (its work counters are
+                      // still the previous stage's until it starts: not shown yet)
     }
     void clear() {
         std::lock_guard<std::mutex> l(m_);
@@ -99,14 +103,31 @@ private:
     void loop() {
         std::unique_lock<std::mutex> l(m_);
         while (!stop_) {
-            show();
+            show(true);
             cv_.wait_for(l, std::chrono::milliseconds(250));
         }
     }
-    void show() {  // with m_ held
+    void show(bool with_work) {  // with m_ held
         if (!name_) return;
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-        progress("stk convert: [%d/%d] %s  %.1f s", index_, STK_STAGE_COUNT, name_, s);
+        uint64_t total = job_ && with_work ? job_->work_total.load(std::memory_order_acquire) : 0;
+        if (total == 0) {
+            progress("stk convert: [%d/%d] %s  %.1f s", index_, STK_STAGE_COUNT, name_, s);
+            return;
+        }
+        uint64_t done = std::min(job_->work_done.load(std::memory_order_relaxed), total);
+        const char *unit = job_->work_unit.load(std::memory_order_relaxed);
+        bool bytes = std::strcmp(unit, "B") == 0;
+        double rate = s > 0 ? double(done) / s : 0;
+        std::string amount = bytes ? human_bytes(done) + " / " + human_bytes(total)
+                                   : std::to_string(done) + "/" + std::to_string(total) + " " + unit;
+        char per[48] = "";
+        if (rate > 0 && !bytes) std::snprintf(per, sizeof per, "  %.2f %s/s", rate, unit);
+        std::string speed = rate <= 0 ? std::string("") : bytes ? "  " + human_bytes(uint64_t(rate)) + "/s" : std::string(per);
+        char eta[48] = "";
+        if (rate > 0 && done < total) std::snprintf(eta, sizeof eta, "  ETA %.0f s", double(total - done) / rate);
+        progress("stk convert: [%d/%d] %s  %s%s%s  %.1f s", index_, STK_STAGE_COUNT, name_, amount.c_str(), speed.c_str(),
+                 eta, s);
     }
     std::mutex m_;
     std::condition_variable cv_;
@@ -114,6 +135,7 @@ private:
     bool stop_ = false;
     int index_ = 0;
     const char *name_ = nullptr;
+    const Job *job_ = nullptr;
     std::chrono::steady_clock::time_point t0_;
 };
 
@@ -289,7 +311,7 @@ int cmd_convert(int argc, char **argv) {
         stk_stage sid = stk_stage(i);
         // Without --partial, nothing is published when a stage is missing: stop before the manifest.
         if (sid == STK_STAGE_MANIFEST_EMIT && missing && !partial) break;
-        ticker.start(i, stk_stage_name(sid));
+        ticker.start(i, stk_stage_name(sid), &jb);
         auto t0 = std::chrono::steady_clock::now();
         s = stk_stage_run(job, sid);
         double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -255,7 +255,8 @@ void ffn_collapse_run(Job &job) {
                          "ffn_collapse disabled: tensor %.40s has a NaN/Inf at element %llu", t.name, (unsigned long long)at);
         return true;
     };
-    for (uint32_t ui = 0; ui < n_units; ui++) {
+    job_work_begin(job, n_units, "FFNs");
+    for (uint32_t ui = 0; ui < n_units; ui++, job_work_add(job, 1)) {
         const FfnUnit &u = units[ui];
         const uint64_t hid = u.hidden;
         if (nonfinite(u.w1, load_tensor(ckpt, plan.tensors[u.w1], w1, row_scratch, inflate)) ||

@@ -2,6 +2,7 @@
 // the hand-offs between stages.  Lives inside the arena (stk_open places it there).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "core/arena.h"
@@ -51,7 +52,21 @@ struct Job {
     TokenizerPlan *tokenizer = nullptr;
     LinearHandoff *linear = nullptr;
     ManifestDraft manifest;   // scalar fields, P_gen, records: what manifest_emit publishes
+
+    // Progress of the running stage, for a caller's display (stk convert on a terminal): units
+    // done of total ("B" of tensor bytes, "layers", "FFNs").  Reset when a stage starts; a stage
+    // that does not report leaves total at 0.  Written by the stage, read from another thread.
+    std::atomic<uint64_t> work_done{0}, work_total{0};
+    std::atomic<const char *> work_unit{""};
 };
+
+// A stage announces its work once (total units of `unit`), then adds what it finished.
+inline void job_work_begin(Job &job, uint64_t total, const char *unit) {
+    job.work_done.store(0, std::memory_order_relaxed);
+    job.work_unit.store(unit, std::memory_order_relaxed);
+    job.work_total.store(total, std::memory_order_release);
+}
+inline void job_work_add(Job &job, uint64_t n) { job.work_done.fetch_add(n, std::memory_order_relaxed); }
 
 // What a stage's arena sizing sees: the normalised parameters and the model described once.
 struct JobInputs {

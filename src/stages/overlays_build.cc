@@ -182,7 +182,8 @@ void overlays_build_run(Job &job) {
     double worst_ortho = 0, worst_delta = 0, min_ratio = INFINITY, min_spec_ratio = INFINITY;
     uint32_t reruns = 0;
     bool z_finite = true, delta_finite = true;
-    for (uint32_t l = 0; l < L; l++) {
+    job_work_begin(job, L, "layers");
+    for (uint32_t l = 0; l < L; l++, job_work_add(job, 1)) {
         bool reran = false;
         reader.read(reader.require(Role::O, int32_t(l), dm, dv), b.wo, b.row_scratch);
         kernels::widen_to_f64(b.wo, b.A, size_t(dm * dv));

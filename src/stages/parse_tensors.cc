@@ -380,6 +380,9 @@ void parse_tensors_run(Job &job) {
     std::vector<uint8_t> inflate_scratch;  // only compressed zip entries use it
     ChunkWorkers workers(scratch, n_workers);
 
+    uint64_t work_bytes = 0;
+    for (uint32_t i = 0; i < plan->n_streamed; i++) work_bytes += refs[plan->tensors[i].source].n_bytes;
+    job_work_begin(job, work_bytes, "B");
     if (g_parse_tensors_loop_hook) g_parse_tensors_loop_hook(0);
     // The per-tensor loop: no heap allocation from here to the hook below (a test counts them).
     for (uint32_t u = 0; u < plan->n_units; u++) {
@@ -401,6 +404,7 @@ void parse_tensors_run(Job &job) {
             const uint64_t chunks = chunk_count(t.n_elements);
             workers.run(work, chunks);
             plan->streamed_elements += t.n_elements;
+            job_work_add(job, src.n_bytes);
 
             if (!t.tied) {  // a tied head repeats the embedding, already checked
                 uint64_t first = t.n_elements, count = 0;

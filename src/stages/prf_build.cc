@@ -90,7 +90,8 @@ void prf_build_run(Job &job) {
     StageDigest digest;
     const uint64_t w_dims[3] = {L, r, d};
     ArrayWriter w(dir + "/prf_W.bin", DType::F32, 3, w_dims);
-    for (uint32_t l = 0; l < L; l++) {
+    job_work_begin(job, L, "layers");
+    for (uint32_t l = 0; l < L; l++, job_work_add(job, 1)) {
         const PlanTensor &t = reader.require(Role::K, int32_t(l), s.d_kv, d);
         reader.read(t, wk, row_scratch);
         whitening_diagonal(wk, s.d_kv, d, diag);

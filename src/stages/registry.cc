@@ -122,6 +122,7 @@ void job_run_stage(Job &job, stk_stage id) {
         if (!job.stages[prev].done)
             throw_error(STK_E_STAGE_ORDER, "stage %s needs %s to run first", st->name, find_stage(stk_stage(prev))->name);
     if (job.stages[id].done) throw_error(STK_E_STAGE_ORDER, "stage %s already ran", st->name);
+    job_work_begin(job, 0, "");
     if (!st->run) {
         job.stages[id].done = true;
         job.stages[id].not_implemented = true;
