@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
     std::vector<float> buf(size_t(std::max(s.d_kv, s.d_v) * s.d_model)), rows(size_t(desc->plan.max_row_floats + 1));
     std::vector<double> t_k, t_o, t_prf, t_ov, t_mem;
     for (int run = 0; run < runs + 1; run++) {  // run 0 warms the page cache and is dropped
-        WeightReader reader(dir.c_str(), desc->plan);
+        WeightReader reader(*desc->checkpoint, desc->plan);
         auto t0 = Clock::now();
         for (uint32_t l = 0; l < s.n_layers; l++) reader.read(reader.require(Role::K, l, s.d_kv, s.d_model), buf.data(), rows.data());
         double tk = since(t0);
@@ -100,9 +100,11 @@ int main(int argc, char **argv) {
     p.threads = threads;
     p = normalize_params(p);
     ArenaSizer a1, a2, a3;
-    prf_build_size(p, a1);
-    overlays_build_size(p, a2);
-    memory_fit_size(p, a3);
+    auto model = describe_model(dir);
+    const JobInputs in{p, model.get()};
+    prf_build_size(in, a1);
+    overlays_build_size(in, a2);
+    memory_fit_size(in, a3);
     const double layer_mb = double(s.d_v * s.d_model * 4) / 1e6;
     double la[3];
     getloadavg(la, 3);

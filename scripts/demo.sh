@@ -8,12 +8,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 model=bindings/testdata/tiny-gpt2
 out=${1:-/tmp/stk-demo}
-if [ ! -f build/build.ninja ]; then meson setup build >/dev/null; fi
-ninja -C build >/dev/null
+if [ ! -f build/build.ninja ]; then meson setup build >build.setup.log 2>&1 || { cat build.setup.log; exit 1; }; fi
+ninja -C build >build.build.log 2>&1 || { tail -40 build.build.log; exit 1; }
 stk=./build/src/cli/stk
 rm -rf "$out"
 $stk inspect --in "$model"
-# --partial: the numeric stages after the tokenizer are not implemented yet (recorded as disabled).
+# --partial: bridge_init is not implemented yet (recorded as disabled).
 # --allow-uncertified-tokenizer: byte-level BPE never passes Sardinas-Patterson (docs/decisions.md).
 $stk convert --in "$model" --out "$out" --partial --allow-uncertified-tokenizer
 $stk check --out "$out"
