@@ -183,6 +183,10 @@ static void convert_uncertified_matches_check(void **) {
     }
     assert_string_equal(hex.c_str(), "6120f09f988020" "62");
     assert_true(std::string_view(rroot["tokens"].at(2)["bytes"]) == "\xef\xbf\xbd");  // U+FFFD
+    // Modules: present ones are never reported as absent; only the bridge has no arrays.
+    assert_int_equal(rroot["disabled_modules"].get_array().size(), 1);
+    assert_true(std::string_view(rroot["disabled_modules"].at(0)) == "bridge");
+    assert_int_equal(rroot["modules_not_replayed"].get_array().size(), 4);
 }
 
 // Every failure and usage error with --json: one object on stdout, the right exit code.

@@ -131,7 +131,16 @@ int cmd_replay(int argc, char **argv) {
     for (int i = 0; i < 32; i++) std::snprintf(digest + 2 * i, 3, "%02x", d.bytes[i]);
 
     // Modules of the O(1) path that need arrays this generation does not have.
-    const char *disabled[] = {"prf", "overlays", "linear", "memory", "bridge"};
+    // Which modules the generation holds (their first array present).  Replay walks the token
+    // path only so far; the other modules present are listed as not replayed, never as absent.
+    static const char *const kModules[][2] = {{"prf", "prf_W.bin"},
+                                              {"overlays", "overlays_H.bin"},
+                                              {"linear", "linear_mphf.bin"},
+                                              {"memory", "memory_coeff.bin"},
+                                              {"bridge", "bridge_hubs.bin"}};
+    std::vector<const char *> disabled, not_replayed;
+    for (const auto &m : kModules)
+        (file_exists_plain(out + "/arrays/" + m[1]) ? not_replayed : disabled).push_back(m[0]);
     size_t mismatches = 0;
     for (const TokenRow &r : rows)
         if (mode == "greedy" && !r.round_trip) mismatches++;
@@ -145,7 +154,9 @@ int cmd_replay(int argc, char **argv) {
             else t.null("lookup_round_trip");
             toks.push_back(t.text());
         }
+        std::vector<std::string> nrp;
         for (const char *m : disabled) dis.push_back(json_escape(m));
+        for (const char *m : not_replayed) nrp.push_back(json_escape(m));
         std::string msg = std::to_string(rows.size()) + " tokens replayed in " + mode + " mode" +
                           (mismatches ? ", " + std::to_string(mismatches) + " lookup mismatches" : "");
         json_result("replay", code, mismatches ? STK_E_CORRUPT : STK_OK, msg)
@@ -154,6 +165,7 @@ int cmd_replay(int argc, char **argv) {
             .unum("n_tokens", rows.size())
             .raw("tokens", json_array(toks))
             .raw("disabled_modules", json_array(dis))
+            .raw("modules_not_replayed", json_array(nrp))
             .str("state_digest", digest)
             .print();
     } else {
@@ -162,7 +174,13 @@ int cmd_replay(int argc, char **argv) {
             std::printf("  %4zu  id %6u  %-20s %s\n", i, rows[i].id,
                         ("\"" + printable(rows[i].bytes) + "\"").c_str(),
                         mode == "greedy" ? (rows[i].round_trip ? "lookup ok" : "LOOKUP MISMATCH") : "");
-        std::printf("disabled modules (no arrays in this generation): prf overlays linear memory bridge\n");
+        auto list = [](const std::vector<const char *> &v) {
+            std::string t;
+            for (const char *m : v) t += std::string(" ") + m;
+            return v.empty() ? std::string(" none") : t;
+        };
+        std::printf("modules present, not replayed yet (replay walks the token path):%s\n", list(not_replayed).c_str());
+        std::printf("disabled modules (no arrays in this generation):%s\n", list(disabled).c_str());
         std::printf("state digest %s\n", digest);
     }
     return code;
