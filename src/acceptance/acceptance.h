@@ -7,10 +7,13 @@
 // carries the spec's threshold and says so in its note; the table never moves to an easy point.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace stk {
+
+struct ModelDescription;  // src/ingest/model.h
 
 struct AcceptanceRow {
     std::string test;        // the spec's number and a short name: "16.1 prf-estimator-mean"
@@ -28,7 +31,13 @@ struct AcceptanceContext {
     std::string model_dir;  // the checkpoint it was converted from ("" if not given: tests that
                             // need the weights report themselves as skipped in a note row)
     unsigned threads = 1;
+    // The checkpoint described once for every suite that reads it (acceptance_model fills it).
+    mutable std::shared_ptr<const ModelDescription> model;
 };
+
+// model_dir described (config, mapped checkpoint, plan): on first use, then shared by the suites
+// that run on this context.
+const ModelDescription &acceptance_model(const AcceptanceContext &ctx);
 
 // One acceptance suite per module; each appends its rows.  A suite whose module is not in the
 // generation (its arrays absent, its feature disabled in the manifest) appends nothing.

@@ -59,7 +59,7 @@ std::vector<float> load(const Checkpoint &ck, const ModelPlan &plan, uint32_t ti
     return out;
 }
 
-// Seed 3.3: experts by the L2 norm of their router row, largest first, ties by index.
+// Seed 3.3: the same expert order parse_tensors gives the plan (describe_model alone has none).
 std::vector<uint32_t> expert_order(const Checkpoint &ck, const ModelPlan &plan) {
     const uint32_t E = plan.config.n_experts, NL = plan.config.n_layers;
     std::vector<uint32_t> order(size_t(NL) * E);
@@ -69,13 +69,7 @@ std::vector<uint32_t> expert_order(const Checkpoint &ck, const ModelPlan &plan) 
         if (t.role != Role::ROUTER_GATE || t.rank != 2 || t.dims[0] != E || t.layer < 0) continue;
         std::vector<float> r = load(ck, plan, ti);
         std::vector<double> norm(E);
-        for (uint32_t e = 0; e < E; e++) {
-            double s = 0;
-            for (uint64_t j = 0; j < t.dims[1]; j++) s += double(r[e * t.dims[1] + j]) * double(r[e * t.dims[1] + j]);
-            norm[e] = std::sqrt(s);
-        }
-        uint32_t *o = order.data() + size_t(t.layer) * E;
-        std::sort(o, o + E, [&](uint32_t a, uint32_t b) { return norm[a] != norm[b] ? norm[a] > norm[b] : a < b; });
+        order_experts_by_router_norm(r.data(), E, t.dims[1], norm.data(), order.data() + size_t(t.layer) * E);
     }
     return order;
 }
@@ -155,7 +149,7 @@ void acceptance_linear(const AcceptanceContext &ctx, std::vector<AcceptanceRow> 
     }
     std::unique_ptr<stk_generation> g = map_generation(ctx.out_dir);
     const double recorded = recorded_truncation(ctx.out_dir);
-    auto desc = describe_model(ctx.model_dir);
+    const ModelDescription *desc = &acceptance_model(ctx);
     const Checkpoint &ck = *desc->checkpoint;
     ModelPlan plan = desc->plan;
     std::vector<uint32_t> order;

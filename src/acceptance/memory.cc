@@ -79,7 +79,7 @@ void acceptance_memory(const AcceptanceContext &ctx, std::vector<AcceptanceRow> 
                                       0.97, ">=", false, "skipped: no --model given"));
         return;
     }
-    auto desc = describe_model(ctx.model_dir);
+    const ModelDescription *desc = &acceptance_model(ctx);
     const ModelConfig &cfg = desc->plan.config;
     std::vector<double> sur;
     std::string what;

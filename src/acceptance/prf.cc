@@ -122,7 +122,7 @@ void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &ro
         return;
     }
 
-    auto desc = describe_model(ctx.model_dir);
+    const ModelDescription *desc = &acceptance_model(ctx);
     const ModelPlan &plan = desc->plan;
     const AttnShape s = attn_shape(plan.config);
     if (s.d_model != d || s.n_layers != L)

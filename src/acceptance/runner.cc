@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "ingest/model.h"
 
 namespace stk {
 
@@ -31,6 +32,11 @@ AcceptanceRow acceptance_row(const std::string &test, const std::string &definit
     else r.pass = false;
     r.note = note;
     return r;
+}
+
+const ModelDescription &acceptance_model(const AcceptanceContext &ctx) {
+    if (!ctx.model) ctx.model = describe_model(ctx.model_dir);
+    return *ctx.model;
 }
 
 std::vector<AcceptanceRow> run_acceptance(const AcceptanceContext &ctx) {

@@ -1,6 +1,7 @@
 #include "ingest/model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -438,6 +439,17 @@ static inline uint64_t fused_row(const PlanTensor &t, uint64_t r) {
 static inline uint64_t fused_run(const PlanTensor &t, uint64_t r, uint64_t rows) {
     if (t.layout == QkvLayout::Concat || t.layout == QkvLayout::Separate) return rows - r;
     return t.head_dim - r % t.head_dim;
+}
+
+void order_experts_by_router_norm(const float *router, uint32_t n_experts, uint64_t cols, double *norm, uint32_t *order) {
+    for (uint32_t e = 0; e < n_experts; e++) {
+        double sum = 0;
+        const float *row = router + uint64_t(e) * cols;
+        for (uint64_t j = 0; j < cols; j++) sum += double(row[j]) * double(row[j]);
+        norm[e] = std::sqrt(sum);
+        order[e] = e;
+    }
+    std::sort(order, order + n_experts, [&](uint32_t a, uint32_t b) { return norm[a] != norm[b] ? norm[a] > norm[b] : a < b; });
 }
 
 void materialize_f32(const PlanTensor &t, const TensorRef &src, const uint8_t *bytes, float *out, float *row_scratch) {

@@ -121,6 +121,12 @@ std::unique_ptr<ModelDescription> describe_model(const std::string &dir);
 void plan_arena_size(const ModelDescription &d, ArenaSizer &sizer);
 ModelPlan *copy_plan_to_arena(const ModelDescription &d, Arena &arena);
 
+// Seed 3.3 / 9.1: one layer's experts enumerated by the L2 norm of their router row (router:
+// [n_experts, cols] f32), largest first, ties by index; sums in double in a fixed order.
+// `norm_scratch` holds n_experts doubles; `order` receives the n_experts expert indices.
+void order_experts_by_router_norm(const float *router, uint32_t n_experts, uint64_t cols, double *norm_scratch,
+                                  uint32_t *order);
+
 // Stored rows converted at once when transposing a [in, out] tensor.
 constexpr uint64_t kTransposeBlock = 32;
 

@@ -58,7 +58,6 @@ MemSizes mem_sizes(const ModelPlan &plan) {
 }  // namespace
 
 void memory_fit_size(const JobInputs &in, ArenaSizer &s) {
-    const stk_job_params &p = in.params;
     const ModelDescription *d = in.model;
     MemSizes z = mem_sizes(d->plan);
     if (z.kind == PosKind::Learned) {

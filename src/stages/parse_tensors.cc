@@ -259,8 +259,6 @@ void hash_chunk(const TensorWork &w, uint64_t c, WorkerScratch &ws, Sha256 &sha)
 class ChunkWorkers {
 public:
     ChunkWorkers(WorkerScratch *scratch, uint32_t workers) : scratch_(scratch), n_(workers) {
-        for (uint32_t i = 0; i < n_; i++) sha_[i] = nullptr;
-        for (uint32_t i = 0; i < n_; i++) sha_[i] = new Sha256();
         for (uint32_t i = 1; i < n_; i++) threads_.emplace_back([this, i] { loop(i); });
     }
     ~ChunkWorkers() {
@@ -271,7 +269,6 @@ public:
         }
         cv_.notify_all();
         for (std::thread &th : threads_) th.join();
-        for (uint32_t i = 0; i < n_; i++) delete sha_[i];
     }
     void run(const TensorWork &w, uint64_t chunks) {
         work_ = &w;
@@ -300,7 +297,7 @@ private:
     void drain(uint32_t id) {
         for (uint64_t c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks_;) {
             try {
-                hash_chunk(*work_, c, scratch_[id], *sha_[id]);
+                hash_chunk(*work_, c, scratch_[id], sha_[id]);
             } catch (const Error &e) {
                 std::lock_guard<std::mutex> g(error_mu_);
                 if (!failed_) error_status_ = e.status(), error_text_ = e.what(), failed_ = true;
@@ -325,7 +322,7 @@ private:
     }
     WorkerScratch *scratch_;
     uint32_t n_;
-    Sha256 *sha_[kMaxWorkers];
+    Sha256 sha_[kMaxWorkers];  // one context per worker, held in place (no allocation)
     std::vector<std::thread> threads_;
     std::mutex mu_, error_mu_;
     std::condition_variable cv_, done_cv_;
@@ -429,19 +426,8 @@ void parse_tensors_run(Job &job) {
                 }
             }
             if (t.role == Role::ROUTER_GATE && t.rank == 2 && t.dims[0] == n_experts && t.layer >= 0) {
-                // Seed 3.3 / 9.1: experts enumerated by the L2 norm of their router row,
-                // largest first, ties by index; the sum runs in a fixed order in double.
-                for (uint32_t e = 0; e < n_experts; e++) {
-                    double sum = 0;
-                    const float *row = work.values + uint64_t(e) * t.dims[1];
-                    for (uint64_t j = 0; j < t.dims[1]; j++) sum += double(row[j]) * double(row[j]);
-                    expert_norm[e] = std::sqrt(sum);
-                }
-                uint32_t *order = plan->expert_order + uint64_t(t.layer) * n_experts;
-                std::sort(order, order + n_experts, [&](uint32_t a, uint32_t b) {
-                    if (expert_norm[a] != expert_norm[b]) return expert_norm[a] > expert_norm[b];
-                    return a < b;
-                });
+                order_experts_by_router_norm(work.values, n_experts, t.dims[1], expert_norm,
+                                             plan->expert_order + uint64_t(t.layer) * n_experts);
             }
             // Done with the stored bytes (a fused tensor is read once per part; its last part
             // releases it, and a tied head re-reads the embedding's pages).
