@@ -304,14 +304,15 @@ int report_usage(const char *command, const std::string &message, bool json) {
     return kExitUsage;
 }
 
-std::string wrap(const std::string &text, size_t indent, size_t width) {
+std::string wrap(const std::string &text, size_t indent, size_t width, size_t first_column) {
+    if (first_column == size_t(-1)) first_column = indent;
     std::string out, line;
     size_t pos = 0;
     while (pos < text.size()) {
         size_t sp = text.find(' ', pos);
         std::string word = text.substr(pos, sp == std::string::npos ? std::string::npos : sp - pos);
         pos = sp == std::string::npos ? text.size() : sp + 1;
-        size_t lead = out.empty() ? 0 : indent;
+        size_t lead = out.empty() ? first_column : indent;
         if (!line.empty() && lead + line.size() + 1 + word.size() > width) {
             out += (out.empty() ? "" : "\n" + std::string(indent, ' ')) + line;
             line.clear();

@@ -93,9 +93,10 @@ int report_usage(const char *command, const std::string &message, bool json);
 std::string json_escape(const std::string &s);
 // Lower-case hex of bytes.
 std::string hex_bytes(const std::string &s);
-// text broken at spaces into lines of at most width columns; every line after the first starts
-// with indent spaces.  For long messages on a terminal.
-std::string wrap(const std::string &text, size_t indent, size_t width = 100);
+// text broken at spaces into lines that end by column `width`; every line after the first starts
+// with indent spaces; the first starts at first_column (default: indent, i.e. the caller printed a
+// label of that width).  For long messages on a terminal.
+std::string wrap(const std::string &text, size_t indent, size_t width = 100, size_t first_column = size_t(-1));
 // "512 B", "1.5 KiB", "3.20 GiB".
 std::string human_bytes(uint64_t n);
 

@@ -438,7 +438,7 @@ int cmd_convert(int argc, char **argv) {
         std::fprintf(stderr, "  disabled    %s\n", wrap(d, 14).c_str());
     }
     // Last, so that they are what the user sees: fallbacks that change what was written.
-    for (const std::string &w : warnings) std::fprintf(stderr, "%s\n", wrap("stk convert: WARNING: " + w, 4).c_str());
+    for (const std::string &w : warnings) std::fprintf(stderr, "%s\n", wrap("stk convert: WARNING: " + w, 4, 100, 0).c_str());
     stk_close(job);
     std::free(arena);
     return exit_code;

@@ -293,8 +293,19 @@ static int inspect_generation(const std::string &dir, bool json) {
     std::printf("\nThe manifest was decoded and validated; stk check also hashes every array.\n");
     if (!m.records.empty()) {
         std::printf("\nrecords\n");
-        for (const ManifestRecord &r : m.records)
-            std::printf("  %-16s %-24s %s\n", record_kind_name(r.kind), stk_stage_name(stk_stage(r.stage)), r.text);
+        // kind and stage in columns, the text wrapped under its own column so that rows fit 100
+        // characters; value and bound when the record holds them.
+        for (const ManifestRecord &r : m.records) {
+            char head[64];
+            std::snprintf(head, sizeof head, "  %-16s %-24s ", record_kind_name(r.kind), stk_stage_name(stk_stage(r.stage)));
+            std::string text = r.text;
+            if (r.value != 0 || r.bound != 0) {
+                char vb[64];
+                std::snprintf(vb, sizeof vb, " [value %.6g, bound %.6g]", r.value, r.bound);
+                text += vb;
+            }
+            std::printf("%s%s\n", head, wrap(text, std::strlen(head)).c_str());
+        }
     }
     return kExitOk;
 }
