@@ -57,6 +57,18 @@ constexpr float kLwtMinScale = 0x1p-100f, kLwtMaxScale = 0x1p100f;
 // A scale below 2^-100 (all-zero or vanishing tensors) becomes 1.  Float dtypes: {1, 0}.
 LwtQuant lwt_choose_quant(LwtDType t, const float *v, uint64_t n);
 
+// The same rule over values that arrive in chunks (export streams tensors): add every chunk in
+// element order (the ternary/binary mean sums in that order, so the scale is the one
+// lwt_choose_quant gives for the whole tensor), then lwt_quant_from_stats.  lwt_stats_add returns
+// false when one of the n values is NaN or infinite (the stats are then meaningless).
+struct LwtQuantStats {
+    float absmax = 0.0f, lo = 0.0f, hi = 0.0f;  // lo <= 0 <= hi
+    double sum_abs = 0.0;                       // ternary and binary only
+    uint64_t n = 0;
+};
+bool lwt_stats_add(LwtDType t, LwtQuantStats *s, const float *v, uint64_t n);
+LwtQuant lwt_quant_from_stats(LwtDType t, const LwtQuantStats &s);
+
 // One value -> its stored field (the low lwt_dtype_bits bits), and back.  Round half to even
 // (the FE_TONEAREST default), then clamp to the dtype's code range.
 uint32_t lwt_encode(LwtDType t, float v, LwtQuant q);
@@ -65,13 +77,19 @@ float lwt_decode(LwtDType t, uint32_t field, LwtQuant q);
 inline bool lwt_field_valid(LwtDType t, uint32_t field) { return !(t == LwtDType::TERNARY && field == 2); }
 
 // Pack n values into lwt_packed_bytes(t, n) bytes at out (every byte written; the unused low bits
-// of the last byte are zero).  Bit order: 4-bit fields high nibble first (even index -> bits 7..4),
+// of the last byte are zero).  Values must be finite for the integer dtypes (lwt_quantize_tensor
+// checks).  Highway kernels do the bulk, the scalar reference the tail.  Bit order: 4-bit fields high nibble first (even index -> bits 7..4),
 // 2-bit fields at shift 6 - 2*(i%4), 1-bit fields MSB first; 16/32-bit fields little-endian.
 void lwt_pack(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out);
 
 // Unpack n values.  Returns n on success, or the index of the first element whose field is
 // invalid (lwt_field_valid), or n + 1 when padding bits after the last element are not zero.
 uint64_t lwt_unpack(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out);
+
+// The scalar reference code of lwt_pack / lwt_unpack (the Highway kernels in
+// kernels/lowbit_kernels.cc must match it bit for bit; tests and the bench compare them).
+void lwt_pack_scalar(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out);
+uint64_t lwt_unpack_scalar(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out);
 
 // The stored field of element i (for tests and the inspector).
 uint32_t lwt_field_at(LwtDType t, const uint8_t *in, uint64_t i);
