@@ -676,6 +676,52 @@ static void test_kernels_every_target(void **) {
     assert_int_equal(tested, targets.size());
 }
 
+// The writer in parts (what streaming export uses): a tensor appended in pieces of 1, 7 and the
+// rest gives the bytes of write_tensor, and the misuses are refused without a file.
+static void test_writer_parts(void **) {
+    std::string dir = make_temp_dir("lwt_parts");
+    LwtHeader h;
+    h.model_type = "test";
+    std::vector<uint8_t> a(100), b(3);
+    for (size_t i = 0; i < a.size(); i++) a[i] = uint8_t(i * 37 + 1);
+    auto specs = [] { return std::vector<LwtTensorSpec>{{"a", LwtDType::U8, {100}}, {"b", LwtDType::I4, {6}}}; };
+    {
+        LwtWriter w(dir + "/whole.lwt", h, specs());
+        w.write_tensor(0, a.data(), a.size(), LwtQuant{0.5f, 3});
+        w.write_tensor(1, b.data(), b.size(), LwtQuant{0.25f, 0});
+        w.commit();
+    }
+    {
+        LwtWriter w(dir + "/parts.lwt", h, specs());
+        w.begin_tensor(0, LwtQuant{0.5f, 3});
+        w.append(a.data(), 1);
+        w.append(a.data() + 1, 7);
+        w.append(a.data() + 8, 0);
+        w.append(a.data() + 8, 92);
+        w.end_tensor();
+        w.begin_tensor(1, LwtQuant{0.25f, 0});
+        w.append(b.data(), 3);
+        w.end_tensor();
+        w.commit();
+    }
+    assert_true(read_bytes(dir + "/whole.lwt") == read_bytes(dir + "/parts.lwt"));
+    LwtFile f(dir + "/parts.lwt");
+    assert_int_equal(f.computed_crc32(), f.header().data_crc32);
+    {
+        LwtWriter w(dir + "/bad.lwt", h, specs());
+        expect_error(STK_E_INTERNAL, [&] { w.append(a.data(), 1); });     // outside a tensor
+        expect_error(STK_E_INTERNAL, [&] { w.begin_tensor(1, {}); });     // out of order
+        w.begin_tensor(0, LwtQuant{0.5f, 3});
+        w.append(a.data(), 60);
+        expect_error(STK_E_INTERNAL, [&] { w.append(a.data(), 41); });    // past size_bytes
+        expect_error(STK_E_INTERNAL, [&] { w.end_tensor(); });            // 60 of 100 bytes
+        expect_error(STK_E_INTERNAL, [&] { w.commit(); });                // tensor still open
+    }
+    assert_false(file_exists(dir + "/bad.lwt"));
+    std::string cmd = "test $(ls -A '" + dir + "' | wc -l) -eq 2";  // no temporary left behind
+    assert_int_equal(std::system(cmd.c_str()), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32),
@@ -690,6 +736,7 @@ int main(void) {
         cmocka_unit_test(test_round_trips),
         cmocka_unit_test(test_writer_refusals),
         cmocka_unit_test(test_kernels_every_target),
+        cmocka_unit_test(test_writer_parts),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
