@@ -722,6 +722,28 @@ static void test_writer_parts(void **) {
     assert_int_equal(std::system(cmd.c_str()), 0);
 }
 
+// The ternary/binary scale is the exact mean |v|: the same bits for any order of the values
+// (reversed, shuffled), within 1 ulp of a long double sum, and exact at the ends of the exponent
+// range.
+static void test_mean_abs_exact(void **) {
+    std::vector<float> w = weight_like(100003, 9);
+    for (LwtDType t : {LwtDType::TERNARY, LwtDType::BINARY}) {
+        LwtQuant q = lwt_choose_quant(t, w.data(), w.size());
+        std::vector<float> r(w.rbegin(), w.rend()), sh = w;
+        for (size_t i = sh.size() - 1; i > 0; i--) std::swap(sh[i], sh[(i * 2654435761u) % (i + 1)]);
+        assert_int_equal(f_bits(lwt_choose_quant(t, r.data(), r.size()).scale), f_bits(q.scale));
+        assert_int_equal(f_bits(lwt_choose_quant(t, sh.data(), sh.size()).scale), f_bits(q.scale));
+        long double sum = 0;
+        for (float x : w) sum += std::fabs((long double)x);
+        float want = float(sum / w.size());
+        assert_true(std::fabs(double(q.scale) - double(want)) <= double(std::nextafter(want, 1.0f) - want));
+    }
+    // Subnormals and the largest floats land in the first and last exponent entries.
+    std::vector<float> e = {0x1p-149f, -0x1p-149f, 0x1.fffffep127f, 3.0f};
+    LwtQuant q = lwt_choose_quant(LwtDType::TERNARY, e.data(), e.size());
+    assert_int_equal(f_bits(q.scale), f_bits(float((0x1p-148 + double(0x1.fffffep127f) + 3.0) / 4.0)));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32),
@@ -737,6 +759,7 @@ int main(void) {
         cmocka_unit_test(test_writer_refusals),
         cmocka_unit_test(test_kernels_every_target),
         cmocka_unit_test(test_writer_parts),
+        cmocka_unit_test(test_mean_abs_exact),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

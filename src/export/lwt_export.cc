@@ -268,11 +268,9 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
         const bool quantised = !lwt_dtype_is_float(lt.dtype);
         if (quantised) {  // pass 1: the quantisation rule's statistics, from the mapped source
             LwtQuantStats st;
-            // The mean |v| of ternary / binary sums in stored order; absmax, min and max do not
-            // depend on the order, so the others read the source as it lies.
-            const bool ordered = lt.dtype == LwtDType::TERNARY || lt.dtype == LwtDType::BINARY;
+            // Every statistic is exact and order-independent: read the source as it lies.
             for (uint64_t first = 0, k = 0; first < r.n_elements; first += k) {
-                const float *v = ordered ? src.read(first, &k, values.data(), tile) : src.read_source(first, &k, values.data());
+                const float *v = src.read_source(first, &k, values.data());
                 if (!lwt_stats_add(lt.dtype, &st, v, k)) refuse_nonfinite();
             }
             q = lwt_quant_from_stats(lt.dtype, st);

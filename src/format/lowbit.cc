@@ -1,6 +1,7 @@
 // Native bit-packing of .lwt tensors: see lowbit.h and docs/format.md (".lwt element types").
 #include "format/lowbit.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -127,6 +128,41 @@ uint16_t f32_to_bf16_rne(float v) {
     return uint16_t((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
 }
 
+namespace {
+
+// Exact, order-independent sum of |v| (see LwtQuantStats): four interleaved sets of per-exponent
+// sums so that runs of equal exponents do not serialise on one memory location.
+void add_abs_sum(LwtQuantStats *s, const float *v, uint64_t n) {
+    constexpr unsigned B = LwtQuantStats::kExpBins;
+    for (uint64_t done = 0; done < n;) {
+        // Each entry grows by < 2^24 per value: carry at most every 2^38 values.
+        if (s->n + done >= (1ull << 38) && (s->n + done) % (1ull << 38) == 0)
+            for (unsigned e = 0; e + 1 < B; e++) {
+                s->abs_sum[e + 1] += s->abs_sum[e] >> 1;  // entry e + 1 is worth twice entry e
+                s->abs_sum[e] &= 1;
+            }
+        const uint64_t k = std::min<uint64_t>(n - done, (1ull << 38) - (s->n + done) % (1ull << 38));
+        uint64_t bins[4][256] = {};
+        const float *p = v + done;
+        uint64_t i = 0;
+        auto put = [&](uint64_t *b, float f) {
+            uint32_t x = bits_of(f) & 0x7FFFFFFFu, e = x >> 23, m = x & 0x7FFFFFu;
+            b[e ? e : 1] += e ? (m | 0x800000u) : m;
+        };
+        for (; i + 4 <= k; i += 4) {
+            put(bins[0], p[i]);
+            put(bins[1], p[i + 1]);
+            put(bins[2], p[i + 2]);
+            put(bins[3], p[i + 3]);
+        }
+        for (; i < k; i++) put(bins[0], p[i]);
+        for (unsigned e = 0; e < 256; e++) s->abs_sum[e] += bins[0][e] + bins[1][e] + bins[2][e] + bins[3][e];
+        done += k;
+    }
+}
+
+}  // namespace
+
 bool lwt_stats_add(LwtDType t, LwtQuantStats *s, const float *v, uint64_t n) {
     uint64_t done = kernels::lwt_minmax_bulk(v, n, &s->absmax, &s->lo, &s->hi);
     if (done == UINT64_MAX) return false;
@@ -137,8 +173,7 @@ bool lwt_stats_add(LwtDType t, LwtQuantStats *s, const float *v, uint64_t n) {
         s->lo = v[i] < s->lo ? v[i] : s->lo;
         s->hi = v[i] > s->hi ? v[i] : s->hi;
     }
-    if (t == LwtDType::TERNARY || t == LwtDType::BINARY)
-        for (uint64_t i = 0; i < n; i++) s->sum_abs += std::fabs(double(v[i]));  // in order: see lowbit.h
+    if (t == LwtDType::TERNARY || t == LwtDType::BINARY) add_abs_sum(s, v, n);
     s->n += n;
     return true;
 }
@@ -156,7 +191,11 @@ LwtQuant lwt_quant_from_stats(LwtDType t, const LwtQuantStats &s) {
         return q;
     }
     if (t == LwtDType::TERNARY || t == LwtDType::BINARY) {
-        scale = s.n ? float(s.sum_abs / double(s.n)) : 1.0f;
+        // The integer sums to binary64, smallest exponent first (deterministic: they are exact).
+        double sum = 0.0;
+        for (unsigned e = 0; e < LwtQuantStats::kExpBins; e++)
+            if (s.abs_sum[e]) sum += std::ldexp(double(s.abs_sum[e]), int(e) - 150);
+        scale = s.n ? float(sum / double(s.n)) : 1.0f;
     } else {
         double qmax = t == LwtDType::FP4 ? 6.0 : double(signed_hi(t));
         scale = float(double(s.absmax) / qmax);

@@ -53,18 +53,23 @@ constexpr float kLwtMinScale = 0x1p-100f, kLwtMaxScale = 0x1p100f;
 //   unsigned:    affine over [min(min,0), max(max,0)]: scale = range / (2^N - 1),
 //                zero_point = clamp(rne(-lo / scale), 0, 2^N - 1)
 //   fp4 (E2M1):  scale = absmax / 6
-//   ternary, binary: scale = mean(|v|)
+//   ternary, binary: scale = mean(|v|): the exact sum of |v| (integers per binary exponent, so it
+//                    does not depend on the order the values come in), see lwt_quant_from_stats
 // A scale below 2^-100 (all-zero or vanishing tensors) becomes 1.  Float dtypes: {1, 0}.
 LwtQuant lwt_choose_quant(LwtDType t, const float *v, uint64_t n);
 
-// The same rule over values that arrive in chunks (export streams tensors): add every chunk in
-// element order (the ternary/binary mean sums in that order, so the scale is the one
-// lwt_choose_quant gives for the whole tensor), then lwt_quant_from_stats.  lwt_stats_add returns
-// false when one of the n values is NaN or infinite (the stats are then meaningless).
+// The same rule over values that arrive in chunks, in any order (export streams tensors and
+// reads transposed ones in source order): add every chunk, then lwt_quant_from_stats.  Every
+// statistic is exact (absmax, min, max, and the sum of |v| as integers per exponent), so the
+// parameters equal lwt_choose_quant's over the whole tensor.  lwt_stats_add returns false when
+// one of the n values is NaN or infinite (the stats are then meaningless).
 struct LwtQuantStats {
     float absmax = 0.0f, lo = 0.0f, hi = 0.0f;  // lo <= 0 <= hi
-    double sum_abs = 0.0;                       // ternary and binary only
     uint64_t n = 0;
+    // Ternary and binary: |v| = m * 2^(e - 150) with m < 2^24 for exponent field e (subnormals:
+    // e = 1), summed per e.  Carried into the next entry before any could overflow.
+    static constexpr unsigned kExpBins = 320;
+    uint64_t abs_sum[kExpBins] = {};
 };
 bool lwt_stats_add(LwtDType t, LwtQuantStats *s, const float *v, uint64_t n);
 LwtQuant lwt_quant_from_stats(LwtDType t, const LwtQuantStats &s);
