@@ -2,6 +2,7 @@
 // every dtype, bit orders, the quantisation rules, the byte-exact test vector of docs/format.md,
 // every refusal of the reader, and the round trips (load -> save, quantise -> save -> load ->
 // save) byte for byte.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -10,7 +11,10 @@
 #include "core/mapped_file.h"
 #include "format/lowbit.h"
 #include "format/lwt.h"
+#include "kernels/lowbit_kernels.h"
 #include "test_util.h"
+
+#include <hwy/targets.h>
 
 using namespace stk;
 using namespace stk::test;
@@ -536,6 +540,210 @@ static void test_writer_refusals(void **) {
     assert_int_equal(std::system(cmd.c_str()), 0);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The Highway kernels against the scalar reference, on every target this CPU runs (pinned one at
+// a time): pack bytes and unpacked bits identical for every code of every dtype, for the ties
+// between codes, for values beyond the range, for every byte value, and at lengths around the
+// vector widths (the kernels do a multiple of 8 lanes, the reference the tail).
+
+namespace {
+
+// Values that probe dtype t under q: each code's value, the midpoints between adjacent codes
+// (ties), values just beside them, out-of-range and signed zeros; float dtypes: every f16/bf16
+// value, the halfway points between neighbours and the f32 specials.
+std::vector<float> probe_values(LwtDType t, LwtQuant q) {
+    std::vector<float> v = {0.0f, -0.0f, 1e30f, -1e30f, q.scale * 1000.0f, -q.scale * 1000.0f};
+    if (lwt_dtype_is_float(t)) {
+        for (uint32_t h = 0; h < 65536; h++) {
+            uint32_t base = t == LwtDType::F16 ? f_bits(lwt_decode(LwtDType::F16, h, q)) : h << 16;
+            uint32_t next = t == LwtDType::F16 ? f_bits(lwt_decode(LwtDType::F16, (h + 1) & 0xFFFF, q)) : ((h + 1) & 0xFFFF) << 16;
+            float a = bits_f(base), b = bits_f(next);
+            v.push_back(a);
+            if (std::isfinite(a) && std::isfinite(b) && (a < 0) == (b < 0)) {
+                float mid = float((double(a) + double(b)) / 2);  // exact tie for bf16; f16 ties too
+                v.push_back(mid);
+                v.push_back(std::nextafter(mid, 0.0f));
+                v.push_back(std::nextafter(mid, a > 0 ? 1e38f : -1e38f));
+            }
+        }
+        for (uint32_t b : {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0x7FBFFFFFu, 0x00000001u, 0x80400000u,
+                           0x477FF000u, 0x477FEFFFu, 0x477FFFFFu, 0x33000000u, 0x33000001u, 0x387FC000u, 0x7F7FFFFFu})
+            v.push_back(bits_f(b));
+        return v;
+    }
+    const unsigned b = lwt_dtype_bits(t);
+    std::vector<float> codes;
+    for (uint32_t f = 0; f < (1u << b); f++)
+        if (lwt_field_valid(t, f)) codes.push_back(lwt_decode(t, f, q));
+    std::sort(codes.begin(), codes.end());
+    for (size_t i = 0; i < codes.size(); i++) {
+        v.push_back(codes[i]);
+        v.push_back(std::nextafter(codes[i], 1e38f));
+        v.push_back(std::nextafter(codes[i], -1e38f));
+        if (i + 1 < codes.size()) {
+            float mid = float((double(codes[i]) + double(codes[i + 1])) / 2);
+            v.push_back(mid);
+            v.push_back(std::nextafter(mid, 1e38f));
+            v.push_back(std::nextafter(mid, -1e38f));
+        }
+    }
+    return v;
+}
+
+// Pack v[0..n) with the kernels (lwt_pack) and with the reference; compare; the same for
+// unpacking the reference's bytes.  Returns false (with a message) on the first difference.
+bool same_as_reference(LwtDType t, LwtQuant q, const float *v, uint64_t n, const char *what) {
+    uint64_t nb = 0;
+    lwt_packed_bytes(t, n, &nb);
+    std::vector<uint8_t> got(nb + 1, 0xAA), want(nb + 1, 0xAA);
+    lwt_pack(t, v, n, q, got.data());
+    lwt_pack_scalar(t, v, n, q, want.data());
+    for (uint64_t i = 0; i <= nb; i++)
+        if (got[i] != want[i]) {
+            print_error("%s %s (%s, n=%llu): packed byte %llu is %02x, reference %02x\n", kernels::lowbit_target_name().c_str(),
+                        lwt_dtype_name(t), what, (unsigned long long)n, (unsigned long long)i, got[i], want[i]);
+            return false;
+        }
+    std::vector<float> a(n + 1, 7.0f), b(n + 1, 7.0f);
+    uint64_t ra = lwt_unpack(t, want.data(), n, q, a.data()), rb = lwt_unpack_scalar(t, want.data(), n, q, b.data());
+    if (ra != rb || std::memcmp(a.data(), b.data(), (n + 1) * 4) != 0) {
+        print_error("%s %s (%s, n=%llu): unpack differs from the reference (returns %llu / %llu)\n",
+                    kernels::lowbit_target_name().c_str(), lwt_dtype_name(t), what, (unsigned long long)n, (unsigned long long)ra,
+                    (unsigned long long)rb);
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+static void test_kernels_every_target(void **) {
+    std::vector<int64_t> targets = kernels::lowbit_targets();
+    assert_true(targets.size() >= 2);  // at least one vector target and the scalar fallback on x86-64
+    const std::vector<float> w = weight_like(5000, 3);
+    uint64_t tested = 0;
+    for (int64_t target : targets) {
+        hwy::SetSupportedTargetsForTest(target);
+        assert_string_equal(kernels::lowbit_target_name().c_str(), hwy::TargetName(target));
+        for (LwtDType t : kAll) {
+            const uint32_t umax = lwt_unsigned_max(t);
+            for (float scale : {1.0f, 0.0173f, 0x1p-100f}) {
+                LwtQuant q{lwt_dtype_is_float(t) ? 1.0f : scale, umax ? (umax + 1) / 2 - 1 : 0};
+                std::vector<float> v = probe_values(t, q);
+                assert_true(same_as_reference(t, q, v.data(), v.size(), "every code and tie"));
+                if (lwt_dtype_is_float(t)) break;
+            }
+            // Every length up to 3 vectors of 16 lanes at every 4-byte misalignment, then longer.
+            LwtQuant q = lwt_choose_quant(t, w.data(), w.size());
+            for (uint64_t off = 0; off < 4; off++)
+                for (uint64_t n = 0; n <= 200; n++) assert_true(same_as_reference(t, q, w.data() + off, n, "short lengths"));
+            for (uint64_t n : {255u, 256u, 257u, 1023u, 4096u, 4999u}) assert_true(same_as_reference(t, q, w.data(), n, "weights"));
+            // Every byte value as packed input (ternary's invalid field included: the same first
+            // invalid index is reported), at lengths that end inside a byte.
+            if (lwt_dtype_bits(t) <= 8) {
+                std::vector<uint8_t> bytes(4096);
+                for (size_t i = 0; i < bytes.size(); i++) bytes[i] = uint8_t(i * 167 + i / 256);
+                unsigned per = 8 / lwt_dtype_bits(t);
+                for (uint64_t n : {uint64_t(4096 * per), uint64_t(4096 * per - 1), uint64_t(1000 * per + 1)}) {
+                    std::vector<float> a(n), b(n);
+                    uint64_t ra = lwt_unpack(t, bytes.data(), n, q, a.data()), rb = lwt_unpack_scalar(t, bytes.data(), n, q, b.data());
+                    assert_int_equal(ra, rb);
+                    if (ra == n) assert_memory_equal(a.data(), b.data(), n * 4);
+                }
+                if (t == LwtDType::TERNARY) {  // the first invalid field found past the vector bulk
+                    std::vector<uint8_t> ok(512, 0x45);  // fields 1, 0, 1, 1
+                    ok[300] = 0x48;                       // fields 1, 0, 2, 0: element 1202 is invalid
+                    std::vector<float> a(2048);
+                    assert_int_equal(lwt_unpack(t, ok.data(), 2048, q, a.data()), 1202);
+                }
+            }
+            // Statistics: chunked in odd sizes equals the whole (what streaming export relies on).
+            LwtQuantStats st;
+            for (uint64_t at = 0; at < w.size(); at += 333) assert_true(lwt_stats_add(t, &st, w.data() + at, std::min<uint64_t>(333, w.size() - at)));
+            LwtQuant qs = lwt_quant_from_stats(t, st);
+            assert_int_equal(f_bits(qs.scale), f_bits(q.scale));
+            assert_int_equal(qs.zero_point, q.zero_point);
+            std::vector<float> bad(w.begin(), w.begin() + 100);
+            bad[77] = std::nanf("");
+            LwtQuantStats sb;
+            assert_false(lwt_stats_add(t, &sb, bad.data(), bad.size()));
+            bad[77] = -INFINITY;
+            assert_false(lwt_stats_add(t, &sb, bad.data(), bad.size()));
+        }
+        tested++;
+    }
+    hwy::SetSupportedTargetsForTest(0);
+    assert_int_equal(tested, targets.size());
+}
+
+// The writer in parts (what streaming export uses): a tensor appended in pieces of 1, 7 and the
+// rest gives the bytes of write_tensor, and the misuses are refused without a file.
+static void test_writer_parts(void **) {
+    std::string dir = make_temp_dir("lwt_parts");
+    LwtHeader h;
+    h.model_type = "test";
+    std::vector<uint8_t> a(100), b(3);
+    for (size_t i = 0; i < a.size(); i++) a[i] = uint8_t(i * 37 + 1);
+    auto specs = [] { return std::vector<LwtTensorSpec>{{"a", LwtDType::U8, {100}}, {"b", LwtDType::I4, {6}}}; };
+    {
+        LwtWriter w(dir + "/whole.lwt", h, specs());
+        w.write_tensor(0, a.data(), a.size(), LwtQuant{0.5f, 3});
+        w.write_tensor(1, b.data(), b.size(), LwtQuant{0.25f, 0});
+        w.commit();
+    }
+    {
+        LwtWriter w(dir + "/parts.lwt", h, specs());
+        w.begin_tensor(0, LwtQuant{0.5f, 3});
+        w.append(a.data(), 1);
+        w.append(a.data() + 1, 7);
+        w.append(a.data() + 8, 0);
+        w.append(a.data() + 8, 92);
+        w.end_tensor();
+        w.begin_tensor(1, LwtQuant{0.25f, 0});
+        w.append(b.data(), 3);
+        w.end_tensor();
+        w.commit();
+    }
+    assert_true(read_bytes(dir + "/whole.lwt") == read_bytes(dir + "/parts.lwt"));
+    LwtFile f(dir + "/parts.lwt");
+    assert_int_equal(f.computed_crc32(), f.header().data_crc32);
+    {
+        LwtWriter w(dir + "/bad.lwt", h, specs());
+        expect_error(STK_E_INTERNAL, [&] { w.append(a.data(), 1); });     // outside a tensor
+        expect_error(STK_E_INTERNAL, [&] { w.begin_tensor(1, {}); });     // out of order
+        w.begin_tensor(0, LwtQuant{0.5f, 3});
+        w.append(a.data(), 60);
+        expect_error(STK_E_INTERNAL, [&] { w.append(a.data(), 41); });    // past size_bytes
+        expect_error(STK_E_INTERNAL, [&] { w.end_tensor(); });            // 60 of 100 bytes
+        expect_error(STK_E_INTERNAL, [&] { w.commit(); });                // tensor still open
+    }
+    assert_false(file_exists(dir + "/bad.lwt"));
+    std::string cmd = "test $(ls -A '" + dir + "' | wc -l) -eq 2";  // no temporary left behind
+    assert_int_equal(std::system(cmd.c_str()), 0);
+}
+
+// The ternary/binary scale is the exact mean |v|: the same bits for any order of the values
+// (reversed, shuffled), within 1 ulp of a long double sum, and exact at the ends of the exponent
+// range.
+static void test_mean_abs_exact(void **) {
+    std::vector<float> w = weight_like(100003, 9);
+    for (LwtDType t : {LwtDType::TERNARY, LwtDType::BINARY}) {
+        LwtQuant q = lwt_choose_quant(t, w.data(), w.size());
+        std::vector<float> r(w.rbegin(), w.rend()), sh = w;
+        for (size_t i = sh.size() - 1; i > 0; i--) std::swap(sh[i], sh[(i * 2654435761u) % (i + 1)]);
+        assert_int_equal(f_bits(lwt_choose_quant(t, r.data(), r.size()).scale), f_bits(q.scale));
+        assert_int_equal(f_bits(lwt_choose_quant(t, sh.data(), sh.size()).scale), f_bits(q.scale));
+        long double sum = 0;
+        for (float x : w) sum += std::fabs((long double)x);
+        float want = float(sum / w.size());
+        assert_true(std::fabs(double(q.scale) - double(want)) <= double(std::nextafter(want, 1.0f) - want));
+    }
+    // Subnormals and the largest floats land in the first and last exponent entries.
+    std::vector<float> e = {0x1p-149f, -0x1p-149f, 0x1.fffffep127f, 3.0f};
+    LwtQuant q = lwt_choose_quant(LwtDType::TERNARY, e.data(), e.size());
+    assert_int_equal(f_bits(q.scale), f_bits(float((0x1p-148 + double(0x1.fffffep127f) + 3.0) / 4.0)));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32),
@@ -549,6 +757,9 @@ int main(void) {
         cmocka_unit_test(test_reader_refusals),
         cmocka_unit_test(test_round_trips),
         cmocka_unit_test(test_writer_refusals),
+        cmocka_unit_test(test_kernels_every_target),
+        cmocka_unit_test(test_writer_parts),
+        cmocka_unit_test(test_mean_abs_exact),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

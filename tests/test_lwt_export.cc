@@ -331,6 +331,66 @@ static void test_cli(void **) {
     assert_int_equal(r.exit_code, 1);
 }
 
+// Streaming export: the bytes do not depend on the chunk size (chunks of 8 values, of 24 with
+// transposed tiles cut mid-tile, the default, and one chunk per tensor), and every tensor's
+// packed bytes equal quantising the whole tensor at once (lwt_quantize_tensor over the source
+// values in stored order); a NaN is reported at the same element whatever the chunking.
+static void test_streaming_chunks_same_bytes(void **) {
+    std::string dir = make_temp_dir("lwt_chunks");
+    auto export_chunked = [&](const std::string &in, const std::string &out, LwtDType dt, uint64_t chunk) {
+        LwtExportOptions o;
+        o.in = in;
+        o.out = out;
+        o.dtype = dt;
+        o.chunk_elements = chunk;
+        return export_lwt(o);
+    };
+    for (const char *fam : kFamilies) {
+        std::string in = test_data(std::string("models/") + fam);
+        auto desc = describe_model(in);
+        for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++) {
+            LwtDType dt = LwtDType(c);
+            std::string base = dir + "/" + fam + "." + lwt_dtype_name(dt);
+            LwtExportResult r8 = export_chunked(in, base + ".8.lwt", dt, 8);
+            // One chunk of 8 values, or 8 transposed rows (gpt2's mlp.c_proj: 8 x 128 values).
+            assert_int_equal(r8.peak_buffer_bytes, std::string(fam) == "gpt2" ? 4 * 8 * 128 : 4 * 8);
+            std::vector<uint8_t> want = read_bytes(base + ".8.lwt");
+            for (uint64_t chunk : {uint64_t(3), uint64_t(24), uint64_t(0), uint64_t(1) << 30}) {
+                std::string p = base + "." + std::to_string(chunk) + ".lwt";
+                export_chunked(in, p, dt, chunk);
+                if (read_bytes(p) != want) fail_msg("%s %s: chunk %llu gives other bytes than chunk 8", fam, lwt_dtype_name(dt), (unsigned long long)chunk);
+            }
+            LwtFile f(base + ".8.lwt");
+            for (const LwtTensor &t : f.tensors()) {
+                std::string src_name = t.name;
+                const TensorRef *r = desc->checkpoint->find(src_name);
+                if (!r && src_name.rfind("transformer.", 0) == 0) r = desc->checkpoint->find(src_name.substr(12));
+                assert_non_null(r);
+                std::vector<float> v = source_f32(*desc->checkpoint, *r);
+                bool conv1d = std::string(fam) == "gpt2" && r->shape.size() == 2 && r->name.find("h.") == 0;  // hub Conv1D weights
+                if (conv1d) {
+                    std::vector<float> tr(v.size());  // stored [in, out] -> [out, in]
+                    for (uint64_t a = 0; a < r->shape[0]; a++)
+                        for (uint64_t b = 0; b < r->shape[1]; b++) tr[size_t(b * r->shape[0] + a)] = v[size_t(a * r->shape[1] + b)];
+                    v.swap(tr);
+                }
+                std::vector<uint8_t> packed(size_t(t.size_bytes));
+                LwtQuant q = lwt_quantize_tensor(t.name, t.dtype, v.data(), t.n_elements, nullptr, packed.data());
+                assert_int_equal(f_bits(q.scale), f_bits(t.quant.scale));
+                assert_int_equal(q.zero_point, t.quant.zero_point);
+                assert_memory_equal(packed.data(), f.tensor_data(t), packed.size());
+            }
+        }
+    }
+    for (LwtDType dt : {LwtDType::F32, LwtDType::I4}) {
+        std::string m0 = expect_error(STK_E_NONFINITE, [&] { export_chunked(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 0); });
+        std::string m8 = expect_error(STK_E_NONFINITE, [&] { export_chunked(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8); });
+        assert_string_equal(m0.c_str(), m8.c_str());
+        assert_contains(m0, "element");
+        assert_false(file_exists(dir + "/nan.lwt"));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt2_bin),
@@ -340,6 +400,7 @@ int main(void) {
         cmocka_unit_test(test_export_refusals),
         cmocka_unit_test(test_c_api),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_streaming_chunks_same_bytes),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -1,6 +1,7 @@
 // HF -> .lwt: see lwt_export.h.
 #include "export/lwt_export.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <set>
 #include <vector>
@@ -32,6 +33,97 @@ std::vector<std::string> gpt2_seed_order(uint32_t n_layers) {
     v.push_back("ln_f.bias");
     return v;
 }
+
+// A tensor's values a chunk at a time, converted from the source dtype: in stored (.lwt) order
+// (Conv1D weights transposed from the source's [rows, cols] to [cols, rows]) or in source order
+// (for what does not depend on the order).  A contiguous, aligned f32 source is not copied: the
+// chunk points into the mapping.  Source pages already read are released every kReleaseBytes,
+// so the mapping's resident part stays small.
+class TensorChunks {
+public:
+    TensorChunks(const Checkpoint &ck, const TensorRef &r, const uint8_t *bytes, bool transpose, uint64_t chunk)
+        : ck_(ck), r_(r), bytes_(bytes), transpose_(transpose) {
+        const uint64_t n8 = (r.n_elements + 7) / 8 * 8;
+        if (!transpose) {
+            chunk_ = std::min(chunk, n8);
+        } else {
+            rows_ = r.shape[0], cols_ = r.shape[1];
+            // Whole output rows (of `rows_` values), a multiple of 8 of them: chunks end on a byte.
+            uint64_t kb = std::max<uint64_t>(8, chunk / std::max<uint64_t>(rows_, 1) / 8 * 8);
+            chunk_ = std::min<uint64_t>(kb, (cols_ + 7) / 8 * 8) * rows_;
+        }
+        if (!chunk_) chunk_ = 8;
+        source_chunk_ = std::min(chunk, n8);
+        if (!source_chunk_) source_chunk_ = 8;
+        elem_bytes_ = r.n_elements ? r.n_bytes / r.n_elements : 0;
+        contiguous_ = r.strides.empty() && elem_bytes_ > 0;
+        zero_copy_ = contiguous_ && r.dtype == SrcDType::F32 && reinterpret_cast<uintptr_t>(bytes) % alignof(float) == 0;
+    }
+    // Elements per chunk (a multiple of 8 but for the last), stored and source order.
+    uint64_t chunk_elements() const { return chunk_; }
+    uint64_t source_chunk_elements() const { return source_chunk_; }
+    // The largest buffer read() and read_source() need (elements).
+    uint64_t buffer_elements() const { return std::max(chunk_, source_chunk_); }
+
+    // Values [first, first + k) in stored order, k = min(chunk, n - first): in buf, or in the
+    // mapping.  Returns where they are.
+    const float *read(uint64_t first, uint64_t *k_out, float *buf, std::vector<float> &tile) {
+        if (!transpose_) return read_source(first, k_out, buf);
+        const uint64_t k = std::min(chunk_, r_.n_elements - first);
+        *k_out = k;
+        // Output rows [b0, b0 + nb): tiles of kTransposeBlock source rows, each converted as nb
+        // contiguous values, then written column-wise into buf.
+        const uint64_t b0 = first / rows_, nb = k / rows_;
+        if (zero_copy_) {  // f32 in the mapping: transpose straight from it, 8 x 8 blocks
+            const float *src = reinterpret_cast<const float *>(bytes_);
+            for (uint64_t a0 = 0; a0 < rows_; a0 += 8)
+                for (uint64_t c0 = 0; c0 < nb; c0 += 8) {
+                    const uint64_t na = std::min<uint64_t>(8, rows_ - a0), nc = std::min<uint64_t>(8, nb - c0);
+                    for (uint64_t a = 0; a < na; a++)
+                        for (uint64_t c = 0; c < nc; c++) buf[(c0 + c) * rows_ + a0 + a] = src[(a0 + a) * cols_ + b0 + c0 + c];
+                }
+            return buf;
+        }
+        tile.resize(size_t(kTransposeBlock * nb));
+        for (uint64_t a0 = 0; a0 < rows_; a0 += kTransposeBlock) {
+            const uint64_t na = std::min<uint64_t>(kTransposeBlock, rows_ - a0);
+            for (uint64_t a = 0; a < na; a++) convert_to_f32(r_, bytes_, (a0 + a) * cols_ + b0, nb, tile.data() + a * nb);
+            for (uint64_t b = 0; b < nb; b++)
+                for (uint64_t a = 0; a < na; a++) buf[b * rows_ + a0 + a] = tile[size_t(a * nb + b)];
+        }
+        return buf;
+    }
+
+    // The same in the source's own element order (source_chunk_elements at a time).
+    const float *read_source(uint64_t first, uint64_t *k_out, float *buf) {
+        const uint64_t k = std::min(source_chunk_, r_.n_elements - first);
+        *k_out = k;
+        const float *at = buf;
+        if (zero_copy_) at = reinterpret_cast<const float *>(bytes_) + first;
+        else convert_to_f32(r_, bytes_, first, k, buf);
+        if (contiguous_) release_through((first + k) * elem_bytes_);
+        return at;
+    }
+
+private:
+    static constexpr uint64_t kReleaseBytes = 16u << 20;
+    // Tell the checkpoint the bytes [released_, end) of a contiguous tensor are done with (a hint:
+    // they are read back from the page cache if touched again).
+    void release_through(uint64_t end) {
+        if (end - released_ < kReleaseBytes && end < r_.n_bytes) return;
+        TensorRef part = r_;
+        part.file_offset = r_.file_offset + released_;
+        part.n_bytes = part.span_bytes = end - released_;
+        ck_.release(part);
+        released_ = end >= r_.n_bytes ? 0 : end;  // a pass that ends starts the next from 0
+    }
+    const Checkpoint &ck_;
+    const TensorRef &r_;
+    const uint8_t *bytes_;
+    bool transpose_;
+    uint64_t rows_ = 0, cols_ = 0, chunk_ = 0, source_chunk_ = 0, elem_bytes_ = 0, released_ = 0;
+    bool contiguous_ = false, zero_copy_ = false;
+};
 
 }  // namespace
 
@@ -124,7 +216,6 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
     std::vector<LwtTensorSpec> layout;
     if (gpt2) layout = gpt2_lwt_layout(c.n_layers, c.d_model, c.vocab_size, c.max_positions, c.ffn_dim);
     std::vector<LwtTensorSpec> specs;
-    uint64_t max_elems = 0;
     for (const Item &it : items) {
         const TensorRef &r = refs[it.source];
         LwtTensorSpec s;
@@ -140,7 +231,6 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
             throw_error(STK_E_PARAM_COUNT, "%s: tensor '%s' would be stored with %zu dims, seed 001 expects '%s' from config.json",
                         r.file.c_str(), r.name.c_str(), s.shape.size(), layout[specs.size()].name.c_str());
         s.dtype = r.shape.size() >= 2 ? opt.dtype : LwtDType::F32;
-        max_elems = r.n_elements > max_elems ? r.n_elements : max_elems;
         specs.push_back(std::move(s));
     }
 
@@ -151,38 +241,57 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
                     p.n_params);
 
     LwtWriter w(opt.out, h, std::move(specs));
-    std::vector<float> values, block;
+    const uint64_t chunk = opt.chunk_elements ? (opt.chunk_elements + 7) / 8 * 8 : kLwtExportChunk;
+    std::vector<float> values, tile;
     std::vector<uint8_t> packed, scratch;
+    uint64_t peak_buffer = 0;
     for (size_t i = 0; i < items.size(); i++) {
         const Item &it = items[i];
         const TensorRef &r = refs[it.source];
         const LwtTensor &lt = w.tensors()[i];
         const uint8_t *bytes = d->checkpoint->tensor_bytes(r, scratch);
-        values.resize(size_t(r.n_elements));
-        if (!it.transpose) {
-            convert_to_f32(r, bytes, 0, r.n_elements, values.data());
-        } else {
-            // Stored [rows, cols] -> [cols, rows], kTransposeBlock stored rows at a time.
-            const uint64_t rows = r.shape[0], cols = r.shape[1];
-            block.resize(size_t(kTransposeBlock * cols));
-            for (uint64_t r0 = 0; r0 < rows; r0 += kTransposeBlock) {
-                uint64_t nr = rows - r0 < kTransposeBlock ? rows - r0 : kTransposeBlock;
-                convert_to_f32(r, bytes, r0 * cols, nr * cols, block.data());
-                for (uint64_t a = 0; a < nr; a++)
-                    for (uint64_t b = 0; b < cols; b++) values[size_t(b * rows + r0 + a)] = block[size_t(a * cols + b)];
+        TensorChunks src(*d->checkpoint, r, bytes, it.transpose, chunk);
+        values.resize(size_t(src.buffer_elements()));
+        peak_buffer = std::max<uint64_t>(peak_buffer, values.size() * 4);
+        // NaN/Inf: named by its element index in stored order, found by a stored-order scan.
+        auto refuse_nonfinite = [&]() {
+            for (uint64_t first = 0, k = 0; first < r.n_elements; first += k) {
+                const float *v = src.read(first, &k, values.data(), tile);
+                uint64_t bad = first_nonfinite(v, k);
+                if (bad < k)
+                    throw_error(STK_E_NONFINITE, "%s: tensor '%s' element %" PRIu64 " is %g; .lwt export refuses NaN/Inf weights",
+                                r.file.c_str(), r.name.c_str(), first + bad, double(v[size_t(bad)]));
             }
+            throw_error(STK_E_INTERNAL, "%s: tensor '%s': a non-finite value went missing", r.file.c_str(), r.name.c_str());
+        };
+        LwtQuant q;
+        const bool quantised = !lwt_dtype_is_float(lt.dtype);
+        if (quantised) {  // pass 1: the quantisation rule's statistics, from the mapped source
+            LwtQuantStats st;
+            // Every statistic is exact and order-independent: read the source as it lies.
+            for (uint64_t first = 0, k = 0; first < r.n_elements; first += k) {
+                const float *v = src.read_source(first, &k, values.data());
+                if (!lwt_stats_add(lt.dtype, &st, v, k)) refuse_nonfinite();
+            }
+            q = lwt_quant_from_stats(lt.dtype, st);
+            lwt_check_quant(lt.name, lt.dtype, q);
         }
-        uint64_t bad = first_nonfinite(values.data(), r.n_elements);
-        if (bad != r.n_elements)
-            throw_error(STK_E_NONFINITE, "%s: tensor '%s' element %" PRIu64 " is %g; .lwt export refuses NaN/Inf weights",
-                        r.file.c_str(), r.name.c_str(), bad, double(values[size_t(bad)]));
-        if (lt.dtype == LwtDType::F32) {  // already the stored bytes: no second buffer
-            w.write_tensor(uint32_t(i), reinterpret_cast<const uint8_t *>(values.data()), lt.size_bytes, LwtQuant{});
-        } else {
-            packed.resize(size_t(lt.size_bytes));
-            LwtQuant q = lwt_quantize_tensor(lt.name, lt.dtype, values.data(), lt.n_elements, nullptr, packed.data());
-            w.write_tensor(uint32_t(i), packed.data(), packed.size(), q);
+        w.begin_tensor(uint32_t(i), q);
+        for (uint64_t first = 0, k = 0; first < r.n_elements; first += k) {  // pass 2
+            const float *v = src.read(first, &k, values.data(), tile);
+            LwtQuantStats finite;
+            if (!quantised && !lwt_stats_add(lt.dtype, &finite, v, k)) refuse_nonfinite();
+            uint64_t nb = 0;
+            lwt_packed_bytes(lt.dtype, k, &nb);
+            if (lt.dtype == LwtDType::F32) {  // already the stored bytes
+                w.append(reinterpret_cast<const uint8_t *>(v), nb);
+                continue;
+            }
+            packed.resize(size_t(nb));
+            lwt_pack(lt.dtype, v, k, q, packed.data());
+            w.append(packed.data(), nb);
         }
+        w.end_tensor();
         d->checkpoint->release(r);
     }
     w.commit();
@@ -196,7 +305,7 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
     res.file_bytes = w.file_size();
     res.data_crc32 = w.data_crc32();
     res.tied_lm_head = h.tied_lm_head;
-    res.peak_tensor_bytes = max_elems * 4;
+    res.peak_buffer_bytes = peak_buffer;
     return res;
 }
 

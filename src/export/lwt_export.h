@@ -8,6 +8,9 @@
 //     stream order, model_type as config.json says.
 // Buffers (attention masks, rotary inv_freq, a stored copy of a tied head) are never written.
 // Matrices (rank >= 2) are stored in the requested dtype, vectors in float32.
+// Tensors stream through in chunks: a first pass over the mapped source chooses the quantisation
+// (and refuses NaN/Inf), a second converts, quantises, packs and writes; memory stays at a chunk
+// plus the source pages of the tensor being read (released as the passes go).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +25,14 @@ struct LwtExportOptions {
     std::string in;   // model directory (or a single checkpoint file beside a config.json)
     std::string out;  // the .lwt to create (must not exist)
     LwtDType dtype = LwtDType::F32;
+    // Elements converted and packed at a time (rounded up to a multiple of 8; 0: kLwtExportChunk).
+    // The output does not depend on it (tests vary it).
+    uint64_t chunk_elements = 0;
 };
+
+// 64 Ki f32 values (256 KiB): a chunk and its packed bytes stay in L2 between the conversion,
+// the quantisation and the CRC.
+constexpr uint64_t kLwtExportChunk = 1u << 16;
 
 struct LwtExportResult {
     std::string model_type;
@@ -33,7 +43,7 @@ struct LwtExportResult {
     uint64_t file_bytes = 0;
     uint32_t data_crc32 = 0;
     bool tied_lm_head = false;
-    uint64_t peak_tensor_bytes = 0;  // the largest f32 buffer held at once (one tensor)
+    uint64_t peak_buffer_bytes = 0;  // the largest f32 buffer held at once (one chunk)
 };
 
 LwtExportResult export_lwt(const LwtExportOptions &opt);

@@ -1,11 +1,13 @@
 // Native bit-packing of .lwt tensors: see lowbit.h and docs/format.md (".lwt element types").
 #include "format/lowbit.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/checked.h"
 #include "ingest/dtype_convert.h"
+#include "kernels/lowbit_kernels.h"
 
 namespace stk {
 
@@ -126,39 +128,88 @@ uint16_t f32_to_bf16_rne(float v) {
     return uint16_t((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
 }
 
-LwtQuant lwt_choose_quant(LwtDType t, const float *v, uint64_t n) {
+namespace {
+
+// Exact, order-independent sum of |v| (see LwtQuantStats): four interleaved sets of per-exponent
+// sums so that runs of equal exponents do not serialise on one memory location.
+void add_abs_sum(LwtQuantStats *s, const float *v, uint64_t n) {
+    constexpr unsigned B = LwtQuantStats::kExpBins;
+    for (uint64_t done = 0; done < n;) {
+        // Each entry grows by < 2^24 per value: carry at most every 2^38 values.
+        if (s->n + done >= (1ull << 38) && (s->n + done) % (1ull << 38) == 0)
+            for (unsigned e = 0; e + 1 < B; e++) {
+                s->abs_sum[e + 1] += s->abs_sum[e] >> 1;  // entry e + 1 is worth twice entry e
+                s->abs_sum[e] &= 1;
+            }
+        const uint64_t k = std::min<uint64_t>(n - done, (1ull << 38) - (s->n + done) % (1ull << 38));
+        uint64_t bins[4][256] = {};
+        const float *p = v + done;
+        uint64_t i = 0;
+        auto put = [&](uint64_t *b, float f) {
+            uint32_t x = bits_of(f) & 0x7FFFFFFFu, e = x >> 23, m = x & 0x7FFFFFu;
+            b[e ? e : 1] += e ? (m | 0x800000u) : m;
+        };
+        for (; i + 4 <= k; i += 4) {
+            put(bins[0], p[i]);
+            put(bins[1], p[i + 1]);
+            put(bins[2], p[i + 2]);
+            put(bins[3], p[i + 3]);
+        }
+        for (; i < k; i++) put(bins[0], p[i]);
+        for (unsigned e = 0; e < 256; e++) s->abs_sum[e] += bins[0][e] + bins[1][e] + bins[2][e] + bins[3][e];
+        done += k;
+    }
+}
+
+}  // namespace
+
+bool lwt_stats_add(LwtDType t, LwtQuantStats *s, const float *v, uint64_t n) {
+    uint64_t done = kernels::lwt_minmax_bulk(v, n, &s->absmax, &s->lo, &s->hi);
+    if (done == UINT64_MAX) return false;
+    for (uint64_t i = done; i < n; i++) {
+        if (!std::isfinite(v[i])) return false;
+        float a = std::fabs(v[i]);
+        s->absmax = a > s->absmax ? a : s->absmax;
+        s->lo = v[i] < s->lo ? v[i] : s->lo;
+        s->hi = v[i] > s->hi ? v[i] : s->hi;
+    }
+    if (t == LwtDType::TERNARY || t == LwtDType::BINARY) add_abs_sum(s, v, n);
+    s->n += n;
+    return true;
+}
+
+LwtQuant lwt_quant_from_stats(LwtDType t, const LwtQuantStats &s) {
     LwtQuant q;
     if (lwt_dtype_is_float(t)) return q;
     float scale = 1.0f;
     uint32_t umax = lwt_unsigned_max(t);
     if (umax) {
-        float lo = 0.0f, hi = 0.0f;
-        for (uint64_t i = 0; i < n; i++) {
-            lo = v[i] < lo ? v[i] : lo;
-            hi = v[i] > hi ? v[i] : hi;
-        }
-        scale = float((double(hi) - double(lo)) / umax);
+        scale = float((double(s.hi) - double(s.lo)) / umax);
         if (!(scale >= 0x1p-100f) || !std::isfinite(scale)) scale = 1.0f;
         q.scale = scale;
-        q.zero_point = uint32_t(clampf(std::nearbyint(-lo / scale), 0.0f, float(umax)));
+        q.zero_point = uint32_t(clampf(std::nearbyint(-s.lo / scale), 0.0f, float(umax)));
         return q;
     }
     if (t == LwtDType::TERNARY || t == LwtDType::BINARY) {
-        double sum = 0;
-        for (uint64_t i = 0; i < n; i++) sum += std::fabs(double(v[i]));
-        scale = n ? float(sum / double(n)) : 1.0f;
+        // The integer sums to binary64, smallest exponent first (deterministic: they are exact).
+        double sum = 0.0;
+        for (unsigned e = 0; e < LwtQuantStats::kExpBins; e++)
+            if (s.abs_sum[e]) sum += std::ldexp(double(s.abs_sum[e]), int(e) - 150);
+        scale = s.n ? float(sum / double(s.n)) : 1.0f;
     } else {
-        float absmax = 0.0f;
-        for (uint64_t i = 0; i < n; i++) {
-            float a = std::fabs(v[i]);
-            absmax = a > absmax ? a : absmax;
-        }
         double qmax = t == LwtDType::FP4 ? 6.0 : double(signed_hi(t));
-        scale = float(double(absmax) / qmax);
+        scale = float(double(s.absmax) / qmax);
     }
     if (!(scale >= 0x1p-100f) || !std::isfinite(scale)) scale = 1.0f;
     q.scale = scale;
     return q;
+}
+
+LwtQuant lwt_choose_quant(LwtDType t, const float *v, uint64_t n) {
+    if (lwt_dtype_is_float(t)) return LwtQuant{};
+    LwtQuantStats s;
+    lwt_stats_add(t, &s, v, n);  // finite values (the caller checks): see lowbit.h
+    return lwt_quant_from_stats(t, s);
 }
 
 namespace {
@@ -331,17 +382,31 @@ uint32_t lwt_field_at(LwtDType t, const uint8_t *in, uint64_t i) {
     return 0;
 }
 
-void lwt_pack(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+void lwt_pack_scalar(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
 #define CALL(T) return pack_t<T>(v, n, q, out)
     STK_LWT_DISPATCH(t, CALL)
 #undef CALL
 }
 
-uint64_t lwt_unpack(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out) {
+uint64_t lwt_unpack_scalar(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out) {
 #define CALL(T) return unpack_t<T>(in, n, q, out)
     STK_LWT_DISPATCH(t, CALL)
 #undef CALL
     return 0;
+}
+
+void lwt_pack(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+    uint64_t done = kernels::lwt_pack_bulk(t, v, n, q, out);  // a multiple of 8: whole bytes
+    uint64_t at = done * lwt_dtype_bits(t) / 8;
+    lwt_pack_scalar(t, v + done, n - done, q, out + at);
+}
+
+uint64_t lwt_unpack(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out) {
+    bool invalid = false;
+    uint64_t done = kernels::lwt_unpack_bulk(t, in, n, q, out, &invalid);
+    if (invalid) return lwt_unpack_scalar(t, in, n, q, out);  // finds the first invalid field
+    uint64_t r = lwt_unpack_scalar(t, in + done * lwt_dtype_bits(t) / 8, n - done, q, out + done);
+    return done + r;  // n, the index of an invalid field, or n + 1 (padding)
 }
 
 }  // namespace stk

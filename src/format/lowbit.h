@@ -53,9 +53,26 @@ constexpr float kLwtMinScale = 0x1p-100f, kLwtMaxScale = 0x1p100f;
 //   unsigned:    affine over [min(min,0), max(max,0)]: scale = range / (2^N - 1),
 //                zero_point = clamp(rne(-lo / scale), 0, 2^N - 1)
 //   fp4 (E2M1):  scale = absmax / 6
-//   ternary, binary: scale = mean(|v|)
+//   ternary, binary: scale = mean(|v|): the exact sum of |v| (integers per binary exponent, so it
+//                    does not depend on the order the values come in), see lwt_quant_from_stats
 // A scale below 2^-100 (all-zero or vanishing tensors) becomes 1.  Float dtypes: {1, 0}.
 LwtQuant lwt_choose_quant(LwtDType t, const float *v, uint64_t n);
+
+// The same rule over values that arrive in chunks, in any order (export streams tensors and
+// reads transposed ones in source order): add every chunk, then lwt_quant_from_stats.  Every
+// statistic is exact (absmax, min, max, and the sum of |v| as integers per exponent), so the
+// parameters equal lwt_choose_quant's over the whole tensor.  lwt_stats_add returns false when
+// one of the n values is NaN or infinite (the stats are then meaningless).
+struct LwtQuantStats {
+    float absmax = 0.0f, lo = 0.0f, hi = 0.0f;  // lo <= 0 <= hi
+    uint64_t n = 0;
+    // Ternary and binary: |v| = m * 2^(e - 150) with m < 2^24 for exponent field e (subnormals:
+    // e = 1), summed per e.  Carried into the next entry before any could overflow.
+    static constexpr unsigned kExpBins = 320;
+    uint64_t abs_sum[kExpBins] = {};
+};
+bool lwt_stats_add(LwtDType t, LwtQuantStats *s, const float *v, uint64_t n);
+LwtQuant lwt_quant_from_stats(LwtDType t, const LwtQuantStats &s);
 
 // One value -> its stored field (the low lwt_dtype_bits bits), and back.  Round half to even
 // (the FE_TONEAREST default), then clamp to the dtype's code range.
@@ -65,13 +82,19 @@ float lwt_decode(LwtDType t, uint32_t field, LwtQuant q);
 inline bool lwt_field_valid(LwtDType t, uint32_t field) { return !(t == LwtDType::TERNARY && field == 2); }
 
 // Pack n values into lwt_packed_bytes(t, n) bytes at out (every byte written; the unused low bits
-// of the last byte are zero).  Bit order: 4-bit fields high nibble first (even index -> bits 7..4),
+// of the last byte are zero).  Values must be finite for the integer dtypes (lwt_quantize_tensor
+// checks).  Highway kernels do the bulk, the scalar reference the tail.  Bit order: 4-bit fields high nibble first (even index -> bits 7..4),
 // 2-bit fields at shift 6 - 2*(i%4), 1-bit fields MSB first; 16/32-bit fields little-endian.
 void lwt_pack(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out);
 
 // Unpack n values.  Returns n on success, or the index of the first element whose field is
 // invalid (lwt_field_valid), or n + 1 when padding bits after the last element are not zero.
 uint64_t lwt_unpack(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out);
+
+// The scalar reference code of lwt_pack / lwt_unpack (the Highway kernels in
+// kernels/lowbit_kernels.cc must match it bit for bit; tests and the bench compare them).
+void lwt_pack_scalar(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out);
+uint64_t lwt_unpack_scalar(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out);
 
 // The stored field of element i (for tests and the inspector).
 uint32_t lwt_field_at(LwtDType t, const uint8_t *in, uint64_t i);

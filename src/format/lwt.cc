@@ -4,6 +4,7 @@
 #include <libdeflate.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstring>
@@ -387,27 +388,71 @@ std::string LwtWriter::index_bytes() const {
 }
 
 void LwtWriter::write_tensor(uint32_t i, const uint8_t *packed, uint64_t len, LwtQuant quant) {
-    if (i != next_ || i >= tensors_.size())
+    begin_tensor(i, quant);
+    append(packed, len);
+    end_tensor();
+}
+
+void LwtWriter::begin_tensor(uint32_t i, LwtQuant quant) {
+    if (in_tensor_ || i != next_ || i >= tensors_.size())
         throw_error(STK_E_INTERNAL, "%s: tensor %u written out of order (expected %u)", path_.c_str(), i, next_);
     LwtTensor &t = tensors_[i];
-    if (len != t.size_bytes)
-        throw_error(STK_E_INTERNAL, "%s: tensor '%s' given %" PRIu64 " bytes, its layout says %" PRIu64, path_.c_str(), t.name.c_str(), len,
-                    t.size_bytes);
     if (lwt_dtype_is_float(t.dtype)) quant = LwtQuant{};
     t.quant = quant;
+    in_tensor_ = true;
+    tensor_written_ = 0;
+}
+
+void LwtWriter::append(const uint8_t *packed, uint64_t len) {
+    if (!in_tensor_) throw_error(STK_E_INTERNAL, "%s: bytes appended outside a tensor", path_.c_str());
+    const LwtTensor &t = tensors_[next_];
+    if (len > t.size_bytes - tensor_written_)
+        throw_error(STK_E_INTERNAL, "%s: tensor '%s' given more than the %" PRIu64 " bytes of its layout", path_.c_str(), t.name.c_str(),
+                    t.size_bytes);
+    put(packed, len);
+    tensor_written_ += len;
+}
+
+void LwtWriter::end_tensor() {
+    if (!in_tensor_) throw_error(STK_E_INTERNAL, "%s: end_tensor without begin_tensor", path_.c_str());
+    const LwtTensor &t = tensors_[next_];
+    if (tensor_written_ != t.size_bytes)
+        throw_error(STK_E_INTERNAL, "%s: tensor '%s' given %" PRIu64 " bytes, its layout says %" PRIu64, path_.c_str(), t.name.c_str(),
+                    tensor_written_, t.size_bytes);
     static const uint8_t zeros[kLwtAlign] = {};
-    out_->write(packed, size_t(len));
-    crc_ = lwt_crc32(packed, size_t(len), crc_);
-    uint64_t pad = align_up(t.offset + len, kLwtAlign) - (t.offset + len);
-    out_->write(zeros, size_t(pad));
-    crc_ = lwt_crc32(zeros, size_t(pad), crc_);
-    written_ = t.offset + len + pad;
+    uint64_t pad = align_up(t.offset + t.size_bytes, kLwtAlign) - (t.offset + t.size_bytes);
+    put(zeros, pad);
+    written_ = t.offset + t.size_bytes + pad;
+    in_tensor_ = false;
     next_++;
 }
 
+// CRC on the bytes while they are in cache; the file gets them in large blocks.
+void LwtWriter::put(const uint8_t *p, uint64_t len) {
+    crc_ = lwt_crc32(p, size_t(len), crc_);
+    if (buf_.capacity() < kWriteBuffer) buf_.reserve(kWriteBuffer);
+    while (len) {
+        if (buf_.empty() && len >= kWriteBuffer) {  // large pieces go straight out
+            out_->write(p, size_t(len));
+            return;
+        }
+        uint64_t k = std::min<uint64_t>(len, kWriteBuffer - buf_.size());
+        buf_.insert(buf_.end(), p, p + k);
+        p += k;
+        len -= k;
+        if (buf_.size() == kWriteBuffer) flush();
+    }
+}
+
+void LwtWriter::flush() {
+    if (!buf_.empty()) out_->write(buf_.data(), buf_.size());
+    buf_.clear();
+}
+
 void LwtWriter::commit() {
-    if (next_ != tensors_.size())
+    if (in_tensor_ || next_ != tensors_.size())
         throw_error(STK_E_INTERNAL, "%s: %u of %zu tensors written", path_.c_str(), next_, tensors_.size());
+    flush();
     std::string head = header_text(crc_);
     std::string index = index_bytes();
     out_->pwrite(head.data(), head.size(), 0);
@@ -418,6 +463,16 @@ void LwtWriter::commit() {
 // ------------------------------------------------------------------------------------------------
 // Whole models
 
+void lwt_check_quant(const std::string &name, LwtDType dtype, LwtQuant q) {
+    if (lwt_dtype_is_float(dtype)) return;
+    if (!(q.scale >= kLwtMinScale && q.scale <= kLwtMaxScale))
+        throw_error(STK_E_UNSUPPORTED, "tensor '%s': %s scale %g is outside [2^-100, 2^100] (values too large to quantise)",
+                    name.c_str(), lwt_dtype_name(dtype), double(q.scale));
+    if (q.zero_point > lwt_unsigned_max(dtype))
+        throw_error(STK_E_INVALID_ARGUMENT, "tensor '%s': zero point %u out of range for %s", name.c_str(), q.zero_point,
+                    lwt_dtype_name(dtype));
+}
+
 LwtQuant lwt_quantize_tensor(const std::string &name, LwtDType dtype, const float *v, uint64_t n, const LwtQuant *fixed,
                              uint8_t *out) {
     LwtQuant q;
@@ -427,12 +482,7 @@ LwtQuant lwt_quantize_tensor(const std::string &name, LwtDType dtype, const floa
                 throw_error(STK_E_NONFINITE, "tensor '%s': element %" PRIu64 " is %g, which %s cannot hold", name.c_str(), i,
                             double(v[i]), lwt_dtype_name(dtype));
         q = fixed ? *fixed : lwt_choose_quant(dtype, v, n);
-        if (!(q.scale >= kLwtMinScale && q.scale <= kLwtMaxScale))
-            throw_error(STK_E_UNSUPPORTED, "tensor '%s': %s scale %g is outside [2^-100, 2^100] (values too large to quantise)",
-                        name.c_str(), lwt_dtype_name(dtype), double(q.scale));
-        if (q.zero_point > lwt_unsigned_max(dtype))
-            throw_error(STK_E_INVALID_ARGUMENT, "tensor '%s': zero point %u out of range for %s", name.c_str(), q.zero_point,
-                        lwt_dtype_name(dtype));
+        lwt_check_quant(name, dtype, q);
     }
     lwt_pack(dtype, v, n, q, out);
     return q;

@@ -118,6 +118,13 @@ public:
     const std::vector<LwtTensor> &tensors() const { return tensors_; }
     // Packed bytes of tensor i (size_bytes long), with the quantisation they were packed with.
     void write_tensor(uint32_t i, const uint8_t *packed, uint64_t len, LwtQuant quant);
+    // The same in parts (streaming export): begin_tensor, append the packed bytes in order in any
+    // number of pieces, end_tensor (which checks that exactly size_bytes came).  The CRC32 is
+    // computed on the bytes as they are appended; writes go out in kWriteBuffer-sized blocks.
+    void begin_tensor(uint32_t i, LwtQuant quant);
+    void append(const uint8_t *packed, uint64_t len);
+    void end_tensor();
+    static constexpr size_t kWriteBuffer = 4u << 20;
     void commit();
     uint64_t file_size() const { return data_offset_ + header_.total_bytes; }
     uint32_t data_crc32() const { return crc_; }
@@ -133,6 +140,11 @@ private:
     uint64_t written_ = 0;  // bytes of the data section written so far
     uint32_t next_ = 0;
     uint32_t crc_ = 0;
+    bool in_tensor_ = false;
+    uint64_t tensor_written_ = 0;  // bytes appended to the open tensor
+    std::vector<uint8_t> buf_;     // pending writes (at most kWriteBuffer)
+    void put(const uint8_t *p, uint64_t len);
+    void flush();
 };
 
 // A whole model held as f32 values with each tensor's stored dtype and quantisation: what
@@ -154,6 +166,9 @@ LwtModel load_lwt(const std::string &path);
 void save_lwt(const LwtModel &model, const std::string &path);
 // Quantise values to `dtype` with fresh parameters (STK_E_NONFINITE naming tensor and element
 // for NaN/Inf under an integer dtype); returns the parameters, writes packed bytes to out.
+// STK_E_UNSUPPORTED / STK_E_INVALID_ARGUMENT naming the tensor when q cannot be stored for dtype
+// (a scale outside [2^-100, 2^100], a zero point beyond the dtype's codes).
+void lwt_check_quant(const std::string &name, LwtDType dtype, LwtQuant q);
 LwtQuant lwt_quantize_tensor(const std::string &name, LwtDType dtype, const float *v, uint64_t n,
                              const LwtQuant *fixed, uint8_t *out);
 

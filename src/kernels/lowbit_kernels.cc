@@ -1,0 +1,372 @@
+// Highway kernels of the .lwt element types: see lowbit_kernels.h.  This file is compiled once
+// per target (hwy/foreach_target.h); the HWY_ONCE part at the end is the one dispatch point.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/lowbit_kernels.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/lowbit_kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace stk::kernels {
+namespace HWY_NAMESPACE {
+
+namespace hn = hwy::HWY_NAMESPACE;
+
+const char *TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+#if HWY_TARGET == HWY_SCALAR
+// One-lane vectors cannot pair lanes: the scalar reference in format/lowbit.cc does everything.
+uint64_t PackBulk(LwtDType, const float *, uint64_t, LwtQuant, uint8_t *) { return 0; }
+uint64_t UnpackBulk(LwtDType, const uint8_t *, uint64_t, LwtQuant, float *, bool *) { return 0; }
+uint64_t MinmaxBulk(const float *, uint64_t, float *, float *, float *) { return 0; }
+#else
+
+using DF = hn::ScalableTag<float>;
+using DI = hn::RebindToSigned<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using VF = hn::Vec<DF>;
+using VI = hn::Vec<DI>;
+using VU = hn::Vec<DU>;
+
+constexpr unsigned Bits(LwtDType t) {
+    return t == LwtDType::F32 ? 32 : (t == LwtDType::F16 || t == LwtDType::BF16) ? 16
+         : (t == LwtDType::I8 || t == LwtDType::U8) ? 8
+         : (t == LwtDType::I4 || t == LwtDType::U4 || t == LwtDType::FP4) ? 4
+         : t == LwtDType::BINARY ? 1 : 2;
+}
+
+// Round half to even of |x| <= 2^22, as rne_small in lowbit.cc.
+HWY_INLINE VF Rne(DF df, VF x) {
+    const VF magic = hn::Set(df, 0x1.8p23f);
+    return hn::Sub(hn::Add(x, magic), magic);
+}
+
+// f32 -> f16 bits (RNE; NaN quiet with its top payload bits; overflow to infinity), lane by lane
+// the integer algorithm of f32_to_f16_rne.
+HWY_INLINE VU F16Bits(DF df, VF v) {
+    const DU du;
+    const DI di;
+    const VU x = hn::BitCast(du, v);
+    const VU sign = hn::And(hn::ShiftRight<16>(x), hn::Set(du, 0x8000u));
+    const VI exp = hn::BitCast(di, hn::And(hn::ShiftRight<23>(x), hn::Set(du, 0xFFu)));
+    const VU man = hn::And(x, hn::Set(du, 0x7FFFFFu));
+    const VU one = hn::Set(du, 1u);
+    // Normal in f16 (exponent 113..142 in f32): the rounding carry may move into the exponent.
+    const VU r_norm = hn::ShiftRight<13>(hn::Add(hn::Add(man, hn::Set(du, 0xFFFu)), hn::And(hn::ShiftRight<13>(man), one)));
+    const VU e16 = hn::ShiftLeft<10>(hn::BitCast(du, hn::Sub(exp, hn::Set(di, 112))));
+    const VU h_norm = hn::Min(hn::Add(e16, r_norm), hn::Set(du, 0x7C00u));
+    // Subnormal in f16 (exponent 102..112): shift the full significand right by 126 - exp.
+    const VU s = hn::BitCast(du, hn::Min(hn::Max(hn::Sub(hn::Set(di, 126), exp), hn::Set(di, 14)), hn::Set(di, 24)));
+    const VU m = hn::Or(man, hn::Set(du, 0x800000u));
+    const VU half_m1 = hn::Sub(one << hn::Sub(s, one), one);
+    const VU h_sub = hn::Add(hn::Add(m, half_m1), hn::And(m >> s, one)) >> s;
+    // Infinity / NaN (exponent 255) and overflow (> 142).
+    const VU nan_payload = hn::IfThenElseZero(hn::RebindMask(du, hn::Gt(hn::BitCast(di, man), hn::Zero(di))),
+                                              hn::Or(hn::Set(du, 0x200u), hn::ShiftRight<13>(man)));
+    const VU h_inf = hn::Or(hn::Set(du, 0x7C00u), nan_payload);
+
+    VU h = hn::Zero(du);
+    h = hn::IfThenElse(hn::RebindMask(du, hn::Gt(exp, hn::Set(di, 101))), h_sub, h);
+    h = hn::IfThenElse(hn::RebindMask(du, hn::Gt(exp, hn::Set(di, 112))), h_norm, h);
+    h = hn::IfThenElse(hn::RebindMask(du, hn::Gt(exp, hn::Set(di, 142))), hn::Set(du, 0x7C00u), h);
+    h = hn::IfThenElse(hn::RebindMask(du, hn::Eq(exp, hn::Set(di, 255))), h_inf, h);
+    return hn::Or(h, sign);
+}
+
+// f32 -> bf16 bits (RNE; NaN quiet), as f32_to_bf16_rne.
+HWY_INLINE VU Bf16Bits(DF df, VF v) {
+    const DU du;
+    const DI di;
+    const VU x = hn::BitCast(du, v);
+    const VU hi = hn::ShiftRight<16>(x);
+    const VU rounded = hn::ShiftRight<16>(hn::Add(hn::Add(x, hn::Set(du, 0x7FFFu)), hn::And(hi, hn::Set(du, 1u))));
+    const auto nan = hn::RebindMask(du, hn::Gt(hn::BitCast(di, hn::And(x, hn::Set(du, 0x7FFFFFFFu))), hn::Set(di, 0x7F800000)));
+    return hn::IfThenElse(nan, hn::Or(hi, hn::Set(du, 0x40u)), rounded);
+}
+
+// One vector of values -> their stored fields (the low Bits(T) bits of each u32 lane).
+template <LwtDType T>
+HWY_INLINE VU Encode(DF df, VF v, VF scale, VI zero_point) {
+    const DU du;
+    const DI di;
+    if constexpr (T == LwtDType::F16) {
+        return F16Bits(df, v);
+    } else if constexpr (T == LwtDType::BF16) {
+        return Bf16Bits(df, v);
+    } else if constexpr (T == LwtDType::I8 || T == LwtDType::I4 || T == LwtDType::I2 || T == LwtDType::TERNARY) {
+        constexpr float hi = T == LwtDType::I8 ? 127.0f : T == LwtDType::I4 ? 7.0f : 1.0f;
+        constexpr bool ter = T == LwtDType::TERNARY;  // codes -1, 0, 1 (int2 also has -2)
+        constexpr float pre_lo = ter ? -2.0f : -hi - 2.0f, pre_hi = ter ? 2.0f : hi + 1.0f, lo = ter ? -1.0f : -hi - 1.0f;
+        constexpr uint32_t mask = T == LwtDType::I8 ? 0xFFu : T == LwtDType::I4 ? 0xFu : 0x3u;
+        VF x = hn::Min(hn::Max(hn::Div(v, scale), hn::Set(df, pre_lo)), hn::Set(df, pre_hi));
+        x = hn::Min(hn::Max(Rne(df, x), hn::Set(df, lo)), hn::Set(df, hi));
+        return hn::And(hn::BitCast(du, hn::ConvertTo(di, x)), hn::Set(du, mask));
+    } else if constexpr (T == LwtDType::U8 || T == LwtDType::U4 || T == LwtDType::U2) {
+        constexpr int32_t umax = T == LwtDType::U8 ? 255 : T == LwtDType::U4 ? 15 : 3;
+        VF x = hn::Min(hn::Max(hn::Div(v, scale), hn::Set(df, -float(umax) - 1.0f)), hn::Set(df, float(umax) + 1.0f));
+        VI code = hn::Add(hn::ConvertTo(di, Rne(df, x)), zero_point);
+        return hn::BitCast(du, hn::Min(hn::Max(code, hn::Zero(di)), hn::Set(di, umax)));
+    } else if constexpr (T == LwtDType::FP4) {
+        // Nearest E2M1 magnitude index with fp4_index's comparisons (ties to the even index).
+        const VF a = hn::Abs(hn::Div(v, scale));
+        VI idx = hn::Set(di, 7);  // each true comparison adds -1
+        idx = hn::Add(idx, hn::VecFromMask(di, hn::RebindMask(di, a <= hn::Set(df, 5.0f))));
+        idx = hn::Add(idx, hn::VecFromMask(di, hn::RebindMask(di, a < hn::Set(df, 3.5f))));
+        idx = hn::Add(idx, hn::VecFromMask(di, hn::RebindMask(di, a <= hn::Set(df, 2.5f))));
+        idx = hn::Add(idx, hn::VecFromMask(di, hn::RebindMask(di, a < hn::Set(df, 1.75f))));
+        idx = hn::Add(idx, hn::VecFromMask(di, hn::RebindMask(di, a <= hn::Set(df, 1.25f))));
+        idx = hn::Add(idx, hn::VecFromMask(di, hn::RebindMask(di, a < hn::Set(df, 0.75f))));
+        idx = hn::Add(idx, hn::VecFromMask(di, hn::RebindMask(di, a <= hn::Set(df, 0.25f))));
+        const VU sign = hn::ShiftLeft<3>(hn::ShiftRight<31>(hn::BitCast(du, v)));
+        return hn::Or(hn::BitCast(du, idx), sign);
+    } else {  // BINARY
+        return hn::IfThenElseZero(hn::RebindMask(du, hn::Gt(v, hn::Zero(df))), hn::Set(du, 1u));
+    }
+}
+
+// Two vectors of W-bit fields (elements 2j, 2j+1 in adjacent lanes) -> one vector of 2W-bit
+// fields, the earlier element in the high bits: lane j = lane 2j << W | lane 2j+1.
+template <unsigned W>
+HWY_INLINE VU PairUp(DU du, VU first, VU second) {
+    const hn::Repartition<uint64_t, DU> d64;
+    auto join = [&](VU v) {
+        auto w = hn::BitCast(d64, v);  // little-endian: lane 2j in the low half
+        return hn::BitCast(du, hn::Or(hn::ShiftLeft<W>(w), hn::ShiftRight<32>(w)));
+    };
+    return hn::ConcatEven(du, join(second), join(first));
+}
+
+template <LwtDType T>
+uint64_t PackT(const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+    const DF df;
+    const DU du;
+    const DI di;
+    const size_t N = hn::Lanes(df);
+    const VF scale = hn::Set(df, q.scale);
+    const VI zp = hn::Set(di, int32_t(q.zero_point));
+    constexpr unsigned b = Bits(T);
+    uint64_t i = 0;
+    if constexpr (b == 16) {
+        const hn::Rebind<uint16_t, DI> d16;
+        for (; i + N <= n; i += N)
+            hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, Encode<T>(df, hn::LoadU(df, v + i), scale, zp))), d16,
+                       reinterpret_cast<uint16_t *>(out + 2 * i));
+    } else if constexpr (b == 8) {
+        const hn::Rebind<uint8_t, DI> d8;
+        for (; i + N <= n; i += N)
+            hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di, Encode<T>(df, hn::LoadU(df, v + i), scale, zp))), d8, out + i);
+    } else {
+        // 8 / b vectors of fields -> one vector of bytes (one per u32 lane) -> N bytes.
+        const hn::Rebind<uint8_t, DI> d8;
+        constexpr unsigned per = 8 / b;
+        auto enc = [&](uint64_t at) { return Encode<T>(df, hn::LoadU(df, v + at), scale, zp); };
+        for (; i + per * N <= n; i += per * N) {
+            VU bytes;
+            if constexpr (b == 4) {
+                bytes = PairUp<4>(du, enc(i), enc(i + N));
+            } else if constexpr (b == 2) {
+                VU a = PairUp<2>(du, enc(i), enc(i + N));
+                VU c = PairUp<2>(du, enc(i + 2 * N), enc(i + 3 * N));
+                bytes = PairUp<4>(du, a, c);
+            } else {
+                VU a = PairUp<2>(du, PairUp<1>(du, enc(i), enc(i + N)), PairUp<1>(du, enc(i + 2 * N), enc(i + 3 * N)));
+                VU c = PairUp<2>(du, PairUp<1>(du, enc(i + 4 * N), enc(i + 5 * N)), PairUp<1>(du, enc(i + 6 * N), enc(i + 7 * N)));
+                bytes = PairUp<4>(du, a, c);
+            }
+            hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di, bytes)), d8, out + i / per);
+        }
+    }
+    return i - i % 8;  // whole bytes of every width (i is a multiple of N >= 4 and, below 8 bits, of 8)
+}
+
+// f16 bits (low 16 bits of each lane) -> f32, exactly as f16_to_f32.
+HWY_INLINE VF F16ToF32(DF df, VU h) {
+    const DU du;
+    const DI di;
+    const VU sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
+    const VU exp = hn::And(hn::ShiftRight<10>(h), hn::Set(du, 0x1Fu));
+    const VU man = hn::And(h, hn::Set(du, 0x3FFu));
+    const VU normal = hn::Or(hn::ShiftLeft<23>(hn::Add(exp, hn::Set(du, 112u))), hn::ShiftLeft<13>(man));
+    const VU sub = hn::BitCast(du, hn::Mul(hn::ConvertTo(df, hn::BitCast(di, man)), hn::Set(df, 0x1p-24f)));
+    const auto man_nz = hn::RebindMask(du, hn::Gt(hn::BitCast(di, man), hn::Zero(di)));
+    const VU special = hn::Or(hn::Or(hn::Set(du, 0x7F800000u), hn::ShiftLeft<13>(man)),
+                              hn::IfThenElseZero(man_nz, hn::Set(du, 0x00400000u)));
+    VU bits = hn::IfThenElse(hn::RebindMask(du, hn::Eq(exp, hn::Zero(du))), sub, normal);
+    bits = hn::IfThenElse(hn::RebindMask(du, hn::Eq(exp, hn::Set(du, 0x1Fu))), special, bits);
+    return hn::BitCast(df, hn::Or(bits, sign));
+}
+
+// Fields of width b (< 8) of elements [first, first + N): lane i holds the byte of element
+// first + i shifted so that its field is in the top bits (bits 31..32-b).
+template <unsigned b>
+HWY_INLINE VU FieldsAtTop(DU du, VU bytes, uint64_t first) {
+    constexpr unsigned per = 8 / b, log_per = b == 4 ? 1 : b == 2 ? 2 : 3;
+    const VU e = hn::Iota(du, uint32_t(first));
+    const VU which = hn::ShiftRight<log_per>(e);
+    const VU pos = hn::And(e, hn::Set(du, per - 1));
+    const VU shift = hn::Add(hn::Set(du, 24u), hn::Mul(pos, hn::Set(du, b)));
+    return hn::TableLookupLanes(bytes, hn::IndicesFromVec(du, which)) << shift;
+}
+
+template <LwtDType T>
+uint64_t UnpackT(const uint8_t *in, uint64_t n, LwtQuant q, float *out, bool *invalid) {
+    const DF df;
+    const DU du;
+    const DI di;
+    const size_t N = hn::Lanes(df);
+    const VF scale = hn::Set(df, q.scale);
+    const VI zp = hn::Set(di, int32_t(q.zero_point));
+    constexpr unsigned b = Bits(T);
+    uint64_t i = 0;
+    if constexpr (T == LwtDType::F16 || T == LwtDType::BF16) {
+        const hn::Rebind<uint16_t, DU> d16;
+        for (; i + N <= n; i += N) {
+            VU h = hn::PromoteTo(du, hn::LoadU(d16, reinterpret_cast<const uint16_t *>(in + 2 * i)));
+            VF f = T == LwtDType::F16 ? F16ToF32(df, h) : hn::BitCast(df, hn::ShiftLeft<16>(h));
+            hn::StoreU(f, df, out + i);
+        }
+    } else if constexpr (T == LwtDType::I8) {
+        const hn::Rebind<int8_t, DI> d8;
+        for (; i + N <= n; i += N)
+            hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t *>(in + i)))), scale),
+                       df, out + i);
+    } else if constexpr (T == LwtDType::U8) {
+        const hn::Rebind<uint8_t, DI> d8;
+        for (; i + N <= n; i += N)
+            hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::Sub(hn::PromoteTo(di, hn::LoadU(d8, in + i)), zp)), scale), df, out + i);
+    } else {
+        constexpr unsigned per = 8 / b;
+        const hn::Rebind<uint8_t, DU> d8;
+        auto bad = hn::MaskFromVec(hn::Zero(di));
+        for (; i + per * N <= n; i += per * N) {
+            // N bytes hold per * N elements; output vector k covers elements [k N, (k + 1) N).
+            const VU bytes = hn::PromoteTo(du, hn::LoadU(d8, in + i / per));
+            for (unsigned k = 0; k < per; k++) {
+                const VU top = FieldsAtTop<b>(du, bytes, uint64_t(k) * N);
+                VF f;
+                if constexpr (T == LwtDType::I4 || T == LwtDType::I2 || T == LwtDType::TERNARY) {
+                    const VI code = hn::ShiftRight<32 - b>(hn::BitCast(di, top));  // sign-extends
+                    if constexpr (T == LwtDType::TERNARY) bad = hn::Or(bad, hn::Eq(code, hn::Set(di, -2)));
+                    f = hn::Mul(hn::ConvertTo(df, code), scale);
+                } else if constexpr (T == LwtDType::U4 || T == LwtDType::U2) {
+                    const VI code = hn::BitCast(di, hn::ShiftRight<32 - b>(top));
+                    f = hn::Mul(hn::ConvertTo(df, hn::Sub(code, zp)), scale);
+                } else if constexpr (T == LwtDType::FP4) {
+                    const VU field = hn::ShiftRight<28>(top);
+                    const VU e = hn::And(hn::ShiftRight<1>(field), hn::Set(du, 3u));
+                    const VU m = hn::And(field, hn::Set(du, 1u));
+                    // E2M1 magnitude: e > 0: 2^(e-1) (1 + m/2); e == 0: m / 2.
+                    const VU normal = hn::Or(hn::ShiftLeft<23>(hn::Add(e, hn::Set(du, 126u))), hn::ShiftLeft<22>(m));
+                    const VU subn = hn::IfThenElseZero(hn::RebindMask(du, hn::Eq(m, hn::Set(du, 1u))), hn::Set(du, 0x3F000000u));
+                    const VU mag = hn::IfThenElse(hn::RebindMask(du, hn::Eq(e, hn::Zero(du))), subn, normal);
+                    const VF prod = hn::Mul(hn::BitCast(df, mag), scale);
+                    const VU sign = hn::ShiftLeft<28>(hn::And(field, hn::Set(du, 8u)));
+                    f = hn::BitCast(df, hn::Xor(hn::BitCast(du, prod), sign));
+                } else {  // BINARY: 1 -> +scale, 0 -> -scale
+                    const auto one = hn::RebindMask(df, hn::Lt(hn::BitCast(di, top), hn::Zero(di)));
+                    f = hn::IfThenElse(one, scale, hn::Neg(scale));
+                }
+                hn::StoreU(f, df, out + i + uint64_t(k) * N);
+            }
+        }
+        if (!hn::AllFalse(di, bad)) *invalid = true;
+    }
+    return i - i % 8;
+}
+
+#define STK_LOWBIT_CASES(CALL)                                                                     \
+    case LwtDType::F16: CALL(LwtDType::F16);                                                       \
+    case LwtDType::BF16: CALL(LwtDType::BF16);                                                     \
+    case LwtDType::I8: CALL(LwtDType::I8);                                                         \
+    case LwtDType::U8: CALL(LwtDType::U8);                                                         \
+    case LwtDType::I4: CALL(LwtDType::I4);                                                         \
+    case LwtDType::U4: CALL(LwtDType::U4);                                                         \
+    case LwtDType::FP4: CALL(LwtDType::FP4);                                                       \
+    case LwtDType::I2: CALL(LwtDType::I2);                                                         \
+    case LwtDType::U2: CALL(LwtDType::U2);                                                         \
+    case LwtDType::TERNARY: CALL(LwtDType::TERNARY);                                               \
+    case LwtDType::BINARY: CALL(LwtDType::BINARY);                                                 \
+    case LwtDType::F32: break;
+
+uint64_t PackBulk(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+    switch (t) {
+#define CALL(T) return PackT<T>(v, n, q, out)
+        STK_LOWBIT_CASES(CALL)
+#undef CALL
+    }
+    return 0;
+}
+
+uint64_t UnpackBulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out, bool *invalid) {
+    switch (t) {
+#define CALL(T) return UnpackT<T>(in, n, q, out, invalid)
+        STK_LOWBIT_CASES(CALL)
+#undef CALL
+    }
+    return 0;
+}
+#undef STK_LOWBIT_CASES
+
+uint64_t MinmaxBulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi) {
+    const DF df;
+    const DU du;
+    const DI di;
+    const size_t N = hn::Lanes(df);
+    VF amax = hn::Zero(df), vlo = hn::Zero(df), vhi = hn::Zero(df);
+    auto nonfinite = hn::MaskFromVec(hn::Zero(di));
+    const VI inf_bits = hn::Set(di, 0x7F800000);
+    uint64_t i = 0;
+    for (; i + N <= n; i += N) {
+        const VF x = hn::LoadU(df, v + i);
+        const VI mag = hn::BitCast(di, hn::And(hn::BitCast(du, x), hn::Set(du, 0x7FFFFFFFu)));
+        nonfinite = hn::Or(nonfinite, hn::Not(hn::Lt(mag, inf_bits)));
+        amax = hn::Max(amax, hn::Abs(x));
+        vlo = hn::Min(vlo, x);
+        vhi = hn::Max(vhi, x);
+    }
+    if (!hn::AllFalse(di, nonfinite)) return UINT64_MAX;
+    // Exact reductions (max/min), so the lane order does not matter.
+    const float a = hn::GetLane(hn::MaxOfLanes(df, amax)), l = hn::GetLane(hn::MinOfLanes(df, vlo)),
+                h = hn::GetLane(hn::MaxOfLanes(df, vhi));
+    if (a > *absmax) *absmax = a;
+    if (l < *lo) *lo = l;
+    if (h > *hi) *hi = h;
+    return i;
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+
+}  // namespace HWY_NAMESPACE
+}  // namespace stk::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace stk::kernels {
+
+HWY_EXPORT(PackBulk);
+HWY_EXPORT(UnpackBulk);
+HWY_EXPORT(MinmaxBulk);
+HWY_EXPORT(TargetName);
+
+uint64_t lwt_pack_bulk(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+    return HWY_DYNAMIC_DISPATCH(PackBulk)(t, v, n, q, out);
+}
+
+uint64_t lwt_unpack_bulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out, bool *invalid_field) {
+    return HWY_DYNAMIC_DISPATCH(UnpackBulk)(t, in, n, q, out, invalid_field);
+}
+
+uint64_t lwt_minmax_bulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi) {
+    return HWY_DYNAMIC_DISPATCH(MinmaxBulk)(v, n, absmax, lo, hi);
+}
+
+std::vector<int64_t> lowbit_targets() { return hwy::SupportedAndGeneratedTargets(); }
+std::string lowbit_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+}  // namespace stk::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,38 @@
+// Highway kernels of the .lwt element types (format/lowbit.h): quantise + pack, unpack, and the
+// statistics the quantisation rule needs.  Dynamic dispatch (one place, lowbit_kernels.cc): the
+// best target the CPU supports among those compiled (AVX-512, AVX2, SSE4, SSSE3, scalar).
+//
+// Each kernel does the bulk of its input and returns how many elements it did (a multiple of 8,
+// so the packed output ends on a byte boundary); format/lowbit.cc finishes the tail with its
+// scalar reference code.  The results are bit-identical to that reference on every target
+// (tests/test_lwt.cc runs each compiled target against it): every operation is per lane and
+// unfused (a division, not a reciprocal; no FMA), and rounding uses the same 1.5 * 2^23 trick.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "format/lowbit.h"
+
+namespace stk::kernels {
+
+// Quantise and pack the first k elements of v (values finite for integer dtypes: the callers
+// check).  Returns k; 0 for float32 (a memcpy) and on the scalar target.
+uint64_t lwt_pack_bulk(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out);
+
+// Unpack the first k elements.  Sets *invalid_field when one of them holds a field no value
+// encodes to (ternary 0b10); the caller then locates it.  Returns k.
+uint64_t lwt_unpack_bulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out, bool *invalid_field);
+
+// absmax, min(0, v...) and max(0, v...) of the first k elements, folded into *absmax, *lo, *hi.
+// Returns k, or UINT64_MAX when one of the n values is NaN or infinite (the outputs are then
+// meaningless).
+uint64_t lwt_minmax_bulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi);
+
+// For tests: the Highway targets compiled and supported by this CPU (HWY_* bits), the one the
+// kernels run on now, and its name.  Tests pin one with hwy::SetSupportedTargetsForTest.
+std::vector<int64_t> lowbit_targets();
+std::string lowbit_target_name();
+
+}  // namespace stk::kernels
