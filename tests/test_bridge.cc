@@ -463,6 +463,52 @@ static void attach_refuses_hostile_payloads(void **) {
                     "rows of 2 words");
 }
 
+// 16.4: the gating row passes at the published slack and fails where the slack is too large
+// (the part that can fail can fail); the slack limit is where 0.9 stops holding.
+static void acceptance_guard_precheck(void **) {
+    Converted c = convert_model("qwen2_moe", 1, 0, "bra");
+    AcceptanceContext ctx;
+    ctx.out_dir = c.out;
+    std::vector<AcceptanceRow> rows;
+    acceptance_bridge(ctx, rows);
+    assert_true(rows.size() == 6);
+    assert_string_equal(rows[0].test.c_str(), "16.4 bridge-guard-pass-rate");
+    assert_true(rows[0].gating && rows[0].pass && rows[0].value >= 0.9 && rows[0].threshold == 0.9);
+    assert_string_equal(rows[1].test.c_str(), "16.4 bridge-guard-slack");
+    assert_false(rows[1].gating);
+    assert_true(rows[1].value == kBridgeGuardSlack && rows[1].threshold > kBridgeGuardSlack);
+    const double limit = rows[1].threshold;
+
+    ArrayReader qi(c.out + "/arrays/bridge_qDin.bin"), qo(c.out + "/arrays/bridge_qDout.bin"),
+        si(c.out + "/arrays/bridge_qDin_scale.bin"), so(c.out + "/arrays/bridge_qDout_scale.bin");
+    const uint64_t v = qi.header().dims[0];
+    BridgePrecheck pc = bridge_guard_precheck(reinterpret_cast<const int16_t *>(qi.payload()),
+                                              reinterpret_cast<const int16_t *>(qo.payload()),
+                                              reinterpret_cast<const float *>(si.payload()),
+                                              reinterpret_cast<const float *>(so.payload()), v, 128, 4, 0x16'04);
+    assert_int_equal(pc.rows, v);
+    assert_int_equal(pc.ratios.size(), v * 4);
+    assert_true(pc.slack_limit == limit);
+    assert_true(pc.pass_rate(kBridgeGuardSlack) == rows[0].value);
+    assert_true(pc.pass_rate(std::nextafter(limit, 0.0)) >= 0.9);
+    assert_true(pc.pass_rate(limit) < 0.9);
+    // Counted plainly: pass iff ratio > slack.
+    for (double sl : {0.0, kBridgeGuardSlack, limit, 4 * limit}) {
+        size_t n = 0;
+        for (double r : pc.ratios) n += r > sl;
+        assert_true(pc.pass_rate(sl) == double(n) / double(pc.ratios.size()));
+    }
+    AcceptanceRow fail = acceptance_row("16.4 bridge-guard-pass-rate", "", pc.pass_rate(4 * limit), 0.9, ">=", true);
+    assert_false(fail.pass);
+    assert_false(acceptance_passed({fail}));
+    // The synthetic draw is fixed: a second run gives the same ratios.
+    BridgePrecheck again = bridge_guard_precheck(reinterpret_cast<const int16_t *>(qi.payload()),
+                                                 reinterpret_cast<const int16_t *>(qo.payload()),
+                                                 reinterpret_cast<const float *>(si.payload()),
+                                                 reinterpret_cast<const float *>(so.payload()), v, 128, 4, 0x16'04);
+    assert_true(again.ratios == pc.ratios);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bitset_bits_for_given_ids),
@@ -473,6 +519,7 @@ int main() {
         cmocka_unit_test(stage_on_dense_models),
         cmocka_unit_test(guard_check_failure_disables_o0),
         cmocka_unit_test(attach_refuses_hostile_payloads),
+        cmocka_unit_test(acceptance_guard_precheck),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
