@@ -168,6 +168,30 @@ static void guard_row_crafted(void **) {
     assert_true(back.hub == g[1].hub && back.flags == g[1].flags && back.m == g[1].m && back.z == g[1].z);
 }
 
+// The leg product: the same bytes at 1, 2 and 3 threads over a grid of 16-row blocks, and the
+// plain double product within f32 rounding.
+static void leg_scores_threads(void **) {
+    const uint64_t v = 100, d = 48, h = 128;
+    std::vector<float> rows(v * d), gt(d * h), x1(v * h), x2(v * h), x3(v * h);
+    uint64_t st = 7;
+    for (float &f : rows) f = float(int64_t(splitmix64_next(&st) % 2001) - 1000) / 1000.0f;
+    for (float &f : gt) f = float(int64_t(splitmix64_next(&st) % 2001) - 1000) / 1000.0f;
+    bridge_leg_scores(rows.data(), v, d, gt.data(), h, x1.data(), 1, 16);
+    bridge_leg_scores(rows.data(), v, d, gt.data(), h, x2.data(), 2, 16);
+    bridge_leg_scores(rows.data(), v, d, gt.data(), h, x3.data(), 3, 16);
+    assert_memory_equal(x1.data(), x2.data(), x1.size() * 4);
+    assert_memory_equal(x1.data(), x3.data(), x1.size() * 4);
+    for (uint64_t t = 0; t < v; t++)
+        for (uint64_t j = 0; j < h; j++) {
+            double ref = 0, mag = 0;
+            for (uint64_t k = 0; k < d; k++) {
+                ref += double(rows[t * d + k]) * gt[k * h + j];
+                mag += std::fabs(double(rows[t * d + k]) * gt[k * h + j]);
+            }
+            assert_true(std::fabs(x1[t * h + j] - ref) <= 1e-6 * mag + 1e-7);
+        }
+}
+
 // bridge_build on crafted legs: row 1 has a five-way tie and row 2 is all zeros, so 8 of the 12
 // pairs have m <= 0: never promoted, said in the 18.4 record; the checks pass.
 static void build_records_negative_margins(void **) {
@@ -514,6 +538,7 @@ int main() {
         cmocka_unit_test(bitset_bits_for_given_ids),
         cmocka_unit_test(q88_crafted_row),
         cmocka_unit_test(guard_row_crafted),
+        cmocka_unit_test(leg_scores_threads),
         cmocka_unit_test(build_records_negative_margins),
         cmocka_unit_test(stage_on_mixtral),
         cmocka_unit_test(stage_on_dense_models),

@@ -1,7 +1,7 @@
 // bridge_init (seed 9, 12.6, 18.4): see bridge_init.h for what each part means.  The stage reads
 // the router of one layer at a time (twice: norms, then the chosen rows), then the embedding,
-// then the output embedding, each through the job's checkpoint mapping; the leg scores are one
-// BLIS product each (kernels/abs_gemm's plain_sgemm: bytes independent of the thread count).
+// then the output embedding, each through the job's checkpoint mapping; the leg scores are BLIS
+// products over a fixed grid of row blocks (bridge_leg_scores: bytes independent of the thread count).
 // Stage digest: the arrays it wrote (outputs.h); a disabled bridge digests the canonical record
 // "stk.bridge_init.disabled" NUL instead.
 #include "stages/bridge_init.h"
@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "core/bytes.h"
 #include "core/checked.h"
@@ -291,9 +293,27 @@ BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint
     return st;
 }
 
+void bridge_leg_scores(const float *rows, uint64_t v, uint64_t d, const float *gt, uint64_t h, float *x, unsigned threads,
+                       uint64_t row_block) {
+    if (row_block == 0) throw_error(STK_E_INTERNAL, "bridge_leg_scores: row_block 0");
+    const uint64_t blocks = (v + row_block - 1) / row_block;
+    auto body = [&](unsigned t, unsigned n) {
+        for (uint64_t b = t; b < blocks; b += n) {
+            const uint64_t r0 = b * row_block, m = std::min(row_block, v - r0);
+            plain_sgemm(m, h, d, rows + r0 * d, d, gt, h, x + r0 * h, h, 1);
+        }
+    };
+    const unsigned n = unsigned(std::min<uint64_t>(threads ? threads : 1, blocks ? blocks : 1));
+    std::vector<std::thread> pool;  // at most threads - 1, once per leg
+    for (unsigned t = 1; t < n; t++) pool.emplace_back(body, t, n);
+    body(0, n);
+    for (std::thread &th : pool) th.join();
+}
+
 // ---- the stage --------------------------------------------------------------------------------
 
 namespace {
+
 
 struct BridgeSizes {
     uint64_t v = 0, d = 0, n_ctx = 0, routers = 0, experts = 0, row_floats = 1;
@@ -398,9 +418,7 @@ void bridge_init_run(Job &job) {
     // ---- 9.1 hubs: pooled router rows by norm, then pseudo-experts ----------------------------
     const uint32_t E = uint32_t(z.experts), L = plan.config.n_layers;
     uint64_t n_rows = 0;  // pooled (layer, expert) rows: index = layer * E + expert
-    const PlanTensor **routers_by_layer = nullptr;
-    std::vector<const PlanTensor *> routers(L, nullptr);  // L pointers, before the stage's loops
-    routers_by_layer = routers.data();
+    std::vector<const PlanTensor *> routers_by_layer(L, nullptr);  // L pointers, before the stage's loops
     for (uint32_t i = 0; i < plan.n_streamed; i++) {
         const PlanTensor &t = plan.tensors[i];
         if (t.role != Role::ROUTER_GATE || t.rank != 2 || t.layer < 0 || t.expert != kNoExpert) continue;
@@ -447,14 +465,14 @@ void bridge_init_run(Job &job) {
     if (!emb_t || emb_t->rank != 2 || emb_t->dims[1] != d)
         throw_error(STK_E_PARAM_COUNT, "bridge_init: the token embedding is missing or not [vocab, %llu]", (unsigned long long)d);
     reader.read(*emb_t, emb, row_scratch);
-    plain_sgemm(v, H, d, emb, d, GT, H, x_in, H, threads);
+    bridge_leg_scores(emb, v, d, GT, H, x_in, threads, kBridgeLegRowBlock);
     if (z.head) {
         const PlanTensor *head = reader.find(Role::LM_HEAD, kNoLayer);
         if (!head || head->rank != 2 || head->dims[0] != v || head->dims[1] != d)
             throw_error(STK_E_PARAM_COUNT, "bridge_init: the output embedding is missing or not [%llu, %llu]", (unsigned long long)v,
                         (unsigned long long)d);
         reader.read(*head, emb, row_scratch);
-        plain_sgemm(v, H, d, emb, d, GT, H, x_out, H, threads);
+        bridge_leg_scores(emb, v, d, GT, H, x_out, threads, kBridgeLegRowBlock);
     }
     for (const float *x : {x_in, x_out})
         for (uint64_t i = 0; i < v * H; i++)

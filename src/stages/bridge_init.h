@@ -78,6 +78,13 @@ uint32_t bridge_quantize_row(const float *x, size_t n, float s, int16_t *q);
 void bridge_guard_row(const int16_t *qin, const int16_t *qout, float s_in, float s_out, uint32_t h, uint32_t k,
                       double beta, double *z, uint32_t *order, GuardTuple *out);
 
+// x[v, h] = rows[v, d] gt[d, h] (f32, BLIS sgemm) over a fixed grid of row_block-row blocks dealt
+// round-robin to `threads` threads: the grid does not depend on the thread count, so neither do
+// the bytes (plain_sgemm alone runs one thread here: h = 128 is a single column block).
+constexpr uint64_t kBridgeLegRowBlock = 2048;
+void bridge_leg_scores(const float *rows, uint64_t v, uint64_t d, const float *gt, uint64_t h, float *x, unsigned threads,
+                       uint64_t row_block);
+
 // What bridge_build measured (records, tests, acceptance).
 struct BridgeStats {
     uint64_t entries = 0, clipped = 0;   // quantized entries (both legs), clipped ones
