@@ -316,22 +316,21 @@ namespace {
 
 
 struct BridgeSizes {
-    uint64_t v = 0, d = 0, n_ctx = 0, routers = 0, experts = 0, row_floats = 1;
+    uint64_t v = 0, d = 0, n_ctx = 0, layers = 0, experts = 0, row_floats = 1;
     bool head = false;  // an untied output embedding
 };
 
 BridgeSizes bridge_sizes(const ModelPlan &plan) {
     BridgeSizes z;
     z.d = plan.config.d_model;
+    z.layers = plan.config.n_layers;
     z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
     for (uint32_t i = 0; i < plan.n_streamed; i++) {
         const PlanTensor &t = plan.tensors[i];
         if (t.role == Role::EMB && t.rank == 2 && t.layer == kNoLayer) z.v = t.dims[0];
         if (t.role == Role::LM_HEAD && !t.tied) z.head = true;
-        if (t.role == Role::ROUTER_GATE && t.rank == 2 && t.layer >= 0 && t.expert == kNoExpert) {
-            z.routers++;
+        if (t.role == Role::ROUTER_GATE && t.rank == 2 && t.layer >= 0 && t.expert == kNoExpert)
             z.experts = std::max(z.experts, t.dims[0]);
-        }
     }
     z.n_ctx = bridge_context_count(z.v);
     return z;
@@ -352,8 +351,9 @@ void size_into(const BridgeSizes &z, ArenaSizer &s) {
     s.add_array<uint8_t>(checked_mul(z.v * kBridgeK, kGuardTupleSize, "bridge guard"));
     s.add_array<int16_t>(H);
     s.add_array<float>(std::max<uint64_t>(z.experts * z.d, 1));                  // one router
-    s.add_array<double>(std::max<uint64_t>(z.routers * z.experts, 1));           // pooled norms
-    s.add_array<uint32_t>(std::max<uint64_t>(z.routers * z.experts, 1));         // pooled order
+    const uint64_t pool = checked_mul(z.layers, z.experts, "bridge router rows");  // every layer, router or not
+    s.add_array<double>(std::max<uint64_t>(pool, 1));    // pooled norms
+    s.add_array<uint32_t>(std::max<uint64_t>(pool, 1));  // pooled order
     s.add_array<double>(std::max<uint64_t>(z.experts, 1));
     s.add_array<uint32_t>(std::max<uint64_t>(z.experts, 1));
     s.add_array<float>(z.row_floats);
@@ -403,8 +403,8 @@ void bridge_init_run(Job &job) {
     out.guard = arena.alloc_array<uint8_t>(v * kBridgeK * kGuardTupleSize);
     int16_t *peer = arena.alloc_array<int16_t>(H);
     float *router = arena.alloc_array<float>(std::max<uint64_t>(z.experts * d, 1));
-    double *norms = arena.alloc_array<double>(std::max<uint64_t>(z.routers * z.experts, 1));
-    uint32_t *pooled = arena.alloc_array<uint32_t>(std::max<uint64_t>(z.routers * z.experts, 1));
+    double *norms = arena.alloc_array<double>(std::max<uint64_t>(z.layers * z.experts, 1));
+    uint32_t *pooled = arena.alloc_array<uint32_t>(std::max<uint64_t>(z.layers * z.experts, 1));
     double *enorm = arena.alloc_array<double>(std::max<uint64_t>(z.experts, 1));
     uint32_t *eorder = arena.alloc_array<uint32_t>(std::max<uint64_t>(z.experts, 1));
     float *row_scratch = arena.alloc_array<float>(z.row_floats);
