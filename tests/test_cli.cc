@@ -102,11 +102,11 @@ static void convert_says_what_it_did(void **) {
     Run r = stk_run({"convert", "--in", model(), "--out", out, "--partial"});
     if (r.exit_code != 0) fail_msg("exit %d: %s", r.exit_code, r.err.c_str());
     assert_contains(r.err, "published generation");
-    assert_contains(r.err, "arrays      15, 204 KiB");  // the numeric stages' arrays; no token tables
+    assert_contains(r.err, "arrays      22, 373 KiB");  // the numeric stages' arrays; no token tables
     assert_contains(r.err, "tokenizer   ext: tokenizer: Sardinas-Patterson rejects the 260 bytepieces");
     assert_contains(r.err, "WARNING: tokenizer in EXT mode");
     assert_contains(r.err, "--allow-uncertified-tokenizer");
-    assert_contains(r.err, "disabled    tokenizer_fst bridge");
+    assert_contains(r.err, "disabled    tokenizer_fst\n");  // the bridge is built
     assert_true(r.out.empty());  // stdout is for --json only
 
     std::string out2 = fresh_out("cli-ext-json");
@@ -114,7 +114,7 @@ static void convert_says_what_it_did(void **) {
     simdjson::dom::parser p;
     auto root = parse_result(p, j, "convert");
     assert_true(bool(root["published"]));
-    assert_int_equal(uint64_t(root["arrays"]), 15);
+    assert_int_equal(uint64_t(root["arrays"]), 22);
     assert_true(std::string_view(root["tokenizer"]["mode"]) == "ext");
     assert_int_equal(uint64_t(root["tokenizer"]["vocab_size"]), 261);
     assert_int_equal(root["warnings"].get_array().size(), 1);  // EXT mode (the numeric stages write arrays)
@@ -136,8 +136,8 @@ static void convert_uncertified_matches_check(void **) {
     auto root = parse_result(p, j, "convert");
     assert_true(std::string_view(root["tokenizer"]["mode"]) == "fst_uncertified");
     uint64_t arrays = root["arrays"], bytes = root["bytes"];
-    assert_int_equal(arrays, 24);  // 9 tokenizer arrays + 15 of the numeric stages
-    assert_int_equal(bytes, 212451);
+    assert_int_equal(arrays, 31);  // 9 tokenizer arrays + 22 of the numeric stages and the bridge
+    assert_int_equal(bytes, 385851);
     assert_contains(j.err, "WARNING: token tables built UNCERTIFIED");
     Run c = stk_run({"check", out, "--json"});
     simdjson::dom::parser p2;
@@ -183,10 +183,9 @@ static void convert_uncertified_matches_check(void **) {
     }
     assert_string_equal(hex.c_str(), "6120f09f988020" "62");
     assert_true(std::string_view(rroot["tokens"].at(2)["bytes"]) == "\xef\xbf\xbd");  // U+FFFD
-    // Modules: present ones are never reported as absent; only the bridge has no arrays.
-    assert_int_equal(rroot["disabled_modules"].get_array().size(), 1);
-    assert_true(std::string_view(rroot["disabled_modules"].at(0)) == "bridge");
-    assert_int_equal(rroot["modules_not_replayed"].get_array().size(), 4);
+    // Modules: present ones are never reported as absent; every module has its arrays.
+    assert_int_equal(rroot["disabled_modules"].get_array().size(), 0);
+    assert_int_equal(rroot["modules_not_replayed"].get_array().size(), 5);
 }
 
 // Every failure and usage error with --json: one object on stdout, the right exit code.
@@ -304,8 +303,8 @@ static void flag_names_consistent(void **) {
         auto root = parse_result(p, r, "convert");
         assert_int_equal(uint64_t(root["tokenizer"]["ltok"]), 6);
         // 6 token-table lengths instead of 8: tokenizer_fst.bin + T_1..T_6, beside the numeric
-        // stages' 15 arrays
-        assert_int_equal(uint64_t(root["arrays"]), 7 + 15);
+        // stages' 22 arrays
+        assert_int_equal(uint64_t(root["arrays"]), 7 + 22);
     }
     for (const char *s : spell) {
         Run r = stk_run({"tokenize", model(), "--prompt", "the theorem", "--mode", "greedy", s, "6"});
@@ -383,7 +382,7 @@ static void plan_models_help(void **) {
     Run t = stk_run({"convert", model(), out + "2", "--dry-run"});
     assert_int_equal(t.exit_code, 0);
     assert_contains(t.out, "nothing is written");
-    assert_contains(t.out, "bridge_init  (not implemented");
+    assert_contains(t.out, "  bridge_init\n  manifest_emit\n");  // every stage is implemented
 
     Run m = stk_run({"--list-models", "--json"});
     simdjson::dom::parser p3;

@@ -527,9 +527,24 @@ func (g *Generation) LinearWeight(key uint64) (float32, error) {
 	return math.Float32frombits(bits), err
 }
 
-// Hub maps (token id, context id) to the hub bitset.
-func (g *Generation) Hub(token, context uint32) ([]byte, error) {
-	return g.Lookup(LookupHub, append(le32(token), le32(context)...))
+// Hub maps (token id, context id) to the bridge's hub bitset (docs/format.md, "Bridge arrays"):
+// W uint64 words (hub h is bit h%64 of word h/64), the token's row OR the context's row.  An id
+// out of range is StatusKeyNotFound; a generation without a bridge StatusMissingArray.
+func (g *Generation) Hub(token, context uint32) ([]uint64, error) {
+	v, err := g.Lookup(LookupHub, append(le32(token), le32(context)...))
+	if err != nil {
+		return nil, err
+	}
+	if len(v)%8 != 0 {
+		return nil, &Error{Status: StatusCorrupt, Message: "hub lookup returned a partial word"}
+	}
+	words := make([]uint64, len(v)/8)
+	for i := range words {
+		for b := 0; b < 8; b++ {
+			words[i] |= uint64(v[8*i+b]) << (8 * b)
+		}
+	}
+	return words, nil
 }
 
 func le32(v uint32) []byte {

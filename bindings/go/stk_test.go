@@ -353,3 +353,52 @@ func TestLinearLookupsOnAPublishedGeneration(t *testing.T) {
 		t.Errorf("4-byte key: %v", err)
 	}
 }
+
+// mix64 is the library's seeded splitmix64 finaliser, written out plainly for the reference.
+func mix64(x uint64) uint64 {
+	z := x + 0x9E3779B97F4A7C15
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}
+
+// hubRow is a W = 2 bridge row (docs/format.md, "Bridge arrays"): the bits of two salted hashes.
+func hubRow(id uint64, salts [2]uint64) [2]uint64 {
+	var row [2]uint64
+	for _, salt := range salts {
+		bit := ((mix64(id^mix64(salt^0xD6E8FEB86659FD93)) >> 32) * 128) >> 32
+		row[bit/64] |= 1 << (bit % 64)
+	}
+	return row
+}
+
+func TestHubLookupsOnAPublishedGeneration(t *testing.T) {
+	out := publishTinyGPT2(t)
+	g, err := OpenGeneration(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	tok := [2]uint64{0x416b6f742d677262, 0x426b6f742d677262} // "brg-tokA", "brg-tokB"
+	ctx := [2]uint64{0x417874632d677262, 0x427874632d677262} // "brg-ctxA", "brg-ctxB"
+	// 261 tokens (generate.py): 512 contexts (next power of two, at least 64).
+	for _, c := range [][2]uint32{{0, 0}, {1, 7}, {260, 511}, {258, 100}} {
+		words, err := g.Hub(c[0], c[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, cr := hubRow(uint64(c[0]), tok), hubRow(uint64(c[1]), ctx)
+		if len(words) != 2 || words[0] != tr[0]|cr[0] || words[1] != tr[1]|cr[1] {
+			t.Errorf("token %d context %d: %x, want %x %x", c[0], c[1], words, tr[0]|cr[0], tr[1]|cr[1])
+		}
+	}
+	if _, err := g.Hub(261, 0); !errors.Is(err, StatusKeyNotFound) {
+		t.Errorf("token 261: %v", err)
+	}
+	if _, err := g.Hub(0, 512); !errors.Is(err, StatusKeyNotFound) {
+		t.Errorf("context 512: %v", err)
+	}
+	if _, err := g.LookupInto(LookupHub, make([]byte, 4), make([]byte, 16)); !errors.Is(err, StatusInvalidArgument) {
+		t.Errorf("4-byte key: %v", err)
+	}
+}

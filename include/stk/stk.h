@@ -194,7 +194,7 @@ typedef enum stk_lookup_kind {
     STK_LOOKUP_TOKEN_ID = 1,    /* key: token bytes -> value: token id */
     STK_LOOKUP_TOKEN_BYTES = 2, /* key: u32 token id (LE) -> value: token bytes */
     STK_LOOKUP_LINEAR = 3,      /* key: u64 feature key (LE) -> value: f32 base weight */
-    STK_LOOKUP_HUB = 4          /* key: u32 token id, u32 context id (LE) -> value: hub bitset */
+    STK_LOOKUP_HUB = 4          /* key: u32 token id, u32 context id (LE) -> value: hub bitset, W u64 LE words */
 } stk_lookup_kind;
 
 /* One O(1) lookup.  A generation is read-only once open: stk_lookup may be called from many

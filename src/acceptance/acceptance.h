@@ -7,6 +7,7 @@
 // carries the spec's threshold and says so in its note; the table never moves to an easy point.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,5 +45,19 @@ const ModelDescription &acceptance_model(const AcceptanceContext &ctx);
 void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &rows);     // 16.1
 void acceptance_linear(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &rows);  // 16.2
 void acceptance_memory(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &rows);  // 16.3
+void acceptance_bridge(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &rows);  // 16.4
+
+// 16.4's synthetic guard precheck (src/acceptance/bridge.cc): for each sampled token row of the
+// published legs (qin, qout [v, h] i16, scales [v]), the ratio m / (sd_in + sd_out) of each of
+// the K pairs of h synthetic hubs drawn from the row's own statistics; a pair passes at slack
+// beta iff its ratio > beta.
+struct BridgePrecheck {
+    uint64_t rows = 0;
+    std::vector<double> ratios;  // ascending; -inf for m <= 0
+    double slack_limit = 0;      // pass_rate(beta) >= 0.9 iff beta < slack_limit
+    double pass_rate(double slack) const;
+};
+BridgePrecheck bridge_guard_precheck(const int16_t *qin, const int16_t *qout, const float *s_in, const float *s_out, uint64_t v,
+                                     uint32_t h, uint32_t k, uint64_t seed);
 
 }  // namespace stk

@@ -29,6 +29,13 @@ struct stk_generation {
     uint64_t linear_count = 0;  // C
     const uint8_t *linear_keys = nullptr;     // [C] u64 LE
     const uint8_t *linear_weights = nullptr;  // [C] f32 LE
+    // The bridge's hub bitsets (absent when the generation has no bridge_hubs.bin: HUB lookups
+    // then answer STK_E_MISSING_ARRAY).  A view into the mapped array, validated at open.
+    bool has_bridge = false;
+    std::unique_ptr<stk::ArrayReader> br_hubs, br_qdin;
+    const uint8_t *bridge_hubs = nullptr;  // [tokens + contexts, w] u64 LE
+    uint64_t bridge_tokens = 0;            // token rows (bridge_qDin.bin's rows)
+    uint32_t bridge_contexts = 0, bridge_w = 0;
 };
 
 namespace stk {
@@ -52,6 +59,20 @@ void attach_linear(stk_generation &g, const uint8_t *mphf, size_t mphf_len, cons
 // entry; false if neither (an entry the truncation dropped: its value is 0).  *probes counts
 // slots compared (1 + at most d*b + S + 1).  Thread-safe (read-only).
 bool linear_find(const stk_generation &g, uint64_t key, float *value, uint32_t *probes);
+
+// Maps bridge_hubs.bin and bridge_qDin.bin (its row count is the vocabulary) into g (called by
+// map_generation when bridge_hubs.bin exists; bridge_qDin.bin absent: STK_E_MISSING_ARRAY).
+void map_bridge(stk_generation &g);
+
+// Attaches the hub bitsets from bridge_hubs.bin's payload: `rows` rows of w u64 words, the first
+// `tokens` of them token rows, the rest context rows.  Validates (STK_E_CORRUPT naming the
+// array): w in {2, 3}, len == rows * w * 8, 0 < tokens < rows, rows - tokens a power of two
+// <= 65536, every row with 1 or 2 bits set.  The memory must outlive g.
+void attach_bridge(stk_generation &g, const uint8_t *hubs, size_t len, uint64_t rows, uint32_t w, uint64_t tokens);
+
+// HUB: the hub bitset of token `token` in context `context`: token row | context row, w words
+// into out[0..w).  False if either id is out of range.  O(1), thread-safe (read-only).
+bool bridge_hub_bitset(const stk_generation &g, uint32_t token, uint32_t context, uint64_t *out);
 
 // One lookup (the body of stk_lookup).
 void generation_lookup(const stk_generation &g, stk_lookup_kind kind, const void *key, size_t key_len, void *value,

@@ -16,6 +16,7 @@ std::unique_ptr<stk_generation> map_generation(const std::string &dir) {
     std::string arrays = dir + "/arrays/";
     struct stat st;
     if (::stat((arrays + "linear_mphf.bin").c_str(), &st) == 0) map_linear(*g);
+    if (::stat((arrays + "bridge_hubs.bin").c_str(), &st) == 0) map_bridge(*g);
     if (::stat((arrays + "tokenizer_fst.bin").c_str(), &st) != 0) return g;  // no FST: token lookups disabled
     g->fst = std::make_unique<ArrayReader>(arrays + "tokenizer_fst.bin");
     std::string fst_name = "arrays/tokenizer_fst.bin";
@@ -84,6 +85,56 @@ bool linear_find(const stk_generation &g, uint64_t key, float *value, uint32_t *
     return found;
 }
 
+void map_bridge(stk_generation &g) {
+    std::string arrays = g.dir + "/arrays/";
+    if (!file_exists(arrays + "bridge_qDin.bin"))
+        throw_error(STK_E_MISSING_ARRAY, "%s: bridge_hubs.bin is present but arrays/bridge_qDin.bin is not", g.dir.c_str());
+    g.br_hubs = std::make_unique<ArrayReader>(arrays + "bridge_hubs.bin");
+    g.br_qdin = std::make_unique<ArrayReader>(arrays + "bridge_qDin.bin");
+    const ArrayHeader &hh = g.br_hubs->header(), &hq = g.br_qdin->header();
+    if (hh.dtype != uint16_t(DType::U8) || hh.rank != 3 || hh.dims[2] != 8 || hh.dims[1] < 2 || hh.dims[1] > 3)
+        throw_error(STK_E_CORRUPT, "%s: arrays/bridge_hubs.bin must be a [rows, W, 8] u8 array with W in {2, 3}", g.dir.c_str());
+    if (hq.dtype != uint16_t(DType::I16) || hq.rank != 2 || hq.dims[1] != 64 * hh.dims[1])
+        throw_error(STK_E_CORRUPT, "%s: arrays/bridge_qDin.bin must be [vocab, %llu] i16 (64 W hubs)", g.dir.c_str(),
+                    (unsigned long long)(64 * hh.dims[1]));
+    attach_bridge(g, g.br_hubs->payload(), size_t(g.br_hubs->payload_size()), hh.dims[0], uint32_t(hh.dims[1]), hq.dims[0]);
+}
+
+void attach_bridge(stk_generation &g, const uint8_t *hubs, size_t len, uint64_t rows, uint32_t w, uint64_t tokens) {
+    g.has_bridge = false;
+    if (w < 2 || w > 3) throw_error(STK_E_CORRUPT, "arrays/bridge_hubs.bin: W = %u; 2 or 3 expected", w);
+    if (rows > (uint64_t(1) << 40) || rows * w * 8 != len)
+        throw_error(STK_E_CORRUPT, "arrays/bridge_hubs.bin: %llu rows of %u words need %llu bytes; the payload has %zu",
+                    (unsigned long long)rows, w, (unsigned long long)(rows <= (uint64_t(1) << 40) ? rows * w * 8 : 0), len);
+    if (tokens == 0 || tokens >= rows || tokens > 0xFFFFFFFFull)
+        throw_error(STK_E_CORRUPT, "arrays/bridge_hubs.bin: %llu rows cannot hold %llu token rows and a context row",
+                    (unsigned long long)rows, (unsigned long long)tokens);
+    const uint64_t ctx = rows - tokens;
+    if (ctx > 65536 || (ctx & (ctx - 1)))
+        throw_error(STK_E_CORRUPT, "arrays/bridge_hubs.bin: %llu context rows; a power of two <= 65536 expected",
+                    (unsigned long long)ctx);
+    for (uint64_t r = 0; r < rows; r++) {
+        uint32_t bits = 0;
+        for (uint32_t i = 0; i < w; i++) bits += uint32_t(__builtin_popcountll(load_le<uint64_t>(hubs + (r * w + i) * 8)));
+        if (bits < 1 || bits > 2)
+            throw_error(STK_E_CORRUPT, "arrays/bridge_hubs.bin: offset %llu: row %llu has %u bits set; 1 or 2 expected",
+                        (unsigned long long)(r * w * 8), (unsigned long long)r, bits);
+    }
+    g.bridge_hubs = hubs;
+    g.bridge_tokens = tokens;
+    g.bridge_contexts = uint32_t(ctx);
+    g.bridge_w = w;
+    g.has_bridge = true;
+}
+
+bool bridge_hub_bitset(const stk_generation &g, uint32_t token, uint32_t context, uint64_t *out) {
+    if (!g.has_bridge || token >= g.bridge_tokens || context >= g.bridge_contexts) return false;
+    const uint8_t *t = g.bridge_hubs + uint64_t(token) * g.bridge_w * 8;
+    const uint8_t *c = g.bridge_hubs + (g.bridge_tokens + context) * g.bridge_w * 8;
+    for (uint32_t i = 0; i < g.bridge_w; i++) out[i] = load_le<uint64_t>(t + 8 * i) | load_le<uint64_t>(c + 8 * i);
+    return true;
+}
+
 static void put_value(const void *src, size_t len, void *value, size_t value_cap, size_t *value_len) {
     *value_len = len;
     if (len > value_cap) throw_error(STK_E_INVALID_ARGUMENT, "stk_lookup: value needs %zu bytes, value_cap is %zu", len, value_cap);
@@ -113,8 +164,24 @@ void generation_lookup(const stk_generation &g, stk_lookup_kind kind, const void
             put_value(&v, 4, value, value_cap, value_len);
             return;
         }
-        case STK_LOOKUP_HUB:
-            throw_error(STK_E_NOT_IMPLEMENTED, "stk_lookup: HUB lookups need the bridge_init stage, which is not implemented yet");
+        case STK_LOOKUP_HUB: {
+            if (!g.has_bridge)
+                throw_error(STK_E_MISSING_ARRAY, "%s: arrays/bridge_hubs.bin is absent: this generation has no bridge "
+                                                 "(see the manifest's records)", g.dir.c_str());
+            if (key_len != 8)
+                throw_error(STK_E_INVALID_ARGUMENT, "stk_lookup: HUB key is a u32 token id and a u32 context id (8 bytes), got %zu",
+                            key_len);
+            const uint8_t *kb = static_cast<const uint8_t *>(key);
+            const uint32_t token = load_le<uint32_t>(kb), context = load_le<uint32_t>(kb + 4);
+            uint64_t words[3];
+            if (!bridge_hub_bitset(g, token, context, words))
+                throw_error(STK_E_KEY_NOT_FOUND, "stk_lookup: HUB key (token %u, context %u) outside the %llu tokens and %u contexts",
+                            token, context, (unsigned long long)g.bridge_tokens, g.bridge_contexts);
+            uint8_t outb[24];
+            for (uint32_t i = 0; i < g.bridge_w; i++) store_le<uint64_t>(outb + 8 * i, words[i]);
+            put_value(outb, size_t(8) * g.bridge_w, value, value_cap, value_len);
+            return;
+        }
         default:
             throw_error(STK_E_INVALID_ARGUMENT, "stk_lookup: unknown lookup kind %d", int(kind));
     }

@@ -20,7 +20,7 @@ static const StageDef kStages[STK_STAGE_COUNT] = {
     {STK_STAGE_FFN_COLLAPSE, "ffn_collapse", ffn_collapse_size, ffn_collapse_run},
     {STK_STAGE_MPHF_CUCKOO, "mphf_cuckoo", mphf_cuckoo_size, mphf_cuckoo_run},
     {STK_STAGE_MEMORY_FIT, "memory_fit", memory_fit_size, memory_fit_run},
-    {STK_STAGE_BRIDGE_INIT, "bridge_init", nullptr, nullptr},
+    {STK_STAGE_BRIDGE_INIT, "bridge_init", bridge_init_size, bridge_init_run},
     {STK_STAGE_MANIFEST_EMIT, "manifest_emit", nullptr, manifest_emit_run},
     {STK_STAGE_CHECK, "check", nullptr, check_stage_run},
 };

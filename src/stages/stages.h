@@ -26,6 +26,9 @@ void ffn_collapse_run(Job &job);
 void mphf_cuckoo_size(const JobInputs &in, ArenaSizer &s);
 void mphf_cuckoo_run(Job &job);
 
+void bridge_init_size(const JobInputs &in, ArenaSizer &s);
+void bridge_init_run(Job &job);
+
 void manifest_emit_run(Job &job);
 void check_stage_run(Job &job);
 

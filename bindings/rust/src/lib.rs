@@ -731,12 +731,17 @@ impl Generation {
         Ok(self.fixed::<4>(LookupKind::Linear, &key.to_le_bytes())?.map(f32::from_le_bytes))
     }
 
-    /// (token id, context id) -> hub bitset.
-    pub fn hub(&self, token: u32, context: u32) -> Result<Option<Vec<u8>>> {
+    /// (token id, context id) -> the hub bitset of the bridge (docs/format.md, "Bridge arrays"):
+    /// W u64 words (hub h is bit h % 64 of word h / 64), the token's row OR the context's row.
+    /// `Ok(None)` for a token or context id out of range; `Err` with `Status::MissingArray` when
+    /// the generation has no bridge.
+    pub fn hub(&self, token: u32, context: u32) -> Result<Option<Vec<u64>>> {
         let mut key = [0u8; 8];
         key[..4].copy_from_slice(&token.to_le_bytes());
         key[4..].copy_from_slice(&context.to_le_bytes());
-        self.lookup(LookupKind::Hub, &key)
+        Ok(self.lookup(LookupKind::Hub, &key)?.map(|v| {
+            v.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes"))).collect()
+        }))
     }
 }
 

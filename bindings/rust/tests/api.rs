@@ -304,3 +304,44 @@ fn linear_lookups_on_a_published_generation() {
     let err = gen.lookup_into(LookupKind::Linear, &[0u8; 4], &mut [0u8; 4]).unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument, "a linear key is 8 bytes");
 }
+
+/// The library's mixer (splitmix64 finaliser, seeded), written out plainly for the reference.
+fn mix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+fn mix64_seeded(key: u64, seed: u64) -> u64 {
+    mix64(key ^ mix64(seed ^ 0xD6E8_FEB8_6659_FD93))
+}
+/// docs/format.md "Bridge arrays": a row of W = 2 words with the bits of two salted hashes.
+fn hub_row(id: u64, salts: [u64; 2]) -> [u64; 2] {
+    let mut row = [0u64; 2];
+    for salt in salts {
+        let bit = ((mix64_seeded(id, salt) >> 32) * 128) >> 32;
+        row[(bit / 64) as usize] |= 1u64 << (bit % 64);
+    }
+    row
+}
+
+#[test]
+fn hub_lookups_on_a_published_generation() {
+    let out = publish_tiny_gpt2("hub");
+    let gen = Generation::open(&out).unwrap_or_else(|e| panic!("{e}"));
+    const TOK: [u64; 2] = [0x416b_6f74_2d67_7262, 0x426b_6f74_2d67_7262]; // "brg-tokA", "brg-tokB"
+    const CTX: [u64; 2] = [0x4178_7463_2d67_7262, 0x4278_7463_2d67_7262]; // "brg-ctxA", "brg-ctxB"
+    // 261 tokens (generate.py): 512 contexts (next power of two, at least 64).
+    for (t, c) in [(0u32, 0u32), (1, 7), (260, 511), (258, 100)] {
+        let words = gen.hub(t, c).unwrap().expect("in range");
+        let (tr, cr) = (hub_row(u64::from(t), TOK), hub_row(u64::from(c), CTX));
+        assert_eq!(words, vec![tr[0] | cr[0], tr[1] | cr[1]], "token {t} context {c}");
+        let bits: u32 = words.iter().map(|w| w.count_ones()).sum();
+        assert!((2..=4).contains(&bits));
+    }
+    assert_eq!(gen.hub(0, 0).unwrap().unwrap()[1] & 0x0000_0001_0200_0000, 0x0000_0001_0200_0000);
+    assert_eq!(gen.hub(261, 0).unwrap(), None, "token id out of range");
+    assert_eq!(gen.hub(0, 512).unwrap(), None, "context id out of range");
+    let err = gen.lookup_into(LookupKind::Hub, &[0u8; 4], &mut [0u8; 16]).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument, "a hub key is 8 bytes");
+}

@@ -1,0 +1,540 @@
+// bridge_init (seed 9, 12.6, 18.4): see bridge_init.h for what each part means.  The stage reads
+// the router of one layer at a time (twice: norms, then the chosen rows), then the embedding,
+// then the output embedding, each through the job's checkpoint mapping; the leg scores are BLIS
+// products over a fixed grid of row blocks (bridge_leg_scores: bytes independent of the thread count).
+// Stage digest: the arrays it wrote (outputs.h); a disabled bridge digests the canonical record
+// "stk.bridge_init.disabled" NUL instead.
+#include "stages/bridge_init.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core/bytes.h"
+#include "core/checked.h"
+#include "core/checksum.h"
+#include "core/error.h"
+#include "core/prng.h"
+#include "ingest/model.h"
+#include "kernels/abs_gemm.h"
+#include "kernels/random.h"
+#include "stages/attn_common.h"
+#include "stages/outputs.h"
+#include "stages/stages.h"
+
+namespace stk {
+
+uint32_t g_bridge_test_corrupt_guard = 0;
+
+namespace {
+
+// Bit position in [0, 64 w) of id under salt: the top 32 bits of the hash, scaled (multiply-shift).
+uint32_t bit_of(uint64_t id, uint64_t salt, uint32_t w) {
+    return uint32_t(((mix64(id, salt) >> 32) * uint64_t(64 * w)) >> 32);
+}
+
+void two_bit_row(uint64_t id, uint64_t salt_a, uint64_t salt_b, uint32_t w, uint64_t *row) {
+    for (uint32_t i = 0; i < w; i++) row[i] = 0;
+    const uint32_t a = bit_of(id, salt_a, w), b = bit_of(id, salt_b, w);
+    row[a >> 6] |= uint64_t(1) << (a & 63);
+    row[b >> 6] |= uint64_t(1) << (b & 63);
+}
+
+// Nearest-rank percentile index: the ceil(p n)-th smallest, 0-based.
+size_t rank_index(size_t n, double p) {
+    size_t r = size_t(std::ceil(p * double(n)));
+    return r == 0 ? 0 : r - 1;
+}
+
+}  // namespace
+
+void guard_tuple_store(const GuardTuple &g, uint8_t out[kGuardTupleSize]) {
+    store_le<uint16_t>(out, g.hub);
+    store_le<uint16_t>(out + 2, g.flags);
+    std::memcpy(out + 4, &g.m, 4);
+    std::memcpy(out + 8, &g.c_h, 4);
+    std::memcpy(out + 12, &g.u, 4);
+    std::memcpy(out + 16, &g.v, 4);
+    std::memcpy(out + 20, &g.z, 4);
+}
+
+GuardTuple guard_tuple_load(const uint8_t in[kGuardTupleSize]) {
+    GuardTuple g;
+    g.hub = load_le<uint16_t>(in);
+    g.flags = load_le<uint16_t>(in + 2);
+    std::memcpy(&g.m, in + 4, 4);
+    std::memcpy(&g.c_h, in + 8, 4);
+    std::memcpy(&g.u, in + 12, 4);
+    std::memcpy(&g.v, in + 16, 4);
+    std::memcpy(&g.z, in + 20, 4);
+    return g;
+}
+
+uint32_t bridge_context_count(uint64_t vocab) {
+    uint64_t n = kBridgeMinContexts;
+    while (n < vocab && n < kBridgeMaxContexts) n <<= 1;
+    return uint32_t(n);
+}
+
+uint32_t bridge_context_id(uint32_t prev1, uint32_t prev2, uint32_t n_contexts) {
+    return uint32_t(mix64((uint64_t(prev1) << 32) | prev2, kSaltCtxId) & (n_contexts - 1));
+}
+
+void bridge_token_row(uint32_t token, uint32_t w, uint64_t *row) { two_bit_row(token, kSaltTokA, kSaltTokB, w, row); }
+void bridge_context_row(uint32_t context, uint32_t w, uint64_t *row) { two_bit_row(context, kSaltCtxA, kSaltCtxB, w, row); }
+
+double bridge_p99_abs(const float *x, size_t n, float *scratch) {
+    if (n == 0) return 0;
+    for (size_t i = 0; i < n; i++) scratch[i] = std::fabs(x[i]);
+    const size_t r = rank_index(n, 0.99);
+    std::nth_element(scratch, scratch + r, scratch + n);
+    return scratch[r];
+}
+
+float bridge_row_scale(const float *x, size_t n, float *scratch) {
+    double p = bridge_p99_abs(x, n, scratch);
+    if (!(p > 0)) {
+        p = 0;
+        for (size_t i = 0; i < n; i++) p = std::max(p, double(std::fabs(x[i])));
+    }
+    if (!(p > 0)) return 1.0f;  // an all-zero row: any scale reproduces it
+    return float(kBridgeP99Fraction * 32767.0 / p);
+}
+
+uint32_t bridge_quantize_row(const float *x, size_t n, float s, int16_t *q) {
+    uint32_t clipped = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double r = std::round(double(x[i]) * double(s));  // half away from zero
+        if (r > 32767) {
+            q[i] = 32767;
+            clipped++;
+        } else if (r < -32768) {
+            q[i] = -32768;
+            clipped++;
+        } else {
+            q[i] = int16_t(r);
+        }
+    }
+    return clipped;
+}
+
+void bridge_guard_row(const int16_t *qin, const int16_t *qout, float s_in, float s_out, uint32_t h, uint32_t k,
+                      double beta, double *z, uint32_t *order, GuardTuple *out) {
+    const double a = 1.0 / double(s_in), b = 1.0 / double(s_out);
+    double mi = 0, mo = 0;
+    for (uint32_t i = 0; i < h; i++) {
+        z[i] = double(qin[i]) * a + double(qout[i]) * b;
+        mi += double(qin[i]) * a;
+        mo += double(qout[i]) * b;
+        order[i] = i;
+    }
+    mi /= h;
+    mo /= h;
+    double vi = 0, vo = 0;
+    for (uint32_t i = 0; i < h; i++) {
+        const double di = double(qin[i]) * a - mi, dq = double(qout[i]) * b - mo;
+        vi += di * di;
+        vo += dq * dq;
+    }
+    const double sd_in = std::sqrt(vi / h), sd_out = std::sqrt(vo / h);
+    const double eps_row = 0.5 * (a + b);
+    std::partial_sort(order, order + k + 1, order + h,
+                      [&](uint32_t p, uint32_t q) { return z[p] != z[q] ? z[p] > z[q] : p < q; });
+    const double competitor = z[order[k]];
+    for (uint32_t j = 0; j < k; j++) {
+        GuardTuple &g = out[j];
+        g.hub = uint16_t(order[j]);
+        g.z = float(z[order[j]]);
+        g.m = float(z[order[j]] - competitor - 2 * eps_row);
+        g.u = float(beta * sd_in);
+        g.v = float(beta * sd_out);
+        g.c_h = float(beta * sd_in + beta * sd_out);
+        // Decided on the stored (f32) values, so the tuple is consistent as read back.
+        g.flags = !(g.m > 0) ? kGuardNegativeMargin : (g.c_h < g.m ? kGuardPromoted : 0);
+    }
+}
+
+BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint32_t h, uint32_t k, uint32_t w,
+                         uint32_t n_ctx, double beta, const BridgeOut &out, float *scratch_f, double *scratch_d,
+                         uint32_t *scratch_u, ManifestDraft &m) {
+    if (h < k + 1 || h != 64 * w || h > 65536 || v == 0 || n_ctx == 0 || (n_ctx & (n_ctx - 1)))
+        throw_error(STK_E_INTERNAL, "bridge_build: h %u, k %u, w %u, v %llu, contexts %u", h, k, w, (unsigned long long)v, n_ctx);
+    BridgeStats st;
+    double err2 = 0, err2_abs = 0, x2 = 0;
+    auto quantize_leg = [&](const float *x, int16_t *q, float *s) {
+        for (uint64_t t = 0; t < v; t++) {
+            const float *row = x + t * h;
+            int16_t *qr = q + t * h;
+            s[t] = bridge_row_scale(row, h, scratch_f);
+            st.clipped += bridge_quantize_row(row, h, s[t], qr);
+            double amax = 0;
+            for (uint32_t i = 0; i < h; i++) amax = std::max(amax, double(std::fabs(row[i])));
+            const double sa = amax > 0 ? 32767.0 / amax : 1.0;
+            for (uint32_t i = 0; i < h; i++) {
+                const double xv = row[i], e = xv - double(qr[i]) / double(s[t]);
+                const double ea = xv - std::round(xv * sa) / sa;
+                err2 += e * e;
+                err2_abs += ea * ea;
+                x2 += xv * xv;
+            }
+        }
+        st.entries += v * h;
+    };
+    quantize_leg(x_in, out.qin, out.s_in);
+    if (x_out == x_in) {
+        std::memcpy(out.qout, out.qin, size_t(v * h) * sizeof(int16_t));
+        std::memcpy(out.s_out, out.s_in, size_t(v) * sizeof(float));
+        st.entries *= 2;
+        st.clipped *= 2;
+        err2 *= 2;
+        err2_abs *= 2;
+        x2 *= 2;
+    } else {
+        quantize_leg(x_out, out.qout, out.s_out);
+    }
+    st.rms_err_p99 = x2 > 0 ? std::sqrt(err2 / x2) : 0;
+    st.rms_err_absmax = x2 > 0 ? std::sqrt(err2_abs / x2) : 0;
+
+    for (uint64_t t = 0; t < v; t++) bridge_token_row(uint32_t(t), w, out.hubs + t * w);
+    for (uint32_t c = 0; c < n_ctx; c++) bridge_context_row(c, w, out.hubs + (v + c) * w);
+
+    GuardTuple row[64];
+    for (uint64_t t = 0; t < v; t++) {
+        bridge_guard_row(out.qin + t * h, out.qout + t * h, out.s_in[t], out.s_out[t], h, k, beta, scratch_d, scratch_u, row);
+        for (uint32_t j = 0; j < k; j++) guard_tuple_store(row[j], out.guard + (t * k + j) * kGuardTupleSize);
+    }
+    if (g_bridge_test_corrupt_guard) {
+        // Flag the first tuple as promoted whatever its margin, and give it a margin below its bound.
+        GuardTuple g = guard_tuple_load(out.guard);
+        g.flags = kGuardPromoted;
+        g.m = g.c_h * 0.5f - 1.0f;
+        guard_tuple_store(g, out.guard);
+    }
+
+    // ---- 12.6 checks -------------------------------------------------------------------------
+    // Quant scales sane: finite and > 0.
+    double s_min = INFINITY;
+    uint64_t bad_scales = 0;
+    for (uint64_t t = 0; t < v; t++)
+        for (float s : {out.s_in[t], out.s_out[t]}) {
+            if (!(std::isfinite(s) && s > 0)) bad_scales++;
+            else s_min = std::min(s_min, double(s));
+        }
+    st.scales_ok = bad_scales == 0;
+    draft_add_record(m, STK_STAGE_BRIDGE_INIT, st.scales_ok ? kRecordInvariantPass : kRecordInvariantFail, kFeatureBridge,
+                     st.scales_ok ? STK_OK : STK_E_NONFINITE, st.scales_ok ? s_min : double(bad_scales), 0,
+                     "12.6 quant scales finite and > 0 (value: smallest scale, or the count of bad ones)");
+
+    // hub_and_p99 <= K: the hubs a pair's composed bitset holds (token row | context row), p99
+    // over kBridgeHubSamples pairs drawn from a fixed stream; every stored row holds 1 or 2 bits.
+    uint64_t bad_rows = 0;
+    for (uint64_t r = 0; r < v + n_ctx; r++) {
+        uint32_t bits = 0;
+        for (uint32_t i = 0; i < w; i++) bits += uint32_t(__builtin_popcountll(out.hubs[r * w + i]));
+        bad_rows += bits < 1 || bits > 2;
+    }
+    uint64_t state = stream_seed(m.master_seed, kStreamBridgeCheck, 0);
+    for (uint32_t i = 0; i < kBridgeHubSamples; i++) {
+        const uint64_t x = splitmix64_next(&state);
+        const uint64_t t = ((x >> 32) * v) >> 32, c = x & (n_ctx - 1);
+        uint32_t bits = 0;
+        for (uint32_t j = 0; j < w; j++) bits += uint32_t(__builtin_popcountll(out.hubs[t * w + j] | out.hubs[(v + c) * w + j]));
+        scratch_u[i] = bits;
+    }
+    const size_t r99 = rank_index(kBridgeHubSamples, 0.99);
+    std::nth_element(scratch_u, scratch_u + r99, scratch_u + kBridgeHubSamples);
+    st.hub_p99 = scratch_u[r99];
+    st.hubs_ok = bad_rows == 0 && st.hub_p99 <= k;
+    draft_add_record(m, STK_STAGE_BRIDGE_INIT, st.hubs_ok ? kRecordInvariantPass : kRecordInvariantFail, kFeatureBridge,
+                     st.hubs_ok ? STK_OK : STK_E_CORRUPT, st.hub_p99, k,
+                     "12.6 hub_and_p99 <= K over %u pairs (hubs of token|context row); %llu rows not 1-2 bits",
+                     kBridgeHubSamples, (unsigned long long)bad_rows);
+
+    // Guard tuples consistent: finite, U, V >= 0, hub < H; promoted => m > 0 and C_h < m;
+    // m <= 0 => flagged negative, never promoted.
+    uint64_t bad_tuples = 0;
+    for (uint64_t i = 0; i < v * k; i++) {
+        const GuardTuple g = guard_tuple_load(out.guard + i * kGuardTupleSize);
+        const bool finite = std::isfinite(g.m) && std::isfinite(g.c_h) && std::isfinite(g.u) && std::isfinite(g.v) &&
+                            std::isfinite(g.z);
+        const bool promoted = g.flags & kGuardPromoted, negative = g.flags & kGuardNegativeMargin;
+        bool ok = finite && g.u >= 0 && g.v >= 0 && g.hub < h && (g.flags & ~3u) == 0;
+        if (promoted && !(g.m > 0 && g.c_h < g.m)) ok = false;
+        if (!(g.m > 0) && (promoted || !negative)) ok = false;
+        if (g.m > 0 && negative) ok = false;
+        bad_tuples += !ok;
+        st.pairs++;
+        st.promoted += promoted;
+        st.negative += !(g.m > 0);
+    }
+    st.guard_ok = bad_tuples == 0;
+    draft_add_record(m, STK_STAGE_BRIDGE_INIT, st.guard_ok ? kRecordInvariantPass : kRecordInvariantFail, kFeatureO0Route,
+                     st.guard_ok ? STK_OK : STK_E_CORRUPT, double(bad_tuples), 0,
+                     "12.6 guard tuples consistent (m > 0 implies C_h < m when promoted); value: bad tuples");
+
+    draft_add_record(m, STK_STAGE_BRIDGE_INIT, kRecordNote, kFeatureBridge, STK_OK,
+                     st.entries ? double(st.clipped) / double(st.entries) : 0, 0,
+                     "9.3 Q8.8 p99 scaling: clipped share (value) of %llu entries; rms err p99 %.3g, absmax %.3g",
+                     (unsigned long long)st.entries, st.rms_err_p99, st.rms_err_absmax);
+    draft_add_record(m, STK_STAGE_BRIDGE_INIT, kRecordNote, kFeatureO0Route, STK_OK, double(st.negative), double(st.pairs),
+                     "18.4: %llu of %llu guard pairs have m <= 0: not promoted; the O(1) two-hop path stays",
+                     (unsigned long long)st.negative, (unsigned long long)st.pairs);
+    draft_add_record(m, STK_STAGE_BRIDGE_INIT, kRecordNote, kFeatureO0Route, STK_OK, double(st.promoted), double(st.pairs),
+                     "9.4: %llu of %llu guard pairs promoted (C_h < m) at slack beta %g", (unsigned long long)st.promoted,
+                     (unsigned long long)st.pairs, beta);
+    if (!st.scales_ok || !st.hubs_ok)
+        draft_add_record(m, STK_STAGE_BRIDGE_INIT, kRecordFeatureDisabled, kFeatureBridge, STK_E_CORRUPT, 0, 0,
+                         "bridge disabled: a 12.6 check failed; no bridge array written");
+    else if (!st.guard_ok)
+        draft_add_record(m, STK_STAGE_BRIDGE_INIT, kRecordFeatureDisabled, kFeatureO0Route, STK_E_CORRUPT, double(bad_tuples), 0,
+                         "O(0) route disabled: 12.6 guard tuples inconsistent; bridge_guard.bin not written");
+    return st;
+}
+
+void bridge_leg_scores(const float *rows, uint64_t v, uint64_t d, const float *gt, uint64_t h, float *x, unsigned threads,
+                       uint64_t row_block) {
+    if (row_block == 0) throw_error(STK_E_INTERNAL, "bridge_leg_scores: row_block 0");
+    const uint64_t blocks = (v + row_block - 1) / row_block;
+    auto body = [&](unsigned t, unsigned n) {
+        for (uint64_t b = t; b < blocks; b += n) {
+            const uint64_t r0 = b * row_block, m = std::min(row_block, v - r0);
+            plain_sgemm(m, h, d, rows + r0 * d, d, gt, h, x + r0 * h, h, 1);
+        }
+    };
+    const unsigned n = unsigned(std::min<uint64_t>(threads ? threads : 1, blocks ? blocks : 1));
+    std::vector<std::thread> pool;  // at most threads - 1, once per leg
+    for (unsigned t = 1; t < n; t++) pool.emplace_back(body, t, n);
+    body(0, n);
+    for (std::thread &th : pool) th.join();
+}
+
+// ---- the stage --------------------------------------------------------------------------------
+
+namespace {
+
+
+struct BridgeSizes {
+    uint64_t v = 0, d = 0, n_ctx = 0, layers = 0, experts = 0, row_floats = 1;
+    bool head = false;  // an untied output embedding
+};
+
+BridgeSizes bridge_sizes(const ModelPlan &plan) {
+    BridgeSizes z;
+    z.d = plan.config.d_model;
+    z.layers = plan.config.n_layers;
+    z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
+    for (uint32_t i = 0; i < plan.n_streamed; i++) {
+        const PlanTensor &t = plan.tensors[i];
+        if (t.role == Role::EMB && t.rank == 2 && t.layer == kNoLayer) z.v = t.dims[0];
+        if (t.role == Role::LM_HEAD && !t.tied) z.head = true;
+        if (t.role == Role::ROUTER_GATE && t.rank == 2 && t.layer >= 0 && t.expert == kNoExpert)
+            z.experts = std::max(z.experts, t.dims[0]);
+    }
+    z.n_ctx = bridge_context_count(z.v);
+    return z;
+}
+
+void size_into(const BridgeSizes &z, ArenaSizer &s) {
+    const uint64_t H = kBridgeHubs, vh = checked_mul(z.v, H, "bridge legs");
+    s.add_array<float>(checked_mul(z.v, z.d, "bridge embedding"));
+    s.add_array<float>(H * z.d);      // G
+    s.add_array<float>(H * z.d);      // G^T
+    s.add_array<float>(vh);           // x_in
+    if (z.head) s.add_array<float>(vh);  // x_out
+    s.add_array<int16_t>(vh);
+    s.add_array<int16_t>(vh);
+    s.add_array<float>(z.v);
+    s.add_array<float>(z.v);
+    s.add_array<uint64_t>(checked_mul(z.v + z.n_ctx, kBridgeW, "bridge hubs"));
+    s.add_array<uint8_t>(checked_mul(z.v * kBridgeK, kGuardTupleSize, "bridge guard"));
+    s.add_array<int16_t>(H);
+    s.add_array<float>(std::max<uint64_t>(z.experts * z.d, 1));                  // one router
+    const uint64_t pool = checked_mul(z.layers, z.experts, "bridge router rows");  // every layer, router or not
+    s.add_array<double>(std::max<uint64_t>(pool, 1));    // pooled norms
+    s.add_array<uint32_t>(std::max<uint64_t>(pool, 1));  // pooled order
+    s.add_array<double>(std::max<uint64_t>(z.experts, 1));
+    s.add_array<uint32_t>(std::max<uint64_t>(z.experts, 1));
+    s.add_array<float>(z.row_floats);
+    s.add_array<float>(H);
+    s.add_array<double>(std::max<uint64_t>(H, z.d));
+    s.add_array<uint32_t>(std::max<uint64_t>(H, kBridgeHubSamples));
+}
+
+void disable(Job &job, stk_status status, const char *why) {
+    static const char kDisabled[] = "stk.bridge_init.disabled";
+    StageDigest digest;
+    digest.add(kDisabled, sizeof kDisabled);
+    draft_add_record(job.manifest, STK_STAGE_BRIDGE_INIT, kRecordFeatureDisabled, kFeatureBridge, status, 0, 0, "bridge disabled: %s",
+                     why);
+    digest.finish(job.stages[STK_STAGE_BRIDGE_INIT]);
+}
+
+}  // namespace
+
+void bridge_init_size(const JobInputs &in, ArenaSizer &s) {
+    if (!in.model) return;
+    size_into(bridge_sizes(in.model->plan), s);
+}
+
+void bridge_init_run(Job &job) {
+    if (!job.model) throw_error(STK_E_STAGE_ORDER, "bridge_init needs parse_tensors' plan");
+    const ModelPlan &plan = *job.model;
+    const BridgeSizes z = bridge_sizes(plan);
+    const uint64_t H = kBridgeHubs, d = z.d, v = z.v;
+    const unsigned threads = job.params.threads ? job.params.threads : 1;
+    if (v == 0 || d == 0) return disable(job, STK_E_UNSUPPORTED, "the model has no token embedding [vocab, d_model]");
+    if (v > 0xFFFFFFFFull) throw_error(STK_E_UNSUPPORTED, "bridge_init: vocabulary of %llu ids; token ids are u32", (unsigned long long)v);
+
+    Arena &arena = job.arena;
+    const size_t mark = arena.mark();
+    float *emb = arena.alloc_array<float>(v * d);
+    float *G = arena.alloc_array<float>(H * d);
+    float *GT = arena.alloc_array<float>(H * d);
+    float *x_in = arena.alloc_array<float>(v * H);
+    float *x_out = z.head ? arena.alloc_array<float>(v * H) : x_in;
+    BridgeOut out;
+    out.qin = arena.alloc_array<int16_t>(v * H);
+    out.qout = arena.alloc_array<int16_t>(v * H);
+    out.s_in = arena.alloc_array<float>(v);
+    out.s_out = arena.alloc_array<float>(v);
+    out.hubs = arena.alloc_array<uint64_t>((v + z.n_ctx) * kBridgeW);
+    out.guard = arena.alloc_array<uint8_t>(v * kBridgeK * kGuardTupleSize);
+    int16_t *peer = arena.alloc_array<int16_t>(H);
+    float *router = arena.alloc_array<float>(std::max<uint64_t>(z.experts * d, 1));
+    double *norms = arena.alloc_array<double>(std::max<uint64_t>(z.layers * z.experts, 1));
+    uint32_t *pooled = arena.alloc_array<uint32_t>(std::max<uint64_t>(z.layers * z.experts, 1));
+    double *enorm = arena.alloc_array<double>(std::max<uint64_t>(z.experts, 1));
+    uint32_t *eorder = arena.alloc_array<uint32_t>(std::max<uint64_t>(z.experts, 1));
+    float *row_scratch = arena.alloc_array<float>(z.row_floats);
+    float *scratch_f = arena.alloc_array<float>(H);
+    double *scratch_d = arena.alloc_array<double>(std::max<uint64_t>(H, d));
+    uint32_t *scratch_u = arena.alloc_array<uint32_t>(std::max<uint64_t>(H, kBridgeHubSamples));
+
+    WeightReader reader(*job.source->checkpoint, plan);
+    ManifestDraft &m = job.manifest;
+
+    // ---- 9.1 hubs: pooled router rows by norm, then pseudo-experts ----------------------------
+    const uint32_t E = uint32_t(z.experts), L = plan.config.n_layers;
+    uint64_t n_rows = 0;  // pooled (layer, expert) rows: index = layer * E + expert
+    std::vector<const PlanTensor *> routers_by_layer(L, nullptr);  // L pointers, before the stage's loops
+    for (uint32_t i = 0; i < plan.n_streamed; i++) {
+        const PlanTensor &t = plan.tensors[i];
+        if (t.role != Role::ROUTER_GATE || t.rank != 2 || t.layer < 0 || t.expert != kNoExpert) continue;
+        if (uint32_t(t.layer) >= L || t.dims[0] != E || t.dims[1] != d)
+            throw_error(STK_E_PARAM_COUNT, "bridge_init: router '%s' (layer %d) has shape [%llu, %llu]; expected [%u, %llu]", t.name,
+                        t.layer, (unsigned long long)t.dims[0], (unsigned long long)t.dims[1], E, (unsigned long long)d);
+        routers_by_layer[t.layer] = &t;
+    }
+    for (uint32_t l = 0; l < L && E; l++) {
+        const PlanTensor *t = routers_by_layer[l];
+        for (uint32_t e = 0; e < E; e++) norms[uint64_t(l) * E + e] = -1;  // a layer without a router offers no rows
+        if (!t) continue;
+        reader.read(*t, router, row_scratch);
+        order_experts_by_router_norm(router, E, d, enorm, eorder);
+        for (uint32_t e = 0; e < E; e++) norms[uint64_t(l) * E + e] = std::isfinite(enorm[e]) ? enorm[e] : -1;
+    }
+    const uint64_t pool = uint64_t(L) * E;
+    for (uint64_t i = 0; i < pool; i++) pooled[i] = uint32_t(i);
+    std::sort(pooled, pooled + pool, [&](uint32_t a, uint32_t b) { return norms[a] != norms[b] ? norms[a] > norms[b] : a < b; });
+    double norm_sum = 0;
+    for (uint64_t i = 0; i < pool && n_rows < H && norms[pooled[i]] >= 0; i++) n_rows++;
+    for (uint64_t i = 0; i < n_rows; i++) norm_sum += norms[pooled[i]];
+    // Copy the chosen rows, one layer's router at a time (hub order = rank order).
+    for (uint32_t l = 0; l < L && n_rows; l++) {
+        bool wanted = false;
+        for (uint64_t i = 0; i < n_rows; i++) wanted |= pooled[i] / E == l;
+        if (!wanted) continue;
+        reader.read(*routers_by_layer[l], router, row_scratch);
+        for (uint64_t i = 0; i < n_rows; i++)
+            if (pooled[i] / E == l) std::memcpy(G + i * d, router + uint64_t(pooled[i] % E) * d, size_t(d) * 4);
+    }
+    // Pseudo-experts: Gaussian directions, scaled to the mean router norm (1 for a dense model).
+    const double pseudo_norm = n_rows ? norm_sum / double(n_rows) : 1.0;
+    for (uint64_t hub = n_rows; hub < H; hub++) {
+        kernels::gaussians(stream_seed(m.master_seed, kStreamBridgeHub, uint32_t(hub)), 0, size_t(d), scratch_d);
+        const double sc = pseudo_norm / std::sqrt(double(d));
+        for (uint64_t j = 0; j < d; j++) G[hub * d + j] = float(scratch_d[j] * sc);
+    }
+    for (uint64_t hub = 0; hub < H; hub++)
+        for (uint64_t j = 0; j < d; j++) GT[j * H + hub] = G[hub * d + j];
+
+    // ---- legs: x_in = E G^T, x_out = U G^T ----------------------------------------------------
+    const PlanTensor *emb_t = reader.find(Role::EMB, kNoLayer);
+    if (!emb_t || emb_t->rank != 2 || emb_t->dims[1] != d)
+        throw_error(STK_E_PARAM_COUNT, "bridge_init: the token embedding is missing or not [vocab, %llu]", (unsigned long long)d);
+    reader.read(*emb_t, emb, row_scratch);
+    bridge_leg_scores(emb, v, d, GT, H, x_in, threads, kBridgeLegRowBlock);
+    if (z.head) {
+        const PlanTensor *head = reader.find(Role::LM_HEAD, kNoLayer);
+        if (!head || head->rank != 2 || head->dims[0] != v || head->dims[1] != d)
+            throw_error(STK_E_PARAM_COUNT, "bridge_init: the output embedding is missing or not [%llu, %llu]", (unsigned long long)v,
+                        (unsigned long long)d);
+        reader.read(*head, emb, row_scratch);
+        bridge_leg_scores(emb, v, d, GT, H, x_out, threads, kBridgeLegRowBlock);
+    }
+    for (const float *x : {x_in, x_out})
+        for (uint64_t i = 0; i < v * H; i++)
+            if (!std::isfinite(x[i])) {
+                arena.reset(mark);
+                return disable(job, STK_E_NONFINITE, "a leg score is not finite (NaN/Inf in the embedding or router)");
+            }
+    draft_add_record(m, STK_STAGE_BRIDGE_INIT, kRecordNote, kFeatureBridge, STK_OK, double(n_rows), double(H),
+                     "9.1 hubs: %llu router rows of %u layers x %u experts (value), %llu pseudo-experts; out leg %s",
+                     (unsigned long long)n_rows, E ? L : 0, E, (unsigned long long)(H - n_rows), z.head ? "lm_head" : "tied");
+
+    const BridgeStats st = bridge_build(x_in, x_out, v, uint32_t(H), kBridgeK, kBridgeW, uint32_t(z.n_ctx), kBridgeGuardSlack, out,
+                                        scratch_f, scratch_d, scratch_u, m);
+    if (!st.scales_ok || !st.hubs_ok) {
+        arena.reset(mark);
+        static const char kDisabled[] = "stk.bridge_init.disabled";
+        StageDigest digest;
+        digest.add(kDisabled, sizeof kDisabled);
+        digest.finish(job.stages[STK_STAGE_BRIDGE_INIT]);
+        return;
+    }
+
+    // ---- 9.5 peer scores: Q8.8 0.5 (128) with jitter in [-2, 2] -------------------------------
+    uint64_t ps = stream_seed(m.master_seed, kStreamBridgePeer, 0);
+    int16_t pmin = 32767, pmax = -32768;
+    for (uint64_t i = 0; i < H; i++) {
+        peer[i] = int16_t(128 + int(splitmix64_next(&ps) % 5) - 2);
+        pmin = std::min(pmin, peer[i]);
+        pmax = std::max(pmax, peer[i]);
+    }
+
+    StageDigest digest;
+    const uint64_t hub_dims[3] = {v + z.n_ctx, kBridgeW, 8}, leg_dims[2] = {v, H}, row_dims[1] = {v},
+                   guard_dims[3] = {v, kBridgeK, kGuardTupleSize}, peer_dims[1] = {H};
+    job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, "bridge_hubs.bin", DType::U8, 3, hub_dims, out.hubs);
+    job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, "bridge_qDin.bin", DType::I16, 2, leg_dims, out.qin);
+    job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, "bridge_qDin_scale.bin", DType::F32, 1, row_dims, out.s_in);
+    job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, "bridge_qDout.bin", DType::I16, 2, leg_dims, out.qout);
+    job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, "bridge_qDout_scale.bin", DType::F32, 1, row_dims, out.s_out);
+    if (st.guard_ok)
+        job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, "bridge_guard.bin", DType::U8, 3, guard_dims, out.guard);
+    job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, "peer_scores.bin", DType::Q8_8, 1, peer_dims, peer);
+    digest.finish(job.stages[STK_STAGE_BRIDGE_INIT]);
+
+    ManifestFields &f = m.fields;
+    f.bridge.k = kBridgeK;
+    f.bridge.w = kBridgeW;
+    f.bridge.proj_rows = uint32_t(H);
+    f.bridge.proj_cols = uint32_t(d);
+    Sha256 sha;
+    sha.update(G, size_t(H * d) * 4);  // f32 little-endian, row-major [H, d_model]
+    Sha256Digest pd = sha.finish();
+    std::memcpy(f.bridge.proj_digest, pd.bytes, 32);
+    f.bridge.beta_min = double(pmin) / 256.0;
+    f.bridge.beta_max = double(pmax) / 256.0;
+    f.bridge.guard_margin_policy = 1;   // m = z_k - z_{K+1} - 2 eps_row; promoted iff m > 0 and C_h < m
+    f.bridge.guard_eps_row_policy = 1;  // eps_row = 0.5 (1/s_in + 1/s_out) per token row
+    f.bridge.store_load_max = st.pairs ? double(st.promoted) / double(st.pairs) : 0;
+    f.bridge.store_stash_max = 0;       // the guard table is dense and direct-indexed: no stash,
+    f.bridge.store_kick_max = 0;        // no kicks
+    f.capacity.slack = kBridgeGuardSlack;
+    arena.reset(mark);
+}
+
+}  // namespace stk
