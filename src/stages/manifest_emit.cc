@@ -11,25 +11,12 @@
 #include "core/error.h"
 #include "core/output_file.h"
 #include "format/manifest.h"
+#include "stages/policy.h"
 #include "stages/stages.h"
 
 namespace stk {
 
 namespace {
-
-// The feature each optional stage provides (seed 17.3: a stage that did not run disables it).
-Feature feature_of(int stage) {
-    switch (stage) {
-        case STK_STAGE_TOKENIZER: return kFeatureTokenizerFst;
-        case STK_STAGE_PRF: return kFeaturePrf;
-        case STK_STAGE_OVERLAYS: return kFeatureOverlays;
-        case STK_STAGE_FFN_COLLAPSE: return kFeatureLinear;
-        case STK_STAGE_MPHF_CUCKOO: return kFeatureMphfCuckoo;
-        case STK_STAGE_MEMORY_FIT: return kFeatureMemory;
-        case STK_STAGE_BRIDGE_INIT: return kFeatureBridge;
-        default: return kFeatureNone;
-    }
-}
 
 // seed_digest: SHA-256 of "stk-params" NUL, then LE u32 r, rv, l_tok, top_l, flags, then LE u64
 // master_seed.  threads is left out on purpose: output bytes do not depend on it.
@@ -72,7 +59,7 @@ void manifest_emit_run(Job &job) {
             ManifestRecord r;
             r.stage = uint16_t(id);
             r.kind = kRecordFeatureDisabled;
-            r.feature = feature_of(id);
+            r.feature = stage_feature(id);
             r.status = rec.done ? STK_E_NOT_IMPLEMENTED : STK_E_INTERNAL;
             std::snprintf(r.text, sizeof r.text, "%s %s: its feature is disabled (beta = 0 on that path)",
                           find_stage(stk_stage(id))->name, rec.done ? "is not implemented" : "did not finish");
