@@ -44,5 +44,11 @@ const ModelDescription &acceptance_model(const AcceptanceContext &ctx);
 void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &rows);     // 16.1
 void acceptance_linear(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &rows);  // 16.2
 void acceptance_memory(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &rows);  // 16.3
+void acceptance_determinism(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &rows);  // 16.5
+
+// 16.5's comparison of two generations converted from model_dir: arrays (payload sha256_low64),
+// manifest bytes, replay snapshot; three gating rows and one reported, labelled `label`.
+void acceptance_compare_generations(const std::string &a, const std::string &b, const std::string &model_dir,
+                                    const std::string &label, std::vector<AcceptanceRow> &rows);
 
 }  // namespace stk

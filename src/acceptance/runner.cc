@@ -13,6 +13,7 @@ const std::vector<AcceptanceSuite> &acceptance_suites() {
         {"16.1 prf", acceptance_prf},
         {"16.2 linear", acceptance_linear},
         {"16.3 memory", acceptance_memory},
+        {"16.5 determinism", acceptance_determinism},
     };
     return suites;
 }

@@ -27,6 +27,8 @@ void mphf_cuckoo_size(const JobInputs &in, ArenaSizer &s);
 void mphf_cuckoo_run(Job &job);
 
 void manifest_emit_run(Job &job);
+// The manifest's seed_digest of normalised parameters (docs/format.md).
+void params_seed_digest(const stk_job_params &p, uint64_t master_seed, uint8_t out[32]);
 void check_stage_run(Job &job);
 
 }  // namespace stk
