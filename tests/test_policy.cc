@@ -15,9 +15,10 @@
 #include "core/test_fault.h"
 #include "format/array.h"
 #include "format/manifest.h"
-#include "linear_job.h"
+#include "runtime/generation.h"
 #include "stages/ffn_collapse.h"
 #include "stages/policy.h"
+#include "linear_job.h"
 
 using namespace stk;
 using namespace stk::test;
@@ -226,6 +227,48 @@ static void refusals_are_not_breaches(void **) {
     std::free(arena);
 }
 
+// 18.1 within its retries (extends test_ffn_collapse's check): M grows twice, only the MPHF's
+// arrays change, every other array is byte-identical, the stage is not disabled, and every
+// linear value a reader looks up is the same (the replay of the dictionary is identical).
+static void rule_18_1_grows_m_only(void **) {
+    const std::string plain = convert_all(tiny_gpt2(), "pol-181p");
+    g_linear_test_pilot_cap = 1;
+    g_linear_test_pilot_cap_attempts = 2;
+    const std::string out = convert_all(tiny_gpt2(), "pol-181g");
+    g_linear_test_pilot_cap = 0;
+    g_linear_test_pilot_cap_attempts = 0;
+    const Manifest m = read_manifest(out + "/sera_manifest.bin"), pm = read_manifest(plain + "/sera_manifest.bin");
+    assert_int_equal(m.stages[STK_STAGE_MPHF_CUCKOO - 1].state, kStageRan);
+    const ManifestRecord *r = record(m, STK_STAGE_MPHF_CUCKOO, kRecordNote, "18.1: MPHF seed search exhausted 2 time(s)");
+    assert_non_null(r);
+    assert_int_equal(r->status, STK_E_MPHF_EXHAUSTED);
+    assert_true(r->value == 2.0 && r->bound == 8.0);
+    assert_int_equal(m.arrays.size(), pm.arrays.size());
+    for (const ManifestArray &a : pm.arrays) {
+        bool placed = !std::strcmp(a.name, "linear_mphf.bin") || !std::strcmp(a.name, "linear_keys.bin") ||
+                      !std::strcmp(a.name, "linear_weights.bin");
+        if (!placed) assert_true(file(plain + "/arrays/" + a.name) == file(out + "/arrays/" + a.name));
+    }
+    assert_false(file(plain + "/arrays/linear_mphf.bin") == file(out + "/arrays/linear_mphf.bin"));
+    for (int s = 1; s <= STK_STAGE_COUNT; s++)
+        if (s != STK_STAGE_MPHF_CUCKOO && s != STK_STAGE_MANIFEST_EMIT && s != STK_STAGE_CHECK)
+            assert_int_equal(m.stages[s - 1].sha256_low64, pm.stages[s - 1].sha256_low64);
+    // Every base and delta key reads the same value through both dictionaries.
+    stk_generation *ga = nullptr, *gb = nullptr;
+    assert_int_equal(stk_generation_open(plain.c_str(), &ga), STK_OK);
+    assert_int_equal(stk_generation_open(out.c_str(), &gb), STK_OK);
+    for (uint64_t row = 0; row < ga->linear_count; row++) {
+        uint8_t k[8], va[4], vb[4];
+        std::memcpy(k, ga->linear_keys + 8 * row, 8);
+        size_t la = 0, lb = 0;
+        assert_int_equal(stk_lookup(ga, STK_LOOKUP_LINEAR, k, 8, va, 4, &la), STK_OK);
+        assert_int_equal(stk_lookup(gb, STK_LOOKUP_LINEAR, k, 8, vb, 4, &lb), STK_OK);
+        assert_memory_equal(va, vb, 4);
+    }
+    stk_generation_close(ga);
+    stk_generation_close(gb);
+}
+
 // 18.1 beyond its retries: every attempt's pilot search exhausted -> the linear dictionary is
 // disabled (status STK_E_MPHF_EXHAUSTED), ffn_collapse's outputs stay, the conversion completes.
 static void rule_18_1_exhausted_retries_disable_linear(void **) {
@@ -369,6 +412,7 @@ int main() {
         cmocka_unit_test(refusals_are_not_breaches),
         cmocka_unit_test(breach_in_each_optional_stage),
         cmocka_unit_test(convert_cli_completes_with_a_breach),
+        cmocka_unit_test(rule_18_1_grows_m_only),
         cmocka_unit_test(rule_18_1_exhausted_retries_disable_linear),
         cmocka_unit_test(rule_18_2_qr_rerun),
         cmocka_unit_test(rule_18_3_pole_scaling),
