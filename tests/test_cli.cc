@@ -183,9 +183,11 @@ static void convert_uncertified_matches_check(void **) {
     }
     assert_string_equal(hex.c_str(), "6120f09f988020" "62");
     assert_true(std::string_view(rroot["tokens"].at(2)["bytes"]) == "\xef\xbf\xbd");  // U+FFFD
-    // Modules: present ones are never reported as absent; every module has its arrays.
+    // Modules: every module is walked, the bridge too (its hub bitsets through STK_LOOKUP_HUB).
     assert_int_equal(rroot["disabled_modules"].get_array().size(), 0);
-    assert_int_equal(rroot["modules_not_replayed"].get_array().size(), 5);
+    assert_int_equal(rroot["modules"].get_array().size(), 6);  // every module, with its state
+    assert_true(std::string_view(rroot["modules"].at(5)["name"]) == "bridge");
+    assert_true(std::string_view(rroot["modules"].at(5)["state"]) == "enabled");
 }
 
 // Every failure and usage error with --json: one object on stdout, the right exit code.

@@ -59,5 +59,11 @@ struct BridgePrecheck {
 };
 BridgePrecheck bridge_guard_precheck(const int16_t *qin, const int16_t *qout, const float *s_in, const float *s_out, uint64_t v,
                                      uint32_t h, uint32_t k, uint64_t seed);
+void acceptance_determinism(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &rows);  // 16.5
+
+// 16.5's comparison of two generations converted from model_dir: arrays (payload sha256_low64),
+// manifest bytes, replay snapshot; three gating rows and one reported, labelled `label`.
+void acceptance_compare_generations(const std::string &a, const std::string &b, const std::string &model_dir,
+                                    const std::string &label, std::vector<AcceptanceRow> &rows);
 
 }  // namespace stk

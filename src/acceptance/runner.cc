@@ -14,6 +14,7 @@ const std::vector<AcceptanceSuite> &acceptance_suites() {
         {"16.2 linear", acceptance_linear},
         {"16.3 memory", acceptance_memory},
         {"16.4 bridge", acceptance_bridge},
+        {"16.5 determinism", acceptance_determinism},
     };
     return suites;
 }

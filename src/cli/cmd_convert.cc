@@ -56,8 +56,12 @@ static const char kHelp[] =
     "                  exit without writing anything\n"
     "  --json          print one JSON object on stdout (docs/cli.md)\n"
     "\n"
-    "exit codes: 0 ok, 1 input refused or a stage failed, 2 usage, 3 a stage is not implemented\n"
-    "(without --partial), 5 file system error (missing --in, ...)\n";
+    "A bound breach in an optional stage (seed 1.4: a failed 12.x check, non-finite results,\n"
+    "exhausted retries) disables that feature (its arrays removed, a manifest record says why),\n"
+    "is printed as \"disabled\" with the reason, and the conversion completes with exit code 0.\n"
+    "\n"
+    "exit codes: 0 ok (features may be disabled: see the summary), 1 input refused or a stage\n"
+    "failed, 2 usage, 3 a stage is not implemented (without --partial), 5 file system error\n";
 
 struct StageResult {
     stk_stage stage;
@@ -66,6 +70,7 @@ struct StageResult {
     double seconds;
     uint32_t crc = 0;
     uint64_t sha = 0;
+    bool disabled = false;  // seed 1.4: the stage's feature was disabled (reason: a manifest record)
 };
 
 // On a terminal: "stk convert: [5/10] ffn_collapse  12/32 FFNs  1.9/s  ETA 10 s  6.3 s" refreshed
@@ -139,8 +144,18 @@ private:
     std::chrono::steady_clock::time_point t0_;
 };
 
-static const char *stage_state(stk_status s) {
-    return s == STK_OK ? "ok" : s == STK_E_NOT_IMPLEMENTED ? "not_implemented" : "failed";
+static const char *stage_state(const StageResult &r) {
+    if (r.status == STK_OK) return r.disabled ? "disabled" : "ok";
+    return r.status == STK_E_NOT_IMPLEMENTED ? "not_implemented" : "failed";
+}
+
+// Seed 1.4: the reason the policy recorded for a disabled stage (its "feature disabled" record).
+static std::string disabled_reason(const Job &job, stk_stage sid) {
+    for (uint32_t i = 0; i < job.manifest.n_records; i++) {
+        const ManifestRecord &rec = job.manifest.records[i];
+        if (rec.stage == sid && rec.kind == kRecordFeatureDisabled) return std::string(rec.text, strnlen(rec.text, sizeof rec.text));
+    }
+    return "disabled";
 }
 
 static const char *tokenizer_mode_name(TokenizerPlan::Mode m) {
@@ -317,6 +332,10 @@ int cmd_convert(int argc, char **argv) {
         double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         StageResult r{sid, s, s == STK_OK ? "" : stk_last_error(), secs};
         if (s == STK_OK) stk_stage_digest(job, sid, &r.crc, &r.sha);
+        if (s == STK_OK && jb.stages[sid].disabled) {
+            r.disabled = true;
+            r.message = disabled_reason(jb, sid);
+        }
         if (sid == STK_STAGE_TOKENIZER && s == STK_OK && jb.tokenizer) r.message = jb.tokenizer->invariant;
         results.push_back(r);
         ticker.clear();
@@ -334,7 +353,9 @@ int cmd_convert(int argc, char **argv) {
             failed_message = "stage " + std::string(stk_stage_name(sid)) + " failed: " + r.message;
             break;
         }
-        if (!json)
+        if (!json && r.disabled)
+            std::fprintf(stderr, "stk convert: %-24s DISABLED  %8.3f s  %s\n", stk_stage_name(sid), secs, r.message.c_str());
+        else if (!json)
             std::fprintf(stderr, "stk convert: %-24s ok  %8.3f s  crc32c %08x  sha256_low64 %016llx\n",
                          stk_stage_name(sid), secs, r.crc, (unsigned long long)r.sha);
     }
@@ -365,8 +386,14 @@ int cmd_convert(int argc, char **argv) {
         warnings.push_back("token tables built UNCERTIFIED (--allow-uncertified-tokenizer): greedy ids may differ "
                            "from the model's BPE ids");
     std::vector<std::string> disabled;
-    for (const StageResult &r : results)
+    std::vector<std::pair<std::string, std::string>> breaches;  // feature, the record's reason
+    for (const StageResult &r : results) {
         if (r.status == STK_E_NOT_IMPLEMENTED && feature_of_stage(r.stage)) disabled.push_back(feature_of_stage(r.stage));
+        if (r.disabled && feature_of_stage(r.stage)) {
+            disabled.push_back(feature_of_stage(r.stage));
+            breaches.emplace_back(feature_of_stage(r.stage), r.message);
+        }
+    }
     if (tok && (tok->mode == TokenizerPlan::Mode::EXT || tok->mode == TokenizerPlan::Mode::ABSENT))
         disabled.insert(disabled.begin(), "tokenizer_fst");
 
@@ -398,12 +425,18 @@ int cmd_convert(int argc, char **argv) {
             std::snprintf(crc, sizeof crc, "%08x", r.crc);
             std::snprintf(sha, sizeof sha, "%016llx", (unsigned long long)r.sha);
             Json j;
-            j.str("stage", stk_stage_name(r.stage)).str("status", stage_state(r.status)).real("seconds", r.seconds);
+            j.str("stage", stk_stage_name(r.stage)).str("status", stage_state(r)).real("seconds", r.seconds);
             j.str("crc32c", crc).str("sha256_low64", sha).str("message", r.message);
             stages.push_back(j.text());
         }
         for (const std::string &w : warnings) warn.push_back(json_escape(w));
         for (const std::string &f : disabled) dis.push_back(json_escape(f));
+        std::vector<std::string> br;
+        for (const auto &b : breaches) {
+            Json j;
+            j.str("feature", b.first).str("reason", b.second);
+            br.push_back(j.text());
+        }
         Json t;
         t.str("mode", tok_mode).str("reason", tok_why);
         if (tok) t.unum("vocab_size", tok->vocab_size).unum("ltok", tok->l_tok);
@@ -417,6 +450,7 @@ int cmd_convert(int argc, char **argv) {
             .unum("arena_bytes", arena_bytes)
             .raw("tokenizer", t.text())
             .raw("disabled_features", json_array(dis))
+            .raw("policy_disabled", json_array(br))
             .raw("warnings", json_array(warn))
             .raw("stages", json_array(stages))
             .print();
@@ -437,6 +471,8 @@ int cmd_convert(int argc, char **argv) {
         for (const std::string &f : disabled) d += (d.empty() ? "" : " ") + f;
         std::fprintf(stderr, "  disabled    %s\n", wrap(d, 14).c_str());
     }
+    for (const auto &b : breaches)
+        std::fprintf(stderr, "%s\n", wrap("  policy      " + b.first + ": " + b.second, 14).c_str());
     // Last, so that they are what the user sees: fallbacks that change what was written.
     for (const std::string &w : warnings) std::fprintf(stderr, "%s\n", wrap("stk convert: WARNING: " + w, 4, 100, 0).c_str());
     stk_close(job);

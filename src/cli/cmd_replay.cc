@@ -1,6 +1,7 @@
 // stk replay: load a published generation, tokenize a prompt, run the per-token O(1) path over
 // the generation's arrays, print per-token diagnostics and a final state digest (spec-notes 19).
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,9 +10,7 @@
 #include "core/checksum.h"
 #include "core/error.h"
 #include "runtime/generation.h"
-#include "tokenizer/bpe.h"
-#include "tokenizer/greedy.h"
-#include "tokenizer/vocab_io.h"
+#include "runtime/replay.h"
 
 namespace stk::cli {
 
@@ -21,10 +20,12 @@ static const char kHelp[] =
     "\n"
     "Verify and map the generation published in --out, tokenize --prompt with its greedy token\n"
     "tables (or, for a generation built in EXT mode, with the model's own tokenizer from --in),\n"
-    "look every token up through the O(1) tables (stk_lookup), and print one line per token and a\n"
-    "final state digest: SHA-256 over (u32 id, u32 length, bytes) of every token, so that two\n"
-    "replays can be compared.  Modules whose arrays the generation does not hold are reported as\n"
-    "disabled (spec 17.3).\n"
+    "and walk each token through the O(1) path of every module the generation holds: token tables\n"
+    "(stk_lookup), linear dictionary (base + delta), PRF features (whitening, beta_floor), the\n"
+    "overlay delta, one memory step, hub bitsets.  Prints one line per token with each module's\n"
+    "values and a final state digest (SHA-256, docs/decisions.md \"stk replay\"), so that two\n"
+    "replays can be compared.  A module whose arrays the generation does not hold is reported as\n"
+    "disabled with the reason (spec 17.3), never skipped silently.\n"
     "\n"
     "  --out DIR       the published generation (or give it as the only argument)\n"
     "  --prompt TEXT   the text to tokenize and replay\n"
@@ -34,12 +35,6 @@ static const char kHelp[] =
     "                  string; bytes that are not UTF-8 show as U+FFFD) and \"hex\" (exact)\n"
     "\n"
     "exit codes: 0 ok, 1 failed, 2 usage, 4 the generation does not verify, 5 file system error\n";
-
-struct TokenRow {
-    uint32_t id;
-    std::string bytes;
-    bool round_trip;  // TOKEN_ID(bytes) == id through stk_lookup
-};
 
 static std::string printable(const std::string &b) {
     std::string out;
@@ -53,6 +48,11 @@ static std::string printable(const std::string &b) {
     }
     return out;
 }
+
+// The generation directory --out names.  Today --out is the generation itself; this is the one
+// place where --out is interpreted (a publication root with a current-generation pointer would be
+// resolved here).
+static std::string replay_generation_dir(const std::string &out) { return out; }
 
 int cmd_replay(int argc, char **argv) {
     Args args(argc, argv, 2);
@@ -68,6 +68,7 @@ int cmd_replay(int argc, char **argv) {
         out = args.positional()[0];
     }
     if (out.empty() || !args.has("prompt")) return report_usage("replay", "--out DIR and --prompt TEXT are required", json);
+    out = replay_generation_dir(out);
 
     stk_generation *gen = nullptr;
     stk_status s = stk_generation_open(out.c_str(), &gen);
@@ -84,104 +85,83 @@ int cmd_replay(int argc, char **argv) {
 
     std::vector<uint32_t> ids;
     std::string mode;
-    Vocab vocab;  // EXT mode: the model's own tokenizer
-    s = guard([&] {
-        if (gen->has_tokenizer) {
-            mode = "greedy";
-            ids.resize(prompt.size());
-            ids.resize(greedy_encode(gen->tok, reinterpret_cast<const uint8_t *>(prompt.data()), prompt.size(),
-                                     ids.data()));
-        } else {
-            if (in.empty())
-                throw_error(STK_E_INVALID_ARGUMENT,
-                            "%s holds no greedy token tables (EXT mode): give --in MODEL_DIR to tokenize with the "
-                            "model's own tokenizer",
-                            out.c_str());
-            mode = "ext";
-            vocab = load_vocab_dir(resolve_model_dir(in));
-            Tokenizer tok(vocab);
-            tok.encode(prompt, ids, false);
-        }
-    });
+    s = guard([&] { ids = replay_token_ids(*gen, prompt, in.empty() ? in : resolve_model_dir(in), false, &mode); });
     if (s != STK_OK) return report_failure("replay", s, json);
 
-    // The per-token O(1) path: id -> bytes and bytes -> id through stk_lookup.
-    std::vector<TokenRow> rows;
-    Sha256 state;
-    for (uint32_t id : ids) {
-        TokenRow r{id, "", false};
-        if (gen->has_tokenizer) {
-            char buf[256];
-            size_t len = 0;
-            s = stk_lookup(gen, STK_LOOKUP_TOKEN_BYTES, &id, sizeof id, buf, sizeof buf, &len);
-            if (s != STK_OK) return report_failure("replay", s, json);
-            r.bytes.assign(buf, len);
-            uint32_t back = ~0u;
-            size_t back_len = 0;
-            r.round_trip = stk_lookup(gen, STK_LOOKUP_TOKEN_ID, buf, len, &back, sizeof back, &back_len) == STK_OK &&
-                           back == id;
+    // The per-token O(1) path over every module the generation holds (src/runtime/replay.cc).
+    std::vector<ReplayToken> rows;
+    std::vector<std::string> lines;
+    std::string digest;
+    std::unique_ptr<Replayer> rp;
+    s = guard([&] {
+        rp = std::make_unique<Replayer>(*gen);
+        for (uint32_t id : ids) {
+            rows.push_back(rp->step(id));
+            lines.push_back(rp->line(rows.size() - 1, rows.back()));
         }
-        uint32_t hdr[2] = {id, uint32_t(r.bytes.size())};
-        state.update(hdr, sizeof hdr);
-        state.update(r.bytes.data(), r.bytes.size());
-        rows.push_back(std::move(r));
-    }
-    Sha256Digest d = state.finish();
-    char digest[65];
-    for (int i = 0; i < 32; i++) std::snprintf(digest + 2 * i, 3, "%02x", d.bytes[i]);
+        digest = rp->finish_digest();
+    });
+    if (s != STK_OK) return report_failure("replay", s, json);
+    const std::vector<ReplayModuleStatus> &mods = rp->modules();
 
-    // Modules of the O(1) path that need arrays this generation does not have.
-    // Which modules the generation holds (their first array present).  Replay walks the token
-    // path only so far; the other modules present are listed as not replayed, never as absent.
-    static const char *const kModules[][2] = {{"prf", "prf_W.bin"},
-                                              {"overlays", "overlays_H.bin"},
-                                              {"linear", "linear_mphf.bin"},
-                                              {"memory", "memory_coeff.bin"},
-                                              {"bridge", "bridge_hubs.bin"}};
-    std::vector<const char *> disabled, not_replayed;
-    for (const auto &m : kModules)
-        (file_exists_plain(out + "/arrays/" + m[1]) ? not_replayed : disabled).push_back(m[0]);
     size_t mismatches = 0;
-    for (const TokenRow &r : rows)
+    for (const ReplayToken &r : rows)
         if (mode == "greedy" && !r.round_trip) mismatches++;
     int code = mismatches ? kExitVerifyFailed : kExitOk;
     if (json) {
-        std::vector<std::string> toks, dis;
-        for (const TokenRow &r : rows) {
+        std::vector<std::string> toks, dis, mj;
+        for (size_t i = 0; i < rows.size(); i++) {
+            const ReplayToken &r = rows[i];
             Json t;
             t.unum("id", r.id).str("bytes", r.bytes).str("hex", hex_bytes(r.bytes));
             if (mode == "greedy") t.boolean("lookup_round_trip", r.round_trip);
             else t.null("lookup_round_trip");
+            auto module = [&](int m, const std::function<void(Json &)> &fill) {
+                if (!mods[m].enabled) {
+                    t.null(mods[m].name);
+                    return;
+                }
+                Json j;
+                fill(j);
+                t.raw(mods[m].name, j.text());
+            };
+            module(kReplayLinear, [&](Json &j) {
+                j.unum("unit", r.lin_unit).unum("input", r.lin_input).unum("sign", r.lin_sign).unum("base", r.lin_base);
+                j.unum("delta", r.lin_delta).unum("zero", r.lin_zero).unum("max_probes", r.lin_probes).real("norm", r.lin_norm);
+            });
+            module(kReplayPrf, [&](Json &j) {
+                j.real("den_layer0", r.prf_den0).unum("floored_layers", r.prf_floored).real("feature_sum", r.prf_feat_sum);
+            });
+            module(kReplayOverlays, [&](Json &j) { j.real("delta_norm", r.ov_norm); });
+            module(kReplayMemory, [&](Json &j) { j.real("u", r.mem_u).real("y", double(r.mem_y)); });
+            module(kReplayBridge, [&](Json &j) { j.unum("context", r.hub_context).unum("hub_bits", r.hub_bits).boolean("outside_table", r.hub_outside); });
+            t.str("line", lines[i]);
             toks.push_back(t.text());
         }
-        std::vector<std::string> nrp;
-        for (const char *m : disabled) dis.push_back(json_escape(m));
-        for (const char *m : not_replayed) nrp.push_back(json_escape(m));
+        for (const ReplayModuleStatus &m : mods) {
+            Json j;
+            j.str("name", m.name).str("state", m.enabled ? "enabled" : "disabled").str("detail", m.detail);
+            mj.push_back(j.text());
+            if (!m.enabled) dis.push_back(json_escape(m.name));
+        }
         std::string msg = std::to_string(rows.size()) + " tokens replayed in " + mode + " mode" +
                           (mismatches ? ", " + std::to_string(mismatches) + " lookup mismatches" : "");
         json_result("replay", code, mismatches ? STK_E_CORRUPT : STK_OK, msg)
             .str("out", out)
             .str("mode", mode)
             .unum("n_tokens", rows.size())
+            .raw("modules", json_array(mj))
             .raw("tokens", json_array(toks))
             .raw("disabled_modules", json_array(dis))
-            .raw("modules_not_replayed", json_array(nrp))
             .str("state_digest", digest)
             .print();
     } else {
         std::printf("generation %s, tokenizer mode %s, %zu tokens\n", out.c_str(), mode.c_str(), rows.size());
+        for (const ReplayModuleStatus &m : mods)
+            std::printf("module %-9s %-8s %s\n", m.name, m.enabled ? "enabled" : "disabled", m.detail.c_str());
         for (size_t i = 0; i < rows.size(); i++)
-            std::printf("  %4zu  id %6u  %-20s %s\n", i, rows[i].id,
-                        ("\"" + printable(rows[i].bytes) + "\"").c_str(),
-                        mode == "greedy" ? (rows[i].round_trip ? "lookup ok" : "LOOKUP MISMATCH") : "");
-        auto list = [](const std::vector<const char *> &v) {
-            std::string t;
-            for (const char *m : v) t += std::string(" ") + m;
-            return v.empty() ? std::string(" none") : t;
-        };
-        std::printf("modules present, not replayed yet (replay walks the token path):%s\n", list(not_replayed).c_str());
-        std::printf("disabled modules (no arrays in this generation):%s\n", list(disabled).c_str());
-        std::printf("state digest %s\n", digest);
+            std::printf("%s  \"%s\"\n", lines[i].c_str(), printable(rows[i].bytes).c_str());
+        std::printf("state digest %s\n", digest.c_str());
     }
     return code;
 }

@@ -22,7 +22,7 @@ static std::string base_of(const std::string &path) {
 
 OutputFile::OutputFile(const std::string &final_path) : final_(final_path) {
     tmp_ = dir_of(final_path) + "/." + base_of(final_path) + ".tmp." + std::to_string(::getpid());
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd_ = ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);  // RDWR: 18.5 reads headers back
     if (fd_ < 0) fail_errno("cannot create " + tmp_);
 }
 
@@ -32,6 +32,7 @@ OutputFile::~OutputFile() {
 }
 
 void OutputFile::pwrite(const void *data, size_t len, uint64_t offset) {
+    written_ += len;
     auto *p = static_cast<const char *>(data);
     while (len > 0) {
         ssize_t n = ::pwrite(fd_, p, len, off_t(offset));
@@ -39,6 +40,19 @@ void OutputFile::pwrite(const void *data, size_t len, uint64_t offset) {
             if (errno == EINTR) continue;
             fail_errno("cannot write " + tmp_);
         }
+        p += n;
+        len -= size_t(n);
+        offset += uint64_t(n);
+    }
+}
+
+void OutputFile::pread(void *data, size_t len, uint64_t offset) const {
+    auto *p = static_cast<char *>(data);
+    while (len > 0) {
+        ssize_t n = ::pread(fd_, p, len, off_t(offset));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) fail_errno("cannot read back " + tmp_);
+        if (n == 0) throw_error(STK_E_IO, "cannot read back %s: it ends at %llu", tmp_.c_str(), (unsigned long long)offset);
         p += n;
         len -= size_t(n);
         offset += uint64_t(n);

@@ -19,7 +19,10 @@ public:
 
     void write(const void *data, size_t len);        // sequential append
     void pwrite(const void *data, size_t len, uint64_t offset);  // header patch before commit
+    void pread(void *data, size_t len, uint64_t offset) const;   // read back before commit (18.5)
     uint64_t size() const { return size_; }
+    // Bytes handed to write() and pwrite() so far (tests: 18.5 writes a payload exactly once).
+    uint64_t bytes_written() const { return written_; }
     // fsync, rename to the final name, fsync the directory.  Refuses to replace an existing file
     // (write-once) with STK_E_OUTPUT_EXISTS.
     void commit();
@@ -30,6 +33,7 @@ private:
     std::string tmp_;
     int fd_ = -1;
     uint64_t size_ = 0;
+    uint64_t written_ = 0;
     bool committed_ = false;
 };
 

@@ -5,6 +5,7 @@
 #include "core/bytes.h"
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/test_fault.h"
 
 namespace stk {
 
@@ -136,6 +137,10 @@ static ArrayHeader make_header(const std::string &path, DType dtype, uint32_t ra
     return h;
 }
 
+namespace {
+thread_local uint64_t t_header_repairs = 0;
+}
+
 ArrayWriter::ArrayWriter(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims, uint32_t flags)
     : out_(path), header_(make_header(path, dtype, rank, dims, flags)) {
     uint8_t zeros[kArrayHeaderSize] = {};
@@ -162,9 +167,28 @@ ArrayHeader ArrayWriter::finish() {
     uint8_t bytes[kArrayHeaderSize];
     encode_array_header(header_, bytes);
     out_.pwrite(bytes, sizeof bytes, 0);
+    if (test_fault("array_header_crc")) {
+        // Test-only: a header that went bad between its write and the read-back below.
+        uint8_t bad = bytes[off::header_crc] ^ 0x5a;
+        out_.pwrite(&bad, 1, off::header_crc);
+        set_test_fault("");  // one array
+    }
+    // 18.5: read the header back; a mismatch recomputes the header only (bytes 0..127).
+    for (int attempt = 0;; attempt++) {
+        uint8_t back[kArrayHeaderSize];
+        out_.pread(back, sizeof back, 0);
+        if (std::memcmp(back, bytes, sizeof back) == 0) break;
+        if (attempt == 2)
+            throw_error(STK_E_IO, "%s: the array header does not read back as written after 2 rewrites", out_.path().c_str());
+        t_header_repairs++;
+        encode_array_header(header_, bytes);
+        out_.pwrite(bytes, sizeof bytes, 0);
+    }
     out_.commit();
     return header_;
 }
+
+uint64_t array_header_repairs() { return t_header_repairs; }
 
 ArrayHeader write_array(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims, const void *payload,
                         uint32_t flags) {

@@ -78,6 +78,7 @@ public:
     uint64_t byte_len() const { return header_.byte_len; }
     // Checks that exactly byte_len bytes were appended; returns the final header.
     ArrayHeader finish();
+    uint64_t bytes_written() const { return out_.bytes_written(); }  // header writes included
 
 private:
     OutputFile out_;
@@ -86,6 +87,13 @@ private:
     uint32_t crc_ = 0;
     Sha256 sha_;
 };
+
+// Seed 18.5 ("CRC mismatch: recompute header; never rewrite payloads after first write"):
+// finish() reads the header back before commit; if its CRC (or any field) does not match what
+// was meant, the header alone is recomputed and written again (at most twice; then STK_E_IO).
+// The payload is never written twice.  A count per thread of such repairs, for the stage's
+// record (src/stages/policy.cc).
+uint64_t array_header_repairs();
 
 // One-shot: write a whole array.  Returns its header (with checksums).
 ArrayHeader write_array(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims,

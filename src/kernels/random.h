@@ -16,6 +16,7 @@ constexpr uint32_t kStreamOverlaysOmega = 0x104;
 constexpr uint32_t kStreamOverlaysCheck = 0x204;
 constexpr uint32_t kStreamAcceptancePrf = 0x1001;
 constexpr uint32_t kStreamAcceptanceMemory = 0x1007;
+constexpr uint32_t kStreamReplay = 0x1010;  // stk replay's probe vectors (layer id = token id)
 
 // Gaussian pair number `pair` of the stream `seed`: u = splitmix64 output 2*pair, v = output
 // 2*pair+1 (the state after k outputs is seed + k * 0x9E3779B97F4A7C15), each mapped to [0,1)

@@ -16,6 +16,7 @@
 #include "kernels/abs_gemm.h"
 #include "stages/ffn_collapse.h"
 #include "stages/outputs.h"
+#include "stages/policy.h"
 #include "stages/stages.h"
 
 namespace stk {
@@ -203,7 +204,6 @@ void ffn_collapse_run(Job &job) {
     std::vector<uint8_t> inflate;
 
     Arena &arena = job.arena;
-    const size_t handoff_mark = arena.mark();
     LinearHandoff *h = arena.alloc_array<LinearHandoff>(1);
     h->d = uint32_t(d);
     h->top_l = uint32_t(std::min<uint64_t>(top_l, d));
@@ -245,30 +245,22 @@ void ffn_collapse_run(Job &job) {
     float tau_lo = 0, tau_hi = 0;
 
     // A NaN/Inf weight (let through by --allow-nonfinite) would poison whole columns of the
-    // maps: the stage then disables its feature (seed 1.4) and hands nothing on.
+    // maps: a bound breach (seed 1.4): the policy disables the feature and removes the outputs.
     auto nonfinite = [&](uint32_t ti, uint64_t at) {
         const PlanTensor &t = plan.tensors[ti];
         if (at >= t.n_elements) return false;
         if (!allow_nonfinite)
             throw_error(STK_E_NONFINITE, "ffn_collapse: tensor '%s' element %llu is not finite", t.name, (unsigned long long)at);
-        draft_add_record(job.manifest, STK_STAGE_FFN_COLLAPSE, kRecordFeatureDisabled, kFeatureLinear, STK_E_NONFINITE, double(at), 0,
-                         "ffn_collapse disabled: tensor %.40s has a NaN/Inf at element %llu", t.name, (unsigned long long)at);
-        return true;
+        throw_breach(STK_E_NONFINITE, "finite FFN weights", double(at), 0,
+                     "ffn_collapse disabled: tensor %.40s has a NaN/Inf at element %llu", t.name, (unsigned long long)at);
     };
     job_work_begin(job, n_units, "FFNs");
     for (uint32_t ui = 0; ui < n_units; ui++, job_work_add(job, 1)) {
         const FfnUnit &u = units[ui];
         const uint64_t hid = u.hidden;
-        if (nonfinite(u.w1, load_tensor(ckpt, plan.tensors[u.w1], w1, row_scratch, inflate)) ||
-            (u.gated() && nonfinite(u.w3, load_tensor(ckpt, plan.tensors[u.w3], w3, row_scratch, inflate))) ||
-            nonfinite(u.w2, load_tensor(ckpt, plan.tensors[u.w2], w2, row_scratch, inflate))) {
-            StageDigest digest;
-            digest.add("stk.ffn_collapse.v1.disabled", 29);
-            digest.finish(job.stages[STK_STAGE_FFN_COLLAPSE]);
-            job.linear = nullptr;
-            arena.reset(handoff_mark);
-            return;
-        }
+        nonfinite(u.w1, load_tensor(ckpt, plan.tensors[u.w1], w1, row_scratch, inflate));
+        if (u.gated()) nonfinite(u.w3, load_tensor(ckpt, plan.tensors[u.w3], w3, row_scratch, inflate));
+        nonfinite(u.w2, load_tensor(ckpt, plan.tensors[u.w2], w2, row_scratch, inflate));
         const float *up = u.gated() ? w3 : nullptr;
         // S = |W2| (|W1| or |Wg| |Wu|); M+ and M- with W2 as stored.
         abs_gemm(d, d, hid, PackA::Abs, w2, hid, PackB::Abs, w1, up, d, S, d, gemm_scratch, threads);

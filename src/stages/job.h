@@ -15,6 +15,8 @@ namespace stk {
 struct StageRecord {
     bool done = false;
     bool not_implemented = false;  // ran, wrote nothing, feature disabled (recorded in manifest)
+    bool disabled = false;         // seed 1.4: a bound breach (or a disabled dependency) disabled
+                                   // it; its outputs were removed and a record says why
     uint32_t crc32c = 0;           // seed 15.2: per-stage crc32c and sha256_low64
     uint64_t sha256_low64 = 0;
 };

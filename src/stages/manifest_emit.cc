@@ -11,40 +11,22 @@
 #include "core/error.h"
 #include "core/output_file.h"
 #include "format/manifest.h"
+#include "stages/policy.h"
 #include "stages/stages.h"
 
 namespace stk {
 
-namespace {
-
-// The feature each optional stage provides (seed 17.3: a stage that did not run disables it).
-Feature feature_of(int stage) {
-    switch (stage) {
-        case STK_STAGE_TOKENIZER: return kFeatureTokenizerFst;
-        case STK_STAGE_PRF: return kFeaturePrf;
-        case STK_STAGE_OVERLAYS: return kFeatureOverlays;
-        case STK_STAGE_FFN_COLLAPSE: return kFeatureLinear;
-        case STK_STAGE_MPHF_CUCKOO: return kFeatureMphfCuckoo;
-        case STK_STAGE_MEMORY_FIT: return kFeatureMemory;
-        case STK_STAGE_BRIDGE_INIT: return kFeatureBridge;
-        default: return kFeatureNone;
-    }
-}
-
 // seed_digest: SHA-256 of "stk-params" NUL, then LE u32 r, rv, l_tok, top_l, flags, then LE u64
 // master_seed.  threads is left out on purpose: output bytes do not depend on it.
-void seed_digest(const Job &job, uint8_t out[32]) {
+void params_seed_digest(const stk_job_params &p, uint64_t master_seed, uint8_t out[32]) {
     uint8_t rec[11 + 5 * 4 + 8];
     std::memcpy(rec, "stk-params", 11);
-    const stk_job_params &p = job.params;
     uint32_t v[5] = {p.r, p.rv, p.l_tok, p.top_l, p.flags};
     for (int i = 0; i < 5; i++) store_le<uint32_t>(rec + 11 + 4 * i, v[i]);
-    store_le<uint64_t>(rec + 31, job.manifest.master_seed);
+    store_le<uint64_t>(rec + 31, master_seed);
     Sha256Digest d = sha256(rec, sizeof rec);
     std::memcpy(out, d.bytes, 32);
 }
-
-}  // namespace
 
 void manifest_emit_run(Job &job) {
     ManifestDraft &draft = job.manifest;
@@ -55,7 +37,7 @@ void manifest_emit_run(Job &job) {
         throw_error(STK_E_OUTPUT_EXISTS, "%s already exists: %s holds a published generation", path.c_str(), out_dir.c_str());
 
     ManifestFields fields = draft.fields;
-    seed_digest(job, fields.seed_digest);
+    params_seed_digest(job.params, job.manifest.master_seed, fields.seed_digest);
 
     // Every draft record, then one "feature disabled" record per stage that did not run.
     std::vector<ManifestRecord> records(draft.records, draft.records + draft.n_records);
@@ -72,7 +54,7 @@ void manifest_emit_run(Job &job) {
             ManifestRecord r;
             r.stage = uint16_t(id);
             r.kind = kRecordFeatureDisabled;
-            r.feature = feature_of(id);
+            r.feature = stage_feature(id);
             r.status = rec.done ? STK_E_NOT_IMPLEMENTED : STK_E_INTERNAL;
             std::snprintf(r.text, sizeof r.text, "%s %s: its feature is disabled (beta = 0 on that path)",
                           find_stage(stk_stage(id))->name, rec.done ? "is not implemented" : "did not finish");

@@ -20,6 +20,7 @@
 #include "format/array.h"
 #include "stages/attn_common.h"
 #include "stages/outputs.h"
+#include "stages/policy.h"
 #include "stages/stages.h"
 
 namespace stk {
@@ -53,6 +54,28 @@ MemSizes mem_sizes(const ModelPlan &plan) {
         z.samples = std::min<uint64_t>(z.n_pos, kMaxLearnedSamples);
     }
     return z;
+}
+
+// Seed 18.3 on the bank the stage is about to publish: while a pole lies on or outside the unit
+// circle, multiply every section's AR coefficients (a1, a2) by 0.95, at most 3 times, each
+// scaling recorded; still unstable after 3 -> a bound breach (the policy disables memory).
+// Scaling (a1, a2) by c moves a complex pair's radius from rho to rho sqrt(c).
+void apply_18_3(Job &job, SosFit &fit) {
+    double max_r, min_r;
+    memory_pole_radii(fit.sections, fit.n_sections, &max_r, &min_r);
+    for (uint32_t step = 1; max_r >= 1 && step <= 3; step++) {
+        const double before = max_r;
+        for (uint32_t k = 0; k < fit.n_sections; k++) {
+            fit.sections[k].a1 *= 0.95;
+            fit.sections[k].a2 *= 0.95;
+        }
+        memory_pole_radii(fit.sections, fit.n_sections, &max_r, &min_r);
+        draft_add_record(job.manifest, STK_STAGE_MEMORY_FIT, kRecordNote, kFeatureMemory, STK_OK, max_r, before,
+                         "18.3 scaling %u of 3: AR coeffs x0.95, largest pole radius %.6f -> %.6f (value)", step, before, max_r);
+    }
+    if (!(max_r < 1))
+        throw_breach(STK_E_INTERNAL, "12.5 pole radii < 1 after 3 x 18.3", max_r, 1,
+                     "memory_fit: the largest pole radius is %.6f after three 18.3 scalings by 0.95", max_r);
 }
 
 }  // namespace
@@ -104,7 +127,9 @@ void memory_fit_run(Job &job) {
         for (uint32_t i = 0; i < n; i++) mean += theta[i];
         mean /= double(n);
         fit.n_sections = 1;
-        fit.sections[0] = SosSection{1.0, 0.0, 2 * kRopeRho * std::cos(mean), -kRopeRho * kRopeRho};
+        // Test faults (src/core/test_fault.h): poles outside the unit circle, to force 18.3.
+        const double rho = test_fault("memory_unstable") ? 1.05 : test_fault("memory_unstable_hard") ? 1.2 : kRopeRho;
+        fit.sections[0] = SosSection{1.0, 0.0, 2 * rho * std::cos(mean), -rho * rho};
         mode = 2;
         q = 0;
         draft_add_record(m, STK_STAGE_MEMORY_FIT, kRecordNote, kFeatureMemory, STK_OK, mean, 0,
@@ -145,13 +170,17 @@ void memory_fit_run(Job &job) {
             max_sections = uint32_t(std::min<size_t>(kMaxSections, (n - 1) / 4));
         }
         fit = fit_sos(h, n, max_sections, work, work_len);
-        if (!fit.n_sections) throw_error(STK_E_UNSUPPORTED, "memory_fit: no stable fit of the %s response", pos_kind_name(z.kind));
+        if (!fit.n_sections)
+            throw_breach(STK_E_UNSUPPORTED, "8.2 a stable SOS fit exists", 0, 1, "memory_fit: no stable fit of the %s response",
+                         pos_kind_name(z.kind));
         mode = 1;
         q = 1;
         draft_add_record(m, STK_STAGE_MEMORY_FIT, kRecordNote, kFeatureMemory, STK_OK, fit.rel_l2, 0,
                          "%s: %u sections fit h(t), t < %zu, relative L2 %.3g (18.3 scalings %u, clamped %u)",
                          pos_kind_name(z.kind), fit.n_sections, n, fit.rel_l2, fit.scale_steps, fit.clamped);
     }
+
+    apply_18_3(job, fit);
 
     // 12.5: poles inside the unit circle, bounded double states, one reduction site.
     double max_r, min_r, max_state;
@@ -188,8 +217,9 @@ void memory_fit_run(Job &job) {
     f.memory.k = fit.n_sections;
     f.memory.pole_radius_min = min_r;
     if (!poles_ok || !states_ok)
-        draft_add_record(m, STK_STAGE_MEMORY_FIT, kRecordFeatureDisabled, kFeatureMemory, STK_E_INTERNAL, max_r, 1,
-                         "memory disabled: 12.5 failed");
+        throw_breach(poles_ok ? STK_E_NONFINITE : STK_E_INTERNAL, poles_ok ? "12.5 DF-II-T states bounded" : "12.5 pole radii < 1",
+                     poles_ok ? (std::isfinite(max_state) ? max_state : 0) : max_r, poles_ok ? kStateBound : 1,
+                     "memory_fit: 12.5 failed (largest pole radius %.6f, max state %g)", max_r, max_state);
     digest.finish(job.stages[STK_STAGE_MEMORY_FIT]);
     arena.reset(mark);
 }

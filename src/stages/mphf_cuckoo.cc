@@ -20,6 +20,7 @@
 #include "ingest/model.h"
 #include "stages/ffn_collapse.h"
 #include "stages/outputs.h"
+#include "stages/policy.h"
 #include "stages/stages.h"
 
 namespace stk {
@@ -68,16 +69,12 @@ void mphf_cuckoo_size(const JobInputs &in, ArenaSizer &s) {
 
 void mphf_cuckoo_run(Job &job) {
     // ffn_collapse did not produce entries: not implemented for this model (no FFN, no plan) ->
-    // the same here; disabled by policy (non-finite weights) -> disabled here, with a record.
+    // the same here.  (A disabled ffn_collapse never gets here: job_run_stage disables this
+    // stage as its dependent, seed 1.4.)
     if (!job.linear) {
         if (job.stages[STK_STAGE_FFN_COLLAPSE].not_implemented)
             throw_error(STK_E_NOT_IMPLEMENTED, "mphf_cuckoo: ffn_collapse produced no entries: no linear dictionary");
-        draft_add_record(job.manifest, STK_STAGE_MPHF_CUCKOO, kRecordFeatureDisabled, kFeatureMphfCuckoo, STK_E_NONFINITE, 0, 0,
-                         "mphf_cuckoo disabled: ffn_collapse was disabled (see its record); nothing written");
-        StageDigest digest;
-        digest.add("stk.mphf_cuckoo.v1.disabled", 28);
-        digest.finish(job.stages[STK_STAGE_MPHF_CUCKOO]);
-        return;
+        throw_error(STK_E_STAGE_ORDER, "mphf_cuckoo: ffn_collapse handed nothing on");
     }
     const LinearHandoff &h = *job.linear;
     Arena &arena = job.arena;
@@ -131,8 +128,9 @@ void mphf_cuckoo_run(Job &job) {
     for (uint64_t e = 0; e < C; e++) {
         uint64_t idx = f.index_u64(h.base_keys[e]);
         if (idx >= C || seen[idx])
-            throw_error(STK_E_INTERNAL, "mphf_cuckoo: 12.4 check failed: key %016llx maps to index %llu (taken or out of range)",
-                        (unsigned long long)h.base_keys[e], (unsigned long long)idx);
+            throw_breach(STK_E_INTERNAL, "12.4 MPHF bijective", double(idx), double(C),
+                         "mphf_cuckoo: 12.4 check failed: key %016llx maps to index %llu (taken or out of range)",
+                         (unsigned long long)h.base_keys[e], (unsigned long long)idx);
         seen[idx] = 1;
         store_le<uint64_t>(keys + 8 * idx, h.base_keys[e]);
         weights[idx] = h.base_vals[e];
@@ -146,18 +144,21 @@ void mphf_cuckoo_run(Job &job) {
         uint64_t idx = fl.index_u64(h.base_keys[e]);
         if (idx >= C || load_le<uint64_t>(keys + 8 * idx) != h.base_keys[e] ||
             std::memcmp(&weights[idx], &h.base_vals[e], 4) != 0)
-            throw_error(STK_E_INTERNAL, "mphf_cuckoo: 12.4 check failed: base key %016llx does not read back",
-                        (unsigned long long)h.base_keys[e]);
+            throw_breach(STK_E_INTERNAL, "12.4 base keys read back", double(e), double(C),
+                         "mphf_cuckoo: 12.4 check failed: base key %016llx does not read back", (unsigned long long)h.base_keys[e]);
     }
     for (uint64_t e = 0; e < h.n_delta; e++) {
         uint32_t v = 0, probes = 0;
         bool found = tl.find(h.delta_keys[e], &v, &probes);
         if (probes > max_probes) max_probes = probes;
         if (!found || v != h.delta_vals[e] || probes > probe_bound)
-            throw_error(STK_E_INTERNAL, "mphf_cuckoo: 12.4 check failed: delta key %016llx (%s, %u probes, bound %u)",
-                        (unsigned long long)h.delta_keys[e], found ? "wrong value" : "not found", probes, probe_bound);
+            throw_breach(STK_E_INTERNAL, "12.4 delta probes <= d*b+S+1", double(probes), double(probe_bound),
+                         "mphf_cuckoo: 12.4 check failed: delta key %016llx (%s, %u probes, bound %u)",
+                         (unsigned long long)h.delta_keys[e], found ? "wrong value" : "not found", probes, probe_bound);
     }
-    if (rep.emergency_used > 1) throw_error(STK_E_INTERNAL, "mphf_cuckoo: %u emergency slots in one shard", rep.emergency_used);
+    if (rep.emergency_used > 1)
+        throw_breach(STK_E_TABLE_FULL, "12.4 emergency slots per shard", rep.emergency_used, 1,
+                     "mphf_cuckoo: %u emergency slots in one shard", rep.emergency_used);
 
     StageDigest digest;
     uint64_t dm[1] = {mphf_bytes};

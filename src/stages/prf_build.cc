@@ -21,6 +21,7 @@
 #include "format/array.h"
 #include "stages/attn_common.h"
 #include "stages/outputs.h"
+#include "stages/policy.h"
 #include "stages/stages.h"
 
 namespace stk {
@@ -97,10 +98,11 @@ void prf_build_run(Job &job) {
         whitening_diagonal(wk, s.d_kv, d, diag);
         expected[l] = expected_denominator(diag, d, tau);
         // 5.5 needs a finite expectation (D_j < tau at any sane scale); an infinite one is a
-        // refused model, not a silent clamp.
+        // bound breach (seed 1.4: prf and the overlays built on it are disabled), not a clamp.
         if (!std::isfinite(expected[l]))
-            throw_error(STK_E_UNSUPPORTED, "layer %u: tensor '%s': a whitening diagonal entry reaches tau = %g, so the expected "
-                        "PRF denominator is infinite (W_K entries of magnitude ~sqrt(tau))", l, t.name, tau);
+            throw_breach(STK_E_UNSUPPORTED, "5.5 finite expected denominator", double(l), tau,
+                         "layer %u: tensor '%s': a whitening diagonal entry reaches tau = %g, so the expected PRF "
+                         "denominator is infinite (W_K entries of magnitude ~sqrt(tau))", l, t.name, tau);
         // Rows split between threads: draw k of the stream is addressed directly, so the bytes
         // do not depend on the split.
         const uint64_t stream = prf_stream(job.manifest.master_seed, l), per = (r + z.threads - 1) / z.threads;

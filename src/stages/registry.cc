@@ -1,11 +1,13 @@
 #include <cstring>
 #include <new>
+#include <string>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/output_file.h"
 #include "ingest/model.h"
 #include "stages/job.h"
+#include "stages/policy.h"
 #include "stages/stages.h"
 
 namespace stk {
@@ -128,17 +130,33 @@ void job_run_stage(Job &job, stk_stage id) {
         job.stages[id].not_implemented = true;
         throw_error(STK_E_NOT_IMPLEMENTED, "stage %s is not implemented: nothing written, its feature is disabled", st->name);
     }
+    // Seed 1.4: an optional stage whose input stage was disabled is disabled too (recorded).
+    const stk_stage needed = stage_depends_on(id);
+    if (needed <= STK_STAGE_COUNT && job.stages[needed].disabled) {
+        policy_disable_dependent(job, id, needed);
+        return;
+    }
+    StageSnapshot snap;
+    if (stage_is_optional(id)) snap = policy_snapshot(job);
+    const uint64_t header_repairs = array_header_repairs();
     try {
         st->run(job);
+        if (test_fault((std::string("breach:") + st->name).c_str()))
+            throw_breach(STK_E_INTERNAL, "test fault", 1, 0, "STK_TEST_FAULT=breach:%s", st->name);
     } catch (const Error &e) {
         // A stage that finds it cannot do its work (a feature it does not implement for this
         // input) is recorded like a missing stage: done, nothing written, feature disabled.
         if (e.status() == STK_E_NOT_IMPLEMENTED) {
             job.stages[id].done = true;
             job.stages[id].not_implemented = true;
+        } else if (stage_is_optional(id) && is_bound_breach(e)) {
+            // Seed 1.4: the optional feature is disabled, its outputs removed, the job goes on.
+            policy_disable(job, id, snap, e);
+            return;
         }
         throw;
     }
+    policy_note_header_repairs(job, id, header_repairs);
     job.stages[id].done = true;
 }
 

@@ -30,6 +30,8 @@ void bridge_init_size(const JobInputs &in, ArenaSizer &s);
 void bridge_init_run(Job &job);
 
 void manifest_emit_run(Job &job);
+// The manifest's seed_digest of normalised parameters (docs/format.md).
+void params_seed_digest(const stk_job_params &p, uint64_t master_seed, uint8_t out[32]);
 void check_stage_run(Job &job);
 
 }  // namespace stk

@@ -15,6 +15,7 @@
 #include "core/prng.h"
 #include "format/manifest.h"
 #include "hash/rolling_hash.h"
+#include "stages/policy.h"
 #include "stages/outputs.h"
 #include "stages/stages.h"
 #include "tokenizer/greedy.h"
@@ -385,8 +386,9 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
             plan->roundtrip_bytes = kRoundTripBytes;
             plan->roundtrip_ok = nback == kRoundTripBytes && std::memcmp(back, text, kRoundTripBytes) == 0;
             if (gs.max_probes_at > L || !plan->roundtrip_ok)
-                throw_error(STK_E_INTERNAL, "tokenizer 12.1 check failed: %u probes at one byte (L_tok %u), round trip %s",
-                            gs.max_probes_at, L, plan->roundtrip_ok ? "ok" : "differs");
+                throw_breach(STK_E_INTERNAL, "12.1 probes <= L_tok, Greedy == Decode", gs.max_probes_at, L,
+                             "tokenizer 12.1 check failed: %u probes at one byte (L_tok %u), round trip %s", gs.max_probes_at, L,
+                             plan->roundtrip_ok ? "ok" : "differs");
         }
         A.reset(mark);
     }
