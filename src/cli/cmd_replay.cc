@@ -26,7 +26,8 @@ static const char kHelp[] =
     "replays can be compared.  Modules whose arrays the generation does not hold are reported as\n"
     "disabled (spec 17.3).\n"
     "\n"
-    "  --out DIR       the published generation (or give it as the only argument)\n"
+    "  --out DIR       a generations root (its current generation) or a generation directory\n"
+    "                  (or give it as the only argument)\n"
     "  --prompt TEXT   the text to tokenize and replay\n"
     "  --in PATH       the model (directory, checkpoint file or HuggingFace cache folder);\n"
     "                  needed for a generation built in EXT mode (no token tables)\n"
@@ -140,7 +141,7 @@ int cmd_replay(int argc, char **argv) {
                                               {"bridge", "bridge_hubs.bin"}};
     std::vector<const char *> disabled, not_replayed;
     for (const auto &m : kModules)
-        (file_exists_plain(out + "/arrays/" + m[1]) ? not_replayed : disabled).push_back(m[0]);
+        (file_exists_plain(gen->dir + "/arrays/" + m[1]) ? not_replayed : disabled).push_back(m[0]);
     size_t mismatches = 0;
     for (const TokenRow &r : rows)
         if (mode == "greedy" && !r.round_trip) mismatches++;
