@@ -4,8 +4,12 @@
 // The crash states (kill -9 and power loss at every durability operation) are
 // scripts/crash_states.py (meson test crash_states runs 50 points of it).
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <simdjson.h>
 
 #include <cstring>
 #include <string>
@@ -300,11 +304,126 @@ static void current_pointer_validated(void **) {
     assert_int_equal(stk_verify(empty.c_str(), &rep), STK_E_NOT_FOUND);
 }
 
+namespace {
+
+struct Run {
+    int exit_code = -1;
+    std::string out, err;
+};
+
+// The built stk with args; stdout and stderr captured.
+Run run_stk(const std::vector<std::string> &args) {
+    const char *bin = std::getenv("STK_BIN");
+    if (!bin) fail_msg("STK_BIN is not set (run under meson test)");
+    std::string dir = test::make_temp_dir("pub-io");
+    std::string o = dir + "/stdout", e = dir + "/stderr";
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fo = ::open(o.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = ::open(e.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fo, 1), dup2(fe, 2);
+        std::vector<char *> argv{const_cast<char *>(bin)};
+        for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+        argv.push_back(nullptr);
+        execv(bin, argv.data());
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    Run r;
+    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.out = text_of(o);
+    r.err = text_of(e);
+    return r;
+}
+
+}  // namespace
+
+// The command line: convert into a root twice, check follows the chain, generations lists and
+// removes, a locked root is refused with exit 5, inspect and replay accept the root.
+static void cli_generations(void **) {
+    std::string root = test::make_temp_dir("pub-cli") + "/root";
+    Run c1 = run_stk({"convert", model(), root, "--partial", "--json"});
+    assert_int_equal(c1.exit_code, 0);
+    Run c2 = run_stk({"convert", model(), root, "--partial", "--json"});
+    assert_int_equal(c2.exit_code, 0);
+    assert_contains(c2.err, "previous    ");
+    simdjson::dom::parser p1, p2;
+    simdjson::dom::element j1 = p1.parse(c1.out), j2 = p2.parse(c2.out);
+    std::string name1 = std::string(std::string_view(j1["generation_name"]));
+    std::string name2 = std::string(std::string_view(j2["generation_name"]));
+    assert_true(name1.rfind("000001-", 0) == 0);
+    assert_true(name2.rfind("000002-", 0) == 0);
+    assert_true(j1["previous"].is_null());
+    assert_true(std::string_view(j2["previous"]) == std::string_view(j1["generation"]));
+    assert_true(std::string_view(j2["root"]) == root);
+    assert_true(std::string_view(j2["generation_dir"]) == root + "/generations/" + name2);
+
+    Run ck = run_stk({"check", root, "--json"});
+    assert_int_equal(ck.exit_code, 0);
+    simdjson::dom::parser p3;
+    simdjson::dom::element jc = p3.parse(ck.out);
+    assert_true(bool(jc["root"]));
+    assert_true(std::string_view(jc["generation"]) == name2);
+    assert_int_equal(jc["chain"].get_array().size(), 2);
+    assert_true(std::string_view(jc["chain"].at(1)) == name1);
+    assert_int_equal(run_stk({"check", root + "/generations/" + name1}).exit_code, 0);  // one generation directory
+
+    Run ls = run_stk({"generations", root, "--json"});
+    assert_int_equal(ls.exit_code, 0);
+    simdjson::dom::parser p4;
+    simdjson::dom::element jl = p4.parse(ls.out);
+    assert_true(std::string_view(jl["current"]) == name2);
+    assert_int_equal(jl["generations"].get_array().size(), 2);
+    assert_true(std::string_view(jl["generations"].at(0)["prev_hash"]) == std::string(64, '0'));
+    assert_int_equal(uint64_t(jl["generations"].at(1)["arrays"]), 15);
+    assert_true(bool(jl["generations"].at(1)["current"]));
+    Run txt = run_stk({"generations", root});
+    assert_contains(txt.out, name1 + "  -       yes");
+    assert_contains(txt.out, "(first)");
+
+    Run rm = run_stk({"generations", root, "--remove", name2});
+    assert_int_equal(rm.exit_code, 2);  // STK_E_INVALID_ARGUMENT: the current one
+    assert_contains(rm.err, "is the current generation");
+    assert_int_equal(run_stk({"generations", root, "--keep", "1"}).exit_code, 2);  // --keep without --gc
+
+    // A writer holds the root: convert and gc are refused, exit 5, nothing changes.
+    int fd = lock_root(root);
+    Run busy = run_stk({"convert", model(), root, "--partial"});
+    assert_int_equal(busy.exit_code, 5);
+    assert_contains(busy.err, "is being written by another process");
+    assert_int_equal(run_stk({"generations", root, "--gc"}).exit_code, 5);
+    unlock_root(fd);
+
+    Run ins = run_stk({"inspect", root, "--json"});
+    assert_int_equal(ins.exit_code, 0);
+    simdjson::dom::parser p5;
+    simdjson::dom::element ji = p5.parse(ins.out);
+    assert_true(std::string_view(ji["generation"]) == std::string_view(j2["generation"]));
+    assert_true(std::string_view(ji["root"]) == root);
+    Run rp = run_stk({"replay", root, "--prompt", "the end", "--in", model()});
+    assert_int_equal(rp.exit_code, 0);
+    assert_contains(rp.out, "state digest");
+
+    Run gc = run_stk({"generations", root, "--gc", "--keep", "1", "--json"});
+    assert_int_equal(gc.exit_code, 0);
+    simdjson::dom::parser p6;
+    simdjson::dom::element jg = p6.parse(gc.out);
+    assert_int_equal(jg["removed"].get_array().size(), 1);
+    assert_true(std::string_view(jg["removed"].at(0)) == name1);
+    assert_false(exists(root + "/generations/" + name1));
+    Run ck2 = run_stk({"check", root});
+    assert_int_equal(ck2.exit_code, 0);
+    assert_contains(ck2.out, "the oldest names a removed predecessor");
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(publish_chains_generations), cmocka_unit_test(one_writer_at_a_time),
         cmocka_unit_test(failed_check_publishes_nothing), cmocka_unit_test(reader_pins_its_generation),
         cmocka_unit_test(gc_and_remove_rules), cmocka_unit_test(current_pointer_validated),
+        cmocka_unit_test(cli_generations),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
