@@ -416,6 +416,7 @@ static void plan_models_help(void **) {
         {"check", {"--out DIR", "--json", "exit codes"}},
         {"replay", {"--out DIR", "--prompt TEXT", "--in PATH", "--json", "exit codes"}},
         {"inspect", {"--in PATH", "--json", "sera_manifest.bin", "exit codes"}},
+        {"generations", {"--gc", "--keep N", "--remove NAME", "--force", "--json", "CURRENT", "exit codes"}},
         {"tokenize", {"--in PATH", "--text FILE", "--prompt TEXT", "--mode", "--ltok N", "--no-special", "--decode", "--json"}},
     };
     for (const Help &h : helps) {

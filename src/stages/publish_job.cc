@@ -30,8 +30,13 @@ static const char *job_strdup(Job &job, const std::string &s) {
 void publish_begin(Job &job) {
     const std::string root = job.out_dir;
     job.root = job.out_dir;
-    // A new root's own directory entry is made durable (make_dirs created it, unfsynced).
-    durable_fsync_dir(dir_of(root));
+    // A new root's own directory entry is made durable (make_dirs created it, unfsynced).  Best
+    // effort: a parent we may not open (a root directly under a read-protected directory) must
+    // not stop the conversion; the root's own contents are fsynced below regardless.
+    try {
+        durable_fsync_dir(dir_of(root));
+    } catch (const Error &) {
+    }
     job.root_lock_fd = lock_root(root);
     clean_leftovers(root);
     durable_mkdir(root + "/" + kGenerationsDirName);
