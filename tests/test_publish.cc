@@ -11,6 +11,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
