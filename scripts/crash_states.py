@@ -19,8 +19,9 @@ In each state: CURRENT names the old generation or the new one (curr_hash of a c
 completes, publishes a generation chained to the current one, and `stk check` passes again.
 
 usage: crash_states.py STK MODEL_DIR [--points N] [--jobs J] [--keep]
-  --points N   crash points spread evenly over the run, the publication's last operations always
-               included (default 0 = every operation index)
+  --points N   crash points spread evenly over the run, the publication's last operations and the
+               end of the run (no crash: the power-loss state of a finished run) always included
+               (default 0 = every operation index, and the end)
 """
 import argparse
 import concurrent.futures
@@ -202,15 +203,20 @@ def check_state(stk, model, root, old, new_hash, label):
     return "new" if cur[1] == new_hash else "old"
 
 
-def crash_point(stk, model, base, old, new_hash, k, work):
+def crash_point(stk, model, base, old, new_hash, k, work, n_ops):
     d = os.path.join(work, f"k{k}")
     os.mkdir(d)
     root = os.path.join(d, "root")
     shutil.copytree(base, root)
     trace = os.path.join(d, "trace")
-    p = run([stk, "convert", model, root] + CONVERT_ARGS, env={"STK_TEST_CRASH_AT": str(k), "STK_TEST_FS_TRACE": trace},
-            check=False)
-    assert p.returncode == -9, f"crash point {k}: the convert was not killed (exit {p.returncode})"
+    env = {"STK_TEST_FS_TRACE": trace}
+    if k <= n_ops:
+        env["STK_TEST_CRASH_AT"] = str(k)
+    p = run([stk, "convert", model, root] + CONVERT_ARGS, env=env, check=False)
+    if k <= n_ops:
+        assert p.returncode == -9, f"crash point {k}: the convert was not killed (exit {p.returncode})"
+    else:  # after the last operation: the run completed; a power loss now must keep the new one
+        assert p.returncode == 0, f"uninterrupted run: exit {p.returncode}"
     lines = open(trace).read().splitlines() if os.path.exists(trace) else []
     assert len(lines) == k - 1, f"crash point {k}: {len(lines)} operations traced"
     power = os.path.join(d, "power")
@@ -247,32 +253,38 @@ def main():
         ops = open(trace).read().splitlines()
         n = len(ops)
         kinds = [l.split(" ")[1] for l in ops]
+        # k = n + 1: after the last operation (the run completed), so that the power-loss model
+        # is also asked whether a finished publication survives.
         if a.points <= 0 or a.points >= n:
-            points = list(range(1, n + 1))
+            points = list(range(1, n + 2))
         else:
-            tail = list(range(max(1, n - 15), n + 1))   # the publication: rename, fsyncs, CURRENT swap
+            tail = list(range(max(1, n - 15), n + 2))   # the publication: rename, fsyncs, CURRENT swap; the end
             m = a.points - len(tail)  # the rest evenly over the operations before the publication
             spread = [1 + (i * (tail[0] - 2)) // max(1, m - 1) for i in range(m)]
             points = sorted(set(spread + tail))
         print(f"crash_states: {n} durability operations in a convert of {model} into a root with one generation "
-              f"({', '.join(f'{kinds.count(x)} {x}' for x in sorted(set(kinds)))}); {len(points)} crash points, "
-              f"2 states each", flush=True)
+              f"({', '.join(f'{kinds.count(x)} {x}' for x in sorted(set(kinds)))}); {len(points)} points "
+              f"(crashes before an operation, and the end), 2 states each", flush=True)
         results = []
         with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as ex:
-            futs = {ex.submit(crash_point, stk, model, base, old, new_hash, k, work): k for k in points}
+            futs = {ex.submit(crash_point, stk, model, base, old, new_hash, k, work, n): k for k in points}
             for f in concurrent.futures.as_completed(futs):
                 res = f.result()
-                res["op"] = kinds[res["k"] - 1]
+                res["op"] = kinds[res["k"] - 1] if res["k"] <= n else "end"
                 results.append(res)
         results.sort(key=lambda r: r["k"])
         first_new_kill = next((r["k"] for r in results if r["kill"] == "new"), None)
         first_new_power = next((r["k"] for r in results if r["power"] == "new"), None)
         states = 2 * len(results)
-        print(f"crash_states: {states} crash states ({len(results)} kill -9, {len(results)} power loss), all passed: "
+        kills = sum(1 for r in results if r["k"] <= n)
+        print(f"crash_states: {states} states ({kills} kill -9 points and the end of the run, each as left and after a "
+              f"power loss), all passed: "
               f"CURRENT old or new and whole, stk check passes, a rerun publishes a chained generation", flush=True)
-        print(f"crash_states: the new generation is current from operation {first_new_kill} on after a kill "
-              f"(op {kinds[first_new_kill - 1] if first_new_kill else '-'}), from {first_new_power} on after a power loss; "
-              f"power-loss states with files emptied: {sum(1 for r in results if r['truncated'])}", flush=True)
+        def at(k):
+            return "never" if k is None else (f"crash point {k} (before op {k}, {kinds[k - 1]})" if k <= n else "the end of the run")
+        print(f"crash_states: the new generation is current from {at(first_new_kill)} on after a kill, from "
+              f"{at(first_new_power)} on after a power loss; power-loss states with files emptied: "
+              f"{sum(1 for r in results if r['truncated'])}", flush=True)
         return 0
     finally:
         if not a.keep:
