@@ -385,7 +385,7 @@ static void cli_generations(void **) {
     assert_contains(txt.out, "(first)");
 
     Run rm = run_stk({"generations", root, "--remove", name2});
-    assert_int_equal(rm.exit_code, 2);  // STK_E_INVALID_ARGUMENT: the current one
+    assert_int_equal(rm.exit_code, 1);  // refused: the current one
     assert_contains(rm.err, "is the current generation");
     assert_int_equal(run_stk({"generations", root, "--keep", "1"}).exit_code, 2);  // --keep without --gc
 

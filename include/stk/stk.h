@@ -201,7 +201,8 @@ typedef struct stk_verify_report {
 
 /* Verify a published output directory (seed 12.7): the manifest (magic, schema digest, sizes,
  * hash chain) and every array it lists (header, payload crc32c and sha256_low64).  report may be
- * NULL. */
+ * NULL.  out_dir may also be a generations root: its CURRENT generation is verified, and
+ * failed_file is then relative to the root ("CURRENT", "generations/<name>/arrays/x.bin"). */
 STK_API stk_status stk_verify(const char *out_dir, stk_verify_report *report);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -209,7 +210,9 @@ STK_API stk_status stk_verify(const char *out_dir, stk_verify_report *report);
 
 typedef struct stk_generation stk_generation;
 
-/* Map a published generation read-only (verifies it first, as stk_verify). */
+/* Map a published generation read-only (verifies it first, as stk_verify).  Given a generations
+ * root, CURRENT is read once and that generation pinned: lookups keep answering from it when a
+ * newer one is published or it is removed. */
 STK_API stk_status stk_generation_open(const char *out_dir, stk_generation **out_gen);
 STK_API void stk_generation_close(stk_generation *gen);
 

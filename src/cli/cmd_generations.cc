@@ -82,6 +82,12 @@ int cmd_generations(int argc, char **argv) {
             }
             unlock_root(fd);
         });
+        if (s == STK_E_INVALID_ARGUMENT) {  // a refused removal (the current one, a chain link): not a usage error
+            std::string msg = stk_last_error();
+            if (json) json_result("generations", kExitFailed, s, msg).str("root", root).print();
+            std::fprintf(stderr, "stk generations: %s: %s\n", stk_status_str(s), msg.c_str());
+            return kExitFailed;
+        }
         if (s != STK_OK) return report_failure("generations", s, json);
     }
 
