@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job on the default that ships in the repo: the tiny GPT-2 in
 # bindings/testdata/tiny-gpt2 (hub layout: config.json, model.safetensors, vocab.json,
-# merges.txt; made by bindings/testdata/generate.py).  Inspect it, convert it, verify the
-# published output, and replay a prompt through its O(1) token tables.
+# merges.txt; made by bindings/testdata/generate.py).  Inspect it, convert it into a generations
+# root (twice: the second run publishes a second generation chained to the first), verify the
+# current generation and the chain, list the generations, and replay a prompt through the
+# current generation's O(1) token tables.
 # Output goes to ${1:-/tmp/stk-demo} (replaced if it exists).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,5 +18,7 @@ $stk inspect --in "$model"
 # --partial: bridge_init is not implemented yet (recorded as disabled).
 # --allow-uncertified-tokenizer: byte-level BPE never passes Sardinas-Patterson (docs/decisions.md).
 $stk convert --in "$model" --out "$out" --partial --allow-uncertified-tokenizer
+$stk convert --in "$model" --out "$out" --partial --allow-uncertified-tokenizer --json >/dev/null
 $stk check --out "$out"
+$stk generations "$out"
 $stk replay --out "$out" --prompt "the theorem holds in the end"

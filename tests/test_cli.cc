@@ -258,9 +258,12 @@ static void arguments_validated_first(void **) {
     assert_int_equal(r.exit_code, 1);
     assert_contains(r.err, "STK_E_OUTPUT_EXISTS");
     assert_contains(r.err, "is not a directory");
-    // --out holding a generation: refused before the checkpoint is read (the model is missing).
-    std::string gen = dir + "/gen";
-    assert_int_equal(stk_run({"convert", model(), gen, "--partial"}).exit_code, 0);
+    // --out holding a single generation (not a root): refused before the checkpoint is read
+    // (the model is missing).
+    std::string root = dir + "/gen";
+    assert_int_equal(stk_run({"convert", model(), root, "--partial"}).exit_code, 0);
+    std::vector<uint8_t> current = test::read_bytes(root + "/CURRENT");
+    std::string gen = root + "/generations/" + std::string(current.begin(), current.begin() + 23);
     r = stk_run({"convert", "--in", "/nonexistent/model", "--out", gen});
     assert_int_equal(r.exit_code, 1);
     assert_contains(r.err, "already holds a published generation");
@@ -289,7 +292,7 @@ static void arguments_validated_first(void **) {
     // Boolean flags before positionals keep the order (--partial does not swallow the model).
     std::string o5 = dir + "/o5";
     assert_int_equal(stk_run({"convert", "--partial", model(), o5}).exit_code, 0);
-    assert_true(exists(o5 + "/sera_manifest.bin"));
+    assert_true(exists(o5 + "/CURRENT"));
 }
 
 // One spelling for one option across commands: --Ltok = --ltok = --L_tok; --topL = --topl.
@@ -409,11 +412,12 @@ static void plan_models_help(void **) {
         std::vector<const char *> mentions;
     };
     std::vector<Help> helps = {
-        {"convert", {"--in PATH", "--out DIR", "--r N", "--rv N", "--ltok N", "--topl N", "--threads N", "--partial",
+        {"convert", {"--in PATH", "--out ROOT", "--r N", "--rv N", "--ltok N", "--topl N", "--threads N", "--partial",
                      "--allow-uncertified-tokenizer", "--allow-nonfinite", "--dry-run", "--json", "EXT mode", "exit codes"}},
         {"check", {"--out DIR", "--json", "exit codes"}},
         {"replay", {"--out DIR", "--prompt TEXT", "--in PATH", "--json", "exit codes"}},
         {"inspect", {"--in PATH", "--json", "sera_manifest.bin", "exit codes"}},
+        {"generations", {"--gc", "--keep N", "--remove NAME", "--force", "--json", "CURRENT", "exit codes"}},
         {"tokenize", {"--in PATH", "--text FILE", "--prompt TEXT", "--mode", "--ltok N", "--no-special", "--decode", "--json"}},
     };
     for (const Help &h : helps) {

@@ -11,6 +11,7 @@
 #include "core/mapped_file.h"
 #include "core/prng.h"
 #include "format/manifest.h"
+#include "publish/generations.h"
 #include "ingest/model.h"
 
 using namespace stk;
@@ -208,9 +209,10 @@ static void cli_convert_check_acceptance(void **) {
     const std::string out = make_temp_dir("attn_cli") + "/out", model = model_dir("bloom");
     std::string cmd = std::string(bin) + " convert --in " + model + " --out " + out + " --partial --r 16 --rv 4 >/dev/null 2>&1";
     assert_int_equal(std::system(cmd.c_str()), 0);
-    for (const char *a : {"prf_W.bin", "overlays_U.bin", "memory_coeff.bin"}) assert_true(file_exists(out + "/arrays/" + a));
+    const std::string gen = resolve_generation(out);  // out is a generations root: its current one
+    for (const char *a : {"prf_W.bin", "overlays_U.bin", "memory_coeff.bin"}) assert_true(file_exists(gen + "/arrays/" + a));
     // The published manifest carries the fields and the stage states.
-    Manifest m = read_manifest(out + "/" + kManifestFileName);
+    Manifest m = read_manifest(gen + "/" + kManifestFileName);
     assert_int_equal(m.fields.prf.r, 16);
     assert_true(m.fields.denominator.beta_floor >= 1e-3);
     assert_int_equal(m.fields.overlays.r_v, 4);

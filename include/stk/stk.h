@@ -127,11 +127,13 @@ STK_API const char *stk_stage_name(stk_stage stage);
 /* Job flags */
 #define STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER 0x1u /* build the greedy FST even if SP rejects */
 #define STK_JOB_ALLOW_NONFINITE 0x2u             /* record NaN/Inf weights instead of refusing */
+#define STK_JOB_PUBLISH_ROOT 0x4u                /* out_dir is a generations root (see below) */
 
 typedef struct stk_job_params {
     size_t struct_size;   /* sizeof(stk_job_params) */
     const char *in_dir;   /* HF model directory (config.json, weights, tokenizer files) */
-    const char *out_dir;  /* output directory (created; must not hold a generation) */
+    const char *out_dir;  /* output directory (created; must not hold a generation), or with
+                             STK_JOB_PUBLISH_ROOT a generations root that gains one */
     uint32_t r;           /* PRF rank, default 512 */
     uint32_t rv;          /* overlay rank, default 12 */
     uint32_t l_tok;       /* longest token piece in bytes, default 8 */
@@ -161,8 +163,29 @@ STK_API stk_status stk_stage_run(stk_job *job, stk_stage stage);
 STK_API stk_status stk_stage_digest(const stk_job *job, stk_stage stage, uint32_t *out_crc32c,
                                     uint64_t *out_sha256_low64);
 
-/* Release everything the job holds outside the arena (open files, mappings).  NULL is a no-op. */
+/* Release everything the job holds outside the arena (open files, mappings).  NULL is a no-op.
+ * With STK_JOB_PUBLISH_ROOT it also releases the root's lock and removes the staging directory
+ * of a job that did not publish. */
 STK_API void stk_close(stk_job *job);
+
+/* Generations roots (STK_JOB_PUBLISH_ROOT; docs/format.md "Generations root").
+ * A root holds generations/<name>/ (each a published output directory) and one pointer file,
+ * CURRENT, naming the current one.  stk_open locks the root (one writer at a time: a second one
+ * gets STK_E_IO), removes what crashed writers left, and points the stages at a staging
+ * directory under the root, with the current generation's curr_hash as prev_hash.  The check
+ * stage, once it has verified the staging directory, renames it into generations/ and swaps
+ * CURRENT atomically: a reader sees the old generation or the new one, whole.
+ * stk_verify and stk_generation_open accept a root (they resolve CURRENT once and pin that
+ * generation) as well as a generation directory. */
+
+/* After the check stage published: the new generation's directory (ROOT/generations/<name>),
+ * valid until stk_close.  STK_E_STAGE_ORDER before, STK_E_INVALID_ARGUMENT without
+ * STK_JOB_PUBLISH_ROOT. */
+STK_API stk_status stk_job_generation_dir(const stk_job *job, const char **out_dir);
+
+/* Remove generation `name` from a root: never the current one (STK_E_INVALID_ARGUMENT); takes
+ * the root's lock (STK_E_IO while a writer holds it). */
+STK_API stk_status stk_generation_remove(const char *root, const char *name);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Verification                                                                                */
@@ -178,7 +201,8 @@ typedef struct stk_verify_report {
 
 /* Verify a published output directory (seed 12.7): the manifest (magic, schema digest, sizes,
  * hash chain) and every array it lists (header, payload crc32c and sha256_low64).  report may be
- * NULL. */
+ * NULL.  out_dir may also be a generations root: its CURRENT generation is verified, and
+ * failed_file is then relative to the root ("CURRENT", "generations/<name>/arrays/x.bin"). */
 STK_API stk_status stk_verify(const char *out_dir, stk_verify_report *report);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -186,7 +210,9 @@ STK_API stk_status stk_verify(const char *out_dir, stk_verify_report *report);
 
 typedef struct stk_generation stk_generation;
 
-/* Map a published generation read-only (verifies it first, as stk_verify). */
+/* Map a published generation read-only (verifies it first, as stk_verify).  Given a generations
+ * root, CURRENT is read once and that generation pinned: lookups keep answering from it when a
+ * newer one is published or it is removed. */
 STK_API stk_status stk_generation_open(const char *out_dir, stk_generation **out_gen);
 STK_API void stk_generation_close(stk_generation *gen);
 

@@ -3,6 +3,7 @@
 
 #include "api/verify.h"
 #include "core/error.h"
+#include "publish/generations.h"
 #include "stages/job.h"
 #include "stk/stk.h"
 
@@ -104,7 +105,31 @@ STK_API stk_status stk_verify(const char *out_dir, stk_verify_report *report) {
         if (report && report->struct_size < sizeof(stk_verify_report))
             throw_error(STK_E_STRUCT_SIZE, "stk_verify_report.struct_size is %zu, expected %zu", report->struct_size,
                  sizeof(stk_verify_report));
-        verify_generation(out_dir, report);
+        verify_path(out_dir, report);
+    });
+}
+
+STK_API stk_status stk_job_generation_dir(const stk_job *job, const char **out_dir) {
+    return guard([&] {
+        if (!job || !out_dir) throw_error(STK_E_INVALID_ARGUMENT, "stk_job_generation_dir: NULL argument");
+        *out_dir = nullptr;
+        if (!job->root) throw_error(STK_E_INVALID_ARGUMENT, "the job does not publish into a root (STK_JOB_PUBLISH_ROOT)");
+        if (!job->generation_dir) throw_error(STK_E_STAGE_ORDER, "nothing published yet: the check stage publishes");
+        *out_dir = job->generation_dir;
+    });
+}
+
+STK_API stk_status stk_generation_remove(const char *root, const char *name) {
+    return guard([&] {
+        if (!root || !name) throw_error(STK_E_INVALID_ARGUMENT, "stk_generation_remove: NULL argument");
+        int fd = lock_root(root);
+        try {
+            remove_generation(root, name, false);
+        } catch (...) {
+            unlock_root(fd);
+            throw;
+        }
+        unlock_root(fd);
     });
 }
 

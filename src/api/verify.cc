@@ -13,6 +13,7 @@
 #include "core/mapped_file.h"
 #include "format/array.h"
 #include "format/manifest.h"
+#include "publish/generations.h"
 
 namespace stk {
 
@@ -149,6 +150,45 @@ void verify_generation(const std::string &out_dir, stk_verify_report *report) {
         fill(report, failures[bad]);
         throw Error(failures[bad].status, failures[bad].message);
     }
+}
+
+std::string verify_path(const std::string &path, stk_verify_report *report) {
+    CurrentPointer cp;
+    bool root = false;
+    std::string dir;
+    try {
+        dir = resolve_generation(path, &cp, &root);
+    } catch (const Error &e) {
+        if (report) {
+            std::snprintf(report->failed_file, sizeof report->failed_file, "%s", kCurrentFileName);
+            report->failed_offset = e.has_offset() ? e.offset() : 0;
+        }
+        throw;
+    }
+    if (!root) {
+        verify_generation(dir, report);
+        return dir;
+    }
+    std::string prefix = std::string(kGenerationsDirName) + "/" + cp.name + "/";
+    try {
+        verify_generation(dir, report);
+    } catch (const Error &) {
+        if (report) {
+            std::string rel = prefix + report->failed_file;
+            std::snprintf(report->failed_file, sizeof report->failed_file, "%s", rel.c_str());
+        }
+        throw;
+    }
+    Manifest m = read_manifest(dir + "/" + kManifestFileName);
+    if (std::memcmp(m.curr_hash, cp.curr_hash, 32) != 0) {
+        if (report) {
+            std::snprintf(report->failed_file, sizeof report->failed_file, "%s", kCurrentFileName);
+            report->failed_offset = 0;
+        }
+        throw_error(STK_E_CHECKSUM, "%s/%s names curr_hash %s, but %s holds %s", path.c_str(), kCurrentFileName,
+                    hex32(cp.curr_hash).c_str(), dir.c_str(), hex32(m.curr_hash).c_str());
+    }
+    return dir;
 }
 
 }  // namespace stk

@@ -118,6 +118,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_list_models(int argc, char **argv);  // stk --list-models
 int cmd_export(int argc, char **argv);
+int cmd_generations(int argc, char **argv);  // cmd_generations.cc
 
 // stk inspect on a .lwt file (inspect_lwt.cc).
 bool is_lwt_file(const std::string &path);

@@ -6,6 +6,8 @@
 #include "acceptance/runner.h"
 #include "cli/cli.h"
 #include "core/error.h"
+#include "format/manifest.h"
+#include "publish/generations.h"
 
 namespace stk::cli {
 
@@ -13,13 +15,15 @@ static const char kCheckHelp[] =
     "usage: stk check --out DIR [--json] [--acceptance [--model DIR]]\n"
     "       stk check DIR [--json] [--acceptance [--model DIR]]\n"
     "\n"
-    "Verify a published output directory: the manifest (magic, schema digest, sizes, every\n"
+    "Verify a generations root (its current generation, and the prev_hash/curr_hash chain of the\n"
+    "generations present, followed back from CURRENT) or one generation directory: the\n"
+    "manifest (magic, schema digest, sizes, every\n"
     "bounded field, curr_hash) and every array it lists (header, header checksum, payload crc32c\n"
     "and sha256_low64, agreement with the manifest's table).  Stops at the first failure in\n"
     "manifest order and names the file and byte offset.\n"
     "\n"
-    "  --out DIR   the output directory (holds sera_manifest.bin and arrays/); or give it as\n"
-    "              the only argument\n"
+    "  --out DIR   a generations root (holds CURRENT and generations/) or a generation\n"
+    "              directory (holds sera_manifest.bin and arrays/); or give it as the only argument\n"
     "  --json      one JSON object on stdout instead of the summary (docs/cli.md)\n"
     "  --acceptance  after verifying, run the acceptance tests of spec 16 the generation's\n"
     "              stages support (16.1 PRF, 16.2 linear, 16.3 memory, 16.4 bridge, 16.5\n"
@@ -83,13 +87,37 @@ int cmd_check(int argc, char **argv) {
                          report.failed_file, (unsigned long long)report.failed_offset, report.arrays_checked);
         return code;
     }
-    char line[512];
+    // A root: the chain of generations, from CURRENT back through prev_hash.
+    std::vector<GenerationInfo> chain;
+    bool root = is_generations_root(out) && !file_exists_plain(out + "/" + kManifestFileName);
+    if (root) {
+        s = guard([&] { chain = check_root_chain(out); });
+        if (s != STK_OK) {
+            int code = check_exit_code(s);
+            if (json) json_result("check", code, s, stk_last_error()).str("out", out).str("file", kCurrentFileName).print();
+            std::fprintf(stderr, "stk check: %s: chain: %s\n", stk_status_str(s), stk_last_error());
+            return code;
+        }
+    }
+    std::string chain_text;
+    if (root) {
+        chain_text = "; current generation " + chain.front().name + ", chain of " + std::to_string(chain.size()) +
+                     " generation" + (chain.size() == 1 ? "" : "s") + " linked back from CURRENT";
+        static const uint8_t zero[32] = {};
+        if (std::memcmp(chain.back().prev_hash, zero, 32) != 0)
+            chain_text += " (the oldest names a removed predecessor)";
+    }
+    std::vector<std::string> chain_names;
+    for (const GenerationInfo &g : chain) chain_names.push_back(json_escape(g.name));
+    char line[1024];
     std::snprintf(line, sizeof line, "%s: OK, manifest and %u arrays verified, %llu bytes (%s) in %.3f s (%.2f GB/s)",
                   out.c_str(), report.arrays_checked, (unsigned long long)report.bytes_checked,
                   human_bytes(report.bytes_checked).c_str(), secs, gbps);
+    std::string full_line = std::string(line) + chain_text;
+    std::snprintf(line, sizeof line, "%s", full_line.c_str());
     if (acceptance) {
         AcceptanceContext ctx;
-        ctx.out_dir = out;
+        ctx.out_dir = root ? out + "/" + kGenerationsDirName + "/" + chain.front().name : out;
         ctx.model_dir = model;
         ctx.threads = 1;  // the suites run single-threaded (their figures are seeded, not timed)
         std::vector<AcceptanceRow> rows;
@@ -119,6 +147,9 @@ int cmd_check(int argc, char **argv) {
             .unum("bytes", report.bytes_checked)
             .real("seconds", secs)
             .real("gb_per_s", gbps)
+            .boolean("root", root)
+            .str_or_null("generation", root ? chain.front().name.c_str() : nullptr)
+            .raw("chain", json_array(chain_names))
             .print();
     } else {
         std::printf("stk check: %s\n", line);

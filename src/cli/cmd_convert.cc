@@ -21,6 +21,7 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "format/manifest.h"
+#include "publish/generations.h"
 #include "ingest/model.h"
 #include "stages/job.h"
 #include "tokenizer/plan.h"
@@ -28,17 +29,22 @@
 namespace stk::cli {
 
 static const char kHelp[] =
-    "usage: stk convert --in PATH --out DIR [options]\n"
-    "       stk convert PATH DIR [options]\n"
+    "usage: stk convert --in PATH --out ROOT [options]\n"
+    "       stk convert PATH ROOT [options]\n"
     "\n"
     "Project the HuggingFace checkpoint in --in (config.json, safetensors or pytorch_model.bin,\n"
-    "tokenizer files) into Sera arrays under --out/arrays and publish --out/sera_manifest.bin.\n"
+    "tokenizer files) into Sera arrays and a manifest, verify them, and publish them as a new\n"
+    "generation of the root --out: ROOT/generations/<name>/ {sera_manifest.bin, arrays/}, made\n"
+    "current by an atomic swap of ROOT/CURRENT.  The new generation's manifest names the previous\n"
+    "current one (prev_hash).  One writer at a time per root; a crashed run leaves the current\n"
+    "generation as it was (stk generations ROOT lists them).\n"
     "Ends with a summary on stderr (or in the JSON object): generation, arrays, bytes, the status\n"
     "of every stage, the tokenizer mode and why, the disabled features.\n"
     "\n"
     "  --in PATH       a model directory; a checkpoint file inside one (its directory is used);\n"
     "                  or a HuggingFace cache folder models--ORG--NAME (its refs/main snapshot)\n"
-    "  --out DIR       output directory; must not already hold a generation (checked first)\n"
+    "  --out ROOT      generations root (created if absent; may already hold generations); not\n"
+    "                  a directory that holds a single generation's sera_manifest.bin\n"
     "  --r N           PRF rank (default 512, at most 4096)\n"
     "  --rv N          overlay rank (default 12, at most 64)\n"
     "  --ltok N        longest token piece in bytes (default 8, at most 64); also --Ltok\n"
@@ -279,8 +285,8 @@ int cmd_convert(int argc, char **argv) {
             return report_failure("convert", STK_E_OUTPUT_EXISTS, json);
         }
         if (file_exists_plain(out + "/" + kManifestFileName)) {
-            set_last_error(format("--out %s already holds a published generation (%s); choose a new --out", out.c_str(),
-                                  kManifestFileName));
+            set_last_error(format("--out %s already holds a published generation (%s) directly: it is a generation "
+                                  "directory, not a generations root; choose a new --out", out.c_str(), kManifestFileName));
             return report_failure("convert", STK_E_OUTPUT_EXISTS, json);
         }
     }
@@ -294,6 +300,7 @@ int cmd_convert(int argc, char **argv) {
     }
     p.in_dir = model_dir.c_str();
     p.out_dir = out.c_str();
+    p.flags |= STK_JOB_PUBLISH_ROOT;  // --out is a generations root: the check stage publishes
 
     size_t arena_bytes = 0;
     s = stk_job_arena_size(&p, &arena_bytes);
@@ -398,14 +405,19 @@ int cmd_convert(int argc, char **argv) {
         disabled.insert(disabled.begin(), "tokenizer_fst");
 
     bool published = false;
-    std::string generation;
+    std::string generation, gen_dir, gen_name, previous;
     uint64_t bytes = 0;
     size_t n_arrays = 0;
-    if (exit_code == kExitOk) {
+    const char *published_dir = nullptr;
+    if (exit_code == kExitOk && stk_job_generation_dir(job, &published_dir) == STK_OK) {
+        gen_dir = published_dir;
+        gen_name = gen_dir.substr(gen_dir.rfind('/') + 1);
         Manifest m;
-        if (guard([&] { m = read_manifest(out + "/" + kManifestFileName); }) == STK_OK) {
+        if (guard([&] { m = read_manifest(gen_dir + "/" + kManifestFileName); }) == STK_OK) {
             published = true;
             generation = hex32(m.curr_hash);
+            static const uint8_t zero[32] = {};
+            if (std::memcmp(m.prev_hash, zero, 32) != 0) previous = hex32(m.prev_hash);
             n_arrays = m.arrays.size();
             for (const ManifestArray &a : m.arrays) bytes += a.byte_len;
         }
@@ -414,7 +426,7 @@ int cmd_convert(int argc, char **argv) {
         warnings.push_back("the generation holds no arrays: every feature is disabled (stk check will verify the "
                            "manifest alone)");
 
-    std::string summary = published ? "published generation " + generation.substr(0, 16) + " in " + out + ": " +
+    std::string summary = published ? "published generation " + gen_name + " in " + out + ": " +
                                           std::to_string(n_arrays) + " arrays, " + human_bytes(bytes) +
                                           ", tokenizer " + tok_mode
                                     : failed_message;
@@ -445,6 +457,10 @@ int cmd_convert(int argc, char **argv) {
             .str("out", out)
             .boolean("published", published)
             .str_or_null("generation", published ? generation.c_str() : nullptr)
+            .str("root", out)
+            .str_or_null("generation_name", published ? gen_name.c_str() : nullptr)
+            .str_or_null("generation_dir", published ? gen_dir.c_str() : nullptr)
+            .str_or_null("previous", previous.c_str())
             .unum("arrays", n_arrays)
             .unum("bytes", bytes)
             .unum("arena_bytes", arena_bytes)
@@ -458,7 +474,9 @@ int cmd_convert(int argc, char **argv) {
     // The summary (stderr, also with --json: stdout holds only the JSON object).
     if (published) {
         std::fprintf(stderr, "stk convert: published generation %s\n", generation.c_str());
-        std::fprintf(stderr, "  output      %s (%s, arrays under %s/arrays)\n", out.c_str(), kManifestFileName, out.c_str());
+        std::fprintf(stderr, "  output      %s (%s, arrays/), now current in %s/%s\n", gen_dir.c_str(), kManifestFileName,
+                     out.c_str(), kCurrentFileName);
+        std::fprintf(stderr, "  previous    %s\n", previous.empty() ? "none (the root's first generation)" : previous.c_str());
         std::fprintf(stderr, "  arrays      %zu, %s (%llu bytes of payload)\n", n_arrays, human_bytes(bytes).c_str(),
                      (unsigned long long)bytes);
     } else {

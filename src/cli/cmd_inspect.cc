@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "format/array.h"
 #include "format/manifest.h"
+#include "publish/generations.h"
 #include "ingest/model.h"
 
 namespace stk::cli {
@@ -27,7 +28,8 @@ static const char kHelp[] =
     "Conv1D weights to [out, in]) and its stored dtype.  Validates shapes and the parameter count\n"
     "against config.json.  Reads headers only, never the weights.\n"
     "\n"
-    "On a published generation (a directory holding sera_manifest.bin), shows the manifest\n"
+    "On a published generation (a directory holding sera_manifest.bin, or a generations root:\n"
+    "its current generation), shows the manifest\n"
     "instead: its hash and the previous one, tokenizer mode, every stage's state and digest,\n"
     "every array (stage, dtype, shape, bytes, crc32c, sha256_low64) and every record.  It\n"
     "decodes and validates the manifest but does not hash the arrays: stk check does.\n"
@@ -214,7 +216,8 @@ static std::string hex16(uint64_t v) {
 }
 
 // A published generation: what its manifest says.
-static int inspect_generation(const std::string &dir, bool json) {
+// root: the generations root the generation was resolved from ("" for a generation directory).
+static int inspect_generation(const std::string &dir, bool json, const std::string &root = "") {
     Manifest m;
     std::string path = dir + "/" + kManifestFileName;
     stk_status s = guard([&] { m = read_manifest(path); });
@@ -256,6 +259,7 @@ static int inspect_generation(const std::string &dir, bool json) {
                         human_bytes(bytes))
             .str("kind", "generation")
             .str("out", dir)
+            .str_or_null("root", root.c_str())
             .str("generation", hex32(m.curr_hash))
             .str_or_null("previous", first ? nullptr : hex32(m.prev_hash).c_str())
             .unum("arrays_count", m.arrays.size())
@@ -269,8 +273,13 @@ static int inspect_generation(const std::string &dir, bool json) {
         return kExitOk;
     }
     std::printf("generation      %s\n", hex32(m.curr_hash).c_str());
-    std::printf("previous        %s\n", first ? "none (first generation in this directory)" : hex32(m.prev_hash).c_str());
-    std::printf("manifest        %s\n", path.c_str());
+    std::printf("previous        %s\n", first ? "none (the first generation of its root)" : hex32(m.prev_hash).c_str());
+    if (!root.empty()) {
+        std::printf("root            %s (current generation)\n", root.c_str());
+        std::printf("manifest        %s\n", path.substr(root.size() + 1).c_str());
+    } else {
+        std::printf("manifest        %s\n", path.c_str());
+    }
     std::printf("arrays          %zu, %s (%llu bytes)\n", m.arrays.size(), human_bytes(bytes).c_str(),
                 (unsigned long long)bytes);
     std::printf("tokenizer       %s, L_tok %u, vocab %u, %zu proposal ids\n", tokenizer_mode_name(t.mode), t.l_tok,
@@ -325,6 +334,12 @@ int cmd_inspect(int argc, char **argv) {
     }
     if (in.empty()) return report_usage("inspect", "--in PATH (or a plain PATH) is required", json);
     if (file_exists_plain(in + "/" + kManifestFileName)) return inspect_generation(in, json);
+    if (is_generations_root(in)) {  // a root: its current generation (CURRENT read once)
+        std::string dir;
+        stk_status rs = guard([&] { dir = resolve_generation(in); });
+        if (rs != STK_OK) return report_failure("inspect", rs, json);
+        return inspect_generation(dir, json, in);
+    }
     if (is_lwt_file(in)) return inspect_lwt(in, json);
     std::unique_ptr<ModelDescription> d;
     stk_status s = guard([&] { d = describe_model(resolve_model_dir(in)); });

@@ -27,7 +27,8 @@ static const char kHelp[] =
     "replays can be compared.  A module whose arrays the generation does not hold is reported as\n"
     "disabled with the reason (spec 17.3), never skipped silently.\n"
     "\n"
-    "  --out DIR       the published generation (or give it as the only argument)\n"
+    "  --out DIR       a generations root (its current generation) or a generation directory\n"
+    "                  (or give it as the only argument)\n"
     "  --prompt TEXT   the text to tokenize and replay\n"
     "  --in PATH       the model (directory, checkpoint file or HuggingFace cache folder);\n"
     "                  needed for a generation built in EXT mode (no token tables)\n"
@@ -49,10 +50,6 @@ static std::string printable(const std::string &b) {
     return out;
 }
 
-// The generation directory --out names.  Today --out is the generation itself; this is the one
-// place where --out is interpreted (a publication root with a current-generation pointer would be
-// resolved here).
-static std::string replay_generation_dir(const std::string &out) { return out; }
 
 int cmd_replay(int argc, char **argv) {
     Args args(argc, argv, 2);
@@ -68,8 +65,7 @@ int cmd_replay(int argc, char **argv) {
         out = args.positional()[0];
     }
     if (out.empty() || !args.has("prompt")) return report_usage("replay", "--out DIR and --prompt TEXT are required", json);
-    out = replay_generation_dir(out);
-
+    // stk_generation_open resolves a root to its current generation (and pins it).
     stk_generation *gen = nullptr;
     stk_status s = stk_generation_open(out.c_str(), &gen);
     if (s != STK_OK) {

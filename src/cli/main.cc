@@ -11,13 +11,15 @@ static const char kUsage[] =
     "usage: stk <command> [options]\n"
     "\n"
     "commands:\n"
-    "  convert   project an HF checkpoint directory into Sera arrays and a manifest\n"
-    "  check     verify a published output directory (manifest and every array)\n"
+    "  convert   project an HF checkpoint directory into Sera arrays and a manifest, published\n"
+    "            as a new generation of a generations root\n"
+    "  check     verify a root's current generation and its chain, or one generation directory\n"
     "  replay    run the O(1) per-token path of a published output over a prompt\n"
     "  inspect   show what a checkpoint directory holds (architecture, tensors, roles), or what a\n"
     "            published generation holds (manifest, arrays, sizes, digests)\n"
     "  tokenize  encode text with a model directory's tokenizer\n"
     "  export    write an HF checkpoint's weights as one .lwt file (seed 001/002)\n"
+    "  generations  list the generations of a root; --gc / --remove NAME remove old ones\n"
     "\n"
     "  stk <command> --help   options of one command (also: stk help <command>)\n"
     "  stk --list-models      model families with built-in presets and the roles they map\n"
@@ -73,6 +75,7 @@ int main(int argc, char **argv) {
     if (!std::strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
     if (!std::strcmp(cmd, "tokenize")) return cmd_tokenize(argc, argv);
     if (!std::strcmp(cmd, "export")) return cmd_export(argc, argv);
+    if (!std::strcmp(cmd, "generations")) return cmd_generations(argc, argv);
     if (wants_json(argc, argv)) return report_usage("", std::string("unknown command '") + cmd + "'", true);
     std::fprintf(stderr, "stk: unknown command '%s'\n\n%s", cmd, kUsage);
     return kExitUsage;

@@ -1,41 +1,106 @@
 #include "core/output_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "core/error.h"
 
 namespace stk {
 
-static std::string dir_of(const std::string &path) {
+std::string dir_of(const std::string &path) {
     size_t slash = path.rfind('/');
     return slash == std::string::npos ? std::string(".") : (slash == 0 ? "/" : path.substr(0, slash));
 }
 
-static std::string base_of(const std::string &path) {
+std::string base_of(const std::string &path) {
     size_t slash = path.rfind('/');
     return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+namespace {
+
+// The test-only hook (see the header).  Operations are numbered in the order they complete; a
+// multi-threaded writer numbers them under one lock, so a trace is a valid serial history.
+struct FsTrace {
+    bool on = false;
+    int fd = -1;
+    uint64_t crash_at = 0;
+    uint64_t n = 0;
+    std::mutex m;
+    FsTrace() {
+        const char *t = std::getenv("STK_TEST_FS_TRACE");
+        const char *c = std::getenv("STK_TEST_CRASH_AT");
+        if (t && *t) fd = ::open(t, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (c && *c) crash_at = std::strtoull(c, nullptr, 10);
+        on = fd >= 0 || crash_at != 0;
+    }
+};
+
+FsTrace &trace() {
+    static FsTrace t;
+    return t;
+}
+
+// Runs op (a syscall returning < 0 on failure) as durability operation number n: first the
+// crash point, then the operation, then (if it succeeded) its trace line.  The lock is held
+// across the three so that the numbering is the order in which operations took effect.
+template <class Op>
+auto traced(const char *name, const std::string &a, const std::string &b, Op op) -> decltype(op()) {
+    FsTrace &t = trace();
+    if (!t.on) return op();
+    std::lock_guard<std::mutex> l(t.m);
+    uint64_t n = t.n + 1;
+    if (n == t.crash_at) ::kill(::getpid(), SIGKILL);
+    auto r = op();
+    if (r < 0) return r;
+    t.n = n;
+    if (t.fd >= 0) {
+        std::string line = std::to_string(n) + " " + name + " " + a + (b.empty() ? "" : " " + b) + "\n";
+        ssize_t w = ::write(t.fd, line.data(), line.size());
+        (void)w;
+    }
+    return r;
+}
+
+int fsync_dir_quiet(const std::string &dir) {
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return -1;
+    int r = traced("fsyncdir", dir, "", [&] { return ::fsync(dfd); });
+    int e = errno;
+    ::close(dfd);
+    errno = e;
+    return r;
+}
+
+}  // namespace
+
 OutputFile::OutputFile(const std::string &final_path) : final_(final_path) {
     tmp_ = dir_of(final_path) + "/." + base_of(final_path) + ".tmp." + std::to_string(::getpid());
-    fd_ = ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);  // RDWR: 18.5 reads headers back
+    // RDWR: 18.5 reads headers back
+    fd_ = traced("create", tmp_, "", [&] { return ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644); });
     if (fd_ < 0) fail_errno("cannot create " + tmp_);
 }
 
 OutputFile::~OutputFile() {
     if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
+    if (!committed_) traced("unlink", tmp_, "", [&] { return ::unlink(tmp_.c_str()); });
 }
 
 void OutputFile::pwrite(const void *data, size_t len, uint64_t offset) {
     written_ += len;
     auto *p = static_cast<const char *>(data);
     while (len > 0) {
-        ssize_t n = ::pwrite(fd_, p, len, off_t(offset));
+        ssize_t n = traced("write", tmp_, std::to_string(offset) + "+" + std::to_string(len),
+                           [&] { return ::pwrite(fd_, p, len, off_t(offset)); });
         if (n < 0) {
             if (errno == EINTR) continue;
             fail_errno("cannot write " + tmp_);
@@ -65,21 +130,17 @@ void OutputFile::write(const void *data, size_t len) {
 }
 
 void OutputFile::commit() {
-    if (::fsync(fd_) != 0) fail_errno("cannot fsync " + tmp_);
+    if (traced("fsync", tmp_, "", [&] { return ::fsync(fd_); }) != 0) fail_errno("cannot fsync " + tmp_);
     ::close(fd_);
     fd_ = -1;
     // link() fails with EEXIST instead of replacing: a published file is never rewritten.
-    if (::link(tmp_.c_str(), final_.c_str()) != 0) {
+    if (traced("link", tmp_, final_, [&] { return ::link(tmp_.c_str(), final_.c_str()); }) != 0) {
         if (errno == EEXIST) throw_error(STK_E_OUTPUT_EXISTS, "%s already exists (outputs are write-once)", final_.c_str());
         fail_errno("cannot publish " + final_);
     }
-    ::unlink(tmp_.c_str());
+    traced("unlink", tmp_, "", [&] { return ::unlink(tmp_.c_str()); });
     committed_ = true;
-    int dfd = ::open(dir_of(final_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        ::fsync(dfd);
-        ::close(dfd);
-    }
+    fsync_dir_quiet(dir_of(final_));
 }
 
 void make_dirs(const std::string &path) {
@@ -89,7 +150,10 @@ void make_dirs(const std::string &path) {
         size_t j = path.find('/', i);
         if (j == std::string::npos) j = path.size();
         cur = path.substr(0, j);
-        if (!cur.empty() && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) fail_errno("cannot create directory " + cur);
+        struct stat st;
+        if (!cur.empty() && ::stat(cur.c_str(), &st) != 0 &&
+            traced("mkdir", cur, "", [&] { return ::mkdir(cur.c_str(), 0755); }) != 0 && errno != EEXIST)
+            fail_errno("cannot create directory " + cur);
         i = j + 1;
     }
 }
@@ -98,6 +162,78 @@ void write_file_once(const std::string &path, const void *data, size_t len) {
     OutputFile f(path);
     f.write(data, len);
     f.commit();
+}
+
+void durable_rename(const std::string &from, const std::string &to) {
+    if (traced("rename", from, to, [&] { return ::rename(from.c_str(), to.c_str()); }) != 0)
+        fail_errno("cannot rename " + from + " to " + to);
+}
+
+void durable_fsync_dir(const std::string &dir) {
+    if (fsync_dir_quiet(dir) != 0) fail_errno("cannot fsync directory " + dir);
+}
+
+void durable_mkdir(const std::string &dir) {
+    struct stat st;
+    if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return;
+    if (traced("mkdir", dir, "", [&] { return ::mkdir(dir.c_str(), 0755); }) != 0 && errno != EEXIST)
+        fail_errno("cannot create directory " + dir);
+}
+
+void durable_unlink(const std::string &path) {
+    if (traced("unlink", path, "", [&] { return ::unlink(path.c_str()); }) != 0 && errno != ENOENT)
+        fail_errno("cannot remove " + path);
+}
+
+void durable_rmdir(const std::string &dir) {
+    if (traced("rmdir", dir, "", [&] { return ::rmdir(dir.c_str()); }) != 0 && errno != ENOENT)
+        fail_errno("cannot remove directory " + dir);
+}
+
+void durable_remove_tree(const std::string &path) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) return;
+    if (!S_ISDIR(st.st_mode)) {
+        durable_unlink(path);
+        return;
+    }
+    DIR *d = ::opendir(path.c_str());
+    if (!d) fail_errno("cannot open directory " + path);
+    std::vector<std::string> names;
+    while (struct dirent *e = ::readdir(d))
+        if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) names.push_back(e->d_name);
+    ::closedir(d);
+    for (const std::string &n : names) durable_remove_tree(path + "/" + n);
+    durable_rmdir(path);
+}
+
+void durable_replace_file(const std::string &path, const void *data, size_t len) {
+    std::string tmp = path + ".tmp";
+    int fd = traced("create", tmp, "", [&] { return ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644); });
+    if (fd < 0) fail_errno("cannot create " + tmp);
+    const char *p = static_cast<const char *>(data);
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = traced("write", tmp, std::to_string(off) + "+" + std::to_string(len - off),
+                           [&] { return ::pwrite(fd, p + off, len - off, off_t(off)); });
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            ::close(fd);
+            errno = e;
+            fail_errno("cannot write " + tmp);
+        }
+        off += size_t(n);
+    }
+    if (traced("fsync", tmp, "", [&] { return ::fsync(fd); }) != 0) {
+        int e = errno;
+        ::close(fd);
+        errno = e;
+        fail_errno("cannot fsync " + tmp);
+    }
+    ::close(fd);
+    durable_rename(tmp, path);
+    durable_fsync_dir(dir_of(path));
 }
 
 }  // namespace stk

@@ -1,6 +1,14 @@
 // Write-once output files: bytes go to a hidden temporary file in the destination directory,
 // are fsynced, and only then renamed over the final name (and the directory fsynced).  A crash or
 // an error leaves at most a ".*.tmp" file, never a truncated file under the final name.
+//
+// Every operation that decides what survives a crash (create, write, fsync, link, rename, mkdir,
+// unlink, rmdir, directory fsync) goes through this file, so that the crash-safety tests can see
+// and interrupt them in one place (docs/decisions.md, "Publication", the test-only hook):
+//   STK_TEST_FS_TRACE=FILE  appends one line per completed operation to FILE:
+//                           "<n> <op> <path> [<path2>|<bytes>]"  (n counts from 1)
+//   STK_TEST_CRASH_AT=N     the process SIGKILLs itself instead of performing operation N
+// Both are read once per process; without them the cost is one branch per operation.
 #pragma once
 
 #include <cstddef>
@@ -41,5 +49,19 @@ private:
 void make_dirs(const std::string &path);
 // Whole buffer to a new file, write-once, as OutputFile.
 void write_file_once(const std::string &path, const void *data, size_t len);
+
+// The traced durability operations the publisher uses (each throws STK_E_IO naming the path,
+// except where said).
+void durable_rename(const std::string &from, const std::string &to);  // rename(2), replaces `to`
+void durable_fsync_dir(const std::string &dir);
+void durable_mkdir(const std::string &dir);          // one level; an existing directory is fine
+void durable_unlink(const std::string &path);        // a missing file is fine
+void durable_rmdir(const std::string &dir);          // a missing directory is fine
+void durable_remove_tree(const std::string &path);   // rm -r (no symlinks followed)
+// A small file replaced atomically: path.tmp written, fsynced, renamed over path, dir fsynced.
+void durable_replace_file(const std::string &path, const void *data, size_t len);
+
+std::string dir_of(const std::string &path);
+std::string base_of(const std::string &path);
 
 }  // namespace stk

@@ -10,6 +10,11 @@
 
 namespace stk {
 
+static bool is_dir_present(const std::string &dir) {
+    struct stat st;
+    return !dir.empty() && ::stat(dir.c_str(), &st) == 0;
+}
+
 std::unique_ptr<stk_generation> map_generation(const std::string &dir) {
     auto g = std::make_unique<stk_generation>();
     g->dir = dir;
@@ -217,8 +222,20 @@ STK_API stk_status stk_generation_open(const char *out_dir, stk_generation **out
     return guard([&] {
         if (!out_dir || !out_gen) throw_error(STK_E_INVALID_ARGUMENT, "stk_generation_open: NULL argument");
         *out_gen = nullptr;
-        verify_generation(out_dir, nullptr);  // manifest, schema digest, every array's checksums
-        *out_gen = map_generation(out_dir).release();
+        // A root: CURRENT is read once and that generation pinned: its files stay mapped (valid)
+        // when a newer one is published or this one removed.  A removal between reading CURRENT
+        // and mapping shows as a missing file: CURRENT is read again (a few times at most).
+        for (int attempt = 0;; attempt++) {
+            std::string dir;
+            try {
+                dir = verify_path(out_dir, nullptr);  // manifest, schema digest, every array's checksums
+                *out_gen = map_generation(dir).release();
+                return;
+            } catch (const Error &e) {
+                bool vanished = e.status() == STK_E_NOT_FOUND || e.status() == STK_E_MISSING_ARRAY;
+                if (!vanished || attempt >= 3 || dir == out_dir || is_dir_present(dir)) throw;
+            }
+        }
     });
 }
 

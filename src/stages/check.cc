@@ -1,6 +1,7 @@
 // check (seed 15.2, 12.7): verify the generation manifest_emit just published, exactly as
 // `stk check` and stk_verify do.  Its digest: crc32c and sha256_low64 over the canonical record
-// curr_hash[32] | LE u32 arrays_checked | LE u64 bytes_checked.
+// curr_hash[32] | LE u32 arrays_checked | LE u64 bytes_checked.  For a job publishing into a
+// generations root, it then publishes the verified staging directory (publish_job.cc).
 #include <cstring>
 #include <string>
 
@@ -26,6 +27,7 @@ void check_stage_run(Job &job) {
     StageDigest d;
     d.add(rec, sizeof rec);
     d.finish(job.stages[STK_STAGE_CHECK]);
+    publish_job(job);  // a generations root: verified, so publish (no-op for a plain out_dir)
 }
 
 }  // namespace stk

@@ -55,6 +55,12 @@ struct Job {
     LinearHandoff *linear = nullptr;
     ManifestDraft manifest;   // scalar fields, P_gen, records: what manifest_emit publishes
 
+    // Publication into a generations root (STK_JOB_PUBLISH_ROOT, src/publish/generations.h):
+    // out_dir is then the staging directory under `root`, and the check stage publishes it.
+    const char *root = nullptr;
+    int root_lock_fd = -1;
+    const char *generation_dir = nullptr;  // ROOT/generations/<name> once published
+
     // Progress of the running stage, for a caller's display (stk convert on a terminal): units
     // done of total ("B" of tensor bytes, "layers", "FFNs").  Reset when a stage starts; a stage
     // that does not report leaves total at 0.  Written by the stage, read from another thread.

@@ -52,17 +52,21 @@ stk_job_params normalize_params(const stk_job_params &in) {
     if (p.l_tok > 64) throw_error(STK_E_INVALID_ARGUMENT, "Ltok = %u: at most 64", p.l_tok);
     if (p.top_l > 256) throw_error(STK_E_INVALID_ARGUMENT, "topL = %u: at most 256", p.top_l);
     if (p.threads > 1024) throw_error(STK_E_INVALID_ARGUMENT, "threads = %u: at most 1024", p.threads);
-    if (p.flags & ~uint32_t(STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER | STK_JOB_ALLOW_NONFINITE))
+    if (p.flags & ~uint32_t(STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER | STK_JOB_ALLOW_NONFINITE | STK_JOB_PUBLISH_ROOT))
         throw_error(STK_E_INVALID_ARGUMENT, "unknown job flags 0x%x", p.flags);
     return p;
 }
 
-Job::~Job() { delete source; }
+Job::~Job() {
+    delete source;
+    publish_release(*this);
+}
 
 static void size_job(const JobInputs &in, ArenaSizer &s) {
     s.add(sizeof(Job), alignof(Job));
     s.add(std::strlen(in.params.in_dir) + 1, 1);
     s.add(std::strlen(in.params.out_dir) + 1, 1);
+    if (in.params.flags & STK_JOB_PUBLISH_ROOT) s.add(kPublishPathSlack * 2 + 2 * std::strlen(in.params.out_dir), 1);
     s.add_array<WrittenArray>(kMaxArrays);
     for (const StageDef &st : kStages)
         if (st.size) st.size(in, s);
@@ -89,6 +93,9 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     // Outputs are write-once: a directory that already holds a generation is never reused
     // (checked before the model is read: the cheapest refusal first).
     std::string manifest = std::string(p.out_dir) + "/sera_manifest.bin";
+    if ((p.flags & STK_JOB_PUBLISH_ROOT) && file_exists(manifest))
+        throw_error(STK_E_OUTPUT_EXISTS, "%s holds a single generation (%s), not a generations root; publish into a new "
+                    "directory", p.out_dir, manifest.c_str());
     if (file_exists(manifest))
         throw_error(STK_E_OUTPUT_EXISTS, "%s already holds a published generation (%s); choose a new --out", p.out_dir,
                     manifest.c_str());
@@ -110,6 +117,7 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     job->source = model.release();
     try {
         make_dirs(p.out_dir);  // only once the job is accepted: a refused open leaves nothing behind
+        if (p.flags & STK_JOB_PUBLISH_ROOT) publish_begin(*job);
     } catch (...) {
         job->~Job();
         throw;

@@ -35,3 +35,11 @@ void params_seed_digest(const stk_job_params &p, uint64_t master_seed, uint8_t o
 void check_stage_run(Job &job);
 
 }  // namespace stk
+
+namespace stk {
+// Publication into a generations root (publish_job.cc; STK_JOB_PUBLISH_ROOT).
+constexpr size_t kPublishPathSlack = 64;  // arena bytes per path beyond the root's length
+void publish_begin(Job &job);    // stk_open: lock, clean leftovers, staging dir, prev_hash
+void publish_job(Job &job);      // check stage, after it verified the staging directory
+void publish_release(Job &job);  // stk_close: drop an unpublished staging dir, unlock
+}  // namespace stk

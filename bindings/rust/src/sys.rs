@@ -64,6 +64,7 @@ pub const STK_STAGE_COUNT: u32 = 10;
 
 pub const STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER: u32 = 0x1;
 pub const STK_JOB_ALLOW_NONFINITE: u32 = 0x2;
+pub const STK_JOB_PUBLISH_ROOT: u32 = 0x4;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -188,6 +189,8 @@ extern "C" {
         out_sha256_low64: *mut u64,
     ) -> stk_status;
     pub fn stk_close(job: *mut stk_job);
+    pub fn stk_job_generation_dir(job: *const stk_job, out_dir: *mut *const c_char) -> stk_status;
+    pub fn stk_generation_remove(root: *const c_char, name: *const c_char) -> stk_status;
 
     pub fn stk_verify(out_dir: *const c_char, report: *mut stk_verify_report) -> stk_status;
 

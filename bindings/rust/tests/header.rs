@@ -98,6 +98,7 @@ fn every_header_constant_matches_sys() {
         ("STK_STAGE_COUNT", sys::STK_STAGE_COUNT as u64),
         ("STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER", sys::STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER as u64),
         ("STK_JOB_ALLOW_NONFINITE", sys::STK_JOB_ALLOW_NONFINITE as u64),
+        ("STK_JOB_PUBLISH_ROOT", sys::STK_JOB_PUBLISH_ROOT as u64),
         ("STK_LOOKUP_TOKEN_ID", sys::STK_LOOKUP_TOKEN_ID as u64),
         ("STK_LOOKUP_TOKEN_BYTES", sys::STK_LOOKUP_TOKEN_BYTES as u64),
         ("STK_LOOKUP_LINEAR", sys::STK_LOOKUP_LINEAR as u64),
@@ -144,7 +145,7 @@ fn every_header_function_is_declared() {
             assert!(src.contains(&format!("pub fn {name}(")), "sys.rs does not declare {name}");
         }
     }
-    assert_eq!(n, 21, "functions declared in stk.h");
+    assert_eq!(n, 23, "functions declared in stk.h");
 }
 
 /// sizeof/offsetof as the C compiler computes them, compared with repr(C) here.  Skipped (with a

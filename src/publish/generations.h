@@ -1,0 +1,91 @@
+// A generations root (docs/format.md "Generations root", docs/decisions.md "Publication"):
+//
+//   ROOT/CURRENT                 "<name> <curr_hash hex>\n": the current generation
+//   ROOT/generations/<name>/     sera_manifest.bin + arrays/, one directory per generation
+//   ROOT/LOCK                    flock(2)ed by the one writer (convert, gc, remove)
+//   ROOT/.staging-<pid>-<n>/     a conversion being built (never read; a leftover is a crash)
+//   ROOT/.trash-<name>           a generation being removed (never read; a leftover is a crash)
+//
+// <name> is "<seq>-<first 16 hex digits of curr_hash>", seq a decimal of at least 6 digits
+// counting from 000001, so that names sort in publication order.  A conversion builds into a
+// staging directory, the check stage verifies it, and publish_staged renames it into
+// generations/ and then swaps CURRENT (rename of a fully written, fsynced file).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stk {
+
+constexpr const char *kCurrentFileName = "CURRENT";
+constexpr const char *kGenerationsDirName = "generations";
+constexpr const char *kLockFileName = "LOCK";
+constexpr const char *kStagingPrefix = ".staging-";
+constexpr const char *kTrashPrefix = ".trash-";
+constexpr size_t kMaxCurrentBytes = 128;
+
+// A directory is a root when it holds CURRENT or generations/.
+bool is_generations_root(const std::string &dir);
+
+// "000012-0123456789abcdef": true when `name` has that form (sets *seq).
+bool parse_generation_name(const std::string &name, uint64_t *seq);
+
+struct CurrentPointer {
+    std::string name;
+    uint8_t curr_hash[32] = {};
+};
+// Reads ROOT/CURRENT: false when there is none (an empty root); STK_E_CORRUPT naming the file
+// when its bytes are not exactly "<name> <64 hex>\n".
+bool read_current(const std::string &root, CurrentPointer *out);
+
+// What a reader opens for `path`: a root -> its current generation's directory (CURRENT read
+// once; *pointer filled); anything else -> path itself.  STK_E_NOT_FOUND for a root with no
+// current generation.
+std::string resolve_generation(const std::string &path, CurrentPointer *pointer = nullptr, bool *is_root = nullptr);
+
+struct GenerationInfo {
+    std::string name;
+    uint64_t seq = 0;
+    bool readable = false;     // the manifest decoded (curr_hash matched)
+    std::string error;         // why not
+    uint8_t curr_hash[32] = {}, prev_hash[32] = {};
+    uint64_t arrays = 0, bytes = 0;
+    bool current = false;
+    bool on_chain = false;     // reached from CURRENT by following prev_hash
+};
+// Every generations/<name> with a well-formed name, in seq order; current and on_chain set.
+std::vector<GenerationInfo> list_generations(const std::string &root);
+
+// The published history: from CURRENT back through prev_hash over the generations present.
+// Throws STK_E_CHECKSUM when a link names a generation whose seq is not older, and STK_E_CHECKSUM
+// when CURRENT's hash is not its generation's curr_hash.  Returns the chain, newest first; the
+// last one's prev_hash is zero (the first generation) or names one that was removed.
+std::vector<GenerationInfo> check_root_chain(const std::string &root);
+
+// The single writer's lock on ROOT/LOCK (created if absent).  A second writer gets STK_E_IO
+// "ROOT is being written by another process".  The fd is released by unlock_root or exit.
+int lock_root(const std::string &root);
+void unlock_root(int fd);
+
+// Under the lock: removes leftovers of crashed writers (.staging-*, .trash-*, CURRENT.tmp).
+// Returns how many entries it removed.
+uint32_t clean_leftovers(const std::string &root);
+
+// Under the lock: creates ROOT/.staging-<pid>-<n> and returns its path.
+std::string make_staging_dir(const std::string &root);
+
+// Under the lock, after the staging directory verified: renames it to generations/<name> (seq =
+// the highest present + 1), fsyncs, then swaps CURRENT.  Returns the name.
+std::string publish_staged(const std::string &root, const std::string &staging, const uint8_t curr_hash[32]);
+
+// Under the lock: removes generations/<name> (rename to .trash-<name>, fsync, then delete).
+// Never the current one (STK_E_INVALID_ARGUMENT); a chain member with both an older and a newer
+// chain member present only with force (it would cut the chain stk check follows).
+void remove_generation(const std::string &root, const std::string &name, bool force);
+
+// Under the lock: removes every generation not on the chain and every chain member beyond the
+// newest `keep` (keep >= 1: the current one always stays).  Returns the names removed.
+std::vector<std::string> gc_generations(const std::string &root, uint32_t keep);
+
+}  // namespace stk
