@@ -17,10 +17,10 @@
 // Keys are grouped by bucket with a partition on h's top bits (bucket_of is monotone in h).
 // The function depends only on the key set and the parameters, never on the input order.
 // Exhausted search throws STK_E_MPHF_EXHAUSTED; the caller applies seed 18.1 (M += 5 %:
-// params.m_scale *= 1.05).  Lookup = one pilot byte read (for escaped buckets: a count in the same
-// cache line and an escape read) + one position (rarely one remap read) + the caller's equality
-// guard.  Non-keys map to some index in [0, K): the guard (stored key or Dec
-// bytes) rejects them.
+// params.m_scale *= 1.05).  Lookup = one pilot byte read (for the ~3 % of keys in escaped buckets:
+// a rank read, a count in the pilot's cache line and an escape read) + one position (rarely one
+// remap read) + the caller's equality guard.  Non-keys map to some index in [0, K): the guard
+// (stored key or Dec bytes) rejects them.
 #pragma once
 
 #include <cstddef>
