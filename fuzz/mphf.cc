@@ -1,5 +1,6 @@
-// Fuzz the MPHF.  First byte even: the rest is a serialized MPHF: load it (validation), then look
-// up keys taken from the input - every index must be below K (or "none" for an empty function).
+// Fuzz the MPHF.  First byte even: the rest is a serialized MPHF: load it (validation), decode
+// the pilots (byte or escape), then look up keys taken from the input - every index must be below
+// K (or "none" for an empty function).
 // First byte odd: the rest is a list of u64 keys: build (bit 4 of the first byte: a table 12x
 // larger, so small key sets reach the windowed search too), check the bijection, serialize, load,
 // and check the loaded function agrees (determinism through the byte form).
@@ -19,6 +20,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     try {
         if ((data[0] & 1) == 0) {
             stk::Mphf f = stk::Mphf::load(p, n, "fuzz.mphf");
+            // Every pilot decodes (the escaped ones through rank + count + escape list) below 2^16,
+            // and a byte of 255 exactly when the pilot is escaped.
+            for (uint64_t b = 0; b < f.n_buckets && b < 4096; b++) {
+                uint32_t pilot = f.pilot(b);
+                if (pilot > 65535 || (f.pilots[b] == stk::kMphfEscape) != (pilot >= stk::kMphfEscape)) __builtin_trap();
+            }
             for (size_t i = 0; i + 8 <= n && i < 4096; i += 8) {
                 uint64_t a = f.index_u64(stk::load_u64(p + i));
                 uint64_t b = f.index_bytes(p + i, std::min<size_t>(n - i, 40));

@@ -5,7 +5,8 @@ Usage: make_hash_corpora.py GENERATION_DIR [GENERATION_DIR ...]
 
 Each GENERATION_DIR is an output directory written by the tokenizer stage (it has
 arrays/tokenizer_fst.bin and arrays/T_1.bin ...); `meson test lookup tokenizer_stage` leaves such
-directories under $TMPDIR/stk-test-tok-*/out.  Real payloads go in as seeds (kept < 64 KiB each),
+directories under $TMPDIR/stk-test-tok-*/out; so does `stk convert --in bindings/testdata/tiny-gpt2
+--out DIR --partial --allow-uncertified-tokenizer`, whose linear_mphf.bin goes in too.  Real payloads go in as seeds (kept < 64 KiB each),
 plus a few structurally valid hand-made ones for the build modes.  Deterministic output.
 """
 import os
@@ -48,6 +49,9 @@ def main():
             mb = struct.unpack_from('<Q', t, 16)[0]
             put('mphf', 'g%d_T%d.bin' % (gi, n), b'\x00' + t[64:64 + mb])
             put('fst_tables', 'g%d_T%d.bin' % (gi, n), bytes([n - 1]) + struct.pack('<I', len(dec)) + dec + t)
+        linear = os.path.join(arrays, 'linear_mphf.bin')
+        if os.path.exists(linear):
+            put('mphf', 'g%d_linear.bin' % gi, b'\x00' + payload(linear))
     # Build modes: u64 keys (mphf) and (u64, u32) pairs (cuckoo) from a fixed splitmix64 stream.
     s = 1
     keys = []

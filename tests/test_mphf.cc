@@ -2,7 +2,7 @@
 // non-keys rejected by the guard, identical bytes whatever the input order, exact serialized
 // sizes, the documented evaluation (docs/format.md) re-derived from the raw bytes, pilots equal
 // to a one-by-one smallest-pilot search, a loader that refuses every truncation and corruption,
-// 18.1 exhaustion.
+// 18.1 exhaustion, the pilot encoding (bytes, ranks, escapes) and its validation.
 // simdjson (through gpt2_pieces.h) before cmocka: cmocka defines a `fail` macro.
 #include "gpt2_pieces.h"
 #include "alloc_counter.h"
@@ -48,8 +48,8 @@ static void u64_keys_bijection(void **) {
     Mphf f = mphf_build_u64(keys.data(), K, p, ab.arena);
     assert_int_equal(f.n_keys, K);
     assert_int_equal(f.n_slots, 101011);   // ceil(K / 0.99)
-    assert_int_equal(f.n_buckets, 25000);  // ceil(K / 4)
-    assert_int_equal(f.n_dense, 7500);
+    assert_int_equal(f.n_buckets, 28572);  // ceil(K / 3.5)
+    assert_int_equal(f.n_dense, 8572);     // ceil(0.3 B)
     // Every key on its own index below K: a permutation.
     std::vector<uint64_t> by_index(K, 0);
     std::vector<uint8_t> seen(K, 0);
@@ -69,12 +69,21 @@ static void u64_keys_bijection(void **) {
         rejected += by_index[i] != x;
     }
     assert_int_equal(rejected, K);
-    // Serialized size: 64-byte header + 2 bytes per bucket + 4 bytes per slot beyond K.
+    // Serialized size: 64-byte header + a byte per bucket (447 blocks of 64) + a u32 rank per
+    // block + a u16 per escaped pilot (aligned to 4) + 4 bytes per slot beyond K.
     std::vector<uint8_t> blob = serialize(f);
-    assert_int_equal(blob.size(), 64 + 2 * 25000 + 4 * 1011);
+    assert_true(f.n_escapes > 0 && f.n_escapes < f.n_buckets / 10);
+    assert_int_equal(blob.size(), 64 + 64 * 447 + 4 * 447 + ((2 * f.n_escapes + 3) & ~uint64_t(3)) + 4 * 1011);
     double bits_per_key = 8.0 * double(blob.size()) / double(K);
-    assert_true(bits_per_key > 4.3 && bits_per_key < 4.4);
+    assert_true(bits_per_key > 2.8 && bits_per_key < 3.0);
     assert_true(f.stats.max_pilot < 65536);
+    // Escaped buckets are exactly those whose pilot is >= 255.
+    uint64_t escaped = 0;
+    for (uint64_t b = 0; b < f.n_buckets; b++) {
+        escaped += f.pilot(b) >= 255;
+        assert_int_equal(f.pilots[b] == kMphfEscape, f.pilot(b) >= 255);
+    }
+    assert_int_equal(escaped, f.n_escapes);
     // Loaded back: the same function.
     Mphf g = Mphf::load(blob.data(), blob.size(), "test");
     for (size_t j = 0; j < K; j += 7) assert_int_equal(g.index_u64(keys[j]), f.index_u64(keys[j]));
@@ -92,9 +101,9 @@ static void deterministic_bytes(void **) {
     std::vector<uint8_t> b2 = serialize(mphf_build_u64(keys.data(), K, p, a2.arena));
     assert_int_equal(b1.size(), b2.size());
     assert_memory_equal(b1.data(), b2.data(), b1.size());
-    // Pinned: a change of the hash, the bucket map or the search order shows up here.
-    assert_int_equal(b1.size(), 64 + 2 * 5000 + 4 * 203);
-    assert_int_equal(crc32c(b1.data(), b1.size()), 0x6f29d0e9u);
+    // Pinned: a change of the hash, the bucket map, the search order or the encoding shows up here.
+    assert_int_equal(b1.size(), 64 + 64 * 90 + 4 * 90 + 2 * 210 + 4 * 203);  // B = 5715, E = 210
+    assert_int_equal(crc32c(b1.data(), b1.size()), 0x155dc3e9u);
 }
 
 // docs/format.md "## MPHF", evaluated from the serialized bytes alone (no Mphf method).
@@ -113,16 +122,24 @@ static uint64_t doc_index(const std::vector<uint8_t> &blob, uint64_t key) {
     const uint8_t *d = blob.data();
     uint64_t K = load_u64(d + 8), M = load_u64(d + 16), B = load_u64(d + 24), B1 = load_u64(d + 32), salt = load_u64(d + 40);
     uint32_t wlog = load_u32(d + 52);
+    uint64_t E = load_u32(d + 56);
     const uint64_t T = 0x9999999999999800ull;
     uint64_t h = mix(key ^ mix(salt ^ 0x2545F4914F6CDD1Dull));
     uint64_t dense_mul = uint64_t(((__uint128_t)B1 << 64) / T), sparse_mul = uint64_t(((__uint128_t)(B - B1) << 64) / (0 - T));
     uint64_t b = h < T ? mulhi(h, dense_mul) : B1 + mulhi(h - T, sparse_mul);
-    uint64_t pilot = load_u16(d + 64 + 2 * b);
+    // Pilot bytes padded to P = 64 ceil(B / 64), then a u32 rank per 64, then the escapes.
+    uint64_t P = (B + 63) / 64 * 64, ranks = 64 + P, escapes = ranks + 4 * (P / 64);
+    uint64_t pilot = d[64 + b];
+    if (pilot == 255) {
+        uint64_t rank = load_u32(d + ranks + 4 * (b / 64));
+        for (uint64_t i = b / 64 * 64; i < b; i++) rank += d[64 + i] == 255;
+        pilot = 255 + load_u16(d + escapes + 2 * rank);
+    }
     uint64_t q = pilot >> wlog, r = pilot & ((uint64_t(1) << wlog) - 1);
     uint64_t p = mulhi(mum(h ^ (q * 0xC2B2AE3D27D4EB4Full), 0x9E3779B97F4A7C15ull), M) + r;
     if (p >= M) p -= M;
     if (p < K) return p;
-    return load_u32(d + ((64 + 2 * B + 3) & ~uint64_t(3)) + 4 * (p - K));
+    return load_u32(d + ((escapes + 2 * E + 3) & ~uint64_t(3)) + 4 * (p - K));
 }
 
 static void evaluation_as_documented(void **) {
@@ -228,8 +245,10 @@ static void gpt2_vocabulary(void **) {
     assert_int_equal(lookup("not a gpt2 piece at all"), -1);
     assert_int_equal(lookup(""), -1);
     std::vector<uint8_t> s = serialize(f);
-    assert_int_equal(s.size(), 64 + 2 * 12565 + 2 /* pad to 4 */ + 4 * (f.n_slots - K));
+    assert_int_equal(f.n_buckets, 14360);  // ceil(50257 / 3.5): 225 blocks of 64
+    assert_int_equal(s.size(), 64 + 64 * 225 + 4 * 225 + ((2 * f.n_escapes + 3) & ~uint64_t(3)) + 4 * (f.n_slots - K));
     assert_int_equal(f.n_slots, 50765);
+    assert_true(8.0 * double(s.size()) / double(K) < 3.0);
 }
 
 static void loader_refuses_corruption(void **) {
@@ -260,8 +279,58 @@ static void loader_refuses_corruption(void **) {
     m = test::expect_error(STK_E_CORRUPT, [&] { Mphf::load(bad.data(), bad.size(), "T_2.bin"); });
     assert_contains(m, "T_2.bin: offset 52");
     bad = blob;
-    store_le<uint64_t>(&bad[24], ~uint64_t(0) / 2);  // pilot array size overflows
-    test::expect_error(STK_E_DIMS_OVERFLOW, [&] { Mphf::load(bad.data(), bad.size(), "x"); });
+    store_le<uint64_t>(&bad[24], ~uint64_t(0) - 5);  // B > K (sizes from it would overflow)
+    m = test::expect_error(STK_E_CORRUPT, [&] { Mphf::load(bad.data(), bad.size(), "x"); });
+    assert_contains(m, "offset 24");
+    // The pilot encoding: a blob of the u16 layout (width 16), a rank that disagrees with the
+    // escape bytes, an escape byte without its entry, a non-zero padding byte, an escaped pilot
+    // that fits its byte.
+    Mphf f = Mphf::load(blob.data(), blob.size(), "x");
+    assert_true(f.n_escapes >= 2);
+    const uint64_t B = f.n_buckets, P = (B + 63) / 64 * 64, ranks = 64 + P, escapes = ranks + 4 * (P / 64);
+    bad = blob;
+    store_le<uint32_t>(&bad[48], 16);
+    m = test::expect_error(STK_E_CORRUPT, [&] { Mphf::load(bad.data(), bad.size(), "x"); });
+    assert_contains(m, "offset 48: pilot width 16, expected 8");
+    bad = blob;
+    store_le<uint32_t>(&bad[ranks + 4], load_u32(&bad[ranks + 4]) + 1);
+    m = test::expect_error(STK_E_CORRUPT, [&] { Mphf::load(bad.data(), bad.size(), "x"); });
+    assert_contains(m, "offset " + std::to_string(ranks + 4) + ": rank of pilot block 1");
+    bad = blob;
+    uint64_t plain = 0;
+    while (bad[64 + plain] == 255) plain++;
+    bad[64 + plain] = 255;  // one more escape byte than E
+    m = test::expect_error(STK_E_CORRUPT, [&] { Mphf::load(bad.data(), bad.size(), "x"); });
+    assert_true(m.find("rank of pilot block") != std::string::npos || m.find("offset 56") != std::string::npos);
+    if (B % 64 != 0) {
+        bad = blob;
+        bad[64 + B] = 1;
+        m = test::expect_error(STK_E_CORRUPT, [&] { Mphf::load(bad.data(), bad.size(), "x"); });
+        assert_contains(m, "offset " + std::to_string(64 + B) + ": padding byte");
+    }
+    bad = blob;
+    store_le<uint16_t>(&bad[escapes + 2], 65535);  // 255 + 65535 >= 2^16
+    m = test::expect_error(STK_E_CORRUPT, [&] { Mphf::load(bad.data(), bad.size(), "x"); });
+    assert_contains(m, "offset " + std::to_string(escapes + 2));
+}
+
+// mphf_count_escapes (any k, any bytes, never past p + k) against a plain count, and the SSE2
+// block count against both.
+static void escape_counts(void **) {
+    uint8_t line[64];
+    uint64_t s = 3;
+    for (int trial = 0; trial < 200; trial++) {
+        for (uint8_t &c : line) {
+            uint64_t x = splitmix64_next(&s);
+            c = (x & 3) == 0 ? 255 : uint8_t(x >> 8);  // neighbours 254 / 0 / 127 too
+        }
+        for (uint32_t k = 0; k < 64; k++) {
+            uint32_t want = 0;
+            for (uint32_t i = 0; i < k; i++) want += line[i] == 255;
+            assert_int_equal(mphf_count_escapes(line, k), want);
+            assert_int_equal(mphf_count_escapes_line(line, k), want);
+        }
+    }
 }
 
 static void exhaustion_and_retry(void **) {
@@ -342,6 +411,7 @@ int main() {
         cmocka_unit_test(pilots_are_smallest),
         cmocka_unit_test(gpt2_vocabulary),
         cmocka_unit_test(loader_refuses_corruption),
+        cmocka_unit_test(escape_counts),
         cmocka_unit_test(exhaustion_and_retry),
         cmocka_unit_test(arena_bounds_and_duplicates),
         cmocka_unit_test(no_heap_allocation),

@@ -82,9 +82,33 @@ uint64_t part_bucket_span(const Shape &s, uint32_t dbits) {
 
 // The search.  hash_key(i) gives key i's 64-bit hash; pilots / remap are the caller's outputs;
 // scratch comes from the arena and the caller releases it.
+// Where a build leaves the function: the pilot bytes (zeroed, whole blocks), the ranks, the
+// escapes (capacity B; f.n_escapes used) and the remap.
+struct Outputs {
+    uint8_t *pilots;
+    uint32_t *ranks;
+    uint16_t *escapes;
+    uint32_t *remap;
+};
+
+// Pilots (u16 per bucket) into bytes, ranks and escapes, in bucket order.
+void encode_pilots(const uint16_t *pilots, uint64_t n_buckets, const Outputs &out, Mphf &f) {
+    uint64_t e = 0;
+    for (uint64_t b = 0; b < n_buckets; b++) {
+        if (b % kMphfBlock == 0) out.ranks[b / kMphfBlock] = uint32_t(e);
+        const uint16_t p = pilots[b];
+        if (p < kMphfEscape) {
+            out.pilots[b] = uint8_t(p);
+        } else {
+            out.pilots[b] = kMphfEscape;
+            out.escapes[e++] = uint16_t(p - kMphfEscape);
+        }
+    }
+    f.n_escapes = e;
+}
+
 template <class HashFn>
-void search(size_t n, HashFn &&hash_key, Mphf &f, uint16_t *pilots, uint32_t *remap, const MphfParams &params,
-            Arena &arena) {
+void search(size_t n, HashFn &&hash_key, Mphf &f, const Outputs &out, const MphfParams &params, Arena &arena) {
     const Shape s{f.n_slots, f.n_buckets, f.n_dense, f.window_log2};
     // Group the hashes by bucket without random writes over the whole array: bucket_of is
     // monotone in h, so a partition by the top D bits of h (2^D sequential write streams), then a
@@ -156,6 +180,7 @@ void search(size_t n, HashFn &&hash_key, Mphf &f, uint16_t *pilots, uint32_t *re
     for (uint64_t b = 0; b < s.b; b++) order[cls[max_size - (start[b + 1] - start[b])]++] = uint32_t(b);
 
     uint64_t *taken = arena.alloc_array<uint64_t>((s.m + 64 + 63) / 64 + 1);
+    uint16_t *pilots = arena.alloc_array<uint16_t>(s.b);  // empty buckets keep pilot 0
     const uint64_t m = s.m, cap = params.pilot_cap;
     auto set_bit = [&](uint64_t p) {
         taken[p >> 6] |= uint64_t(1) << (p & 63);
@@ -225,6 +250,8 @@ void search(size_t n, HashFn &&hash_key, Mphf &f, uint16_t *pilots, uint32_t *re
         pilots[b] = uint16_t(pilot);
         max_pilot = std::max(max_pilot, pilot);
     }
+    encode_pilots(pilots, s.b, out, f);
+    uint32_t *remap = out.remap;
     // Minimal: each taken slot at or beyond K gets one of the free slots below K, in order.
     // Word scans: the free slots below K are ~1 % of them.
     uint64_t free_word = 0, free_bits = ~taken[0];
@@ -240,7 +267,9 @@ void search(size_t n, HashFn &&hash_key, Mphf &f, uint16_t *pilots, uint32_t *re
 }
 
 void size_scratch(ArenaSizer &z, uint64_t n, const Shape &s) {
-    z.add_array<uint16_t>(s.b);                               // output: pilots
+    z.add_array<uint8_t>(kMphfBlock * mphf_blocks(s.b));      // output: pilot bytes, whole blocks
+    z.add_array<uint32_t>(mphf_blocks(s.b));                  // output: ranks
+    z.add_array<uint16_t>(s.b);                               // output: escapes (at most B)
     z.add_array<uint32_t>(std::max<uint64_t>(1, s.m - n));    // output: remap
     const uint32_t dbits = partition_bits(n);
     z.add_array<uint64_t>(n);                                 // hashes, then grouped by bucket
@@ -252,6 +281,7 @@ void size_scratch(ArenaSizer &z, uint64_t n, const Shape &s) {
     z.add_array<uint32_t>(n + 2);                             // size classes (max bucket <= n)
     z.add_array<uint32_t>(s.b);                               // order
     z.add_array<uint64_t>((s.m + 64 + 63) / 64 + 1);          // taken bitmap, slots [0, 64) again, a zero word
+    z.add_array<uint16_t>(s.b);                               // pilots before encoding
 }
 
 template <class HashFn>
@@ -270,16 +300,18 @@ Mphf build(size_t n, MphfKeyKind kind, const MphfParams &params, Arena &arena, H
     // Outputs first; everything after `mark` is scratch, released on return.  A throw releases
     // the outputs too (18.1 retries start from the same arena state).
     size_t mark0 = arena.mark();
-    uint16_t *pilots = nullptr;
-    uint32_t *remap = nullptr;
     size_t mark = 0;
     try {
-        pilots = arena.alloc_array<uint16_t>(s.b);
-        remap = arena.alloc_array<uint32_t>(std::max<uint64_t>(1, s.m - n));
-        f.pilots = reinterpret_cast<const uint8_t *>(pilots);
-        f.remap = reinterpret_cast<const uint8_t *>(remap);
+        // Pilot bytes zeroed (the padding past B stays 0); remap entries of free slots beyond K
+        // stay 0 (still < K); unused escape capacity is never read.
+        Outputs out{arena.alloc_array<uint8_t>(kMphfBlock * mphf_blocks(s.b)), scratch<uint32_t>(arena, mphf_blocks(s.b)),
+                    scratch<uint16_t>(arena, s.b), arena.alloc_array<uint32_t>(std::max<uint64_t>(1, s.m - n))};
+        f.pilots = out.pilots;
+        f.ranks = reinterpret_cast<const uint8_t *>(out.ranks);
+        f.escapes = reinterpret_cast<const uint8_t *>(out.escapes);
+        f.remap = reinterpret_cast<const uint8_t *>(out.remap);
         mark = arena.mark();
-        search(n, hash_key, f, pilots, remap, params, arena);
+        search(n, hash_key, f, out, params, arena);
     } catch (...) {
         arena.reset(mark0);
         throw;
@@ -323,10 +355,25 @@ void Mphf::derive_constants() {
     sparse_mul = uint64_t(((__uint128_t)(n_buckets - n_dense) << 64) / (~kDenseThreshold + 1));
 }
 
+namespace {
+// Byte offsets of the sections after the 64-byte header (docs/format.md "## MPHF"), from counts
+// already validated (load) or built.
+struct Sections {
+    uint64_t ranks, escapes, remap, end;
+};
+Sections sections_of(uint64_t b, uint64_t e, uint64_t m_minus_k) {
+    Sections x;
+    x.ranks = checked_add(kMphfHeaderSize, checked_mul(mphf_blocks(b), kMphfBlock, "MPHF pilots"), "MPHF size");
+    x.escapes = checked_add(x.ranks, checked_mul(mphf_blocks(b), 4, "MPHF ranks"), "MPHF size");
+    x.remap = align_up(checked_add(x.escapes, checked_mul(e, 2, "MPHF escapes"), "MPHF size"), 4);
+    x.end = checked_add(x.remap, checked_mul(m_minus_k, 4, "MPHF remap"), "MPHF size");
+    return x;
+}
+}  // namespace
+
 size_t Mphf::serialized_size() const {
-    size_t pil = size_t(n_keys ? n_buckets : 0) * 2;
-    size_t after = align_up(kMphfHeaderSize + pil, 4);
-    return after + size_t(n_slots - n_keys) * 4;
+    if (n_keys == 0) return kMphfHeaderSize;
+    return size_t(sections_of(n_buckets, n_escapes, n_slots - n_keys).end);
 }
 
 void Mphf::serialize(uint8_t *out) const {
@@ -338,12 +385,15 @@ void Mphf::serialize(uint8_t *out) const {
     store_le<uint64_t>(out + 24, n_buckets);
     store_le<uint64_t>(out + 32, n_dense);
     store_le<uint64_t>(out + 40, salt);
-    store_le<uint32_t>(out + 48, 16);
+    store_le<uint32_t>(out + 48, 8);
     store_le<uint32_t>(out + 52, window_log2);
+    store_le<uint32_t>(out + 56, uint32_t(n_escapes));
     if (n_keys == 0) return;
-    std::memcpy(out + kMphfHeaderSize, pilots, size_t(n_buckets) * 2);
-    size_t r = align_up(kMphfHeaderSize + size_t(n_buckets) * 2, 4);
-    std::memcpy(out + r, remap, size_t(n_slots - n_keys) * 4);
+    const Sections x = sections_of(n_buckets, n_escapes, n_slots - n_keys);
+    std::memcpy(out + kMphfHeaderSize, pilots, size_t(mphf_blocks(n_buckets) * kMphfBlock));
+    std::memcpy(out + x.ranks, ranks, size_t(mphf_blocks(n_buckets) * 4));
+    std::memcpy(out + x.escapes, escapes, size_t(n_escapes) * 2);
+    std::memcpy(out + x.remap, remap, size_t(n_slots - n_keys) * 4);
 }
 
 Mphf Mphf::load(const uint8_t *data, size_t size, const char *what) {
@@ -360,33 +410,64 @@ Mphf Mphf::load(const uint8_t *data, size_t size, const char *what) {
     f.n_dense = load_u64(data + 32);
     f.salt = load_u64(data + 40);
     f.salt_mixed = hash::salt_key(f.salt);
-    if (load_u32(data + 48) != 16) throw_error(STK_E_CORRUPT, "%s: offset 48: pilot width %u, expected 16", what, load_u32(data + 48));
-    if (load_u64(data + 56) != 0) throw_error(STK_E_CORRUPT, "%s: offset 56: reserved bytes not zero", what);
+    // Width 16 was the layout before 2026-11-23 (a u16 pilot per bucket, no escapes): refused.
+    if (load_u32(data + 48) != 8) throw_error(STK_E_CORRUPT, "%s: offset 48: pilot width %u, expected 8", what, load_u32(data + 48));
+    if (load_u32(data + 60) != 0) throw_error(STK_E_CORRUPT, "%s: offset 60: reserved bytes not zero", what);
     const unsigned long long K = f.n_keys, M = f.n_slots, B = f.n_buckets, B1 = f.n_dense;
     const uint32_t window = load_u32(data + 52);
+    const unsigned long long E = load_u32(data + 56);
+    f.n_escapes = E;
     if (K == 0) {
-        if (M != 0 || B != 0 || B1 != 0 || window != 0 || size != kMphfHeaderSize)
+        if (M != 0 || B != 0 || B1 != 0 || window != 0 || E != 0 || size != kMphfHeaderSize)
             throw_error(STK_E_CORRUPT, "%s: offset 16: empty MPHF with M=%llu B=%llu and %zu bytes", what, M, B, size);
         return f;
     }
     if (K > (uint64_t(1) << 32) - 2) throw_error(STK_E_CORRUPT, "%s: offset 8: K=%llu keys exceeds 2^32-2", what, K);
     if (M < K) throw_error(STK_E_CORRUPT, "%s: offset 16: M=%llu slots < K=%llu keys", what, M, K);
-    if (B < 2 || B1 < 1 || B1 >= B) throw_error(STK_E_CORRUPT, "%s: offset 24: bucket counts B=%llu B1=%llu invalid", what, B, B1);
+    // B = max(2, ceil(K / lambda)) with lambda >= 1: at most max(K, 2).
+    if (B < 2 || B > std::max(K, 2ull) || B1 < 1 || B1 >= B)
+        throw_error(STK_E_CORRUPT, "%s: offset 24: bucket counts B=%llu B1=%llu invalid for K=%llu", what, B, B1, K);
     // Derived from M, stored so that a blob of another layout is refused.  W <= M: every slot
     // base + r (base < M, r < W) is below 2M, and one subtraction wraps it.
     f.derive_constants();
     if (window != f.window_log2)
         throw_error(STK_E_CORRUPT, "%s: offset 52: pilot window log2 %u, expected %u for M=%llu", what, window, f.window_log2, M);
+    if (E > B) throw_error(STK_E_CORRUPT, "%s: offset 56: E=%llu escaped pilots > B=%llu buckets", what, E, B);
     // Sizes from untrusted counts: checked arithmetic, then an exact length match.
-    uint64_t pil = checked_mul(B, 2, "MPHF pilots");
-    uint64_t rem = checked_mul(M - K, 4, "MPHF remap");
-    uint64_t need = checked_add(align_up(checked_add(kMphfHeaderSize, pil, "MPHF size"), 4), rem, "MPHF size");
-    if (need != size)
-        throw_error(need > size ? STK_E_TRUNCATED : STK_E_SIZE_MISMATCH,
-                    "%s: MPHF blob is %zu bytes, its header (K=%llu M=%llu B=%llu) needs %llu", what, size, K, M, B,
-                    (unsigned long long)need);
+    const Sections x = sections_of(B, E, M - K);
+    if (x.end != size)
+        throw_error(x.end > size ? STK_E_TRUNCATED : STK_E_SIZE_MISMATCH,
+                    "%s: MPHF blob is %zu bytes, its header (K=%llu M=%llu B=%llu E=%llu) needs %llu", what, size, K, M, B, E,
+                    (unsigned long long)x.end);
     f.pilots = data + kMphfHeaderSize;
-    size_t r = size_t(align_up(kMphfHeaderSize + pil, 4));
+    f.ranks = data + x.ranks;
+    f.escapes = data + x.escapes;
+    // Every rank equals the escape bytes before its block, the bytes past bucket B-1 in the last
+    // block are zero, and the escape bytes total E: then an escaped bucket's rank (its block's
+    // rank + the escape bytes before it in the block) is < E.
+    uint64_t e = 0;
+    const uint64_t nblk = mphf_blocks(B);
+    for (uint64_t j = 0; j < nblk; j++) {
+        const uint8_t *line = f.pilots + kMphfBlock * j;
+        const uint64_t at = kMphfHeaderSize + kMphfBlock * j;
+        if (load_u32(f.ranks + 4 * j) != e)
+            throw_error(STK_E_CORRUPT, "%s: offset %llu: rank of pilot block %llu is %u, the pilot bytes say %llu", what,
+                        (unsigned long long)(x.ranks + 4 * j), (unsigned long long)j, load_u32(f.ranks + 4 * j), (unsigned long long)e);
+        const uint64_t used = std::min<uint64_t>(kMphfBlock, B - kMphfBlock * j);
+        for (uint64_t i = 0; i < kMphfBlock; i++) {
+            if (i >= used && line[i] != 0)
+                throw_error(STK_E_CORRUPT, "%s: offset %llu: padding byte after the last pilot is not zero", what,
+                            (unsigned long long)(at + i));
+            e += line[i] == kMphfEscape;
+        }
+    }
+    if (e != E) throw_error(STK_E_CORRUPT, "%s: offset 56: E=%llu escaped pilots, the pilot bytes say %llu", what, E, (unsigned long long)e);
+    // Escaped pilots are >= 255 and below the cap 2^16 (pilot - 255 <= 65280).
+    for (uint64_t i = 0; i < E; i++)
+        if (load_u16(f.escapes + 2 * i) > 65535 - kMphfEscape)
+            throw_error(STK_E_CORRUPT, "%s: offset %llu: escaped pilot 255 + %u >= 2^16", what, (unsigned long long)(x.escapes + 2 * i),
+                        load_u16(f.escapes + 2 * i));
+    const size_t r = size_t(x.remap);
     f.remap = data + r;
     for (uint64_t i = 0; i < M - K; i++)
         if (f.remap_at(i) >= K)

@@ -6,7 +6,7 @@
 #   - Rust, STK_STATIC=1: libstk.a, no libstk.so needed;
 #   - Go: replace line to bindings/go, CGO flags from pkg-config plus an rpath.
 # Each program runs with no LD_LIBRARY_PATH, converts bindings/testdata/tiny-gpt2 and must print
-# "31 arrays, 385851 bytes verified".  A language whose toolchain is missing is skipped (CARGO, GO).
+# "31 arrays, 385895 bytes verified".  A language whose toolchain is missing is skipped (CARGO, GO).
 #   STK_BUILD_ROOT, STK_SOURCE_ROOT  the build and source trees; MESON, CARGO, GO optional
 set -eu
 : "${STK_BUILD_ROOT:?}" "${STK_SOURCE_ROOT:?}"
@@ -15,7 +15,7 @@ unset LD_LIBRARY_PATH  # meson test points it at the build tree; a user's shell 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/stk-consumers.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 model="$STK_SOURCE_ROOT/bindings/testdata/tiny-gpt2"
-want="31 arrays, 385851 bytes verified"
+want="31 arrays, 385895 bytes verified"
 readme="$STK_SOURCE_ROOT/bindings/README.md"
 die() { echo "bindings_consumers: $*" >&2; exit 1; }
 

@@ -8,7 +8,7 @@
 #     -Ddefault_library=static installs) and runs it with no library path at all;
 #   - asserts that --cflags is the include directory alone and that --static --libs names the
 #     C++ runtime and libm.
-# Each run converts bindings/testdata/tiny-gpt2 and must print "31 arrays, 385851 bytes verified".
+# Each run converts bindings/testdata/tiny-gpt2 and must print "31 arrays, 385895 bytes verified".
 #   STK_BUILD_ROOT, STK_SOURCE_ROOT  the build and source trees; MESON, CC optional
 set -eu
 : "${STK_BUILD_ROOT:?}" "${STK_SOURCE_ROOT:?}"
@@ -18,7 +18,7 @@ unset LD_LIBRARY_PATH  # meson test points it at the build tree; a user's shell 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/stk-c-example.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 model="$STK_SOURCE_ROOT/bindings/testdata/tiny-gpt2"
-want="31 arrays, 385851 bytes verified"
+want="31 arrays, 385895 bytes verified"
 die() { echo "c_example: $*" >&2; exit 1; }
 
 "$MESON" install -C "$STK_BUILD_ROOT" --no-rebuild --destdir "$tmp/root" >"$tmp/install.log" 2>&1 ||
