@@ -99,7 +99,7 @@ static void deterministic_across_threads_and_runs(void **) {
             assert_int_equal(a.j().stages[s].crc32c, c.j().stages[s].crc32c);
         }
     }
-    // Pinned: llama, r = 64, rv = 8 (glibc's log/sin/cos; docs/decisions.md "PRF").
+    // Pinned: llama, r = 64, rv = 8 (the pinned log / sin / cos of src/kernels/random.cc; docs/decisions.md "PRF").
     AttnRun a(model_dir("llama"), 64, 8, 1, STK_STAGE_MEMORY_FIT);
     ArrayReader w(a.path("prf_W.bin"));
     std::printf("pinned prf_W sha256_low64 %016llx, stage %016llx / %016llx / %016llx\n",
