@@ -219,6 +219,17 @@ static void gaussian_streams(void **) {
         std::printf("gaussians(12345, 0, 1e6) sha256_low64 %016llx\n", (unsigned long long)got);
         assert_int_equal(got, PINNED_GAUSSIANS);
     }
+    // The fused scaled f32 draws equal float(g * scale) of the plain draws, at every offset.
+    {
+        std::vector<double> g(2 * 1003), scale(2 * 1003);
+        std::vector<float> f(2 * 1003);
+        for (size_t j = 0; j < scale.size(); j++) scale[j] = 0.01 + 0.37 * double(j % 17);
+        for (uint64_t fp : {0ull, 1ull, 77ull}) {
+            gaussian_pairs(seed, fp, 1003, g.data());
+            scaled_gaussian_pairs(seed, fp, 1003, scale.data(), f.data());
+            for (size_t j = 0; j < g.size(); j++) assert_true(f[j] == float(g[j] * scale[j]));
+        }
+    }
     // Any window of the stream equals the same indices of the whole.
     std::vector<double> all(101), part(40);
     gaussians(seed, 0, all.size(), all.data());

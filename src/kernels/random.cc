@@ -132,9 +132,11 @@ HWY_INLINE void SinCos2Pi(VF v, VF *sin_out, VF *cos_out) {
     *cos_out = hn::IfThenElse(hn::Or(q1, q2), hn::Neg(c0), c0);
 }
 
-// out[2i], out[2i+1] = g0, g1 of pair first + i, i < n.  Whole vectors of pairs are computed
-// even at the end (extra lanes discarded), so each pair goes through the same lane code.
-void GaussianPairsImpl(uint64_t seed, uint64_t first, size_t n, double *out) {
+// Pairs first .. first + n - 1, a vector of pairs at a time; sink(i, m, g0, g1) takes the m
+// valid lanes of pairs first + i ...  Whole vectors are computed even at the end (extra lanes
+// discarded), so each pair goes through the same lane code.
+template <class Sink>
+HWY_INLINE void ForEachPairBlock(uint64_t seed, uint64_t first, size_t n, const Sink &sink) {
     const DF df;
     const DU du;
     const size_t N = hn::Lanes(df);
@@ -146,7 +148,6 @@ void GaussianPairsImpl(uint64_t seed, uint64_t first, size_t n, double *out) {
     VU zu = hn::Add(hn::Set(du, seed + (2 * first + 1) * kG), step);
     const VU gv = hn::Set(du, kG);
     const VF lo = hn::Set(df, 0x1.0p-52), hi = hn::Set(df, 1.0 - 0x1.0p-52), m2 = hn::Set(df, -2.0);
-    HWY_ALIGN double g0[kMaxLanes], g1[kMaxLanes];
     for (size_t i = 0; i < n; i += N) {
         VF u = ToUnit(Mix(zu));
         const VF v = ToUnit(Mix(hn::Add(zu, gv)));
@@ -155,14 +156,41 @@ void GaussianPairsImpl(uint64_t seed, uint64_t first, size_t n, double *out) {
         const VF radius = hn::Sqrt(hn::Mul(m2, Log(u)));
         VF sn, cs;
         SinCos2Pi(v, &sn, &cs);
-        hn::Store(hn::Mul(radius, cs), df, g0);
-        hn::Store(hn::Mul(radius, sn), df, g1);
-        const size_t m = n - i < N ? n - i : N;
+        sink(i, n - i < N ? n - i : N, hn::Mul(radius, cs), hn::Mul(radius, sn));
+    }
+}
+
+// out[2i], out[2i+1] = g0, g1 of pair first + i, i < n.
+void GaussianPairsImpl(uint64_t seed, uint64_t first, size_t n, double *out) {
+    const DF df;
+    HWY_ALIGN double g0[kMaxLanes], g1[kMaxLanes];
+    ForEachPairBlock(seed, first, n, [&](size_t i, size_t m, VF a, VF b) {
+        hn::Store(a, df, g0);
+        hn::Store(b, df, g1);
         for (size_t j = 0; j < m; j++) {
             out[2 * (i + j)] = g0[j];
             out[2 * (i + j) + 1] = g1[j];
         }
-    }
+    });
+}
+
+// out[2i] = float(g0 * scale[2i]), out[2i+1] = float(g1 * scale[2i+1]) of pair first + i.
+void ScaledPairsImpl(uint64_t seed, uint64_t first, size_t n, const double *scale, float *out) {
+    const DF df;
+    const size_t N = hn::Lanes(df);
+    HWY_ALIGN double s0[kMaxLanes], s1[kMaxLanes], p0[kMaxLanes], p1[kMaxLanes];
+    ForEachPairBlock(seed, first, n, [&](size_t i, size_t m, VF a, VF b) {
+        for (size_t j = 0; j < N; j++) {
+            s0[j] = j < m ? scale[2 * (i + j)] : 0.0;
+            s1[j] = j < m ? scale[2 * (i + j) + 1] : 0.0;
+        }
+        hn::Store(hn::Mul(a, hn::Load(df, s0)), df, p0);
+        hn::Store(hn::Mul(b, hn::Load(df, s1)), df, p1);
+        for (size_t j = 0; j < m; j++) {
+            out[2 * (i + j)] = float(p0[j]);  // round to nearest even, as DemoteTo
+            out[2 * (i + j) + 1] = float(p1[j]);
+        }
+    });
 }
 
 // The pinned functions alone, for the accuracy measurements (tests, bench).
@@ -204,6 +232,7 @@ HWY_AFTER_NAMESPACE();
 namespace stk::kernels {
 
 HWY_EXPORT(GaussianPairsImpl);
+HWY_EXPORT(ScaledPairsImpl);
 HWY_EXPORT(PinnedLogImpl);
 HWY_EXPORT(PinnedSinCos2PiImpl);
 
@@ -217,6 +246,10 @@ inline uint64_t output_at(uint64_t seed, uint64_t k) {
 
 void gaussian_pairs(uint64_t seed, uint64_t first_pair, size_t n_pairs, double *out) {
     if (n_pairs) HWY_DYNAMIC_DISPATCH(GaussianPairsImpl)(seed, first_pair, n_pairs, out);
+}
+
+void scaled_gaussian_pairs(uint64_t seed, uint64_t first_pair, size_t n_pairs, const double *scale, float *out) {
+    if (n_pairs) HWY_DYNAMIC_DISPATCH(ScaledPairsImpl)(seed, first_pair, n_pairs, scale, out);
 }
 
 void gaussian_pair(uint64_t seed, uint64_t pair, double *g0, double *g1) {

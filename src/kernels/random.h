@@ -27,6 +27,10 @@ void gaussian_pair(uint64_t seed, uint64_t pair, double *g0, double *g1);
 // out[2i], out[2i+1] = g0, g1 of pair first_pair + i, i < n_pairs (vectorised).
 void gaussian_pairs(uint64_t seed, uint64_t first_pair, size_t n_pairs, double *out);
 
+// out[2i + c] = float(g_c * scale[2i + c]) (c = 0, 1) of pair first_pair + i, i < n_pairs: the
+// draws of gaussian_pairs scaled and rounded to f32 (nearest even) without a double buffer.
+void scaled_gaussian_pairs(uint64_t seed, uint64_t first_pair, size_t n_pairs, const double *scale, float *out);
+
 // out[i] = Gaussian number first + i of the stream (number 2p is g0 of pair p, 2p+1 its g1).
 void gaussians(uint64_t seed, uint64_t first, size_t n, double *out);
 

@@ -96,6 +96,19 @@ void prf_rows_range(uint64_t stream, const double *d, uint64_t i0, uint64_t i1, 
     }
 }
 
+void prf_rows_range_sqrt(uint64_t stream, const double *sqrt_d, uint64_t i0, uint64_t i1, uint64_t cols, float *out,
+                         double *scratch) {
+    for (uint64_t i = i0; i < i1; i++) {
+        float *row = out + (i - i0) * cols;
+        if (cols % 2 == 0) {  // the row starts on a pair: draws and scaling in one pass
+            kernels::scaled_gaussian_pairs(stream, i * cols / 2, size_t(cols / 2), sqrt_d, row);
+        } else {
+            kernels::gaussians(stream, i * cols, size_t(cols), scratch);
+            for (uint64_t j = 0; j < cols; j++) row[j] = float(scratch[j] * sqrt_d[j]);
+        }
+    }
+}
+
 void prf_rows(uint64_t stream, const double *d, uint64_t r, uint64_t cols, float *out, double *scratch) {
     prf_rows_range(stream, d, 0, r, cols, out, scratch);
 }
