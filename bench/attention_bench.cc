@@ -1,6 +1,9 @@
 // prf_build, overlays_build and memory_fit against the floor of reading the tensors they need.
 //
-//   attention_bench MODEL_DIR [runs=5] [threads=1] [r=512] [rv=12]
+//   attention_bench MODEL_DIR [runs=5] [threads=1] [r=512] [rv=12] [through_overlays=0]
+//
+// through_overlays = 1 stops each job after overlays_build (memory_fit needs ffn_collapse and
+// mphf_cuckoo to have run, minutes on the 7B shape).
 //
 // Per run: a fresh job through the public API; parse_tensors and the tokenizer stage untimed;
 // then each attention stage timed alone.  The floor: reading every layer's W_K (prf_build's
@@ -42,13 +45,15 @@ static double median(std::vector<double> v) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: attention_bench MODEL_DIR [runs] [threads] [r] [rv]\n");
+        std::fprintf(stderr, "usage: attention_bench MODEL_DIR [runs] [threads] [r] [rv] [through_overlays]\n");
         return 2;
     }
     const std::string dir = argv[1];
     const int runs = argc > 2 ? std::atoi(argv[2]) : 5;
     const uint32_t threads = argc > 3 ? uint32_t(std::atoi(argv[3])) : 1;
     const uint32_t r = argc > 4 ? uint32_t(std::atoi(argv[4])) : 512, rv = argc > 5 ? uint32_t(std::atoi(argv[5])) : 12;
+    const bool through_overlays = argc > 6 && std::atoi(argv[6]) != 0;
+    const int last_stage = through_overlays ? STK_STAGE_OVERLAYS : STK_STAGE_MEMORY_FIT;
 
     auto desc = describe_model(dir);
     const AttnShape s = attn_shape(desc->plan.config);
@@ -83,7 +88,7 @@ int main(int argc, char **argv) {
         stk_job *job = nullptr;
         stk_open(&p, mem.get(), n, &job);
         double ts[STK_STAGE_COUNT + 1] = {}, cs[STK_STAGE_COUNT + 1] = {};
-        for (int st = STK_STAGE_PARSE_TENSORS; st <= STK_STAGE_MEMORY_FIT; st++) {
+        for (int st = STK_STAGE_PARSE_TENSORS; st <= last_stage; st++) {
             t0 = Clock::now();
             c0 = cpu_now();
             stk_status status = stk_stage_run(job, stk_stage(st));

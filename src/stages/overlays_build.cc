@@ -72,7 +72,7 @@ OvSizes ov_sizes(const stk_job_params &p, const ModelPlan &plan) {
 
 struct OvBuffers {
     float *wo, *row_scratch, *prf32, *out32, *xf, *yf;
-    double *A, *omega, *Y, *AQ, *X, *G, *eig, *U, *H, *P, *PH, *AU, *Z, *opt, *work, *q, *dots, *phi, *t1, *t2;
+    double *A, *Ablk, *omega, *Y, *AQ, *X, *G, *eig, *U, *H, *P, *PH, *AU, *Z, *opt, *work, *q, *dots, *phi, *t1, *t2;
 };
 
 OvBuffers ov_alloc(const OvSizes &z, Arena *arena, ArenaSizer *sizer) {
@@ -92,7 +92,8 @@ OvBuffers ov_alloc(const OvSizes &z, Arena *arena, ArenaSizer *sizer) {
     f(b.out32, std::max<uint64_t>({z.r * z.rv, dv * z.rv, z.rv * z.rv}));
     f(b.xf, std::max(dm, dv) * z.sk);  // the right-hand side of a sketch pass in f32
     f(b.yf, std::max(dm, dv) * z.sk);  // its product in f32
-    d(b.A, z.opt_n ? dm * dv : std::min(dm, kWidenRows) * dv);  // whole (optimum) or a row block
+    d(b.A, z.opt_n ? dm * dv : 1);                 // W_O in double, for the optimum only
+    d(b.Ablk, std::min(dm, kWidenRows) * dv);      // a block of W_O's rows in double
     d(b.omega, dm * z.k);
     d(b.X, std::max(dm, dv) * z.sk);
     d(b.Y, dv * z.k);
@@ -176,21 +177,16 @@ void range_finder(const OvSizes &z, OvBuffers &b, uint64_t k, uint32_t power, un
     orthonormalize_checked(dv, k, b.Y, b.work, z.work, reran);
 }
 
-// out (d_model x n, column-major) = A u in double for the d_v x n column-major u: W_O widened
-// kWidenRows rows at a time (or the whole double copy when the optimum keeps one); returns
-// |A u|_F^2.  Every output row is one BLIS dot order, whatever the block or thread count.
+// out (d_model x n, column-major) = A u in double for the d_v x n column-major u, W_O widened
+// kWidenRows rows at a time; returns |A u|_F^2.  Each output row is a BLIS dot product over
+// d_v alone, so the block size and thread count do not change the bytes.
 double captured(const OvSizes &z, OvBuffers &b, const double *u, uint64_t n, double *out, unsigned threads) {
     const uint64_t dm = z.s.d_model, dv = z.s.d_v;
-    if (z.opt_n) {
-        kernels::gemm(false, false, dm, n, dv, 1.0, b.A, ptrdiff_t(dv), 1, u, 1, ptrdiff_t(dv), 0.0, out, 1, ptrdiff_t(dm),
-                      threads);
-    } else {
-        for (uint64_t i0 = 0; i0 < dm; i0 += kWidenRows) {
-            const uint64_t rows = std::min(kWidenRows, dm - i0);
-            kernels::widen_to_f64(b.wo + i0 * dv, b.A, size_t(rows * dv));
-            kernels::gemm(false, false, rows, n, dv, 1.0, b.A, ptrdiff_t(dv), 1, u, 1, ptrdiff_t(dv), 0.0, out + i0, 1,
-                          ptrdiff_t(dm), threads);
-        }
+    for (uint64_t i0 = 0; i0 < dm; i0 += kWidenRows) {
+        const uint64_t rows = std::min(kWidenRows, dm - i0);
+        kernels::widen_to_f64(b.wo + i0 * dv, b.Ablk, size_t(rows * dv));
+        kernels::gemm(false, false, rows, n, dv, 1.0, b.Ablk, ptrdiff_t(dv), 1, u, 1, ptrdiff_t(dv), 0.0, out + i0, 1,
+                      ptrdiff_t(dm), threads);
     }
     return frob2(out, dm * n);
 }
