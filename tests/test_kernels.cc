@@ -1,8 +1,13 @@
 // src/kernels against plain double loops: GEMM (all transposes, strides; identical bytes at 1 and
 // 2 threads), Householder QR (R diag > 0, equal to Gram-Schmidt), eigenvalues, least squares,
 // polynomial roots, the Gaussian streams, and the Highway elementwise kernels.
+#include <hwy/targets.h>
+
 #include <cmath>
+#include <cstring>
 #include <vector>
+
+#include "core/checksum.h"
 
 #include "core/prng.h"
 #include "kernels/elementwise.h"
@@ -12,6 +17,8 @@
 
 using namespace stk;
 using namespace stk::kernels;
+
+#define PINNED_GAUSSIANS 0x3fddc224abc488ceull  // gaussians(12345, 0, 1e6) as little-endian doubles
 
 static std::vector<double> randn(size_t n, uint32_t tag) {
     std::vector<double> v(n);
@@ -114,15 +121,115 @@ static void eigen_lstsq_and_roots(void **) {
     assert_int_equal(found, 4);
 }
 
+// Error of got in units in the last place of the double nearest ref.
+static double ulps(double got, long double ref) {
+    int e;
+    std::frexp(double(ref), &e);
+    return double(std::fabs((long double)got - ref) / std::ldexp(1.0L, e - 53));
+}
+
+// sin and cos of 2 pi v in long double (64-bit significand) with the same exact reduction.
+static void ref_sincos_2pi(double v, long double *s, long double *c) {
+    const double t = 4 * v, n = std::nearbyint(t);
+    const long double x = (long double)(t - n) * 1.5707963267948966192313216916397514L;
+    const long double sx = sinl(x), cx = cosl(x);
+    switch (int(n) & 3) {
+        case 0: *s = sx, *c = cx; break;
+        case 1: *s = cx, *c = -sx; break;
+        case 2: *s = -sx, *c = -cx; break;
+        default: *s = -cx, *c = sx; break;
+    }
+}
+
+// The pinned log and sin/cos(2 pi .) against long double references, over the inputs the draws
+// feed them (k * 2^-53), the clamp's ends and the quadrant boundaries; every compiled SIMD
+// target the CPU runs gives the same bytes.
+static void pinned_math_accuracy_and_targets(void **) {
+    const size_t n = 200000;
+    std::vector<double> u(n), v(n);
+    uint64_t st = 2024;
+    for (size_t i = 0; i < n; i++) {
+        u[i] = std::max(0x1.0p-52, to_unit(splitmix64_next(&st)));
+        v[i] = to_unit(splitmix64_next(&st));
+    }
+    const double edges_u[] = {0x1.0p-52, 1.0 - 0x1.0p-52, 0.5, 0x1.6A09E667F3BCCp-1, 0x1.6A09E667F3BCDp-1, 0.75, 1e-10};
+    const double edges_v[] = {0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0 - 0x1.0p-53, 0x1.0p-53, 0.25 - 0x1.0p-54};
+    for (size_t i = 0; i < sizeof edges_u / sizeof *edges_u; i++) u[i] = edges_u[i];
+    for (size_t i = 0; i < sizeof edges_v / sizeof *edges_v; i++) v[i] = edges_v[i];
+    std::vector<double> lg(n), sn(n), cs(n);
+    pinned_log(u.data(), n, lg.data());
+    pinned_sincos_2pi(v.data(), n, sn.data(), cs.data());
+    double worst_log = 0, worst_sin = 0, worst_cos = 0;
+    for (size_t i = 0; i < n; i++) {
+        worst_log = std::max(worst_log, ulps(lg[i], logl((long double)u[i])));
+        long double rs, rc;
+        ref_sincos_2pi(v[i], &rs, &rc);
+        if (rs != 0) worst_sin = std::max(worst_sin, ulps(sn[i], rs));
+        else assert_true(sn[i] == 0);
+        if (rc != 0) worst_cos = std::max(worst_cos, ulps(cs[i], rc));
+        else assert_true(cs[i] == 0);
+    }
+    std::printf("pinned math over %zu inputs: log %.3f ulp, sin(2 pi v) %.3f ulp, cos(2 pi v) %.3f ulp\n", n, worst_log,
+                worst_sin, worst_cos);
+    assert_true(worst_log < 1.0);   // fdlibm's bound
+    assert_true(worst_sin < 2.0);   // the reduction's one rounding of x = w pi/2 plus the kernel
+    assert_true(worst_cos < 2.0);
+    assert_true(sn[4] == 0 && cs[4] == -1 && sn[2] == 1 && cs[0] == 1);  // v = 0.5, 0.25, 0 exactly
+
+    // Every target: the same bytes for draws, log and sin/cos.
+    std::vector<double> g_ref(2 * 1001), g(2 * 1001), lg2(n), sn2(n), cs2(n);
+    gaussian_pairs(99, 5, 1001, g_ref.data());
+    int tried = 0;
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        gaussian_pairs(99, 5, 1001, g.data());
+        pinned_log(u.data(), n, lg2.data());
+        pinned_sincos_2pi(v.data(), n, sn2.data(), cs2.data());
+        if (std::memcmp(g.data(), g_ref.data(), g.size() * 8) || std::memcmp(lg.data(), lg2.data(), n * 8) ||
+            std::memcmp(sn.data(), sn2.data(), n * 8) || std::memcmp(cs.data(), cs2.data(), n * 8))
+            fail_msg("target %s gives other bytes than the dispatched one", hwy::TargetName(target));
+        tried++;
+    }
+    hwy::SetSupportedTargetsForTest(0);
+    std::printf("%d SIMD targets give identical bytes\n", tried);
+    assert_true(tried >= 1);
+}
+
 static void gaussian_streams(void **) {
-    // Plain Box-Muller on splitmix64 outputs 0 and 1 of the stream.
+    // Box-Muller on splitmix64 outputs 0 and 1 of the stream, through the pinned functions; and
+    // within 1e-15 of the same formula on glibc's log / cos / sin.
     const uint64_t seed = 12345;
     uint64_t x = seed;
     double u = to_unit(splitmix64_next(&x)), v = to_unit(splitmix64_next(&x));
-    double g0, g1;
+    double g0, g1, lu, sv, cv;
     gaussian_pair(seed, 0, &g0, &g1);
-    assert_true(g0 == std::sqrt(-2 * std::log(u)) * std::cos(2 * M_PI * v));
-    assert_true(g1 == std::sqrt(-2 * std::log(u)) * std::sin(2 * M_PI * v));
+    pinned_log(&u, 1, &lu);
+    pinned_sincos_2pi(&v, 1, &sv, &cv);
+    assert_true(g0 == std::sqrt(-2 * lu) * cv);
+    assert_true(g1 == std::sqrt(-2 * lu) * sv);
+    assert_true(std::fabs(g0 - std::sqrt(-2 * std::log(u)) * std::cos(2 * M_PI * v)) < 1e-15);
+    assert_true(std::fabs(g1 - std::sqrt(-2 * std::log(u)) * std::sin(2 * M_PI * v)) < 1e-15);
+    // Pinned bytes: the first million draws of one stream (a change here changes prf_W's draws).
+    {
+        std::vector<double> m(1000000);
+        gaussians(seed, 0, m.size(), m.data());
+        Sha256 h;
+        h.update(m.data(), m.size() * 8);
+        const uint64_t got = h.finish().low64();
+        std::printf("gaussians(12345, 0, 1e6) sha256_low64 %016llx\n", (unsigned long long)got);
+        assert_int_equal(got, PINNED_GAUSSIANS);
+    }
+    // The fused scaled f32 draws equal float(g * scale) of the plain draws, at every offset.
+    {
+        std::vector<double> g(2 * 1003), scale(2 * 1003);
+        std::vector<float> f(2 * 1003);
+        for (size_t j = 0; j < scale.size(); j++) scale[j] = 0.01 + 0.37 * double(j % 17);
+        for (uint64_t fp : {0ull, 1ull, 77ull}) {
+            gaussian_pairs(seed, fp, 1003, g.data());
+            scaled_gaussian_pairs(seed, fp, 1003, scale.data(), f.data());
+            for (size_t j = 0; j < g.size(); j++) assert_true(f[j] == float(g[j] * scale[j]));
+        }
+    }
     // Any window of the stream equals the same indices of the whole.
     std::vector<double> all(101), part(40);
     gaussians(seed, 0, all.size(), all.data());
@@ -175,6 +282,7 @@ int main() {
         cmocka_unit_test(gemm_refuses_bad_arguments),
         cmocka_unit_test(qr_is_gram_schmidt_with_positive_diagonal),
         cmocka_unit_test(eigen_lstsq_and_roots),
+        cmocka_unit_test(pinned_math_accuracy_and_targets),
         cmocka_unit_test(gaussian_streams),
         cmocka_unit_test(elementwise_kernels),
     };

@@ -13,6 +13,7 @@
 #include "format/manifest.h"
 #include "publish/generations.h"
 #include "ingest/model.h"
+#include "stages/attn_common.h"
 
 using namespace stk;
 using namespace stk::test;
@@ -22,6 +23,24 @@ using namespace stk::test;
 #define PINNED_MEMORY_STAGE 0x61dcd055453c946eull
 
 static const char *kModels[] = {"llama", "gpt2", "gpt_neox", "bloom", "mixtral", "qwen2_moe"};
+
+// The stage's path (sqrt(d) once, draws scaled to f32 in the vectorised kernel; odd widths
+// through the double buffer) gives prf_rows' bytes, for even and odd widths and any row split.
+static void prf_rows_paths_agree(void **) {
+    for (uint64_t cols : {7ull, 8ull, 64ull}) {
+        const uint64_t r = 6;
+        std::vector<double> d(cols), sd(cols), scratch(cols);
+        for (uint64_t j = 0; j < cols; j++) {
+            d[j] = 1e-3 + 0.05 * double(j % 5);
+            sd[j] = std::sqrt(d[j]);
+        }
+        std::vector<float> a(r * cols), b(r * cols);
+        prf_rows(prf_stream(9, 2), d.data(), r, cols, a.data(), scratch.data());
+        prf_rows_range_sqrt(prf_stream(9, 2), sd.data(), 0, 4, cols, b.data(), scratch.data());
+        prf_rows_range_sqrt(prf_stream(9, 2), sd.data(), 4, r, cols, b.data() + 4 * cols, scratch.data());
+        assert_memory_equal(a.data(), b.data(), a.size() * 4);
+    }
+}
 
 static void prf_matches_reference(void **) {
     for (const char *name : kModels) {
@@ -100,7 +119,7 @@ static void deterministic_across_threads_and_runs(void **) {
             assert_int_equal(a.j().stages[s].crc32c, c.j().stages[s].crc32c);
         }
     }
-    // Pinned: llama, r = 64, rv = 8 (glibc's log/sin/cos; docs/decisions.md "PRF").
+    // Pinned: llama, r = 64, rv = 8 (the pinned log / sin / cos of src/kernels/random.cc; docs/decisions.md "PRF").
     AttnRun a(model_dir("llama"), 64, 8, 1, STK_STAGE_MEMORY_FIT);
     ArrayReader w(a.path("prf_W.bin"));
     std::printf("pinned prf_W sha256_low64 %016llx, stage %016llx / %016llx / %016llx\n",
@@ -240,6 +259,7 @@ static void cli_convert_check_acceptance(void **) {
 
 int main() {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(prf_rows_paths_agree),
         cmocka_unit_test(prf_matches_reference),
         cmocka_unit_test(deterministic_across_threads_and_runs),
         cmocka_unit_test(bad_params_and_configs_refused),

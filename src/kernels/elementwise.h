@@ -17,6 +17,14 @@ void narrow_to_f32(const double *x, float *out, size_t n);
 // out[j] = double(x[j]) for j < n (exact).
 void widen_to_f64(const float *x, double *out, size_t n);
 
+// out[j] = float(x[j] * sqrt(d[j])) for j < n (sqrt and product correctly rounded in double,
+// then rounded to nearest even): prf_W's row of 5.3.
+void scale_by_sqrt_to_f32(const double *x, const double *d, float *out, size_t n);
+
+// sum_j double(x[j])^2 in a fixed order independent of the SIMD target: eight partial sums
+// (j mod 8, each in index order), then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)).
+double sum_squares_f32(const float *x, size_t n);
+
 // True if every x[j] is finite.
 bool all_finite(const double *x, size_t n);
 

@@ -12,27 +12,55 @@ namespace {
 void check_dim(size_t v, const char *what) {
     if (v > size_t(INT_MAX) / 128) throw_error(STK_E_INVALID_ARGUMENT, "linalg: %s = %zu is too large", what, v);
 }
-}  // namespace
 
-void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, double alpha, const double *a, ptrdiff_t rs_a,
-          ptrdiff_t cs_a, const double *b, ptrdiff_t rs_b, ptrdiff_t cs_b, double beta, double *c, ptrdiff_t rs_c,
-          ptrdiff_t cs_c, unsigned threads) {
+void check_gemm(size_t m, size_t n, size_t k, const void *a, const void *b, const void *c, ptrdiff_t rs_a, ptrdiff_t cs_a,
+                ptrdiff_t rs_b, ptrdiff_t cs_b, ptrdiff_t rs_c, ptrdiff_t cs_c, unsigned threads) {
     check_dim(m, "m");
     check_dim(n, "n");
     check_dim(k, "k");
-    if (m == 0 || n == 0) return;
     if (!c || (k && (!a || !b))) throw_error(STK_E_INVALID_ARGUMENT, "linalg: gemm with a null matrix");
     // BLIS requires one unit stride per matrix (or general strides); a zero or negative stride
     // is an error we report rather than let BLIS abort on.
     if (rs_a <= 0 || cs_a <= 0 || rs_b <= 0 || cs_b <= 0 || rs_c <= 0 || cs_c <= 0)
         throw_error(STK_E_INVALID_ARGUMENT, "linalg: gemm strides must be positive");
     if (threads == 0 || threads > 1024) throw_error(STK_E_INVALID_ARGUMENT, "linalg: gemm threads = %u", threads);
+}
+
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, double alpha, const double *a, ptrdiff_t rs_a,
+          ptrdiff_t cs_a, const double *b, ptrdiff_t rs_b, ptrdiff_t cs_b, double beta, double *c, ptrdiff_t rs_c,
+          ptrdiff_t cs_c, unsigned threads) {
+    if (m == 0 || n == 0) {
+        check_dim(m, "m");
+        check_dim(n, "n");
+        return;
+    }
+    check_gemm(m, n, k, a, b, c, rs_a, cs_a, rs_b, cs_b, rs_c, cs_c, threads);
     rntm_t rntm;
     bli_rntm_init(&rntm);
     bli_rntm_set_num_threads(dim_t(threads), &rntm);
     double al = alpha, be = beta;
     bli_dgemm_ex(trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, dim_t(m),
                  dim_t(n), dim_t(k), &al, const_cast<double *>(a), inc_t(rs_a), inc_t(cs_a), const_cast<double *>(b),
+                 inc_t(rs_b), inc_t(cs_b), &be, c, inc_t(rs_c), inc_t(cs_c), nullptr, &rntm);
+}
+
+void sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float *a, ptrdiff_t rs_a,
+           ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float beta, float *c, ptrdiff_t rs_c,
+           ptrdiff_t cs_c, unsigned threads) {
+    if (m == 0 || n == 0) {
+        check_dim(m, "m");
+        check_dim(n, "n");
+        return;
+    }
+    check_gemm(m, n, k, a, b, c, rs_a, cs_a, rs_b, cs_b, rs_c, cs_c, threads);
+    rntm_t rntm;
+    bli_rntm_init(&rntm);
+    bli_rntm_set_num_threads(dim_t(threads), &rntm);
+    float al = alpha, be = beta;
+    bli_sgemm_ex(trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, dim_t(m),
+                 dim_t(n), dim_t(k), &al, const_cast<float *>(a), inc_t(rs_a), inc_t(cs_a), const_cast<float *>(b),
                  inc_t(rs_b), inc_t(cs_b), &be, c, inc_t(rs_c), inc_t(cs_c), nullptr, &rntm);
 }
 

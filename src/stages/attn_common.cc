@@ -92,8 +92,20 @@ void whitening_diagonal(const float *wk, uint64_t rows, uint64_t cols, double *d
 void prf_rows_range(uint64_t stream, const double *d, uint64_t i0, uint64_t i1, uint64_t cols, float *out, double *scratch) {
     for (uint64_t i = i0; i < i1; i++) {
         kernels::gaussians(stream, i * cols, size_t(cols), scratch);
-        for (uint64_t j = 0; j < cols; j++) scratch[j] *= std::sqrt(d[j]);
-        kernels::narrow_to_f32(scratch, out + (i - i0) * cols, size_t(cols));
+        kernels::scale_by_sqrt_to_f32(scratch, d, out + (i - i0) * cols, size_t(cols));
+    }
+}
+
+void prf_rows_range_sqrt(uint64_t stream, const double *sqrt_d, uint64_t i0, uint64_t i1, uint64_t cols, float *out,
+                         double *scratch) {
+    for (uint64_t i = i0; i < i1; i++) {
+        float *row = out + (i - i0) * cols;
+        if (cols % 2 == 0) {  // the row starts on a pair: draws and scaling in one pass
+            kernels::scaled_gaussian_pairs(stream, i * cols / 2, size_t(cols / 2), sqrt_d, row);
+        } else {
+            kernels::gaussians(stream, i * cols, size_t(cols), scratch);
+            for (uint64_t j = 0; j < cols; j++) row[j] = float(scratch[j] * sqrt_d[j]);
+        }
     }
 }
 

@@ -65,6 +65,10 @@ void whitening_diagonal(const float *wk, uint64_t rows, uint64_t cols, double *d
 void prf_rows(uint64_t stream, const double *d, uint64_t r, uint64_t cols, float *out, double *scratch);
 // Rows [i0, i1) of the same matrix into out (row i0 first): any split gives the same bytes.
 void prf_rows_range(uint64_t stream, const double *d, uint64_t i0, uint64_t i1, uint64_t cols, float *out, double *scratch);
+// The same from sqrt(d) (sqrt_d[j] = sqrt(d[j]), computed once per layer): identical bytes.
+// scratch: cols doubles (used only when cols is odd).
+void prf_rows_range_sqrt(uint64_t stream, const double *sqrt_d, uint64_t i0, uint64_t i1, uint64_t cols, float *out,
+                         double *scratch);
 // 5.5: the expected denominator of one key at cold start: E over independent x, y ~ N(0, I) of
 // exp(x^T D y / tau) = prod_j (1 - (d_j / tau)^2)^(-1/2); +inf if some d_j >= tau.
 double expected_denominator(const double *d, uint64_t n, double tau);

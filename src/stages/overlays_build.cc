@@ -15,6 +15,12 @@
 //      deltaC(q) = U ((phi(q)^T H) Z) is T phi(q) projected onto span(U) x span(H).
 // 12.3 inside the stage: H and U orthonormal to 1e-6 (else 18.2: re-orthonormalize once and
 // record), Z finite, deltaC finite for 8 random q.
+//
+// Precision (docs/decisions.md "Overlays"): the sketch passes over W_O (A^T Omega, the power
+// iterations, A Q for the rotation) are single-precision GEMMs on the f32 W_O as read, their
+// results widened to double for the QRs, eigenvectors and Gram matrices; A U (the captured
+// energy and Z's factor) is a double GEMM over W_O widened a block of rows at a time.  No
+// double copy of the whole W_O is kept unless the exact optimum is computed (small models).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -41,9 +47,11 @@ constexpr double kStabilizedTol = 1e-12;  // seed 18.2's fixed tolerance for the
 constexpr uint32_t kCheckQueries = 8;
 constexpr uint64_t kMaxLayerRecords = 64;  // per-layer energy records up to this many layers
 
+constexpr uint64_t kWidenRows = 64;  // rows of W_O widened to double at a time for A U
+
 struct OvSizes {
     AttnShape s;
-    uint64_t r, rv, k, opt_n, row_floats;
+    uint64_t r, rv, k, opt_n, row_floats, sk;  // sk: sketch columns of the fused pass (k + rv)
     size_t work;
 };
 
@@ -57,6 +65,7 @@ OvSizes ov_sizes(const stk_job_params &p, const ModelPlan &plan) {
     uint64_t m = std::min<uint64_t>(z.s.d_model, z.s.d_v);
     z.opt_n = m <= kOptimumMaxDim ? m : 0;
     z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
+    z.sk = z.k + z.rv;
     uint64_t big = std::max<uint64_t>({z.s.d_v, z.s.d_model, z.r});
     z.work = std::max({kernels::qr_workspace(size_t(big), size_t(z.k)), kernels::sym_eig_workspace(size_t(z.k)),
                        z.opt_n ? kernels::sym_eig_workspace(size_t(z.opt_n)) : size_t(0)});
@@ -64,8 +73,8 @@ OvSizes ov_sizes(const stk_job_params &p, const ModelPlan &plan) {
 }
 
 struct OvBuffers {
-    float *wo, *row_scratch, *prf32, *out32;
-    double *A, *omega, *Y, *AQ, *G, *eig, *U, *H, *P, *PH, *AU, *Z, *opt, *work, *q, *phi, *t1, *t2;
+    float *wo, *row_scratch, *prf32, *out32, *xf, *yf;
+    double *A, *Ablk, *omega, *Y, *AQ, *X, *G, *eig, *U, *H, *P, *PH, *AU, *Z, *opt, *work, *q, *dots, *phi, *t1, *t2;
 };
 
 OvBuffers ov_alloc(const OvSizes &z, Arena *arena, ArenaSizer *sizer) {
@@ -83,10 +92,14 @@ OvBuffers ov_alloc(const OvSizes &z, Arena *arena, ArenaSizer *sizer) {
     f(b.row_scratch, z.row_floats);
     f(b.prf32, z.r * dm);
     f(b.out32, std::max<uint64_t>({z.r * z.rv, dv * z.rv, z.rv * z.rv}));
-    d(b.A, dm * dv);
+    f(b.xf, std::max(dm, dv) * z.sk);  // the right-hand side of a sketch pass in f32
+    f(b.yf, std::max(dm, dv) * z.sk);  // its product in f32
+    d(b.A, z.opt_n ? dm * dv : 1);                 // W_O in double, for the optimum only
+    d(b.Ablk, std::min(dm, kWidenRows) * dv);      // a block of W_O's rows in double
     d(b.omega, dm * z.k);
+    d(b.X, std::max(dm, dv) * z.sk);
     d(b.Y, dv * z.k);
-    d(b.AQ, dm * z.k);
+    d(b.AQ, dm * z.sk);
     d(b.G, z.k * z.k);
     d(b.eig, std::max<uint64_t>(z.k, z.opt_n));
     d(b.U, dv * z.rv);
@@ -97,7 +110,8 @@ OvBuffers ov_alloc(const OvSizes &z, Arena *arena, ArenaSizer *sizer) {
     d(b.Z, z.rv * z.rv);
     d(b.opt, z.opt_n ? z.opt_n * z.opt_n : 1);
     d(b.work, z.work);
-    d(b.q, dm);
+    d(b.q, dm * kCheckQueries);
+    d(b.dots, z.r * kCheckQueries);
     d(b.phi, z.r);
     d(b.t1, z.rv);
     d(b.t2, z.rv);
@@ -138,25 +152,59 @@ double orthonormalize_checked(uint64_t m, uint64_t n, double *a, double *work, s
     return e;
 }
 
-// A^T Omega (d_v x k, column-major) for the row-major A (d_model x d_v), then `power` rounds of
-// QR, A Y, QR, A^T Y.  Leaves an orthonormal Y.
-void range_finder(const OvSizes &z, OvBuffers &b, uint64_t k, uint32_t power, unsigned threads, OrthoLog *reran) {
-    const uint64_t dm = z.s.d_model, dv = z.s.d_v;
-    using kernels::gemm;
-    gemm(true, false, dv, k, dm, 1.0, b.A, ptrdiff_t(dv), 1, b.omega, ptrdiff_t(k), 1, 0.0, b.Y, 1, ptrdiff_t(dv), threads);
-    for (uint32_t it = 0; it < power; it++) {
+// out (rows x n, column-major, double) = op(W_O) x (cols x n, column-major, double) in single
+// precision: x narrowed to f32, BLIS sgemm on the f32 W_O (row-major d_model x d_v; op = A^T
+// when `transpose`), the product widened back.  One pass over W_O.
+void sketch_pass(const OvSizes &z, OvBuffers &b, bool transpose, const double *x, uint64_t n, double *out, unsigned threads) {
+    const uint64_t dm = z.s.d_model, dv = z.s.d_v, rows = transpose ? dv : dm, cols = transpose ? dm : dv;
+    kernels::narrow_to_f32(x, b.xf, size_t(cols * n));
+    kernels::sgemm(transpose, false, rows, n, cols, 1.0f, b.wo, ptrdiff_t(dv), 1, b.xf, 1, ptrdiff_t(cols), 0.0f, b.yf, 1,
+                   ptrdiff_t(rows), threads);
+    kernels::widen_to_f64(b.yf, out, size_t(rows * n));
+}
+
+// The range finder on A^T (HMT 4.3 + 5.1): Y = A^T Omega, then `power` rounds of QR, A Y, QR,
+// A^T Y; leaves an orthonormal Y (d_v x k).  The spec's bare sketch rides along: its Omega is
+// the first rv columns of ours, so its A^T Omega is the first rv columns of Y's first pass
+// (copied to spec_u and orthonormalized); its A U_spec is computed in the first A Y pass (the
+// extra rv columns) and *spec_cap set to its |.|^2.
+void range_finder(const OvSizes &z, OvBuffers &b, uint64_t k, uint32_t power, unsigned threads, OrthoLog *reran,
+                  double *spec_u, double *spec_cap) {
+    const uint64_t dm = z.s.d_model, dv = z.s.d_v, rv = z.rv;
+    for (uint64_t i = 0; i < dm; i++)  // Omega row-major d_model x k -> column-major in X
+        for (uint64_t c = 0; c < k; c++) b.X[c * dm + i] = b.omega[i * k + c];
+    sketch_pass(z, b, true, b.X, k, b.Y, threads);
+    std::memcpy(spec_u, b.Y, size_t(dv * rv * 8));
+    OrthoLog ignored;  // the spec's sketch is only measured, never written
+    orthonormalize_checked(dv, rv, spec_u, b.work, z.work, &ignored);
+    for (uint32_t it = 0; it < std::max<uint32_t>(power, 1); it++) {
         orthonormalize_checked(dv, k, b.Y, b.work, z.work, reran);
-        gemm(false, false, dm, k, dv, 1.0, b.A, ptrdiff_t(dv), 1, b.Y, 1, ptrdiff_t(dv), 0.0, b.AQ, 1, ptrdiff_t(dm), threads);
+        if (it == 0) {  // [Y | U_spec] in one pass
+            std::memcpy(b.X, b.Y, size_t(dv * k * 8));
+            std::memcpy(b.X + dv * k, spec_u, size_t(dv * rv * 8));
+            sketch_pass(z, b, false, b.X, k + rv, b.AQ, threads);
+            *spec_cap = frob2(b.AQ + dm * k, dm * rv);
+            if (power == 0) break;
+        } else {
+            sketch_pass(z, b, false, b.Y, k, b.AQ, threads);
+        }
         orthonormalize_checked(dm, k, b.AQ, b.work, z.work, reran);
-        gemm(true, false, dv, k, dm, 1.0, b.A, ptrdiff_t(dv), 1, b.AQ, 1, ptrdiff_t(dm), 0.0, b.Y, 1, ptrdiff_t(dv), threads);
+        sketch_pass(z, b, true, b.AQ, k, b.Y, threads);
     }
     orthonormalize_checked(dv, k, b.Y, b.work, z.work, reran);
 }
 
-// |A U|^2 for an orthonormal d_v x n column-major U (AU left in b.AU when n == rv).
+// out (d_model x n, column-major) = A u in double for the d_v x n column-major u, W_O widened
+// kWidenRows rows at a time; returns |A u|_F^2.  Each output row is a BLIS dot product over
+// d_v alone, so the block size and thread count do not change the bytes.
 double captured(const OvSizes &z, OvBuffers &b, const double *u, uint64_t n, double *out, unsigned threads) {
     const uint64_t dm = z.s.d_model, dv = z.s.d_v;
-    kernels::gemm(false, false, dm, n, dv, 1.0, b.A, ptrdiff_t(dv), 1, u, 1, ptrdiff_t(dv), 0.0, out, 1, ptrdiff_t(dm), threads);
+    for (uint64_t i0 = 0; i0 < dm; i0 += kWidenRows) {
+        const uint64_t rows = std::min(kWidenRows, dm - i0);
+        kernels::widen_to_f64(b.wo + i0 * dv, b.Ablk, size_t(rows * dv));
+        kernels::gemm(false, false, rows, n, dv, 1.0, b.Ablk, ptrdiff_t(dv), 1, u, 1, ptrdiff_t(dv), 0.0, out + i0, 1,
+                      ptrdiff_t(dm), threads);
+    }
     return frob2(out, dm * n);
 }
 
@@ -203,8 +251,8 @@ void overlays_build_run(Job &job) {
     job_work_begin(job, L, "layers");
     for (uint32_t l = 0; l < L; l++, job_work_add(job, 1)) {
         reader.read(reader.require(Role::O, int32_t(l), dm, dv), b.wo, b.row_scratch);
-        kernels::widen_to_f64(b.wo, b.A, size_t(dm * dv));
-        const double total = frob2(b.A, dm * dv);
+        if (z.opt_n) kernels::widen_to_f64(b.wo, b.A, size_t(dm * dv));
+        const double total = kernels::sum_squares_f32(b.wo, size_t(dm * dv));
 
         // H: signs / sqrt(r), column-major r x rv, then QR.
         const uint64_t hs = stream_seed(job.manifest.master_seed, kernels::kStreamOverlaysH, l);
@@ -216,22 +264,11 @@ void overlays_build_run(Job &job) {
         const uint64_t os = stream_seed(job.manifest.master_seed, kernels::kStreamOverlaysOmega, l);
         kernels::gaussians(os, 0, size_t(dm * k), b.omega);
 
-        // The spec's sketch: k = rv, no power iteration (its Omega = the first rv columns).
+        // Oversampled, power-iterated range finder (the spec's sketch, k = rv and no power
+        // iteration, computed alongside), then the r_v leading directions.
         double spec_cap = 0;
-        {
-            for (uint64_t i = 0; i < dm; i++)
-                for (uint64_t c = 0; c < rv; c++) b.AQ[i * rv + c] = b.omega[i * k + c];
-            kernels::gemm(true, false, dv, rv, dm, 1.0, b.A, ptrdiff_t(dv), 1, b.AQ, ptrdiff_t(rv), 1, 0.0, b.U, 1,
-                          ptrdiff_t(dv), threads);
-            OrthoLog ignored;  // the spec's sketch is only measured, never written
-            orthonormalize_checked(dv, rv, b.U, b.work, z.work, &ignored);
-            spec_cap = captured(z, b, b.U, rv, b.AU, threads);
-        }
-
-        // Oversampled, power-iterated range finder, then the r_v leading directions.
-        range_finder(z, b, k, kOverlayPowerIters, threads, &ortho);
-        kernels::gemm(false, false, dm, k, dv, 1.0, b.A, ptrdiff_t(dv), 1, b.Y, 1, ptrdiff_t(dv), 0.0, b.AQ, 1, ptrdiff_t(dm),
-                      threads);
+        range_finder(z, b, k, kOverlayPowerIters, threads, &ortho, b.U, &spec_cap);
+        sketch_pass(z, b, false, b.Y, k, b.AQ, threads);
         kernels::gemm(true, false, k, k, dm, 1.0, b.AQ, 1, ptrdiff_t(dm), b.AQ, 1, ptrdiff_t(dm), 0.0, b.G, 1, ptrdiff_t(k),
                       threads);
         kernels::symmetric_eigen(size_t(k), b.G, size_t(k), b.eig, true, b.work, z.work);
@@ -280,15 +317,15 @@ void overlays_build_run(Job &job) {
         // shrinks phi: the check is about finiteness, not about the value).
         const uint64_t qs = stream_seed(job.manifest.master_seed, kernels::kStreamOverlaysCheck, l);
         const double tau = prf_tau(s);
+        kernels::gaussians(qs, 0, size_t(dm * kCheckQueries), b.q);  // query t: draws t*dm .. t*dm + dm - 1
+        kernels::gemm(false, false, r, kCheckQueries, dm, 1.0, b.P, ptrdiff_t(dm), 1, b.q, 1, ptrdiff_t(dm), 0.0, b.dots, 1,
+                      ptrdiff_t(r), threads);
         for (uint32_t t = 0; t < kCheckQueries; t++) {
-            kernels::gaussians(qs, uint64_t(t) * dm, size_t(dm), b.q);
+            const double *q = b.q + uint64_t(t) * dm;
             double qq = 0;
-            for (uint64_t j = 0; j < dm; j++) qq += b.q[j] * b.q[j];
-            for (uint64_t i = 0; i < r; i++) {
-                double dot = 0;
-                for (uint64_t j = 0; j < dm; j++) dot += b.P[i * dm + j] * b.q[j];
-                b.phi[i] = std::exp(dot / std::sqrt(tau) - qq / (2 * tau)) / std::sqrt(double(r));
-            }
+            for (uint64_t j = 0; j < dm; j++) qq += q[j] * q[j];
+            for (uint64_t i = 0; i < r; i++)
+                b.phi[i] = std::exp(b.dots[uint64_t(t) * r + i] / std::sqrt(tau) - qq / (2 * tau)) / std::sqrt(double(r));
             for (uint64_t c = 0; c < rv; c++) {  // t1 = H^T phi
                 double acc = 0;
                 for (uint64_t i = 0; i < r; i++) acc += b.H[c * r + i] * b.phi[i];

@@ -48,6 +48,7 @@ void prf_arena(const PrfSizes &z, ArenaSizer &s) {
     s.add_array<float>(size_t(z.s.d_kv * d));       // W_K
     s.add_array<float>(size_t(z.row_floats));       // transpose scratch
     s.add_array<double>(size_t(d));                 // whitening diagonal
+    s.add_array<double>(size_t(d));                 // its square roots
     s.add_array<double>(size_t(d) * z.threads);     // a Gaussian row per thread
     s.add_array<float>(size_t(z.r * d));            // prf_W of one layer
     s.add_array<float>(size_t(std::max<uint64_t>(z.r, z.s.d_v)));  // a row of zeros / ones
@@ -77,6 +78,7 @@ void prf_build_run(Job &job) {
     float *wk = arena.alloc_array<float>(size_t(s.d_kv * d));
     float *row_scratch = arena.alloc_array<float>(size_t(z.row_floats));
     double *diag = arena.alloc_array<double>(size_t(d));
+    double *sqrt_diag = arena.alloc_array<double>(size_t(d));
     double *grow = arena.alloc_array<double>(size_t(d * z.threads));
     float *prf = arena.alloc_array<float>(size_t(r * d));
     float *row = arena.alloc_array<float>(size_t(std::max<uint64_t>(r, s.d_v)));
@@ -105,10 +107,11 @@ void prf_build_run(Job &job) {
                          "denominator is infinite (W_K entries of magnitude ~sqrt(tau))", l, t.name, tau);
         // Rows split between threads: draw k of the stream is addressed directly, so the bytes
         // do not depend on the split.
+        for (uint64_t j = 0; j < d; j++) sqrt_diag[j] = std::sqrt(diag[j]);
         const uint64_t stream = prf_stream(job.manifest.master_seed, l), per = (r + z.threads - 1) / z.threads;
         auto rows_of = [&](uint64_t t) {
             const uint64_t i0 = std::min(r, t * per), i1 = std::min(r, i0 + per);
-            prf_rows_range(stream, diag, i0, i1, d, prf + i0 * d, grow + t * d);
+            prf_rows_range_sqrt(stream, sqrt_diag, i0, i1, d, prf + i0 * d, grow + t * d);
         };
         std::vector<std::thread> pool;  // per layer, outside the per-row loop
         for (uint64_t t = 1; t < z.threads; t++) pool.emplace_back(rows_of, t);
