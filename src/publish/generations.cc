@@ -68,12 +68,7 @@ bool parse_generation_name(const std::string &name, uint64_t *seq) {
     return true;
 }
 
-bool read_current(const std::string &root, CurrentPointer *out) {
-    std::string path = root + "/" + kCurrentFileName;
-    if (!file_exists(path)) return false;
-    MappedFile f(path);
-    const char *p = reinterpret_cast<const char *>(f.data());
-    size_t n = size_t(f.size());
+CurrentPointer parse_current(const char *p, size_t n, const std::string &path) {
     if (n > kMaxCurrentBytes || n < 67 || p[n - 1] != '\n')
         throw_at(STK_E_CORRUPT, path, 0, "%zu bytes: CURRENT is \"<generation name> <64 hex digits>\\n\"", n);
     std::string text(p, n - 1);
@@ -81,15 +76,28 @@ bool read_current(const std::string &root, CurrentPointer *out) {
     uint64_t seq;
     if (sp == std::string::npos || text.size() != sp + 65 || !parse_generation_name(text.substr(0, sp), &seq))
         throw_at(STK_E_CORRUPT, path, 0, "CURRENT is \"<generation name> <64 hex digits>\\n\", not \"%.80s\"", text.c_str());
+    CurrentPointer out;
     for (int i = 0; i < 32; i++) {
         int hi = hex_digit(text[sp + 1 + 2 * i]), lo = hex_digit(text[sp + 2 + 2 * i]);
         if (hi < 0 || lo < 0) throw_at(STK_E_CORRUPT, path, sp + 1 + 2 * i, "curr_hash is 64 lower-case hex digits");
-        out->curr_hash[i] = uint8_t(hi * 16 + lo);
+        out.curr_hash[i] = uint8_t(hi * 16 + lo);
     }
-    out->name = text.substr(0, sp);
-    if (out->name.compare(out->name.size() - 16, 16, hex32(out->curr_hash).substr(0, 16)) != 0)
+    out.name = text.substr(0, sp);
+    if (out.name.compare(out.name.size() - 16, 16, hex32(out.curr_hash).substr(0, 16)) != 0)
         throw_at(STK_E_CORRUPT, path, 0, "generation name %s does not end in the first 16 hex digits of its curr_hash",
-                 out->name.c_str());
+                 out.name.c_str());
+    return out;
+}
+
+std::string encode_current(const std::string &name, const uint8_t curr_hash[32]) {
+    return name + " " + hex32(curr_hash) + "\n";
+}
+
+bool read_current(const std::string &root, CurrentPointer *out) {
+    std::string path = root + "/" + kCurrentFileName;
+    if (!file_exists(path)) return false;
+    MappedFile f(path);
+    *out = parse_current(reinterpret_cast<const char *>(f.data()), size_t(f.size()), path);
     return true;
 }
 
@@ -229,7 +237,7 @@ std::string publish_staged(const std::string &root, const std::string &staging, 
     durable_fsync_dir(gens_dir(root));
     durable_fsync_dir(root);
     // 2. The swap: CURRENT.tmp written and fsynced, renamed over CURRENT, the root fsynced.
-    std::string text = std::string(name) + " " + hex32(curr_hash) + "\n";
+    std::string text = encode_current(name, curr_hash);
     durable_replace_file(root + "/" + kCurrentFileName, text.data(), text.size());
     return name;
 }

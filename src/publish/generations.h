@@ -38,6 +38,10 @@ struct CurrentPointer {
 // Reads ROOT/CURRENT: false when there is none (an empty root); STK_E_CORRUPT naming the file
 // when its bytes are not exactly "<name> <64 hex>\n".
 bool read_current(const std::string &root, CurrentPointer *out);
+// The bytes of CURRENT: the parser read_current uses (STK_E_CORRUPT naming `path` and the
+// offset; fuzz/current_pointer.cc) and the one encoder of what the publisher writes.
+CurrentPointer parse_current(const char *p, size_t n, const std::string &path);
+std::string encode_current(const std::string &name, const uint8_t curr_hash[32]);
 
 // What a reader opens for `path`: a root -> its current generation's directory (CURRENT read
 // once; *pointer filled); anything else -> path itself.  STK_E_NOT_FOUND for a root with no
