@@ -9,59 +9,14 @@
 
 #include <simdjson.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "test_util.h"
 
 using namespace stk;
 
 namespace {
 
-struct Run {
-    int exit_code = -1;
-    std::string out, err;
-};
-
-std::string slurp(const std::string &path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-std::string g_tmp;
-
-// Runs $STK_BIN with args (no shell), stdout and stderr captured apart.
-Run stk_run(const std::vector<std::string> &args) {
-    const char *bin = std::getenv("STK_BIN");
-    if (!bin) {
-        print_error("STK_BIN is not set (run under meson test)\n");
-        fail();
-    }
-    if (g_tmp.empty()) g_tmp = test::make_temp_dir("cli-io");
-    std::string o = g_tmp + "/stdout", e = g_tmp + "/stderr";
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fo = ::open(o.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fe = ::open(e.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fi = ::open("/dev/null", O_RDONLY);
-        dup2(fo, 1), dup2(fe, 2), dup2(fi, 0);
-        std::vector<char *> argv{const_cast<char *>(bin)};
-        for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
-        argv.push_back(nullptr);
-        execv(bin, argv.data());
-        _exit(127);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    Run r;
-    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    r.out = slurp(o);
-    r.err = slurp(e);
-    return r;
-}
+using Run = test::StkRun;
+using test::run_stk;
 
 std::string model() {
     const char *root = std::getenv("STK_SOURCE_ROOT");
@@ -99,7 +54,7 @@ std::string fresh_out(const char *tag) { return test::make_temp_dir(tag) + "/out
 // Byte-level BPE without the opt-in: EXT mode, said on stderr and in JSON; a summary follows.
 static void convert_says_what_it_did(void **) {
     std::string out = fresh_out("cli-ext");
-    Run r = stk_run({"convert", "--in", model(), "--out", out, "--partial"});
+    Run r = run_stk({"convert", "--in", model(), "--out", out, "--partial"});
     if (r.exit_code != 0) fail_msg("exit %d: %s", r.exit_code, r.err.c_str());
     assert_contains(r.err, "published generation");
     assert_contains(r.err, "arrays      22, 373 KiB");  // the numeric stages' arrays; no token tables
@@ -110,7 +65,7 @@ static void convert_says_what_it_did(void **) {
     assert_true(r.out.empty());  // stdout is for --json only
 
     std::string out2 = fresh_out("cli-ext-json");
-    Run j = stk_run({"convert", "--in", model(), "--out", out2, "--partial", "--json"});
+    Run j = run_stk({"convert", "--in", model(), "--out", out2, "--partial", "--json"});
     simdjson::dom::parser p;
     auto root = parse_result(p, j, "convert");
     assert_true(bool(root["published"]));
@@ -131,7 +86,7 @@ static void convert_says_what_it_did(void **) {
 // With the opt-in the tables are written: the summary's arrays and bytes are what check verifies.
 static void convert_uncertified_matches_check(void **) {
     std::string out = fresh_out("cli-fst");
-    Run j = stk_run({"convert", model(), out, "--partial", "--allow-uncertified-tokenizer", "--json"});
+    Run j = run_stk({"convert", model(), out, "--partial", "--allow-uncertified-tokenizer", "--json"});
     simdjson::dom::parser p;
     auto root = parse_result(p, j, "convert");
     assert_true(std::string_view(root["tokenizer"]["mode"]) == "fst_uncertified");
@@ -139,13 +94,13 @@ static void convert_uncertified_matches_check(void **) {
     assert_int_equal(arrays, 31);  // 9 tokenizer arrays + 22 of the numeric stages and the bridge
     assert_int_equal(bytes, 385895);
     assert_contains(j.err, "WARNING: token tables built UNCERTIFIED");
-    Run c = stk_run({"check", out, "--json"});
+    Run c = run_stk({"check", out, "--json"});
     simdjson::dom::parser p2;
     auto croot = parse_result(p2, c, "check");
     assert_int_equal(uint64_t(croot["arrays"]), arrays);
     assert_int_equal(uint64_t(croot["bytes"]), bytes);
     // inspect on the generation: the manifest's arrays, sizes and digests.
-    Run i = stk_run({"inspect", out, "--json"});
+    Run i = run_stk({"inspect", out, "--json"});
     simdjson::dom::parser p3;
     auto iroot = parse_result(p3, i, "inspect");
     assert_true(std::string_view(iroot["kind"]) == "generation");
@@ -161,7 +116,7 @@ static void convert_uncertified_matches_check(void **) {
     assert_int_equal(sum, bytes);
     assert_true(std::string_view(iroot["tokenizer"]["mode"]) == "fst_uncertified");
     assert_true(std::string_view(iroot["arrays"].at(0)["name"]) == "tokenizer_fst.bin");
-    Run it = stk_run({"inspect", "--in", out});
+    Run it = run_stk({"inspect", "--in", out});
     assert_int_equal(it.exit_code, 0);
     assert_contains(it.out, "tokenizer_fst.bin");
     assert_contains(it.out, "fst_uncertified");
@@ -173,7 +128,7 @@ static void convert_uncertified_matches_check(void **) {
 
     // replay --json: a token that is part of a UTF-8 character is still valid JSON; hex is exact.
     const std::string prompt = "a \xf0\x9f\x98\x80 b";
-    Run rp = stk_run({"replay", out, "--prompt", prompt, "--json"});
+    Run rp = run_stk({"replay", out, "--prompt", prompt, "--json"});
     simdjson::dom::parser p4;
     auto rroot = parse_result(p4, rp, "replay");
     std::string hex;
@@ -222,7 +177,7 @@ static void json_always_one_object(void **) {
         {{"--list-models", "--json", "--x"}, "--list-models", 2, "usage"},
     };
     for (const Case &c : cases) {
-        Run r = stk_run(c.args);
+        Run r = run_stk(c.args);
         std::string line;
         for (const std::string &a : c.args) line += a + " ";
         if (r.exit_code != c.exit_code) fail_msg("stk %s: exit %d, expected %d; %s", line.c_str(), r.exit_code, c.exit_code, r.err.c_str());
@@ -240,7 +195,7 @@ static void json_always_one_object(void **) {
         {"convert", model(), out, "--dry-run", "--json"},
     };
     for (const auto &args : ok) {
-        Run r = stk_run(args);
+        Run r = run_stk(args);
         assert_int_equal(r.exit_code, 0);
         simdjson::dom::parser p;
         parse_result(p, r, args[0].c_str());
@@ -254,44 +209,44 @@ static void arguments_validated_first(void **) {
     // --out naming a file, with a model that does not exist: the --out problem is reported.
     std::string file = dir + "/afile";
     test::write_bytes(file, {1, 2, 3});
-    Run r = stk_run({"convert", "--in", "/nonexistent/model", "--out", file});
+    Run r = run_stk({"convert", "--in", "/nonexistent/model", "--out", file});
     assert_int_equal(r.exit_code, 1);
     assert_contains(r.err, "STK_E_OUTPUT_EXISTS");
     assert_contains(r.err, "is not a directory");
     // --out holding a single generation (not a root): refused before the checkpoint is read
     // (the model is missing).
     std::string root = dir + "/gen";
-    assert_int_equal(stk_run({"convert", model(), root, "--partial"}).exit_code, 0);
+    assert_int_equal(run_stk({"convert", model(), root, "--partial"}).exit_code, 0);
     std::vector<uint8_t> current = test::read_bytes(root + "/CURRENT");
     std::string gen = root + "/generations/" + std::string(current.begin(), current.begin() + 23);
-    r = stk_run({"convert", "--in", "/nonexistent/model", "--out", gen});
+    r = run_stk({"convert", "--in", "/nonexistent/model", "--out", gen});
     assert_int_equal(r.exit_code, 1);
     assert_contains(r.err, "already holds a published generation");
     // A missing --in is named as such, not as a missing config.json.
-    r = stk_run({"convert", "--in", dir + "/nope", "--out", dir + "/o2"});
+    r = run_stk({"convert", "--in", dir + "/nope", "--out", dir + "/o2"});
     assert_int_equal(r.exit_code, 5);
     assert_contains(r.err, "--in " + dir + "/nope: no such file or directory");
     assert_false(exists(dir + "/o2"));
     // A directory that is not a model: config.json named.
-    r = stk_run({"convert", "--in", dir, "--out", dir + "/o3"});
+    r = run_stk({"convert", "--in", dir, "--out", dir + "/o3"});
     assert_int_equal(r.exit_code, 5);
     assert_contains(r.err, "no config.json in " + dir);
     // Unknown options, single-dash words and stray words are usage errors, named.
-    r = stk_run({"check", gen, "-q"});
+    r = run_stk({"check", gen, "-q"});
     assert_int_equal(r.exit_code, 2);
     assert_contains(r.err, "unknown option -q");
-    r = stk_run({"check", "--out", gen, "foo"});
+    r = run_stk({"check", "--out", gen, "foo"});
     assert_int_equal(r.exit_code, 2);
     assert_contains(r.err, "the directory is given twice");
-    r = stk_run({"inspect", model(), "foo"});
+    r = run_stk({"inspect", model(), "foo"});
     assert_int_equal(r.exit_code, 2);
     assert_contains(r.err, "unexpected argument 'foo'");
-    r = stk_run({"convert", model(), dir + "/o4", "--threads", "-1"});
+    r = run_stk({"convert", model(), dir + "/o4", "--threads", "-1"});
     assert_int_equal(r.exit_code, 2);
     assert_contains(r.err, "--threads takes a whole number, not '-1'");
     // Boolean flags before positionals keep the order (--partial does not swallow the model).
     std::string o5 = dir + "/o5";
-    assert_int_equal(stk_run({"convert", "--partial", model(), o5}).exit_code, 0);
+    assert_int_equal(run_stk({"convert", "--partial", model(), o5}).exit_code, 0);
     assert_true(exists(o5 + "/CURRENT"));
 }
 
@@ -302,7 +257,7 @@ static void flag_names_consistent(void **) {
     const char *spell[3] = {"--Ltok", "--ltok", "--L_tok"};
     for (int i = 0; i < 3; i++) {
         gens[i] = dir + "/g" + std::to_string(i);
-        Run r = stk_run({"convert", model(), gens[i], "--partial", "--allow-uncertified-tokenizer", spell[i], "6",
+        Run r = run_stk({"convert", model(), gens[i], "--partial", "--allow-uncertified-tokenizer", spell[i], "6",
                          i == 1 ? "--topl" : "--topL", "10", "--json"});
         simdjson::dom::parser p;
         auto root = parse_result(p, r, "convert");
@@ -312,36 +267,36 @@ static void flag_names_consistent(void **) {
         assert_int_equal(uint64_t(root["arrays"]), 7 + 22);
     }
     for (const char *s : spell) {
-        Run r = stk_run({"tokenize", model(), "--prompt", "the theorem", "--mode", "greedy", s, "6"});
+        Run r = run_stk({"tokenize", model(), "--prompt", "the theorem", "--mode", "greedy", s, "6"});
         assert_int_equal(r.exit_code, 0);
     }
-    Run a = stk_run({"tokenize", model(), "--prompt", "the theorem", "--mode=greedy", "--Ltok=6"});
-    Run b = stk_run({"tokenize", "--in", model(), "--prompt", "the theorem", "--mode", "greedy", "--ltok", "6"});
+    Run a = run_stk({"tokenize", model(), "--prompt", "the theorem", "--mode=greedy", "--Ltok=6"});
+    Run b = run_stk({"tokenize", "--in", model(), "--prompt", "the theorem", "--mode", "greedy", "--ltok", "6"});
     assert_int_equal(a.exit_code, 0);
     assert_string_equal(a.out.c_str(), b.out.c_str());
 }
 
 // --in: a directory, a checkpoint file in it, a HuggingFace cache folder; stk inspect DIR.
 static void in_resolution(void **) {
-    Run base = stk_run({"inspect", "--in", model(), "--json"});
+    Run base = run_stk({"inspect", "--in", model(), "--json"});
     assert_int_equal(base.exit_code, 0);
-    Run pos = stk_run({"inspect", model(), "--json"});
+    Run pos = run_stk({"inspect", model(), "--json"});
     assert_string_equal(base.out.c_str(), pos.out.c_str());
-    Run file = stk_run({"inspect", model() + "/model.safetensors", "--json"});
+    Run file = run_stk({"inspect", model() + "/model.safetensors", "--json"});
     assert_int_equal(file.exit_code, 0);
     simdjson::dom::parser p;
     auto root = parse_result(p, file, "inspect");
     assert_int_equal(uint64_t(root["n_params"]), 11280);
     assert_true(std::string_view(root["kind"]) == "model");
     // A tokenizer file names its directory too.
-    Run tf = stk_run({"tokenize", model() + "/vocab.json", "--prompt", "the theorem"});
-    Run td = stk_run({"tokenize", model(), "--prompt", "the theorem"});
+    Run tf = run_stk({"tokenize", model() + "/vocab.json", "--prompt", "the theorem"});
+    Run td = run_stk({"tokenize", model(), "--prompt", "the theorem"});
     assert_int_equal(tf.exit_code, 0);
     assert_string_equal(tf.out.c_str(), td.out.c_str());
     // A file in a directory without config.json: convert names the missing config.json.
     std::string lone = test::make_temp_dir("cli-lone");
     test::write_bytes(lone + "/model.safetensors", {0});
-    Run lf = stk_run({"convert", lone + "/model.safetensors", lone + "/out"});
+    Run lf = run_stk({"convert", lone + "/model.safetensors", lone + "/out"});
     assert_int_equal(lf.exit_code, 5);
     assert_contains(lf.err, "no config.json in " + lone);
     // models--org--name with refs/main -> snapshots/<rev> (files are links into blobs/ on the hub).
@@ -353,16 +308,16 @@ static void in_resolution(void **) {
     for (const char *f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"})
         assert_int_equal(symlink((model() + "/" + f).c_str(), (cache + "/snapshots/" + rev + "/" + f).c_str()), 0);
     // Two snapshots and no refs/main: which one is ambiguous, and the message says how to choose.
-    Run amb = stk_run({"inspect", cache});
+    Run amb = run_stk({"inspect", cache});
     assert_int_equal(amb.exit_code, 5);
     assert_contains(amb.err, "2 snapshots");
     test::write_bytes(cache + "/refs/main", std::vector<uint8_t>(rev.begin(), rev.end()));
-    Run hf = stk_run({"inspect", cache, "--json"});
+    Run hf = run_stk({"inspect", cache, "--json"});
     simdjson::dom::parser p2;
     auto hroot = parse_result(p2, hf, "inspect");
     assert_int_equal(uint64_t(hroot["n_params"]), 11280);
     std::string out = fresh_out("cli-hf-out");
-    Run conv = stk_run({"convert", "--in", cache, "--out", out, "--partial", "--json"});
+    Run conv = run_stk({"convert", "--in", cache, "--out", out, "--partial", "--json"});
     simdjson::dom::parser p3;
     auto croot = parse_result(p3, conv, "convert");
     assert_true(std::string_view(croot["in"]) == cache + "/snapshots/" + rev);
@@ -371,7 +326,7 @@ static void in_resolution(void **) {
 // --dry-run: the plan, nothing written; --list-models; --help of every command.
 static void plan_models_help(void **) {
     std::string out = fresh_out("cli-plan");
-    Run d = stk_run({"convert", model(), out, "--dry-run", "--json"});
+    Run d = run_stk({"convert", model(), out, "--dry-run", "--json"});
     simdjson::dom::parser p;
     auto root = parse_result(p, d, "convert");
     assert_true(bool(root["dry_run"]));
@@ -381,15 +336,15 @@ static void plan_models_help(void **) {
     assert_true(uint64_t(root["expected_peak_bytes"]) == arena + uint64_t(root["largest_layer_f32_bytes"]));
     assert_false(exists(out));
     // The arena of the plan is the arena of the run.
-    Run c = stk_run({"convert", model(), out, "--partial", "--json"});
+    Run c = run_stk({"convert", model(), out, "--partial", "--json"});
     simdjson::dom::parser p2;
     assert_int_equal(uint64_t(parse_result(p2, c, "convert")["arena_bytes"]), arena);
-    Run t = stk_run({"convert", model(), out + "2", "--dry-run"});
+    Run t = run_stk({"convert", model(), out + "2", "--dry-run"});
     assert_int_equal(t.exit_code, 0);
     assert_contains(t.out, "nothing is written");
     assert_contains(t.out, "  bridge_init\n  manifest_emit\n");  // every stage is implemented
 
-    Run m = stk_run({"--list-models", "--json"});
+    Run m = run_stk({"--list-models", "--json"});
     simdjson::dom::parser p3;
     auto mroot = parse_result(p3, m, "--list-models");
     bool gpt2 = false;
@@ -422,7 +377,7 @@ static void plan_models_help(void **) {
     };
     for (const Help &h : helps) {
         for (const char *form : {"--help", "-h"}) {
-            Run r = stk_run({h.command, form});
+            Run r = run_stk({h.command, form});
             assert_int_equal(r.exit_code, 0);
             for (const char *w : h.mentions) assert_contains(r.out, w);
             for (size_t pos = 0, nl; pos < r.out.size(); pos = nl + 1) {
@@ -432,12 +387,12 @@ static void plan_models_help(void **) {
             }
         }
     }
-    Run via_help = stk_run({"help", "convert"});
+    Run via_help = run_stk({"help", "convert"});
     assert_int_equal(via_help.exit_code, 0);
-    assert_string_equal(via_help.out.c_str(), stk_run({"convert", "--help"}).out.c_str());
+    assert_string_equal(via_help.out.c_str(), run_stk({"convert", "--help"}).out.c_str());
     // inspect's tensor table fits 100 columns on the test models.
     for (const std::string &m : {model(), test::test_data("models/llama"), test::test_data("models/qwen2_moe")}) {
-        Run r = stk_run({"inspect", m});
+        Run r = run_stk({"inspect", m});
         assert_int_equal(r.exit_code, 0);
         for (size_t pos = 0, nl; pos < r.out.size(); pos = nl + 1) {
             nl = r.out.find('\n', pos);
@@ -445,7 +400,7 @@ static void plan_models_help(void **) {
             if (nl - pos > 100) fail_msg("inspect %s: line over 100 columns: %s", m.c_str(), r.out.substr(pos, nl - pos).c_str());
         }
     }
-    Run top = stk_run({"--help"});
+    Run top = run_stk({"--help"});
     assert_int_equal(top.exit_code, 0);
     assert_contains(top.out, "--list-models");
     assert_contains(top.out, "--allow-uncertified-tokenizer");
@@ -475,7 +430,7 @@ static void progress_on_a_terminal(void **) {
     assert_int_equal(WEXITSTATUS(st), 0);
     assert_contains(tty, "stk convert: [1/10] parse_tensors");
     assert_contains(tty, "\r\033[K");
-    Run plain = stk_run({"convert", m, out + "2", "--partial"});
+    Run plain = run_stk({"convert", m, out + "2", "--partial"});
     assert_true(plain.err.find("[1/10]") == std::string::npos);
     assert_true(plain.err.find('\033') == std::string::npos);
 }

@@ -25,32 +25,10 @@ using namespace stk::test;
 
 namespace {
 
-// Every stage of the DAG through the C API, as `stk convert --partial` runs it: a stage that is
-// not implemented (bridge_init) is skipped, anything else must succeed.
-// tests/data/models/<model>, or a path (contains '/').
+// Every stage through the C API (linear_job.h), with the greedy token tables written so that the
+// tokenizer has arrays too.  tests/data/models/<model>, or a path.
 std::string convert_all(const std::string &model, const char *tag, unsigned threads = 1) {
-    std::string out = make_temp_dir(tag) + "/out";
-    std::string in = model.find('/') == std::string::npos ? test_data("models/" + model) : model;
-    stk_job_params p{};
-    p.struct_size = sizeof p;
-    p.in_dir = in.c_str();
-    p.out_dir = out.c_str();
-    p.threads = threads;
-    p.flags = STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER;  // token tables written: the tokenizer has arrays
-    size_t bytes = 0;
-    assert_int_equal(stk_job_arena_size(&p, &bytes), STK_OK);
-    void *arena = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    stk_job *job = nullptr;
-    assert_int_equal(stk_open(&p, arena, bytes, &job), STK_OK);
-    for (int s = 1; s <= STK_STAGE_COUNT; s++) {
-        stk_status st = stk_stage_run(job, stk_stage(s));
-        if (st == STK_E_NOT_IMPLEMENTED) continue;
-        if (st != STK_OK) print_error("%s: stage %d: %s\n", model.c_str(), s, stk_last_error());
-        assert_int_equal(st, STK_OK);
-    }
-    stk_close(job);
-    std::free(arena);
-    return out;
+    return convert_model(model, threads, 0, tag, STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER).out;
 }
 
 std::vector<uint8_t> file(const std::string &p) { return read_bytes(p); }

@@ -307,37 +307,8 @@ static void current_pointer_validated(void **) {
 
 namespace {
 
-struct Run {
-    int exit_code = -1;
-    std::string out, err;
-};
-
-// The built stk with args; stdout and stderr captured.
-Run run_stk(const std::vector<std::string> &args) {
-    const char *bin = std::getenv("STK_BIN");
-    if (!bin) fail_msg("STK_BIN is not set (run under meson test)");
-    std::string dir = test::make_temp_dir("pub-io");
-    std::string o = dir + "/stdout", e = dir + "/stderr";
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fo = ::open(o.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int fe = ::open(e.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fo, 1), dup2(fe, 2);
-        std::vector<char *> argv{const_cast<char *>(bin)};
-        for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
-        argv.push_back(nullptr);
-        execv(bin, argv.data());
-        _exit(127);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    Run r;
-    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    r.out = text_of(o);
-    r.err = text_of(e);
-    return r;
-}
+using Run = test::StkRun;
+using test::run_stk;
 
 }  // namespace
 

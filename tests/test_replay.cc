@@ -14,7 +14,7 @@
 #include "kernels/random.h"
 #include "runtime/replay.h"
 #include "stages/bridge_init.h"
-#include "test_util.h"
+#include "linear_job.h"
 
 using namespace stk;
 using namespace stk::test;
@@ -26,27 +26,9 @@ std::string tiny_gpt2() {
     return std::string(root ? root : ".") + "/bindings/testdata/tiny-gpt2";
 }
 
+// Every stage through the C API (linear_job.h), greedy token tables written.
 std::string convert(const std::string &in, const char *tag, unsigned threads) {
-    std::string out = make_temp_dir(tag) + "/out";
-    stk_job_params p{};
-    p.struct_size = sizeof p;
-    p.in_dir = in.c_str();
-    p.out_dir = out.c_str();
-    p.threads = threads;
-    p.flags = STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER;
-    size_t bytes = 0;
-    assert_int_equal(stk_job_arena_size(&p, &bytes), STK_OK);
-    void *arena = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    stk_job *job = nullptr;
-    assert_int_equal(stk_open(&p, arena, bytes, &job), STK_OK);
-    for (int s = 1; s <= STK_STAGE_COUNT; s++) {
-        stk_status st = stk_stage_run(job, stk_stage(s));
-        if (st != STK_OK && st != STK_E_NOT_IMPLEMENTED) print_error("stage %d: %s\n", s, stk_last_error());
-        assert_true(st == STK_OK || st == STK_E_NOT_IMPLEMENTED);
-    }
-    stk_close(job);
-    std::free(arena);
-    return out;
+    return convert_model(in, threads, 0, tag, STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER).out;
 }
 
 struct Replay {

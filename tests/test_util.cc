@@ -1,6 +1,8 @@
 #include "test_util.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ftw.h>
@@ -63,6 +65,39 @@ std::vector<uint8_t> read_bytes(const std::string &path) {
     while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
     std::fclose(f);
     return out;
+}
+
+static std::string file_text(const std::string &path) {
+    std::vector<uint8_t> b = read_bytes(path);
+    return std::string(b.begin(), b.end());
+}
+
+StkRun run_stk(const std::vector<std::string> &args) {
+    const char *bin = std::getenv("STK_BIN");
+    if (!bin) fail_msg("STK_BIN is not set (run under meson test)");
+    static std::string dir;  // one capture directory per test process
+    if (dir.empty()) dir = make_temp_dir("stk-io");
+    const std::string o = dir + "/stdout", e = dir + "/stderr";
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fo = ::open(o.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = ::open(e.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fi = ::open("/dev/null", O_RDONLY);
+        dup2(fo, 1), dup2(fe, 2), dup2(fi, 0);
+        std::vector<char *> argv{const_cast<char *>(bin)};
+        for (const std::string &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+        argv.push_back(nullptr);
+        execv(bin, argv.data());
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    StkRun r;
+    r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.out = file_text(o);
+    r.err = file_text(e);
+    return r;
 }
 
 }  // namespace stk::test

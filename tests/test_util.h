@@ -37,6 +37,14 @@ std::string make_temp_dir(const char *tag);
 void write_bytes(const std::string &path, const std::vector<uint8_t> &bytes);
 std::vector<uint8_t> read_bytes(const std::string &path);
 
+// The built stk ($STK_BIN, set by meson test) run with args (no shell, stdin /dev/null), stdout and
+// stderr captured apart.
+struct StkRun {
+    int exit_code = -1;  // -1: killed by a signal
+    std::string out, err;
+};
+StkRun run_stk(const std::vector<std::string> &args);
+
 // Runs fn, which must throw stk::Error with `status`; returns the message (for substring checks).
 inline std::string expect_error(stk_status status, const std::function<void()> &fn) {
     try {
