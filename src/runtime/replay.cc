@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/prng.h"
 #include "kernels/random.h"
-#include "stages/bridge_init.h"  // bridge_context_id: the context a position has, as the stage built it
+#include "hash/hub_bits.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/greedy.h"
 #include "tokenizer/vocab_io.h"

@@ -30,18 +30,6 @@ uint32_t g_bridge_test_corrupt_guard = 0;
 
 namespace {
 
-// Bit position in [0, 64 w) of id under salt: the top 32 bits of the hash, scaled (multiply-shift).
-uint32_t bit_of(uint64_t id, uint64_t salt, uint32_t w) {
-    return uint32_t(((mix64(id, salt) >> 32) * uint64_t(64 * w)) >> 32);
-}
-
-void two_bit_row(uint64_t id, uint64_t salt_a, uint64_t salt_b, uint32_t w, uint64_t *row) {
-    for (uint32_t i = 0; i < w; i++) row[i] = 0;
-    const uint32_t a = bit_of(id, salt_a, w), b = bit_of(id, salt_b, w);
-    row[a >> 6] |= uint64_t(1) << (a & 63);
-    row[b >> 6] |= uint64_t(1) << (b & 63);
-}
-
 // Nearest-rank percentile index: the ceil(p n)-th smallest, 0-based.
 size_t rank_index(size_t n, double p) {
     size_t r = size_t(std::ceil(p * double(n)));
@@ -72,18 +60,6 @@ GuardTuple guard_tuple_load(const uint8_t in[kGuardTupleSize]) {
     return g;
 }
 
-uint32_t bridge_context_count(uint64_t vocab) {
-    uint64_t n = kBridgeMinContexts;
-    while (n < vocab && n < kBridgeMaxContexts) n <<= 1;
-    return uint32_t(n);
-}
-
-uint32_t bridge_context_id(uint32_t prev1, uint32_t prev2, uint32_t n_contexts) {
-    return uint32_t(mix64((uint64_t(prev1) << 32) | prev2, kSaltCtxId) & (n_contexts - 1));
-}
-
-void bridge_token_row(uint32_t token, uint32_t w, uint64_t *row) { two_bit_row(token, kSaltTokA, kSaltTokB, w, row); }
-void bridge_context_row(uint32_t context, uint32_t w, uint64_t *row) { two_bit_row(context, kSaltCtxA, kSaltCtxB, w, row); }
 
 double bridge_p99_abs(const float *x, size_t n, float *scratch) {
     if (n == 0) return 0;

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "format/manifest.h"
+#include "hash/hub_bits.h"
 
 namespace stk {
 
@@ -30,19 +31,11 @@ constexpr uint32_t kBridgeW = 2;                   // 14.5: u64 words per leg (W
 constexpr uint32_t kBridgeHubs = 64 * kBridgeW;    // H = H_bits
 constexpr double kBridgeGuardSlack = 0.01;         // beta: leg update bound per unit of the leg's sd
 constexpr double kBridgeP99Fraction = 0.8;         // spec-notes 16: p99 maps to 0.8 * 32767
-constexpr uint32_t kBridgeMinContexts = 64, kBridgeMaxContexts = 65536;
-constexpr uint32_t kBridgeNoToken = 0xFFFFFFFFu;   // "no previous token" (start of a sequence)
 constexpr uint32_t kBridgeHubSamples = 4096;       // (token, context) pairs the 12.6 hub check draws
 constexpr uint32_t kStreamBridgeHub = 8;           // PRNG streams (seed 10.4), module = stage 8
 constexpr uint32_t kStreamBridgePeer = 0x108;
 constexpr uint32_t kStreamBridgeCheck = 0x208;
 constexpr uint32_t kStreamAcceptanceBridge = 0x1008;
-
-// Salts of the bitset hashes (the ASCII of "brg-tokA", "brg-tokB", "brg-ctxA", "brg-ctxB",
-// "brg-ctx0" read as little-endian u64).  Bit of id under salt: ((mix64(id, salt) >> 32) * 64 w) >> 32.
-constexpr uint64_t kSaltTokA = 0x416b6f742d677262ull, kSaltTokB = 0x426b6f742d677262ull;
-constexpr uint64_t kSaltCtxA = 0x417874632d677262ull, kSaltCtxB = 0x427874632d677262ull;
-constexpr uint64_t kSaltCtxId = 0x307874632d677262ull;
 
 // Guard tuple flags.
 constexpr uint16_t kGuardPromoted = 1u << 0;       // the O(0) route may use this pair
@@ -55,15 +48,6 @@ struct GuardTuple {
 };
 void guard_tuple_store(const GuardTuple &g, uint8_t out[kGuardTupleSize]);
 GuardTuple guard_tuple_load(const uint8_t in[kGuardTupleSize]);
-
-// Contexts: a power of two, next_pow2(vocab) clamped to [64, 65536].
-uint32_t bridge_context_count(uint64_t vocab);
-// The context of a position: a hash bucket of the two previous token ids (kBridgeNoToken where
-// there is none).  n_contexts is a power of two.
-uint32_t bridge_context_id(uint32_t prev1, uint32_t prev2, uint32_t n_contexts);
-// A token row / a context row: w words, two bits set (one if the two hashes collide).
-void bridge_token_row(uint32_t token, uint32_t w, uint64_t *row);
-void bridge_context_row(uint32_t context, uint32_t w, uint64_t *row);
 
 // 9.3: the p99 of |x| over a row (nearest rank: the ceil(0.99 n)-th smallest), its scale
 // s = 0.8 * 32767 / p99 (absmax when the p99 is 0; 1 when the row is all zero), and the row
