@@ -202,27 +202,6 @@ static std::string dims_text(const ArraySpec &a) {
     return t + "]";
 }
 
-// What --dry-run sums: the arrays that will or may be written (disabled ones are not counted),
-// their payload split into exact sizes and upper bounds.
-struct PlanTotals {
-    size_t written = 0, optional = 0, disabled = 0;
-    uint64_t payload_exact = 0, payload_bound = 0, file_bytes = 0;
-};
-
-static PlanTotals plan_totals(const ArrayPlan &plan) {
-    PlanTotals t;
-    for (const PlannedArray &a : plan.arrays) {
-        if (a.presence == PlanPresence::Disabled) {
-            t.disabled++;
-            continue;
-        }
-        (a.presence == PlanPresence::Optional ? t.optional : t.written)++;
-        (a.exact ? t.payload_exact : t.payload_bound) += a.spec.payload_bytes();
-        t.file_bytes += a.spec.file_bytes();
-    }
-    return t;
-}
-
 // --dry-run: the plan, from the model described once (config, tensor layout) and the tokenizer
 // files: stages, every array each stage will publish with its dtype, dims and bytes (exact, or
 // an upper bound marked "<="), arena bytes and the expected peak.  Writes nothing.
@@ -230,6 +209,7 @@ static int dry_run(const std::string &in, const std::string &out, const stk_job_
     std::unique_ptr<ModelDescription> d;
     size_t arena_bytes = 0;
     ArrayPlan arrays;
+    ArrayPlanTotals tot;
     stk_job_params p{};
     stk_status s = guard([&] {
         p = normalize_params(params);
@@ -237,13 +217,13 @@ static int dry_run(const std::string &in, const std::string &out, const stk_job_
         const JobInputs inputs{p, d.get()};
         arena_bytes = job_arena_size_for(inputs);
         arrays = plan_job_arrays(inputs);
+        tot = plan_totals(arrays);
     });
     if (s != STK_OK) return report_failure("convert", s, json);
     const ModelPlan &plan = d->plan;
     // Peak: the arena, plus one layer converted to f32 while it streams.
     const uint64_t peak = uint64_t(arena_bytes) + plan.max_unit_f32_bytes;
-    const PlanTotals tot = plan_totals(arrays);
-    const uint64_t payload = tot.payload_exact + tot.payload_bound;
+    const uint64_t payload = tot.payload();
     const bool all_exact = tot.payload_bound == 0;
     const char *le = all_exact ? "" : "<= ";
     const StageDef *table = stage_table();
@@ -254,7 +234,7 @@ static int dry_run(const std::string &in, const std::string &out, const stk_job_
     };
     std::string msg = "dry run: nothing written; " + std::to_string(plan.n_tensors) + " tensors (" +
                       human_bytes(plan.checkpoint_bytes) + ") of " + plan.config.model_type + "; " +
-                      std::to_string(tot.written + tot.optional) + " arrays, " + le + human_bytes(payload) + "; arena " +
+                      std::to_string(tot.arrays()) + " arrays, " + le + human_bytes(payload) + "; arena " +
                       human_bytes(arena_bytes) + ", expected peak " + human_bytes(peak);
     if (json) {
         std::vector<std::string> stages, list;
@@ -274,7 +254,7 @@ static int dry_run(const std::string &in, const std::string &out, const stk_job_
             list.push_back(j.text());
         }
         Json t;
-        t.unum("arrays", tot.written + tot.optional).unum("written", tot.written).unum("optional", tot.optional);
+        t.unum("arrays", tot.arrays()).unum("written", tot.written).unum("optional", tot.optional);
         t.unum("disabled", tot.disabled).unum("bytes", payload).unum("bytes_exact", tot.payload_exact);
         t.unum("bytes_bound", tot.payload_bound).unum("file_bytes", tot.file_bytes).boolean("exact", all_exact);
         json_result("convert", kExitOk, STK_OK, msg)
@@ -307,14 +287,14 @@ static int dry_run(const std::string &in, const std::string &out, const stk_job_
     std::printf("peak memory  about %s (arena + the largest layer in f32, %s)\n", human_bytes(peak).c_str(),
                 human_bytes(plan.max_unit_f32_bytes).c_str());
     std::printf("options      r %u, rv %u, ltok %u, topl %u, threads %u\n", p.r, p.rv, p.l_tok, p.top_l, p.threads);
-    std::printf("output       %zu arrays%s, %s%s payload, %s%s in files (header included)\n", tot.written + tot.optional,
+    std::printf("output       %" PRIu64 " arrays%s, %s%s payload, %s%s in files (header included)\n", tot.arrays(),
                 tot.optional ? (" (" + std::to_string(tot.optional) + " optional)").c_str() : "", le,
                 human_bytes(payload).c_str(), le, human_bytes(tot.file_bytes).c_str());
     if (!all_exact)
         std::printf("%s\n", wrap("of which " + human_bytes(tot.payload_exact) + " exact and <= " + human_bytes(tot.payload_bound) +
                                      " bounded (sizes that depend on the values)", 13, 100, 13).insert(0, 13, ' ').c_str());
     if (tot.disabled)
-        std::printf("             %zu array%s disabled (not written, not counted)\n", tot.disabled, tot.disabled == 1 ? "" : "s");
+        std::printf("             %" PRIu64 " array%s disabled (not written, not counted)\n", tot.disabled, tot.disabled == 1 ? "" : "s");
     std::printf("\nstages and their arrays, in order (\"<=\": an upper bound; file = payload + %zu-byte header):\n",
                 kArrayHeaderSize);
     std::printf("  %-22s %-5s %-22s %12s %12s\n", "array", "dtype", "dims", "payload", "file");

@@ -20,6 +20,8 @@ uint64_t ArraySpec::payload_bytes() const {
     return n;
 }
 
+uint64_t ArraySpec::file_bytes() const { return checked_add(payload_bytes(), kArrayHeaderSize, "array file bytes"); }
+
 PlannedArray &ArrayPlan::add(stk_stage stage, ArraySpec spec, bool exact, const std::string &why) {
     PlannedArray a;
     a.spec = std::move(spec);
@@ -73,6 +75,22 @@ ArrayPlan plan_job_arrays(const JobInputs &in) {
             }
     }
     return plan;
+}
+
+ArrayPlanTotals plan_totals(const ArrayPlan &plan) {
+    ArrayPlanTotals t;
+    for (const PlannedArray &a : plan.arrays) {
+        if (a.presence == PlanPresence::Disabled) {
+            t.disabled++;
+            continue;
+        }
+        (a.presence == PlanPresence::Optional ? t.optional : t.written)++;
+        uint64_t &sum = a.exact ? t.payload_exact : t.payload_bound;
+        sum = checked_add(sum, a.spec.payload_bytes(), "planned payload bytes");
+        t.file_bytes = checked_add(t.file_bytes, a.spec.file_bytes(), "planned file bytes");
+    }
+    checked_add(t.payload_exact, t.payload_bound, "planned payload bytes");
+    return t;
 }
 
 const char *plan_presence_name(PlanPresence p) {

@@ -28,7 +28,7 @@ struct ArraySpec {
     ArraySpec() = default;
     ArraySpec(std::string n, DType t, std::initializer_list<uint64_t> d);
     uint64_t payload_bytes() const;  // prod(dims) * dtype size (checked: STK_E_INVALID_ARGUMENT)
-    uint64_t file_bytes() const { return payload_bytes() + kArrayHeaderSize; }
+    uint64_t file_bytes() const;     // payload + the 128-byte header (checked)
 };
 
 // Whether the stage will write the array, as far as the inputs tell.
@@ -53,6 +53,16 @@ struct ArrayPlan {
     // Marks every array of `stage` planned so far disabled with `why` (a feature switched off).
     void disable_stage(stk_stage stage, const std::string &why);
 };
+
+// What a plan sums: the arrays that will or may be written (disabled ones are not counted),
+// their payload split into exact sizes and upper bounds (checked sums).
+struct ArrayPlanTotals {
+    uint64_t written = 0, optional = 0, disabled = 0;
+    uint64_t payload_exact = 0, payload_bound = 0, file_bytes = 0;
+    uint64_t arrays() const { return written + optional; }
+    uint64_t payload() const { return payload_exact + payload_bound; }  // no overflow: checked when summed
+};
+ArrayPlanTotals plan_totals(const ArrayPlan &plan);
 
 // One stage's planner: appends the arrays the stage publishes for these inputs.
 using StagePlanFn = void (*)(const JobInputs &in, ArrayPlan &plan);

@@ -10,7 +10,8 @@
 # tokenizer: byte-level BPE) runs twice: plain (the plan must say the token tables are disabled,
 # EXT mode) and with --allow-uncertified-tokenizer (the tables written, T_n within their
 # bounds); llama runs once more with a SentencePiece tokenizer.model beside it (not byte-level
-# BPE: the token tables disabled, EXT wrapper).
+# BPE: the token tables disabled, EXT wrapper), and tiny-gpt2's weights once more with GPT-2's
+# full vocabulary (the T_n bounds over thousands of keys).
 # Usage: dry_run.sh STK MODELS_DIR TINY_GPT2_DIR
 set -eu
 stk=$1
@@ -118,3 +119,10 @@ mkdir "$tmp/llama-sp-model"
 for f in "$models"/llama/*; do ln -s "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")" "$tmp/llama-sp-model/"; done
 ln -s "$(cd "$models/../third_party/sentencepiece" && pwd)/llama2.tokenizer.model" "$tmp/llama-sp-model/tokenizer.model"
 check llama-sp "$tmp/llama-sp-model"
+# tiny-gpt2's weights with GPT-2's own 50257-token vocabulary: T_1..T_8 over thousands of keys.
+mkdir "$tmp/gpt2-vocab-model"
+for f in config.json model.safetensors; do ln -s "$(cd "$tiny" && pwd)/$f" "$tmp/gpt2-vocab-model/"; done
+for f in vocab.json merges.txt; do
+  ln -s "$(cd "$models/../third_party/gpt2/hf-dir" && pwd)/$f" "$tmp/gpt2-vocab-model/"
+done
+check gpt2-vocab "$tmp/gpt2-vocab-model" --allow-uncertified-tokenizer
