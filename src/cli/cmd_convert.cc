@@ -313,7 +313,14 @@ static int dry_run(const std::string &in, const std::string &out, const stk_job_
                         unknown ? "-" : (b + dims_text(a.spec)).c_str(),
                         unknown ? "-" : (b + human_bytes(a.spec.payload_bytes())).c_str(),
                         unknown ? "-" : (b + human_bytes(a.spec.file_bytes())).c_str(), state);
-            if (!a.reason.empty() && std::find(notes.begin(), notes.end(), a.reason) == notes.end()) notes.push_back(a.reason);
+            // Each clause ("; "-separated) once per stage: arrays of a stage share most of them.
+            for (size_t at = 0; at < a.reason.size();) {
+                size_t end = a.reason.find("; ", at);
+                if (end == std::string::npos) end = a.reason.size();
+                std::string clause = a.reason.substr(at, end - at);
+                if (std::find(notes.begin(), notes.end(), clause) == notes.end()) notes.push_back(clause);
+                at = end + 2;
+            }
         }
         for (const std::string &n : notes) std::printf("    %s\n", wrap("- " + n, 6).c_str());
     }

@@ -11,7 +11,8 @@
 # EXT mode) and with --allow-uncertified-tokenizer (the tables written, T_n within their
 # bounds); llama runs once more with a SentencePiece tokenizer.model beside it (not byte-level
 # BPE: the token tables disabled, EXT wrapper), and tiny-gpt2's weights once more with GPT-2's
-# full vocabulary (the T_n bounds over thousands of keys).
+# full vocabulary (the T_n bounds over thousands of keys), and with a 5-token vocabulary that
+# Sardinas-Patterson certifies (the plan says "optional", the run writes the tables).
 # Usage: dry_run.sh STK MODELS_DIR TINY_GPT2_DIR
 set -eu
 stk=$1
@@ -100,6 +101,8 @@ if name == "tiny-gpt2":  # byte-level BPE without the flag: the plan knows it en
 if name == "llama-sp":  # SentencePiece: the EXT wrapper
     assert mode == "ext" and tok and all(p["status"] == "disabled" for p in tok), (name, mode, tok)
     assert "not byte-level BPE" in tok[0]["reason"], tok[0]["reason"]
+if name == "certified":  # SP decides at run time: optional in the plan, certified FST in the run
+    assert mode == "fst" and len(tok) == 9 and all(p["status"] == "optional" for p in tok), (name, mode, tok)
 if name in ("gpt2", "llama", "bloom"):  # no tokenizer file
     assert mode == "absent" and len(tok) == 1 and tok[0]["status"] == "disabled", (name, mode, tok)
 if "--allow-uncertified-tokenizer" in opts:
@@ -126,3 +129,10 @@ for f in vocab.json merges.txt; do
   ln -s "$(cd "$models/../third_party/gpt2/hf-dir" && pwd)/$f" "$tmp/gpt2-vocab-model/"
 done
 check gpt2-vocab "$tmp/gpt2-vocab-model" --allow-uncertified-tokenizer
+# A byte-level BPE vocabulary Sardinas-Patterson certifies ("bc" without a single "b"): the plan
+# cannot know before the stage runs, so the token tables are "optional"; the convert writes them.
+mkdir "$tmp/certified-model"
+for f in config.json model.safetensors; do ln -s "$(cd "$tiny" && pwd)/$f" "$tmp/certified-model/"; done
+printf '{"a": 0, "bc": 1, "c": 2, "\\u0120": 3, "<|endoftext|>": 4}' >"$tmp/certified-model/vocab.json"
+printf '#version: 0.2\n' >"$tmp/certified-model/merges.txt"
+check certified "$tmp/certified-model"
