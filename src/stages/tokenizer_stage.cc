@@ -10,7 +10,7 @@
 #include <cstring>
 #include <new>
 #include <string>
-#include <unordered_set>
+#include <set>
 #include <vector>
 
 #include "core/error.h"
@@ -428,9 +428,10 @@ void tokenizer_stage_plan(const JobInputs &in, ArrayPlan &plan) {
     uint64_t total = 0;
     plan.add(st, dec_spec(dec_size_for(vocab.pieces, &total, vocab.source.c_str())));
     // Bytepieces as the stage takes them: distinct non-special pieces of 1..L bytes.  Per length,
-    // their count bounds T_n's keys (RH_n collisions can only drop some).
+    // their count bounds T_n's keys (RH_n collisions can only drop some).  Ordered: the witness
+    // below is the first in byte order, the same on every platform.
     auto special = [&](uint32_t id) { return id < vocab.is_special.size() && vocab.is_special[id]; };
-    std::vector<std::unordered_set<std::string>> by_len(size_t(L) + 1);
+    std::vector<std::set<std::string>> by_len(size_t(L) + 1);
     for (uint32_t id = 0; id < vocab.size(); id++) {
         const std::string &p = vocab.pieces[id];
         if (p.size() >= 1 && p.size() <= L && !special(id)) by_len[p.size()].insert(p);
