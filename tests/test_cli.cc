@@ -342,7 +342,37 @@ static void plan_models_help(void **) {
     Run t = run_stk({"convert", model(), out + "2", "--dry-run"});
     assert_int_equal(t.exit_code, 0);
     assert_contains(t.out, "nothing is written");
-    assert_contains(t.out, "  bridge_init\n  manifest_emit\n");  // every stage is implemented
+    assert_contains(t.out, "\nmanifest_emit\ncheck\n");  // every stage is implemented, these two write no array
+    assert_true(t.out.find("not implemented") == std::string::npos);
+    // The arrays: prf_W exact [L, r, d_model]; the token tables of this byte-level BPE vocabulary
+    // disabled (EXT mode without --allow-uncertified-tokenizer); tests/cli/dry_run.sh compares
+    // the whole list against real conversions.
+    assert_contains(t.out, "  prf_W.bin              f32   [2, 512, 16]               64.0 KiB     64.1 KiB\n");
+    assert_contains(t.out, "  T_1.bin                u8    <= [1944]");
+    bool prf = false, t1 = false;
+    for (auto a : root["arrays"].get_array()) {
+        std::string_view name = a["name"];
+        if (name == "prf_W.bin") {
+            prf = true;
+            assert_true(std::string_view(a["stage"]) == "prf_build" && std::string_view(a["dtype"]) == "f32");
+            std::vector<uint64_t> shape;
+            for (auto d : a["shape"].get_array()) shape.push_back(uint64_t(d));
+            assert_true((shape == std::vector<uint64_t>{2, 512, 16}));
+            assert_int_equal(uint64_t(a["bytes"]), 2 * 512 * 16 * 4);
+            assert_int_equal(uint64_t(a["file_bytes"]), 2 * 512 * 16 * 4 + 128);
+            assert_true(bool(a["exact"]) && std::string_view(a["status"]) == "written");
+        }
+        if (name == "T_1.bin") {
+            t1 = true;
+            assert_false(bool(a["exact"]));
+            assert_true(std::string_view(a["status"]) == "disabled");
+            assert_contains(std::string(std::string_view(a["reason"])), "--allow-uncertified-tokenizer");
+        }
+    }
+    assert_true(prf && t1);
+    assert_int_equal(uint64_t(root["array_totals"]["arrays"]), 22);
+    assert_int_equal(uint64_t(root["array_totals"]["disabled"]), 9);
+    assert_int_equal(uint64_t(root["array_totals"]["optional"]), 1);  // bridge_guard.bin
 
     Run m = run_stk({"--list-models", "--json"});
     simdjson::dom::parser p3;

@@ -186,12 +186,30 @@ static void serialization(void **) {
     test::expect_error(STK_E_CORRUPT, [&] { CuckooTable::load(bad.data(), bad.size(), "x"); });
 }
 
+// cuckoo_serialized_size_for (what `stk convert --dry-run` plans) is the built table's size: it
+// depends on the item count and the sizing load alone.
+static void serialized_size_for(void **) {
+    for (size_t n : {size_t(0), size_t(1), size_t(100), size_t(5000)}) {
+        for (double load : {0.90, 0.75}) {
+            CuckooParams p;
+            p.load = load;
+            Built b(n, p, 11 + n);
+            assert_int_equal(b.t.serialized_size(), cuckoo_serialized_size_for(n, p));
+        }
+    }
+    CuckooParams lo, hi;
+    lo.load = 0.75;
+    assert_true(cuckoo_serialized_size_for(5000, lo) > cuckoo_serialized_size_for(5000, hi));  // a lower load: more buckets
+    assert_true(cuckoo_serialized_size_for(5001, hi) >= cuckoo_serialized_size_for(5000, hi));
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lookups_and_report),
         cmocka_unit_test(achievable_load_with_kick_cap_8),
         cmocka_unit_test(stash_ring_emergency_full),
         cmocka_unit_test(serialization),
+        cmocka_unit_test(serialized_size_for),
     };
     return cmocka_run_group_tests_name("cuckoo", tests, nullptr, nullptr);
 }

@@ -333,6 +333,36 @@ static void escape_counts(void **) {
     }
 }
 
+// mphf_serialized_size_bound (what `stk convert --dry-run` plans): every built function's blob
+// is within it, for key counts from 0 up and 18.1 growths of M; buckets of 6 keys (lambda 6)
+// need pilots >= 255, so escapes (E > 0) are exercised too.  The bound counts every bucket as
+// escaped: it exceeds the blob by the 2 (B - E) escape bytes not used (+ 2 of alignment).
+static void serialized_size_bound(void **) {
+    uint64_t escaped = 0;
+    for (size_t K : {size_t(0), size_t(1), size_t(2), size_t(7), size_t(1000), size_t(30000)}) {
+        std::vector<uint64_t> keys = random_keys(K, 7 + K);
+        for (uint32_t attempt = 0; attempt <= 8; attempt += 4) {
+            for (double lambda : {3.5, 6.0}) {
+                MphfParams p;
+                for (uint32_t i = 0; i < attempt; i++) p.m_scale *= 1.05;
+                p.lambda = lambda;
+                ArenaBuf ab(mphf_build_arena_size(K, p));
+                Mphf f = mphf_build_u64(keys.data(), K, p, ab.arena);
+                const size_t bound = mphf_serialized_size_bound(K, p);
+                assert_true(f.serialized_size() <= bound);
+                if (K == 0) {
+                    assert_int_equal(bound, kMphfHeaderSize);
+                    continue;
+                }
+                assert_true(bound - f.serialized_size() <= 2 * (f.n_buckets - f.n_escapes) + 2);
+                assert_true(bound - f.serialized_size() + 2 >= 2 * (f.n_buckets - f.n_escapes));
+                escaped += f.n_escapes;
+            }
+        }
+    }
+    assert_true(escaped > 0);
+}
+
 static void exhaustion_and_retry(void **) {
     const size_t K = 5000;
     std::vector<uint64_t> keys = random_keys(K, 11);
@@ -411,6 +441,7 @@ int main() {
         cmocka_unit_test(pilots_are_smallest),
         cmocka_unit_test(gpt2_vocabulary),
         cmocka_unit_test(loader_refuses_corruption),
+        cmocka_unit_test(serialized_size_bound),
         cmocka_unit_test(escape_counts),
         cmocka_unit_test(exhaustion_and_retry),
         cmocka_unit_test(arena_bounds_and_duplicates),

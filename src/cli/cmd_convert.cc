@@ -20,10 +20,12 @@
 
 #include "cli/cli.h"
 #include "core/error.h"
+#include "format/array.h"
 #include "format/manifest.h"
 #include "publish/generations.h"
 #include "ingest/model.h"
 #include "stages/job.h"
+#include "stages/plan.h"
 #include "tokenizer/plan.h"
 
 namespace stk::cli {
@@ -58,8 +60,13 @@ static const char kHelp[] =
     "                  Llama 3, Qwen2, ...) are always rejected, so without this flag they end in\n"
     "                  EXT mode: no token tables, replay needs the model's own tokenizer\n"
     "  --allow-nonfinite   accept NaN/Inf weights (counted and recorded) instead of refusing\n"
-    "  --dry-run       print the plan (stages, arena bytes, expected peak memory, tensors) and\n"
-    "                  exit without writing anything\n"
+    "  --dry-run       print the plan and exit without writing anything (--out is not created):\n"
+    "                  the model, arena bytes, expected peak memory, and for every stage the\n"
+    "                  arrays it will publish with dtype, dims, payload and file bytes; \"<=\"\n"
+    "                  marks an upper bound (a size that depends on the values: MPHF and cuckoo\n"
+    "                  blobs, memory sections), \"optional\" an array written only on some data,\n"
+    "                  \"disabled\" one the inputs or options switch off (with the reason, e.g.\n"
+    "                  EXT mode), then the totals.  With --json: \"arrays\" and \"array_totals\"\n"
     "  --json          print one JSON object on stdout (docs/cli.md)\n"
     "\n"
     "A bound breach in an optional stage (seed 1.4: a failed 12.x check, non-finite results,\n"
@@ -188,30 +195,68 @@ static const char *feature_of_stage(stk_stage s) {
     }
 }
 
-// --dry-run: the plan, from metadata only.
-static int dry_run(const std::string &in, const std::string &out, const stk_job_params &p, size_t arena_bytes, bool json) {
+// "[L, r, d]" of a planned array.
+static std::string dims_text(const ArraySpec &a) {
+    std::string t = "[";
+    for (uint32_t i = 0; i < a.rank; i++) t += (i ? ", " : "") + std::to_string(a.dims[i]);
+    return t + "]";
+}
+
+// --dry-run: the plan, from the model described once (config, tensor layout) and the tokenizer
+// files: stages, every array each stage will publish with its dtype, dims and bytes (exact, or
+// an upper bound marked "<="), arena bytes and the expected peak.  Writes nothing.
+static int dry_run(const std::string &in, const std::string &out, const stk_job_params &params, bool json) {
     std::unique_ptr<ModelDescription> d;
-    stk_status s = guard([&] { d = describe_model(in); });
+    size_t arena_bytes = 0;
+    ArrayPlan arrays;
+    ArrayPlanTotals tot;
+    stk_job_params p{};
+    stk_status s = guard([&] {
+        p = normalize_params(params);
+        d = describe_model(p.in_dir);
+        const JobInputs inputs{p, d.get()};
+        arena_bytes = job_arena_size_for(inputs);
+        arrays = plan_job_arrays(inputs);
+        tot = plan_totals(arrays);
+    });
     if (s != STK_OK) return report_failure("convert", s, json);
     const ModelPlan &plan = d->plan;
     // Peak: the arena, plus one layer converted to f32 while it streams.
-    uint64_t peak = uint64_t(arena_bytes) + plan.max_unit_f32_bytes;
-    std::vector<std::string> stages;
+    const uint64_t peak = uint64_t(arena_bytes) + plan.max_unit_f32_bytes;
+    const uint64_t payload = tot.payload();
+    const bool all_exact = tot.payload_bound == 0;
+    const char *le = all_exact ? "" : "<= ";
     const StageDef *table = stage_table();
-    for (int i = 0; i < STK_STAGE_COUNT; i++) {
-        bool impl = table[i].run != nullptr;
-        if (json) {
-            Json st;
-            st.str("stage", table[i].name).str("status", impl ? "will_run" : "not_implemented");
-            stages.push_back(st.text());
-        } else {
-            stages.push_back(std::string("  ") + table[i].name + (impl ? "" : "  (not implemented: its feature will be disabled)"));
-        }
-    }
+    auto stage_arrays = [&](stk_stage id) {
+        size_t n = 0;
+        for (const PlannedArray &a : arrays.arrays) n += a.stage == id && a.presence != PlanPresence::Disabled;
+        return n;
+    };
     std::string msg = "dry run: nothing written; " + std::to_string(plan.n_tensors) + " tensors (" +
-                      human_bytes(plan.checkpoint_bytes) + ") of " + plan.config.model_type + "; arena " +
+                      human_bytes(plan.checkpoint_bytes) + ") of " + plan.config.model_type + "; " +
+                      std::to_string(tot.arrays()) + " arrays, " + le + human_bytes(payload) + "; arena " +
                       human_bytes(arena_bytes) + ", expected peak " + human_bytes(peak);
     if (json) {
+        std::vector<std::string> stages, list;
+        for (int i = 0; i < STK_STAGE_COUNT; i++) {
+            Json st;
+            st.str("stage", table[i].name).str("status", table[i].run ? "will_run" : "not_implemented");
+            st.unum("arrays", stage_arrays(table[i].id));
+            stages.push_back(st.text());
+        }
+        for (const PlannedArray &a : arrays.arrays) {
+            std::vector<std::string> shape;
+            for (uint32_t i = 0; i < a.spec.rank; i++) shape.push_back(std::to_string(a.spec.dims[i]));
+            Json j;
+            j.str("name", a.spec.name).str("stage", stk_stage_name(a.stage)).str("dtype", dtype_name(uint16_t(a.spec.dtype)));
+            j.raw("shape", json_array(shape)).unum("bytes", a.spec.payload_bytes()).unum("file_bytes", a.spec.file_bytes());
+            j.boolean("exact", a.exact).str("status", plan_presence_name(a.presence)).str("reason", a.reason);
+            list.push_back(j.text());
+        }
+        Json t;
+        t.unum("arrays", tot.arrays()).unum("written", tot.written).unum("optional", tot.optional);
+        t.unum("disabled", tot.disabled).unum("bytes", payload).unum("bytes_exact", tot.payload_exact);
+        t.unum("bytes_bound", tot.payload_bound).unum("file_bytes", tot.file_bytes).boolean("exact", all_exact);
         json_result("convert", kExitOk, STK_OK, msg)
             .boolean("dry_run", true)
             .str("in", in)
@@ -226,10 +271,14 @@ static int dry_run(const std::string &in, const std::string &out, const stk_job_
             .unum("expected_peak_bytes", peak)
             .unum("r", p.r).unum("rv", p.rv).unum("ltok", p.l_tok).unum("topl", p.top_l)
             .raw("stages", json_array(stages))
+            .raw("arrays", json_array(list))
+            .raw("array_totals", t.text())
             .print();
         return kExitOk;
     }
-    std::printf("plan for %s -> %s (nothing is written)\n", in.c_str(), out.c_str());
+    std::printf("stk convert --dry-run: the plan; nothing is written\n");
+    std::printf("in           %s\n", in.c_str());
+    std::printf("out          %s (not created)\n", out.c_str());
     std::printf("model        %s, %u layers, %" PRIu64 " parameters, %u tensors\n", plan.config.model_type,
                 plan.config.n_layers, plan.n_params, plan.n_tensors);
     std::printf("checkpoint   %s (%s)\n", human_bytes(plan.checkpoint_bytes).c_str(), plan.format);
@@ -237,12 +286,44 @@ static int dry_run(const std::string &in, const std::string &out, const stk_job_
                 arena_bytes);
     std::printf("peak memory  about %s (arena + the largest layer in f32, %s)\n", human_bytes(peak).c_str(),
                 human_bytes(plan.max_unit_f32_bytes).c_str());
-    std::printf("options      r %u, rv %u, ltok %u, topl %u, threads %u\n", p.r ? p.r : 512, p.rv ? p.rv : 12,
-                p.l_tok ? p.l_tok : 8, p.top_l ? p.top_l : 12, p.threads ? p.threads : 1);
-    std::printf("stages, in order:\n");
-    for (const std::string &l : stages) std::printf("%s\n", l.c_str());
-    std::printf("arrays       decided by the stages at run time (the tokenizer stage writes its token\n"
-                "             tables unless the vocabulary ends in EXT mode)\n");
+    std::printf("options      r %u, rv %u, ltok %u, topl %u, threads %u\n", p.r, p.rv, p.l_tok, p.top_l, p.threads);
+    std::printf("output       %" PRIu64 " arrays%s, %s%s payload, %s%s in files (header included)\n", tot.arrays(),
+                tot.optional ? (" (" + std::to_string(tot.optional) + " optional)").c_str() : "", le,
+                human_bytes(payload).c_str(), le, human_bytes(tot.file_bytes).c_str());
+    if (!all_exact)
+        std::printf("%s\n", wrap("of which " + human_bytes(tot.payload_exact) + " exact and <= " + human_bytes(tot.payload_bound) +
+                                     " bounded (sizes that depend on the values)", 13, 100, 13).insert(0, 13, ' ').c_str());
+    if (tot.disabled)
+        std::printf("             %" PRIu64 " array%s disabled (not written, not counted)\n", tot.disabled, tot.disabled == 1 ? "" : "s");
+    std::printf("\nstages and their arrays, in order (\"<=\": an upper bound; file = payload + %zu-byte header):\n",
+                kArrayHeaderSize);
+    std::printf("  %-22s %-5s %-22s %12s %12s\n", "array", "dtype", "dims", "payload", "file");
+    for (int i = 0; i < STK_STAGE_COUNT; i++) {
+        const stk_stage id = table[i].id;
+        std::printf("%s%s\n", table[i].name, table[i].run ? "" : "  (not implemented: its feature will be disabled)");
+        std::vector<std::string> notes;
+        for (const PlannedArray &a : arrays.arrays) {
+            if (a.stage != id) continue;
+            const char *b = a.exact ? "" : "<= ";
+            const char *state = a.presence == PlanPresence::Written ? "" : a.presence == PlanPresence::Optional ? "  optional"
+                                                                                                                : "  disabled";
+            // A disabled array of unknown size (no tokenizer file): no sizes to show.
+            const bool unknown = a.presence == PlanPresence::Disabled && a.spec.payload_bytes() == 0;
+            std::printf("  %-22s %-5s %-22s %12s %12s%s\n", a.spec.name.c_str(), dtype_name(uint16_t(a.spec.dtype)),
+                        unknown ? "-" : (b + dims_text(a.spec)).c_str(),
+                        unknown ? "-" : (b + human_bytes(a.spec.payload_bytes())).c_str(),
+                        unknown ? "-" : (b + human_bytes(a.spec.file_bytes())).c_str(), state);
+            // Each clause ("; "-separated) once per stage: arrays of a stage share most of them.
+            for (size_t at = 0; at < a.reason.size();) {
+                size_t end = a.reason.find("; ", at);
+                if (end == std::string::npos) end = a.reason.size();
+                std::string clause = a.reason.substr(at, end - at);
+                if (std::find(notes.begin(), notes.end(), clause) == notes.end()) notes.push_back(clause);
+                at = end + 2;
+            }
+        }
+        for (const std::string &n : notes) std::printf("    %s\n", wrap("- " + n, 6).c_str());
+    }
     return kExitOk;
 }
 
@@ -302,10 +383,11 @@ int cmd_convert(int argc, char **argv) {
     p.out_dir = out.c_str();
     p.flags |= STK_JOB_PUBLISH_ROOT;  // --out is a generations root: the check stage publishes
 
+    if (dry) return dry_run(model_dir, out, p, json);  // the model described once, for the plan and the arena
+
     size_t arena_bytes = 0;
     s = stk_job_arena_size(&p, &arena_bytes);
     if (s != STK_OK) return report_failure("convert", s, json);
-    if (dry) return dry_run(model_dir, out, p, arena_bytes, json);
 
     size_t alloc_bytes = (arena_bytes + 63) / 64 * 64;
     void *arena = std::aligned_alloc(64, alloc_bytes ? alloc_bytes : 64);

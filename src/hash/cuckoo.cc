@@ -258,6 +258,10 @@ CuckooTable cuckoo_build(const uint64_t *keys, const uint32_t *values, size_t n,
     return t;
 }
 
+size_t cuckoo_serialized_size_for(uint64_t n, const CuckooParams &p) {
+    return size_t(layout(buckets_for(n, p), p.b, p.stash).total);
+}
+
 size_t CuckooTable::serialized_size() const { return size_t(layout(n_buckets, b, stash).total); }
 
 void CuckooTable::serialize(uint8_t *out) const {

@@ -70,6 +70,9 @@ public:
 };
 
 size_t cuckoo_build_arena_size(uint64_t n, const CuckooParams &p);
+// serialized_size() of a table built over n items with these params (it depends on n and the
+// sizing alone, not on the keys); what `stk convert --dry-run` plans for a cuckoo blob.
+size_t cuckoo_serialized_size_for(uint64_t n, const CuckooParams &p);
 
 // Inserts keys[i] -> values[i] in order.  Duplicate keys: STK_E_INVALID_ARGUMENT.  Kicks,
 // stash, ring and the emergency slot all exhausted: STK_E_TABLE_FULL.  No heap allocation.

@@ -371,6 +371,12 @@ Sections sections_of(uint64_t b, uint64_t e, uint64_t m_minus_k) {
 }
 }  // namespace
 
+size_t mphf_serialized_size_bound(uint64_t n_keys, const MphfParams &params) {
+    const Shape s = shape_for(n_keys, params);
+    if (n_keys == 0) return kMphfHeaderSize;
+    return size_t(sections_of(s.b, s.b, s.m - n_keys).end);
+}
+
 size_t Mphf::serialized_size() const {
     if (n_keys == 0) return kMphfHeaderSize;
     return size_t(sections_of(n_buckets, n_escapes, n_slots - n_keys).end);

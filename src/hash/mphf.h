@@ -179,6 +179,9 @@ public:
 
 // Arena bytes that building a function over n keys needs (outputs and scratch).
 size_t mphf_build_arena_size(uint64_t n_keys, const MphfParams &params);
+// The largest serialized_size() a function built over n keys with these params can have (every
+// bucket escaped: E = B); what `stk convert --dry-run` plans for an MPHF blob.
+size_t mphf_serialized_size_bound(uint64_t n_keys, const MphfParams &params);
 
 // Build over u64 keys / byte strings (key i = blob[offsets[i], offsets[i+1])).  Outputs (pilots,
 // ranks, escapes, remap) stay in the arena; scratch is released before returning.  Duplicate keys are

@@ -22,6 +22,7 @@
 #include "kernels/random.h"
 #include "stages/attn_common.h"
 #include "stages/outputs.h"
+#include "stages/plan.h"
 #include "stages/stages.h"
 
 namespace stk {
@@ -338,6 +339,24 @@ void size_into(const BridgeSizes &z, ArenaSizer &s) {
     s.add_array<uint32_t>(std::max<uint64_t>(H, kBridgeHubSamples));
 }
 
+// The arrays the stage publishes, in write order (the writer and the planner use these dims).
+struct BridgeArrays {
+    ArraySpec hubs, qin, s_in, qout, s_out, guard, peer;
+};
+BridgeArrays bridge_arrays(const BridgeSizes &z) {
+    const uint64_t v = z.v, H = kBridgeHubs;
+    return {{"bridge_hubs.bin", DType::U8, {v + z.n_ctx, kBridgeW, 8}},
+            {"bridge_qDin.bin", DType::I16, {v, H}},
+            {"bridge_qDin_scale.bin", DType::F32, {v}},
+            {"bridge_qDout.bin", DType::I16, {v, H}},
+            {"bridge_qDout_scale.bin", DType::F32, {v}},
+            {"bridge_guard.bin", DType::U8, {v, kBridgeK, kGuardTupleSize}},
+            {"peer_scores.bin", DType::Q8_8, {H}}};
+}
+
+// The stage writes nothing for a model without a token embedding.
+bool bridge_unsupported(const BridgeSizes &z) { return z.v == 0 || z.d == 0; }
+
 void disable(Job &job, stk_status status, const char *why) {
     static const char kDisabled[] = "stk.bridge_init.disabled";
     StageDigest digest;
@@ -354,13 +373,23 @@ void bridge_init_size(const JobInputs &in, ArenaSizer &s) {
     size_into(bridge_sizes(in.model->plan), s);
 }
 
+void bridge_init_plan(const JobInputs &in, ArrayPlan &plan) {
+    const BridgeSizes z = bridge_sizes(in.model->plan);
+    const BridgeArrays a = bridge_arrays(z);
+    for (const ArraySpec *x : {&a.hubs, &a.qin, &a.s_in, &a.qout, &a.s_out}) plan.add(STK_STAGE_BRIDGE_INIT, *x);
+    plan.add(STK_STAGE_BRIDGE_INIT, a.guard).presence = PlanPresence::Optional;
+    plan.arrays.back().reason = "written only if every guard tuple passes 12.6 (else the O(0) route is disabled)";
+    plan.add(STK_STAGE_BRIDGE_INIT, a.peer);
+    if (bridge_unsupported(z)) plan.disable_stage(STK_STAGE_BRIDGE_INIT, "bridge disabled: the model has no token embedding [vocab, d_model]");
+}
+
 void bridge_init_run(Job &job) {
     if (!job.model) throw_error(STK_E_STAGE_ORDER, "bridge_init needs parse_tensors' plan");
     const ModelPlan &plan = *job.model;
     const BridgeSizes z = bridge_sizes(plan);
     const uint64_t H = kBridgeHubs, d = z.d, v = z.v;
     const unsigned threads = job.params.threads ? job.params.threads : 1;
-    if (v == 0 || d == 0) return disable(job, STK_E_UNSUPPORTED, "the model has no token embedding [vocab, d_model]");
+    if (bridge_unsupported(z)) return disable(job, STK_E_UNSUPPORTED, "the model has no token embedding [vocab, d_model]");
     if (v > 0xFFFFFFFFull) throw_error(STK_E_UNSUPPORTED, "bridge_init: vocabulary of %llu ids; token ids are u32", (unsigned long long)v);
 
     Arena &arena = job.arena;
@@ -481,16 +510,17 @@ void bridge_init_run(Job &job) {
     }
 
     StageDigest digest;
-    const uint64_t hub_dims[3] = {v + z.n_ctx, kBridgeW, 8}, leg_dims[2] = {v, H}, row_dims[1] = {v},
-                   guard_dims[3] = {v, kBridgeK, kGuardTupleSize}, peer_dims[1] = {H};
-    job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, "bridge_hubs.bin", DType::U8, 3, hub_dims, out.hubs);
-    job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, "bridge_qDin.bin", DType::I16, 2, leg_dims, out.qin);
-    job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, "bridge_qDin_scale.bin", DType::F32, 1, row_dims, out.s_in);
-    job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, "bridge_qDout.bin", DType::I16, 2, leg_dims, out.qout);
-    job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, "bridge_qDout_scale.bin", DType::F32, 1, row_dims, out.s_out);
-    if (st.guard_ok)
-        job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, "bridge_guard.bin", DType::U8, 3, guard_dims, out.guard);
-    job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, "peer_scores.bin", DType::Q8_8, 1, peer_dims, peer);
+    const BridgeArrays arr = bridge_arrays(z);
+    auto write = [&](const ArraySpec &a, const void *payload) {
+        job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, a.name.c_str(), a.dtype, a.rank, a.dims, payload);
+    };
+    write(arr.hubs, out.hubs);
+    write(arr.qin, out.qin);
+    write(arr.s_in, out.s_in);
+    write(arr.qout, out.qout);
+    write(arr.s_out, out.s_out);
+    if (st.guard_ok) write(arr.guard, out.guard);
+    write(arr.peer, peer);
     digest.finish(job.stages[STK_STAGE_BRIDGE_INIT]);
 
     ManifestFields &f = m.fields;

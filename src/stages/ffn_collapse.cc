@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/bytes.h"
 #include "core/checked.h"
@@ -17,6 +18,7 @@
 #include "stages/ffn_collapse.h"
 #include "stages/outputs.h"
 #include "stages/policy.h"
+#include "stages/plan.h"
 #include "stages/stages.h"
 
 namespace stk {
@@ -102,18 +104,40 @@ uint32_t ffn_units(const ModelPlan &plan, FfnUnit *out) {
     return n;
 }
 
-void linear_capacity(const ModelPlan &plan, uint32_t top_l, uint64_t *max_base, uint64_t *max_delta) {
+void linear_counts(uint64_t units, uint64_t d, uint32_t top_l, uint64_t *n_base, uint64_t *max_delta) {
     // Every unit has d columns and two signs; a column keeps min(L, d) base entries and at most
     // min(cap, d - L) delta entries.
-    const uint64_t d = plan.config.d_model;
-    // MoE: routed + shared, and room for a dense FFN beside them in one layer (E + 2).
-    const uint64_t E = plan.config.n_experts;
-    const uint64_t units = uint64_t(plan.config.n_layers) * (E ? E + 2 : 1);
     const uint64_t l = std::min<uint64_t>(top_l, d);
     const uint64_t cap = std::min<uint64_t>(kLinearDeltaCap, d - l);
     const uint64_t cols = checked_mul(checked_mul(units, d, "linear columns"), 2, "linear columns");
-    *max_base = checked_mul(cols, l, "linear base entries");
+    *n_base = checked_mul(cols, l, "linear base entries");
     *max_delta = checked_mul(cols, cap, "linear delta entries");
+}
+
+void linear_capacity(const ModelPlan &plan, uint32_t top_l, uint64_t *max_base, uint64_t *max_delta) {
+    // MoE: routed + shared, and room for a dense FFN beside them in one layer (E + 2).
+    const uint64_t E = plan.config.n_experts;
+    const uint64_t units = uint64_t(plan.config.n_layers) * (E ? E + 2 : 1);
+    linear_counts(units, plan.config.d_model, top_l, max_base, max_delta);
+}
+
+LinearOutline linear_outline(const ModelPlan &plan, uint32_t top_l) {
+    LinearOutline o;
+    o.d = plan.config.d_model;
+    std::vector<FfnUnit> units(size_t(ffn_units_max(plan)));
+    o.n_units = ffn_units(plan, units.data());
+    for (uint32_t i = 0; i < o.n_units; i++)
+        if (units[i].expert == kNoExpert && (units[i].b1 != kNoTensor || units[i].b2 != kNoTensor)) o.bias = true;
+    linear_counts(o.n_units, o.d, top_l, &o.n_base, &o.max_delta);
+    return o;
+}
+
+// The one array the stage publishes (the writer and the planner use these dims).
+static ArraySpec linear_bias_spec(uint64_t d) { return {"linear_bias.bin", DType::F32, {d}}; }
+
+void ffn_collapse_plan(const JobInputs &in, ArrayPlan &plan) {
+    const LinearOutline o = linear_outline(in.model->plan, in.params.top_l);
+    if (o.bias) plan.add(STK_STAGE_FFN_COLLAPSE, linear_bias_spec(o.d));
 }
 
 namespace {
@@ -218,7 +242,9 @@ void ffn_collapse_run(Job &job) {
     if (n_units == 0)
         throw_error(STK_E_NOT_IMPLEMENTED, "ffn_collapse: the model has no FFN tensors (FFN_W1 / FFN_W2): nothing to collapse");
     h->n_units = n_units;
-    if (uint64_t(n_units) * d * 2 * std::min<uint64_t>(top_l, d) > z.max_base)
+    uint64_t unit_base = 0, unit_delta = 0;
+    linear_counts(n_units, d, top_l, &unit_base, &unit_delta);
+    if (unit_base > z.max_base)
         throw_error(STK_E_UNSUPPORTED, "ffn_collapse: %u FFN units exceed the %llu base entries sized for this model", n_units,
                     (unsigned long long)z.max_base);
     const uint64_t hd = z.h_max * d;
@@ -376,8 +402,8 @@ void ffn_collapse_run(Job &job) {
         }
         h->bias = bias_out;
         h->bias_norm = std::sqrt(sq);
-        uint64_t dims[1] = {d};
-        job_write_array(job, STK_STAGE_FFN_COLLAPSE, digest, "linear_bias.bin", DType::F32, 1, dims, bias_out);
+        const ArraySpec out = linear_bias_spec(d);
+        job_write_array(job, STK_STAGE_FFN_COLLAPSE, digest, out.name.c_str(), out.dtype, out.rank, out.dims, bias_out);
     }
     digest.finish(job.stages[STK_STAGE_FFN_COLLAPSE]);
 

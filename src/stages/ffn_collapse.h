@@ -75,6 +75,18 @@ struct LinearHandoff {
 
 // Upper bounds of n_base and n_delta for this plan and top_l (arena sizing).
 void linear_capacity(const ModelPlan &plan, uint32_t top_l, uint64_t *max_base, uint64_t *max_delta);
+// n_base (exact) and the most n_delta can be for `units` FFN units of width d at top_l.
+void linear_counts(uint64_t units, uint64_t d, uint32_t top_l, uint64_t *n_base, uint64_t *max_delta);
+
+// What the model's FFNs make of the linear dictionary, from the plan alone (`stk convert
+// --dry-run`): the units, the exact base count, the delta bound, and whether linear_bias.bin
+// is written (a dense unit has an FFN bias).
+struct LinearOutline {
+    uint32_t n_units = 0;
+    uint64_t d = 0, n_base = 0, max_delta = 0;
+    bool bias = false;
+};
+LinearOutline linear_outline(const ModelPlan &plan, uint32_t top_l);
 
 // Test hook: when nonzero, mphf_cuckoo's first MPHF attempts use this pilot cap (forces seed 18.1).
 extern uint32_t g_linear_test_pilot_cap;

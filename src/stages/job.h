@@ -98,6 +98,9 @@ const StageDef *find_stage(stk_stage id);
 stk_job_params normalize_params(const stk_job_params &in);
 
 size_t job_arena_size(const stk_job_params &params);
+// The same for a model already described (normalised params): `stk convert --dry-run` describes
+// the model once and plans the arena and the arrays from that one description.
+size_t job_arena_size_for(const JobInputs &in);
 Job *job_open(const stk_job_params &params, void *arena, size_t bytes);
 void job_run_stage(Job &job, stk_stage id);
 

@@ -20,6 +20,7 @@
 #include "format/array.h"
 #include "stages/attn_common.h"
 #include "stages/outputs.h"
+#include "stages/plan.h"
 #include "stages/policy.h"
 #include "stages/stages.h"
 
@@ -54,6 +55,27 @@ MemSizes mem_sizes(const ModelPlan &plan) {
         z.samples = std::min<uint64_t>(z.n_pos, kMaxLearnedSamples);
     }
     return z;
+}
+
+// The arrays the stage publishes for a fit of n sections, in write order (the writer and the
+// planner use these dims).
+struct MemArrays {
+    ArraySpec coeff, delaybuf;
+};
+MemArrays mem_arrays(uint64_t n_sections) {
+    return {{"memory_coeff.bin", DType::F64, {n_sections, 4}}, {"delaybuf_init.bin", DType::F64, {n_sections, 2}}};
+}
+
+// Sections the fit may keep: RoPE's AR(2) is one; fit_sos keeps at most this many otherwise.
+uint32_t mem_max_sections(const MemSizes &z) {
+    if (z.kind == PosKind::Rope) return 1;
+    if (z.kind == PosKind::Learned) return uint32_t(std::min<uint64_t>(kMaxSections, z.samples ? (z.samples - 1) / 4 : 0));
+    return kMaxSections;
+}
+
+// The stage writes nothing when there is nothing to fit (seed 17.3).
+bool mem_nothing_to_fit(const MemSizes &z) {
+    return z.kind == PosKind::None || (z.kind == PosKind::Learned && z.samples < 5);
 }
 
 // Seed 18.3 on the bank the stage is about to publish: while a pole lies on or outside the unit
@@ -91,6 +113,20 @@ void memory_fit_size(const JobInputs &in, ArenaSizer &s) {
     s.add_array<double>(fit_sos_workspace(size_t(z.samples ? z.samples : 1)));
 }
 
+void memory_fit_plan(const JobInputs &in, ArrayPlan &plan) {
+    const MemSizes z = mem_sizes(in.model->plan);
+    const uint64_t n = mem_max_sections(z);
+    const MemArrays a = mem_arrays(std::max<uint64_t>(n, 1));
+    const bool exact = z.kind == PosKind::Rope;
+    const std::string why = exact ? "" : std::string("at most ") + std::to_string(n) + " sections: fit_sos keeps those the " +
+                                             pos_kind_name(z.kind) + " response needs";
+    plan.add(STK_STAGE_MEMORY_FIT, a.coeff, exact, why);
+    plan.add(STK_STAGE_MEMORY_FIT, a.delaybuf, exact, why);
+    if (mem_nothing_to_fit(z))
+        plan.disable_stage(STK_STAGE_MEMORY_FIT, std::string("memory disabled: no positional encoding the stage fits (") +
+                                                     pos_kind_name(z.kind) + (z.kind == PosKind::Learned ? ", < 5 positions)" : ")"));
+}
+
 void memory_fit_run(Job &job) {
     if (!job.model) throw_error(STK_E_STAGE_ORDER, "memory_fit needs parse_tensors' plan");
     const ModelPlan &plan = *job.model;
@@ -99,7 +135,7 @@ void memory_fit_run(Job &job) {
     ManifestDraft &m = job.manifest;
     StageDigest digest;
 
-    if (z.kind == PosKind::None || (z.kind == PosKind::Learned && z.samples < 5)) {
+    if (mem_nothing_to_fit(z)) {
         // Nothing to fit: the module is off (seed 17.3), said in a record.  The digest is over
         // the canonical record "stk.memory_fit.none" NUL.
         static const char kNone[] = "stk.memory_fit.none";
@@ -140,7 +176,7 @@ void memory_fit_run(Job &job) {
                              note.c_str());
     } else {
         const size_t n = size_t(z.samples);
-        uint32_t max_sections = kMaxSections;
+        uint32_t max_sections = mem_max_sections(z);
         if (z.kind == PosKind::Alibi) {
             std::vector<double> slopes(cfg.n_heads);
             alibi_slopes(cfg.n_heads, slopes.data());
@@ -167,7 +203,6 @@ void memory_fit_run(Job &job) {
             double h0 = h[0];
             if (!(h0 > 0)) throw_error(STK_E_UNSUPPORTED, "the position embedding is all zeros: nothing to fit");
             for (size_t s = 0; s < n; s++) h[s] /= h0;
-            max_sections = uint32_t(std::min<size_t>(kMaxSections, (n - 1) / 4));
         }
         fit = fit_sos(h, n, max_sections, work, work_len);
         if (!fit.n_sections)
@@ -204,9 +239,10 @@ void memory_fit_run(Job &job) {
         coeff[4 * k + 2] = fit.sections[k].a1;
         coeff[4 * k + 3] = fit.sections[k].a2;
     }
-    const uint64_t cd[2] = {fit.n_sections, 4}, dd[2] = {fit.n_sections, 2};
-    job_write_array(job, STK_STAGE_MEMORY_FIT, digest, "memory_coeff.bin", DType::F64, 2, cd, coeff);
-    job_write_array(job, STK_STAGE_MEMORY_FIT, digest, "delaybuf_init.bin", DType::F64, 2, dd, zeros);
+    const MemArrays out = mem_arrays(fit.n_sections);
+    job_write_array(job, STK_STAGE_MEMORY_FIT, digest, out.coeff.name.c_str(), out.coeff.dtype, out.coeff.rank, out.coeff.dims, coeff);
+    job_write_array(job, STK_STAGE_MEMORY_FIT, digest, out.delaybuf.name.c_str(), out.delaybuf.dtype, out.delaybuf.rank,
+                    out.delaybuf.dims, zeros);
 
     ManifestFields &f = m.fields;
     f.memory.mode = mode;

@@ -21,6 +21,7 @@
 #include "stages/ffn_collapse.h"
 #include "stages/outputs.h"
 #include "stages/policy.h"
+#include "stages/plan.h"
 #include "stages/stages.h"
 
 namespace stk {
@@ -50,7 +51,35 @@ CuckooParams cuckoo_params(uint32_t attempt) {
     return p;
 }
 
+// The arrays the stage publishes, in write order (the writer and the planner use these dims).
+struct LinearArrays {
+    ArraySpec mphf, keys, weights, delta;
+};
+LinearArrays linear_arrays(uint64_t mphf_bytes, uint64_t n_base, uint64_t delta_bytes) {
+    return {{"linear_mphf.bin", DType::U8, {mphf_bytes}},
+            {"linear_keys.bin", DType::U8, {n_base, 8}},
+            {"linear_weights.bin", DType::F32, {n_base}},
+            {"cuckoo_delta.bin", DType::U8, {delta_bytes}}};
+}
+
 }  // namespace
+
+void mphf_cuckoo_plan(const JobInputs &in, ArrayPlan &plan) {
+    const LinearOutline o = linear_outline(in.model->plan, in.params.top_l);
+    // The largest blobs the retries can reach: the MPHF at its last 18.1 growth, the cuckoo
+    // table at its lowest sizing load over the most delta entries.
+    const LinearArrays a = linear_arrays(mphf_serialized_size_bound(o.n_base, mphf_params(kMaxMphfRetries)), o.n_base,
+                                         cuckoo_serialized_size_for(o.max_delta, cuckoo_params(kMaxCuckooRetries - 1)));
+    plan.add(STK_STAGE_MPHF_CUCKOO, a.mphf, false, "MPHF size depends on the keys: bound at the last 18.1 retry (M x 1.05^8)");
+    plan.add(STK_STAGE_MPHF_CUCKOO, a.keys);
+    plan.add(STK_STAGE_MPHF_CUCKOO, a.weights);
+    plan.add(STK_STAGE_MPHF_CUCKOO, a.delta, false,
+             "delta entries depend on the weights: bound at " + std::to_string(kLinearDeltaCap) + " per column (" +
+                 std::to_string(o.max_delta) + " entries) and the lowest sizing load");
+    if (o.n_units == 0)
+        plan.disable_stage(STK_STAGE_MPHF_CUCKOO, "linear disabled: the model has no FFN tensors (ffn_collapse and mphf_cuckoo "
+                                                  "are not implemented for it; publishing needs --partial)");
+}
 
 void mphf_cuckoo_size(const JobInputs &in, ArenaSizer &s) {
     const stk_job_params &params = in.params;
@@ -161,14 +190,12 @@ void mphf_cuckoo_run(Job &job) {
                      "mphf_cuckoo: %u emergency slots in one shard", rep.emergency_used);
 
     StageDigest digest;
-    uint64_t dm[1] = {mphf_bytes};
-    job_write_array(job, STK_STAGE_MPHF_CUCKOO, digest, "linear_mphf.bin", DType::U8, 1, dm, mphf_blob);
-    uint64_t dk[2] = {C, 8};
-    job_write_array(job, STK_STAGE_MPHF_CUCKOO, digest, "linear_keys.bin", DType::U8, 2, dk, keys);
-    uint64_t dw[1] = {C};
-    job_write_array(job, STK_STAGE_MPHF_CUCKOO, digest, "linear_weights.bin", DType::F32, 1, dw, weights);
-    uint64_t dc[1] = {delta_bytes};
-    job_write_array(job, STK_STAGE_MPHF_CUCKOO, digest, "cuckoo_delta.bin", DType::U8, 1, dc, delta_blob);
+    const LinearArrays out = linear_arrays(mphf_bytes, C, delta_bytes);
+    const void *payloads[4] = {mphf_blob, keys, weights, delta_blob};
+    const ArraySpec *specs[4] = {&out.mphf, &out.keys, &out.weights, &out.delta};
+    for (int i = 0; i < 4; i++)
+        job_write_array(job, STK_STAGE_MPHF_CUCKOO, digest, specs[i]->name.c_str(), specs[i]->dtype, specs[i]->rank,
+                        specs[i]->dims, payloads[i]);
     digest.finish(job.stages[STK_STAGE_MPHF_CUCKOO]);
 
     auto &lin = m.fields.linear;

@@ -34,6 +34,7 @@
 #include "kernels/random.h"
 #include "stages/attn_common.h"
 #include "stages/outputs.h"
+#include "stages/plan.h"
 #include "stages/policy.h"
 #include "stages/stages.h"
 
@@ -70,6 +71,17 @@ OvSizes ov_sizes(const stk_job_params &p, const ModelPlan &plan) {
     z.work = std::max({kernels::qr_workspace(size_t(big), size_t(z.k)), kernels::sym_eig_workspace(size_t(z.k)),
                        z.opt_n ? kernels::sym_eig_workspace(size_t(z.opt_n)) : size_t(0)});
     return z;
+}
+
+// The arrays the stage publishes, in write order (the writer and the planner use these dims).
+struct OvArrays {
+    ArraySpec h, u, z;
+};
+OvArrays ov_arrays(const OvSizes &z) {
+    const uint64_t L = z.s.n_layers;
+    return {{"overlays_H.bin", DType::F32, {L, z.r, z.rv}},
+            {"overlays_U.bin", DType::F32, {L, z.s.d_v, z.rv}},
+            {"overlays_DeltaW.bin", DType::F32, {L, z.rv, z.rv}}};
 }
 
 struct OvBuffers {
@@ -217,6 +229,11 @@ void overlays_build_size(const JobInputs &in, ArenaSizer &s) {
     ov_alloc(z, nullptr, &s);
 }
 
+void overlays_build_plan(const JobInputs &in, ArrayPlan &plan) {
+    const OvArrays a = ov_arrays(ov_sizes(in.params, in.model->plan));
+    for (const ArraySpec *x : {&a.h, &a.u, &a.z}) plan.add(STK_STAGE_OVERLAYS, *x);
+}
+
 void overlays_build_run(Job &job) {
     if (!job.model) throw_error(STK_E_STAGE_ORDER, "overlays_build needs parse_tensors' plan");
     const ModelPlan &plan = *job.model;
@@ -239,10 +256,10 @@ void overlays_build_run(Job &job) {
     for (uint32_t l = 0; l < L; l++) reader.require(Role::O, int32_t(l), dm, dv);
 
     StageDigest digest;
-    const uint64_t hd[3] = {L, r, rv}, ud[3] = {L, dv, rv}, zd[3] = {L, rv, rv};
-    ArrayWriter wh(dir + "/overlays_H.bin", DType::F32, 3, hd);
-    ArrayWriter wu(dir + "/overlays_U.bin", DType::F32, 3, ud);
-    ArrayWriter wz(dir + "/overlays_DeltaW.bin", DType::F32, 3, zd);
+    const OvArrays out = ov_arrays(z);
+    ArrayWriter wh(dir + "/" + out.h.name, out.h.dtype, out.h.rank, out.h.dims);
+    ArrayWriter wu(dir + "/" + out.u.name, out.u.dtype, out.u.rank, out.u.dims);
+    ArrayWriter wz(dir + "/" + out.z.name, out.z.dtype, out.z.rank, out.z.dims);
 
     double worst_ortho = 0, worst_delta = 0, min_ratio = INFINITY, min_spec_ratio = INFINITY;
     OrthoLog ortho;
@@ -371,9 +388,9 @@ void overlays_build_run(Job &job) {
                              share, kOverlayOversampling, kOverlayPowerIters, spec_share,
                              (unsigned long long)kOptimumMaxDim);
     }
-    job_record_array(job, STK_STAGE_OVERLAYS, digest, "overlays_H.bin", wh.finish());
-    job_record_array(job, STK_STAGE_OVERLAYS, digest, "overlays_U.bin", wu.finish());
-    job_record_array(job, STK_STAGE_OVERLAYS, digest, "overlays_DeltaW.bin", wz.finish());
+    job_record_array(job, STK_STAGE_OVERLAYS, digest, out.h.name.c_str(), wh.finish());
+    job_record_array(job, STK_STAGE_OVERLAYS, digest, out.u.name.c_str(), wu.finish());
+    job_record_array(job, STK_STAGE_OVERLAYS, digest, out.z.name.c_str(), wz.finish());
 
     ManifestDraft &m = job.manifest;
     m.fields.overlays.p = uint32_t(L);

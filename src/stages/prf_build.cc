@@ -21,6 +21,7 @@
 #include "format/array.h"
 #include "stages/attn_common.h"
 #include "stages/outputs.h"
+#include "stages/plan.h"
 #include "stages/policy.h"
 #include "stages/stages.h"
 
@@ -57,12 +58,30 @@ void prf_arena(const PrfSizes &z, ArenaSizer &s) {
 
 constexpr char kScheduleMagic[] = "stk.denominator.v1";
 
+// The arrays the stage publishes, in write order (the writer and the planner use these dims).
+struct PrfArrays {
+    ArraySpec w, mu, sig2, r_init, s_init;
+};
+PrfArrays prf_arrays(const PrfSizes &z) {
+    const uint64_t L = z.s.n_layers, r = z.r;
+    return {{"prf_W.bin", DType::F32, {L, r, z.s.d_model}},
+            {"whitening_mu.bin", DType::F32, {L, r}},
+            {"whitening_sig2.bin", DType::F32, {L, r}},
+            {"R_init.bin", DType::F32, {L, r, z.s.d_v}},
+            {"s_init.bin", DType::F32, {L, r}}};
+}
+
 }  // namespace
 
 void prf_build_size(const JobInputs &in, ArenaSizer &s) {
     const stk_job_params &p = in.params;
     const ModelDescription *d = in.model;
     prf_arena(prf_sizes(p, d->plan), s);
+}
+
+void prf_build_plan(const JobInputs &in, ArrayPlan &plan) {
+    const PrfArrays a = prf_arrays(prf_sizes(in.params, in.model->plan));
+    for (const ArraySpec *x : {&a.w, &a.mu, &a.sig2, &a.r_init, &a.s_init}) plan.add(STK_STAGE_PRF, *x);
 }
 
 void prf_build_run(Job &job) {
@@ -91,8 +110,8 @@ void prf_build_run(Job &job) {
     const std::string dir = std::string(job.out_dir) + "/" + kArraysDirName;
     make_dirs(dir);
     StageDigest digest;
-    const uint64_t w_dims[3] = {L, r, d};
-    ArrayWriter w(dir + "/prf_W.bin", DType::F32, 3, w_dims);
+    const PrfArrays out = prf_arrays(z);
+    ArrayWriter w(dir + "/" + out.w.name, out.w.dtype, out.w.rank, out.w.dims);
     job_work_begin(job, L, "layers");
     for (uint32_t l = 0; l < L; l++, job_work_add(job, 1)) {
         const PlanTensor &t = reader.require(Role::K, int32_t(l), s.d_kv, d);
@@ -120,22 +139,19 @@ void prf_build_run(Job &job) {
         w.append(prf, size_t(r * d * 4));
     }
     ArrayHeader prf_h = w.finish();
-    job_record_array(job, STK_STAGE_PRF, digest, "prf_W.bin", prf_h);
+    job_record_array(job, STK_STAGE_PRF, digest, out.w.name.c_str(), prf_h);
 
     // Cold-start state, one [L, n] array each, written as rows of a constant.
-    auto constant_array = [&](const char *name, uint32_t rank, const uint64_t *dims, uint64_t row_len, uint64_t rows,
-                              float value) {
+    auto constant_array = [&](const ArraySpec &spec, uint64_t row_len, uint64_t rows, float value) {
         for (uint64_t j = 0; j < row_len; j++) row[j] = value;
-        ArrayWriter a(dir + "/" + name, DType::F32, rank, dims);
+        ArrayWriter a(dir + "/" + spec.name, spec.dtype, spec.rank, spec.dims);
         for (uint64_t i = 0; i < rows; i++) a.append(row, size_t(row_len * 4));
-        job_record_array(job, STK_STAGE_PRF, digest, name, a.finish());
+        job_record_array(job, STK_STAGE_PRF, digest, spec.name.c_str(), a.finish());
     };
-    const uint64_t lr[2] = {L, r};
-    constant_array("whitening_mu.bin", 2, lr, r, L, 0.0f);
-    constant_array("whitening_sig2.bin", 2, lr, r, L, 1.0f);
-    const uint64_t lrv[3] = {L, r, s.d_v};
-    constant_array("R_init.bin", 3, lrv, s.d_v, L * r, 0.0f);
-    constant_array("s_init.bin", 2, lr, r, L, 0.0f);
+    constant_array(out.mu, r, L, 0.0f);
+    constant_array(out.sig2, r, L, 1.0f);
+    constant_array(out.r_init, s.d_v, L * r, 0.0f);
+    constant_array(out.s_init, r, L, 0.0f);
 
     // 5.5: the floor from the largest expected one-key denominator.
     double worst = 0;

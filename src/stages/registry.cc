@@ -80,6 +80,12 @@ size_t job_arena_size(const stk_job_params &params) {
     return s.total();
 }
 
+size_t job_arena_size_for(const JobInputs &in) {
+    ArenaSizer s;
+    size_job(in, s);
+    return s.total();
+}
+
 static const char *arena_strdup(Arena &a, const char *s) {
     size_t n = std::strlen(s) + 1;
     char *d = static_cast<char *>(a.alloc(n, 1));

@@ -43,3 +43,16 @@ void publish_begin(Job &job);    // stk_open: lock, clean leftovers, staging dir
 void publish_job(Job &job);      // check stage, after it verified the staging directory
 void publish_release(Job &job);  // stk_close: drop an unpublished staging dir, unlock
 }  // namespace stk
+
+namespace stk {
+// The arrays each stage publishes, for `stk convert --dry-run` (src/stages/plan.h): every stage
+// computes them with the dims functions its writer uses.
+struct ArrayPlan;
+void tokenizer_stage_plan(const JobInputs &in, ArrayPlan &plan);
+void prf_build_plan(const JobInputs &in, ArrayPlan &plan);
+void overlays_build_plan(const JobInputs &in, ArrayPlan &plan);
+void ffn_collapse_plan(const JobInputs &in, ArrayPlan &plan);
+void mphf_cuckoo_plan(const JobInputs &in, ArrayPlan &plan);
+void memory_fit_plan(const JobInputs &in, ArrayPlan &plan);
+void bridge_init_plan(const JobInputs &in, ArrayPlan &plan);
+}  // namespace stk

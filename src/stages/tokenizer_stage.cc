@@ -10,6 +10,8 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <set>
+#include <vector>
 
 #include "core/error.h"
 #include "core/prng.h"
@@ -17,6 +19,7 @@
 #include "hash/rolling_hash.h"
 #include "stages/policy.h"
 #include "stages/outputs.h"
+#include "stages/plan.h"
 #include "stages/stages.h"
 #include "tokenizer/greedy.h"
 #include "tokenizer/plan.h"
@@ -49,6 +52,22 @@ constexpr uint64_t kTokenizerSaltMaster = 0x544F4B454E495A45ull;  // "TOKENIZE"
 constexpr uint32_t kTokenizerModule = 2;                          // seed 10.4 stream module id
 
 uint64_t table_salt(uint32_t n) { return stream_seed(kTokenizerSaltMaster, kTokenizerModule, n); }
+
+// T_n's MPHF parameters at an attempt: 18.1 grows M by 5 % per exhausted seed search.
+MphfParams table_params(uint32_t n, uint32_t attempt) {
+    MphfParams mp;
+    mp.salt = table_salt(n);
+    for (uint32_t i = 0; i < attempt; i++) mp.m_scale *= 1.05;
+    return mp;
+}
+
+// The arrays the stage publishes, in write order (the writer and the planner use these dims).
+ArraySpec dec_spec(uint64_t dec_size) { return {"tokenizer_fst.bin", DType::U8, {dec_size}}; }
+ArraySpec token_table_spec(uint32_t n, uint64_t table_size) { return {"T_" + std::to_string(n) + ".bin", DType::U8, {table_size}}; }
+// The largest T_n blob over `keys` keys: TokenTable::serialized_size at the last 18.1 attempt.
+uint64_t token_table_bound(uint32_t n, uint64_t keys) {
+    return kTokHeaderSize + mphf_serialized_size_bound(keys, table_params(n, kMaxMphfRetries)) + 4 * keys;
+}
 
 void render_witness(const uint8_t *w, uint32_t len, char *out, size_t cap) {
     size_t at = 0;
@@ -313,8 +332,8 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
     tables->dec = build_dec(vocab.pieces, L, plan->mode == TokenizerPlan::Mode::FST ? kDecFlagCertified : kDecFlagUncertified,
                             vocab.unk_id >= 0 && uint32_t(vocab.unk_id) < V ? vocab.unk_id : -1, dec_blob, dec_size,
                             "tokenizer_fst.bin");
-    uint64_t dims[1] = {dec_size};
-    job_write_array(job, STK_STAGE_TOKENIZER, digest, "tokenizer_fst.bin", DType::U8, 1, dims, dec_blob);
+    const ArraySpec dec_out = dec_spec(dec_size);
+    job_write_array(job, STK_STAGE_TOKENIZER, digest, dec_out.name.c_str(), dec_out.dtype, dec_out.rank, dec_out.dims, dec_blob);
 
     // T_1..T_L over the MPHF, keyed by RH_n; 18.1 on exhausted seed search.
     uint32_t first = 0;
@@ -339,17 +358,14 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
         }
         uint64_t *keys = A.alloc_array<uint64_t>(std::max<uint32_t>(kk, 1));
         for (uint32_t i = 0; i < kk; i++) keys[i] = kid[i].key;
-        MphfParams mp;
-        mp.salt = table_salt(n);
         Mphf f;
         for (uint32_t attempt = 0;; attempt++) {
             try {
-                f = mphf_build_u64(keys, kk, mp, A);
+                f = mphf_build_u64(keys, kk, table_params(n, attempt), A);  // 18.1: M += 5 % per attempt
                 break;
             } catch (const Error &e) {
                 if (e.status() != STK_E_MPHF_EXHAUSTED || attempt == kMaxMphfRetries) throw;
-                plan->mphf_retries++;
-                mp.m_scale *= 1.05;  // 18.1: M += 5 %, rerun only this structure
+                plan->mphf_retries++;  // rerun only this structure
             }
         }
         uint32_t *ids = A.alloc_array<uint32_t>(std::max<uint32_t>(kk, 1));
@@ -358,11 +374,9 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
         uint8_t *tmp = static_cast<uint8_t *>(A.alloc(tsize, 64));
         serialize_token_table(n, f, ids, tmp);
         uint8_t *blob = keep_at_mark(A, mark, tmp, tsize);
-        char name[24];
-        std::snprintf(name, sizeof name, "T_%u.bin", n);
-        tables->t[n] = TokenTable::load(blob, tsize, n, tables->dec, name);
-        uint64_t tdims[1] = {tsize};
-        job_write_array(job, STK_STAGE_TOKENIZER, digest, name, DType::U8, 1, tdims, blob);
+        const ArraySpec t_out = token_table_spec(n, tsize);
+        tables->t[n] = TokenTable::load(blob, tsize, n, tables->dec, t_out.name.c_str());
+        job_write_array(job, STK_STAGE_TOKENIZER, digest, t_out.name.c_str(), t_out.dtype, t_out.rank, t_out.dims, blob);
     }
 
     // 12.1: probe bound and Greedy == Decode on seeded random bytes (drawn from the bytes that
@@ -397,6 +411,70 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
                       "tokenizer: %u byte values have no single-byte token in %s: the greedy encoder emits the unk id %d for them",
                       plan->uncovered_bytes, src, tables->dec.residual_id);
     return finish();
+}
+
+void tokenizer_stage_plan(const JobInputs &in, ArrayPlan &plan) {
+    const uint32_t L = in.params.l_tok;
+    const stk_stage st = STK_STAGE_TOKENIZER;
+    bool any = false;
+    tokenizer_file_bytes(in.params.in_dir, &any);
+    if (!any) {
+        plan.add(st, dec_spec(0));
+        plan.disable_stage(st, "tokenizer disabled: no tokenizer file (tokenizer.json, vocab.json + merges.txt, "
+                               "tokenizer.model) in the model directory");
+        return;
+    }
+    const Vocab vocab = load_vocab_dir(in.params.in_dir);
+    uint64_t total = 0;
+    plan.add(st, dec_spec(dec_size_for(vocab.pieces, &total, vocab.source.c_str())));
+    // Bytepieces as the stage takes them: distinct non-special pieces of 1..L bytes.  Per length,
+    // their count bounds T_n's keys (RH_n collisions can only drop some).  Ordered: the witness
+    // below is the first in byte order, the same on every platform.
+    auto special = [&](uint32_t id) { return id < vocab.is_special.size() && vocab.is_special[id]; };
+    std::vector<std::set<std::string>> by_len(size_t(L) + 1);
+    for (uint32_t id = 0; id < vocab.size(); id++) {
+        const std::string &p = vocab.pieces[id];
+        if (p.size() >= 1 && p.size() <= L && !special(id)) by_len[p.size()].insert(p);
+    }
+    for (uint32_t n = 1; n <= L; n++)
+        plan.add(st, token_table_spec(n, token_table_bound(n, by_len[n].size())), false,
+                 "the MPHF's size depends on the keys: bound at the last 18.1 retry (M x 1.05^8)");
+    const bool flag = in.params.flags & STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER;
+    if (vocab.model != Vocab::Model::BPE_BYTE_LEVEL) {
+        plan.disable_stage(st, std::string("EXT mode: ") + model_name(vocab.model) +
+                                   " is not byte-level BPE: EXT wrapper (seed 4.1), no token tables");
+        return;
+    }
+    // A piece of 2+ bytes whose bytes are all single-byte pieces has two parses: Sardinas-
+    // Patterson rejects the set for certain (byte-level BPE vocabularies always have one).
+    std::string witness;
+    for (uint32_t n = 2; n <= L && witness.empty(); n++)
+        for (const std::string &p : by_len[n]) {
+            bool split = true;
+            for (char c : p) split = split && by_len[1].count(std::string(1, c));
+            if (split) {
+                witness = p;
+                break;
+            }
+        }
+    char shown[64];
+    render_witness(reinterpret_cast<const uint8_t *>(witness.data()), uint32_t(witness.size()), shown, sizeof shown);
+    if (!witness.empty() && !flag) {
+        plan.disable_stage(st, std::string("EXT mode: Sardinas-Patterson rejects the bytepieces (\"") + shown +
+                                   "\" is also its single bytes): no token tables; --allow-uncertified-tokenizer builds them "
+                                   "(recorded as uncertified)");
+        return;
+    }
+    for (PlannedArray &a : plan.arrays) {
+        if (a.stage != st) continue;
+        if (!witness.empty()) {
+            if (a.reason.empty()) a.reason = "built uncertified (--allow-uncertified-tokenizer)";
+        } else if (!flag) {
+            a.presence = PlanPresence::Optional;
+            a.reason = "written if Sardinas-Patterson certifies the bytepieces when the stage runs (else EXT mode)" +
+                       (a.reason.empty() ? std::string("") : "; " + a.reason);
+        }
+    }
 }
 
 void tokenizer_stage_run(Job &job) {
