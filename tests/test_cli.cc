@@ -10,6 +10,10 @@
 #include <simdjson.h>
 
 #include "test_util.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/greedy.h"
+#include "tokenizer/vocab_greedy.h"
+#include "tokenizer/vocab_io.h"
 
 using namespace stk;
 
@@ -277,6 +281,46 @@ static void flag_names_consistent(void **) {
 }
 
 // --in: a directory, a checkpoint file in it, a HuggingFace cache folder; stk inspect DIR.
+// `stk tokenize` prints exactly the ids the library computes, in both modes and both output forms
+// (the ids are streamed through the command's own decimal formatter): the real GPT-2 vocabulary,
+// ids of 1 to 5 digits ("!" is id 0).
+static void tokenize_prints_the_library_ids(void **) {
+    const std::string dir = test::third_party_data("gpt2/hf-dir");
+    const std::string text = "!\"Hello world! It's 2026: 0 9 10 99 100 999 1000 12345678, na\xc3\xafve caf\xc3\xa9 \xe2\x82\xac\n\tantidisestablishmentarianism";
+    Vocab v = load_vocab_dir(dir);
+    std::vector<uint32_t> bpe;
+    Tokenizer(v).encode(text, bpe, true);
+    GreedyTables g(v, 8);
+    std::vector<uint32_t> greedy(text.size() + 1);
+    greedy.resize(greedy_encode(*g.tables, reinterpret_cast<const uint8_t *>(text.data()), text.size(), greedy.data()));
+    for (const auto &[mode, want] : {std::pair<std::string, const std::vector<uint32_t> &>{"bpe", bpe}, {"greedy", greedy}}) {
+        assert_true(want.size() > 20);
+        assert_int_equal(*std::min_element(want.begin(), want.end()), 0);
+        assert_true(*std::max_element(want.begin(), want.end()) >= 10000);
+        Run r = run_stk({"tokenize", dir, "--prompt", text, "--mode", mode, "--json"});
+        assert_int_equal(r.exit_code, 0);
+        simdjson::dom::parser p;
+        auto root = parse_result(p, r, "tokenize");
+        assert_int_equal(uint64_t(root["count"]), want.size());
+        simdjson::dom::array ids = root["ids"];
+        assert_int_equal(ids.size(), want.size());
+        size_t i = 0;
+        for (simdjson::dom::element e : ids) assert_int_equal(uint64_t(e), want[i++]);
+        assert_true(std::string_view(root["mode"]) == mode);
+        std::string plain;
+        for (size_t k = 0; k < want.size(); k++) plain += (k ? " " : "") + std::to_string(want[k]);
+        Run t = run_stk({"tokenize", dir, "--prompt", text, "--mode", mode});
+        assert_int_equal(t.exit_code, 0);
+        assert_string_equal(t.out.c_str(), (plain + "\n").c_str());
+    }
+    // No text: no ids.
+    Run e = run_stk({"tokenize", dir, "--prompt", "", "--mode", "greedy", "--json"});
+    simdjson::dom::parser p;
+    auto root = parse_result(p, e, "tokenize");
+    assert_int_equal(simdjson::dom::array(root["ids"]).size(), 0);
+    assert_string_equal(run_stk({"tokenize", dir, "--prompt", "", "--mode", "greedy"}).out.c_str(), "\n");
+}
+
 static void in_resolution(void **) {
     Run base = run_stk({"inspect", "--in", model(), "--json"});
     assert_int_equal(base.exit_code, 0);
@@ -473,6 +517,7 @@ int main() {
         cmocka_unit_test(arguments_validated_first),
         cmocka_unit_test(flag_names_consistent),
         cmocka_unit_test(in_resolution),
+        cmocka_unit_test(tokenize_prints_the_library_ids),
         cmocka_unit_test(plan_models_help),
         cmocka_unit_test(progress_on_a_terminal),
     };

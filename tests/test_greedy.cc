@@ -72,6 +72,21 @@ static void fast_equals_reference_on_real_text(void **) {
     }
 }
 
+// Texts of 1 MiB and more take the larger memo (64 KiB on the heap): same ids as the reference.
+static void long_text_equals_reference(void **) {
+    const std::string unit = sample_text();
+    std::string text;
+    for (uint32_t i = 0; text.size() < (size_t(1) << 20) + 4096; i++) text += unit + std::to_string(i * 7919u) + " ";
+    GreedyTables g(gpt2(), 8);
+    GreedyStats s_ref, s_fast;
+    std::vector<uint32_t> ref = enc(*g.tables, text, true, &s_ref);
+    std::vector<uint32_t> fast = enc(*g.tables, text, false, &s_fast);
+    assert_true(ref.size() > text.size() / 8);
+    assert_true(fast == ref);
+    assert_true(dec(*g.tables, fast, text.size()) == text);
+    assert_true(s_fast.probes < s_ref.probes / 2);  // the memo answers most repeated windows
+}
+
 static void pinned_ids(void **) {
     GreedyTables g(gpt2(), 8);
     // whole words of <= 8 bytes are one piece each ("Hello" 15496, " world" 995, "," 11, " I" 314,
@@ -134,6 +149,7 @@ static void residual_id_and_error(void **) {
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fast_equals_reference_on_real_text),
+        cmocka_unit_test(long_text_equals_reference),
         cmocka_unit_test(pinned_ids),
         cmocka_unit_test(residual_flush_at_eof),
         cmocka_unit_test(residual_id_and_error),

@@ -153,7 +153,8 @@ public:
     // Index in [0, K) of the key with hash h; ~0 for an empty function.  Never reads out of
     // bounds, for any h, on any validated (loaded) or built function (r < W <= M, so
     // base + r < 2M).
-    uint64_t index_of_hash(uint64_t h) const {
+    // Always inlined: as a call it cost the greedy encoder ~10 % of its time (perf).
+    [[gnu::always_inline]] uint64_t index_of_hash(uint64_t h) const {
         if (n_keys == 0) return ~uint64_t(0);
         const uint64_t b = bucket_of(h);
         const uint8_t v = pilots[b];
@@ -162,8 +163,8 @@ public:
     }
     uint64_t hash_u64(uint64_t key) const { return hash::hash_u64_keyed(key, salt_mixed); }
     uint64_t hash_bytes(const void *p, size_t n) const { return hash::hash_bytes(p, n, salt); }
-    uint64_t index_u64(uint64_t key) const { return index_of_hash(hash_u64(key)); }
-    uint64_t index_bytes(const void *p, size_t n) const { return index_of_hash(hash_bytes(p, n)); }
+    [[gnu::always_inline]] uint64_t index_u64(uint64_t key) const { return index_of_hash(hash_u64(key)); }
+    [[gnu::always_inline]] uint64_t index_bytes(const void *p, size_t n) const { return index_of_hash(hash_bytes(p, n)); }
 
     // window_log2 and the bucket multipliers from K, M, B, B1 (after a build or a load).
     void derive_constants();

@@ -26,8 +26,7 @@ static void read_merges_txt(VocabBuilder &b, std::string_view text, const std::s
         if (sp == std::string_view::npos || sp == 0 || sp + 1 == line.size() || line.find(' ', sp + 1) != std::string_view::npos)
             throw_error(STK_E_CORRUPT, "%s: line %zu: a merge is two tokens separated by one space, not '%s'", name.c_str(),
                         line_no, printable(line).c_str());
-        std::string where = format("%s line %zu", name.c_str(), line_no);
-        b.add_merge(line.substr(0, sp), line.substr(sp + 1), where);
+        b.add_merge(line.substr(0, sp), line.substr(sp + 1), name + " line ", line_no);
     }
 }
 }  // namespace detail

@@ -29,12 +29,29 @@ GreedyTables::GreedyTables(const Vocab &vocab, uint32_t l_tok) {
         if (len >= 1 && len <= L && !special(id)) cand.push_back(id);
     }
     if (total > 0xFFFFFFFFull) throw_error(STK_E_UNSUPPORTED, "%s: more than 4 GiB of piece bytes", vocab.source.c_str());
-    std::sort(cand.begin(), cand.end(), [&](uint32_t a, uint32_t b) {
-        const std::string &x = vocab.pieces[a], &y = vocab.pieces[b];
-        if (x.size() != y.size()) return x.size() < y.size();
-        int c = std::memcmp(x.data(), y.data(), x.size());
-        return c ? c < 0 : a < b;
+    // By (length, bytes, id).  The first 8 bytes as a big-endian word order like memcmp, so most
+    // comparisons are two integer compares (the indirect memcmp sort was ~5 ms of `stk tokenize`).
+    struct Ranked {
+        uint64_t len, head;
+        uint32_t id;
+    };
+    std::vector<Ranked> ranked(cand.size());
+    for (size_t i = 0; i < cand.size(); i++) {
+        const std::string &p = vocab.pieces[cand[i]];
+        uint64_t head = 0;
+        for (size_t k = 0; k < 8; k++) head = (head << 8) | (k < p.size() ? uint8_t(p[k]) : 0);
+        ranked[i] = {p.size(), head, cand[i]};
+    }
+    std::sort(ranked.begin(), ranked.end(), [&](const Ranked &a, const Ranked &b) {
+        if (a.len != b.len) return a.len < b.len;
+        if (a.head != b.head) return a.head < b.head;
+        if (a.len > 8) {
+            int c = std::memcmp(vocab.pieces[a.id].data() + 8, vocab.pieces[b.id].data() + 8, a.len - 8);
+            if (c) return c < 0;
+        }
+        return a.id < b.id;
     });
+    for (size_t i = 0; i < cand.size(); i++) cand[i] = ranked[i].id;
     cand.erase(std::unique(cand.begin(), cand.end(), [&](uint32_t a, uint32_t b) { return vocab.pieces[a] == vocab.pieces[b]; }),
                cand.end());
 

@@ -1,12 +1,13 @@
 // Shared by the vocab readers (not part of the tokenizer's interface).
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
+#include "hash/hash64.h"
 #include "tokenizer/vocab.h"
 
 namespace stk::detail {
@@ -18,10 +19,59 @@ bool byte_level_to_bytes(std::string_view s, std::string *out);
 // A token for an error message: at most 64 bytes, control bytes escaped.
 std::string printable(std::string_view s);
 
+// Spelling -> id, looked up by string_view: an open-addressing table over one vector of entries
+// (std::unordered_map's node per token and std::string per lookup made loading GPT-2's
+// tokenizer.json take 80 ms, most of `stk tokenize`'s fixed cost).  The iterator-like interface
+// (find() == end(), it->second) is what the readers use.
+class SpellingMap {
+public:
+    using Item = std::pair<std::string, uint32_t>;
+    const Item *end() const { return nullptr; }
+    const Item *find(std::string_view s) const {
+        if (slots_.empty()) return nullptr;
+        for (size_t i = hash_of(s) & mask_;; i = (i + 1) & mask_) {
+            const uint32_t at = slots_[i];
+            if (at == 0) return nullptr;
+            if (items_[at - 1].first == s) return &items_[at - 1];
+        }
+    }
+    // (the entry, true) if s was new; (the existing entry, false) otherwise.
+    std::pair<const Item *, bool> emplace(std::string s, uint32_t id) {
+        if (const Item *it = find(s)) return {it, false};
+        if (2 * (items_.size() + 1) > slots_.size()) rehash(std::max<size_t>(64, 2 * slots_.size()));
+        items_.emplace_back(std::move(s), id);
+        place(items_.size() - 1);
+        return {&items_.back(), true};
+    }
+    void reserve(size_t n) {
+        items_.reserve(n);
+        size_t want = 64;
+        while (want < 2 * n) want *= 2;
+        if (want > slots_.size()) rehash(want);
+    }
+    size_t size() const { return items_.size(); }
+
+private:
+    static size_t hash_of(std::string_view s) { return size_t(hash::hash_bytes(s.data(), s.size(), 0)); }
+    void place(size_t item) {
+        size_t i = hash_of(items_[item].first) & mask_;
+        while (slots_[i] != 0) i = (i + 1) & mask_;
+        slots_[i] = uint32_t(item + 1);
+    }
+    void rehash(size_t n_slots) {
+        slots_.assign(n_slots, 0);
+        mask_ = n_slots - 1;
+        for (size_t k = 0; k < items_.size(); k++) place(k);
+    }
+    std::vector<Item> items_;
+    std::vector<uint32_t> slots_;  // item index + 1; 0 = empty
+    size_t mask_ = 0;
+};
+
 // Collects (spelling, piece, id) entries and merges; finish() checks ids are 0..n-1.
 struct VocabBuilder {
     Vocab v;
-    std::unordered_map<std::string, uint32_t> by_spelling;  // the file's own spelling -> id
+    SpellingMap by_spelling;  // the file's own spelling -> id
     struct Entry {
         uint32_t id;
         std::string piece;
@@ -31,7 +81,8 @@ struct VocabBuilder {
 
     void add(std::string_view spelling, std::string piece, uint64_t id, const std::string &where);
     uint32_t id_of(std::string_view spelling, const std::string &where) const;
-    void add_merge(std::string_view left, std::string_view right, const std::string &where);
+    // where_prefix + index names the merge in an error (formatted only then: 50k merges).
+    void add_merge(std::string_view left, std::string_view right, std::string_view where_prefix, size_t index);
     Vocab finish();
 };
 

@@ -44,23 +44,28 @@ void VocabBuilder::add(std::string_view spelling, std::string piece, uint64_t id
 }
 
 uint32_t VocabBuilder::id_of(std::string_view spelling, const std::string &where) const {
-    auto it = by_spelling.find(std::string(spelling));
+    auto it = by_spelling.find(spelling);
     if (it == by_spelling.end())
         throw_error(STK_E_CORRUPT, "%s: %s: '%s' is not in the vocabulary", v.source.c_str(), where.c_str(),
                     printable(spelling).c_str());
     return it->second;
 }
 
-void VocabBuilder::add_merge(std::string_view left, std::string_view right, const std::string &where) {
-    uint32_t a = id_of(left, where), b = id_of(right, where);
+void VocabBuilder::add_merge(std::string_view left, std::string_view right, std::string_view where_prefix, size_t index) {
+    auto where = [&] { return std::string(where_prefix) + std::to_string(index); };
+    auto l = by_spelling.find(left), r = by_spelling.find(right);
+    if (l == by_spelling.end() || r == by_spelling.end()) {
+        id_of(left, where());  // throws for the one missing
+        id_of(right, where());
+    }
     std::string joined;
     joined.reserve(left.size() + right.size());
     joined.append(left).append(right);
     auto it = by_spelling.find(joined);
     if (it == by_spelling.end())
         throw_error(STK_E_CORRUPT, "%s: %s: the merge of '%s' and '%s' gives '%s', which is not in the vocabulary",
-                    v.source.c_str(), where.c_str(), printable(left).c_str(), printable(right).c_str(), printable(joined).c_str());
-    v.merges.emplace_back(a, b);
+                    v.source.c_str(), where().c_str(), printable(left).c_str(), printable(right).c_str(), printable(joined).c_str());
+    v.merges.emplace_back(l->second, r->second);
     v.merge_results.push_back(it->second);
 }
 

@@ -200,6 +200,8 @@ Vocab parse_tokenizer_json(const uint8_t *data, size_t size, const std::string &
         b.v.byte_fallback = get_bool(model, "byte_fallback", false);
         dom::object obj;
         if (vocab.get_object().get(obj) != SUCCESS) bad(name, "/model/vocab", "not an object of token -> id");
+        b.by_spelling.reserve(obj.size());  // no rehash while 50k+ tokens go in (bounded by the file)
+        b.entries.reserve(obj.size());
         std::string bytes;
         for (auto [key, value] : obj) {
             uint64_t id;
@@ -250,7 +252,7 @@ Vocab parse_tokenizer_json(const uint8_t *data, size_t size, const std::string &
                     pair.at(1).get_string().get(r) != SUCCESS)
                     throw_error(STK_E_BAD_JSON, "%s: /model/merges/%zu: neither \"a b\" nor [\"a\", \"b\"]", name.c_str(), i);
             }
-            b.add_merge(l, r, format("/model/merges/%zu", i));
+            b.add_merge(l, r, "/model/merges/", i);
             i++;
         }
     } else if (type == "Unigram") {
