@@ -670,6 +670,41 @@ static void test_kernels_every_target(void **) {
             bad[77] = -INFINITY;
             assert_false(lwt_stats_add(t, &sb, bad.data(), bad.size()));
         }
+        // Ternary, int2 and fp4 encode by comparing |v| with boundaries computed from the scale
+        // (no division): the floats at and next to every rounding boundary, both signs, at
+        // scales of every shape of significand and across the exponent range.
+        for (LwtDType t : {LwtDType::TERNARY, LwtDType::I2, LwtDType::FP4, LwtDType::I4}) {
+            uint64_t st = 12345;
+            for (int k = 0; k < 300; k++) {
+                st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+                float scale = std::ldexp(1.0f + float(st >> 41) * 0x1p-23f, int(st % 201) - 100);  // [2^-100, 2^101)
+                if (k < 4) scale = (const float[]){0x1p-100f, 0x1p100f, 1.0f, 0x1.fffffep-1f}[k];
+                if (scale > kLwtMaxScale) scale = kLwtMaxScale;
+                std::vector<float> v;
+                for (float c : {0.25f, 0.5f, 0.75f, 1.25f, 1.5f, 1.75f, 2.5f, 3.5f, 5.0f, 6.5f, 7.5f}) {
+                    float at = float(double(c) * double(scale));
+                    for (int u = 0; u < 4; u++) at = std::nextafter(at, 0.0f);
+                    for (int u = 0; u < 9; u++, at = std::nextafter(at, 1e38f)) {
+                        v.push_back(at);
+                        v.push_back(-at);
+                    }
+                }
+                assert_true(same_as_reference(t, LwtQuant{scale, 0}, v.data(), v.size(), "boundaries"));
+            }
+        }
+        // The transpose export uses for Conv1D weights: every value lands at [c][r], the
+        // destination's other values (its stride's slack) stay untouched, at whole-block and
+        // ragged sizes and strides wider than the block.
+        for (uint64_t rows : {1u, 3u, 4u, 5u, 8u, 13u})
+            for (uint64_t cols : {1u, 4u, 7u, 9u, 16u}) {
+                const uint64_t ss = cols + 3, ds = rows + 2;
+                std::vector<float> src(rows * ss), dst(cols * ds, -1.0f);
+                for (size_t i = 0; i < src.size(); i++) src[i] = float(i) + 0.5f;
+                kernels::lwt_transpose_f32(src.data(), ss, rows, cols, dst.data(), ds);
+                for (uint64_t c = 0; c < cols; c++)
+                    for (uint64_t r = 0; r < ds; r++)
+                        assert_int_equal(f_bits(dst[c * ds + r]), f_bits(r < rows ? src[r * ss + c] : -1.0f));
+            }
         tested++;
     }
     hwy::SetSupportedTargetsForTest(0);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "ingest/model.h"
+#include "kernels/lowbit_kernels.h"
 
 namespace stk {
 
@@ -74,22 +75,15 @@ public:
         // Output rows [b0, b0 + nb): tiles of kTransposeBlock source rows, each converted as nb
         // contiguous values, then written column-wise into buf.
         const uint64_t b0 = first / rows_, nb = k / rows_;
-        if (zero_copy_) {  // f32 in the mapping: transpose straight from it, 8 x 8 blocks
-            const float *src = reinterpret_cast<const float *>(bytes_);
-            for (uint64_t a0 = 0; a0 < rows_; a0 += 8)
-                for (uint64_t c0 = 0; c0 < nb; c0 += 8) {
-                    const uint64_t na = std::min<uint64_t>(8, rows_ - a0), nc = std::min<uint64_t>(8, nb - c0);
-                    for (uint64_t a = 0; a < na; a++)
-                        for (uint64_t c = 0; c < nc; c++) buf[(c0 + c) * rows_ + a0 + a] = src[(a0 + a) * cols_ + b0 + c0 + c];
-                }
+        if (zero_copy_) {  // f32 in the mapping: transpose straight from it
+            kernels::lwt_transpose_f32(reinterpret_cast<const float *>(bytes_) + b0, cols_, rows_, nb, buf, rows_);
             return buf;
         }
         tile.resize(size_t(kTransposeBlock * nb));
         for (uint64_t a0 = 0; a0 < rows_; a0 += kTransposeBlock) {
             const uint64_t na = std::min<uint64_t>(kTransposeBlock, rows_ - a0);
             for (uint64_t a = 0; a < na; a++) convert_to_f32(r_, bytes_, (a0 + a) * cols_ + b0, nb, tile.data() + a * nb);
-            for (uint64_t b = 0; b < nb; b++)
-                for (uint64_t a = 0; a < na; a++) buf[b * rows_ + a0 + a] = tile[size_t(a * nb + b)];
+            kernels::lwt_transpose_f32(tile.data(), nb, na, nb, buf + a0, rows_);
         }
         return buf;
     }

@@ -11,6 +11,29 @@
 
 #include "kernels/lowbit_kernels.h"
 
+#ifndef STK_LOWBIT_KERNELS_ONCE
+#define STK_LOWBIT_KERNELS_ONCE
+#include <cmath>
+namespace stk::kernels {
+// Division-free quantisation for the dtypes whose codes have few boundaries (ternary, int2, fp4).
+// For x >= 0 (or +inf, or NaN), a representable c >= 2^-2 and a scale s in [kLwtMinScale,
+// kLwtMaxScale], returns the float F with
+//     fl(x / s) <= c   <=>   x <= F
+// where fl is the IEEE division rounded to nearest even (what the scalar reference computes).
+// fl(q) <= c exactly when q lies below the midpoint m between c and the next float: q == m would
+// need x == m s, which has more than 24 significant bits (m has 25, the last one set), so no
+// float x is a tie.  m s has at most 49 significant bits, so it is exact in double, and F is
+// the largest float below it.  The packed bytes are unchanged: tests compare every code, every
+// tie and the floats next to each boundary at many scales with the scalar reference.
+inline float fl_div_le_bound(float c, float s) {
+    const double m = (double(c) + double(std::nextafterf(c, INFINITY))) / 2, p = m * double(s);  // both exact
+    float f = float(p);  // the nearest float (never p itself), or infinity
+    if (double(f) > p) f = std::nextafterf(f, -INFINITY);
+    return f;
+}
+}  // namespace stk::kernels
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace stk::kernels {
 namespace HWY_NAMESPACE {
@@ -24,6 +47,10 @@ const char *TargetName() { return hwy::TargetName(HWY_TARGET); }
 uint64_t PackBulk(LwtDType, const float *, uint64_t, LwtQuant, uint8_t *) { return 0; }
 uint64_t UnpackBulk(LwtDType, const uint8_t *, uint64_t, LwtQuant, float *, bool *) { return 0; }
 uint64_t MinmaxBulk(const float *, uint64_t, float *, float *, float *) { return 0; }
+void Transpose(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, float *dst, uint64_t ds) {
+    for (uint64_t r = 0; r < rows; r++)
+        for (uint64_t c = 0; c < cols; c++) dst[c * ds + r] = src[r * ss + c];
+}
 #else
 
 using DF = hn::ScalableTag<float>;
@@ -89,6 +116,52 @@ HWY_INLINE VU Bf16Bits(DF df, VF v) {
     return hn::IfThenElse(nan, hn::Or(hi, hn::Set(du, 0x40u)), rounded);
 }
 
+// Ternary, int2 and fp4 codes compare |v| with the boundaries of fl(|v| / scale) (see
+// fl_div_le_bound) instead of dividing: the same fields, without the division that bounds the
+// other quantised dtypes.  thr holds the boundaries in the order the encoders below use.
+constexpr bool UsesBounds(LwtDType t) { return t == LwtDType::TERNARY || t == LwtDType::I2 || t == LwtDType::FP4; }
+constexpr unsigned kMaxBounds = 7;
+
+// The boundaries for scale s, or false when s lies outside [kLwtMinScale, kLwtMaxScale] (then
+// the kernels divide).
+inline bool QuantBounds(LwtDType t, float s, float *thr) {
+    if (!(s >= kLwtMinScale && s <= kLwtMaxScale)) return false;
+    if (t == LwtDType::TERNARY) {
+        thr[0] = fl_div_le_bound(0.5f, s);  // code 0: fl <= 0.5 (the tie rounds to 0)
+    } else if (t == LwtDType::I2) {
+        thr[0] = fl_div_le_bound(0.5f, s);                             // |code| >= 1 above it
+        thr[1] = fl_div_le_bound(std::nextafterf(1.5f, 0.0f), s);      // -2 from fl >= 1.5 (-1.5 rounds to -2)
+    } else {  // fp4: fp4_index's comparisons; a < c is a <= the float below c
+        const float cs[kMaxBounds] = {5.0f, std::nextafterf(3.5f, 0.0f), 2.5f, std::nextafterf(1.75f, 0.0f), 1.25f,
+                                      std::nextafterf(0.75f, 0.0f), 0.25f};
+        for (unsigned k = 0; k < kMaxBounds; k++) thr[k] = fl_div_le_bound(cs[k], s);
+    }
+    return true;
+}
+
+template <LwtDType T>
+HWY_INLINE VU EncodeBounded(DF df, VF v, const float *thr) {
+    const DU du;
+    const DI di;
+    const VF a = hn::Abs(v);
+    const VU neg = hn::ShiftRight<31>(hn::BitCast(du, v));
+    if constexpr (T == LwtDType::TERNARY) {  // 0, 1, or -1 = 0b11 (NaN: 0, as the scalar code)
+        const auto nz = hn::RebindMask(du, hn::Gt(a, hn::Set(df, thr[0])));
+        return hn::IfThenElseZero(nz, hn::Or(hn::Set(du, 1u), hn::Add(neg, neg)));
+    } else if constexpr (T == LwtDType::I2) {  // v >= 0: 0 or 1; v < 0: 0, -1 or -2 (two's complement, 2 bits)
+        const VU m1 = hn::IfThenElseZero(hn::RebindMask(du, hn::Gt(a, hn::Set(df, thr[0]))), hn::Set(du, 1u));
+        const VU m2 = hn::IfThenElseZero(hn::RebindMask(du, hn::Gt(a, hn::Set(df, thr[1]))), hn::Set(du, 1u));
+        const VU mag = hn::IfThenElse(hn::RebindMask(du, hn::Eq(neg, hn::Zero(du))), m1, hn::Add(m1, m2));
+        const VU sign_mask = hn::Sub(hn::Zero(du), neg);  // all ones for v < 0
+        return hn::And(hn::Sub(hn::Xor(mag, sign_mask), sign_mask), hn::Set(du, 3u));  // -mag for v < 0
+    } else {  // FP4: 7 minus the boundaries |v| lies at or below (NaN, inf: 7)
+        VI idx = hn::Set(di, 7);
+        for (unsigned k = 0; k < kMaxBounds; k++)
+            idx = hn::Add(idx, hn::VecFromMask(di, hn::RebindMask(di, a <= hn::Set(df, thr[k]))));
+        return hn::Or(hn::BitCast(du, idx), hn::ShiftLeft<3>(neg));
+    }
+}
+
 // One vector of values -> their stored fields (the low Bits(T) bits of each u32 lane).
 template <LwtDType T>
 HWY_INLINE VU Encode(DF df, VF v, VF scale, VI zero_point) {
@@ -141,8 +214,8 @@ HWY_INLINE VU PairUp(DU du, VU first, VU second) {
     return hn::ConcatEven(du, join(second), join(first));
 }
 
-template <LwtDType T>
-uint64_t PackT(const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+template <LwtDType T, bool kBounded>
+uint64_t PackWith(const float *v, uint64_t n, LwtQuant q, const float *thr, uint8_t *out) {
     const DF df;
     const DU du;
     const DI di;
@@ -164,7 +237,10 @@ uint64_t PackT(const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
         // 8 / b vectors of fields -> one vector of bytes (one per u32 lane) -> N bytes.
         const hn::Rebind<uint8_t, DI> d8;
         constexpr unsigned per = 8 / b;
-        auto enc = [&](uint64_t at) { return Encode<T>(df, hn::LoadU(df, v + at), scale, zp); };
+        auto enc = [&](uint64_t at) {
+            if constexpr (kBounded) return EncodeBounded<T>(df, hn::LoadU(df, v + at), thr);
+            else return Encode<T>(df, hn::LoadU(df, v + at), scale, zp);
+        };
         for (; i + per * N <= n; i += per * N) {
             VU bytes;
             if constexpr (b == 4) {
@@ -182,6 +258,15 @@ uint64_t PackT(const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
         }
     }
     return i - i % 8;  // whole bytes of every width (i is a multiple of N >= 4 and, below 8 bits, of 8)
+}
+
+template <LwtDType T>
+uint64_t PackT(const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+    if constexpr (UsesBounds(T)) {
+        float thr[kMaxBounds];
+        if (QuantBounds(T, q.scale, thr)) return PackWith<T, true>(v, n, q, thr, out);
+    }
+    return PackWith<T, false>(v, n, q, nullptr, out);
 }
 
 // f16 bits (low 16 bits of each lane) -> f32, exactly as f16_to_f32.
@@ -339,6 +424,31 @@ uint64_t MinmaxBulk(const float *v, uint64_t n, float *absmax, float *lo, float 
     return i;
 }
 
+// 4 x 4 blocks through 128-bit vectors (every target but scalar has them); rows and columns
+// beyond the last whole block are copied one value at a time.
+void Transpose(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, float *dst, uint64_t ds) {
+    const hn::Full128<float> d4;
+    const uint64_t r4 = rows / 4 * 4, c4 = cols / 4 * 4;
+    for (uint64_t r = 0; r < r4; r += 4) {
+        const float *s0 = src + r * ss;
+        for (uint64_t c = 0; c < c4; c += 4) {
+            const auto a = hn::LoadU(d4, s0 + c), b = hn::LoadU(d4, s0 + ss + c);
+            const auto e = hn::LoadU(d4, s0 + 2 * ss + c), f = hn::LoadU(d4, s0 + 3 * ss + c);
+            const auto ab_lo = hn::InterleaveLower(d4, a, b), ef_lo = hn::InterleaveLower(d4, e, f);  // a0 b0 a1 b1
+            const auto ab_hi = hn::InterleaveUpper(d4, a, b), ef_hi = hn::InterleaveUpper(d4, e, f);  // a2 b2 a3 b3
+            float *o = dst + c * ds + r;
+            hn::StoreU(hn::ConcatLowerLower(d4, ef_lo, ab_lo), d4, o);  // a0 b0 e0 f0
+            hn::StoreU(hn::ConcatUpperUpper(d4, ef_lo, ab_lo), d4, o + ds);
+            hn::StoreU(hn::ConcatLowerLower(d4, ef_hi, ab_hi), d4, o + 2 * ds);
+            hn::StoreU(hn::ConcatUpperUpper(d4, ef_hi, ab_hi), d4, o + 3 * ds);
+        }
+        for (uint64_t c = c4; c < cols; c++)
+            for (uint64_t k = 0; k < 4; k++) dst[c * ds + r + k] = src[(r + k) * ss + c];
+    }
+    for (uint64_t r = r4; r < rows; r++)
+        for (uint64_t c = 0; c < cols; c++) dst[c * ds + r] = src[r * ss + c];
+}
+
 #endif  // HWY_TARGET != HWY_SCALAR
 
 }  // namespace HWY_NAMESPACE
@@ -352,6 +462,11 @@ HWY_EXPORT(PackBulk);
 HWY_EXPORT(UnpackBulk);
 HWY_EXPORT(MinmaxBulk);
 HWY_EXPORT(TargetName);
+HWY_EXPORT(Transpose);
+
+void lwt_transpose_f32(const float *src, uint64_t src_stride, uint64_t rows, uint64_t cols, float *dst, uint64_t dst_stride) {
+    HWY_DYNAMIC_DISPATCH(Transpose)(src, src_stride, rows, cols, dst, dst_stride);
+}
 
 uint64_t lwt_pack_bulk(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
     return HWY_DYNAMIC_DISPATCH(PackBulk)(t, v, n, q, out);

@@ -30,6 +30,11 @@ uint64_t lwt_unpack_bulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, 
 // meaningless).
 uint64_t lwt_minmax_bulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi);
 
+// dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < cols (a plain copy of
+// every value, so exact on every target): 4 x 4 blocks in vector registers, the edges scalar.
+// Export's transposed (Conv1D) tensors go through it.
+void lwt_transpose_f32(const float *src, uint64_t src_stride, uint64_t rows, uint64_t cols, float *dst, uint64_t dst_stride);
+
 // For tests: the Highway targets compiled and supported by this CPU (HWY_* bits), the one the
 // kernels run on now, and its name.  Tests pin one with hwy::SetSupportedTargetsForTest.
 std::vector<int64_t> lowbit_targets();
