@@ -692,6 +692,35 @@ static void test_kernels_every_target(void **) {
                 assert_true(same_as_reference(t, LwtQuant{scale, 0}, v.data(), v.size(), "boundaries"));
             }
         }
+        // The per-exponent |v| sums of ternary/binary's scale: the vector kernel (plus the
+        // values it leaves) gives the entries one value at a time gives, on trained-like weights,
+        // on values spread over every exponent (zeros, subnormals, the largest floats among
+        // them), and on zeros and subnormals alone.
+        {
+            std::vector<float> spread(4099);
+            uint64_t st = 99;
+            for (size_t i = 0; i < spread.size(); i++) {
+                st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+                uint32_t b = uint32_t(st >> 20);
+                if ((b & 0x7F800000u) == 0x7F800000u) b &= 0xBFFFFFFFu;  // finite
+                spread[i] = i % 7 == 0 ? 0.0f : bits_f(b);
+            }
+            std::vector<float> tiny = {0.0f, -0.0f, 0x1p-149f, -0x1p-140f, 0x1.fffffcp-127f};
+            tiny.resize(300, 0x1p-130f);
+            for (const std::vector<float> *data : {&w, (const std::vector<float> *)&spread, (const std::vector<float> *)&tiny}) {
+                uint64_t want[256] = {}, got[256] = {};
+                for (float f : *data) {
+                    const uint32_t x = f_bits(f) & 0x7FFFFFFFu, e = x >> 23, m = x & 0x7FFFFFu;
+                    want[e ? e : 1] += e ? (m | 0x800000u) : m;
+                }
+                const uint64_t done = kernels::lwt_abs_sum_bulk(data->data(), data->size(), got);
+                for (uint64_t i = done; i < data->size(); i++) {
+                    const uint32_t x = f_bits((*data)[i]) & 0x7FFFFFFFu, e = x >> 23, m = x & 0x7FFFFFu;
+                    got[e ? e : 1] += e ? (m | 0x800000u) : m;
+                }
+                assert_memory_equal(got, want, sizeof want);
+            }
+        }
         // The transpose export uses for Conv1D weights: every value lands at [c][r], the
         // destination's other values (its stride's slack) stay untouched, at whole-block and
         // ragged sizes and strides wider than the block.

@@ -144,7 +144,7 @@ void add_abs_sum(LwtQuantStats *s, const float *v, uint64_t n) {
         const uint64_t k = std::min<uint64_t>(n - done, (1ull << 38) - (s->n + done) % (1ull << 38));
         uint64_t bins[4][256] = {};
         const float *p = v + done;
-        uint64_t i = 0;
+        uint64_t i = kernels::lwt_abs_sum_bulk(p, k, bins[0]);  // the vector bulk, then the rest here
         auto put = [&](uint64_t *b, float f) {
             uint32_t x = bits_of(f) & 0x7FFFFFFFu, e = x >> 23, m = x & 0x7FFFFFu;
             b[e ? e : 1] += e ? (m | 0x800000u) : m;

@@ -6,8 +6,11 @@
 
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+
+#include <hwy/aligned_allocator.h>
 
 #include "kernels/lowbit_kernels.h"
 
@@ -47,6 +50,7 @@ const char *TargetName() { return hwy::TargetName(HWY_TARGET); }
 uint64_t PackBulk(LwtDType, const float *, uint64_t, LwtQuant, uint8_t *) { return 0; }
 uint64_t UnpackBulk(LwtDType, const uint8_t *, uint64_t, LwtQuant, float *, bool *) { return 0; }
 uint64_t MinmaxBulk(const float *, uint64_t, float *, float *, float *) { return 0; }
+uint64_t AbsSumBulk(const float *, uint64_t, uint64_t *) { return 0; }
 void Transpose(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, float *dst, uint64_t ds) {
     for (uint64_t r = 0; r < rows; r++)
         for (uint64_t c = 0; c < cols; c++) dst[c * ds + r] = src[r * ss + c];
@@ -154,11 +158,17 @@ HWY_INLINE VU EncodeBounded(DF df, VF v, const float *thr) {
         const VU mag = hn::IfThenElse(hn::RebindMask(du, hn::Eq(neg, hn::Zero(du))), m1, hn::Add(m1, m2));
         const VU sign_mask = hn::Sub(hn::Zero(du), neg);  // all ones for v < 0
         return hn::And(hn::Sub(hn::Xor(mag, sign_mask), sign_mask), hn::Set(du, 3u));  // -mag for v < 0
-    } else {  // FP4: 7 minus the boundaries |v| lies at or below (NaN, inf: 7)
-        VI idx = hn::Set(di, 7);
-        for (unsigned k = 0; k < kMaxBounds; k++)
-            idx = hn::Add(idx, hn::VecFromMask(di, hn::RebindMask(di, a <= hn::Set(df, thr[k]))));
-        return hn::Or(hn::BitCast(du, idx), hn::ShiftLeft<3>(neg));
+    } else {  // FP4: 7 minus the boundaries |v| lies at or below, by a 3-step search (NaN, inf: 7)
+        // thr[0] > thr[1] > ... > thr[6]; each step halves the candidates of the index.
+        const auto l2 = a <= hn::Set(df, thr[3]);  // index < 4
+        const auto l1 = a <= hn::IfThenElse(l2, hn::Set(df, thr[5]), hn::Set(df, thr[1]));
+        const VF t0 = hn::IfThenElse(l2, hn::IfThenElse(l1, hn::Set(df, thr[6]), hn::Set(df, thr[4])),
+                                     hn::IfThenElse(l1, hn::Set(df, thr[2]), hn::Set(df, thr[0])));
+        const auto l0 = a <= t0;
+        const VU idx = hn::Or(hn::Or(hn::IfThenZeroElse(hn::RebindMask(du, l2), hn::Set(du, 4u)),
+                                     hn::IfThenZeroElse(hn::RebindMask(du, l1), hn::Set(du, 2u))),
+                              hn::IfThenZeroElse(hn::RebindMask(du, l0), hn::Set(du, 1u)));
+        return hn::Or(idx, hn::ShiftLeft<3>(neg));
     }
 }
 
@@ -215,7 +225,9 @@ HWY_INLINE VU PairUp(DU du, VU first, VU second) {
 }
 
 template <LwtDType T, bool kBounded>
-uint64_t PackWith(const float *v, uint64_t n, LwtQuant q, const float *thr, uint8_t *out) {
+uint64_t PackWith(const float *v, uint64_t n, LwtQuant q, const float *bounds, uint8_t *out) {
+    float thr[kMaxBounds] = {};  // a local copy: the stores to out cannot alias it
+    if constexpr (kBounded) std::memcpy(thr, bounds, sizeof thr);
     const DF df;
     const DU du;
     const DI di;
@@ -424,6 +436,66 @@ uint64_t MinmaxBulk(const float *v, uint64_t n, float *absmax, float *lo, float 
     return i;
 }
 
+#if HWY_HAVE_SCALABLE
+// The accumulators below are an array of vectors, which sizeless vectors cannot be: the scalar
+// code in format/lowbit.cc does it all on those targets.
+uint64_t AbsSumBulk(const float *, uint64_t, uint64_t *) { return 0; }
+#else
+// |v| of every value added to bins[e] (the f32 exponent field e; subnormals to bins[1]) as its
+// 24-bit significand, exactly as add_abs_sum in format/lowbit.cc does one value at a time.
+// The kAbsWindow exponents just below the largest |v| of the input are counted in vector
+// registers (per exponent: how many values, and the sum of their stored mantissas, so the entry
+// gets count * 2^23 + sum: the same integer); every other nonzero value is compressed out of its
+// vector and added one at a time.  Values must be finite.  Returns how many it did.
+constexpr unsigned kAbsWindow = 8;
+uint64_t AbsSumBulk(const float *v, uint64_t n, uint64_t *bins) {
+    const DF df;
+    const DU du;
+    const size_t N = hn::Lanes(df);
+    const VU abs_mask = hn::Set(du, 0x7FFFFFFFu), man_mask = hn::Set(du, 0x7FFFFFu);
+    const uint64_t bulk = n / N * N;
+    VU vmax = hn::Zero(du);
+    for (uint64_t i = 0; i < bulk; i += N) vmax = hn::Max(vmax, hn::And(hn::BitCast(du, hn::LoadU(df, v + i)), abs_mask));
+    const uint32_t e_hi = hn::GetLane(hn::MaxOfLanes(du, vmax)) >> 23;
+    if (e_hi == 0) return 0;  // zeros and subnormals only: the scalar code
+    const uint32_t e0 = e_hi >= kAbsWindow ? e_hi - (kAbsWindow - 1) : 1;
+    // Blocks of at most 256 vectors: a lane's mantissa sum stays below 2^31.
+    constexpr uint64_t kBlock = 256;
+    HWY_ALIGN uint32_t lanes[HWY_MAX_BYTES / 4];
+    auto fixed = hwy::AllocateAligned<uint32_t>(kBlock * N);  // the values outside the window
+    for (uint64_t i = 0; i < bulk;) {
+        const uint64_t end = std::min<uint64_t>(bulk, i + kBlock * N);
+        VU cnt[kAbsWindow], man[kAbsWindow];
+        for (unsigned j = 0; j < kAbsWindow; j++) cnt[j] = man[j] = hn::Zero(du);
+        size_t n_out = 0;
+        for (; i < end; i += N) {
+            const VU x = hn::And(hn::BitCast(du, hn::LoadU(df, v + i)), abs_mask);
+            const VU e = hn::ShiftRight<23>(x), m = hn::And(x, man_mask);
+            for (unsigned j = 0; j < kAbsWindow; j++) {
+                const auto at = hn::Eq(e, hn::Set(du, e0 + j));
+                cnt[j] = hn::Sub(cnt[j], hn::VecFromMask(du, at));  // + 1 where at
+                man[j] = hn::Add(man[j], hn::IfThenElseZero(at, m));
+            }
+            const auto out = hn::And(hn::Lt(e, hn::Set(du, e0)), hn::Ne(x, hn::Zero(du)));  // zeros add nothing
+            if (!hn::AllFalse(du, out)) n_out += hn::CompressStore(x, out, du, fixed.get() + n_out);
+        }
+        for (unsigned j = 0; j < kAbsWindow; j++) {
+            uint64_t c = 0, sm = 0;
+            hn::Store(cnt[j], du, lanes);
+            for (size_t k = 0; k < N; k++) c += lanes[k];
+            hn::Store(man[j], du, lanes);
+            for (size_t k = 0; k < N; k++) sm += lanes[k];
+            bins[e0 + j] += (c << 23) + sm;
+        }
+        for (size_t k = 0; k < n_out; k++) {
+            const uint32_t x = fixed[k], e = x >> 23, m = x & 0x7FFFFFu;
+            bins[e ? e : 1] += e ? (m | 0x800000u) : m;
+        }
+    }
+    return bulk;
+}
+#endif
+
 // 4 x 4 blocks through 128-bit vectors (every target but scalar has them); rows and columns
 // beyond the last whole block are copied one value at a time.
 void Transpose(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, float *dst, uint64_t ds) {
@@ -463,6 +535,9 @@ HWY_EXPORT(UnpackBulk);
 HWY_EXPORT(MinmaxBulk);
 HWY_EXPORT(TargetName);
 HWY_EXPORT(Transpose);
+HWY_EXPORT(AbsSumBulk);
+
+uint64_t lwt_abs_sum_bulk(const float *v, uint64_t n, uint64_t *bins) { return HWY_DYNAMIC_DISPATCH(AbsSumBulk)(v, n, bins); }
 
 void lwt_transpose_f32(const float *src, uint64_t src_stride, uint64_t rows, uint64_t cols, float *dst, uint64_t dst_stride) {
     HWY_DYNAMIC_DISPATCH(Transpose)(src, src_stride, rows, cols, dst, dst_stride);

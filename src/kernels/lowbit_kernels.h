@@ -30,6 +30,13 @@ uint64_t lwt_unpack_bulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, 
 // meaningless).
 uint64_t lwt_minmax_bulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi);
 
+// The exact sum of |v| per exponent (LwtQuantStats::abs_sum): adds the first k values' 24-bit
+// significands (bits & 0x7FFFFF, with the implicit bit for normals) to bins[e], e the exponent
+// field (subnormals to bins[1]), the same integers as one value at a time.  bins has 256
+// entries; values must be finite; each entry grows by less than 2^24 per value.  Returns k
+// (0 on the scalar target).
+uint64_t lwt_abs_sum_bulk(const float *v, uint64_t n, uint64_t *bins);
+
 // dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < cols (a plain copy of
 // every value, so exact on every target): 4 x 4 blocks in vector registers, the edges scalar.
 // Export's transposed (Conv1D) tensors go through it.
