@@ -462,7 +462,7 @@ uint64_t AbsSumBulk(const float *v, uint64_t n, uint64_t *bins) {
     // Blocks of at most 256 vectors: a lane's mantissa sum stays below 2^31.
     constexpr uint64_t kBlock = 256;
     HWY_ALIGN uint32_t lanes[HWY_MAX_BYTES / 4];
-    auto fixed = hwy::AllocateAligned<uint32_t>(kBlock * N);  // the values outside the window
+    auto fixed = hwy::AllocateAligned<uint32_t>(kBlock * N + N);  // the values outside the window
     for (uint64_t i = 0; i < bulk;) {
         const uint64_t end = std::min<uint64_t>(bulk, i + kBlock * N);
         VU cnt[kAbsWindow], man[kAbsWindow];
@@ -477,7 +477,11 @@ uint64_t AbsSumBulk(const float *v, uint64_t n, uint64_t *bins) {
                 man[j] = hn::Add(man[j], hn::IfThenElseZero(at, m));
             }
             const auto out = hn::And(hn::Lt(e, hn::Set(du, e0)), hn::Ne(x, hn::Zero(du)));  // zeros add nothing
-            if (!hn::AllFalse(du, out)) n_out += hn::CompressStore(x, out, du, fixed.get() + n_out);
+            if (!hn::AllFalse(du, out)) {  // a full store, then keep the compressed lanes (a
+                // compressing store to memory is microcoded on some CPUs)
+                hn::StoreU(hn::Compress(x, out), du, fixed.get() + n_out);
+                n_out += hn::CountTrue(du, out);
+            }
         }
         for (unsigned j = 0; j < kAbsWindow; j++) {
             uint64_t c = 0, sm = 0;
