@@ -11,6 +11,7 @@
 #include "core/mapped_file.h"
 #include "format/lowbit.h"
 #include "format/lwt.h"
+#include "ingest/dtype_convert.h"
 #include "kernels/lowbit_kernels.h"
 #include "test_util.h"
 
@@ -720,6 +721,44 @@ static void test_kernels_every_target(void **) {
                 }
                 assert_memory_equal(got, want, sizeof want);
             }
+        }
+        // Statistics straight from bf16 bits (export's first pass over a bf16 checkpoint) equal
+        // those of the converted values: every quantised dtype, odd lengths, both alignments,
+        // subnormals and zeros among the values; NaN and infinities are refused.
+        {
+            std::vector<uint8_t> raw(2 * 70001 + 2);
+            uint64_t st = 4242;
+            for (size_t i = 0; i < raw.size(); i += 2) {
+                st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+                uint16_t h = uint16_t(0x3C00u + (st >> 40) % 0x600u) ^ uint16_t((st >> 20) & 0x8000u);  // ~2^-7 .. 2^5
+                if (i % 22 == 0) h = uint16_t((st >> 30) & 0x807Fu);                                     // zeros, subnormals
+                raw[i] = uint8_t(h), raw[i + 1] = uint8_t(h >> 8);
+            }
+            for (uint64_t off : {0u, 1u})
+                for (uint64_t n : {0u, 5u, 17u, 4096u, 70000u}) {
+                    std::vector<uint8_t> at(off + 2 * n);  // the same values, at an odd address for off = 1
+                    std::copy(raw.begin(), raw.begin() + 2 * n, at.begin() + off);
+                    std::vector<float> f(n);
+                    for (uint64_t i = 0; i < n; i++) f[i] = bf16_to_f32(uint16_t(raw[2 * i] | raw[2 * i + 1] << 8));
+                    for (LwtDType t : kAll) {
+                        if (lwt_dtype_is_float(t)) continue;
+                        LwtQuantStats a, b;
+                        assert_true(lwt_stats_add_bf16(t, &a, at.data() + off, n));
+                        assert_true(lwt_stats_add(t, &b, f.data(), n));
+                        assert_int_equal(f_bits(a.absmax), f_bits(b.absmax));
+                        assert_int_equal(f_bits(a.lo), f_bits(b.lo));
+                        assert_int_equal(f_bits(a.hi), f_bits(b.hi));
+                        assert_int_equal(a.n, b.n);
+                        assert_memory_equal(a.abs_sum, b.abs_sum, sizeof a.abs_sum);
+                    }
+                }
+            for (uint16_t bad : {uint16_t(0x7FC0), uint16_t(0xFF80), uint16_t(0x7F81)})
+                for (size_t at : {size_t(3), size_t(4000)}) {
+                    std::vector<uint8_t> r(raw.begin(), raw.begin() + 2 * 5000);
+                    r[2 * at] = uint8_t(bad), r[2 * at + 1] = uint8_t(bad >> 8);
+                    LwtQuantStats s;
+                    assert_false(lwt_stats_add_bf16(LwtDType::I4, &s, r.data(), 5000));
+                }
         }
         // The transpose export uses for Conv1D weights: every value lands at [c][r], the
         // destination's other values (its stride's slack) stay untouched, at whole-block and

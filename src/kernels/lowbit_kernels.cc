@@ -50,6 +50,7 @@ const char *TargetName() { return hwy::TargetName(HWY_TARGET); }
 uint64_t PackBulk(LwtDType, const float *, uint64_t, LwtQuant, uint8_t *) { return 0; }
 uint64_t UnpackBulk(LwtDType, const uint8_t *, uint64_t, LwtQuant, float *, bool *) { return 0; }
 uint64_t MinmaxBulk(const float *, uint64_t, float *, float *, float *) { return 0; }
+uint64_t MinmaxBf16Bulk(const uint16_t *, uint64_t, float *, float *, float *) { return 0; }
 uint64_t AbsSumBulk(const float *, uint64_t, uint64_t *) { return 0; }
 void Transpose(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, float *dst, uint64_t ds) {
     for (uint64_t r = 0; r < rows; r++)
@@ -409,17 +410,24 @@ uint64_t UnpackBulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float
 }
 #undef STK_LOWBIT_CASES
 
-uint64_t MinmaxBulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi) {
+// MinmaxBulk over f32 values, or over bf16 bits (each the top half of its f32: exact).
+template <bool kBf16>
+uint64_t MinmaxOf(const void *p, uint64_t n, float *absmax, float *lo, float *hi) {
     const DF df;
     const DU du;
     const DI di;
+    const hn::Rebind<uint16_t, DU> d16;
     const size_t N = hn::Lanes(df);
     VF amax = hn::Zero(df), vlo = hn::Zero(df), vhi = hn::Zero(df);
     auto nonfinite = hn::MaskFromVec(hn::Zero(di));
     const VI inf_bits = hn::Set(di, 0x7F800000);
     uint64_t i = 0;
     for (; i + N <= n; i += N) {
-        const VF x = hn::LoadU(df, v + i);
+        VF x;
+        if constexpr (kBf16)
+            x = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, static_cast<const uint16_t *>(p) + i))));
+        else
+            x = hn::LoadU(df, static_cast<const float *>(p) + i);
         const VI mag = hn::BitCast(di, hn::And(hn::BitCast(du, x), hn::Set(du, 0x7FFFFFFFu)));
         nonfinite = hn::Or(nonfinite, hn::Not(hn::Lt(mag, inf_bits)));
         amax = hn::Max(amax, hn::Abs(x));
@@ -436,6 +444,13 @@ uint64_t MinmaxBulk(const float *v, uint64_t n, float *absmax, float *lo, float 
     return i;
 }
 
+uint64_t MinmaxBulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi) {
+    return MinmaxOf<false>(v, n, absmax, lo, hi);
+}
+uint64_t MinmaxBf16Bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi) {
+    return MinmaxOf<true>(v, n, absmax, lo, hi);
+}
+
 #if HWY_HAVE_SCALABLE
 // The accumulators below are an array of vectors, which sizeless vectors cannot be: the scalar
 // code in format/lowbit.cc does it all on those targets.
@@ -443,40 +458,47 @@ uint64_t AbsSumBulk(const float *, uint64_t, uint64_t *) { return 0; }
 #else
 // |v| of every value added to bins[e] (the f32 exponent field e; subnormals to bins[1]) as its
 // 24-bit significand, exactly as add_abs_sum in format/lowbit.cc does one value at a time.
-// The kAbsWindow exponents just below the largest |v| of the input are counted in vector
-// registers (per exponent: how many values, and the sum of their stored mantissas, so the entry
-// gets count * 2^23 + sum: the same integer); every other nonzero value is compressed out of its
-// vector and added one at a time.  Values must be finite.  Returns how many it did.
-constexpr unsigned kAbsWindow = 8;
+// kAbsWindow consecutive exponents are summed in vector registers (per exponent, the lanes'
+// significands); every other nonzero value is compressed out of its vector and added one at a
+// time.  The window is where a sample of the values has most of its exponents (the largest value
+// is no guide: trained weights have outliers far above their bulk).  Values must be finite.
+// Returns how many it did.
+constexpr unsigned kAbsWindow = 12;
 uint64_t AbsSumBulk(const float *v, uint64_t n, uint64_t *bins) {
     const DF df;
     const DU du;
     const size_t N = hn::Lanes(df);
-    const VU abs_mask = hn::Set(du, 0x7FFFFFFFu), man_mask = hn::Set(du, 0x7FFFFFu);
     const uint64_t bulk = n / N * N;
-    VU vmax = hn::Zero(du);
-    for (uint64_t i = 0; i < bulk; i += N) vmax = hn::Max(vmax, hn::And(hn::BitCast(du, hn::LoadU(df, v + i)), abs_mask));
-    const uint32_t e_hi = hn::GetLane(hn::MaxOfLanes(du, vmax)) >> 23;
-    if (e_hi == 0) return 0;  // zeros and subnormals only: the scalar code
-    const uint32_t e0 = e_hi >= kAbsWindow ? e_hi - (kAbsWindow - 1) : 1;
-    // Blocks of at most 256 vectors: a lane's mantissa sum stays below 2^31.
-    constexpr uint64_t kBlock = 256;
+    if (bulk == 0) return 0;
+    uint32_t seen[256] = {};  // exponents of every 61st value
+    for (uint64_t i = 0; i < bulk; i += 61) {
+        uint32_t x;
+        std::memcpy(&x, v + i, 4);
+        seen[(x >> 23) & 0xFFu]++;
+    }
+    seen[0] = 0;  // zeros and subnormals go one at a time
+    uint32_t e0 = 1, best = 0, in = 0;
+    for (uint32_t e = 1; e < 256; e++) {
+        in += seen[e] - (e >= kAbsWindow + 1 ? seen[e - kAbsWindow] : 0);  // window [e - 11, e]
+        if (in > best) best = in, e0 = e >= kAbsWindow ? e - (kAbsWindow - 1) : 1;
+    }
+    if (e0 + kAbsWindow > 256) e0 = 256 - kAbsWindow;
+    const VU abs_mask = hn::Set(du, 0x7FFFFFFFu), man_mask = hn::Set(du, 0x7FFFFFu), implicit = hn::Set(du, 0x800000u);
+    // Blocks of at most 128 vectors: a lane's sum of 24-bit significands stays below 2^31.
+    constexpr uint64_t kBlock = 128;
     HWY_ALIGN uint32_t lanes[HWY_MAX_BYTES / 4];
     auto fixed = hwy::AllocateAligned<uint32_t>(kBlock * N + N);  // the values outside the window
     for (uint64_t i = 0; i < bulk;) {
         const uint64_t end = std::min<uint64_t>(bulk, i + kBlock * N);
-        VU cnt[kAbsWindow], man[kAbsWindow];
-        for (unsigned j = 0; j < kAbsWindow; j++) cnt[j] = man[j] = hn::Zero(du);
+        VU sum[kAbsWindow];
+        for (unsigned j = 0; j < kAbsWindow; j++) sum[j] = hn::Zero(du);
         size_t n_out = 0;
         for (; i < end; i += N) {
             const VU x = hn::And(hn::BitCast(du, hn::LoadU(df, v + i)), abs_mask);
-            const VU e = hn::ShiftRight<23>(x), m = hn::And(x, man_mask);
-            for (unsigned j = 0; j < kAbsWindow; j++) {
-                const auto at = hn::Eq(e, hn::Set(du, e0 + j));
-                cnt[j] = hn::Sub(cnt[j], hn::VecFromMask(du, at));  // + 1 where at
-                man[j] = hn::Add(man[j], hn::IfThenElseZero(at, m));
-            }
-            const auto out = hn::And(hn::Lt(e, hn::Set(du, e0)), hn::Ne(x, hn::Zero(du)));  // zeros add nothing
+            const VU e = hn::ShiftRight<23>(x), m = hn::Or(hn::And(x, man_mask), implicit);  // normals only here
+            for (unsigned j = 0; j < kAbsWindow; j++) sum[j] = hn::Add(sum[j], hn::IfThenElseZero(hn::Eq(e, hn::Set(du, e0 + j)), m));
+            const auto out = hn::And(hn::Or(hn::Lt(e, hn::Set(du, e0)), hn::Gt(e, hn::Set(du, e0 + kAbsWindow - 1))),
+                                     hn::Ne(x, hn::Zero(du)));  // zeros add nothing
             if (!hn::AllFalse(du, out)) {  // a full store, then keep the compressed lanes (a
                 // compressing store to memory is microcoded on some CPUs)
                 hn::StoreU(hn::Compress(x, out), du, fixed.get() + n_out);
@@ -484,12 +506,10 @@ uint64_t AbsSumBulk(const float *v, uint64_t n, uint64_t *bins) {
             }
         }
         for (unsigned j = 0; j < kAbsWindow; j++) {
-            uint64_t c = 0, sm = 0;
-            hn::Store(cnt[j], du, lanes);
-            for (size_t k = 0; k < N; k++) c += lanes[k];
-            hn::Store(man[j], du, lanes);
-            for (size_t k = 0; k < N; k++) sm += lanes[k];
-            bins[e0 + j] += (c << 23) + sm;
+            uint64_t t = 0;
+            hn::Store(sum[j], du, lanes);
+            for (size_t k = 0; k < N; k++) t += lanes[k];
+            bins[e0 + j] += t;
         }
         for (size_t k = 0; k < n_out; k++) {
             const uint32_t x = fixed[k], e = x >> 23, m = x & 0x7FFFFFu;
@@ -540,6 +560,11 @@ HWY_EXPORT(MinmaxBulk);
 HWY_EXPORT(TargetName);
 HWY_EXPORT(Transpose);
 HWY_EXPORT(AbsSumBulk);
+HWY_EXPORT(MinmaxBf16Bulk);
+
+uint64_t lwt_minmax_bf16_bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi) {
+    return HWY_DYNAMIC_DISPATCH(MinmaxBf16Bulk)(v, n, absmax, lo, hi);
+}
 
 uint64_t lwt_abs_sum_bulk(const float *v, uint64_t n, uint64_t *bins) { return HWY_DYNAMIC_DISPATCH(AbsSumBulk)(v, n, bins); }
 

@@ -42,6 +42,9 @@ uint64_t lwt_abs_sum_bulk(const float *v, uint64_t n, uint64_t *bins);
 // Export's transposed (Conv1D) tensors go through it.
 void lwt_transpose_f32(const float *src, uint64_t src_stride, uint64_t rows, uint64_t cols, float *dst, uint64_t dst_stride);
 
+// The same over bf16 values given as their bits (host order), without converting them first.
+uint64_t lwt_minmax_bf16_bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi);
+
 // For tests: the Highway targets compiled and supported by this CPU (HWY_* bits), the one the
 // kernels run on now, and its name.  Tests pin one with hwy::SetSupportedTargetsForTest.
 std::vector<int64_t> lowbit_targets();
