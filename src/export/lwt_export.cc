@@ -101,6 +101,10 @@ public:
 
     // A contiguous bf16 source as it lies in the mapping (first pass: statistics straight from
     // the bits), or nullptr; done_through(end) then releases its pages as read_source does.
+    // Set while the statistics pass reads: the end of a small tensor is then kept (see
+    // release_through); the caller releases the whole tensor after the second pass.
+    void set_first_pass(bool on) { first_pass_ = on; }
+
     const uint8_t *bf16_source() const { return contiguous_ && r_.dtype == SrcDType::BF16 ? bytes_ : nullptr; }
     void done_through(uint64_t end_element) { release_through(end_element * elem_bytes_); }
 
@@ -110,6 +114,10 @@ private:
     // they are read back from the page cache if touched again).
     void release_through(uint64_t end) {
         if (end - released_ < kReleaseBytes && end < r_.n_bytes) return;
+        if (end >= r_.n_bytes && first_pass_ && r_.n_bytes <= kReleaseBytes) {
+            released_ = 0;  // a tensor within one release step stays mapped for the second pass
+            return;
+        }
         TensorRef part = r_;
         part.file_offset = r_.file_offset + released_;
         part.n_bytes = part.span_bytes = end - released_;
@@ -121,7 +129,7 @@ private:
     const uint8_t *bytes_;
     bool transpose_;
     uint64_t rows_ = 0, cols_ = 0, chunk_ = 0, source_chunk_ = 0, elem_bytes_ = 0, released_ = 0;
-    bool contiguous_ = false, zero_copy_ = false;
+    bool contiguous_ = false, zero_copy_ = false, first_pass_ = false;
 };
 
 // Values per lwt_stats_add_bf16 call (8 MB of source): its 32768 magnitude counts are folded
@@ -271,6 +279,7 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
         const bool quantised = !lwt_dtype_is_float(lt.dtype);
         if (quantised) {  // pass 1: the quantisation rule's statistics, from the mapped source
             LwtQuantStats st;
+            src.set_first_pass(true);
             // Every statistic is exact and order-independent: read the source as it lies.
             if (const uint8_t *bf16 = src.bf16_source()) {  // no conversion: pieces of 4 Mi values
                 for (uint64_t first = 0, k = 0; first < r.n_elements; first += k) {
@@ -284,6 +293,7 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
                     if (!lwt_stats_add(lt.dtype, &st, v, k)) refuse_nonfinite();
                 }
             }
+            src.set_first_pass(false);
             q = lwt_quant_from_stats(lt.dtype, st);
             lwt_check_quant(lt.name, lt.dtype, q);
         }
