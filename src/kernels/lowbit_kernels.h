@@ -7,6 +7,8 @@
 // scalar reference code.  The results are bit-identical to that reference on every target
 // (tests/test_lwt.cc runs each compiled target against it): every operation is per lane and
 // unfused (a division, not a reciprocal; no FMA), and rounding uses the same 1.5 * 2^23 trick.
+// Ternary, int2 and fp4 compare |v| with exact boundaries of that division instead of doing it
+// (fl_div_le_bound in lowbit_kernels.cc): the same codes.
 #pragma once
 
 #include <cstdint>
