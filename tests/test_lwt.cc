@@ -11,6 +11,7 @@
 #include "core/mapped_file.h"
 #include "format/lowbit.h"
 #include "format/lwt.h"
+#include "ingest/dtype_convert.h"
 #include "kernels/lowbit_kernels.h"
 #include "test_util.h"
 
@@ -670,6 +671,108 @@ static void test_kernels_every_target(void **) {
             bad[77] = -INFINITY;
             assert_false(lwt_stats_add(t, &sb, bad.data(), bad.size()));
         }
+        // Ternary, int2 and fp4 encode by comparing |v| with boundaries computed from the scale
+        // (no division): the floats at and next to every rounding boundary, both signs, at
+        // scales of every shape of significand and across the exponent range.
+        for (LwtDType t : {LwtDType::TERNARY, LwtDType::I2, LwtDType::FP4, LwtDType::I4}) {
+            uint64_t st = 12345;
+            for (int k = 0; k < 300; k++) {
+                st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+                float scale = std::ldexp(1.0f + float(st >> 41) * 0x1p-23f, int(st % 201) - 100);  // [2^-100, 2^101)
+                if (k < 4) scale = (const float[]){0x1p-100f, 0x1p100f, 1.0f, 0x1.fffffep-1f}[k];
+                if (scale > kLwtMaxScale) scale = kLwtMaxScale;
+                std::vector<float> v;
+                for (float c : {0.25f, 0.5f, 0.75f, 1.25f, 1.5f, 1.75f, 2.5f, 3.5f, 5.0f, 6.5f, 7.5f}) {
+                    float at = float(double(c) * double(scale));
+                    for (int u = 0; u < 4; u++) at = std::nextafter(at, 0.0f);
+                    for (int u = 0; u < 9; u++, at = std::nextafter(at, 1e38f)) {
+                        v.push_back(at);
+                        v.push_back(-at);
+                    }
+                }
+                assert_true(same_as_reference(t, LwtQuant{scale, 0}, v.data(), v.size(), "boundaries"));
+            }
+        }
+        // The per-exponent |v| sums of ternary/binary's scale: the vector kernel (plus the
+        // values it leaves) gives the entries one value at a time gives, on trained-like weights,
+        // on values spread over every exponent (zeros, subnormals, the largest floats among
+        // them), and on zeros and subnormals alone.
+        {
+            std::vector<float> spread(4099);
+            uint64_t st = 99;
+            for (size_t i = 0; i < spread.size(); i++) {
+                st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+                uint32_t b = uint32_t(st >> 20);
+                if ((b & 0x7F800000u) == 0x7F800000u) b &= 0xBFFFFFFFu;  // finite
+                spread[i] = i % 7 == 0 ? 0.0f : bits_f(b);
+            }
+            std::vector<float> tiny = {0.0f, -0.0f, 0x1p-149f, -0x1p-140f, 0x1.fffffcp-127f};
+            tiny.resize(300, 0x1p-130f);
+            for (const std::vector<float> *data : {&w, (const std::vector<float> *)&spread, (const std::vector<float> *)&tiny}) {
+                uint64_t want[256] = {}, got[256] = {};
+                for (float f : *data) {
+                    const uint32_t x = f_bits(f) & 0x7FFFFFFFu, e = x >> 23, m = x & 0x7FFFFFu;
+                    want[e ? e : 1] += e ? (m | 0x800000u) : m;
+                }
+                const uint64_t done = kernels::lwt_abs_sum_bulk(data->data(), data->size(), got);
+                for (uint64_t i = done; i < data->size(); i++) {
+                    const uint32_t x = f_bits((*data)[i]) & 0x7FFFFFFFu, e = x >> 23, m = x & 0x7FFFFFu;
+                    got[e ? e : 1] += e ? (m | 0x800000u) : m;
+                }
+                assert_memory_equal(got, want, sizeof want);
+            }
+        }
+        // Statistics straight from bf16 bits (export's first pass over a bf16 checkpoint) equal
+        // those of the converted values: every quantised dtype, odd lengths, both alignments,
+        // subnormals and zeros among the values; NaN and infinities are refused.
+        {
+            std::vector<uint8_t> raw(2 * 70001 + 2);
+            uint64_t st = 4242;
+            for (size_t i = 0; i < raw.size(); i += 2) {
+                st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+                uint16_t h = uint16_t(0x3C00u + (st >> 40) % 0x600u) ^ uint16_t((st >> 20) & 0x8000u);  // ~2^-7 .. 2^5
+                if (i % 22 == 0) h = uint16_t((st >> 30) & 0x807Fu);                                     // zeros, subnormals
+                raw[i] = uint8_t(h), raw[i + 1] = uint8_t(h >> 8);
+            }
+            for (uint64_t off : {0u, 1u})
+                for (uint64_t n : {0u, 5u, 17u, 4096u, 70000u}) {
+                    std::vector<uint8_t> at(off + 2 * n);  // the same values, at an odd address for off = 1
+                    std::copy(raw.begin(), raw.begin() + 2 * n, at.begin() + off);
+                    std::vector<float> f(n);
+                    for (uint64_t i = 0; i < n; i++) f[i] = bf16_to_f32(uint16_t(raw[2 * i] | raw[2 * i + 1] << 8));
+                    for (LwtDType t : kAll) {
+                        if (lwt_dtype_is_float(t)) continue;
+                        LwtQuantStats a, b;
+                        assert_true(lwt_stats_add_bf16(t, &a, at.data() + off, n));
+                        assert_true(lwt_stats_add(t, &b, f.data(), n));
+                        assert_int_equal(f_bits(a.absmax), f_bits(b.absmax));
+                        assert_int_equal(f_bits(a.lo), f_bits(b.lo));
+                        assert_int_equal(f_bits(a.hi), f_bits(b.hi));
+                        assert_int_equal(a.n, b.n);
+                        assert_memory_equal(a.abs_sum, b.abs_sum, sizeof a.abs_sum);
+                    }
+                }
+            for (uint16_t bad : {uint16_t(0x7FC0), uint16_t(0xFF80), uint16_t(0x7F81)})
+                for (size_t at : {size_t(3), size_t(4000)}) {
+                    std::vector<uint8_t> r(raw.begin(), raw.begin() + 2 * 5000);
+                    r[2 * at] = uint8_t(bad), r[2 * at + 1] = uint8_t(bad >> 8);
+                    LwtQuantStats s;
+                    assert_false(lwt_stats_add_bf16(LwtDType::I4, &s, r.data(), 5000));
+                }
+        }
+        // The transpose export uses for Conv1D weights: every value lands at [c][r], the
+        // destination's other values (its stride's slack) stay untouched, at whole-block and
+        // ragged sizes and strides wider than the block.
+        for (uint64_t rows : {1u, 3u, 4u, 5u, 8u, 13u})
+            for (uint64_t cols : {1u, 4u, 7u, 9u, 16u}) {
+                const uint64_t ss = cols + 3, ds = rows + 2;
+                std::vector<float> src(rows * ss), dst(cols * ds, -1.0f);
+                for (size_t i = 0; i < src.size(); i++) src[i] = float(i) + 0.5f;
+                kernels::lwt_transpose_f32(src.data(), ss, rows, cols, dst.data(), ds);
+                for (uint64_t c = 0; c < cols; c++)
+                    for (uint64_t r = 0; r < ds; r++)
+                        assert_int_equal(f_bits(dst[c * ds + r]), f_bits(r < rows ? src[r * ss + c] : -1.0f));
+            }
         tested++;
     }
     hwy::SetSupportedTargetsForTest(0);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "ingest/model.h"
+#include "kernels/lowbit_kernels.h"
 
 namespace stk {
 
@@ -74,22 +75,15 @@ public:
         // Output rows [b0, b0 + nb): tiles of kTransposeBlock source rows, each converted as nb
         // contiguous values, then written column-wise into buf.
         const uint64_t b0 = first / rows_, nb = k / rows_;
-        if (zero_copy_) {  // f32 in the mapping: transpose straight from it, 8 x 8 blocks
-            const float *src = reinterpret_cast<const float *>(bytes_);
-            for (uint64_t a0 = 0; a0 < rows_; a0 += 8)
-                for (uint64_t c0 = 0; c0 < nb; c0 += 8) {
-                    const uint64_t na = std::min<uint64_t>(8, rows_ - a0), nc = std::min<uint64_t>(8, nb - c0);
-                    for (uint64_t a = 0; a < na; a++)
-                        for (uint64_t c = 0; c < nc; c++) buf[(c0 + c) * rows_ + a0 + a] = src[(a0 + a) * cols_ + b0 + c0 + c];
-                }
+        if (zero_copy_) {  // f32 in the mapping: transpose straight from it
+            kernels::lwt_transpose_f32(reinterpret_cast<const float *>(bytes_) + b0, cols_, rows_, nb, buf, rows_);
             return buf;
         }
         tile.resize(size_t(kTransposeBlock * nb));
         for (uint64_t a0 = 0; a0 < rows_; a0 += kTransposeBlock) {
             const uint64_t na = std::min<uint64_t>(kTransposeBlock, rows_ - a0);
             for (uint64_t a = 0; a < na; a++) convert_to_f32(r_, bytes_, (a0 + a) * cols_ + b0, nb, tile.data() + a * nb);
-            for (uint64_t b = 0; b < nb; b++)
-                for (uint64_t a = 0; a < na; a++) buf[b * rows_ + a0 + a] = tile[size_t(a * nb + b)];
+            kernels::lwt_transpose_f32(tile.data(), nb, na, nb, buf + a0, rows_);
         }
         return buf;
     }
@@ -105,12 +99,25 @@ public:
         return at;
     }
 
+    // A contiguous bf16 source as it lies in the mapping (first pass: statistics straight from
+    // the bits), or nullptr; done_through(end) then releases its pages as read_source does.
+    // Set while the statistics pass reads: the end of a small tensor is then kept (see
+    // release_through); the caller releases the whole tensor after the second pass.
+    void set_first_pass(bool on) { first_pass_ = on; }
+
+    const uint8_t *bf16_source() const { return contiguous_ && r_.dtype == SrcDType::BF16 ? bytes_ : nullptr; }
+    void done_through(uint64_t end_element) { release_through(end_element * elem_bytes_); }
+
 private:
     static constexpr uint64_t kReleaseBytes = 16u << 20;
     // Tell the checkpoint the bytes [released_, end) of a contiguous tensor are done with (a hint:
     // they are read back from the page cache if touched again).
     void release_through(uint64_t end) {
         if (end - released_ < kReleaseBytes && end < r_.n_bytes) return;
+        if (end >= r_.n_bytes && first_pass_ && r_.n_bytes <= kReleaseBytes) {
+            released_ = 0;  // a tensor within one release step stays mapped for the second pass
+            return;
+        }
         TensorRef part = r_;
         part.file_offset = r_.file_offset + released_;
         part.n_bytes = part.span_bytes = end - released_;
@@ -122,8 +129,12 @@ private:
     const uint8_t *bytes_;
     bool transpose_;
     uint64_t rows_ = 0, cols_ = 0, chunk_ = 0, source_chunk_ = 0, elem_bytes_ = 0, released_ = 0;
-    bool contiguous_ = false, zero_copy_ = false;
+    bool contiguous_ = false, zero_copy_ = false, first_pass_ = false;
 };
+
+// Values per lwt_stats_add_bf16 call (8 MB of source): its 32768 magnitude counts are folded
+// once per call.
+constexpr uint64_t kBf16StatsPiece = 1u << 22;
 
 }  // namespace
 
@@ -268,11 +279,21 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
         const bool quantised = !lwt_dtype_is_float(lt.dtype);
         if (quantised) {  // pass 1: the quantisation rule's statistics, from the mapped source
             LwtQuantStats st;
+            src.set_first_pass(true);
             // Every statistic is exact and order-independent: read the source as it lies.
-            for (uint64_t first = 0, k = 0; first < r.n_elements; first += k) {
-                const float *v = src.read_source(first, &k, values.data());
-                if (!lwt_stats_add(lt.dtype, &st, v, k)) refuse_nonfinite();
+            if (const uint8_t *bf16 = src.bf16_source()) {  // no conversion: pieces of 4 Mi values
+                for (uint64_t first = 0, k = 0; first < r.n_elements; first += k) {
+                    k = std::min<uint64_t>(kBf16StatsPiece, r.n_elements - first);
+                    if (!lwt_stats_add_bf16(lt.dtype, &st, bf16 + 2 * first, k)) refuse_nonfinite();
+                    src.done_through(first + k);
+                }
+            } else {
+                for (uint64_t first = 0, k = 0; first < r.n_elements; first += k) {
+                    const float *v = src.read_source(first, &k, values.data());
+                    if (!lwt_stats_add(lt.dtype, &st, v, k)) refuse_nonfinite();
+                }
             }
+            src.set_first_pass(false);
             q = lwt_quant_from_stats(lt.dtype, st);
             lwt_check_quant(lt.name, lt.dtype, q);
         }

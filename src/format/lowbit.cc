@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/checked.h"
 #include "ingest/dtype_convert.h"
@@ -130,9 +131,10 @@ uint16_t f32_to_bf16_rne(float v) {
 
 namespace {
 
-// Exact, order-independent sum of |v| (see LwtQuantStats): four interleaved sets of per-exponent
-// sums so that runs of equal exponents do not serialise on one memory location.
-void add_abs_sum(LwtQuantStats *s, const float *v, uint64_t n) {
+// Exact, order-independent sum of |v| (see LwtQuantStats), `add(first, k, bins)` adding values
+// [first, first + k) to 256 per-exponent entries; k never crosses a multiple of 2^38 values.
+template <class Add>
+void add_abs_sum_by(LwtQuantStats *s, uint64_t n, uint64_t max_piece, Add &&add) {
     constexpr unsigned B = LwtQuantStats::kExpBins;
     for (uint64_t done = 0; done < n;) {
         // Each entry grows by < 2^24 per value: carry at most every 2^38 values.
@@ -141,10 +143,37 @@ void add_abs_sum(LwtQuantStats *s, const float *v, uint64_t n) {
                 s->abs_sum[e + 1] += s->abs_sum[e] >> 1;  // entry e + 1 is worth twice entry e
                 s->abs_sum[e] &= 1;
             }
-        const uint64_t k = std::min<uint64_t>(n - done, (1ull << 38) - (s->n + done) % (1ull << 38));
+        const uint64_t k = std::min<uint64_t>({n - done, (1ull << 38) - (s->n + done) % (1ull << 38), max_piece});
+        uint64_t bins[256] = {};
+        add(done, k, bins);
+        for (unsigned e = 0; e < 256; e++) s->abs_sum[e] += bins[e];
+        done += k;
+    }
+}
+
+// bf16 magnitudes counted, then each count times its significand (bits 16.. of the f32) into
+// its exponent's entry: the integers add_abs_sum adds one value at a time.
+void add_abs_sum_bf16(LwtQuantStats *s, const uint8_t *bits, uint64_t n) {
+    std::vector<uint32_t> count(32768);
+    add_abs_sum_by(s, n, 1ull << 31, [&](uint64_t first, uint64_t k, uint64_t *bins) {
+        std::fill(count.begin(), count.end(), 0u);
+        const uint8_t *p = bits + 2 * first;
+        for (uint64_t i = 0; i < k; i++) count[(uint32_t(p[2 * i]) | uint32_t(p[2 * i + 1]) << 8) & 0x7FFFu]++;
+        for (uint32_t h = 1; h < 32768; h++)
+            if (count[h]) {
+                const uint32_t e = h >> 7, m = h & 0x7Fu;
+                bins[e ? e : 1] += uint64_t(count[h]) * (uint64_t(e ? (m | 0x80u) : m) << 16);
+            }
+    });
+}
+
+// One value at a time after the vector kernel: four interleaved sets of per-exponent sums so
+// that runs of equal exponents do not serialise on one memory location.
+void add_abs_sum(LwtQuantStats *s, const float *v, uint64_t n) {
+    add_abs_sum_by(s, n, UINT64_MAX, [&](uint64_t done, uint64_t k, uint64_t *out) {
         uint64_t bins[4][256] = {};
         const float *p = v + done;
-        uint64_t i = 0;
+        uint64_t i = kernels::lwt_abs_sum_bulk(p, k, bins[0]);  // the vector bulk, then the rest here
         auto put = [&](uint64_t *b, float f) {
             uint32_t x = bits_of(f) & 0x7FFFFFFFu, e = x >> 23, m = x & 0x7FFFFFu;
             b[e ? e : 1] += e ? (m | 0x800000u) : m;
@@ -156,9 +185,8 @@ void add_abs_sum(LwtQuantStats *s, const float *v, uint64_t n) {
             put(bins[3], p[i + 3]);
         }
         for (; i < k; i++) put(bins[0], p[i]);
-        for (unsigned e = 0; e < 256; e++) s->abs_sum[e] += bins[0][e] + bins[1][e] + bins[2][e] + bins[3][e];
-        done += k;
-    }
+        for (unsigned e = 0; e < 256; e++) out[e] += bins[0][e] + bins[1][e] + bins[2][e] + bins[3][e];
+    });
 }
 
 }  // namespace
@@ -174,6 +202,24 @@ bool lwt_stats_add(LwtDType t, LwtQuantStats *s, const float *v, uint64_t n) {
         s->hi = v[i] > s->hi ? v[i] : s->hi;
     }
     if (t == LwtDType::TERNARY || t == LwtDType::BINARY) add_abs_sum(s, v, n);
+    s->n += n;
+    return true;
+}
+
+bool lwt_stats_add_bf16(LwtDType t, LwtQuantStats *s, const uint8_t *bits, uint64_t n) {
+    uint64_t done = 0;
+    if (reinterpret_cast<uintptr_t>(bits) % 2 == 0)  // little-endian hosts: the bits as they lie
+        done = kernels::lwt_minmax_bf16_bulk(reinterpret_cast<const uint16_t *>(bits), n, &s->absmax, &s->lo, &s->hi);
+    if (done == UINT64_MAX) return false;
+    for (uint64_t i = done; i < n; i++) {
+        const float v = bf16_to_f32(uint16_t(bits[2 * i] | bits[2 * i + 1] << 8));
+        if (!std::isfinite(v)) return false;
+        const float a = std::fabs(v);
+        s->absmax = a > s->absmax ? a : s->absmax;
+        s->lo = v < s->lo ? v : s->lo;
+        s->hi = v > s->hi ? v : s->hi;
+    }
+    if (t == LwtDType::TERNARY || t == LwtDType::BINARY) add_abs_sum_bf16(s, bits, n);
     s->n += n;
     return true;
 }

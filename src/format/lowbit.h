@@ -72,6 +72,10 @@ struct LwtQuantStats {
     uint64_t abs_sum[kExpBins] = {};
 };
 bool lwt_stats_add(LwtDType t, LwtQuantStats *s, const float *v, uint64_t n);
+// The same over n bf16 values (little-endian bits at `bits`, any alignment), read as they lie:
+// the statistics of their f32 values, without converting them (export's first pass over a bf16
+// checkpoint).  The sums of |v| count each of the 32768 magnitudes and multiply once.
+bool lwt_stats_add_bf16(LwtDType t, LwtQuantStats *s, const uint8_t *bits, uint64_t n);
 LwtQuant lwt_quant_from_stats(LwtDType t, const LwtQuantStats &s);
 
 // One value -> its stored field (the low lwt_dtype_bits bits), and back.  Round half to even

@@ -6,10 +6,36 @@
 
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
+#include <hwy/aligned_allocator.h>
+
 #include "kernels/lowbit_kernels.h"
+
+#ifndef STK_LOWBIT_KERNELS_ONCE
+#define STK_LOWBIT_KERNELS_ONCE
+#include <cmath>
+namespace stk::kernels {
+// Division-free quantisation for the dtypes whose codes have few boundaries (ternary, int2, fp4).
+// For x >= 0 (or +inf, or NaN), a representable c >= 2^-2 and a scale s in [kLwtMinScale,
+// kLwtMaxScale], returns the float F with
+//     fl(x / s) <= c   <=>   x <= F
+// where fl is the IEEE division rounded to nearest even (what the scalar reference computes).
+// fl(q) <= c exactly when q lies below the midpoint m between c and the next float: q == m would
+// need x == m s, which has more than 24 significant bits (m has 25, the last one set), so no
+// float x is a tie.  m s has at most 49 significant bits, so it is exact in double, and F is
+// the largest float below it.  The packed bytes are unchanged: tests compare every code, every
+// tie and the floats next to each boundary at many scales with the scalar reference.
+inline float fl_div_le_bound(float c, float s) {
+    const double m = (double(c) + double(std::nextafterf(c, INFINITY))) / 2, p = m * double(s);  // both exact
+    float f = float(p);  // the nearest float (never p itself), or infinity
+    if (double(f) > p) f = std::nextafterf(f, -INFINITY);
+    return f;
+}
+}  // namespace stk::kernels
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace stk::kernels {
@@ -24,6 +50,12 @@ const char *TargetName() { return hwy::TargetName(HWY_TARGET); }
 uint64_t PackBulk(LwtDType, const float *, uint64_t, LwtQuant, uint8_t *) { return 0; }
 uint64_t UnpackBulk(LwtDType, const uint8_t *, uint64_t, LwtQuant, float *, bool *) { return 0; }
 uint64_t MinmaxBulk(const float *, uint64_t, float *, float *, float *) { return 0; }
+uint64_t MinmaxBf16Bulk(const uint16_t *, uint64_t, float *, float *, float *) { return 0; }
+uint64_t AbsSumBulk(const float *, uint64_t, uint64_t *) { return 0; }
+void Transpose(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, float *dst, uint64_t ds) {
+    for (uint64_t r = 0; r < rows; r++)
+        for (uint64_t c = 0; c < cols; c++) dst[c * ds + r] = src[r * ss + c];
+}
 #else
 
 using DF = hn::ScalableTag<float>;
@@ -89,6 +121,58 @@ HWY_INLINE VU Bf16Bits(DF df, VF v) {
     return hn::IfThenElse(nan, hn::Or(hi, hn::Set(du, 0x40u)), rounded);
 }
 
+// Ternary, int2 and fp4 codes compare |v| with the boundaries of fl(|v| / scale) (see
+// fl_div_le_bound) instead of dividing: the same fields, without the division that bounds the
+// other quantised dtypes.  thr holds the boundaries in the order the encoders below use.
+constexpr bool UsesBounds(LwtDType t) { return t == LwtDType::TERNARY || t == LwtDType::I2 || t == LwtDType::FP4; }
+constexpr unsigned kMaxBounds = 7;
+
+// The boundaries for scale s, or false when s lies outside [kLwtMinScale, kLwtMaxScale] (then
+// the kernels divide).
+inline bool QuantBounds(LwtDType t, float s, float *thr) {
+    if (!(s >= kLwtMinScale && s <= kLwtMaxScale)) return false;
+    if (t == LwtDType::TERNARY) {
+        thr[0] = fl_div_le_bound(0.5f, s);  // code 0: fl <= 0.5 (the tie rounds to 0)
+    } else if (t == LwtDType::I2) {
+        thr[0] = fl_div_le_bound(0.5f, s);                             // |code| >= 1 above it
+        thr[1] = fl_div_le_bound(std::nextafterf(1.5f, 0.0f), s);      // -2 from fl >= 1.5 (-1.5 rounds to -2)
+    } else {  // fp4: fp4_index's comparisons; a < c is a <= the float below c
+        const float cs[kMaxBounds] = {5.0f, std::nextafterf(3.5f, 0.0f), 2.5f, std::nextafterf(1.75f, 0.0f), 1.25f,
+                                      std::nextafterf(0.75f, 0.0f), 0.25f};
+        for (unsigned k = 0; k < kMaxBounds; k++) thr[k] = fl_div_le_bound(cs[k], s);
+    }
+    return true;
+}
+
+template <LwtDType T>
+HWY_INLINE VU EncodeBounded(DF df, VF v, const float *thr) {
+    const DU du;
+    const DI di;
+    const VF a = hn::Abs(v);
+    const VU neg = hn::ShiftRight<31>(hn::BitCast(du, v));
+    if constexpr (T == LwtDType::TERNARY) {  // 0, 1, or -1 = 0b11 (NaN: 0, as the scalar code)
+        const auto nz = hn::RebindMask(du, hn::Gt(a, hn::Set(df, thr[0])));
+        return hn::IfThenElseZero(nz, hn::Or(hn::Set(du, 1u), hn::Add(neg, neg)));
+    } else if constexpr (T == LwtDType::I2) {  // v >= 0: 0 or 1; v < 0: 0, -1 or -2 (two's complement, 2 bits)
+        const VU m1 = hn::IfThenElseZero(hn::RebindMask(du, hn::Gt(a, hn::Set(df, thr[0]))), hn::Set(du, 1u));
+        const VU m2 = hn::IfThenElseZero(hn::RebindMask(du, hn::Gt(a, hn::Set(df, thr[1]))), hn::Set(du, 1u));
+        const VU mag = hn::IfThenElse(hn::RebindMask(du, hn::Eq(neg, hn::Zero(du))), m1, hn::Add(m1, m2));
+        const VU sign_mask = hn::Sub(hn::Zero(du), neg);  // all ones for v < 0
+        return hn::And(hn::Sub(hn::Xor(mag, sign_mask), sign_mask), hn::Set(du, 3u));  // -mag for v < 0
+    } else {  // FP4: 7 minus the boundaries |v| lies at or below, by a 3-step search (NaN, inf: 7)
+        // thr[0] > thr[1] > ... > thr[6]; each step halves the candidates of the index.
+        const auto l2 = a <= hn::Set(df, thr[3]);  // index < 4
+        const auto l1 = a <= hn::IfThenElse(l2, hn::Set(df, thr[5]), hn::Set(df, thr[1]));
+        const VF t0 = hn::IfThenElse(l2, hn::IfThenElse(l1, hn::Set(df, thr[6]), hn::Set(df, thr[4])),
+                                     hn::IfThenElse(l1, hn::Set(df, thr[2]), hn::Set(df, thr[0])));
+        const auto l0 = a <= t0;
+        const VU idx = hn::Or(hn::Or(hn::IfThenZeroElse(hn::RebindMask(du, l2), hn::Set(du, 4u)),
+                                     hn::IfThenZeroElse(hn::RebindMask(du, l1), hn::Set(du, 2u))),
+                              hn::IfThenZeroElse(hn::RebindMask(du, l0), hn::Set(du, 1u)));
+        return hn::Or(idx, hn::ShiftLeft<3>(neg));
+    }
+}
+
 // One vector of values -> their stored fields (the low Bits(T) bits of each u32 lane).
 template <LwtDType T>
 HWY_INLINE VU Encode(DF df, VF v, VF scale, VI zero_point) {
@@ -141,8 +225,10 @@ HWY_INLINE VU PairUp(DU du, VU first, VU second) {
     return hn::ConcatEven(du, join(second), join(first));
 }
 
-template <LwtDType T>
-uint64_t PackT(const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+template <LwtDType T, bool kBounded>
+uint64_t PackWith(const float *v, uint64_t n, LwtQuant q, const float *bounds, uint8_t *out) {
+    float thr[kMaxBounds] = {};  // a local copy: the stores to out cannot alias it
+    if constexpr (kBounded) std::memcpy(thr, bounds, sizeof thr);
     const DF df;
     const DU du;
     const DI di;
@@ -164,7 +250,10 @@ uint64_t PackT(const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
         // 8 / b vectors of fields -> one vector of bytes (one per u32 lane) -> N bytes.
         const hn::Rebind<uint8_t, DI> d8;
         constexpr unsigned per = 8 / b;
-        auto enc = [&](uint64_t at) { return Encode<T>(df, hn::LoadU(df, v + at), scale, zp); };
+        auto enc = [&](uint64_t at) {
+            if constexpr (kBounded) return EncodeBounded<T>(df, hn::LoadU(df, v + at), thr);
+            else return Encode<T>(df, hn::LoadU(df, v + at), scale, zp);
+        };
         for (; i + per * N <= n; i += per * N) {
             VU bytes;
             if constexpr (b == 4) {
@@ -182,6 +271,15 @@ uint64_t PackT(const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
         }
     }
     return i - i % 8;  // whole bytes of every width (i is a multiple of N >= 4 and, below 8 bits, of 8)
+}
+
+template <LwtDType T>
+uint64_t PackT(const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+    if constexpr (UsesBounds(T)) {
+        float thr[kMaxBounds];
+        if (QuantBounds(T, q.scale, thr)) return PackWith<T, true>(v, n, q, thr, out);
+    }
+    return PackWith<T, false>(v, n, q, nullptr, out);
 }
 
 // f16 bits (low 16 bits of each lane) -> f32, exactly as f16_to_f32.
@@ -312,17 +410,24 @@ uint64_t UnpackBulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float
 }
 #undef STK_LOWBIT_CASES
 
-uint64_t MinmaxBulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi) {
+// MinmaxBulk over f32 values, or over bf16 bits (each the top half of its f32: exact).
+template <bool kBf16>
+uint64_t MinmaxOf(const void *p, uint64_t n, float *absmax, float *lo, float *hi) {
     const DF df;
     const DU du;
     const DI di;
+    const hn::Rebind<uint16_t, DU> d16;
     const size_t N = hn::Lanes(df);
     VF amax = hn::Zero(df), vlo = hn::Zero(df), vhi = hn::Zero(df);
     auto nonfinite = hn::MaskFromVec(hn::Zero(di));
     const VI inf_bits = hn::Set(di, 0x7F800000);
     uint64_t i = 0;
     for (; i + N <= n; i += N) {
-        const VF x = hn::LoadU(df, v + i);
+        VF x;
+        if constexpr (kBf16)
+            x = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, static_cast<const uint16_t *>(p) + i))));
+        else
+            x = hn::LoadU(df, static_cast<const float *>(p) + i);
         const VI mag = hn::BitCast(di, hn::And(hn::BitCast(du, x), hn::Set(du, 0x7FFFFFFFu)));
         nonfinite = hn::Or(nonfinite, hn::Not(hn::Lt(mag, inf_bits)));
         amax = hn::Max(amax, hn::Abs(x));
@@ -339,6 +444,107 @@ uint64_t MinmaxBulk(const float *v, uint64_t n, float *absmax, float *lo, float 
     return i;
 }
 
+uint64_t MinmaxBulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi) {
+    return MinmaxOf<false>(v, n, absmax, lo, hi);
+}
+uint64_t MinmaxBf16Bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi) {
+    return MinmaxOf<true>(v, n, absmax, lo, hi);
+}
+
+#if HWY_HAVE_SCALABLE
+// The accumulators below are an array of vectors, which sizeless vectors cannot be: the scalar
+// code in format/lowbit.cc does it all on those targets.
+uint64_t AbsSumBulk(const float *, uint64_t, uint64_t *) { return 0; }
+#else
+// |v| of every value added to bins[e] (the f32 exponent field e; subnormals to bins[1]) as its
+// 24-bit significand, exactly as add_abs_sum in format/lowbit.cc does one value at a time.
+// kAbsWindow consecutive exponents are summed in vector registers (per exponent, the lanes'
+// significands); every other nonzero value is compressed out of its vector and added one at a
+// time.  The window is where a sample of the values has most of its exponents (the largest value
+// is no guide: trained weights have outliers far above their bulk).  Values must be finite.
+// Returns how many it did.
+constexpr unsigned kAbsWindow = 12;
+uint64_t AbsSumBulk(const float *v, uint64_t n, uint64_t *bins) {
+    const DF df;
+    const DU du;
+    const size_t N = hn::Lanes(df);
+    const uint64_t bulk = n / N * N;
+    if (bulk == 0) return 0;
+    uint32_t seen[256] = {};  // exponents of every 61st value
+    for (uint64_t i = 0; i < bulk; i += 61) {
+        uint32_t x;
+        std::memcpy(&x, v + i, 4);
+        seen[(x >> 23) & 0xFFu]++;
+    }
+    seen[0] = 0;  // zeros and subnormals go one at a time
+    uint32_t e0 = 1, best = 0, in = 0;
+    for (uint32_t e = 1; e < 256; e++) {
+        in += seen[e] - (e >= kAbsWindow + 1 ? seen[e - kAbsWindow] : 0);  // window [e - 11, e]
+        if (in > best) best = in, e0 = e >= kAbsWindow ? e - (kAbsWindow - 1) : 1;
+    }
+    if (e0 + kAbsWindow > 256) e0 = 256 - kAbsWindow;
+    const VU abs_mask = hn::Set(du, 0x7FFFFFFFu), man_mask = hn::Set(du, 0x7FFFFFu), implicit = hn::Set(du, 0x800000u);
+    // Blocks of at most 128 vectors: a lane's sum of 24-bit significands stays below 2^31.
+    constexpr uint64_t kBlock = 128;
+    HWY_ALIGN uint32_t lanes[HWY_MAX_BYTES / 4];
+    auto fixed = hwy::AllocateAligned<uint32_t>(kBlock * N + N);  // the values outside the window
+    for (uint64_t i = 0; i < bulk;) {
+        const uint64_t end = std::min<uint64_t>(bulk, i + kBlock * N);
+        VU sum[kAbsWindow];
+        for (unsigned j = 0; j < kAbsWindow; j++) sum[j] = hn::Zero(du);
+        size_t n_out = 0;
+        for (; i < end; i += N) {
+            const VU x = hn::And(hn::BitCast(du, hn::LoadU(df, v + i)), abs_mask);
+            const VU e = hn::ShiftRight<23>(x), m = hn::Or(hn::And(x, man_mask), implicit);  // normals only here
+            for (unsigned j = 0; j < kAbsWindow; j++) sum[j] = hn::Add(sum[j], hn::IfThenElseZero(hn::Eq(e, hn::Set(du, e0 + j)), m));
+            const auto out = hn::And(hn::Or(hn::Lt(e, hn::Set(du, e0)), hn::Gt(e, hn::Set(du, e0 + kAbsWindow - 1))),
+                                     hn::Ne(x, hn::Zero(du)));  // zeros add nothing
+            if (!hn::AllFalse(du, out)) {  // a full store, then keep the compressed lanes (a
+                // compressing store to memory is microcoded on some CPUs)
+                hn::StoreU(hn::Compress(x, out), du, fixed.get() + n_out);
+                n_out += hn::CountTrue(du, out);
+            }
+        }
+        for (unsigned j = 0; j < kAbsWindow; j++) {
+            uint64_t t = 0;
+            hn::Store(sum[j], du, lanes);
+            for (size_t k = 0; k < N; k++) t += lanes[k];
+            bins[e0 + j] += t;
+        }
+        for (size_t k = 0; k < n_out; k++) {
+            const uint32_t x = fixed[k], e = x >> 23, m = x & 0x7FFFFFu;
+            bins[e ? e : 1] += e ? (m | 0x800000u) : m;
+        }
+    }
+    return bulk;
+}
+#endif
+
+// 4 x 4 blocks through 128-bit vectors (every target but scalar has them); rows and columns
+// beyond the last whole block are copied one value at a time.
+void Transpose(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, float *dst, uint64_t ds) {
+    const hn::Full128<float> d4;
+    const uint64_t r4 = rows / 4 * 4, c4 = cols / 4 * 4;
+    for (uint64_t r = 0; r < r4; r += 4) {
+        const float *s0 = src + r * ss;
+        for (uint64_t c = 0; c < c4; c += 4) {
+            const auto a = hn::LoadU(d4, s0 + c), b = hn::LoadU(d4, s0 + ss + c);
+            const auto e = hn::LoadU(d4, s0 + 2 * ss + c), f = hn::LoadU(d4, s0 + 3 * ss + c);
+            const auto ab_lo = hn::InterleaveLower(d4, a, b), ef_lo = hn::InterleaveLower(d4, e, f);  // a0 b0 a1 b1
+            const auto ab_hi = hn::InterleaveUpper(d4, a, b), ef_hi = hn::InterleaveUpper(d4, e, f);  // a2 b2 a3 b3
+            float *o = dst + c * ds + r;
+            hn::StoreU(hn::ConcatLowerLower(d4, ef_lo, ab_lo), d4, o);  // a0 b0 e0 f0
+            hn::StoreU(hn::ConcatUpperUpper(d4, ef_lo, ab_lo), d4, o + ds);
+            hn::StoreU(hn::ConcatLowerLower(d4, ef_hi, ab_hi), d4, o + 2 * ds);
+            hn::StoreU(hn::ConcatUpperUpper(d4, ef_hi, ab_hi), d4, o + 3 * ds);
+        }
+        for (uint64_t c = c4; c < cols; c++)
+            for (uint64_t k = 0; k < 4; k++) dst[c * ds + r + k] = src[(r + k) * ss + c];
+    }
+    for (uint64_t r = r4; r < rows; r++)
+        for (uint64_t c = 0; c < cols; c++) dst[c * ds + r] = src[r * ss + c];
+}
+
 #endif  // HWY_TARGET != HWY_SCALAR
 
 }  // namespace HWY_NAMESPACE
@@ -352,6 +558,19 @@ HWY_EXPORT(PackBulk);
 HWY_EXPORT(UnpackBulk);
 HWY_EXPORT(MinmaxBulk);
 HWY_EXPORT(TargetName);
+HWY_EXPORT(Transpose);
+HWY_EXPORT(AbsSumBulk);
+HWY_EXPORT(MinmaxBf16Bulk);
+
+uint64_t lwt_minmax_bf16_bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi) {
+    return HWY_DYNAMIC_DISPATCH(MinmaxBf16Bulk)(v, n, absmax, lo, hi);
+}
+
+uint64_t lwt_abs_sum_bulk(const float *v, uint64_t n, uint64_t *bins) { return HWY_DYNAMIC_DISPATCH(AbsSumBulk)(v, n, bins); }
+
+void lwt_transpose_f32(const float *src, uint64_t src_stride, uint64_t rows, uint64_t cols, float *dst, uint64_t dst_stride) {
+    HWY_DYNAMIC_DISPATCH(Transpose)(src, src_stride, rows, cols, dst, dst_stride);
+}
 
 uint64_t lwt_pack_bulk(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
     return HWY_DYNAMIC_DISPATCH(PackBulk)(t, v, n, q, out);

@@ -7,6 +7,8 @@
 // scalar reference code.  The results are bit-identical to that reference on every target
 // (tests/test_lwt.cc runs each compiled target against it): every operation is per lane and
 // unfused (a division, not a reciprocal; no FMA), and rounding uses the same 1.5 * 2^23 trick.
+// Ternary, int2 and fp4 compare |v| with exact boundaries of that division instead of doing it
+// (fl_div_le_bound in lowbit_kernels.cc): the same codes.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,21 @@ uint64_t lwt_unpack_bulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, 
 // Returns k, or UINT64_MAX when one of the n values is NaN or infinite (the outputs are then
 // meaningless).
 uint64_t lwt_minmax_bulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi);
+
+// The exact sum of |v| per exponent (LwtQuantStats::abs_sum): adds the first k values' 24-bit
+// significands (bits & 0x7FFFFF, with the implicit bit for normals) to bins[e], e the exponent
+// field (subnormals to bins[1]), the same integers as one value at a time.  bins has 256
+// entries; values must be finite; each entry grows by less than 2^24 per value.  Returns k
+// (0 on the scalar target).
+uint64_t lwt_abs_sum_bulk(const float *v, uint64_t n, uint64_t *bins);
+
+// dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < cols (a plain copy of
+// every value, so exact on every target): 4 x 4 blocks in vector registers, the edges scalar.
+// Export's transposed (Conv1D) tensors go through it.
+void lwt_transpose_f32(const float *src, uint64_t src_stride, uint64_t rows, uint64_t cols, float *dst, uint64_t dst_stride);
+
+// The same over bf16 values given as their bits (host order), without converting them first.
+uint64_t lwt_minmax_bf16_bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi);
 
 // For tests: the Highway targets compiled and supported by this CPU (HWY_* bits), the one the
 // kernels run on now, and its name.  Tests pin one with hwy::SetSupportedTargetsForTest.
