@@ -122,12 +122,15 @@ void prf_build_run(Job &job) {
     ArrayHeader prf_h = w.finish();
     job_record_array(job, STK_STAGE_PRF, digest, "prf_W.bin", prf_h);
 
-    // Cold-start state, one [L, n] array each, written as rows of a constant.
+    // Cold-start state, one [L, n] array each, written as rows of a constant (zeros as a hole in
+    // the file: R_init is 256 MiB of them on a 7B model at r = 512).
     auto constant_array = [&](const char *name, uint32_t rank, const uint64_t *dims, uint64_t row_len, uint64_t rows,
                               float value) {
         for (uint64_t j = 0; j < row_len; j++) row[j] = value;
         ArrayWriter a(dir + "/" + name, DType::F32, rank, dims);
-        for (uint64_t i = 0; i < rows; i++) a.append(row, size_t(row_len * 4));
+        if (value == 0.0f && !std::signbit(value)) a.append_zeros(rows * row_len * 4);
+        else
+            for (uint64_t i = 0; i < rows; i++) a.append(row, size_t(row_len * 4));
         job_record_array(job, STK_STAGE_PRF, digest, name, a.finish());
     };
     const uint64_t lr[2] = {L, r};
