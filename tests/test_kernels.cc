@@ -272,6 +272,36 @@ static void elementwise_kernels(void **) {
     narrow_to_f32(d.data(), back.data(), x.size());
     for (size_t i = 0; i < x.size(); i++) assert_true(back[i] == float(d[i]));
     assert_true(all_finite(d.data(), d.size()));
+    // sum_squares_f32: exactly the documented order (8 partial sums by j mod 8, then pairs), and
+    // scale_by_sqrt_to_f32 exactly the scalar formula, on every target the CPU supports, with
+    // accumulate_squares' bytes the same on each.
+    double ref_s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t j = 0; j < x.size(); j++) {
+        double v = double(x[j]);
+        double sq = v * v;
+        ref_s[j & 7] = ref_s[j & 7] + sq;
+    }
+    const double ref_sum = ((ref_s[0] + ref_s[1]) + (ref_s[2] + ref_s[3])) + ((ref_s[4] + ref_s[5]) + (ref_s[6] + ref_s[7]));
+    std::vector<double> dd(x.size());
+    for (size_t i = 0; i < x.size(); i++) dd[i] = 0.25 + std::fabs(std::cos(double(i)));
+    int tried = 0;
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        assert_true(sum_squares_f32(x.data(), x.size()) == ref_sum);
+        std::vector<double> acc2(x.size(), 1.0);
+        accumulate_squares(x.data(), acc2.data(), x.size());
+        assert_memory_equal(acc2.data(), acc.data(), acc.size() * 8);
+        std::vector<float> sc(x.size());
+        scale_by_sqrt_to_f32(d.data(), dd.data(), sc.data(), x.size());
+        for (size_t i = 0; i < x.size(); i++) {
+            double s = std::sqrt(dd[i]);
+            double v = d[i] * s;
+            if (sc[i] != float(v)) fail_msg("scale_by_sqrt_to_f32 on %s: element %zu", hwy::TargetName(target), i);
+        }
+        tried++;
+    }
+    hwy::SetSupportedTargetsForTest(0);
+    assert_true(tried >= 1);
     d[500] = NAN;
     assert_false(all_finite(d.data(), d.size()));
 }

@@ -47,6 +47,10 @@ constexpr uint64_t kOptimumMaxDim = 1024;  // the exact optimum costs O(n^3) (LA
 constexpr double kOrthoTol = 1e-6;
 constexpr double kStabilizedTol = 1e-12;  // seed 18.2's fixed tolerance for the rerun
 constexpr uint32_t kCheckQueries = 8;
+// The BLIS calls left here (Gram matrix, U = Y V, prf_W^T H, Z, the 12.3 dots) are a few MFLOP
+// each: one thread, since BLIS's threads spin-wait for each other on a loaded machine (they
+// doubled the stage's CPU time at threads 2) and BLIS's bytes do not depend on the count.
+constexpr unsigned kBlisThreads = 1;
 constexpr uint64_t kMaxLayerRecords = 64;  // per-layer energy records up to this many layers
 
 struct OvSizes {
@@ -305,7 +309,7 @@ void overlays_build_run(Job &job) {
         range_finder(z, b, k, kOverlayPowerIters, sketch_scale(total), threads, &ortho, b.U, &spec_cap);
         product_pass(z, b, b.Y, k, b.AQ, threads);
         kernels::gemm(true, false, k, k, dm, 1.0, b.AQ, 1, ptrdiff_t(dm), b.AQ, 1, ptrdiff_t(dm), 0.0, b.G, 1, ptrdiff_t(k),
-                      threads);
+                      kBlisThreads);
         kernels::symmetric_eigen(size_t(k), b.G, size_t(k), b.eig, true, b.work, z.work);
         // Columns k-1, k-2, ... are the largest; each with its largest-magnitude entry positive.
         for (uint64_t c = 0; c < rv; c++) {
@@ -317,7 +321,7 @@ void overlays_build_run(Job &job) {
             for (uint64_t i = 0; i < k; i++) v[i] *= sign;
             // U[:, c] = Y v
             kernels::gemm(false, false, dv, 1, k, 1.0, b.Y, 1, ptrdiff_t(dv), v, 1, ptrdiff_t(k), 0.0, b.U + c * dv, 1,
-                          ptrdiff_t(dv), threads);
+                          ptrdiff_t(dv), kBlisThreads);
         }
         double eu = orthonormalize_checked(dv, rv, b.U, b.work, z.work, &ortho);
         double cap = captured(z, b, b.U, rv, b.AU, threads);
@@ -328,10 +332,10 @@ void overlays_build_run(Job &job) {
             const uint64_t n = z.opt_n;
             if (n == dv)
                 kernels::gemm(true, false, n, n, dm, 1.0, b.A, ptrdiff_t(dv), 1, b.A, ptrdiff_t(dv), 1, 0.0, b.opt, 1,
-                              ptrdiff_t(n), threads);
+                              ptrdiff_t(n), kBlisThreads);
             else
                 kernels::gemm(false, true, n, n, dv, 1.0, b.A, ptrdiff_t(dv), 1, b.A, ptrdiff_t(dv), 1, 0.0, b.opt, 1,
-                              ptrdiff_t(n), threads);
+                              ptrdiff_t(n), kBlisThreads);
             kernels::symmetric_eigen(size_t(n), b.opt, size_t(n), b.eig, false, b.work, z.work);
             opt = 0;
             for (uint64_t i = 0; i < rv; i++) opt += std::max(0.0, b.eig[n - 1 - i]);
@@ -342,9 +346,9 @@ void overlays_build_run(Job &job) {
         std::memcpy(b.prf32, prf_l, size_t(r * dm * 4));
         kernels::widen_to_f64(b.prf32, b.P, size_t(r * dm));
         kernels::gemm(true, false, dm, rv, r, 1.0, b.P, ptrdiff_t(dm), 1, b.H, 1, ptrdiff_t(r), 0.0, b.PH, 1, ptrdiff_t(dm),
-                      threads);
+                      kBlisThreads);
         kernels::gemm(true, false, rv, rv, dm, 1.0 / std::sqrt(double(r)), b.PH, 1, ptrdiff_t(dm), b.AU, 1, ptrdiff_t(dm), 0.0,
-                      b.Z, ptrdiff_t(rv), 1, threads);  // Z row-major
+                      b.Z, ptrdiff_t(rv), 1, kBlisThreads);  // Z row-major
         if (!kernels::all_finite(b.Z, size_t(rv * rv))) z_finite = false;
 
         // deltaC(q) = U Z^T H^T phi(q) for random q ~ N(0, I): finite (12.3).  D is not at hand
@@ -354,7 +358,7 @@ void overlays_build_run(Job &job) {
         const double tau = prf_tau(s);
         kernels::gaussians(qs, 0, size_t(dm * kCheckQueries), b.q);  // query t: draws t*dm .. t*dm + dm - 1
         kernels::gemm(false, false, r, kCheckQueries, dm, 1.0, b.P, ptrdiff_t(dm), 1, b.q, 1, ptrdiff_t(dm), 0.0, b.dots, 1,
-                      ptrdiff_t(r), threads);
+                      ptrdiff_t(r), kBlisThreads);
         for (uint32_t t = 0; t < kCheckQueries; t++) {
             const double *q = b.q + uint64_t(t) * dm;
             double qq = 0;
