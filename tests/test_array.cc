@@ -58,11 +58,39 @@ static void round_trip_every_dtype(void **) {
     }
 }
 
+// append_zeros (the file grows by a hole): the same file bytes and header as writing the zeros,
+// between ordinary appends, over more than one 64 KiB zero block; and never past byte_len.
+static void zeros_as_a_hole(void **) {
+    const uint64_t n = 3 + 40000 + 5;  // f32 elements: 3 values, 40000 zeros (160000 bytes), 5 values
+    std::vector<float> v(n, 0.0f);
+    for (uint64_t i = 0; i < 3; i++) v[i] = float(i + 1);
+    for (uint64_t i = n - 5; i < n; i++) v[i] = -float(i);
+    const uint64_t dims[1] = {n};
+    const std::string a = g_dir + "/dense.bin", b = g_dir + "/holes.bin";
+    ArrayHeader ha = write_array(a, DType::F32, 1, dims, v.data());
+    ArrayWriter w(b, DType::F32, 1, dims);
+    w.append(v.data(), 12);
+    w.append_zeros(160000);
+    w.append(v.data() + n - 5, 20);
+    ArrayHeader hb = w.finish();
+    assert_int_equal(ha.crc32c, hb.crc32c);
+    assert_true(ha.sha256_low64 == hb.sha256_low64);
+    std::vector<uint8_t> da = test::read_bytes(a), db = test::read_bytes(b);
+    assert_int_equal(da.size(), 128 + n * 4);
+    assert_true(da == db);
+    ArrayReader r(b);  // verifies both payload checksums
+    assert_int_equal(r.payload_size(), n * 4);
+    ArrayWriter over(g_dir + "/over.bin", DType::F32, 1, dims);
+    over.append(v.data(), 12);
+    test::expect_error(STK_E_SIZE_MISMATCH, [&] { over.append_zeros(n * 4); });
+}
+
 int main() {
     g_dir = test::make_temp_dir("array");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vector_bytes),
         cmocka_unit_test(round_trip_every_dtype),
+        cmocka_unit_test(zeros_as_a_hole),
     };
     return cmocka_run_group_tests_name("array", tests, nullptr, nullptr);
 }

@@ -13,6 +13,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/linalg.h"
 #include "kernels/random.h"
+#include "kernels/sketch.h"
 #include "test_util.h"
 
 using namespace stk;
@@ -271,8 +272,142 @@ static void elementwise_kernels(void **) {
     narrow_to_f32(d.data(), back.data(), x.size());
     for (size_t i = 0; i < x.size(); i++) assert_true(back[i] == float(d[i]));
     assert_true(all_finite(d.data(), d.size()));
+    // sum_squares_f32: exactly the documented order (8 partial sums by j mod 8, then pairs), and
+    // scale_by_sqrt_to_f32 exactly the scalar formula, on every target the CPU supports, with
+    // accumulate_squares' bytes the same on each.
+    double ref_s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t j = 0; j < x.size(); j++) {
+        double v = double(x[j]);
+        double sq = v * v;
+        ref_s[j & 7] = ref_s[j & 7] + sq;
+    }
+    const double ref_sum = ((ref_s[0] + ref_s[1]) + (ref_s[2] + ref_s[3])) + ((ref_s[4] + ref_s[5]) + (ref_s[6] + ref_s[7]));
+    std::vector<double> dd(x.size());
+    for (size_t i = 0; i < x.size(); i++) dd[i] = 0.25 + std::fabs(std::cos(double(i)));
+    int tried = 0;
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        assert_true(sum_squares_f32(x.data(), x.size()) == ref_sum);
+        std::vector<double> acc2(x.size(), 1.0);
+        accumulate_squares(x.data(), acc2.data(), x.size());
+        assert_memory_equal(acc2.data(), acc.data(), acc.size() * 8);
+        std::vector<float> sc(x.size());
+        scale_by_sqrt_to_f32(d.data(), dd.data(), sc.data(), x.size());
+        for (size_t i = 0; i < x.size(); i++) {
+            double s = std::sqrt(dd[i]);
+            double v = d[i] * s;
+            if (sc[i] != float(v)) fail_msg("scale_by_sqrt_to_f32 on %s: element %zu", hwy::TargetName(target), i);
+        }
+        tried++;
+    }
+    hwy::SetSupportedTargetsForTest(0);
+    assert_true(tried >= 1);
     d[500] = NAN;
     assert_false(all_finite(d.data(), d.size()));
+}
+
+// The sketch passes (src/kernels/sketch.h): Y = W X and X' = W^T Y against double loops, on
+// sizes that leave partial row blocks, column blocks and row groups; the same bytes at 1, 2 and 3
+// threads, fused or not, and on every FMA target the CPU has.
+static void sketch_pass_matches_naive(void **) {
+    const size_t m = 103, n = 77, ld_w = 80, cy = 34, ct = 22, ldy = sketch_stride(cy), ldt = sketch_stride(ct);
+    assert_int_equal(ldy, 48);
+    assert_int_equal(ldt, 32);
+    std::vector<double> wd = randn(m * ld_w, 11), xd = randn(n * ldy, 12);
+    std::vector<float> w(m * ld_w), x(n * ldy, 0.0f);
+    for (size_t i = 0; i < w.size(); i++) w[i] = float(wd[i]);
+    for (size_t j = 0; j < n; j++)
+        for (size_t c = 0; c < cy; c++) x[j * ldy + c] = float(xd[j * ldy + c]);
+    std::vector<float> part(sketch_partials_floats(n, ldt));
+    auto run = [&](unsigned threads, std::vector<float> &y, std::vector<float> &xt) {
+        y.assign(m * ldy, 0.0f);
+        xt.assign(n * ldt, 0.0f);
+        sketch_pass(w.data(), m, n, ld_w, x.data(), ldy, cy, y.data(), ldy, ct, xt.data(), ldt, part.data(), threads);
+    };
+    std::vector<float> y1, t1;
+    run(1, y1, t1);
+    double worst_y = 0, worst_t = 0;
+    for (size_t i = 0; i < m; i++)
+        for (size_t c = 0; c < cy; c++) {
+            double s = 0, bound = 0;
+            for (size_t j = 0; j < n; j++) {
+                s += double(w[i * ld_w + j]) * double(x[j * ldy + c]);
+                bound += std::fabs(double(w[i * ld_w + j]) * double(x[j * ldy + c]));
+            }
+            worst_y = std::max(worst_y, std::fabs(double(y1[i * ldy + c]) - s) / bound);
+        }
+    for (size_t j = 0; j < n; j++)
+        for (size_t c = 0; c < ct; c++) {
+            double s = 0, bound = 0;
+            for (size_t i = 0; i < m; i++) {
+                s += double(w[i * ld_w + j]) * double(y1[i * ldy + c]);
+                bound += std::fabs(double(w[i * ld_w + j]) * double(y1[i * ldy + c]));
+            }
+            worst_t = std::max(worst_t, std::fabs(double(t1[j * ldt + c]) - s) / bound);
+        }
+    std::printf("sketch_pass (%s): max error / sum|terms|: W X %.3g, W^T Y %.3g\n", sketch_target(), worst_y, worst_t);
+    assert_true(worst_y < 1e-5);  // f32 sums of <= 103 terms: n eps = 6e-6 at worst
+    assert_true(worst_t < 1e-5);
+    for (unsigned threads : {2u, 3u, 9u}) {
+        std::vector<float> y, t;
+        run(threads, y, t);
+        assert_memory_equal(y.data(), y1.data(), y.size() * 4);
+        assert_memory_equal(t.data(), t1.data(), t.size() * 4);
+    }
+    // Unfused: the product alone, then W^T Y with Y as the input: the same bytes.
+    std::vector<float> y2(m * ldy, 0.0f), t2(n * ldt, 0.0f);
+    sketch_pass(w.data(), m, n, ld_w, x.data(), ldy, cy, y2.data(), ldy, 0, nullptr, 0, nullptr, 2);
+    assert_memory_equal(y2.data(), y1.data(), y2.size() * 4);
+    sketch_pass(w.data(), m, n, ld_w, nullptr, 0, cy, y2.data(), ldy, ct, t2.data(), ldt, part.data(), 1);
+    assert_memory_equal(t2.data(), t1.data(), t2.size() * 4);
+    // Every target with FMA (AVX2 and up on x86): the same bytes.
+    int tried = 0;
+#if HWY_ARCH_X86
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        if (target > HWY_AVX2) continue;  // SSE2-SSE4: no FMA, two roundings (sketch.h)
+        hwy::SetSupportedTargetsForTest(target);
+        std::vector<float> y, t;
+        run(2, y, t);
+        if (std::memcmp(y.data(), y1.data(), y.size() * 4) || std::memcmp(t.data(), t1.data(), t.size() * 4))
+            fail_msg("sketch_pass on %s gives other bytes", hwy::TargetName(target));
+        tried++;
+    }
+    hwy::SetSupportedTargetsForTest(0);
+#endif
+    std::printf("sketch_pass: %d FMA targets give identical bytes\n", tried);
+    // The double product (A U for the captured energy): against long double, any thread count.
+    {
+        const size_t c = 12, ld = sketch_stride(c);
+        std::vector<double> xd2 = randn(n * ld, 13), yd1(m * ld, 0.0), yd2(m * ld, 0.0);
+        sketch_product_f64(w.data(), m, n, ld_w, xd2.data(), ld, c, yd1.data(), ld, 1);
+        sketch_product_f64(w.data(), m, n, ld_w, xd2.data(), ld, c, yd2.data(), ld, 3);
+        assert_memory_equal(yd1.data(), yd2.data(), yd1.size() * 8);
+        double worst = 0;
+        for (size_t i = 0; i < m; i++)
+            for (size_t cc = 0; cc < c; cc++) {
+                long double s = 0, bound = 0;
+                for (size_t j = 0; j < n; j++) {
+                    s += (long double)w[i * ld_w + j] * xd2[j * ld + cc];
+                    bound += std::fabs((long double)w[i * ld_w + j] * xd2[j * ld + cc]);
+                }
+                worst = std::max(worst, double(std::fabs((long double)yd1[i * ld + cc] - s) / bound));
+            }
+        std::printf("sketch_product_f64: max error / sum|terms| %.3g\n", worst);
+        assert_true(worst < 1e-14);  // n eps of double: 77 x 1.1e-16
+    }
+    // Refusals: a stride that is not a multiple of 16, X' wider than Y, no scratch.
+    test::expect_error(STK_E_INVALID_ARGUMENT, [&] {
+        sketch_pass(w.data(), m, n, ld_w, x.data(), 40, cy, y2.data(), ldy, 0, nullptr, 0, nullptr, 1);
+    });
+    test::expect_error(STK_E_INVALID_ARGUMENT, [&] {
+        sketch_pass(w.data(), m, n, ld_w, x.data(), ldy, cy, y2.data(), ldy, cy + 1, t2.data(), ldy, part.data(), 1);
+    });
+    test::expect_error(STK_E_INVALID_ARGUMENT, [&] {
+        sketch_pass(w.data(), m, n, ld_w, x.data(), ldy, cy, y2.data(), ldy, ct, t2.data(), ldt, nullptr, 1);
+    });
+    test::expect_error(STK_E_INVALID_ARGUMENT, [&] {
+        sketch_pass(w.data(), m, n, n - 1, x.data(), ldy, cy, y2.data(), ldy, 0, nullptr, 0, nullptr, 1);
+    });
 }
 
 int main() {
@@ -285,6 +420,7 @@ int main() {
         cmocka_unit_test(pinned_math_accuracy_and_targets),
         cmocka_unit_test(gaussian_streams),
         cmocka_unit_test(elementwise_kernels),
+        cmocka_unit_test(sketch_pass_matches_naive),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace stk {
@@ -122,6 +124,17 @@ void OutputFile::pread(void *data, size_t len, uint64_t offset) const {
         len -= size_t(n);
         offset += uint64_t(n);
     }
+}
+
+void OutputFile::write_zeros(uint64_t len) {
+    uint64_t end;
+    if (!add_ok(size_, len, &end) || end > uint64_t(INT64_MAX))
+        throw_error(STK_E_IO, "cannot extend %s by %llu bytes", tmp_.c_str(), (unsigned long long)len);
+    if (traced("write", tmp_, std::to_string(size_) + "+" + std::to_string(len),
+               [&] { return ::ftruncate(fd_, off_t(end)); }) != 0)
+        fail_errno("cannot extend " + tmp_);
+    written_ += len;
+    size_ = end;
 }
 
 void OutputFile::write(const void *data, size_t len) {

@@ -27,6 +27,9 @@ public:
 
     void write(const void *data, size_t len);        // sequential append
     void pwrite(const void *data, size_t len, uint64_t offset);  // header patch before commit
+    // Sequential append of `len` zero bytes by growing the file (ftruncate: a hole, no page-cache
+    // pages to fill and flush; it reads back as zeros).  Traced as a write.
+    void write_zeros(uint64_t len);
     void pread(void *data, size_t len, uint64_t offset) const;   // read back before commit (18.5)
     uint64_t size() const { return size_; }
     // Bytes handed to write() and pwrite() so far (tests: 18.5 writes a payload exactly once).

@@ -158,6 +158,22 @@ void ArrayWriter::append(const void *data, size_t len) {
     written_ = next;
 }
 
+void ArrayWriter::append_zeros(uint64_t len) {
+    uint64_t next;
+    if (!add_ok(written_, len, &next) || next > header_.byte_len)
+        throw_error(STK_E_SIZE_MISMATCH, "%s: writer got more than byte_len %llu bytes", out_.path().c_str(),
+             (unsigned long long)header_.byte_len);
+    alignas(64) static const uint8_t zeros[64 * 1024] = {};
+    for (uint64_t left = len; left > 0;) {
+        const size_t n = size_t(left < sizeof zeros ? left : sizeof zeros);
+        crc_ = crc32c(zeros, n, crc_);
+        sha_.update(zeros, n);
+        left -= n;
+    }
+    out_.write_zeros(len);
+    written_ = next;
+}
+
 ArrayHeader ArrayWriter::finish() {
     if (written_ != header_.byte_len)
         throw_error(STK_E_SIZE_MISMATCH, "%s: writer got %llu of %llu payload bytes", out_.path().c_str(),

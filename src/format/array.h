@@ -75,6 +75,9 @@ public:
     ArrayWriter(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims,
                 uint32_t flags = kFlagRowMajor | kFlagAligned64);
     void append(const void *data, size_t len);
+    // Append `len` zero bytes: checksummed like any others, written as a hole (OutputFile::
+    // write_zeros): the same file bytes, without pushing the zeros through write(2).
+    void append_zeros(uint64_t len);
     uint64_t byte_len() const { return header_.byte_len; }
     // Checks that exactly byte_len bytes were appended; returns the final header.
     ArrayHeader finish();

@@ -1,24 +1,39 @@
-// Highway kernels of elementwise.h.  Static dispatch (HWY_STATIC_TARGET: the best target the
-// compiler flags allow); every operation is per lane and unfused, so the bytes do not depend on
-// the target.
-#include "kernels/elementwise.h"
-
+// Highway kernels of elementwise.h.  This file is compiled once per target
+// (hwy/foreach_target.h); the HWY_ONCE part at the end is the one dispatch point
+// (HWY_DYNAMIC_DISPATCH: the best target the CPU supports).  Every operation is per lane and
+// unfused (no FMA: the pragmas below keep the compiler from contracting a * b + c), with no
+// horizontal reduction, so the bytes do not depend on the target (tests/test_kernels.cc runs
+// every compiled target the CPU supports).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/elementwise.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <cmath>
 
+#include "kernels/elementwise.h"
+
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+HWY_BEFORE_NAMESPACE();
 namespace stk::kernels {
+namespace HWY_NAMESPACE {
 
 namespace hn = hwy::HWY_NAMESPACE;
 
-void accumulate_squares(const float *x, double *acc, size_t n) {
+void AccumulateSquaresImpl(const float *x, double *acc, size_t n) {
     const hn::ScalableTag<double> dd;
     const hn::Rebind<float, decltype(dd)> df;  // half-width float vector, one lane per double
     const size_t N = hn::Lanes(dd);
     size_t j = 0;
     for (; j + N <= n; j += N) {
         auto v = hn::PromoteTo(dd, hn::LoadU(df, x + j));
-        auto sq = hn::Mul(v, v);  // not MulAdd: fused on some targets only
+        auto sq = hn::Mul(v, v);
         hn::StoreU(hn::Add(hn::LoadU(dd, acc + j), sq), dd, acc + j);
     }
     for (; j < n; j++) {
@@ -28,7 +43,7 @@ void accumulate_squares(const float *x, double *acc, size_t n) {
     }
 }
 
-void narrow_to_f32(const double *x, float *out, size_t n) {
+void NarrowImpl(const double *x, float *out, size_t n) {
     const hn::ScalableTag<double> dd;
     const hn::Rebind<float, decltype(dd)> df;
     const size_t N = hn::Lanes(dd);
@@ -37,7 +52,7 @@ void narrow_to_f32(const double *x, float *out, size_t n) {
     for (; j < n; j++) out[j] = float(x[j]);
 }
 
-void widen_to_f64(const float *x, double *out, size_t n) {
+void WidenImpl(const float *x, double *out, size_t n) {
     const hn::ScalableTag<double> dd;
     const hn::Rebind<float, decltype(dd)> df;
     const size_t N = hn::Lanes(dd);
@@ -46,7 +61,7 @@ void widen_to_f64(const float *x, double *out, size_t n) {
     for (; j < n; j++) out[j] = double(x[j]);
 }
 
-void scale_by_sqrt_to_f32(const double *x, const double *d, float *out, size_t n) {
+void ScaleBySqrtImpl(const double *x, const double *d, float *out, size_t n) {
     const hn::ScalableTag<double> dd;
     const hn::Rebind<float, decltype(dd)> df;
     const size_t N = hn::Lanes(dd);
@@ -62,9 +77,25 @@ void scale_by_sqrt_to_f32(const double *x, const double *d, float *out, size_t n
     }
 }
 
-double sum_squares_f32(const float *x, size_t n) {
+// The eight partial sums of elementwise.h as 8 / L vectors of L <= 8 lanes: lane l of vector v
+// is partial sum v * L + l, i.e. the elements j = 8 t + v * L + l in order of t.
+double SumSquaresImpl(const float *x, size_t n) {
+    constexpr size_t kL = HWY_LANES(double) < 8 ? HWY_LANES(double) : 8;
+    constexpr size_t kV = 8 / kL;
+    const hn::CappedTag<double, kL> dd;
+    const hn::Rebind<float, decltype(dd)> df;
     double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     size_t j = 0;
+    if (hn::Lanes(dd) == kL && kL * kV == 8) {
+        hn::Vec<decltype(dd)> acc[kV];
+        for (size_t v = 0; v < kV; v++) acc[v] = hn::Zero(dd);
+        for (; j + 8 <= n; j += 8)
+            for (size_t v = 0; v < kV; v++) {
+                auto e = hn::PromoteTo(dd, hn::LoadU(df, x + j + v * kL));
+                acc[v] = hn::Add(acc[v], hn::Mul(e, e));
+            }
+        for (size_t v = 0; v < kV; v++) hn::StoreU(acc[v], dd, s + v * kL);
+    }
     for (; j + 8 <= n; j += 8)
         for (size_t l = 0; l < 8; l++) {
             double v = double(x[j + l]);
@@ -79,6 +110,27 @@ double sum_squares_f32(const float *x, size_t n) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+}  // namespace HWY_NAMESPACE
+}  // namespace stk::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace stk::kernels {
+
+HWY_EXPORT(AccumulateSquaresImpl);
+HWY_EXPORT(NarrowImpl);
+HWY_EXPORT(WidenImpl);
+HWY_EXPORT(ScaleBySqrtImpl);
+HWY_EXPORT(SumSquaresImpl);
+
+void accumulate_squares(const float *x, double *acc, size_t n) { HWY_DYNAMIC_DISPATCH(AccumulateSquaresImpl)(x, acc, n); }
+void narrow_to_f32(const double *x, float *out, size_t n) { HWY_DYNAMIC_DISPATCH(NarrowImpl)(x, out, n); }
+void widen_to_f64(const float *x, double *out, size_t n) { HWY_DYNAMIC_DISPATCH(WidenImpl)(x, out, n); }
+void scale_by_sqrt_to_f32(const double *x, const double *d, float *out, size_t n) {
+    HWY_DYNAMIC_DISPATCH(ScaleBySqrtImpl)(x, d, out, n);
+}
+double sum_squares_f32(const float *x, size_t n) { return HWY_DYNAMIC_DISPATCH(SumSquaresImpl)(x, n); }
+
 bool all_finite(const double *x, size_t n) {
     for (size_t j = 0; j < n; j++)
         if (!std::isfinite(x[j])) return false;
@@ -86,3 +138,4 @@ bool all_finite(const double *x, size_t n) {
 }
 
 }  // namespace stk::kernels
+#endif  // HWY_ONCE

@@ -1,4 +1,4 @@
-// Elementwise kernels on Highway (one static dispatch point, this file's .cc).  Every result is
+// Elementwise kernels on Highway (one dynamic dispatch point, this file's .cc).  Every result is
 // computed lane by lane without reassociation (no horizontal reductions, no fused multiply-add),
 // so the bytes are the same on every SIMD target Highway picks and on the scalar fallback.
 #pragma once

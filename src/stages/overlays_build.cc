@@ -17,10 +17,11 @@
 // record), Z finite, deltaC finite for 8 random q.
 //
 // Precision (docs/decisions.md "Overlays"): the sketch passes over W_O (A^T Omega, the power
-// iterations, A Q for the rotation) are single-precision GEMMs on the f32 W_O as read, their
-// results widened to double for the QRs, eigenvectors and Gram matrices; A U (the captured
-// energy and Z's factor) is a double GEMM over W_O widened a block of rows at a time.  No
-// double copy of the whole W_O is kept unless the exact optimum is computed (small models).
+// iterations, A Q for the rotation) run in single precision on the f32 W_O as read
+// (src/kernels/sketch.h: each power iteration's A^T (A Q) from one read of W_O), their results
+// widened to double for the QRs, eigenvectors and Gram matrices; A U (the captured energy and
+// Z's factor) is a double GEMM over W_O widened a block of rows at a time.  No double copy of the
+// whole W_O is kept unless the exact optimum is computed (small models).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -32,6 +33,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/linalg.h"
 #include "kernels/random.h"
+#include "kernels/sketch.h"
 #include "stages/attn_common.h"
 #include "stages/outputs.h"
 #include "stages/plan.h"
@@ -46,13 +48,16 @@ constexpr uint64_t kOptimumMaxDim = 1024;  // the exact optimum costs O(n^3) (LA
 constexpr double kOrthoTol = 1e-6;
 constexpr double kStabilizedTol = 1e-12;  // seed 18.2's fixed tolerance for the rerun
 constexpr uint32_t kCheckQueries = 8;
+// The BLIS calls left here (Gram matrix, U = Y V, prf_W^T H, Z, the 12.3 dots) are a few MFLOP
+// each: one thread, since BLIS's threads spin-wait for each other on a loaded machine (they
+// doubled the stage's CPU time at threads 2) and BLIS's bytes do not depend on the count.
+constexpr unsigned kBlisThreads = 1;
 constexpr uint64_t kMaxLayerRecords = 64;  // per-layer energy records up to this many layers
-
-constexpr uint64_t kWidenRows = 64;  // rows of W_O widened to double at a time for A U
 
 struct OvSizes {
     AttnShape s;
-    uint64_t r, rv, k, opt_n, row_floats, sk;  // sk: sketch columns of the fused pass (k + rv)
+    uint64_t r, rv, k, opt_n, row_floats, sk;  // sk: sketch columns of the first power iteration (k + rv)
+    uint64_t ld_k, ld_sk;                       // f32 row strides for k and sk columns
     size_t work;
 };
 
@@ -67,6 +72,8 @@ OvSizes ov_sizes(const stk_job_params &p, const ModelPlan &plan) {
     z.opt_n = m <= kOptimumMaxDim ? m : 0;
     z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
     z.sk = z.k + z.rv;
+    z.ld_k = kernels::sketch_stride(size_t(z.k));
+    z.ld_sk = kernels::sketch_stride(size_t(z.sk));
     uint64_t big = std::max<uint64_t>({z.s.d_v, z.s.d_model, z.r});
     z.work = std::max({kernels::qr_workspace(size_t(big), size_t(z.k)), kernels::sym_eig_workspace(size_t(z.k)),
                        z.opt_n ? kernels::sym_eig_workspace(size_t(z.opt_n)) : size_t(0)});
@@ -85,8 +92,8 @@ OvArrays ov_arrays(const OvSizes &z) {
 }
 
 struct OvBuffers {
-    float *wo, *row_scratch, *prf32, *out32, *xf, *yf;
-    double *A, *Ablk, *omega, *Y, *AQ, *X, *G, *eig, *U, *H, *P, *PH, *AU, *Z, *opt, *work, *q, *dots, *phi, *t1, *t2;
+    float *wo, *row_scratch, *prf32, *out32, *xf, *yf, *xt, *part;
+    double *A, *ud, *aud, *omega, *Y, *AQ, *G, *eig, *U, *H, *P, *PH, *AU, *Z, *opt, *work, *q, *dots, *phi, *t1, *t2;
 };
 
 OvBuffers ov_alloc(const OvSizes &z, Arena *arena, ArenaSizer *sizer) {
@@ -104,14 +111,16 @@ OvBuffers ov_alloc(const OvSizes &z, Arena *arena, ArenaSizer *sizer) {
     f(b.row_scratch, z.row_floats);
     f(b.prf32, z.r * dm);
     f(b.out32, std::max<uint64_t>({z.r * z.rv, dv * z.rv, z.rv * z.rv}));
-    f(b.xf, std::max(dm, dv) * z.sk);  // the right-hand side of a sketch pass in f32
-    f(b.yf, std::max(dm, dv) * z.sk);  // its product in f32
+    f(b.xf, std::max(dm, dv) * z.ld_sk);  // the right-hand side of a sketch pass, f32 rows
+    f(b.yf, dm * z.ld_sk);                 // W_O times it
+    f(b.xt, dv * z.ld_k);                  // W_O^T times that
+    f(b.part, kernels::sketch_partials_floats(size_t(dv), size_t(z.ld_k)));
     d(b.A, z.opt_n ? dm * dv : 1);                 // W_O in double, for the optimum only
-    d(b.Ablk, std::min(dm, kWidenRows) * dv);      // a block of W_O's rows in double
+    d(b.ud, dv * kernels::sketch_stride(size_t(z.rv)));   // U as double rows, for A U
+    d(b.aud, dm * kernels::sketch_stride(size_t(z.rv)));  // A U as double rows
     d(b.omega, dm * z.k);
-    d(b.X, std::max(dm, dv) * z.sk);
     d(b.Y, dv * z.k);
-    d(b.AQ, dm * z.sk);
+    d(b.AQ, dm * z.k);
     d(b.G, z.k * z.k);
     d(b.eig, std::max<uint64_t>(z.k, z.opt_n));
     d(b.U, dv * z.rv);
@@ -164,59 +173,89 @@ double orthonormalize_checked(uint64_t m, uint64_t n, double *a, double *work, s
     return e;
 }
 
-// out (rows x n, column-major, double) = op(W_O) x (cols x n, column-major, double) in single
-// precision: x narrowed to f32, BLIS sgemm on the f32 W_O (row-major d_model x d_v; op = A^T
-// when `transpose`), the product widened back.  One pass over W_O.
-void sketch_pass(const OvSizes &z, OvBuffers &b, bool transpose, const double *x, uint64_t n, double *out, unsigned threads) {
-    const uint64_t dm = z.s.d_model, dv = z.s.d_v, rows = transpose ? dv : dm, cols = transpose ? dm : dv;
-    kernels::narrow_to_f32(x, b.xf, size_t(cols * n));
-    kernels::sgemm(transpose, false, rows, n, cols, 1.0f, b.wo, ptrdiff_t(dv), 1, b.xf, 1, ptrdiff_t(cols), 0.0f, b.yf, 1,
-                   ptrdiff_t(rows), threads);
-    kernels::widen_to_f64(b.yf, out, size_t(rows * n));
+// Column-major double (rows x cols) -> f32 rows of stride ld (columns past cols zero), times scale.
+void to_rows_f32(const double *a, uint64_t rows, uint64_t cols, double scale, float *out, uint64_t ld) {
+    for (uint64_t i = 0; i < rows; i++) {
+        float *o = out + i * ld;
+        for (uint64_t c = 0; c < cols; c++) o[c] = float(a[c * rows + i] * scale);
+        for (uint64_t c = cols; c < ld; c++) o[c] = 0.0f;
+    }
 }
 
-// The range finder on A^T (HMT 4.3 + 5.1): Y = A^T Omega, then `power` rounds of QR, A Y, QR,
-// A^T Y; leaves an orthonormal Y (d_v x k).  The spec's bare sketch rides along: its Omega is
-// the first rv columns of ours, so its A^T Omega is the first rv columns of Y's first pass
-// (copied to spec_u and orthonormalized); its A U_spec is computed in the first A Y pass (the
-// extra rv columns) and *spec_cap set to its |.|^2.
-void range_finder(const OvSizes &z, OvBuffers &b, uint64_t k, uint32_t power, unsigned threads, OrthoLog *reran,
-                  double *spec_u, double *spec_cap) {
-    const uint64_t dm = z.s.d_model, dv = z.s.d_v, rv = z.rv;
-    for (uint64_t i = 0; i < dm; i++)  // Omega row-major d_model x k -> column-major in X
-        for (uint64_t c = 0; c < k; c++) b.X[c * dm + i] = b.omega[i * k + c];
-    sketch_pass(z, b, true, b.X, k, b.Y, threads);
+// f32 rows of stride ld -> column-major double (rows x cols).
+void from_rows_f32(const float *in, uint64_t ld, uint64_t rows, uint64_t cols, double *a) {
+    for (uint64_t i = 0; i < rows; i++)
+        for (uint64_t c = 0; c < cols; c++) a[c * rows + i] = double(in[i * ld + c]);
+}
+
+// A power of two near 1/sqrt(total): the power iterations' A^T (A Q) is computed without a QR
+// between the two products, so its entries reach sigma_max^2; Q scaled by this keeps them near
+// sigma_max (no f32 overflow or underflow for any W_O whose entries are finite), exactly.
+double sketch_scale(double total) {
+    if (!(total > 0) || !std::isfinite(total)) return 1.0;
+    return std::ldexp(1.0, -std::ilogb(std::sqrt(total)));
+}
+
+// The range finder on A^T (HMT 4.3 + 5.1): Y = A^T Omega, then `power` rounds of QR and
+// A^T (A Y) (one fused pass over W_O each); leaves an orthonormal Y (d_v x k).  The spec's bare
+// sketch rides along: its Omega is the first rv columns of ours, so its A^T Omega is the first
+// rv columns of Y's first pass (copied to spec_u and orthonormalized); its A U_spec is computed
+// in the first power iteration's pass (the extra rv columns) and *spec_cap set to its |.|^2.
+void range_finder(const OvSizes &z, OvBuffers &b, uint64_t k, uint32_t power, double scale, unsigned threads,
+                  OrthoLog *reran, double *spec_u, double *spec_cap) {
+    const uint64_t dm = z.s.d_model, dv = z.s.d_v, rv = z.rv, ldk = z.ld_k, lds = z.ld_sk;
+    for (uint64_t i = 0; i < dm; i++) {  // Omega, row-major d_model x k, as f32 rows
+        float *o = b.xf + i * ldk;
+        for (uint64_t c = 0; c < ldk; c++) o[c] = c < k ? float(b.omega[i * k + c]) : 0.0f;
+    }
+    kernels::sketch_pass(b.wo, dm, dv, dv, nullptr, 0, k, b.xf, ldk, k, b.xt, ldk, b.part, threads);
+    from_rows_f32(b.xt, ldk, dv, k, b.Y);
     std::memcpy(spec_u, b.Y, size_t(dv * rv * 8));
     OrthoLog ignored;  // the spec's sketch is only measured, never written
     orthonormalize_checked(dv, rv, spec_u, b.work, z.work, &ignored);
     for (uint32_t it = 0; it < std::max<uint32_t>(power, 1); it++) {
         orthonormalize_checked(dv, k, b.Y, b.work, z.work, reran);
-        if (it == 0) {  // [Y | U_spec] in one pass
-            std::memcpy(b.X, b.Y, size_t(dv * k * 8));
-            std::memcpy(b.X + dv * k, spec_u, size_t(dv * rv * 8));
-            sketch_pass(z, b, false, b.X, k + rv, b.AQ, threads);
-            *spec_cap = frob2(b.AQ + dm * k, dm * rv);
+        const uint64_t cols = it == 0 ? k + rv : k;  // [Y | U_spec] in the first pass
+        to_rows_f32(b.Y, dv, k, scale, b.xf, lds);
+        if (it == 0)
+            for (uint64_t i = 0; i < dv; i++)
+                for (uint64_t c = 0; c < rv; c++) b.xf[i * lds + k + c] = float(spec_u[c * dv + i] * scale);
+        kernels::sketch_pass(b.wo, dm, dv, dv, b.xf, lds, cols, b.yf, lds, k, power ? b.xt : nullptr, ldk, b.part,
+                             threads);
+        if (it == 0) {
+            double s = 0;
+            for (uint64_t i = 0; i < dm; i++)
+                for (uint64_t c = k; c < k + rv; c++) {
+                    const double v = double(b.yf[i * lds + c]);
+                    s += v * v;
+                }
+            *spec_cap = s / (scale * scale);
             if (power == 0) break;
-        } else {
-            sketch_pass(z, b, false, b.Y, k, b.AQ, threads);
         }
-        orthonormalize_checked(dm, k, b.AQ, b.work, z.work, reran);
-        sketch_pass(z, b, true, b.AQ, k, b.Y, threads);
+        from_rows_f32(b.xt, ldk, dv, k, b.Y);
     }
     orthonormalize_checked(dv, k, b.Y, b.work, z.work, reran);
 }
 
-// out (d_model x n, column-major) = A u in double for the d_v x n column-major u, W_O widened
-// kWidenRows rows at a time; returns |A u|_F^2.  Each output row is a BLIS dot product over
-// d_v alone, so the block size and thread count do not change the bytes.
+// out (d_model x k, column-major double) = A y for the orthonormal d_v x k column-major y: one
+// product pass in single precision.
+void product_pass(const OvSizes &z, OvBuffers &b, const double *y, uint64_t k, double *out, unsigned threads) {
+    const uint64_t dm = z.s.d_model, dv = z.s.d_v, ldk = z.ld_k;
+    to_rows_f32(y, dv, k, 1.0, b.xf, ldk);
+    kernels::sketch_pass(b.wo, dm, dv, dv, b.xf, ldk, k, b.yf, ldk, 0, nullptr, 0, nullptr, threads);
+    from_rows_f32(b.yf, ldk, dm, k, out);
+}
+
+// out (d_model x n, column-major) = A u in double for the d_v x n column-major u (W_O's f32
+// entries widened exactly; each output element one sum over d_v in order, src/kernels/sketch.h);
+// returns |A u|_F^2.
 double captured(const OvSizes &z, OvBuffers &b, const double *u, uint64_t n, double *out, unsigned threads) {
-    const uint64_t dm = z.s.d_model, dv = z.s.d_v;
-    for (uint64_t i0 = 0; i0 < dm; i0 += kWidenRows) {
-        const uint64_t rows = std::min(kWidenRows, dm - i0);
-        kernels::widen_to_f64(b.wo + i0 * dv, b.Ablk, size_t(rows * dv));
-        kernels::gemm(false, false, rows, n, dv, 1.0, b.Ablk, ptrdiff_t(dv), 1, u, 1, ptrdiff_t(dv), 0.0, out + i0, 1,
-                      ptrdiff_t(dm), threads);
-    }
+    const uint64_t dm = z.s.d_model, dv = z.s.d_v, ld = kernels::sketch_stride(size_t(n));
+    for (uint64_t i = 0; i < dv; i++)
+        for (uint64_t c = 0; c < ld; c++) b.ud[i * ld + c] = c < n ? u[c * dv + i] : 0.0;
+    kernels::sketch_product_f64(b.wo, dm, dv, dv, b.ud, ld, n, b.aud, ld, threads);
+    for (uint64_t i = 0; i < dm; i++)
+        for (uint64_t c = 0; c < n; c++) out[c * dm + i] = b.aud[i * ld + c];
     return frob2(out, dm * n);
 }
 
@@ -284,10 +323,10 @@ void overlays_build_run(Job &job) {
         // Oversampled, power-iterated range finder (the spec's sketch, k = rv and no power
         // iteration, computed alongside), then the r_v leading directions.
         double spec_cap = 0;
-        range_finder(z, b, k, kOverlayPowerIters, threads, &ortho, b.U, &spec_cap);
-        sketch_pass(z, b, false, b.Y, k, b.AQ, threads);
+        range_finder(z, b, k, kOverlayPowerIters, sketch_scale(total), threads, &ortho, b.U, &spec_cap);
+        product_pass(z, b, b.Y, k, b.AQ, threads);
         kernels::gemm(true, false, k, k, dm, 1.0, b.AQ, 1, ptrdiff_t(dm), b.AQ, 1, ptrdiff_t(dm), 0.0, b.G, 1, ptrdiff_t(k),
-                      threads);
+                      kBlisThreads);
         kernels::symmetric_eigen(size_t(k), b.G, size_t(k), b.eig, true, b.work, z.work);
         // Columns k-1, k-2, ... are the largest; each with its largest-magnitude entry positive.
         for (uint64_t c = 0; c < rv; c++) {
@@ -299,7 +338,7 @@ void overlays_build_run(Job &job) {
             for (uint64_t i = 0; i < k; i++) v[i] *= sign;
             // U[:, c] = Y v
             kernels::gemm(false, false, dv, 1, k, 1.0, b.Y, 1, ptrdiff_t(dv), v, 1, ptrdiff_t(k), 0.0, b.U + c * dv, 1,
-                          ptrdiff_t(dv), threads);
+                          ptrdiff_t(dv), kBlisThreads);
         }
         double eu = orthonormalize_checked(dv, rv, b.U, b.work, z.work, &ortho);
         double cap = captured(z, b, b.U, rv, b.AU, threads);
@@ -310,10 +349,10 @@ void overlays_build_run(Job &job) {
             const uint64_t n = z.opt_n;
             if (n == dv)
                 kernels::gemm(true, false, n, n, dm, 1.0, b.A, ptrdiff_t(dv), 1, b.A, ptrdiff_t(dv), 1, 0.0, b.opt, 1,
-                              ptrdiff_t(n), threads);
+                              ptrdiff_t(n), kBlisThreads);
             else
                 kernels::gemm(false, true, n, n, dv, 1.0, b.A, ptrdiff_t(dv), 1, b.A, ptrdiff_t(dv), 1, 0.0, b.opt, 1,
-                              ptrdiff_t(n), threads);
+                              ptrdiff_t(n), kBlisThreads);
             kernels::symmetric_eigen(size_t(n), b.opt, size_t(n), b.eig, false, b.work, z.work);
             opt = 0;
             for (uint64_t i = 0; i < rv; i++) opt += std::max(0.0, b.eig[n - 1 - i]);
@@ -324,9 +363,9 @@ void overlays_build_run(Job &job) {
         std::memcpy(b.prf32, prf_l, size_t(r * dm * 4));
         kernels::widen_to_f64(b.prf32, b.P, size_t(r * dm));
         kernels::gemm(true, false, dm, rv, r, 1.0, b.P, ptrdiff_t(dm), 1, b.H, 1, ptrdiff_t(r), 0.0, b.PH, 1, ptrdiff_t(dm),
-                      threads);
+                      kBlisThreads);
         kernels::gemm(true, false, rv, rv, dm, 1.0 / std::sqrt(double(r)), b.PH, 1, ptrdiff_t(dm), b.AU, 1, ptrdiff_t(dm), 0.0,
-                      b.Z, ptrdiff_t(rv), 1, threads);  // Z row-major
+                      b.Z, ptrdiff_t(rv), 1, kBlisThreads);  // Z row-major
         if (!kernels::all_finite(b.Z, size_t(rv * rv))) z_finite = false;
 
         // deltaC(q) = U Z^T H^T phi(q) for random q ~ N(0, I): finite (12.3).  D is not at hand
@@ -336,7 +375,7 @@ void overlays_build_run(Job &job) {
         const double tau = prf_tau(s);
         kernels::gaussians(qs, 0, size_t(dm * kCheckQueries), b.q);  // query t: draws t*dm .. t*dm + dm - 1
         kernels::gemm(false, false, r, kCheckQueries, dm, 1.0, b.P, ptrdiff_t(dm), 1, b.q, 1, ptrdiff_t(dm), 0.0, b.dots, 1,
-                      ptrdiff_t(r), threads);
+                      ptrdiff_t(r), kBlisThreads);
         for (uint32_t t = 0; t < kCheckQueries; t++) {
             const double *q = b.q + uint64_t(t) * dm;
             double qq = 0;

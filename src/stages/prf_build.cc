@@ -141,11 +141,14 @@ void prf_build_run(Job &job) {
     ArrayHeader prf_h = w.finish();
     job_record_array(job, STK_STAGE_PRF, digest, out.w.name.c_str(), prf_h);
 
-    // Cold-start state, one [L, n] array each, written as rows of a constant.
+    // Cold-start state, one [L, n] array each, written as rows of a constant (zeros as a hole in
+    // the file: R_init is 256 MiB of them on a 7B model at r = 512).
     auto constant_array = [&](const ArraySpec &spec, uint64_t row_len, uint64_t rows, float value) {
         for (uint64_t j = 0; j < row_len; j++) row[j] = value;
         ArrayWriter a(dir + "/" + spec.name, spec.dtype, spec.rank, spec.dims);
-        for (uint64_t i = 0; i < rows; i++) a.append(row, size_t(row_len * 4));
+        if (value == 0.0f && !std::signbit(value)) a.append_zeros(rows * row_len * 4);
+        else
+            for (uint64_t i = 0; i < rows; i++) a.append(row, size_t(row_len * 4));
         job_record_array(job, STK_STAGE_PRF, digest, spec.name.c_str(), a.finish());
     };
     constant_array(out.mu, r, L, 0.0f);
