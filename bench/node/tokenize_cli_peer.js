@@ -13,18 +13,7 @@ const fs = require('fs');
 const [peer, textPath, tokJson] = process.argv.slice(2);
 const text = fs.readFileSync(textPath, 'utf8');
 
-function chunks(s, target) {  // as bench/node/tokenize_peers.js
-  const out = [];
-  let start = 0;
-  const isLetter = (c) => (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
-  while (start < s.length) {
-    let cut = Math.min(s.length, start + target);
-    while (cut < s.length && !(s.charCodeAt(cut) === 32 && isLetter(s.charCodeAt(cut - 1)) && isLetter(s.charCodeAt(cut + 1)))) cut++;
-    out.push(s.slice(start, cut));
-    start = cut;
-  }
-  return out;
-}
+const chunks = require('./gpt2_chunks.js').gpt2Chunks;
 
 function print(ids) {
   fs.writeSync(1, '{"count": ' + ids.length + ', "ids": [' + ids.join(', ') + ']}\n');
