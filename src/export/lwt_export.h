@@ -28,7 +28,13 @@ struct LwtExportOptions {
     // Elements converted and packed at a time (rounded up to a multiple of 8; 0: kLwtExportChunk).
     // The output does not depend on it (tests vary it).
     uint64_t chunk_elements = 0;
+    // Threads converting and packing (0 or 1: the caller alone; at most kLwtExportMaxThreads).
+    // The output does not depend on it: the statistics are exact integers merged per tensor, the
+    // packed chunks independent once the scale is known, and the CRC32 taken on one thread in
+    // file order.
+    uint32_t threads = 0;
 };
+constexpr uint32_t kLwtExportMaxThreads = 64;
 
 // 64 Ki f32 values (256 KiB): a chunk and its packed bytes stay in L2 between the conversion,
 // the quantisation and the CRC.
