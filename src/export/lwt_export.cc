@@ -391,8 +391,11 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
         };
         LwtQuant q;
         const bool quantised = !lwt_dtype_is_float(lt.dtype);
-        if (quantised) {  // pass 1: the quantisation rule's statistics, from the mapped source
-            for (WorkerScratch &x : ws) x.stats = LwtQuantStats{}, x.nonfinite = false;
+        // Binary's codes are the signs (v > 0), whatever the scale: its statistics are taken in
+        // the packing pass and the scale set before end_tensor; the source is read once.
+        const bool one_pass = lt.dtype == LwtDType::BINARY && r.n_elements < LwtQuantStats::kCarryEvery;
+        for (WorkerScratch &x : ws) x.stats = LwtQuantStats{}, x.nonfinite = false;
+        if (quantised && !one_pass) {  // pass 1: the quantisation rule's statistics, from the mapped source
             src.set_first_pass(true);
             auto check = [&](uint64_t end) {
                 for (const WorkerScratch &x : ws)
@@ -429,7 +432,6 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
         const uint64_t piece = src.chunk_elements() * (T > 1 ? kPieceChunks : 1);
         in_rounds(piece, T, [&](WorkerScratch &x) {
             x.parts.clear();
-            x.nonfinite = false;
             uint64_t total = 0;
             lwt_packed_bytes(lt.dtype, x.count, &total);
             x.packed.resize(size_t(total));
@@ -437,7 +439,7 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
             for (uint64_t first = x.first, k = 0; first < x.first + x.count; first += k) {
                 const float *v = src.read(first, &k, x.values.data(), x.tile);
                 LwtQuantStats finite;
-                if (!quantised && !lwt_stats_add(lt.dtype, &finite, v, k)) {
+                if ((!quantised || one_pass) && !lwt_stats_add(lt.dtype, one_pass ? &x.stats : &finite, v, k)) {
                     x.nonfinite = true;
                     return;
                 }
@@ -467,6 +469,14 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
             }
             if (!it.transpose) src.done_through(end);
         });
+        if (one_pass) {
+            for (unsigned wk = 1; wk < T; wk++)
+                if (!lwt_stats_merge(&ws[0].stats, ws[wk].stats))
+                    throw_error(STK_E_INTERNAL, "%s: tensor '%s': statistics could not be merged", r.file.c_str(), r.name.c_str());
+            q = lwt_quant_from_stats(lt.dtype, ws[0].stats);
+            lwt_check_quant(lt.name, lt.dtype, q);
+            w.set_quant(q);
+        }
         w.end_tensor();
         d->checkpoint->release(r);
     }
