@@ -664,6 +664,27 @@ static void test_kernels_every_target(void **) {
             LwtQuant qs = lwt_quant_from_stats(t, st);
             assert_int_equal(f_bits(qs.scale), f_bits(q.scale));
             assert_int_equal(qs.zero_point, q.zero_point);
+            // Statistics of three parts in other orders, merged (threaded export): the same integers.
+            {
+                const uint64_t cut1 = w.size() / 3 + 7, cut2 = 2 * w.size() / 3 + 1;
+                LwtQuantStats p0, p1, p2;
+                assert_true(lwt_stats_add(t, &p2, w.data() + cut2, w.size() - cut2));
+                assert_true(lwt_stats_add(t, &p0, w.data(), cut1));
+                assert_true(lwt_stats_add(t, &p1, w.data() + cut1, cut2 - cut1));
+                assert_true(lwt_stats_merge(&p2, p0));
+                assert_true(lwt_stats_merge(&p2, p1));
+                assert_int_equal(p2.n, st.n);
+                assert_int_equal(f_bits(p2.absmax), f_bits(st.absmax));
+                assert_true(p2.lo == st.lo && p2.hi == st.hi);
+                assert_memory_equal(p2.abs_sum, st.abs_sum, sizeof st.abs_sum);
+                LwtQuant qm = lwt_quant_from_stats(t, p2);
+                assert_int_equal(f_bits(qm.scale), f_bits(q.scale));
+                assert_int_equal(qm.zero_point, q.zero_point);
+                LwtQuantStats big = p0, before = p1;  // past the carry point: refused, unchanged
+                big.n = LwtQuantStats::kCarryEvery - p1.n;
+                assert_false(lwt_stats_merge(&p1, big));
+                assert_memory_equal(&p1, &before, sizeof p1);
+            }
             std::vector<float> bad(w.begin(), w.begin() + 100);
             bad[77] = std::nanf("");
             LwtQuantStats sb;

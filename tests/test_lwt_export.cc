@@ -252,6 +252,24 @@ static void test_c_api(void **) {
     p.struct_size = sizeof p;
     p.dtype = 99;
     assert_int_equal(stk_export_lwt(&p, nullptr), STK_E_INVALID_ARGUMENT);
+    p.dtype = STK_LWT_I8;
+    p.threads = 65;  // more than kLwtExportMaxThreads
+    assert_int_equal(stk_export_lwt(&p, nullptr), STK_E_INVALID_ARGUMENT);
+    // Two threads, and a caller built before `threads` existed (its shorter struct_size: one
+    // thread, whatever lies past it): the same bytes as the first export.
+    std::string out2 = dir + "/g2.lwt", out_old = dir + "/g_old.lwt";
+    p.threads = 2;
+    p.out_path = out2.c_str();
+    assert_int_equal(stk_export_lwt(&p, nullptr), STK_OK);
+    p.struct_size = offsetof(stk_export_params, threads);
+    p.threads = 1000;
+    p.out_path = out_old.c_str();
+    assert_int_equal(stk_export_lwt(&p, nullptr), STK_OK);
+    assert_true(read_bytes(out2) == read_bytes(out));
+    assert_true(read_bytes(out_old) == read_bytes(out));
+    p.struct_size = sizeof p;
+    p.out_path = out.c_str();
+    p.threads = 0;
 
     stk_lwt *h = nullptr;
     assert_int_equal(stk_lwt_open(out.c_str(), &h), STK_OK);
@@ -308,6 +326,13 @@ static void test_cli(void **) {
     assert_contains(r.out, "STK_E_OUTPUT_EXISTS");
     r = run_stk("export --in '" + in + "' --out '" + dir + "/z.lwt' --dtype int3");
     assert_int_equal(r.exit_code, 2);
+    r = run_stk("export --in '" + in + "' --out '" + dir + "/t2.lwt' --dtype int4 --threads 2");
+    if (r.exit_code != 0) fail_msg("%s", r.out.c_str());
+    assert_true(read_bytes(dir + "/t2.lwt") == read_bytes(out));
+    r = run_stk("export --in '" + in + "' --out '" + dir + "/t65.lwt' --threads 65");
+    assert_int_not_equal(r.exit_code, 0);
+    assert_contains(r.out, "threads 65");
+    assert_false(file_exists(dir + "/t65.lwt"));
     r = run_stk("inspect --in '" + out + "'");
     if (r.exit_code != 0) fail_msg("%s", r.out.c_str());
     assert_contains(r.out, "model type      gpt2");
@@ -382,11 +407,53 @@ static void test_streaming_chunks_same_bytes(void **) {
             }
         }
     }
-    for (LwtDType dt : {LwtDType::F32, LwtDType::I4}) {
+    for (LwtDType dt : {LwtDType::F32, LwtDType::I4, LwtDType::BINARY}) {  // binary: refused in its one pass
         std::string m0 = expect_error(STK_E_NONFINITE, [&] { export_chunked(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 0); });
         std::string m8 = expect_error(STK_E_NONFINITE, [&] { export_chunked(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8); });
         assert_string_equal(m0.c_str(), m8.c_str());
         assert_contains(m0, "element");
+        assert_false(file_exists(dir + "/nan.lwt"));
+    }
+}
+
+// Threads: the same bytes at 1, 2 and 3 threads for every family and dtype, with small chunks
+// (many rounds, pieces ending inside tensors and past their ends) and the default chunk; the
+// same NaN refusal (message and element index) at any thread count.
+static void test_threads_same_bytes(void **) {
+    std::string dir = make_temp_dir("lwt_threads");
+    auto export_threads = [&](const std::string &in, const std::string &out, LwtDType dt, uint64_t chunk, uint32_t threads) {
+        LwtExportOptions o;
+        o.in = in;
+        o.out = out;
+        o.dtype = dt;
+        o.chunk_elements = chunk;
+        o.threads = threads;
+        return export_lwt(o);
+    };
+    for (const char *fam : kFamilies) {
+        std::string in = test_data(std::string("models/") + fam);
+        for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++) {
+            LwtDType dt = LwtDType(c);
+            for (uint64_t chunk : {uint64_t(8), uint64_t(0)}) {
+                std::string base = dir + "/" + fam + "." + lwt_dtype_name(dt) + "." + std::to_string(chunk);
+                LwtExportResult r1 = export_threads(in, base + ".t1.lwt", dt, chunk, 1);
+                std::vector<uint8_t> want = read_bytes(base + ".t1.lwt");
+                for (uint32_t threads : {2u, 3u}) {
+                    std::string p = base + ".t" + std::to_string(threads) + ".lwt";
+                    LwtExportResult rt = export_threads(in, p, dt, chunk, threads);
+                    assert_int_equal(rt.data_crc32, r1.data_crc32);
+                    if (read_bytes(p) != want)
+                        fail_msg("%s %s chunk %llu: %u threads give other bytes than 1", fam, lwt_dtype_name(dt), (unsigned long long)chunk, threads);
+                    std::remove(p.c_str());
+                }
+                std::remove((base + ".t1.lwt").c_str());
+            }
+        }
+    }
+    for (LwtDType dt : {LwtDType::F32, LwtDType::I4, LwtDType::TERNARY, LwtDType::BINARY}) {
+        std::string m1 = expect_error(STK_E_NONFINITE, [&] { export_threads(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 1); });
+        std::string m2 = expect_error(STK_E_NONFINITE, [&] { export_threads(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 2); });
+        assert_string_equal(m1.c_str(), m2.c_str());
         assert_false(file_exists(dir + "/nan.lwt"));
     }
 }
@@ -401,6 +468,7 @@ int main(void) {
         cmocka_unit_test(test_c_api),
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_streaming_chunks_same_bytes),
+        cmocka_unit_test(test_threads_same_bytes),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

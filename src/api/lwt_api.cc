@@ -1,4 +1,5 @@
 // The extern "C" surface of .lwt files: export (HF -> .lwt) and read-only access.
+#include <cstddef>
 #include <cstring>
 
 #include "core/error.h"
@@ -44,7 +45,9 @@ extern "C" {
 STK_API stk_status stk_export_lwt(const stk_export_params *params, stk_export_report *report) {
     return guard([&] {
         if (!params || !params->in_dir || !params->out_path) throw_error(STK_E_INVALID_ARGUMENT, "stk_export_lwt: NULL argument");
-        if (params->struct_size < sizeof(stk_export_params))
+        // Callers built before `threads` was added pass the shorter size: one thread.
+        constexpr size_t kBeforeThreads = offsetof(stk_export_params, threads);
+        if (params->struct_size < kBeforeThreads)
             throw_error(STK_E_STRUCT_SIZE, "stk_export_params.struct_size is %zu, expected %zu", params->struct_size,
                         sizeof(stk_export_params));
         if (report && report->struct_size < sizeof(stk_export_report))
@@ -56,6 +59,9 @@ STK_API stk_status stk_export_lwt(const stk_export_params *params, stk_export_re
         opt.in = params->in_dir;
         opt.out = params->out_path;
         opt.dtype = LwtDType(dt);
+        opt.threads = params->struct_size >= offsetof(stk_export_params, threads) + sizeof(uint32_t) ? params->threads : 1;
+        if (opt.threads > kLwtExportMaxThreads)
+            throw_error(STK_E_INVALID_ARGUMENT, "stk_export_lwt: threads %u is more than %u", opt.threads, kLwtExportMaxThreads);
         LwtExportResult r = export_lwt(opt);
         if (report) {
             size_t keep = report->struct_size;

@@ -10,7 +10,7 @@
 namespace stk::cli {
 
 static const char kExportHelp[] =
-    "usage: stk export --in DIR --out FILE.lwt [--dtype NAME] [--json]\n"
+    "usage: stk export --in DIR --out FILE.lwt [--dtype NAME] [--threads N] [--json]\n"
     "\n"
     "Write the weights of a HuggingFace model directory as one memory-mappable .lwt file\n"
     "(docs/format.md, \"LWT weight file\").  GPT-2 is stored as seed 001 says: names\n"
@@ -24,6 +24,8 @@ static const char kExportHelp[] =
     "  --dtype NAME   element type of matrices (rank >= 2): float32 (default), float16, bfloat16,\n"
     "                 int8, uint8, int4, uint4, fp4, int2, uint2, ternary, binary.  Vectors\n"
     "                 (biases, norms) stay float32.  Quantisation rules: docs/format.md\n"
+    "  --threads N    threads converting and packing (default 1, at most 64); the output bytes\n"
+    "                 do not depend on it\n"
     "  --json         one JSON object on stdout instead of the summary\n"
     "\n"
     "exit codes: 0 ok, 1 refused (message on stderr), 2 usage, 5 file system error\n";
@@ -37,6 +39,7 @@ int cmd_export(int argc, char **argv) {
     std::string in = args.get("in");
     std::string out = args.get("out");
     std::string dtype = args.get("dtype", "float32");
+    uint32_t threads = args.get_u32("threads", 1);
     bool json = args.flag("json");
     if (!args.finish("export")) return kExitUsage;
     if (in.empty() || out.empty() || !args.positional().empty()) {
@@ -53,6 +56,7 @@ int cmd_export(int argc, char **argv) {
     p.in_dir = in.c_str();
     p.out_path = out.c_str();
     p.dtype = uint32_t(dt);
+    p.threads = threads;
     stk_export_report r = {};
     r.struct_size = sizeof r;
     progress("exporting %s -> %s\n", in.c_str(), out.c_str());

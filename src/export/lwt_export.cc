@@ -3,6 +3,12 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <set>
 #include <vector>
 
@@ -88,14 +94,15 @@ public:
         return buf;
     }
 
-    // The same in the source's own element order (source_chunk_elements at a time).
+    // The same in the source's own element order (source_chunk_elements at a time).  read and
+    // read_source change nothing in the object (workers call them at once on different chunks);
+    // the caller releases what it has done with through done_through.
     const float *read_source(uint64_t first, uint64_t *k_out, float *buf) {
         const uint64_t k = std::min(source_chunk_, r_.n_elements - first);
         *k_out = k;
         const float *at = buf;
         if (zero_copy_) at = reinterpret_cast<const float *>(bytes_) + first;
         else convert_to_f32(r_, bytes_, first, k, buf);
-        if (contiguous_) release_through((first + k) * elem_bytes_);
         return at;
     }
 
@@ -106,7 +113,10 @@ public:
     void set_first_pass(bool on) { first_pass_ = on; }
 
     const uint8_t *bf16_source() const { return contiguous_ && r_.dtype == SrcDType::BF16 ? bytes_ : nullptr; }
-    void done_through(uint64_t end_element) { release_through(end_element * elem_bytes_); }
+    // Source-order elements [0, end_element) are done with (a no-op for a strided source).
+    void done_through(uint64_t end_element) {
+        if (contiguous_) release_through(end_element * elem_bytes_);
+    }
 
 private:
     static constexpr uint64_t kReleaseBytes = 16u << 20;
@@ -135,6 +145,95 @@ private:
 // Values per lwt_stats_add_bf16 call (8 MB of source): its 32768 magnitude counts are folded
 // once per call.
 constexpr uint64_t kBf16StatsPiece = 1u << 22;
+
+// With more than one thread, a worker's piece of the packing pass is this many chunks (a
+// worker's packed output, up to 16 MiB for float32 at the default chunk, waits for the caller).
+constexpr uint64_t kPieceChunks = 16;
+
+// `n` threads running one function at once: n - 1 started here, the caller is worker 0.
+class Workers {
+public:
+    explicit Workers(unsigned n) : n_(n ? n : 1) {
+        for (unsigned i = 1; i < n_; i++) threads_.emplace_back([this, i] { loop(i); });
+    }
+    ~Workers() {
+        {
+            std::lock_guard<std::mutex> g(m_);
+            stop_ = true;
+        }
+        start_.notify_all();
+        for (std::thread &t : threads_) t.join();
+    }
+    unsigned size() const { return n_; }
+    // fn(w) for every worker w; returns when all are done, rethrowing the lowest worker's error.
+    void run(const std::function<void(unsigned)> &fn) {
+        if (n_ == 1) return fn(0);
+        errors_.assign(n_, nullptr);
+        {
+            std::lock_guard<std::mutex> g(m_);
+            fn_ = &fn;
+            pending_ = n_ - 1;
+            generation_++;
+        }
+        start_.notify_all();
+        call(0);
+        {
+            std::unique_lock<std::mutex> g(m_);
+            done_.wait(g, [&] { return pending_ == 0; });
+            fn_ = nullptr;
+        }
+        for (std::exception_ptr &e : errors_)
+            if (e) std::rethrow_exception(e);
+    }
+
+private:
+    void call(unsigned w) {
+        try {
+            (*fn_)(w);
+        } catch (...) {
+            errors_[w] = std::current_exception();
+        }
+    }
+    void loop(unsigned w) {
+        uint64_t seen = 0;
+        for (;;) {
+            {
+                std::unique_lock<std::mutex> g(m_);
+                start_.wait(g, [&] { return stop_ || generation_ != seen; });
+                if (stop_) return;
+                seen = generation_;
+            }
+            call(w);
+            std::lock_guard<std::mutex> g(m_);
+            if (--pending_ == 0) done_.notify_one();
+        }
+    }
+    const unsigned n_;
+    std::vector<std::thread> threads_;
+    std::mutex m_;
+    std::condition_variable start_, done_;
+    const std::function<void(unsigned)> *fn_ = nullptr;
+    uint64_t generation_ = 0;
+    unsigned pending_ = 0;
+    bool stop_ = false;
+    std::vector<std::exception_ptr> errors_;
+};
+
+// Bytes a worker hands to the writer: in its packed buffer, or in the mapping.
+struct Part {
+    const uint8_t *data;
+    uint64_t len;
+};
+
+// What one worker owns: its piece of the round, its buffers, its statistics and results.
+struct WorkerScratch {
+    uint64_t first = 0, count = 0;
+    std::vector<float> values, tile;
+    std::vector<uint8_t> packed;
+    std::vector<Part> parts;
+    LwtQuantStats stats;
+    bool nonfinite = false;
+};
 
 }  // namespace
 
@@ -253,8 +352,10 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
 
     LwtWriter w(opt.out, h, std::move(specs));
     const uint64_t chunk = opt.chunk_elements ? (opt.chunk_elements + 7) / 8 * 8 : kLwtExportChunk;
-    std::vector<float> values, tile;
-    std::vector<uint8_t> packed, scratch;
+    Workers workers(std::min<uint32_t>(opt.threads ? opt.threads : 1, kLwtExportMaxThreads));
+    const unsigned T = workers.size();
+    std::vector<WorkerScratch> ws(T);
+    std::vector<uint8_t> scratch;
     uint64_t peak_buffer = 0;
     for (size_t i = 0; i < items.size(); i++) {
         const Item &it = items[i];
@@ -262,12 +363,12 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
         const LwtTensor &lt = w.tensors()[i];
         const uint8_t *bytes = d->checkpoint->tensor_bytes(r, scratch);
         TensorChunks src(*d->checkpoint, r, bytes, it.transpose, chunk);
-        values.resize(size_t(src.buffer_elements()));
-        peak_buffer = std::max<uint64_t>(peak_buffer, values.size() * 4);
+        for (WorkerScratch &x : ws) x.values.resize(size_t(src.buffer_elements()));
+        peak_buffer = std::max<uint64_t>(peak_buffer, ws[0].values.size() * 4);
         // NaN/Inf: named by its element index in stored order, found by a stored-order scan.
         auto refuse_nonfinite = [&]() {
             for (uint64_t first = 0, k = 0; first < r.n_elements; first += k) {
-                const float *v = src.read(first, &k, values.data(), tile);
+                const float *v = src.read(first, &k, ws[0].values.data(), ws[0].tile);
                 uint64_t bad = first_nonfinite(v, k);
                 if (bad < k)
                     throw_error(STK_E_NONFINITE, "%s: tensor '%s' element %" PRIu64 " is %g; .lwt export refuses NaN/Inf weights",
@@ -275,42 +376,106 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
             }
             throw_error(STK_E_INTERNAL, "%s: tensor '%s': a non-finite value went missing", r.file.c_str(), r.name.c_str());
         };
+        // Rounds of T pieces: worker w does piece w of the round, then the caller (alone) takes
+        // the round's results in piece order.  One thread: one piece per round, on the caller.
+        auto in_rounds = [&](uint64_t piece, unsigned nw, auto &&work, auto &&after) {
+            for (uint64_t r0 = 0; r0 < r.n_elements; r0 += piece * nw) {
+                workers.run([&](unsigned wk) {
+                    const uint64_t first = r0 + piece * wk;
+                    ws[wk].first = first;
+                    ws[wk].count = wk < nw && first < r.n_elements ? std::min(piece, r.n_elements - first) : 0;
+                    if (ws[wk].count) work(ws[wk]);
+                });
+                after(std::min(r.n_elements, r0 + piece * nw));
+            }
+        };
         LwtQuant q;
         const bool quantised = !lwt_dtype_is_float(lt.dtype);
-        if (quantised) {  // pass 1: the quantisation rule's statistics, from the mapped source
-            LwtQuantStats st;
+        // Binary's codes are the signs (v > 0), whatever the scale: its statistics are taken in
+        // the packing pass and the scale set before end_tensor; the source is read once.
+        const bool one_pass = lt.dtype == LwtDType::BINARY && r.n_elements < LwtQuantStats::kCarryEvery;
+        for (WorkerScratch &x : ws) x.stats = LwtQuantStats{}, x.nonfinite = false;
+        if (quantised && !one_pass) {  // pass 1: the quantisation rule's statistics, from the mapped source
             src.set_first_pass(true);
-            // Every statistic is exact and order-independent: read the source as it lies.
+            auto check = [&](uint64_t end) {
+                for (const WorkerScratch &x : ws)
+                    if (x.nonfinite) refuse_nonfinite();
+                src.done_through(end);
+            };
+            // Every statistic is exact and order-independent: read the source as it lies, the
+            // workers' statistics merged at the end (lwt_stats_merge: the same integers, for
+            // tensors below the 2^38 values where LwtQuantStats starts carrying).
+            const unsigned nw = r.n_elements < LwtQuantStats::kCarryEvery ? T : 1;
             if (const uint8_t *bf16 = src.bf16_source()) {  // no conversion: pieces of 4 Mi values
-                for (uint64_t first = 0, k = 0; first < r.n_elements; first += k) {
-                    k = std::min<uint64_t>(kBf16StatsPiece, r.n_elements - first);
-                    if (!lwt_stats_add_bf16(lt.dtype, &st, bf16 + 2 * first, k)) refuse_nonfinite();
-                    src.done_through(first + k);
-                }
+                in_rounds(kBf16StatsPiece, nw, [&](WorkerScratch &x) {
+                    x.nonfinite = !lwt_stats_add_bf16(lt.dtype, &x.stats, bf16 + 2 * x.first, x.count);
+                }, check);
             } else {
-                for (uint64_t first = 0, k = 0; first < r.n_elements; first += k) {
-                    const float *v = src.read_source(first, &k, values.data());
-                    if (!lwt_stats_add(lt.dtype, &st, v, k)) refuse_nonfinite();
-                }
+                const uint64_t piece = src.source_chunk_elements() * (nw > 1 ? kPieceChunks : 1);
+                in_rounds(piece, nw, [&](WorkerScratch &x) {
+                    for (uint64_t first = x.first, k = 0; first < x.first + x.count && !x.nonfinite; first += k) {
+                        const float *v = src.read_source(first, &k, x.values.data());
+                        x.nonfinite = !lwt_stats_add(lt.dtype, &x.stats, v, k);
+                    }
+                }, check);
             }
             src.set_first_pass(false);
-            q = lwt_quant_from_stats(lt.dtype, st);
+            for (unsigned wk = 1; wk < nw; wk++)
+                if (!lwt_stats_merge(&ws[0].stats, ws[wk].stats))
+                    throw_error(STK_E_INTERNAL, "%s: tensor '%s': statistics could not be merged", r.file.c_str(), r.name.c_str());
+            q = lwt_quant_from_stats(lt.dtype, ws[0].stats);
             lwt_check_quant(lt.name, lt.dtype, q);
         }
         w.begin_tensor(uint32_t(i), q);
-        for (uint64_t first = 0, k = 0; first < r.n_elements; first += k) {  // pass 2
-            const float *v = src.read(first, &k, values.data(), tile);
-            LwtQuantStats finite;
-            if (!quantised && !lwt_stats_add(lt.dtype, &finite, v, k)) refuse_nonfinite();
-            uint64_t nb = 0;
-            lwt_packed_bytes(lt.dtype, k, &nb);
-            if (lt.dtype == LwtDType::F32) {  // already the stored bytes
-                w.append(reinterpret_cast<const uint8_t *>(v), nb);
-                continue;
+        // Pass 2: each worker converts, quantises and packs its piece into its own buffer (or
+        // points at the mapping: float32 without conversion); the caller appends them in order.
+        const uint64_t piece = src.chunk_elements() * (T > 1 ? kPieceChunks : 1);
+        in_rounds(piece, T, [&](WorkerScratch &x) {
+            x.parts.clear();
+            uint64_t total = 0;
+            lwt_packed_bytes(lt.dtype, x.count, &total);
+            x.packed.resize(size_t(total));
+            uint64_t at = 0;
+            for (uint64_t first = x.first, k = 0; first < x.first + x.count; first += k) {
+                const float *v = src.read(first, &k, x.values.data(), x.tile);
+                LwtQuantStats finite;
+                if ((!quantised || one_pass) && !lwt_stats_add(lt.dtype, one_pass ? &x.stats : &finite, v, k)) {
+                    x.nonfinite = true;
+                    return;
+                }
+                uint64_t nb = 0;
+                lwt_packed_bytes(lt.dtype, k, &nb);
+                if (lt.dtype == LwtDType::F32) {  // already the stored bytes: where they lie when they stay
+                    const bool last = first + k == x.first + x.count;
+                    if (v != x.values.data() || last) {
+                        x.parts.push_back({reinterpret_cast<const uint8_t *>(v), nb});
+                        continue;
+                    }
+                    std::memcpy(x.packed.data() + at, v, size_t(nb));
+                } else {
+                    lwt_pack(lt.dtype, v, k, q, x.packed.data() + at);
+                }
+                if (!x.parts.empty() && x.parts.back().data + x.parts.back().len == x.packed.data() + at)
+                    x.parts.back().len += nb;
+                else
+                    x.parts.push_back({x.packed.data() + at, nb});
+                at += nb;
             }
-            packed.resize(size_t(nb));
-            lwt_pack(lt.dtype, v, k, q, packed.data());
-            w.append(packed.data(), nb);
+        }, [&](uint64_t end) {
+            for (const WorkerScratch &x : ws) {
+                if (!x.count) continue;
+                if (x.nonfinite) refuse_nonfinite();
+                for (const Part &pt : x.parts) w.append(pt.data, pt.len);
+            }
+            if (!it.transpose) src.done_through(end);
+        });
+        if (one_pass) {
+            for (unsigned wk = 1; wk < T; wk++)
+                if (!lwt_stats_merge(&ws[0].stats, ws[wk].stats))
+                    throw_error(STK_E_INTERNAL, "%s: tensor '%s': statistics could not be merged", r.file.c_str(), r.name.c_str());
+            q = lwt_quant_from_stats(lt.dtype, ws[0].stats);
+            lwt_check_quant(lt.name, lt.dtype, q);
+            w.set_quant(q);
         }
         w.end_tensor();
         d->checkpoint->release(r);

@@ -9,8 +9,12 @@
 // Buffers (attention masks, rotary inv_freq, a stored copy of a tied head) are never written.
 // Matrices (rank >= 2) are stored in the requested dtype, vectors in float32.
 // Tensors stream through in chunks: a first pass over the mapped source chooses the quantisation
-// (and refuses NaN/Inf), a second converts, quantises, packs and writes; memory stays at a chunk
-// plus the source pages of the tensor being read (released as the passes go).
+// (and refuses NaN/Inf), a second converts, quantises, packs and writes (binary, whose codes do
+// not depend on the scale, in the second pass alone); memory stays at a chunk
+// plus the source pages of the tensor being read (released as the passes go).  With N threads
+// each pass goes in rounds of N pieces of a tensor, one per thread (the caller is one of them);
+// the caller merges the statistics and appends the packed pieces in order (CRC32, writes), so
+// the bytes are those of one thread, and memory is N pieces' buffers more.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +32,13 @@ struct LwtExportOptions {
     // Elements converted and packed at a time (rounded up to a multiple of 8; 0: kLwtExportChunk).
     // The output does not depend on it (tests vary it).
     uint64_t chunk_elements = 0;
+    // Threads converting and packing (0 or 1: the caller alone; at most kLwtExportMaxThreads).
+    // The output does not depend on it: the statistics are exact integers merged per tensor, the
+    // packed chunks independent once the scale is known, and the CRC32 taken on one thread in
+    // file order.
+    uint32_t threads = 0;
 };
+constexpr uint32_t kLwtExportMaxThreads = 64;
 
 // 64 Ki f32 values (256 KiB): a chunk and its packed bytes stay in L2 between the conversion,
 // the quantisation and the CRC.

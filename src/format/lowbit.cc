@@ -224,6 +224,16 @@ bool lwt_stats_add_bf16(LwtDType t, LwtQuantStats *s, const uint8_t *bits, uint6
     return true;
 }
 
+bool lwt_stats_merge(LwtQuantStats *s, const LwtQuantStats &b) {
+    if (s->n + b.n >= LwtQuantStats::kCarryEvery || s->n + b.n < s->n) return false;
+    s->absmax = b.absmax > s->absmax ? b.absmax : s->absmax;
+    s->lo = b.lo < s->lo ? b.lo : s->lo;
+    s->hi = b.hi > s->hi ? b.hi : s->hi;
+    for (unsigned e = 0; e < LwtQuantStats::kExpBins; e++) s->abs_sum[e] += b.abs_sum[e];  // < 2^62 each
+    s->n += b.n;
+    return true;
+}
+
 LwtQuant lwt_quant_from_stats(LwtDType t, const LwtQuantStats &s) {
     LwtQuant q;
     if (lwt_dtype_is_float(t)) return q;

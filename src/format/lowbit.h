@@ -69,6 +69,7 @@ struct LwtQuantStats {
     // Ternary and binary: |v| = m * 2^(e - 150) with m < 2^24 for exponent field e (subnormals:
     // e = 1), summed per e.  Carried into the next entry before any could overflow.
     static constexpr unsigned kExpBins = 320;
+    static constexpr uint64_t kCarryEvery = 1ull << 38;  // values between two carries
     uint64_t abs_sum[kExpBins] = {};
 };
 bool lwt_stats_add(LwtDType t, LwtQuantStats *s, const float *v, uint64_t n);
@@ -77,6 +78,11 @@ bool lwt_stats_add(LwtDType t, LwtQuantStats *s, const float *v, uint64_t n);
 // checkpoint).  The sums of |v| count each of the 32768 magnitudes and multiply once.
 bool lwt_stats_add_bf16(LwtDType t, LwtQuantStats *s, const uint8_t *bits, uint64_t n);
 LwtQuant lwt_quant_from_stats(LwtDType t, const LwtQuantStats &s);
+// Statistics of two disjoint parts of one tensor -> those of the whole (into s): the same
+// absmax, lo, hi, n and per-exponent sums that adding every value to one LwtQuantStats gives,
+// so the same parameters, as long as s->n + b.n < kCarryEvery (no carry taken in either).
+// Returns false (s unchanged) otherwise.
+bool lwt_stats_merge(LwtQuantStats *s, const LwtQuantStats &b);
 
 // One value -> its stored field (the low lwt_dtype_bits bits), and back.  Round half to even
 // (the FE_TONEAREST default), then clamp to the dtype's code range.

@@ -413,6 +413,12 @@ void LwtWriter::append(const uint8_t *packed, uint64_t len) {
     tensor_written_ += len;
 }
 
+void LwtWriter::set_quant(LwtQuant quant) {
+    if (!in_tensor_) throw_error(STK_E_INTERNAL, "%s: set_quant outside a tensor", path_.c_str());
+    LwtTensor &t = tensors_[next_];
+    t.quant = lwt_dtype_is_float(t.dtype) ? LwtQuant{} : quant;
+}
+
 void LwtWriter::end_tensor() {
     if (!in_tensor_) throw_error(STK_E_INTERNAL, "%s: end_tensor without begin_tensor", path_.c_str());
     const LwtTensor &t = tensors_[next_];

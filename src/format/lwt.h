@@ -124,6 +124,10 @@ public:
     void begin_tensor(uint32_t i, LwtQuant quant);
     void append(const uint8_t *packed, uint64_t len);
     void end_tensor();
+    // The open tensor's quantisation, replaced before end_tensor: for a dtype whose codes do not
+    // depend on it (binary: the sign), packed before its scale is known.  The index is written
+    // at commit.
+    void set_quant(LwtQuant quant);
     static constexpr size_t kWriteBuffer = 4u << 20;
     void commit();
     uint64_t file_size() const { return data_offset_ + header_.total_bytes; }
