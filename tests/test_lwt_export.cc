@@ -261,7 +261,8 @@ static void test_c_api(void **) {
     p.threads = 2;
     p.out_path = out2.c_str();
     assert_int_equal(stk_export_lwt(&p, nullptr), STK_OK);
-    p.struct_size = offsetof(stk_export_params, threads);
+    p.struct_size = offsetof(stk_export_params, threads);  // 32: the first version's sizeof
+    p.reserved = 0xdeadbeef;                                // its tail padding, uninitialised
     p.threads = 1000;
     p.out_path = out_old.c_str();
     assert_int_equal(stk_export_lwt(&p, nullptr), STK_OK);

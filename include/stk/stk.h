@@ -254,8 +254,11 @@ typedef struct stk_export_params {
     const char *in_dir;   /* HF model directory (config.json + safetensors or pytorch_model.bin) */
     const char *out_path; /* the .lwt to create; STK_E_OUTPUT_EXISTS if it exists */
     uint32_t dtype;       /* stk_lwt_dtype for matrices (rank >= 2); 0 = STK_LWT_F32.  Vectors: f32 */
+    uint32_t reserved;    /* ignored: the tail padding of the first version of this struct, which
+                             callers built against it may leave uninitialised */
     uint32_t threads;     /* worker threads, default 1 (0 = 1, at most 64); output bytes do not
-                             depend on it.  A struct_size that ends before this field means 1. */
+                             depend on it.  A struct_size that ends before this field (32, the
+                             first version's sizeof) means 1. */
 } stk_export_params;
 
 typedef struct stk_export_report {

@@ -45,8 +45,10 @@ extern "C" {
 STK_API stk_status stk_export_lwt(const stk_export_params *params, stk_export_report *report) {
     return guard([&] {
         if (!params || !params->in_dir || !params->out_path) throw_error(STK_E_INVALID_ARGUMENT, "stk_export_lwt: NULL argument");
-        // Callers built before `threads` was added pass the shorter size: one thread.
+        // Callers built before `threads` was added pass the first version's sizeof (32: dtype and
+        // the tail padding `reserved` now names): one thread, whatever the padding holds.
         constexpr size_t kBeforeThreads = offsetof(stk_export_params, threads);
+        static_assert(sizeof(void *) != 8 || kBeforeThreads == 32, "the first version of stk_export_params: 32 bytes on LP64");
         if (params->struct_size < kBeforeThreads)
             throw_error(STK_E_STRUCT_SIZE, "stk_export_params.struct_size is %zu, expected %zu", params->struct_size,
                         sizeof(stk_export_params));

@@ -132,6 +132,8 @@ pub struct stk_export_params {
     pub in_dir: *const c_char,
     pub out_path: *const c_char,
     pub dtype: u32,
+    pub reserved: u32,
+    pub threads: u32,
 }
 
 #[repr(C)]
@@ -225,7 +227,7 @@ extern "C" {
 const _: () = {
     assert!(std::mem::size_of::<stk_job_params>() == 48);
     assert!(std::mem::size_of::<stk_verify_report>() == 288);
-    assert!(std::mem::size_of::<stk_export_params>() == 32);
+    assert!(std::mem::size_of::<stk_export_params>() == 40);
     assert!(std::mem::size_of::<stk_export_report>() == 40);
     assert!(std::mem::size_of::<stk_lwt_tensor>() == 240);
 };
