@@ -390,20 +390,10 @@ uint64_t unpack_t(const uint8_t *in, uint64_t n, LwtQuant q, float *out) {
     }
 }
 
-#define STK_LWT_DISPATCH(t, CALL)                                  \
-    switch (t) {                                                   \
-        case LwtDType::F32: CALL(LwtDType::F32);                   \
-        case LwtDType::F16: CALL(LwtDType::F16);                   \
-        case LwtDType::BF16: CALL(LwtDType::BF16);                 \
-        case LwtDType::I8: CALL(LwtDType::I8);                     \
-        case LwtDType::U8: CALL(LwtDType::U8);                     \
-        case LwtDType::I4: CALL(LwtDType::I4);                     \
-        case LwtDType::U4: CALL(LwtDType::U4);                     \
-        case LwtDType::FP4: CALL(LwtDType::FP4);                   \
-        case LwtDType::I2: CALL(LwtDType::I2);                     \
-        case LwtDType::U2: CALL(LwtDType::U2);                     \
-        case LwtDType::TERNARY: CALL(LwtDType::TERNARY);           \
-        case LwtDType::BINARY: CALL(LwtDType::BINARY);             \
+#define STK_LWT_DISPATCH(t, CALL)                \
+    switch (t) {                                 \
+        case LwtDType::F32: CALL(LwtDType::F32); \
+        STK_LWT_NON_F32_CASES(CALL)              \
     }
 
 }  // namespace

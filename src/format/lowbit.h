@@ -22,6 +22,20 @@ enum class LwtDType : uint32_t {
     BINARY = 12,
 };
 constexpr uint32_t kLwtDTypeFirst = 1, kLwtDTypeLast = 12;
+// One `case` per dtype other than F32, each calling CALL(dtype): the one list the dtype
+// dispatchers (lowbit.cc, kernels/lowbit_kernels.cc) expand, so a new dtype is added once.
+#define STK_LWT_NON_F32_CASES(CALL)                        \
+    case LwtDType::F16: CALL(LwtDType::F16);               \
+    case LwtDType::BF16: CALL(LwtDType::BF16);             \
+    case LwtDType::I8: CALL(LwtDType::I8);                 \
+    case LwtDType::U8: CALL(LwtDType::U8);                 \
+    case LwtDType::I4: CALL(LwtDType::I4);                 \
+    case LwtDType::U4: CALL(LwtDType::U4);                 \
+    case LwtDType::FP4: CALL(LwtDType::FP4);               \
+    case LwtDType::I2: CALL(LwtDType::I2);                 \
+    case LwtDType::U2: CALL(LwtDType::U2);                 \
+    case LwtDType::TERNARY: CALL(LwtDType::TERNARY);       \
+    case LwtDType::BINARY: CALL(LwtDType::BINARY);
 
 inline bool lwt_dtype_valid(uint32_t code) { return code >= kLwtDTypeFirst && code <= kLwtDTypeLast; }
 // "float32", "float16", "bfloat16", "int8", "uint8", "int4", "uint4", "fp4", "int2", "uint2",
