@@ -27,6 +27,12 @@ float bits_f(uint32_t b) {
     std::memcpy(&f, &b, 4);
     return f;
 }
+uint64_t dbl_bits(double d) {
+    uint64_t b;
+    std::memcpy(&b, &d, 8);
+    return b;
+}
+
 uint32_t f_bits(float f) {
     uint32_t b;
     std::memcpy(&b, &f, 4);
@@ -770,9 +776,73 @@ static void test_kernels_every_target(void **) {
                         assert_int_equal(f_bits(a.lo), f_bits(b.lo));
                         assert_int_equal(f_bits(a.hi), f_bits(b.hi));
                         assert_int_equal(a.n, b.n);
-                        assert_memory_equal(a.abs_sum, b.abs_sum, sizeof a.abs_sum);
+                        // Packing straight from the bits: lwt_pack's bytes for the converted values.
+                        const LwtQuant q = lwt_quant_from_stats(t, b);
+                        uint64_t nb = 0;
+                        lwt_packed_bytes(t, n, &nb);
+                        std::vector<uint8_t> pa(size_t(nb) + 1, 0xA5), pb(size_t(nb) + 1, 0xA5);
+                        lwt_pack_bf16(t, at.data() + off, n, q, pa.data());
+                        lwt_pack(t, f.data(), n, q, pb.data());
+                        assert_memory_equal(pa.data(), pb.data(), pa.size());
+                        uint64_t ca[LwtQuantStats::kExpBins], cb[LwtQuantStats::kExpBins];  // the same number
+                        assert_int_equal(dbl_bits(lwt_stats_abs_total(a, ca)), dbl_bits(lwt_stats_abs_total(b, cb)));
+                        assert_memory_equal(ca, cb, sizeof ca);
                     }
                 }
+            // The bf16 kernel's sum of |v| is fixed point over a 16-exponent window: values
+            // outside it (every finite exponent; outliers far above a trained-like bulk and a
+            // tail below it) and totals spanning several bytes of the window's sum still give
+            // the number the converted values give, and the exact total.
+            {
+                std::vector<uint16_t> spread16(50001), outliers(70001), wide(1u << 21);
+                uint64_t s2 = 777;
+                for (size_t i = 0; i < spread16.size(); i++) {
+                    s2 ^= s2 << 13, s2 ^= s2 >> 7, s2 ^= s2 << 17;
+                    uint16_t h = uint16_t(s2 >> 30);
+                    if ((h & 0x7F80u) == 0x7F80u) h &= 0xBFFFu;  // finite
+                    spread16[i] = h;
+                }
+                for (size_t i = 0; i < outliers.size(); i++) {
+                    s2 ^= s2 << 13, s2 ^= s2 >> 7, s2 ^= s2 << 17;
+                    // a bulk of 2^-9 .. 2^-4, one in 97 at 2^3 .. 2^6, one in 89 at 2^-40 .. 2^-30
+                    uint32_t e = 118 + uint32_t(s2 >> 59) % 6;
+                    if (i % 97 == 5) e = 130 + uint32_t(s2 >> 60) % 4;
+                    if (i % 89 == 7) e = 87 + uint32_t(s2 >> 58) % 11;
+                    outliers[i] = uint16_t((s2 & 0x8000u) | e << 7 | ((s2 >> 20) & 0x7Fu));
+                }
+                for (size_t i = 0; i < wide.size(); i++) wide[i] = i % 2 ? 0x3F80u : 0x4700u;  // 1 and 32768: both window ends
+                for (const std::vector<uint16_t> *h16 : {&spread16, &outliers, &wide}) {
+                    std::vector<float> f(h16->size());
+                    for (size_t i = 0; i < f.size(); i++) f[i] = bf16_to_f32((*h16)[i]);
+                    for (LwtDType t : {LwtDType::TERNARY, LwtDType::BINARY}) {
+                        LwtQuantStats a, b;
+                        assert_true(lwt_stats_add_bf16(t, &a, reinterpret_cast<const uint8_t *>(h16->data()), h16->size()));
+                        assert_true(lwt_stats_add(t, &b, f.data(), f.size()));
+                        uint64_t ca[LwtQuantStats::kExpBins], cb[LwtQuantStats::kExpBins];
+                        const double ta = lwt_stats_abs_total(a, ca);
+                        assert_int_equal(dbl_bits(ta), dbl_bits(lwt_stats_abs_total(b, cb)));
+                        assert_memory_equal(ca, cb, sizeof ca);
+                        assert_int_equal(f_bits(a.absmax), f_bits(b.absmax));
+                        if (h16 == &wide) assert_true(ta == double(wide.size() / 2) * 32769.0);
+                    }
+                }
+            }
+            // lwt_stats_abs_total rounds the exact number once: ties to even, a sticky bit far
+            // below the rounding point breaks a tie, and one number held two ways is one double.
+            {
+                LwtQuantStats a, b, c, d;
+                a.abs_sum[150] = (1ull << 53) + 1;  // 2^53 + 1: a tie, to even
+                b.abs_sum[150] = (1ull << 53) + 3;  // 2^53 + 3: a tie, to even (up)
+                c.abs_sum[151] = (1ull << 53) + 1;  // 2^54 + 2: a tie...
+                c.abs_sum[0] = 1;                   // ...broken upward by 2^-150
+                d.abs_sum[150] = 2 * ((1ull << 53) + 1), d.abs_sum[0] = 1;  // c's number, held otherwise
+                assert_true(lwt_stats_abs_total(a, nullptr) == 0x1p53);
+                assert_true(lwt_stats_abs_total(b, nullptr) == 0x1p53 + 4.0);
+                assert_true(lwt_stats_abs_total(c, nullptr) == 0x1p54 + 4.0);
+                uint64_t cc[LwtQuantStats::kExpBins], cd[LwtQuantStats::kExpBins];
+                assert_int_equal(dbl_bits(lwt_stats_abs_total(c, cc)), dbl_bits(lwt_stats_abs_total(d, cd)));
+                assert_memory_equal(cc, cd, sizeof cc);
+            }
             for (uint16_t bad : {uint16_t(0x7FC0), uint16_t(0xFF80), uint16_t(0x7F81)})
                 for (size_t at : {size_t(3), size_t(4000)}) {
                     std::vector<uint8_t> r(raw.begin(), raw.begin() + 2 * 5000);

@@ -11,6 +11,7 @@
 
 #include "core/mapped_file.h"
 #include "export/lwt_export.h"
+#include "format/lowbit.h"
 #include "format/lwt.h"
 #include "ingest/checkpoint.h"
 #include "ingest/config.h"
@@ -39,11 +40,12 @@ std::vector<float> source_f32(const Checkpoint &ck, const TensorRef &r) {
     return v;
 }
 
-// A GPT-2 directory in safetensors (hub names, f32), written from the .bin fixture's tensors
-// with the published layout (u64 header length, JSON padded with spaces, sorted, contiguous).
-std::string gpt2_safetensors_dir() {
-    std::string dir = make_temp_dir("lwt_gpt2_st");
-    auto ck = open_checkpoint(test_data("models/gpt2"));
+// A model directory's tensors rewritten as one safetensors file with the published layout (u64
+// header length, JSON padded with spaces, sorted, contiguous), as F32 or as BF16 (round to
+// nearest even; NaN stays NaN), beside a copy of its config.json.
+std::string safetensors_copy(const std::string &src, const char *tag, bool bf16) {
+    std::string dir = make_temp_dir(tag);
+    auto ck = open_checkpoint(src);
     std::string json = "{";
     std::string data;
     for (const TensorRef &r : ck->tensors()) {
@@ -52,9 +54,16 @@ std::string gpt2_safetensors_dir() {
         for (size_t i = 0; i < r.shape.size(); i++) shape += (i ? "," : "") + std::to_string(r.shape[i]);
         shape += "]";
         if (json.size() > 1) json += ",";
-        json += "\"" + r.name + "\":{\"dtype\":\"F32\",\"shape\":" + shape + ",\"data_offsets\":[" + std::to_string(data.size()) +
-                "," + std::to_string(data.size() + v.size() * 4) + "]}";
-        data.append(reinterpret_cast<const char *>(v.data()), v.size() * 4);
+        const size_t at = data.size();
+        if (bf16)
+            for (float f : v) {
+                const uint16_t h = f32_to_bf16_rne(f);
+                data.append(reinterpret_cast<const char *>(&h), 2);
+            }
+        else
+            data.append(reinterpret_cast<const char *>(v.data()), v.size() * 4);
+        json += "\"" + r.name + "\":{\"dtype\":\"" + (bf16 ? "BF16" : "F32") + "\",\"shape\":" + shape + ",\"data_offsets\":[" +
+                std::to_string(at) + "," + std::to_string(data.size()) + "]}";
     }
     json += "}";
     while (json.size() % 8) json += ' ';
@@ -64,9 +73,12 @@ std::string gpt2_safetensors_dir() {
     file.insert(file.end(), json.begin(), json.end());
     file.insert(file.end(), data.begin(), data.end());
     write_bytes(dir + "/model.safetensors", file);
-    write_bytes(dir + "/config.json", read_bytes(test_data("models/gpt2/config.json")));
+    write_bytes(dir + "/config.json", read_bytes(src + "/config.json"));
     return dir;
 }
+
+// A GPT-2 directory in safetensors (hub names, f32), written from the .bin fixture's tensors.
+std::string gpt2_safetensors_dir() { return safetensors_copy(test_data("models/gpt2"), "lwt_gpt2_st", false); }
 
 std::string export_to(const std::string &in, const std::string &out, LwtDType dt = LwtDType::F32) {
     LwtExportOptions o;
@@ -456,6 +468,20 @@ static void test_threads_same_bytes(void **) {
         std::string m2 = expect_error(STK_E_NONFINITE, [&] { export_threads(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 2); });
         assert_string_equal(m1.c_str(), m2.c_str());
         assert_false(file_exists(dir + "/nan.lwt"));
+    }
+    // The same model in bf16 (statistics and packing read the bits): the same tensor and element
+    // named, at 1 and 2 threads, small and default chunks; in the statistics pass (i4, ternary)
+    // and in binary's one pass.
+    const std::string bf16_dir = safetensors_copy(test_data("models/nonfinite"), "lwt_nan_bf16", true);
+    for (LwtDType dt : {LwtDType::F32, LwtDType::I4, LwtDType::TERNARY, LwtDType::BINARY}) {
+        std::string want = expect_error(STK_E_NONFINITE, [&] { export_threads(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 1); });
+        want = want.substr(want.find(": tensor"));
+        for (uint64_t chunk : {uint64_t(8), uint64_t(0)})
+            for (uint32_t threads : {1u, 2u}) {
+                std::string m = expect_error(STK_E_NONFINITE, [&] { export_threads(bf16_dir, dir + "/nan.lwt", dt, chunk, threads); });
+                assert_string_equal(m.substr(m.find(": tensor")).c_str(), want.c_str());
+                assert_false(file_exists(dir + "/nan.lwt"));
+            }
     }
 }
 

@@ -41,6 +41,11 @@ std::vector<std::string> gpt2_seed_order(uint32_t n_layers) {
     return v;
 }
 
+// A tensor of at most this many source bytes stays mapped from the statistics pass into the
+// packing pass (Llama-2-7B: every tensor but the two 262 MB embeddings); larger ones are
+// released every kReleaseBytes in both.  Peak RSS: this plus a few chunks.
+constexpr uint64_t kKeepMappedBytes = 128ull << 20;
+
 // A tensor's values a chunk at a time, converted from the source dtype: in stored (.lwt) order
 // (Conv1D weights transposed from the source's [rows, cols] to [cols, rows]) or in source order
 // (for what does not depend on the order).  A contiguous, aligned f32 source is not copied: the
@@ -123,11 +128,11 @@ private:
     // Tell the checkpoint the bytes [released_, end) of a contiguous tensor are done with (a hint:
     // they are read back from the page cache if touched again).
     void release_through(uint64_t end) {
-        if (end - released_ < kReleaseBytes && end < r_.n_bytes) return;
-        if (end >= r_.n_bytes && first_pass_ && r_.n_bytes <= kReleaseBytes) {
-            released_ = 0;  // a tensor within one release step stays mapped for the second pass
+        if (first_pass_ && r_.n_bytes <= kKeepMappedBytes) {
+            released_ = 0;  // stays mapped for the second pass: its pages are not faulted in twice
             return;
         }
+        if (end - released_ < kReleaseBytes && end < r_.n_bytes) return;
         TensorRef part = r_;
         part.file_offset = r_.file_offset + released_;
         part.n_bytes = part.span_bytes = end - released_;
@@ -142,8 +147,7 @@ private:
     bool contiguous_ = false, zero_copy_ = false, first_pass_ = false;
 };
 
-// Values per lwt_stats_add_bf16 call (8 MB of source): its 32768 magnitude counts are folded
-// once per call.
+// Values per lwt_stats_add_bf16 call in the statistics pass (8 MB of source).
 constexpr uint64_t kBf16StatsPiece = 1u << 22;
 
 // With more than one thread, a worker's piece of the packing pass is this many chunks (a
@@ -430,16 +434,31 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
         // Pass 2: each worker converts, quantises and packs its piece into its own buffer (or
         // points at the mapping: float32 without conversion); the caller appends them in order.
         const uint64_t piece = src.chunk_elements() * (T > 1 ? kPieceChunks : 1);
+        // One pass over a bf16 source: the statistics from the bits, of the source-order range
+        // with the piece's indices (the pieces cover the tensor either way; the statistics do
+        // not depend on the order).
+        const uint8_t *one_pass_bf16 = one_pass ? src.bf16_source() : nullptr;
+        // Quantised codes of a bf16 source in stored order: packed straight from the mapping.
+        const uint8_t *pack_bf16 = quantised && !it.transpose ? src.bf16_source() : nullptr;
         in_rounds(piece, T, [&](WorkerScratch &x) {
             x.parts.clear();
+            if (one_pass_bf16 && !lwt_stats_add_bf16(lt.dtype, &x.stats, one_pass_bf16 + 2 * x.first, x.count)) {
+                x.nonfinite = true;
+                return;
+            }
             uint64_t total = 0;
             lwt_packed_bytes(lt.dtype, x.count, &total);
             x.packed.resize(size_t(total));
+            if (pack_bf16) {  // the values were checked finite by the statistics
+                lwt_pack_bf16(lt.dtype, pack_bf16 + 2 * x.first, x.count, q, x.packed.data());
+                x.parts.push_back({x.packed.data(), total});
+                return;
+            }
             uint64_t at = 0;
             for (uint64_t first = x.first, k = 0; first < x.first + x.count; first += k) {
                 const float *v = src.read(first, &k, x.values.data(), x.tile);
                 LwtQuantStats finite;
-                if ((!quantised || one_pass) && !lwt_stats_add(lt.dtype, one_pass ? &x.stats : &finite, v, k)) {
+                if ((!quantised || (one_pass && !one_pass_bf16)) && !lwt_stats_add(lt.dtype, one_pass ? &x.stats : &finite, v, k)) {
                     x.nonfinite = true;
                     return;
                 }

@@ -132,39 +132,47 @@ uint16_t f32_to_bf16_rne(float v) {
 namespace {
 
 // Exact, order-independent sum of |v| (see LwtQuantStats), `add(first, k, bins)` adding values
-// [first, first + k) to 256 per-exponent entries; k never crosses a multiple of 2^38 values.
+// [first, first + k) to the kExpBins entries (each growing by less than 2^25 per value); k
+// never crosses a multiple of 2^38 values.
 template <class Add>
 void add_abs_sum_by(LwtQuantStats *s, uint64_t n, uint64_t max_piece, Add &&add) {
     constexpr unsigned B = LwtQuantStats::kExpBins;
     for (uint64_t done = 0; done < n;) {
-        // Each entry grows by < 2^24 per value: carry at most every 2^38 values.
+        // Each entry grows by < 2^25 per value: carry at most every 2^38 values (< 2^63).
         if (s->n + done >= (1ull << 38) && (s->n + done) % (1ull << 38) == 0)
             for (unsigned e = 0; e + 1 < B; e++) {
                 s->abs_sum[e + 1] += s->abs_sum[e] >> 1;  // entry e + 1 is worth twice entry e
                 s->abs_sum[e] &= 1;
             }
         const uint64_t k = std::min<uint64_t>({n - done, (1ull << 38) - (s->n + done) % (1ull << 38), max_piece});
-        uint64_t bins[256] = {};
+        uint64_t bins[B] = {};
         add(done, k, bins);
-        for (unsigned e = 0; e < 256; e++) s->abs_sum[e] += bins[e];
+        for (unsigned e = 0; e < B; e++) s->abs_sum[e] += bins[e];
         done += k;
     }
 }
 
-// bf16 magnitudes counted, then each count times its significand (bits 16.. of the f32) into
-// its exponent's entry: the integers add_abs_sum adds one value at a time.
-void add_abs_sum_bf16(LwtQuantStats *s, const uint8_t *bits, uint64_t n) {
-    std::vector<uint32_t> count(32768);
-    add_abs_sum_by(s, n, 1ull << 31, [&](uint64_t first, uint64_t k, uint64_t *bins) {
-        std::fill(count.begin(), count.end(), 0u);
-        const uint8_t *p = bits + 2 * first;
-        for (uint64_t i = 0; i < k; i++) count[(uint32_t(p[2 * i]) | uint32_t(p[2 * i + 1]) << 8) & 0x7FFFu]++;
-        for (uint32_t h = 1; h < 32768; h++)
-            if (count[h]) {
-                const uint32_t e = h >> 7, m = h & 0x7Fu;
-                bins[e ? e : 1] += uint64_t(count[h]) * (uint64_t(e ? (m | 0x80u) : m) << 16);
-            }
-    });
+// bf16 statistics, one piece: the vector kernel, then the rest one value at a time.  bins (for
+// ternary and binary) as add_abs_sum_by's.
+bool stats_bf16(LwtQuantStats *s, const uint8_t *bits, uint64_t n, uint64_t *bins) {
+    uint64_t done = 0;
+    if (reinterpret_cast<uintptr_t>(bits) % 2 == 0)  // little-endian hosts: the bits as they lie
+        done = kernels::lwt_stats_bf16_bulk(reinterpret_cast<const uint16_t *>(bits), n, &s->absmax, &s->lo, &s->hi, bins);
+    if (done == UINT64_MAX) return false;
+    for (uint64_t i = done; i < n; i++) {
+        const uint16_t h = uint16_t(bits[2 * i] | bits[2 * i + 1] << 8);
+        const float v = bf16_to_f32(h);
+        if (!std::isfinite(v)) return false;
+        const float a = std::fabs(v);
+        s->absmax = a > s->absmax ? a : s->absmax;
+        s->lo = v < s->lo ? v : s->lo;
+        s->hi = v > s->hi ? v : s->hi;
+        if (bins) {
+            const uint32_t e = (h >> 7) & 0xFFu, m = h & 0x7Fu;
+            bins[e ? e : 1] += uint64_t(e ? (m | 0x80u) : m) << 16;  // the f32 significand
+        }
+    }
+    return true;
 }
 
 // One value at a time after the vector kernel: four interleaved sets of per-exponent sums so
@@ -207,19 +215,14 @@ bool lwt_stats_add(LwtDType t, LwtQuantStats *s, const float *v, uint64_t n) {
 }
 
 bool lwt_stats_add_bf16(LwtDType t, LwtQuantStats *s, const uint8_t *bits, uint64_t n) {
-    uint64_t done = 0;
-    if (reinterpret_cast<uintptr_t>(bits) % 2 == 0)  // little-endian hosts: the bits as they lie
-        done = kernels::lwt_minmax_bf16_bulk(reinterpret_cast<const uint16_t *>(bits), n, &s->absmax, &s->lo, &s->hi);
-    if (done == UINT64_MAX) return false;
-    for (uint64_t i = done; i < n; i++) {
-        const float v = bf16_to_f32(uint16_t(bits[2 * i] | bits[2 * i + 1] << 8));
-        if (!std::isfinite(v)) return false;
-        const float a = std::fabs(v);
-        s->absmax = a > s->absmax ? a : s->absmax;
-        s->lo = v < s->lo ? v : s->lo;
-        s->hi = v > s->hi ? v : s->hi;
-    }
-    if (t == LwtDType::TERNARY || t == LwtDType::BINARY) add_abs_sum_bf16(s, bits, n);
+    bool ok = true;
+    if (t == LwtDType::TERNARY || t == LwtDType::BINARY)
+        add_abs_sum_by(s, n, 1ull << 31, [&](uint64_t first, uint64_t k, uint64_t *bins) {
+            ok = ok && stats_bf16(s, bits + 2 * first, k, bins);
+        });
+    else
+        ok = stats_bf16(s, bits, n, nullptr);
+    if (!ok) return false;
     s->n += n;
     return true;
 }
@@ -232,6 +235,35 @@ bool lwt_stats_merge(LwtQuantStats *s, const LwtQuantStats &b) {
     for (unsigned e = 0; e < LwtQuantStats::kExpBins; e++) s->abs_sum[e] += b.abs_sum[e];  // < 2^62 each
     s->n += b.n;
     return true;
+}
+
+double lwt_stats_abs_total(const LwtQuantStats &s, uint64_t canonical[LwtQuantStats::kExpBins]) {
+    constexpr unsigned B = LwtQuantStats::kExpBins;
+    uint64_t b[B];
+    std::copy(s.abs_sum, s.abs_sum + B, b);
+    for (unsigned e = 0; e + 1 < B; e++) {  // one bit an entry but the last (< 2^64: see kCarryEvery)
+        b[e + 1] += b[e] >> 1;
+        b[e] &= 1;
+    }
+    if (canonical) std::copy(b, b + B, canonical);
+    // The number's bits; the last entry may hold several (2^64 values of 2^127 would).
+    uint8_t bit[B + 64] = {};
+    for (unsigned e = 0; e + 1 < B; e++) bit[e] = uint8_t(b[e]);
+    for (unsigned j = 0; j < 64; j++) bit[B - 1 + j] = uint8_t((b[B - 1] >> j) & 1);
+    int top = int(B) + 63;
+    while (top >= 0 && !bit[top]) top--;
+    if (top < 0) return 0.0;
+    // The 64 bits from the top down, the ones below folded into the lowest as a sticky bit:
+    // uint64 -> double then rounds once, to nearest even, as the exact number would.
+    const int low = top >= 63 ? top - 63 : 0;
+    uint64_t m = 0;
+    for (int e = top; e >= low; e--) m = m << 1 | bit[e];
+    for (int e = low - 1; e >= 0; e--)
+        if (bit[e]) {
+            m |= 1;
+            break;
+        }
+    return std::ldexp(double(m), low - 150);
 }
 
 LwtQuant lwt_quant_from_stats(LwtDType t, const LwtQuantStats &s) {
@@ -247,11 +279,8 @@ LwtQuant lwt_quant_from_stats(LwtDType t, const LwtQuantStats &s) {
         return q;
     }
     if (t == LwtDType::TERNARY || t == LwtDType::BINARY) {
-        // The integer sums to binary64, smallest exponent first (deterministic: they are exact).
-        double sum = 0.0;
-        for (unsigned e = 0; e < LwtQuantStats::kExpBins; e++)
-            if (s.abs_sum[e]) sum += std::ldexp(double(s.abs_sum[e]), int(e) - 150);
-        scale = s.n ? float(sum / double(s.n)) : 1.0f;
+        // The exact sum, rounded once to binary64 (whatever entries hold it), then the mean.
+        scale = s.n ? float(lwt_stats_abs_total(s, nullptr) / double(s.n)) : 1.0f;
     } else {
         double qmax = t == LwtDType::FP4 ? 6.0 : double(signed_hi(t));
         scale = float(double(s.absmax) / qmax);
@@ -445,6 +474,19 @@ void lwt_pack(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) 
     uint64_t done = kernels::lwt_pack_bulk(t, v, n, q, out);  // a multiple of 8: whole bytes
     uint64_t at = done * lwt_dtype_bits(t) / 8;
     lwt_pack_scalar(t, v + done, n - done, q, out + at);
+}
+
+void lwt_pack_bf16(LwtDType t, const uint8_t *bits, uint64_t n, LwtQuant q, uint8_t *out) {
+    uint64_t done = 0;
+    if (reinterpret_cast<uintptr_t>(bits) % 2 == 0)  // little-endian hosts: the bits as they lie
+        done = kernels::lwt_pack_bf16_bulk(t, reinterpret_cast<const uint16_t *>(bits), n, q, out);
+    float tail[64];  // the rest through the scalar reference, 64 values (8 bytes of any width) at a time
+    for (uint64_t at = done; at < n;) {
+        const uint64_t k = std::min<uint64_t>(64, n - at);
+        for (uint64_t i = 0; i < k; i++) tail[i] = bf16_to_f32(uint16_t(bits[2 * (at + i)] | bits[2 * (at + i) + 1] << 8));
+        lwt_pack_scalar(t, tail, k, q, out + at * lwt_dtype_bits(t) / 8);
+        at += k;
+    }
 }
 
 uint64_t lwt_unpack(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out) {

@@ -67,8 +67,9 @@ constexpr float kLwtMinScale = 0x1p-100f, kLwtMaxScale = 0x1p100f;
 //   unsigned:    affine over [min(min,0), max(max,0)]: scale = range / (2^N - 1),
 //                zero_point = clamp(rne(-lo / scale), 0, 2^N - 1)
 //   fp4 (E2M1):  scale = absmax / 6
-//   ternary, binary: scale = mean(|v|): the exact sum of |v| (integers per binary exponent, so it
-//                    does not depend on the order the values come in), see lwt_quant_from_stats
+//   ternary, binary: scale = mean(|v|): float(S / n), S the exact sum of |v| rounded once to
+//                    binary64 (kept as integers per binary exponent, so it does not depend on
+//                    the order the values come in), see lwt_stats_abs_total
 // A scale below 2^-100 (all-zero or vanishing tensors) becomes 1.  Float dtypes: {1, 0}.
 LwtQuant lwt_choose_quant(LwtDType t, const float *v, uint64_t n);
 
@@ -80,8 +81,10 @@ LwtQuant lwt_choose_quant(LwtDType t, const float *v, uint64_t n);
 struct LwtQuantStats {
     float absmax = 0.0f, lo = 0.0f, hi = 0.0f;  // lo <= 0 <= hi
     uint64_t n = 0;
-    // Ternary and binary: |v| = m * 2^(e - 150) with m < 2^24 for exponent field e (subnormals:
-    // e = 1), summed per e.  Carried into the next entry before any could overflow.
+    // Ternary and binary: the exact sum of |v| as sum_e abs_sum[e] * 2^(e - 150).  One value at
+    // a time, |v| = m * 2^(e - 150) with m < 2^24 goes into entry e (its exponent field;
+    // subnormals: e = 1); the vector kernels may write the same number into other entries.
+    // Carried into the next entry before any could overflow.
     static constexpr unsigned kExpBins = 320;
     static constexpr uint64_t kCarryEvery = 1ull << 38;  // values between two carries
     uint64_t abs_sum[kExpBins] = {};
@@ -89,9 +92,13 @@ struct LwtQuantStats {
 bool lwt_stats_add(LwtDType t, LwtQuantStats *s, const float *v, uint64_t n);
 // The same over n bf16 values (little-endian bits at `bits`, any alignment), read as they lie:
 // the statistics of their f32 values, without converting them (export's first pass over a bf16
-// checkpoint).  The sums of |v| count each of the 32768 magnitudes and multiply once.
+// checkpoint), min/max and the sum of |v| in one vector read (lwt_stats_bf16_bulk).
 bool lwt_stats_add_bf16(LwtDType t, LwtQuantStats *s, const uint8_t *bits, uint64_t n);
 LwtQuant lwt_quant_from_stats(LwtDType t, const LwtQuantStats &s);
+// The exact sum of |v| (abs_sum), rounded once to binary64, to nearest even: the same double for
+// every way the entries hold the same number.  canonical (optional): the entries carried so that
+// each but the last holds one bit, the same array for the same number (tests compare them).
+double lwt_stats_abs_total(const LwtQuantStats &s, uint64_t canonical[LwtQuantStats::kExpBins]);
 // Statistics of two disjoint parts of one tensor -> those of the whole (into s): the same
 // absmax, lo, hi, n and per-exponent sums that adding every value to one LwtQuantStats gives,
 // so the same parameters, as long as s->n + b.n < kCarryEvery (no carry taken in either).
@@ -110,6 +117,11 @@ inline bool lwt_field_valid(LwtDType t, uint32_t field) { return !(t == LwtDType
 // checks).  Highway kernels do the bulk, the scalar reference the tail.  Bit order: 4-bit fields high nibble first (even index -> bits 7..4),
 // 2-bit fields at shift 6 - 2*(i%4), 1-bit fields MSB first; 16/32-bit fields little-endian.
 void lwt_pack(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out);
+
+// The same over n bf16 values (little-endian bits at `bits`, any alignment): the bytes lwt_pack
+// writes for their f32 values, without converting them to memory first (export packs a bf16
+// checkpoint's tensors straight from the mapping).
+void lwt_pack_bf16(LwtDType t, const uint8_t *bits, uint64_t n, LwtQuant q, uint8_t *out);
 
 // Unpack n values.  Returns n on success, or the index of the first element whose field is
 // invalid (lwt_field_valid), or n + 1 when padding bits after the last element are not zero.

@@ -48,9 +48,10 @@ const char *TargetName() { return hwy::TargetName(HWY_TARGET); }
 #if HWY_TARGET == HWY_SCALAR
 // One-lane vectors cannot pair lanes: the scalar reference in format/lowbit.cc does everything.
 uint64_t PackBulk(LwtDType, const float *, uint64_t, LwtQuant, uint8_t *) { return 0; }
+uint64_t PackBf16Bulk(LwtDType, const uint16_t *, uint64_t, LwtQuant, uint8_t *) { return 0; }
 uint64_t UnpackBulk(LwtDType, const uint8_t *, uint64_t, LwtQuant, float *, bool *) { return 0; }
 uint64_t MinmaxBulk(const float *, uint64_t, float *, float *, float *) { return 0; }
-uint64_t MinmaxBf16Bulk(const uint16_t *, uint64_t, float *, float *, float *) { return 0; }
+uint64_t StatsBf16Bulk(const uint16_t *, uint64_t, float *, float *, float *, uint64_t *) { return 0; }
 uint64_t AbsSumBulk(const float *, uint64_t, uint64_t *) { return 0; }
 void Transpose(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, float *dst, uint64_t ds) {
     for (uint64_t r = 0; r < rows; r++)
@@ -225,8 +226,20 @@ HWY_INLINE VU PairUp(DU du, VU first, VU second) {
     return hn::ConcatEven(du, join(second), join(first));
 }
 
-template <LwtDType T, bool kBounded>
-uint64_t PackWith(const float *v, uint64_t n, LwtQuant q, const float *bounds, uint8_t *out) {
+// N values from f32 (Src = float) or from bf16 bits (Src = uint16_t: widened, exact).
+template <class Src>
+HWY_INLINE VF LoadValues(DF df, const Src *p) {
+    if constexpr (sizeof(Src) == 2) {
+        const DU du;
+        const hn::Rebind<uint16_t, DU> d16;
+        return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, p))));
+    } else {
+        return hn::LoadU(df, p);
+    }
+}
+
+template <LwtDType T, bool kBounded, class Src>
+uint64_t PackWith(const Src *v, uint64_t n, LwtQuant q, const float *bounds, uint8_t *out) {
     float thr[kMaxBounds] = {};  // a local copy: the stores to out cannot alias it
     if constexpr (kBounded) std::memcpy(thr, bounds, sizeof thr);
     const DF df;
@@ -240,19 +253,19 @@ uint64_t PackWith(const float *v, uint64_t n, LwtQuant q, const float *bounds, u
     if constexpr (b == 16) {
         const hn::Rebind<uint16_t, DI> d16;
         for (; i + N <= n; i += N)
-            hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, Encode<T>(df, hn::LoadU(df, v + i), scale, zp))), d16,
+            hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, Encode<T>(df, LoadValues(df, v + i), scale, zp))), d16,
                        reinterpret_cast<uint16_t *>(out + 2 * i));
     } else if constexpr (b == 8) {
         const hn::Rebind<uint8_t, DI> d8;
         for (; i + N <= n; i += N)
-            hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di, Encode<T>(df, hn::LoadU(df, v + i), scale, zp))), d8, out + i);
+            hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di, Encode<T>(df, LoadValues(df, v + i), scale, zp))), d8, out + i);
     } else {
         // 8 / b vectors of fields -> one vector of bytes (one per u32 lane) -> N bytes.
         const hn::Rebind<uint8_t, DI> d8;
         constexpr unsigned per = 8 / b;
         auto enc = [&](uint64_t at) {
-            if constexpr (kBounded) return EncodeBounded<T>(df, hn::LoadU(df, v + at), thr);
-            else return Encode<T>(df, hn::LoadU(df, v + at), scale, zp);
+            if constexpr (kBounded) return EncodeBounded<T>(df, LoadValues(df, v + at), thr);
+            else return Encode<T>(df, LoadValues(df, v + at), scale, zp);
         };
         for (; i + per * N <= n; i += per * N) {
             VU bytes;
@@ -273,8 +286,8 @@ uint64_t PackWith(const float *v, uint64_t n, LwtQuant q, const float *bounds, u
     return i - i % 8;  // whole bytes of every width (i is a multiple of N >= 4 and, below 8 bits, of 8)
 }
 
-template <LwtDType T>
-uint64_t PackT(const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+template <LwtDType T, class Src>
+uint64_t PackT(const Src *v, uint64_t n, LwtQuant q, uint8_t *out) {
     if constexpr (UsesBounds(T)) {
         float thr[kMaxBounds];
         if (QuantBounds(T, q.scale, thr)) return PackWith<T, true>(v, n, q, thr, out);
@@ -390,6 +403,15 @@ uint64_t PackBulk(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *o
     return 0;
 }
 
+uint64_t PackBf16Bulk(LwtDType t, const uint16_t *v, uint64_t n, LwtQuant q, uint8_t *out) {
+    switch (t) {
+#define CALL(T) return PackT<T>(v, n, q, out)
+        STK_LOWBIT_CASES(CALL)
+#undef CALL
+    }
+    return 0;
+}
+
 uint64_t UnpackBulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out, bool *invalid) {
     switch (t) {
 #define CALL(T) return UnpackT<T>(in, n, q, out, invalid)
@@ -400,24 +422,18 @@ uint64_t UnpackBulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float
 }
 #undef STK_LOWBIT_CASES
 
-// MinmaxBulk over f32 values, or over bf16 bits (each the top half of its f32: exact).
-template <bool kBf16>
-uint64_t MinmaxOf(const void *p, uint64_t n, float *absmax, float *lo, float *hi) {
+// MinmaxBulk over f32 values.
+uint64_t MinmaxBulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi) {
     const DF df;
     const DU du;
     const DI di;
-    const hn::Rebind<uint16_t, DU> d16;
     const size_t N = hn::Lanes(df);
     VF amax = hn::Zero(df), vlo = hn::Zero(df), vhi = hn::Zero(df);
     auto nonfinite = hn::MaskFromVec(hn::Zero(di));
     const VI inf_bits = hn::Set(di, 0x7F800000);
     uint64_t i = 0;
     for (; i + N <= n; i += N) {
-        VF x;
-        if constexpr (kBf16)
-            x = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(d16, static_cast<const uint16_t *>(p) + i))));
-        else
-            x = hn::LoadU(df, static_cast<const float *>(p) + i);
+        const VF x = hn::LoadU(df, v + i);
         const VI mag = hn::BitCast(di, hn::And(hn::BitCast(du, x), hn::Set(du, 0x7FFFFFFFu)));
         nonfinite = hn::Or(nonfinite, hn::Not(hn::Lt(mag, inf_bits)));
         amax = hn::Max(amax, hn::Abs(x));
@@ -434,11 +450,99 @@ uint64_t MinmaxOf(const void *p, uint64_t n, float *absmax, float *lo, float *hi
     return i;
 }
 
-uint64_t MinmaxBulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi) {
-    return MinmaxOf<false>(v, n, absmax, lo, hi);
+// Statistics of bf16 values (their bits) in one read: MinmaxBulk's absmax, lo, hi (absmax as
+// the largest magnitude's bits, which order as the floats do) and, when bins is not null, the
+// exact sum of |v| (LwtQuantStats::abs_sum) for ternary and binary.  The sum is fixed point: a
+// value's 8-bit significand (implicit bit included) shifted left by its exponent's distance from
+// the window's base e0, for the kBf16Window exponents [e0, e0 + 16), in 32-bit lanes emptied
+// into one 64-bit total every 128 vectors (a lane stays below 2^8 * 2^15 * 128 = 2^30).  The
+// total T, in units of 2^(e0 - 150 + 16), goes into the entries a byte at a time
+// (bins[e0 + 8j] += byte j of T, shifted left by 16): the same number, each entry growing by
+// less than 2^24 a call.  Nonzero values outside the window (outliers above it, the tail below
+// it, subnormals) are compressed out of their vector and added one at a time, each as its
+// significand << 16 into its own exponent's entry (add_abs_sum's integers).  The window is where
+// a sample of the exponents lies (at most 4096, evenly spaced); among windows holding as many of them, the highest (trained
+// weights have outliers above their bulk).  bins has LwtQuantStats::kExpBins entries.
+constexpr uint32_t kBf16Window = 16;
+template <bool kAbs>
+uint64_t StatsBf16(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins) {
+    const DF df;
+    const DU du;
+    const hn::Rebind<uint16_t, DU> d16;
+    const size_t N = hn::Lanes(df);
+    const uint64_t bulk = n / N * N;
+    if (bulk == 0) return 0;
+    uint32_t e0 = 1;
+    if constexpr (kAbs) {
+        uint32_t seen[256] = {};  // exponents of at most 4096 values spread over the call's
+        const uint64_t stride = std::max<uint64_t>(61, bulk / 4096);
+        for (uint64_t i = 0; i < bulk; i += stride) seen[(v[i] >> 7) & 0xFFu]++;
+        seen[0] = 0;  // zeros and subnormals go one at a time
+        uint32_t in = 0, best = 0;
+        for (uint32_t e = 1; e < 256; e++) {
+            in += seen[e] - (e > kBf16Window ? seen[e - kBf16Window] : 0);  // window [e - 15, e]
+            if (in >= best) best = in, e0 = e >= kBf16Window ? e - (kBf16Window - 1) : 1;
+        }
+        if (e0 + kBf16Window > 256) e0 = 256 - kBf16Window;
+    }
+    const VU mag_mask = hn::Set(du, 0x7FFFu), man_mask = hn::Set(du, 0x7Fu), implicit = hn::Set(du, 0x80u);
+    const VU base = hn::Set(du, e0), width = hn::Set(du, kBf16Window), shift_mask = hn::Set(du, kBf16Window - 1);
+    VU maxmag = hn::Zero(du);
+    VF vlo = hn::Zero(df), vhi = hn::Zero(df);
+    constexpr uint64_t kBlock = 128;
+    HWY_ALIGN uint32_t lanes[HWY_MAX_BYTES / 4];
+    hwy::AlignedFreeUniquePtr<uint32_t[]> fixed;
+    if constexpr (kAbs) fixed = hwy::AllocateAligned<uint32_t>(kBlock * N + N);  // the values outside the window
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < bulk;) {
+        const uint64_t end = std::min<uint64_t>(bulk, i + kBlock * N);
+        VU acc = hn::Zero(du);
+        size_t n_out = 0;
+        for (; i < end; i += N) {
+            const VU u = hn::PromoteTo(du, hn::LoadU(d16, v + i));
+            const VU mag = hn::And(u, mag_mask);
+            maxmag = hn::Max(maxmag, mag);
+            const VF x = hn::BitCast(df, hn::ShiftLeft<16>(u));
+            vlo = hn::Min(vlo, x);
+            vhi = hn::Max(vhi, x);
+            if constexpr (kAbs) {
+                const VU t = hn::Sub(hn::ShiftRight<7>(mag), base);  // wraps for exponents below e0
+                const auto in = hn::Lt(t, width);
+                const VU m = hn::IfThenElseZero(in, hn::Or(hn::And(mag, man_mask), implicit));
+                acc = hn::Add(acc, hn::Shl(m, hn::And(t, shift_mask)));
+                const auto out = hn::AndNot(in, hn::Ne(mag, hn::Zero(du)));  // zeros add nothing
+                if (!hn::AllFalse(du, out)) {  // a full store, then keep the compressed lanes
+                    hn::StoreU(hn::Compress(mag, out), du, fixed.get() + n_out);
+                    n_out += hn::CountTrue(du, out);
+                }
+            }
+        }
+        if constexpr (kAbs) {
+            hn::Store(acc, du, lanes);
+            for (size_t k = 0; k < N; k++) total += lanes[k];
+            for (size_t k = 0; k < n_out; k++) {
+                const uint32_t x = fixed[k], e = x >> 7, m = x & 0x7Fu;
+                bins[e ? e : 1] += uint64_t(e ? (m | 0x80u) : m) << 16;
+            }
+        }
+    }
+    // Nothing above the largest finite magnitude: NaN and infinities are refused.
+    const uint32_t top = hn::GetLane(hn::MaxOfLanes(du, maxmag));
+    if (top >= 0x7F80u) return UINT64_MAX;
+    if constexpr (kAbs)
+        for (uint32_t j = 0; total; j++, total >>= 8) bins[e0 + 8 * j] += (total & 0xFFu) << 16;  // T < 2^54: j <= 6
+    float a;
+    const uint32_t top_bits = top << 16;
+    std::memcpy(&a, &top_bits, 4);
+    const float l = hn::GetLane(hn::MinOfLanes(df, vlo)), h = hn::GetLane(hn::MaxOfLanes(df, vhi));
+    if (a > *absmax) *absmax = a;
+    if (l < *lo) *lo = l;
+    if (h > *hi) *hi = h;
+    return bulk;
 }
-uint64_t MinmaxBf16Bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi) {
-    return MinmaxOf<true>(v, n, absmax, lo, hi);
+
+uint64_t StatsBf16Bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins) {
+    return bins ? StatsBf16<true>(v, n, absmax, lo, hi, bins) : StatsBf16<false>(v, n, absmax, lo, hi, nullptr);
 }
 
 #if HWY_HAVE_SCALABLE
@@ -545,15 +649,16 @@ HWY_AFTER_NAMESPACE();
 namespace stk::kernels {
 
 HWY_EXPORT(PackBulk);
+HWY_EXPORT(PackBf16Bulk);
 HWY_EXPORT(UnpackBulk);
 HWY_EXPORT(MinmaxBulk);
 HWY_EXPORT(TargetName);
 HWY_EXPORT(Transpose);
 HWY_EXPORT(AbsSumBulk);
-HWY_EXPORT(MinmaxBf16Bulk);
+HWY_EXPORT(StatsBf16Bulk);
 
-uint64_t lwt_minmax_bf16_bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi) {
-    return HWY_DYNAMIC_DISPATCH(MinmaxBf16Bulk)(v, n, absmax, lo, hi);
+uint64_t lwt_stats_bf16_bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins) {
+    return HWY_DYNAMIC_DISPATCH(StatsBf16Bulk)(v, n, absmax, lo, hi, bins);
 }
 
 uint64_t lwt_abs_sum_bulk(const float *v, uint64_t n, uint64_t *bins) { return HWY_DYNAMIC_DISPATCH(AbsSumBulk)(v, n, bins); }
@@ -564,6 +669,10 @@ void lwt_transpose_f32(const float *src, uint64_t src_stride, uint64_t rows, uin
 
 uint64_t lwt_pack_bulk(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
     return HWY_DYNAMIC_DISPATCH(PackBulk)(t, v, n, q, out);
+}
+
+uint64_t lwt_pack_bf16_bulk(LwtDType t, const uint16_t *v, uint64_t n, LwtQuant q, uint8_t *out) {
+    return HWY_DYNAMIC_DISPATCH(PackBf16Bulk)(t, v, n, q, out);
 }
 
 uint64_t lwt_unpack_bulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out, bool *invalid_field) {

@@ -23,6 +23,10 @@ namespace stk::kernels {
 // check).  Returns k; 0 for float32 (a memcpy) and on the scalar target.
 uint64_t lwt_pack_bulk(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out);
 
+// The same over bf16 values given as their bits (host order): the codes of their f32 values,
+// without converting them to memory first.
+uint64_t lwt_pack_bf16_bulk(LwtDType t, const uint16_t *v, uint64_t n, LwtQuant q, uint8_t *out);
+
 // Unpack the first k elements.  Sets *invalid_field when one of them holds a field no value
 // encodes to (ternary 0b10); the caller then locates it.  Returns k.
 uint64_t lwt_unpack_bulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out, bool *invalid_field);
@@ -44,8 +48,13 @@ uint64_t lwt_abs_sum_bulk(const float *v, uint64_t n, uint64_t *bins);
 // Export's transposed (Conv1D) tensors go through it.
 void lwt_transpose_f32(const float *src, uint64_t src_stride, uint64_t rows, uint64_t cols, float *dst, uint64_t dst_stride);
 
-// The same over bf16 values given as their bits (host order), without converting them first.
-uint64_t lwt_minmax_bf16_bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi);
+// The same over bf16 values given as their bits (host order), without converting them first,
+// and, when bins is not null, the exact sum of their |v| in the same read: added to bins
+// (LwtQuantStats::kExpBins entries) as a number equal to what lwt_abs_sum_bulk adds for the
+// converted values, though spread differently over the entries (lwt_stats_abs_total compares
+// them); each entry grows by less than 2^25 per value.  Returns k or UINT64_MAX as
+// lwt_minmax_bulk (bins then meaningless).
+uint64_t lwt_stats_bf16_bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins);
 
 // For tests: the Highway targets compiled and supported by this CPU (HWY_* bits), the one the
 // kernels run on now, and its name.  Tests pin one with hwy::SetSupportedTargetsForTest.
