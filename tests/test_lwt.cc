@@ -670,7 +670,7 @@ static void test_kernels_every_target(void **) {
             LwtQuant qs = lwt_quant_from_stats(t, st);
             assert_int_equal(f_bits(qs.scale), f_bits(q.scale));
             assert_int_equal(qs.zero_point, q.zero_point);
-            // Statistics of three parts in other orders, merged (threaded export): the same integers.
+            // Statistics of three parts in other orders, merged (threaded export): the same numbers.
             {
                 const uint64_t cut1 = w.size() / 3 + 7, cut2 = 2 * w.size() / 3 + 1;
                 LwtQuantStats p0, p1, p2;
@@ -682,7 +682,9 @@ static void test_kernels_every_target(void **) {
                 assert_int_equal(p2.n, st.n);
                 assert_int_equal(f_bits(p2.absmax), f_bits(st.absmax));
                 assert_true(p2.lo == st.lo && p2.hi == st.hi);
-                assert_memory_equal(p2.abs_sum, st.abs_sum, sizeof st.abs_sum);
+                uint64_t c2[LwtQuantStats::kExpBins], cs[LwtQuantStats::kExpBins];  // the same number
+                assert_int_equal(dbl_bits(lwt_stats_abs_total(p2, c2)), dbl_bits(lwt_stats_abs_total(st, cs)));
+                assert_memory_equal(c2, cs, sizeof cs);
                 LwtQuant qm = lwt_quant_from_stats(t, p2);
                 assert_int_equal(f_bits(qm.scale), f_bits(q.scale));
                 assert_int_equal(qm.zero_point, q.zero_point);
@@ -720,10 +722,13 @@ static void test_kernels_every_target(void **) {
                 assert_true(same_as_reference(t, LwtQuant{scale, 0}, v.data(), v.size(), "boundaries"));
             }
         }
-        // The per-exponent |v| sums of ternary/binary's scale: the vector kernel (plus the
-        // values it leaves) gives the entries one value at a time gives, on trained-like weights,
-        // on values spread over every exponent (zeros, subnormals, the largest floats among
-        // them), and on zeros and subnormals alone.
+        // The statistics of f32 values (min/max and ternary/binary's exact |v| sum, one vector
+        // read): the same absmax, lo, hi and the same number as adding each value's significand
+        // to its exponent's entry one at a time, on trained-like weights, on values spread over
+        // every exponent (zeros, subnormals, the largest floats among them), on zeros and
+        // subnormals alone, on a long trained-like tensor with outliers far above its bulk and a
+        // tail far below (values outside the kernel's 16-exponent window), and on full
+        // significands at both ends of the window (block sums near 2^50 units: exact in binary64).
         {
             std::vector<float> spread(4099);
             uint64_t st = 99;
@@ -735,18 +740,33 @@ static void test_kernels_every_target(void **) {
             }
             std::vector<float> tiny = {0.0f, -0.0f, 0x1p-149f, -0x1p-140f, 0x1.fffffcp-127f};
             tiny.resize(300, 0x1p-130f);
-            for (const std::vector<float> *data : {&w, (const std::vector<float> *)&spread, (const std::vector<float> *)&tiny}) {
-                uint64_t want[256] = {}, got[256] = {};
+            std::vector<float> outliers(100003), ends(70001);
+            for (size_t i = 0; i < outliers.size(); i++) {
+                st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+                uint32_t e = 118 + uint32_t(st >> 59) % 6;  // a bulk of 2^-9 .. 2^-4
+                if (i % 97 == 5) e = 130 + uint32_t(st >> 60) % 4;  // outliers at 2^3 .. 2^6
+                if (i % 89 == 7) e = 87 + uint32_t(st >> 58) % 11;  // a tail at 2^-40 .. 2^-30
+                outliers[i] = bits_f(uint32_t(st & 0x80000000u) | e << 23 | (uint32_t(st >> 20) & 0x7FFFFFu));
+            }
+            for (size_t i = 0; i < ends.size(); i++) ends[i] = i % 2 ? 0x1.fffffep15f : -0x1.fffffep0f;
+            for (const std::vector<float> *data : {&w, (const std::vector<float> *)&spread, (const std::vector<float> *)&tiny,
+                                                   (const std::vector<float> *)&outliers, (const std::vector<float> *)&ends}) {
+                LwtQuantStats want, got;
                 for (float f : *data) {
                     const uint32_t x = f_bits(f) & 0x7FFFFFFFu, e = x >> 23, m = x & 0x7FFFFFu;
-                    want[e ? e : 1] += e ? (m | 0x800000u) : m;
+                    want.abs_sum[e ? e : 1] += e ? (m | 0x800000u) : m;
+                    want.absmax = std::max(want.absmax, std::fabs(f));
+                    want.lo = std::min(want.lo, f);
+                    want.hi = std::max(want.hi, f);
                 }
-                const uint64_t done = kernels::lwt_abs_sum_bulk(data->data(), data->size(), got);
-                for (uint64_t i = done; i < data->size(); i++) {
-                    const uint32_t x = f_bits((*data)[i]) & 0x7FFFFFFFu, e = x >> 23, m = x & 0x7FFFFFu;
-                    got[e ? e : 1] += e ? (m | 0x800000u) : m;
-                }
-                assert_memory_equal(got, want, sizeof want);
+                assert_true(lwt_stats_add(LwtDType::TERNARY, &got, data->data(), data->size()));
+                uint64_t cw[LwtQuantStats::kExpBins], cg[LwtQuantStats::kExpBins];
+                assert_int_equal(dbl_bits(lwt_stats_abs_total(got, cg)), dbl_bits(lwt_stats_abs_total(want, cw)));
+                assert_memory_equal(cg, cw, sizeof cw);
+                assert_int_equal(f_bits(got.absmax), f_bits(want.absmax));
+                assert_int_equal(f_bits(got.lo), f_bits(want.lo));
+                assert_int_equal(f_bits(got.hi), f_bits(want.hi));
+                if (data == &ends) assert_true(lwt_stats_abs_total(got, nullptr) == 35000.0 * (0x1.fffffep15 + 0x1.fffffep0) + 0x1.fffffep0);
             }
         }
         // Statistics straight from bf16 bits (export's first pass over a bf16 checkpoint) equal
@@ -854,8 +874,8 @@ static void test_kernels_every_target(void **) {
         // The transpose export uses for Conv1D weights: every value lands at [c][r], the
         // destination's other values (its stride's slack) stay untouched, at whole-block and
         // ragged sizes and strides wider than the block.
-        for (uint64_t rows : {1u, 3u, 4u, 5u, 8u, 13u})
-            for (uint64_t cols : {1u, 4u, 7u, 9u, 16u}) {
+        for (uint64_t rows : {1u, 3u, 4u, 5u, 8u, 13u, 16u, 21u})
+            for (uint64_t cols : {1u, 4u, 7u, 9u, 16u, 17u, 24u}) {
                 const uint64_t ss = cols + 3, ds = rows + 2;
                 std::vector<float> src(rows * ss), dst(cols * ds, -1.0f);
                 for (size_t i = 0; i < src.size(); i++) src[i] = float(i) + 0.5f;

@@ -152,79 +152,59 @@ void add_abs_sum_by(LwtQuantStats *s, uint64_t n, uint64_t max_piece, Add &&add)
     }
 }
 
-// bf16 statistics, one piece: the vector kernel, then the rest one value at a time.  bins (for
-// ternary and binary) as add_abs_sum_by's.
-bool stats_bf16(LwtQuantStats *s, const uint8_t *bits, uint64_t n, uint64_t *bins) {
-    uint64_t done = 0;
-    if (reinterpret_cast<uintptr_t>(bits) % 2 == 0)  // little-endian hosts: the bits as they lie
-        done = kernels::lwt_stats_bf16_bulk(reinterpret_cast<const uint16_t *>(bits), n, &s->absmax, &s->lo, &s->hi, bins);
-    if (done == UINT64_MAX) return false;
-    for (uint64_t i = done; i < n; i++) {
-        const uint16_t h = uint16_t(bits[2 * i] | bits[2 * i + 1] << 8);
-        const float v = bf16_to_f32(h);
-        if (!std::isfinite(v)) return false;
-        const float a = std::fabs(v);
-        s->absmax = a > s->absmax ? a : s->absmax;
-        s->lo = v < s->lo ? v : s->lo;
-        s->hi = v > s->hi ? v : s->hi;
-        if (bins) {
-            const uint32_t e = (h >> 7) & 0xFFu, m = h & 0x7Fu;
-            bins[e ? e : 1] += uint64_t(e ? (m | 0x80u) : m) << 16;  // the f32 significand
-        }
+// One value after the vector kernel: finite, min/max, and (bins) its significand into its
+// exponent's entry.
+inline bool stats_one(LwtQuantStats *s, float v, uint64_t *bins) {
+    if (!std::isfinite(v)) return false;
+    const float a = std::fabs(v);
+    s->absmax = a > s->absmax ? a : s->absmax;
+    s->lo = v < s->lo ? v : s->lo;
+    s->hi = v > s->hi ? v : s->hi;
+    if (bins) {
+        const uint32_t x = bits_of(a), e = x >> 23, m = x & 0x7FFFFFu;
+        bins[e ? e : 1] += e ? (m | 0x800000u) : m;
     }
     return true;
 }
 
-// One value at a time after the vector kernel: four interleaved sets of per-exponent sums so
-// that runs of equal exponents do not serialise on one memory location.
-void add_abs_sum(LwtQuantStats *s, const float *v, uint64_t n) {
-    add_abs_sum_by(s, n, UINT64_MAX, [&](uint64_t done, uint64_t k, uint64_t *out) {
-        uint64_t bins[4][256] = {};
-        const float *p = v + done;
-        uint64_t i = kernels::lwt_abs_sum_bulk(p, k, bins[0]);  // the vector bulk, then the rest here
-        auto put = [&](uint64_t *b, float f) {
-            uint32_t x = bits_of(f) & 0x7FFFFFFFu, e = x >> 23, m = x & 0x7FFFFFu;
-            b[e ? e : 1] += e ? (m | 0x800000u) : m;
-        };
-        for (; i + 4 <= k; i += 4) {
-            put(bins[0], p[i]);
-            put(bins[1], p[i + 1]);
-            put(bins[2], p[i + 2]);
-            put(bins[3], p[i + 3]);
-        }
-        for (; i < k; i++) put(bins[0], p[i]);
-        for (unsigned e = 0; e < 256; e++) out[e] += bins[0][e] + bins[1][e] + bins[2][e] + bins[3][e];
-    });
+// The statistics of n values in pieces of at most 2^31 (ternary and binary: bins as
+// add_abs_sum_by's; the others: no sum), `piece(first, k, bins)` doing values [first, first + k).
+template <class Piece>
+bool stats_add_by(LwtDType t, LwtQuantStats *s, uint64_t n, Piece &&piece) {
+    bool ok = true;
+    if (t == LwtDType::TERNARY || t == LwtDType::BINARY)
+        add_abs_sum_by(s, n, 1ull << 31, [&](uint64_t first, uint64_t k, uint64_t *bins) { ok = ok && piece(first, k, bins); });
+    else
+        ok = piece(0, n, nullptr);
+    if (!ok) return false;
+    s->n += n;
+    return true;
 }
 
 }  // namespace
 
 bool lwt_stats_add(LwtDType t, LwtQuantStats *s, const float *v, uint64_t n) {
-    uint64_t done = kernels::lwt_minmax_bulk(v, n, &s->absmax, &s->lo, &s->hi);
-    if (done == UINT64_MAX) return false;
-    for (uint64_t i = done; i < n; i++) {
-        if (!std::isfinite(v[i])) return false;
-        float a = std::fabs(v[i]);
-        s->absmax = a > s->absmax ? a : s->absmax;
-        s->lo = v[i] < s->lo ? v[i] : s->lo;
-        s->hi = v[i] > s->hi ? v[i] : s->hi;
-    }
-    if (t == LwtDType::TERNARY || t == LwtDType::BINARY) add_abs_sum(s, v, n);
-    s->n += n;
-    return true;
+    return stats_add_by(t, s, n, [&](uint64_t first, uint64_t k, uint64_t *bins) {
+        const float *p = v + first;
+        const uint64_t done = kernels::lwt_stats_f32_bulk(p, k, &s->absmax, &s->lo, &s->hi, bins);
+        if (done == UINT64_MAX) return false;
+        for (uint64_t i = done; i < k; i++)
+            if (!stats_one(s, p[i], bins)) return false;
+        return true;
+    });
 }
 
 bool lwt_stats_add_bf16(LwtDType t, LwtQuantStats *s, const uint8_t *bits, uint64_t n) {
-    bool ok = true;
-    if (t == LwtDType::TERNARY || t == LwtDType::BINARY)
-        add_abs_sum_by(s, n, 1ull << 31, [&](uint64_t first, uint64_t k, uint64_t *bins) {
-            ok = ok && stats_bf16(s, bits + 2 * first, k, bins);
-        });
-    else
-        ok = stats_bf16(s, bits, n, nullptr);
-    if (!ok) return false;
-    s->n += n;
-    return true;
+    return stats_add_by(t, s, n, [&](uint64_t first, uint64_t k, uint64_t *bins) {
+        const uint8_t *p = bits + 2 * first;
+        uint64_t done = 0;
+        if (reinterpret_cast<uintptr_t>(p) % 2 == 0)  // little-endian hosts: the bits as they lie
+            done = kernels::lwt_stats_bf16_bulk(reinterpret_cast<const uint16_t *>(p), k, &s->absmax, &s->lo, &s->hi, bins);
+        if (done == UINT64_MAX) return false;
+        for (uint64_t i = done; i < k; i++)
+            if (!stats_one(s, bf16_to_f32(uint16_t(p[2 * i] | p[2 * i + 1] << 8)), bins)) return false;
+        return true;
+    });
 }
 
 bool lwt_stats_merge(LwtQuantStats *s, const LwtQuantStats &b) {

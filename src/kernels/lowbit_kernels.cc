@@ -50,9 +50,8 @@ const char *TargetName() { return hwy::TargetName(HWY_TARGET); }
 uint64_t PackBulk(LwtDType, const float *, uint64_t, LwtQuant, uint8_t *) { return 0; }
 uint64_t PackBf16Bulk(LwtDType, const uint16_t *, uint64_t, LwtQuant, uint8_t *) { return 0; }
 uint64_t UnpackBulk(LwtDType, const uint8_t *, uint64_t, LwtQuant, float *, bool *) { return 0; }
-uint64_t MinmaxBulk(const float *, uint64_t, float *, float *, float *) { return 0; }
+uint64_t StatsF32Bulk(const float *, uint64_t, float *, float *, float *, uint64_t *) { return 0; }
 uint64_t StatsBf16Bulk(const uint16_t *, uint64_t, float *, float *, float *, uint64_t *) { return 0; }
-uint64_t AbsSumBulk(const float *, uint64_t, uint64_t *) { return 0; }
 void Transpose(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, float *dst, uint64_t ds) {
     for (uint64_t r = 0; r < rows; r++)
         for (uint64_t c = 0; c < cols; c++) dst[c * ds + r] = src[r * ss + c];
@@ -394,7 +393,9 @@ uint64_t UnpackT(const uint8_t *in, uint64_t n, LwtQuant q, float *out, bool *in
     STK_LWT_NON_F32_CASES(CALL)    \
     case LwtDType::F32: break;
 
-uint64_t PackBulk(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+// The dtype dispatch of packing, from f32 values or from bf16 bits.
+template <class Src>
+uint64_t PackFrom(LwtDType t, const Src *v, uint64_t n, LwtQuant q, uint8_t *out) {
     switch (t) {
 #define CALL(T) return PackT<T>(v, n, q, out)
         STK_LOWBIT_CASES(CALL)
@@ -402,15 +403,8 @@ uint64_t PackBulk(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *o
     }
     return 0;
 }
-
-uint64_t PackBf16Bulk(LwtDType t, const uint16_t *v, uint64_t n, LwtQuant q, uint8_t *out) {
-    switch (t) {
-#define CALL(T) return PackT<T>(v, n, q, out)
-        STK_LOWBIT_CASES(CALL)
-#undef CALL
-    }
-    return 0;
-}
+uint64_t PackBulk(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) { return PackFrom(t, v, n, q, out); }
+uint64_t PackBf16Bulk(LwtDType t, const uint16_t *v, uint64_t n, LwtQuant q, uint8_t *out) { return PackFrom(t, v, n, q, out); }
 
 uint64_t UnpackBulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out, bool *invalid) {
     switch (t) {
@@ -422,118 +416,126 @@ uint64_t UnpackBulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float
 }
 #undef STK_LOWBIT_CASES
 
-// MinmaxBulk over f32 values.
-uint64_t MinmaxBulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi) {
+// The statistics of the quantisation rule (LwtQuantStats) over f32 values or bf16 bits, in one
+// read: lo = min(0, v...), hi = max(0, v...), absmax as the largest magnitude's bits (which
+// order as the floats do; NaN/Inf when it reaches 0x7F800000) and, when bins is not null, the
+// exact sum of |v| that ternary and binary need.
+//
+// The sum is exact and order-independent.  Values whose exponent lies in a window of
+// kStatsWindow exponents [e0, e0 + 16) are multiples of u = 2^(e0 - 150) below 2^39 u:
+//   - bf16: the 8-bit significand shifted left by e - e0, summed in 32-bit lanes (a lane stays
+//     below 2^8 * 2^15 * 128 = 2^30 over a block of 128 vectors), in units of 2^16 u;
+//   - f32: the values themselves, widened to binary64 and summed there: every partial sum is a
+//     multiple of u below 2^39 * 2^7 u = 2^46 u over a block, so no addition rounds.
+// Each block's total, an integer number of u below 2^55, goes into bins[e0] (its low 24 bits)
+// and bins[e0 + 24] (the rest): the same number the one-value-at-a-time entries hold, each entry
+// growing by less than 2^25 per value.  Nonzero values outside the window (outliers above it,
+// the tail below it, subnormals) are compressed out of their vector and added one at a time as
+// add_abs_sum does.  The window is where an evenly spaced sample of at most 4096 of the values
+// has its exponents; among windows holding as many, the highest (trained weights have outliers
+// above their bulk).  bins has LwtQuantStats::kExpBins entries.  Returns how many values it did
+// (whole vectors), or UINT64_MAX when one of them is NaN or infinite (bins then meaningless).
+constexpr uint32_t kStatsWindow = 16;
+template <class Src, bool kAbs>
+uint64_t Stats(const Src *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins) {
+    constexpr bool kBf16 = sizeof(Src) == 2;
     const DF df;
     const DU du;
-    const DI di;
-    const size_t N = hn::Lanes(df);
-    VF amax = hn::Zero(df), vlo = hn::Zero(df), vhi = hn::Zero(df);
-    auto nonfinite = hn::MaskFromVec(hn::Zero(di));
-    const VI inf_bits = hn::Set(di, 0x7F800000);
-    uint64_t i = 0;
-    for (; i + N <= n; i += N) {
-        const VF x = hn::LoadU(df, v + i);
-        const VI mag = hn::BitCast(di, hn::And(hn::BitCast(du, x), hn::Set(du, 0x7FFFFFFFu)));
-        nonfinite = hn::Or(nonfinite, hn::Not(hn::Lt(mag, inf_bits)));
-        amax = hn::Max(amax, hn::Abs(x));
-        vlo = hn::Min(vlo, x);
-        vhi = hn::Max(vhi, x);
-    }
-    if (!hn::AllFalse(di, nonfinite)) return UINT64_MAX;
-    // Exact reductions (max/min), so the lane order does not matter.
-    const float a = hn::GetLane(hn::MaxOfLanes(df, amax)), l = hn::GetLane(hn::MinOfLanes(df, vlo)),
-                h = hn::GetLane(hn::MaxOfLanes(df, vhi));
-    if (a > *absmax) *absmax = a;
-    if (l < *lo) *lo = l;
-    if (h > *hi) *hi = h;
-    return i;
-}
-
-// Statistics of bf16 values (their bits) in one read: MinmaxBulk's absmax, lo, hi (absmax as
-// the largest magnitude's bits, which order as the floats do) and, when bins is not null, the
-// exact sum of |v| (LwtQuantStats::abs_sum) for ternary and binary.  The sum is fixed point: a
-// value's 8-bit significand (implicit bit included) shifted left by its exponent's distance from
-// the window's base e0, for the kBf16Window exponents [e0, e0 + 16), in 32-bit lanes emptied
-// into one 64-bit total every 128 vectors (a lane stays below 2^8 * 2^15 * 128 = 2^30).  The
-// total T, in units of 2^(e0 - 150 + 16), goes into the entries a byte at a time
-// (bins[e0 + 8j] += byte j of T, shifted left by 16): the same number, each entry growing by
-// less than 2^24 a call.  Nonzero values outside the window (outliers above it, the tail below
-// it, subnormals) are compressed out of their vector and added one at a time, each as its
-// significand << 16 into its own exponent's entry (add_abs_sum's integers).  The window is where
-// a sample of the exponents lies (at most 4096, evenly spaced); among windows holding as many of them, the highest (trained
-// weights have outliers above their bulk).  bins has LwtQuantStats::kExpBins entries.
-constexpr uint32_t kBf16Window = 16;
-template <bool kAbs>
-uint64_t StatsBf16(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins) {
-    const DF df;
-    const DU du;
-    const hn::Rebind<uint16_t, DU> d16;
+    const hn::Half<DF> dh;
+    const hn::Rebind<double, hn::Half<DF>> d64;
     const size_t N = hn::Lanes(df);
     const uint64_t bulk = n / N * N;
     if (bulk == 0) return 0;
+    auto exponent_of = [&](uint64_t i) -> uint32_t {
+        if constexpr (kBf16) return (v[i] >> 7) & 0xFFu;
+        else {
+            uint32_t x;
+            std::memcpy(&x, v + i, 4);
+            return (x >> 23) & 0xFFu;
+        }
+    };
     uint32_t e0 = 1;
     if constexpr (kAbs) {
-        uint32_t seen[256] = {};  // exponents of at most 4096 values spread over the call's
+        uint32_t seen[256] = {};
         const uint64_t stride = std::max<uint64_t>(61, bulk / 4096);
-        for (uint64_t i = 0; i < bulk; i += stride) seen[(v[i] >> 7) & 0xFFu]++;
+        for (uint64_t i = 0; i < bulk; i += stride) seen[exponent_of(i)]++;
         seen[0] = 0;  // zeros and subnormals go one at a time
         uint32_t in = 0, best = 0;
         for (uint32_t e = 1; e < 256; e++) {
-            in += seen[e] - (e > kBf16Window ? seen[e - kBf16Window] : 0);  // window [e - 15, e]
-            if (in >= best) best = in, e0 = e >= kBf16Window ? e - (kBf16Window - 1) : 1;
+            in += seen[e] - (e > kStatsWindow ? seen[e - kStatsWindow] : 0);  // window [e - 15, e]
+            if (in >= best) best = in, e0 = e >= kStatsWindow ? e - (kStatsWindow - 1) : 1;
         }
-        if (e0 + kBf16Window > 256) e0 = 256 - kBf16Window;
+        if (e0 + kStatsWindow > 256) e0 = 256 - kStatsWindow;
     }
-    const VU mag_mask = hn::Set(du, 0x7FFFu), man_mask = hn::Set(du, 0x7Fu), implicit = hn::Set(du, 0x80u);
-    const VU base = hn::Set(du, e0), width = hn::Set(du, kBf16Window), shift_mask = hn::Set(du, kBf16Window - 1);
+    const VU mag_mask = hn::Set(du, kBf16 ? 0x7FFFu : 0x7FFFFFFFu);
+    const VU base = hn::Set(du, e0), width = hn::Set(du, kStatsWindow), shift_mask = hn::Set(du, kStatsWindow - 1);
     VU maxmag = hn::Zero(du);
     VF vlo = hn::Zero(df), vhi = hn::Zero(df);
     constexpr uint64_t kBlock = 128;
     HWY_ALIGN uint32_t lanes[HWY_MAX_BYTES / 4];
-    hwy::AlignedFreeUniquePtr<uint32_t[]> fixed;
-    if constexpr (kAbs) fixed = hwy::AllocateAligned<uint32_t>(kBlock * N + N);  // the values outside the window
-    uint64_t total = 0;
+    HWY_ALIGN double lanes64[HWY_MAX_BYTES / 8];
+    HWY_ALIGN uint32_t fixed[(kBlock + 1) * (HWY_MAX_BYTES / 4)];  // the values outside the window
     for (uint64_t i = 0; i < bulk;) {
         const uint64_t end = std::min<uint64_t>(bulk, i + kBlock * N);
         VU acc = hn::Zero(du);
+        auto acc_lo = hn::Zero(d64), acc_hi = hn::Zero(d64);
         size_t n_out = 0;
         for (; i < end; i += N) {
-            const VU u = hn::PromoteTo(du, hn::LoadU(d16, v + i));
+            VU u;
+            if constexpr (kBf16) u = hn::PromoteTo(du, hn::LoadU(hn::Rebind<uint16_t, DU>(), v + i));
+            else u = hn::BitCast(du, hn::LoadU(df, v + i));
             const VU mag = hn::And(u, mag_mask);
             maxmag = hn::Max(maxmag, mag);
-            const VF x = hn::BitCast(df, hn::ShiftLeft<16>(u));
+            const VF x = kBf16 ? hn::BitCast(df, hn::ShiftLeft<16>(u)) : hn::BitCast(df, u);
             vlo = hn::Min(vlo, x);
             vhi = hn::Max(vhi, x);
             if constexpr (kAbs) {
-                const VU t = hn::Sub(hn::ShiftRight<7>(mag), base);  // wraps for exponents below e0
+                const VU t = hn::Sub(hn::ShiftRight<kBf16 ? 7 : 23>(mag), base);  // wraps below e0
                 const auto in = hn::Lt(t, width);
-                const VU m = hn::IfThenElseZero(in, hn::Or(hn::And(mag, man_mask), implicit));
-                acc = hn::Add(acc, hn::Shl(m, hn::And(t, shift_mask)));
+                if constexpr (kBf16) {
+                    const VU m = hn::IfThenElseZero(in, hn::Or(hn::And(mag, hn::Set(du, 0x7Fu)), hn::Set(du, 0x80u)));
+                    acc = hn::Add(acc, hn::Shl(m, hn::And(t, shift_mask)));
+                } else {
+                    const VF a = hn::BitCast(df, hn::IfThenElseZero(in, mag));
+                    acc_lo = hn::Add(acc_lo, hn::PromoteTo(d64, hn::LowerHalf(dh, a)));
+                    acc_hi = hn::Add(acc_hi, hn::PromoteTo(d64, hn::UpperHalf(dh, a)));
+                }
                 const auto out = hn::AndNot(in, hn::Ne(mag, hn::Zero(du)));  // zeros add nothing
                 if (!hn::AllFalse(du, out)) {  // a full store, then keep the compressed lanes
-                    hn::StoreU(hn::Compress(mag, out), du, fixed.get() + n_out);
+                    hn::StoreU(hn::Compress(mag, out), du, fixed + n_out);
                     n_out += hn::CountTrue(du, out);
                 }
             }
         }
         if constexpr (kAbs) {
-            hn::Store(acc, du, lanes);
-            for (size_t k = 0; k < N; k++) total += lanes[k];
+            uint64_t total = 0;  // in units of 2^(e0 - 150)
+            if constexpr (kBf16) {
+                hn::Store(acc, du, lanes);
+                for (size_t k = 0; k < N; k++) total += uint64_t(lanes[k]) << 16;
+            } else {
+                const double unit = std::ldexp(1.0, 150 - int(e0));  // exact: integers below 2^53
+                for (auto part : {acc_lo, acc_hi}) {
+                    hn::Store(part, d64, lanes64);
+                    for (size_t k = 0; k < hn::Lanes(d64); k++) total += uint64_t(lanes64[k] * unit);
+                }
+            }
+            bins[e0] += total & 0xFFFFFFu;
+            bins[e0 + 24] += total >> 24;
             for (size_t k = 0; k < n_out; k++) {
-                const uint32_t x = fixed[k], e = x >> 7, m = x & 0x7Fu;
-                bins[e ? e : 1] += uint64_t(e ? (m | 0x80u) : m) << 16;
+                const uint32_t x = fixed[k];
+                uint32_t e, m;
+                if constexpr (kBf16) e = x >> 7, m = (x & 0x7Fu) << 16;
+                else e = x >> 23, m = x & 0x7FFFFFu;
+                bins[e ? e : 1] += e ? (m | 0x800000u) : m;
             }
         }
     }
-    // Nothing above the largest finite magnitude: NaN and infinities are refused.
     const uint32_t top = hn::GetLane(hn::MaxOfLanes(du, maxmag));
-    if (top >= 0x7F80u) return UINT64_MAX;
-    if constexpr (kAbs)
-        for (uint32_t j = 0; total; j++, total >>= 8) bins[e0 + 8 * j] += (total & 0xFFu) << 16;  // T < 2^54: j <= 6
+    if (top >= (kBf16 ? 0x7F80u : 0x7F800000u)) return UINT64_MAX;
+    const uint32_t top_bits = kBf16 ? top << 16 : top;
     float a;
-    const uint32_t top_bits = top << 16;
     std::memcpy(&a, &top_bits, 4);
+    // Exact reductions (max/min), so the lane order does not matter.
     const float l = hn::GetLane(hn::MinOfLanes(df, vlo)), h = hn::GetLane(hn::MaxOfLanes(df, vhi));
     if (a > *absmax) *absmax = a;
     if (l < *lo) *lo = l;
@@ -541,82 +543,16 @@ uint64_t StatsBf16(const uint16_t *v, uint64_t n, float *absmax, float *lo, floa
     return bulk;
 }
 
+uint64_t StatsF32Bulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins) {
+    return bins ? Stats<float, true>(v, n, absmax, lo, hi, bins) : Stats<float, false>(v, n, absmax, lo, hi, nullptr);
+}
 uint64_t StatsBf16Bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins) {
-    return bins ? StatsBf16<true>(v, n, absmax, lo, hi, bins) : StatsBf16<false>(v, n, absmax, lo, hi, nullptr);
+    return bins ? Stats<uint16_t, true>(v, n, absmax, lo, hi, bins) : Stats<uint16_t, false>(v, n, absmax, lo, hi, nullptr);
 }
-
-#if HWY_HAVE_SCALABLE
-// The accumulators below are an array of vectors, which sizeless vectors cannot be: the scalar
-// code in format/lowbit.cc does it all on those targets.
-uint64_t AbsSumBulk(const float *, uint64_t, uint64_t *) { return 0; }
-#else
-// |v| of every value added to bins[e] (the f32 exponent field e; subnormals to bins[1]) as its
-// 24-bit significand, exactly as add_abs_sum in format/lowbit.cc does one value at a time.
-// kAbsWindow consecutive exponents are summed in vector registers (per exponent, the lanes'
-// significands); every other nonzero value is compressed out of its vector and added one at a
-// time.  The window is where a sample of the values has most of its exponents (the largest value
-// is no guide: trained weights have outliers far above their bulk).  Values must be finite.
-// Returns how many it did.
-constexpr unsigned kAbsWindow = 12;
-uint64_t AbsSumBulk(const float *v, uint64_t n, uint64_t *bins) {
-    const DF df;
-    const DU du;
-    const size_t N = hn::Lanes(df);
-    const uint64_t bulk = n / N * N;
-    if (bulk == 0) return 0;
-    uint32_t seen[256] = {};  // exponents of every 61st value
-    for (uint64_t i = 0; i < bulk; i += 61) {
-        uint32_t x;
-        std::memcpy(&x, v + i, 4);
-        seen[(x >> 23) & 0xFFu]++;
-    }
-    seen[0] = 0;  // zeros and subnormals go one at a time
-    uint32_t e0 = 1, best = 0, in = 0;
-    for (uint32_t e = 1; e < 256; e++) {
-        in += seen[e] - (e >= kAbsWindow + 1 ? seen[e - kAbsWindow] : 0);  // window [e - 11, e]
-        if (in > best) best = in, e0 = e >= kAbsWindow ? e - (kAbsWindow - 1) : 1;
-    }
-    if (e0 + kAbsWindow > 256) e0 = 256 - kAbsWindow;
-    const VU abs_mask = hn::Set(du, 0x7FFFFFFFu), man_mask = hn::Set(du, 0x7FFFFFu), implicit = hn::Set(du, 0x800000u);
-    // Blocks of at most 128 vectors: a lane's sum of 24-bit significands stays below 2^31.
-    constexpr uint64_t kBlock = 128;
-    HWY_ALIGN uint32_t lanes[HWY_MAX_BYTES / 4];
-    auto fixed = hwy::AllocateAligned<uint32_t>(kBlock * N + N);  // the values outside the window
-    for (uint64_t i = 0; i < bulk;) {
-        const uint64_t end = std::min<uint64_t>(bulk, i + kBlock * N);
-        VU sum[kAbsWindow];
-        for (unsigned j = 0; j < kAbsWindow; j++) sum[j] = hn::Zero(du);
-        size_t n_out = 0;
-        for (; i < end; i += N) {
-            const VU x = hn::And(hn::BitCast(du, hn::LoadU(df, v + i)), abs_mask);
-            const VU e = hn::ShiftRight<23>(x), m = hn::Or(hn::And(x, man_mask), implicit);  // normals only here
-            for (unsigned j = 0; j < kAbsWindow; j++) sum[j] = hn::Add(sum[j], hn::IfThenElseZero(hn::Eq(e, hn::Set(du, e0 + j)), m));
-            const auto out = hn::And(hn::Or(hn::Lt(e, hn::Set(du, e0)), hn::Gt(e, hn::Set(du, e0 + kAbsWindow - 1))),
-                                     hn::Ne(x, hn::Zero(du)));  // zeros add nothing
-            if (!hn::AllFalse(du, out)) {  // a full store, then keep the compressed lanes (a
-                // compressing store to memory is microcoded on some CPUs)
-                hn::StoreU(hn::Compress(x, out), du, fixed.get() + n_out);
-                n_out += hn::CountTrue(du, out);
-            }
-        }
-        for (unsigned j = 0; j < kAbsWindow; j++) {
-            uint64_t t = 0;
-            hn::Store(sum[j], du, lanes);
-            for (size_t k = 0; k < N; k++) t += lanes[k];
-            bins[e0 + j] += t;
-        }
-        for (size_t k = 0; k < n_out; k++) {
-            const uint32_t x = fixed[k], e = x >> 23, m = x & 0x7FFFFFu;
-            bins[e ? e : 1] += e ? (m | 0x800000u) : m;
-        }
-    }
-    return bulk;
-}
-#endif
 
 // 4 x 4 blocks through 128-bit vectors (every target but scalar has them); rows and columns
 // beyond the last whole block are copied one value at a time.
-void Transpose(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, float *dst, uint64_t ds) {
+void Transpose4(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, float *dst, uint64_t ds) {
     const hn::Full128<float> d4;
     const uint64_t r4 = rows / 4 * 4, c4 = cols / 4 * 4;
     for (uint64_t r = 0; r < r4; r += 4) {
@@ -639,6 +575,47 @@ void Transpose(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, floa
         for (uint64_t c = 0; c < cols; c++) dst[c * ds + r] = src[r * ss + c];
 }
 
+
+// 8 x 8 blocks through 256-bit vectors where the target has them (AVX2, AVX-512: 24 shuffles
+// for 64 values instead of 32), the rows below the last whole 8-row strip and the columns past
+// the last whole block through Transpose4.
+void Transpose(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, float *dst, uint64_t ds) {
+    uint64_t r8 = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+    const hn::Full256<float> d8;
+    const hn::Full256<double> d64;
+    r8 = rows / 8 * 8;
+    const uint64_t c8 = cols / 8 * 8;
+    for (uint64_t r = 0; r < r8; r += 8) {
+        const float *s0 = src + r * ss;
+        for (uint64_t c = 0; c < c8; c += 8) {
+            decltype(hn::Zero(d8)) x[8], t[8];
+            for (int k = 0; k < 8; k++) x[k] = hn::LoadU(d8, s0 + k * ss + c);
+            for (int k = 0; k < 8; k += 2) {  // per 128-bit half: a0 b0 a1 b1 | a4 b4 a5 b5, and a2 b2 a3 b3 | a6 b6 a7 b7
+                t[k] = hn::InterleaveLower(d8, x[k], x[k + 1]);
+                t[k + 1] = hn::InterleaveUpper(d8, x[k], x[k + 1]);
+            }
+            decltype(hn::Zero(d8)) u[8];  // u[j], j < 4: rows 0-3 of columns j | j + 4; u[j + 4]: rows 4-7
+            for (int h = 0; h < 2; h++) {
+                const auto a = hn::BitCast(d64, t[4 * h]), b = hn::BitCast(d64, t[4 * h + 1]);
+                const auto e = hn::BitCast(d64, t[4 * h + 2]), f = hn::BitCast(d64, t[4 * h + 3]);
+                u[4 * h + 0] = hn::BitCast(d8, hn::InterleaveLower(d64, a, e));
+                u[4 * h + 1] = hn::BitCast(d8, hn::InterleaveUpper(d64, a, e));
+                u[4 * h + 2] = hn::BitCast(d8, hn::InterleaveLower(d64, b, f));
+                u[4 * h + 3] = hn::BitCast(d8, hn::InterleaveUpper(d64, b, f));
+            }
+            float *o = dst + c * ds + r;
+            for (int j = 0; j < 4; j++) {
+                hn::StoreU(hn::ConcatLowerLower(d8, u[j + 4], u[j]), d8, o + j * ds);
+                hn::StoreU(hn::ConcatUpperUpper(d8, u[j + 4], u[j]), d8, o + (j + 4) * ds);
+            }
+        }
+        if (c8 < cols) Transpose4(s0 + c8, ss, 8, cols - c8, dst + c8 * ds + r, ds);
+    }
+#endif
+    if (r8 < rows) Transpose4(src + r8 * ss, ss, rows - r8, cols, dst + r8, ds);
+}
+
 #endif  // HWY_TARGET != HWY_SCALAR
 
 }  // namespace HWY_NAMESPACE
@@ -651,17 +628,15 @@ namespace stk::kernels {
 HWY_EXPORT(PackBulk);
 HWY_EXPORT(PackBf16Bulk);
 HWY_EXPORT(UnpackBulk);
-HWY_EXPORT(MinmaxBulk);
+HWY_EXPORT(StatsF32Bulk);
 HWY_EXPORT(TargetName);
 HWY_EXPORT(Transpose);
-HWY_EXPORT(AbsSumBulk);
 HWY_EXPORT(StatsBf16Bulk);
 
 uint64_t lwt_stats_bf16_bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins) {
     return HWY_DYNAMIC_DISPATCH(StatsBf16Bulk)(v, n, absmax, lo, hi, bins);
 }
 
-uint64_t lwt_abs_sum_bulk(const float *v, uint64_t n, uint64_t *bins) { return HWY_DYNAMIC_DISPATCH(AbsSumBulk)(v, n, bins); }
 
 void lwt_transpose_f32(const float *src, uint64_t src_stride, uint64_t rows, uint64_t cols, float *dst, uint64_t dst_stride) {
     HWY_DYNAMIC_DISPATCH(Transpose)(src, src_stride, rows, cols, dst, dst_stride);
@@ -679,8 +654,8 @@ uint64_t lwt_unpack_bulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, 
     return HWY_DYNAMIC_DISPATCH(UnpackBulk)(t, in, n, q, out, invalid_field);
 }
 
-uint64_t lwt_minmax_bulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi) {
-    return HWY_DYNAMIC_DISPATCH(MinmaxBulk)(v, n, absmax, lo, hi);
+uint64_t lwt_stats_f32_bulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins) {
+    return HWY_DYNAMIC_DISPATCH(StatsF32Bulk)(v, n, absmax, lo, hi, bins);
 }
 
 std::vector<int64_t> lowbit_targets() { return hwy::SupportedAndGeneratedTargets(); }

@@ -31,30 +31,23 @@ uint64_t lwt_pack_bf16_bulk(LwtDType t, const uint16_t *v, uint64_t n, LwtQuant 
 // encodes to (ternary 0b10); the caller then locates it.  Returns k.
 uint64_t lwt_unpack_bulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out, bool *invalid_field);
 
-// absmax, min(0, v...) and max(0, v...) of the first k elements, folded into *absmax, *lo, *hi.
-// Returns k, or UINT64_MAX when one of the n values is NaN or infinite (the outputs are then
-// meaningless).
-uint64_t lwt_minmax_bulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi);
-
-// The exact sum of |v| per exponent (LwtQuantStats::abs_sum): adds the first k values' 24-bit
-// significands (bits & 0x7FFFFF, with the implicit bit for normals) to bins[e], e the exponent
-// field (subnormals to bins[1]), the same integers as one value at a time.  bins has 256
-// entries; values must be finite; each entry grows by less than 2^24 per value.  Returns k
-// (0 on the scalar target).
-uint64_t lwt_abs_sum_bulk(const float *v, uint64_t n, uint64_t *bins);
+// The statistics of the quantisation rule over the first k elements, in one read: absmax,
+// min(0, v...) and max(0, v...) folded into *absmax, *lo, *hi and, when bins is not null
+// (ternary, binary), the exact sum of |v| added to bins (LwtQuantStats::kExpBins entries): the
+// same number as adding each value's 24-bit significand to its exponent's entry, though spread
+// differently over the entries (lwt_stats_abs_total compares them), each entry growing by less
+// than 2^25 per value.  Returns how many it did (whole vectors; the caller does the rest one
+// value at a time), or UINT64_MAX when one of them is NaN or infinite (the outputs are then
+// meaningless); 0 on the scalar target.
+uint64_t lwt_stats_f32_bulk(const float *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins);
+// The same over bf16 values given as their bits (host order), without converting them first.
+uint64_t lwt_stats_bf16_bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins);
 
 // dst[c * dst_stride + r] = src[r * src_stride + c] for r < rows, c < cols (a plain copy of
-// every value, so exact on every target): 4 x 4 blocks in vector registers, the edges scalar.
+// every value, so exact on every target): 8 x 8 blocks in 256-bit registers (AVX2, AVX-512),
+// 4 x 4 blocks in 128-bit ones for what is left and on other targets, the edges scalar.
 // Export's transposed (Conv1D) tensors go through it.
 void lwt_transpose_f32(const float *src, uint64_t src_stride, uint64_t rows, uint64_t cols, float *dst, uint64_t dst_stride);
-
-// The same over bf16 values given as their bits (host order), without converting them first,
-// and, when bins is not null, the exact sum of their |v| in the same read: added to bins
-// (LwtQuantStats::kExpBins entries) as a number equal to what lwt_abs_sum_bulk adds for the
-// converted values, though spread differently over the entries (lwt_stats_abs_total compares
-// them); each entry grows by less than 2^25 per value.  Returns k or UINT64_MAX as
-// lwt_minmax_bulk (bins then meaningless).
-uint64_t lwt_stats_bf16_bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins);
 
 // For tests: the Highway targets compiled and supported by this CPU (HWY_* bits), the one the
 // kernels run on now, and its name.  Tests pin one with hwy::SetSupportedTargetsForTest.
