@@ -7,6 +7,10 @@
 // writes the packed size; unpack the reverse).  Floors: memcpy of the f32 buffer (reads and
 // writes 4 N bytes) and a streaming read (a sum of the f32 buffer).  "x memcpy" is the ratio of a
 // kernel's traffic rate to memcpy's: >= 0.5 is the target (50 % of memory bandwidth).
+// Then the same from bf16 bits (export packs a bf16 checkpoint straight from its mapping): the
+// values rounded to bf16, 2 N bytes read; and the statistics pass (lwt_stats_add over f32,
+// lwt_stats_add_bf16 over the bits; min/max, and the exact |v| sum for ternary), which only
+// reads: against the streaming read ("x read").
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "format/lowbit.h"
+#include "ingest/dtype_convert.h"
 #include "kernels/lowbit_kernels.h"
 
 using namespace stk;
@@ -75,6 +80,40 @@ int main(int argc, char **argv) {
                     rate(tu), rate(tu) / bw_copy, rate(tps), rate(tps) / bw_copy, rate(tus), rate(tus) / bw_copy,
                     same ? "" : "  MISMATCH with the scalar reference");
         if (!same) return 1;
+    }
+    // From bf16 bits: pack (checked against lwt_pack of the converted values) and statistics.
+    std::vector<uint16_t> h(n);
+    for (uint64_t i = 0; i < n; i++) {
+        h[i] = f32_to_bf16_rne(v[i]);
+        v[i] = bf16_to_f32(h[i]);
+    }
+    const uint8_t *hb = reinterpret_cast<const uint8_t *>(h.data());
+    const double read_bw = f32_bytes / t_read / 1e9;
+    std::printf("\nfrom bf16 bits (%.3f GB):\n%-9s %9s %8s | %12s %8s | %12s %8s  (GB/s of traffic)\n", double(n) * 2 / 1e9, "dtype",
+                "pack", "x copy", "stats f32", "x read", "stats bf16", "x read");
+    for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++) {
+        LwtDType t = LwtDType(c);
+        if (lwt_dtype_is_float(t)) continue;
+        LwtQuant q = lwt_choose_quant(t, v.data(), n);
+        uint64_t nb = 0;
+        lwt_packed_bytes(t, n, &nb);
+        double tp = median_seconds(runs, [&] { lwt_pack_bf16(t, hb, n, q, packed.data()); });
+        lwt_pack(t, v.data(), n, q, ref.data());
+        if (std::memcmp(packed.data(), ref.data(), nb) != 0) {
+            std::printf("%s: MISMATCH between lwt_pack_bf16 and lwt_pack\n", lwt_dtype_name(t));
+            return 1;
+        }
+        double tsf = median_seconds(runs, [&] {
+            LwtQuantStats st;
+            lwt_stats_add(t, &st, v.data(), n);
+        });
+        double tsb = median_seconds(runs, [&] {
+            LwtQuantStats st;
+            lwt_stats_add_bf16(t, &st, hb, n);
+        });
+        const double pack_rate = (double(n) * 2 + double(nb)) / tp / 1e9, sf = f32_bytes / tsf / 1e9, sb = double(n) * 2 / tsb / 1e9;
+        std::printf("%-9s %9.2f %8.2f | %12.2f %8.2f | %12.2f %8.2f\n", lwt_dtype_name(t), pack_rate, pack_rate / bw_copy, sf,
+                    sf / read_bw, sb, sb / read_bw);
     }
     return 0;
 }

@@ -749,8 +749,12 @@ static void test_kernels_every_target(void **) {
                 outliers[i] = bits_f(uint32_t(st & 0x80000000u) | e << 23 | (uint32_t(st >> 20) & 0x7FFFFFu));
             }
             for (size_t i = 0; i < ends.size(); i++) ends[i] = i % 2 ? 0x1.fffffep15f : -0x1.fffffep0f;
+            // The window chosen from the first 1024 values, then moved: a head far below the rest.
+            std::vector<float> moved(outliers.size());
+            for (size_t i = 0; i < moved.size(); i++) moved[i] = i < 1500 ? std::ldexp(outliers[i], -40) : outliers[i];
             for (const std::vector<float> *data : {&w, (const std::vector<float> *)&spread, (const std::vector<float> *)&tiny,
-                                                   (const std::vector<float> *)&outliers, (const std::vector<float> *)&ends}) {
+                                                   (const std::vector<float> *)&outliers, (const std::vector<float> *)&ends,
+                                                   (const std::vector<float> *)&moved}) {
                 LwtQuantStats want, got;
                 for (float f : *data) {
                     const uint32_t x = f_bits(f) & 0x7FFFFFFFu, e = x >> 23, m = x & 0x7FFFFFu;
@@ -831,7 +835,9 @@ static void test_kernels_every_target(void **) {
                     outliers[i] = uint16_t((s2 & 0x8000u) | e << 7 | ((s2 >> 20) & 0x7Fu));
                 }
                 for (size_t i = 0; i < wide.size(); i++) wide[i] = i % 2 ? 0x3F80u : 0x4700u;  // 1 and 32768: both window ends
-                for (const std::vector<uint16_t> *h16 : {&spread16, &outliers, &wide}) {
+                std::vector<uint16_t> moved16(outliers);  // a head far below the rest: the window moves
+                for (size_t i = 0; i < 1500; i++) moved16[i] = uint16_t(moved16[i] - (40u << 7) * ((moved16[i] & 0x7F80u) > (40u << 7)));
+                for (const std::vector<uint16_t> *h16 : {&spread16, &outliers, &wide, &moved16}) {
                     std::vector<float> f(h16->size());
                     for (size_t i = 0; i < f.size(); i++) f[i] = bf16_to_f32((*h16)[i]);
                     for (LwtDType t : {LwtDType::TERNARY, LwtDType::BINARY}) {
