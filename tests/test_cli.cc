@@ -286,32 +286,47 @@ static void flag_names_consistent(void **) {
 // ids of 1 to 5 digits ("!" is id 0).
 static void tokenize_prints_the_library_ids(void **) {
     const std::string dir = test::third_party_data("gpt2/hf-dir");
-    const std::string text = "!\"Hello world! It's 2026: 0 9 10 99 100 999 1000 12345678, na\xc3\xafve caf\xc3\xa9 \xe2\x82\xac\n\tantidisestablishmentarianism";
+    const std::string line = "!\"Hello world! It's 2026: 0 9 10 99 100 999 1000 12345678, na\xc3\xafve caf\xc3\xa9 \xe2\x82\xac\n\tantidisestablishmentarianism";
+    // The line, and the line repeated past 65536 ids, where the command prints from a table of
+    // every id's digits instead of formatting each one (given as --text FILE).
+    std::string big;
+    for (int k = 0; k < 2500; k++) big += line + " " + std::to_string(k * 37) + "\n";
+    const std::string big_file = test::make_temp_dir("tokenize_big") + "/text.txt";
+    test::write_bytes(big_file, std::vector<uint8_t>(big.begin(), big.end()));
     Vocab v = load_vocab_dir(dir);
-    std::vector<uint32_t> bpe;
-    Tokenizer(v).encode(text, bpe, true);
-    GreedyTables g(v, 8);
-    std::vector<uint32_t> greedy(text.size() + 1);
-    greedy.resize(greedy_encode(*g.tables, reinterpret_cast<const uint8_t *>(text.data()), text.size(), greedy.data()));
-    for (const auto &[mode, want] : {std::pair<std::string, const std::vector<uint32_t> &>{"bpe", bpe}, {"greedy", greedy}}) {
-        assert_true(want.size() > 20);
-        assert_int_equal(*std::min_element(want.begin(), want.end()), 0);
-        assert_true(*std::max_element(want.begin(), want.end()) >= 10000);
-        Run r = run_stk({"tokenize", dir, "--prompt", text, "--mode", mode, "--json"});
-        assert_int_equal(r.exit_code, 0);
-        simdjson::dom::parser p;
-        auto root = parse_result(p, r, "tokenize");
-        assert_int_equal(uint64_t(root["count"]), want.size());
-        simdjson::dom::array ids = root["ids"];
-        assert_int_equal(ids.size(), want.size());
-        size_t i = 0;
-        for (simdjson::dom::element e : ids) assert_int_equal(uint64_t(e), want[i++]);
-        assert_true(std::string_view(root["mode"]) == mode);
-        std::string plain;
-        for (size_t k = 0; k < want.size(); k++) plain += (k ? " " : "") + std::to_string(want[k]);
-        Run t = run_stk({"tokenize", dir, "--prompt", text, "--mode", mode});
-        assert_int_equal(t.exit_code, 0);
-        assert_string_equal(t.out.c_str(), (plain + "\n").c_str());
+    for (const std::string *text_of : {&line, static_cast<const std::string *>(&big)}) {
+        const std::string &text = *text_of;
+        std::vector<uint32_t> bpe;
+        Tokenizer(v).encode(text, bpe, true);
+        GreedyTables g(v, 8);
+        std::vector<uint32_t> greedy(text.size() + 1);
+        greedy.resize(greedy_encode(*g.tables, reinterpret_cast<const uint8_t *>(text.data()), text.size(), greedy.data()));
+        const bool from_file = text_of == &big;
+        auto source = [&]() -> std::vector<std::string> { return {from_file ? "--text" : "--prompt", from_file ? big_file : text}; };
+        for (const auto &[mode, want] : {std::pair<std::string, const std::vector<uint32_t> &>{"bpe", bpe}, {"greedy", greedy}}) {
+            assert_true(want.size() > (from_file ? 65536u : 20u));
+            assert_int_equal(*std::min_element(want.begin(), want.end()), 0);
+            assert_true(*std::max_element(want.begin(), want.end()) >= 10000);
+            std::vector<std::string> args = {"tokenize", dir};
+            for (const std::string &a : source()) args.push_back(a);
+            for (const char *a : {"--mode", mode.c_str(), "--json"}) args.push_back(a);
+            Run r = run_stk(args);
+            assert_int_equal(r.exit_code, 0);
+            simdjson::dom::parser p;
+            auto root = parse_result(p, r, "tokenize");
+            assert_int_equal(uint64_t(root["count"]), want.size());
+            simdjson::dom::array ids = root["ids"];
+            assert_int_equal(ids.size(), want.size());
+            size_t i = 0;
+            for (simdjson::dom::element e : ids) assert_int_equal(uint64_t(e), want[i++]);
+            assert_true(std::string_view(root["mode"]) == mode);
+            std::string plain;
+            for (size_t k = 0; k < want.size(); k++) plain += (k ? " " : "") + std::to_string(want[k]);
+            args.pop_back();  // --json
+            Run t = run_stk(args);
+            assert_int_equal(t.exit_code, 0);
+            assert_true(t.out == plain + "\n");
+        }
     }
     // No text: no ids.
     Run e = run_stk({"tokenize", dir, "--prompt", "", "--mode", "greedy", "--json"});

@@ -1,12 +1,17 @@
 // stk tokenize --in MODEL_DIR (--text FILE | --prompt TEXT) [--mode bpe|greedy] [--json]: encode
 // text with a model directory's tokenizer (the real BPE / SentencePiece encoder, or the greedy
 // encoder of spec 4.5 over tables built in memory) and print the ids.
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <new>
 #include <cstring>
 #include <memory>
 #include <string_view>
 #include <string>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "cli/cli.h"
 #include "core/bytes.h"
@@ -37,10 +42,30 @@ public:
         std::memcpy(buf_ + len_, s.data(), s.size());
         len_ += s.size();
     }
+    // The separator and digits of every id below n_ids (at most 6 digits: ids below 10^6), made
+    // once: printing an id is then one 8-byte load and store from a table that stays in cache
+    // (formatting each of ~9 M ids was 16 % of a 24 MB greedy run).
+    void precompute(size_t n_ids) {
+        n_ids = std::min<size_t>(n_ids, 1000000);
+        text_.resize(n_ids);
+        len_of_.resize(n_ids);
+        for (size_t id = 0; id < n_ids; id++) {
+            char e[24] = {};
+            std::memcpy(e, sep_, sep_len_);
+            len_of_[id] = uint8_t(sep_len_ + format_u32(uint32_t(id), e + sep_len_));
+            std::memcpy(&text_[id], e, 8);
+        }
+    }
     void ids(const uint32_t *ids, size_t n) {
         char sep[2] = {sep_[0], sep_len_ > 1 ? sep_[1] : ' '};  // both bytes stored, sep_len_ kept
+        const size_t table = text_.size();
         for (size_t i = 0; i < n; i++) {
             if (kCap - len_ < 16) flush();
+            if (i && ids[i] < table) {
+                std::memcpy(buf_ + len_, &text_[ids[i]], 8);
+                len_ += len_of_[ids[i]];
+                continue;
+            }
             if (i) {
                 std::memcpy(buf_ + len_, sep, 2);
                 len_ += sep_len_;
@@ -91,8 +116,28 @@ private:
     const char *sep_;
     size_t sep_len_;
     size_t len_ = 0;
+    std::vector<uint64_t> text_;  // separator + digits of each id, little-endian bytes
+    std::vector<uint8_t> len_of_;
     char buf_[kCap];
 };
+// An uninitialised buffer of n ids in 2 MiB-aligned memory marked for transparent huge pages
+// (where the kernel has them on madvise, as Debian's default): the encoder's writes fault in a
+// 2 MiB page at a time instead of 4 KiB (a 24 MB text: ~9,400 faults fewer).
+struct FreeDeleter {
+    void operator()(uint32_t *p) const { std::free(p); }
+};
+using HugeBuffer = std::unique_ptr<uint32_t[], FreeDeleter>;
+HugeBuffer huge_page_buffer(size_t n) {
+    constexpr size_t kHuge = size_t(2) << 20;
+    const size_t bytes = (n * sizeof(uint32_t) + kHuge - 1) / kHuge * kHuge;
+    void *p = std::aligned_alloc(kHuge, bytes);
+    if (!p) throw std::bad_alloc();
+    ::madvise(p, bytes, MADV_HUGEPAGE);  // a hint: ignored where not supported
+    return HugeBuffer(static_cast<uint32_t *>(p));
+}
+
+// Below this many ids, formatting each is cheaper than the table (~0.5 ms for GPT-2's 50257).
+constexpr size_t kPrecomputeFrom = 1u << 16;
 }  // namespace
 
 static const char kTokenizeHelp[] =
@@ -141,9 +186,9 @@ int cmd_tokenize(int argc, char **argv) {
     if (mode != "bpe" && mode != "greedy") return report_usage("tokenize", "--mode is bpe or greedy, not '" + mode + "'", json);
 
     std::vector<uint32_t> bpe_ids;
-    std::unique_ptr<uint32_t[]> greedy_ids;  // uninitialised: only the pages the encoder writes are touched
+    HugeBuffer greedy_ids;  // uninitialised: only the pages the encoder writes are touched
     const uint32_t *ids = nullptr;
-    size_t n_ids = 0;
+    size_t n_ids = 0, n_vocab = 0;
     std::string source, decoded;
     stk_status s = guard([&] {
         std::string stdin_text;
@@ -162,6 +207,7 @@ int cmd_tokenize(int argc, char **argv) {
         }
         Vocab v = load_vocab_dir(resolve_model_dir(in));
         source = v.source;
+        n_vocab = v.pieces.size();
         if (mode == "bpe") {
             Tokenizer t(v);
             // about one id per byte at most: reserved, not touched, so the vector never regrows
@@ -174,7 +220,7 @@ int cmd_tokenize(int argc, char **argv) {
         } else {
             GreedyTables g(v, ltok);
             // at most one id per byte
-            greedy_ids.reset(new uint32_t[text.size() + 1]);
+            greedy_ids = huge_page_buffer(text.size() + 1);
             n_ids = greedy_encode(*g.tables, reinterpret_cast<const uint8_t *>(text.data()), text.size(), greedy_ids.get());
             ids = greedy_ids.get();
             if (decode) {
@@ -200,11 +246,13 @@ int cmd_tokenize(int argc, char **argv) {
         std::string rest = tail.text();  // "{...}": the brace opens nothing here
         rest = "]" + (rest.size() > 2 ? ", " + rest.substr(1) : std::string("}")) + "\n";
         IdPrinter out(", ");
+        if (n_ids >= kPrecomputeFrom) out.precompute(n_vocab);
         out.text(head);
         out.ids(ids, n_ids);
         out.text(rest);
     } else {
         IdPrinter out(" ");
+        if (n_ids >= kPrecomputeFrom) out.precompute(n_vocab);
         out.ids(ids, n_ids);
         out.text("\n");
     }
