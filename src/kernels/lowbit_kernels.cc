@@ -436,8 +436,8 @@ uint64_t UnpackBulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float
 
 // The statistics of the quantisation rule (LwtQuantStats) over f32 values or bf16 bits, in one
 // read: lo = min(0, v...), hi = max(0, v...), absmax as the largest magnitude's bits (which
-// order as the floats do; NaN/Inf when it reaches 0x7F800000) and, when bins is not null, the
-// exact sum of |v| that ternary and binary need.
+// order as the floats do; NaN/Inf when its exponent is all ones) and, when bins is not null,
+// the exact sum of |v| that ternary and binary need.
 //
 // The sum is exact and order-independent.  Values whose exponent lies in a window of
 // kStatsWindow exponents [e0, e0 + 16) are multiples of u = 2^(e0 - 150) below 2^39 u:
@@ -446,15 +446,19 @@ uint64_t UnpackBulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float
 //   - f32: the values themselves, widened to binary64 and summed there: every partial sum is a
 //     multiple of u below 2^39 * 2^7 u = 2^46 u over a block, so no addition rounds.
 // Each block's total, an integer number of u below 2^55, goes into bins[e0] (its low 24 bits)
-// and bins[e0 + 24] (the rest): the same number the one-value-at-a-time entries hold, each entry
-// growing by less than 2^25 per value.  Nonzero values outside the window (outliers above it,
-// the tail below it, subnormals) are compressed out of their vector and added one at a time,
-// each its significand into its exponent's entry (as stats_one in format/lowbit.cc).  The window is where most of the first 1024 values have their exponents
-// (among windows holding as many, the highest: trained weights have outliers above their bulk),
-// and moves to where most of a block's values lie when an eighth of them fell outside it: no
-// sample spread over the input, whose cache misses were a third of a 64 Ki-value call.  The
-// choice of window changes the speed, never the number.  bins has LwtQuantStats::kExpBins entries.  Returns how many values it did
-// (whole vectors), or UINT64_MAX when one of them is NaN or infinite (bins then meaningless).
+// and bins[e0 + 24] (the rest): the same number the one-value-at-a-time entries hold, each
+// entry growing by less than 2^25 per value.  Nonzero values outside the window (outliers above
+// it, the tail below it, subnormals) are compressed out of their vector and added one at a
+// time, each its significand into its exponent's entry (as stats_one in format/lowbit.cc).
+//
+// The window is where most of the first 1024 values have their exponents (among windows
+// holding as many, the highest: trained weights have outliers above their bulk), and moves to
+// where most of a block's values lie when an eighth of them fell outside it.  No sample spread
+// over the input: its cache misses were a third of a 64 Ki-value call.  The choice of window
+// changes the speed, never the number.
+//
+// bins has LwtQuantStats::kExpBins entries.  Returns how many values it did (whole vectors), or
+// UINT64_MAX when one of them is NaN or infinite (bins then meaningless).
 constexpr uint32_t kStatsWindow = 16;
 template <class Src, bool kAbs>
 uint64_t Stats(const Src *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins) {
