@@ -80,12 +80,19 @@ std::string safetensors_copy(const std::string &src, const char *tag, bool bf16)
 // A GPT-2 directory in safetensors (hub names, f32), written from the .bin fixture's tensors.
 std::string gpt2_safetensors_dir() { return safetensors_copy(test_data("models/gpt2"), "lwt_gpt2_st", false); }
 
-std::string export_to(const std::string &in, const std::string &out, LwtDType dt = LwtDType::F32) {
+// export_lwt with the options the tests vary (0: the defaults).
+LwtExportResult export_with(const std::string &in, const std::string &out, LwtDType dt, uint64_t chunk = 0, uint32_t threads = 0) {
     LwtExportOptions o;
     o.in = in;
     o.out = out;
     o.dtype = dt;
-    export_lwt(o);
+    o.chunk_elements = chunk;
+    o.threads = threads;
+    return export_lwt(o);
+}
+
+std::string export_to(const std::string &in, const std::string &out, LwtDType dt = LwtDType::F32) {
+    export_with(in, out, dt);
     return out;
 }
 
@@ -375,27 +382,19 @@ static void test_cli(void **) {
 // values in stored order); a NaN is reported at the same element whatever the chunking.
 static void test_streaming_chunks_same_bytes(void **) {
     std::string dir = make_temp_dir("lwt_chunks");
-    auto export_chunked = [&](const std::string &in, const std::string &out, LwtDType dt, uint64_t chunk) {
-        LwtExportOptions o;
-        o.in = in;
-        o.out = out;
-        o.dtype = dt;
-        o.chunk_elements = chunk;
-        return export_lwt(o);
-    };
     for (const char *fam : kFamilies) {
         std::string in = test_data(std::string("models/") + fam);
         auto desc = describe_model(in);
         for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++) {
             LwtDType dt = LwtDType(c);
             std::string base = dir + "/" + fam + "." + lwt_dtype_name(dt);
-            LwtExportResult r8 = export_chunked(in, base + ".8.lwt", dt, 8);
+            LwtExportResult r8 = export_with(in, base + ".8.lwt", dt, 8);
             // One chunk of 8 values, or 8 transposed rows (gpt2's mlp.c_proj: 8 x 128 values).
             assert_int_equal(r8.peak_buffer_bytes, std::string(fam) == "gpt2" ? 4 * 8 * 128 : 4 * 8);
             std::vector<uint8_t> want = read_bytes(base + ".8.lwt");
             for (uint64_t chunk : {uint64_t(3), uint64_t(24), uint64_t(0), uint64_t(1) << 30}) {
                 std::string p = base + "." + std::to_string(chunk) + ".lwt";
-                export_chunked(in, p, dt, chunk);
+                export_with(in, p, dt, chunk);
                 if (read_bytes(p) != want) fail_msg("%s %s: chunk %llu gives other bytes than chunk 8", fam, lwt_dtype_name(dt), (unsigned long long)chunk);
             }
             LwtFile f(base + ".8.lwt");
@@ -421,8 +420,8 @@ static void test_streaming_chunks_same_bytes(void **) {
         }
     }
     for (LwtDType dt : {LwtDType::F32, LwtDType::I4, LwtDType::BINARY}) {  // binary: refused in its one pass
-        std::string m0 = expect_error(STK_E_NONFINITE, [&] { export_chunked(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 0); });
-        std::string m8 = expect_error(STK_E_NONFINITE, [&] { export_chunked(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8); });
+        std::string m0 = expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 0); });
+        std::string m8 = expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8); });
         assert_string_equal(m0.c_str(), m8.c_str());
         assert_contains(m0, "element");
         assert_false(file_exists(dir + "/nan.lwt"));
@@ -434,26 +433,17 @@ static void test_streaming_chunks_same_bytes(void **) {
 // same NaN refusal (message and element index) at any thread count.
 static void test_threads_same_bytes(void **) {
     std::string dir = make_temp_dir("lwt_threads");
-    auto export_threads = [&](const std::string &in, const std::string &out, LwtDType dt, uint64_t chunk, uint32_t threads) {
-        LwtExportOptions o;
-        o.in = in;
-        o.out = out;
-        o.dtype = dt;
-        o.chunk_elements = chunk;
-        o.threads = threads;
-        return export_lwt(o);
-    };
     for (const char *fam : kFamilies) {
         std::string in = test_data(std::string("models/") + fam);
         for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++) {
             LwtDType dt = LwtDType(c);
             for (uint64_t chunk : {uint64_t(8), uint64_t(0)}) {
                 std::string base = dir + "/" + fam + "." + lwt_dtype_name(dt) + "." + std::to_string(chunk);
-                LwtExportResult r1 = export_threads(in, base + ".t1.lwt", dt, chunk, 1);
+                LwtExportResult r1 = export_with(in, base + ".t1.lwt", dt, chunk, 1);
                 std::vector<uint8_t> want = read_bytes(base + ".t1.lwt");
                 for (uint32_t threads : {2u, 3u}) {
                     std::string p = base + ".t" + std::to_string(threads) + ".lwt";
-                    LwtExportResult rt = export_threads(in, p, dt, chunk, threads);
+                    LwtExportResult rt = export_with(in, p, dt, chunk, threads);
                     assert_int_equal(rt.data_crc32, r1.data_crc32);
                     if (read_bytes(p) != want)
                         fail_msg("%s %s chunk %llu: %u threads give other bytes than 1", fam, lwt_dtype_name(dt), (unsigned long long)chunk, threads);
@@ -464,8 +454,8 @@ static void test_threads_same_bytes(void **) {
         }
     }
     for (LwtDType dt : {LwtDType::F32, LwtDType::I4, LwtDType::TERNARY, LwtDType::BINARY}) {
-        std::string m1 = expect_error(STK_E_NONFINITE, [&] { export_threads(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 1); });
-        std::string m2 = expect_error(STK_E_NONFINITE, [&] { export_threads(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 2); });
+        std::string m1 = expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 1); });
+        std::string m2 = expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 2); });
         assert_string_equal(m1.c_str(), m2.c_str());
         assert_false(file_exists(dir + "/nan.lwt"));
     }
@@ -474,11 +464,11 @@ static void test_threads_same_bytes(void **) {
     // and in binary's one pass.
     const std::string bf16_dir = safetensors_copy(test_data("models/nonfinite"), "lwt_nan_bf16", true);
     for (LwtDType dt : {LwtDType::F32, LwtDType::I4, LwtDType::TERNARY, LwtDType::BINARY}) {
-        std::string want = expect_error(STK_E_NONFINITE, [&] { export_threads(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 1); });
+        std::string want = expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 1); });
         want = want.substr(want.find(": tensor"));
         for (uint64_t chunk : {uint64_t(8), uint64_t(0)})
             for (uint32_t threads : {1u, 2u}) {
-                std::string m = expect_error(STK_E_NONFINITE, [&] { export_threads(bf16_dir, dir + "/nan.lwt", dt, chunk, threads); });
+                std::string m = expect_error(STK_E_NONFINITE, [&] { export_with(bf16_dir, dir + "/nan.lwt", dt, chunk, threads); });
                 assert_string_equal(m.substr(m.find(": tensor")).c_str(), want.c_str());
                 assert_false(file_exists(dir + "/nan.lwt"));
             }

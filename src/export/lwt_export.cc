@@ -111,12 +111,12 @@ public:
         return at;
     }
 
-    // A contiguous bf16 source as it lies in the mapping (first pass: statistics straight from
-    // the bits), or nullptr; done_through(end) then releases its pages as read_source does.
-    // Set while the statistics pass reads: the end of a small tensor is then kept (see
-    // release_through); the caller releases the whole tensor after the second pass.
+    // Set while the statistics pass reads: a tensor of at most kKeepMappedBytes then stays
+    // mapped (see release_through); the caller releases the whole tensor after the second pass.
     void set_first_pass(bool on) { first_pass_ = on; }
 
+    // A contiguous bf16 source as it lies in the mapping (statistics and packing straight from
+    // the bits), or nullptr.
     const uint8_t *bf16_source() const { return contiguous_ && r_.dtype == SrcDType::BF16 ? bytes_ : nullptr; }
     // Source-order elements [0, end_element) are done with (a no-op for a strided source).
     void done_through(uint64_t end_element) {
@@ -393,6 +393,16 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
                 after(std::min(r.n_elements, r0 + piece * nw));
             }
         };
+        // The first nw workers' statistics merged (exact: the same numbers as one pass), and the
+        // quantisation they choose.
+        auto merged_quant = [&](unsigned nw) {
+            for (unsigned wk = 1; wk < nw; wk++)
+                if (!lwt_stats_merge(&ws[0].stats, ws[wk].stats))
+                    throw_error(STK_E_INTERNAL, "%s: tensor '%s': statistics could not be merged", r.file.c_str(), r.name.c_str());
+            const LwtQuant m = lwt_quant_from_stats(lt.dtype, ws[0].stats);
+            lwt_check_quant(lt.name, lt.dtype, m);
+            return m;
+        };
         LwtQuant q;
         const bool quantised = !lwt_dtype_is_float(lt.dtype);
         // Binary's codes are the signs (v > 0), whatever the scale: its statistics are taken in
@@ -424,11 +434,7 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
                 }, check);
             }
             src.set_first_pass(false);
-            for (unsigned wk = 1; wk < nw; wk++)
-                if (!lwt_stats_merge(&ws[0].stats, ws[wk].stats))
-                    throw_error(STK_E_INTERNAL, "%s: tensor '%s': statistics could not be merged", r.file.c_str(), r.name.c_str());
-            q = lwt_quant_from_stats(lt.dtype, ws[0].stats);
-            lwt_check_quant(lt.name, lt.dtype, q);
+            q = merged_quant(nw);
         }
         w.begin_tensor(uint32_t(i), q);
         // Pass 2: each worker converts, quantises and packs its piece into its own buffer (or
@@ -488,14 +494,7 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
             }
             if (!it.transpose) src.done_through(end);
         });
-        if (one_pass) {
-            for (unsigned wk = 1; wk < T; wk++)
-                if (!lwt_stats_merge(&ws[0].stats, ws[wk].stats))
-                    throw_error(STK_E_INTERNAL, "%s: tensor '%s': statistics could not be merged", r.file.c_str(), r.name.c_str());
-            q = lwt_quant_from_stats(lt.dtype, ws[0].stats);
-            lwt_check_quant(lt.name, lt.dtype, q);
-            w.set_quant(q);
-        }
+        if (one_pass) w.set_quant(merged_quant(T));
         w.end_tensor();
         d->checkpoint->release(r);
     }

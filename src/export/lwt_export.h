@@ -10,8 +10,9 @@
 // Matrices (rank >= 2) are stored in the requested dtype, vectors in float32.
 // Tensors stream through in chunks: a first pass over the mapped source chooses the quantisation
 // (and refuses NaN/Inf), a second converts, quantises, packs and writes (binary, whose codes do
-// not depend on the scale, in the second pass alone); memory stays at a chunk
-// plus the source pages of the tensor being read (released as the passes go).  With N threads
+// not depend on the scale, in the second pass alone); memory stays at a chunk plus the source
+// pages of the tensor being read (a tensor of up to 128 MiB stays mapped between its passes,
+// larger ones are released as the passes go).  With N threads
 // each pass goes in rounds of N pieces of a tensor, one per thread (the caller is one of them);
 // the caller merges the statistics and appends the packed pieces in order (CRC32, writes), so
 // the bytes are those of one thread, and memory is N pieces' buffers more.

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
+#include "core/bytes.h"
 #include "core/checked.h"
 #include "ingest/dtype_convert.h"
 #include "kernels/lowbit_kernels.h"
@@ -202,7 +202,7 @@ bool lwt_stats_add_bf16(LwtDType t, LwtQuantStats *s, const uint8_t *bits, uint6
             done = kernels::lwt_stats_bf16_bulk(reinterpret_cast<const uint16_t *>(p), k, &s->absmax, &s->lo, &s->hi, bins);
         if (done == UINT64_MAX) return false;
         for (uint64_t i = done; i < k; i++)
-            if (!stats_one(s, bf16_to_f32(uint16_t(p[2 * i] | p[2 * i + 1] << 8)), bins)) return false;
+            if (!stats_one(s, bf16_to_f32(load_le<uint16_t>(p + 2 * i)), bins)) return false;
         return true;
     });
 }
@@ -212,7 +212,7 @@ bool lwt_stats_merge(LwtQuantStats *s, const LwtQuantStats &b) {
     s->absmax = b.absmax > s->absmax ? b.absmax : s->absmax;
     s->lo = b.lo < s->lo ? b.lo : s->lo;
     s->hi = b.hi > s->hi ? b.hi : s->hi;
-    for (unsigned e = 0; e < LwtQuantStats::kExpBins; e++) s->abs_sum[e] += b.abs_sum[e];  // < 2^62 each
+    for (unsigned e = 0; e < LwtQuantStats::kExpBins; e++) s->abs_sum[e] += b.abs_sum[e];  // < 2^63 each (kCarryEvery)
     s->n += b.n;
     return true;
 }
@@ -463,7 +463,7 @@ void lwt_pack_bf16(LwtDType t, const uint8_t *bits, uint64_t n, LwtQuant q, uint
     float tail[64];  // the rest through the scalar reference, 64 values (8 bytes of any width) at a time
     for (uint64_t at = done; at < n;) {
         const uint64_t k = std::min<uint64_t>(64, n - at);
-        for (uint64_t i = 0; i < k; i++) tail[i] = bf16_to_f32(uint16_t(bits[2 * (at + i)] | bits[2 * (at + i) + 1] << 8));
+        for (uint64_t i = 0; i < k; i++) tail[i] = bf16_to_f32(load_le<uint16_t>(bits + 2 * (at + i)));
         lwt_pack_scalar(t, tail, k, q, out + at * lwt_dtype_bits(t) / 8);
         at += k;
     }

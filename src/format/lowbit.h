@@ -100,8 +100,9 @@ LwtQuant lwt_quant_from_stats(LwtDType t, const LwtQuantStats &s);
 // each but the last holds one bit, the same array for the same number (tests compare them).
 double lwt_stats_abs_total(const LwtQuantStats &s, uint64_t canonical[LwtQuantStats::kExpBins]);
 // Statistics of two disjoint parts of one tensor -> those of the whole (into s): the same
-// absmax, lo, hi, n and per-exponent sums that adding every value to one LwtQuantStats gives,
-// so the same parameters, as long as s->n + b.n < kCarryEvery (no carry taken in either).
+// absmax, lo, hi, n and sum of |v| (the same number, lwt_stats_abs_total) that adding every
+// value to one LwtQuantStats gives, so the same parameters, as long as s->n + b.n < kCarryEvery
+// (no carry taken in either).
 // Returns false (s unchanged) otherwise.
 bool lwt_stats_merge(LwtQuantStats *s, const LwtQuantStats &b);
 
