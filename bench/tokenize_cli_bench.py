@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Whole-process tokenizer benchmark: `stk tokenize --json` as a user runs it, against tiktoken and
-HF tokenizers run the same way (docs/benchmarks.md, "Tokenizer: the stk tokenize command").
+HF tokenizers run the same way (docs/benchmarks.md, "`stk tokenize`, whole process").
 
 Every row is one process per run, timed from outside by this script with the same clocks: wall
 time (perf_counter around the process) and CPU time (user + system of the child, getrusage), so

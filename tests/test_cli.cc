@@ -280,9 +280,8 @@ static void flag_names_consistent(void **) {
     assert_string_equal(a.out.c_str(), b.out.c_str());
 }
 
-// --in: a directory, a checkpoint file in it, a HuggingFace cache folder; stk inspect DIR.
 // `stk tokenize` prints exactly the ids the library computes, in both modes and both output forms
-// (the ids are streamed through the command's own decimal formatter): the real GPT-2 vocabulary,
+// (the ids are streamed through the command's id table or std::to_chars): the real GPT-2 vocabulary,
 // ids of 1 to 5 digits ("!" is id 0).
 static void tokenize_prints_the_library_ids(void **) {
     const std::string dir = test::third_party_data("gpt2/hf-dir");
@@ -336,6 +335,7 @@ static void tokenize_prints_the_library_ids(void **) {
     assert_string_equal(run_stk({"tokenize", dir, "--prompt", "", "--mode", "greedy"}).out.c_str(), "\n");
 }
 
+// --in: a directory, a checkpoint file in it, a HuggingFace cache folder; stk inspect DIR.
 static void in_resolution(void **) {
     Run base = run_stk({"inspect", "--in", model(), "--json"});
     assert_int_equal(base.exit_code, 0);

@@ -1,4 +1,4 @@
-// Whole-process peer of `stk tokenize --json` (bench/tokenize_cli_bench.sh): one Node process reads
+// Whole-process peer of `stk tokenize --json` (bench/tokenize_cli_bench.py): one Node process reads
 // the text file, encodes it with tiktoken (npm `tiktoken`, encoding "gpt2", the whole text in one
 // encode_ordinary call: its default use) or HF tokenizers (npm `tokenizers`, the hub's gpt2
 // tokenizer.json, truncation off, the text in ~64 KiB chunks cut where GPT-2 always splits: on the

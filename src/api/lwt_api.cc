@@ -50,8 +50,8 @@ STK_API stk_status stk_export_lwt(const stk_export_params *params, stk_export_re
         constexpr size_t kBeforeThreads = offsetof(stk_export_params, threads);
         static_assert(sizeof(void *) != 8 || kBeforeThreads == 32, "the first version of stk_export_params: 32 bytes on LP64");
         if (params->struct_size < kBeforeThreads)
-            throw_error(STK_E_STRUCT_SIZE, "stk_export_params.struct_size is %zu, expected %zu", params->struct_size,
-                        sizeof(stk_export_params));
+            throw_error(STK_E_STRUCT_SIZE, "stk_export_params.struct_size is %zu, expected at least %zu (%zu with threads)",
+                        params->struct_size, kBeforeThreads, sizeof(stk_export_params));
         if (report && report->struct_size < sizeof(stk_export_report))
             throw_error(STK_E_STRUCT_SIZE, "stk_export_report.struct_size is %zu, expected %zu", report->struct_size,
                         sizeof(stk_export_report));

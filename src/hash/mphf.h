@@ -46,6 +46,17 @@ struct MphfParams {
     uint32_t pilot_cap = 65536;  // seed 4.4's cap 2^16 (escaped pilots are stored as pilot - 255 in a u16)
 };
 
+// Seed 18.1's retries: an exhausted pilot search retries with M grown by 5 %, at most this many
+// times (1.05^8 = 1.48).
+constexpr uint32_t kMphfMaxRetries = 8;
+// The parameters of attempt `attempt` (0: the first) with key salt `salt`.
+inline MphfParams mphf_params_at(uint64_t salt, uint32_t attempt) {
+    MphfParams p;
+    p.salt = salt;
+    for (uint32_t i = 0; i < attempt; i++) p.m_scale *= 1.05;
+    return p;
+}
+
 struct MphfStats {
     uint32_t max_pilot = 0;      // largest pilot used
     uint64_t pilot_trials = 0;   // sum over buckets of (pilot + 1): pilots a one-by-one search tries

@@ -86,7 +86,7 @@ double SumSquaresImpl(const float *x, size_t n) {
     const hn::Rebind<float, decltype(dd)> df;
     double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     size_t j = 0;
-    if (hn::Lanes(dd) == kL && kL * kV == 8) {
+    if (hn::Lanes(dd) == kL) {
         hn::Vec<decltype(dd)> acc[kV];
         for (size_t v = 0; v < kV; v++) acc[v] = hn::Zero(dd);
         for (; j + 8 <= n; j += 8)

@@ -33,16 +33,11 @@ namespace {
 
 constexpr uint64_t kLinearSaltMaster = 0x4C494E4541523031ull;  // "LINEAR01"
 constexpr uint32_t kLinearModule = 5;                           // seed 10.4 module id of this stage
-constexpr uint32_t kMaxMphfRetries = 8;                         // 18.1: M grows by at most 1.05^8 = 1.48
+constexpr uint32_t kMaxMphfRetries = kMphfMaxRetries;
 constexpr uint32_t kMaxCuckooRetries = 4;                       // sizing load 0.90, 0.85, ... 0.70
 constexpr double kAcceptMape = 0.005;                           // 16.2 / 12.4 bound
 
-MphfParams mphf_params(uint32_t attempt) {
-    MphfParams p;
-    p.salt = stream_seed(kLinearSaltMaster, kLinearModule, 0);
-    for (uint32_t i = 0; i < attempt; i++) p.m_scale *= 1.05;
-    return p;
-}
+MphfParams mphf_params(uint32_t attempt) { return mphf_params_at(stream_seed(kLinearSaltMaster, kLinearModule, 0), attempt); }
 
 CuckooParams cuckoo_params(uint32_t attempt) {
     CuckooParams p;  // d 2, b 4, stash 4, kick cap 8 (seed 7.5's L_cuckoo)

@@ -49,8 +49,9 @@ constexpr double kOrthoTol = 1e-6;
 constexpr double kStabilizedTol = 1e-12;  // seed 18.2's fixed tolerance for the rerun
 constexpr uint32_t kCheckQueries = 8;
 // The BLIS calls left here (Gram matrix, U = Y V, prf_W^T H, Z, the 12.3 dots) are a few MFLOP
-// each: one thread, since BLIS's threads spin-wait for each other on a loaded machine (they
-// doubled the stage's CPU time at threads 2) and BLIS's bytes do not depend on the count.
+// each: one thread, since BLIS's threads spin-wait for each other on a loaded machine (the
+// stage took 6.3 CPU-s at threads 2 against 5.74 at one, docs/benchmarks.md) and BLIS's bytes
+// do not depend on the count.
 constexpr unsigned kBlisThreads = 1;
 constexpr uint64_t kMaxLayerRecords = 64;  // per-layer energy records up to this many layers
 

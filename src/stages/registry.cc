@@ -75,9 +75,7 @@ static void size_job(const JobInputs &in, ArenaSizer &s) {
 size_t job_arena_size(const stk_job_params &params) {
     stk_job_params p = normalize_params(params);
     auto model = describe_model(p.in_dir);
-    ArenaSizer s;
-    size_job(JobInputs{p, model.get()}, s);
-    return s.total();
+    return job_arena_size_for(JobInputs{p, model.get()});
 }
 
 size_t job_arena_size_for(const JobInputs &in) {

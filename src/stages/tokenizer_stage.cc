@@ -54,12 +54,7 @@ constexpr uint32_t kTokenizerModule = 2;                          // seed 10.4 s
 uint64_t table_salt(uint32_t n) { return stream_seed(kTokenizerSaltMaster, kTokenizerModule, n); }
 
 // T_n's MPHF parameters at an attempt: 18.1 grows M by 5 % per exhausted seed search.
-MphfParams table_params(uint32_t n, uint32_t attempt) {
-    MphfParams mp;
-    mp.salt = table_salt(n);
-    for (uint32_t i = 0; i < attempt; i++) mp.m_scale *= 1.05;
-    return mp;
-}
+MphfParams table_params(uint32_t n, uint32_t attempt) { return mphf_params_at(table_salt(n), attempt); }
 
 // The arrays the stage publishes, in write order (the writer and the planner use these dims).
 ArraySpec dec_spec(uint64_t dec_size) { return {"tokenizer_fst.bin", DType::U8, {dec_size}}; }

@@ -18,7 +18,8 @@ struct GreedyStats {
     uint64_t residual_bytes = 0;  // bytes emitted as the residual id
 };
 
-// Writes at most n ids to out (one per byte at worst); returns how many.  No heap allocation.
+// Writes at most n ids to out (one per byte at worst); returns how many.  No heap allocation
+// below 1 MiB of text; from 1 MiB, one 64 KiB memo for the call (see greedy.cc).
 // Lengths that cannot match are skipped (a per-first-byte mask; with attach_greedy_accel also a
 // filter, u64 guard words and a 16 KiB stack memo of 8-byte windows): the ids are those of
 // greedy_encode_reference, fewer probes are made.  docs/decisions.md "greedy encoder speed (H)".

@@ -13,6 +13,7 @@ namespace detail {
 // Reads the merges.txt lines into b; shared with nothing else but kept apart for clarity.
 static void read_merges_txt(VocabBuilder &b, std::string_view text, const std::string &name) {
     size_t pos = 0, line_no = 0;
+    const std::string where_prefix = name + " line ";  // once, not per merge
     while (pos < text.size()) {
         size_t nl = text.find('\n', pos);
         size_t end = nl == std::string_view::npos ? text.size() : nl;
@@ -26,7 +27,7 @@ static void read_merges_txt(VocabBuilder &b, std::string_view text, const std::s
         if (sp == std::string_view::npos || sp == 0 || sp + 1 == line.size() || line.find(' ', sp + 1) != std::string_view::npos)
             throw_error(STK_E_CORRUPT, "%s: line %zu: a merge is two tokens separated by one space, not '%s'", name.c_str(),
                         line_no, printable(line).c_str());
-        b.add_merge(line.substr(0, sp), line.substr(sp + 1), name + " line ", line_no);
+        b.add_merge(line.substr(0, sp), line.substr(sp + 1), where_prefix, line_no);
     }
 }
 }  // namespace detail
