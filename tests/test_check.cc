@@ -78,7 +78,10 @@ Gen make_gen(const char *tag, uint32_t extra_arrays = 0, uint64_t extra_bytes = 
     }
     auto put = [&](stk_stage st, StageDigest &d, const char *name, DType dt, uint32_t rank, std::vector<uint64_t> dims,
                    const void *data) {
-        ArrayHeader h = job_write_array(*job, st, d, name, dt, rank, dims.data(), data);
+        ArraySpec spec;
+        spec.name = name, spec.dtype = dt, spec.rank = rank;
+        std::copy(dims.begin(), dims.end(), spec.dims);
+        ArrayHeader h = job_write_array(*job, st, d, spec, data);
         g.names.push_back(name);
         g.payload_bytes.push_back(h.byte_len);
         g.total += h.byte_len;
@@ -445,7 +448,7 @@ static void missing_manifest_and_unpublished(void **) {
     StageDigest d;
     uint8_t p[16] = {1, 2, 3};
     uint64_t dims[1] = {16};
-    job_write_array(*job, STK_STAGE_PRF, d, "a.bin", DType::U8, 1, dims, p);
+    job_write_array(*job, STK_STAGE_PRF, d, ArraySpec("a.bin", DType::U8, {dims[0]}), p);
     assert_int_equal(unlink((out + "/arrays/a.bin").c_str()), 0);
     std::string msg = test::expect_error(STK_E_MISSING_ARRAY, [&] { manifest_emit_run(*job); });
     assert_contains(msg, "a.bin");

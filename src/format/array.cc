@@ -120,19 +120,21 @@ ArrayReader::ArrayReader(const std::string &path, bool verify_payload) : file_(p
     if (verify_payload) verify_array_payload(header_, payload(), path);
 }
 
+uint64_t array_payload_bytes(DType dtype, uint32_t rank, const uint64_t *dims, const char *what) {
+    if (dtype_size(uint16_t(dtype)) == 0) throw_error(STK_E_BAD_DTYPE, "%s: cannot write dtype %u", what, unsigned(dtype));
+    if (rank < 1 || rank > kMaxRank) throw_error(STK_E_BAD_RANK, "%s: cannot write rank %u", what, rank);
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < rank; i++) n = checked_mul(n, dims[i], what);
+    return checked_mul(n, dtype_size(uint16_t(dtype)), what);
+}
+
 static ArrayHeader make_header(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims, uint32_t flags) {
     ArrayHeader h;
-    h.dtype = uint16_t(dtype);
-    if (dtype_size(h.dtype) == 0) throw_error(STK_E_BAD_DTYPE, "%s: cannot write dtype %u", path.c_str(), h.dtype);
-    if (rank < 1 || rank > kMaxRank) throw_error(STK_E_BAD_RANK, "%s: cannot write rank %u", path.c_str(), rank);
+    h.byte_len = array_payload_bytes(dtype, rank, dims, path.c_str());
     if (flags & ~kKnownFlags) throw_error(STK_E_INVALID_ARGUMENT, "%s: unknown flags 0x%x", path.c_str(), flags);
+    h.dtype = uint16_t(dtype);
     h.rank = uint16_t(rank);
-    uint64_t n = 1;
-    for (uint32_t i = 0; i < rank; i++) {
-        h.dims[i] = dims[i];
-        n = checked_mul(n, dims[i], path.c_str());
-    }
-    h.byte_len = checked_mul(n, dtype_size(h.dtype), path.c_str());
+    for (uint32_t i = 0; i < rank; i++) h.dims[i] = dims[i];
     h.flags = flags | kFlagAligned64;
     return h;
 }

@@ -68,6 +68,10 @@ private:
 // file and the field's offset.
 void verify_array_payload(const ArrayHeader &h, const uint8_t *payload, const std::string &file);
 
+// Payload bytes of an array: prod(dims) * dtype size, checked (STK_E_BAD_DTYPE, STK_E_BAD_RANK,
+// overflow), `what` naming it in the message.  The writers and the dry-run planner use it.
+uint64_t array_payload_bytes(DType dtype, uint32_t rank, const uint64_t *dims, const char *what);
+
 // Streaming writer: header reserved, payload appended in any chunking, checksums computed on the
 // way, header written once at finish(), then fsync + rename (write-once).
 class ArrayWriter {

@@ -511,9 +511,7 @@ void bridge_init_run(Job &job) {
 
     StageDigest digest;
     const BridgeArrays arr = bridge_arrays(z);
-    auto write = [&](const ArraySpec &a, const void *payload) {
-        job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, a.name.c_str(), a.dtype, a.rank, a.dims, payload);
-    };
+    auto write = [&](const ArraySpec &a, const void *payload) { job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, a, payload); };
     write(arr.hubs, out.hubs);
     write(arr.qin, out.qin);
     write(arr.s_in, out.s_in);

@@ -402,8 +402,7 @@ void ffn_collapse_run(Job &job) {
         }
         h->bias = bias_out;
         h->bias_norm = std::sqrt(sq);
-        const ArraySpec out = linear_bias_spec(d);
-        job_write_array(job, STK_STAGE_FFN_COLLAPSE, digest, out.name.c_str(), out.dtype, out.rank, out.dims, bias_out);
+        job_write_array(job, STK_STAGE_FFN_COLLAPSE, digest, linear_bias_spec(d), bias_out);
     }
     digest.finish(job.stages[STK_STAGE_FFN_COLLAPSE]);
 

@@ -240,9 +240,8 @@ void memory_fit_run(Job &job) {
         coeff[4 * k + 3] = fit.sections[k].a2;
     }
     const MemArrays out = mem_arrays(fit.n_sections);
-    job_write_array(job, STK_STAGE_MEMORY_FIT, digest, out.coeff.name.c_str(), out.coeff.dtype, out.coeff.rank, out.coeff.dims, coeff);
-    job_write_array(job, STK_STAGE_MEMORY_FIT, digest, out.delaybuf.name.c_str(), out.delaybuf.dtype, out.delaybuf.rank,
-                    out.delaybuf.dims, zeros);
+    job_write_array(job, STK_STAGE_MEMORY_FIT, digest, out.coeff, coeff);
+    job_write_array(job, STK_STAGE_MEMORY_FIT, digest, out.delaybuf, zeros);
 
     ManifestFields &f = m.fields;
     f.memory.mode = mode;

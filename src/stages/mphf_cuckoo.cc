@@ -186,11 +186,10 @@ void mphf_cuckoo_run(Job &job) {
 
     StageDigest digest;
     const LinearArrays out = linear_arrays(mphf_bytes, C, delta_bytes);
-    const void *payloads[4] = {mphf_blob, keys, weights, delta_blob};
-    const ArraySpec *specs[4] = {&out.mphf, &out.keys, &out.weights, &out.delta};
-    for (int i = 0; i < 4; i++)
-        job_write_array(job, STK_STAGE_MPHF_CUCKOO, digest, specs[i]->name.c_str(), specs[i]->dtype, specs[i]->rank,
-                        specs[i]->dims, payloads[i]);
+    job_write_array(job, STK_STAGE_MPHF_CUCKOO, digest, out.mphf, mphf_blob);
+    job_write_array(job, STK_STAGE_MPHF_CUCKOO, digest, out.keys, keys);
+    job_write_array(job, STK_STAGE_MPHF_CUCKOO, digest, out.weights, weights);
+    job_write_array(job, STK_STAGE_MPHF_CUCKOO, digest, out.delta, delta_blob);
     digest.finish(job.stages[STK_STAGE_MPHF_CUCKOO]);
 
     auto &lin = m.fields.linear;

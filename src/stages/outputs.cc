@@ -39,12 +39,11 @@ void job_record_array(Job &job, stk_stage stage, StageDigest &digest, const char
     digest.add_array(name, h);
 }
 
-ArrayHeader job_write_array(Job &job, stk_stage stage, StageDigest &digest, const char *name, DType dtype,
-                            uint32_t rank, const uint64_t *dims, const void *payload) {
+ArrayHeader job_write_array(Job &job, stk_stage stage, StageDigest &digest, const ArraySpec &spec, const void *payload) {
     std::string dir = std::string(job.out_dir) + "/arrays";
     make_dirs(dir);
-    ArrayHeader h = write_array(dir + "/" + name, dtype, rank, dims, payload);
-    job_record_array(job, stage, digest, name, h);
+    ArrayHeader h = write_array(dir + "/" + spec.name, spec.dtype, spec.rank, spec.dims, payload);
+    job_record_array(job, stage, digest, spec.name.c_str(), h);
     return h;
 }
 

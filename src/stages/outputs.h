@@ -8,6 +8,7 @@
 #include "core/checksum.h"
 #include "format/array.h"
 #include "stages/job.h"
+#include "stages/plan.h"
 
 namespace stk {
 
@@ -25,9 +26,9 @@ private:
     Sha256 sha_;
 };
 
-// Write one array under <out_dir>/arrays/<name>, record it on the job, feed the stage digest.
-ArrayHeader job_write_array(Job &job, stk_stage stage, StageDigest &digest, const char *name, DType dtype,
-                            uint32_t rank, const uint64_t *dims, const void *payload);
+// Write one array (the name, dtype and dims its planner also reports) under
+// <out_dir>/arrays/<name>, record it on the job, feed the stage digest.
+ArrayHeader job_write_array(Job &job, stk_stage stage, StageDigest &digest, const ArraySpec &spec, const void *payload);
 
 // Record an array written by other means (a streaming ArrayWriter).
 void job_record_array(Job &job, stk_stage stage, StageDigest &digest, const char *name, const ArrayHeader &h);

@@ -14,11 +14,7 @@ ArraySpec::ArraySpec(std::string n, DType t, std::initializer_list<uint64_t> d) 
     for (uint64_t x : d) dims[i++] = x;
 }
 
-uint64_t ArraySpec::payload_bytes() const {
-    uint64_t n = dtype_size(uint16_t(dtype));
-    for (uint32_t i = 0; i < rank; i++) n = checked_mul(n, dims[i], "array payload bytes");
-    return n;
-}
+uint64_t ArraySpec::payload_bytes() const { return array_payload_bytes(dtype, rank, dims, name.c_str()); }
 
 uint64_t ArraySpec::file_bytes() const { return checked_add(payload_bytes(), kArrayHeaderSize, "array file bytes"); }
 

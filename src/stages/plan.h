@@ -27,7 +27,7 @@ struct ArraySpec {
 
     ArraySpec() = default;
     ArraySpec(std::string n, DType t, std::initializer_list<uint64_t> d);
-    uint64_t payload_bytes() const;  // prod(dims) * dtype size (checked: STK_E_INVALID_ARGUMENT)
+    uint64_t payload_bytes() const;  // array_payload_bytes (checked)
     uint64_t file_bytes() const;     // payload + the 128-byte header (checked)
 };
 

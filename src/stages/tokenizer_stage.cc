@@ -328,7 +328,7 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
                             vocab.unk_id >= 0 && uint32_t(vocab.unk_id) < V ? vocab.unk_id : -1, dec_blob, dec_size,
                             "tokenizer_fst.bin");
     const ArraySpec dec_out = dec_spec(dec_size);
-    job_write_array(job, STK_STAGE_TOKENIZER, digest, dec_out.name.c_str(), dec_out.dtype, dec_out.rank, dec_out.dims, dec_blob);
+    job_write_array(job, STK_STAGE_TOKENIZER, digest, dec_out, dec_blob);
 
     // T_1..T_L over the MPHF, keyed by RH_n; 18.1 on exhausted seed search.
     uint32_t first = 0;
@@ -371,7 +371,7 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
         uint8_t *blob = keep_at_mark(A, mark, tmp, tsize);
         const ArraySpec t_out = token_table_spec(n, tsize);
         tables->t[n] = TokenTable::load(blob, tsize, n, tables->dec, t_out.name.c_str());
-        job_write_array(job, STK_STAGE_TOKENIZER, digest, t_out.name.c_str(), t_out.dtype, t_out.rank, t_out.dims, blob);
+        job_write_array(job, STK_STAGE_TOKENIZER, digest, t_out, blob);
     }
 
     // 12.1: probe bound and Greedy == Decode on seeded random bytes (drawn from the bytes that
