@@ -82,12 +82,17 @@ struct JobInputs {
     const ModelDescription *model;  // null only in tests that run one stage by hand
 };
 
-// One DAG stage: how much arena it needs for these inputs, and how it runs.
+struct ArrayPlan;
+
+// One DAG stage: how much arena it needs for these inputs, how it runs, and what it publishes.
 struct StageDef {
     stk_stage id;
     const char *name;               // the spec's name (15.2)
     void (*size)(const JobInputs &in, ArenaSizer &sizer);  // may be null: needs nothing
     void (*run)(Job &job);          // null: not implemented
+    // Appends the arrays the stage publishes for these inputs (stages/plan.h, `stk convert
+    // --dry-run`); null: the stage publishes none.
+    void (*plan)(const JobInputs &in, ArrayPlan &plan);
 };
 
 // The fixed DAG in order (index 0 = STK_STAGE_PARSE_TENSORS).

@@ -36,29 +36,12 @@ void ArrayPlan::disable_stage(stk_stage stage, const std::string &why) {
         }
 }
 
-// One place: the stage that publishes arrays -> its planner (in the stage's own file, beside
-// the dims functions its writer calls).  parse_tensors, manifest_emit and check publish none.
-StagePlanFn stage_planner(stk_stage id) {
-    switch (id) {
-        case STK_STAGE_TOKENIZER: return tokenizer_stage_plan;
-        case STK_STAGE_PRF: return prf_build_plan;
-        case STK_STAGE_OVERLAYS: return overlays_build_plan;
-        case STK_STAGE_FFN_COLLAPSE: return ffn_collapse_plan;
-        case STK_STAGE_MPHF_CUCKOO: return mphf_cuckoo_plan;
-        case STK_STAGE_MEMORY_FIT: return memory_fit_plan;
-        case STK_STAGE_BRIDGE_INIT: return bridge_init_plan;
-        default: return nullptr;
-    }
-}
-
 ArrayPlan plan_job_arrays(const JobInputs &in) {
     if (!in.model) throw_error(STK_E_INVALID_ARGUMENT, "plan_job_arrays: no model description");
     ArrayPlan plan;
     const StageDef *table = stage_table();
-    for (int i = 0; i < STK_STAGE_COUNT; i++) {
-        StagePlanFn f = stage_planner(table[i].id);
-        if (f && table[i].run) f(in, plan);
-    }
+    for (int i = 0; i < STK_STAGE_COUNT; i++)  // each planner in its stage's file, beside the dims its writer uses
+        if (table[i].plan && table[i].run) table[i].plan(in, plan);
     // Seed 1.4: a stage whose input stage is disabled is disabled too (overlays on prf).
     for (PlannedArray &a : plan.arrays) {
         const stk_stage needed = stage_depends_on(a.stage);
@@ -66,7 +49,7 @@ ArrayPlan plan_job_arrays(const JobInputs &in) {
         for (const PlannedArray &b : plan.arrays)
             if (b.stage == needed && b.presence == PlanPresence::Disabled) {
                 a.presence = PlanPresence::Disabled;
-                a.reason = std::string("disabled with ") + stage_table()[needed - 1].name + ": " + b.reason;
+                a.reason = std::string("disabled with ") + find_stage(needed)->name + ": " + b.reason;
                 break;
             }
     }

@@ -64,11 +64,6 @@ struct ArrayPlanTotals {
 };
 ArrayPlanTotals plan_totals(const ArrayPlan &plan);
 
-// One stage's planner: appends the arrays the stage publishes for these inputs.
-using StagePlanFn = void (*)(const JobInputs &in, ArrayPlan &plan);
-// The planner of a stage (null: the stage publishes no array).
-StagePlanFn stage_planner(stk_stage id);
-
 // The whole job's plan, stages in DAG order; throws what the stages' sizing would (a refused
 // model).  Reads the tokenizer files of in.params.in_dir; writes nothing.
 ArrayPlan plan_job_arrays(const JobInputs &in);

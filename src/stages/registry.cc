@@ -15,16 +15,16 @@ namespace stk {
 // The DAG of seed 15.2.  A null run is a stage that is not implemented: it writes nothing and
 // says so (STK_E_NOT_IMPLEMENTED); the manifest records the feature as disabled.
 static const StageDef kStages[STK_STAGE_COUNT] = {
-    {STK_STAGE_PARSE_TENSORS, "parse_tensors", parse_tensors_size, parse_tensors_run},
-    {STK_STAGE_TOKENIZER, "tokenizer_build_or_wrap", tokenizer_stage_size, tokenizer_stage_run},
-    {STK_STAGE_PRF, "prf_build", prf_build_size, prf_build_run},
-    {STK_STAGE_OVERLAYS, "overlays_build", overlays_build_size, overlays_build_run},
-    {STK_STAGE_FFN_COLLAPSE, "ffn_collapse", ffn_collapse_size, ffn_collapse_run},
-    {STK_STAGE_MPHF_CUCKOO, "mphf_cuckoo", mphf_cuckoo_size, mphf_cuckoo_run},
-    {STK_STAGE_MEMORY_FIT, "memory_fit", memory_fit_size, memory_fit_run},
-    {STK_STAGE_BRIDGE_INIT, "bridge_init", bridge_init_size, bridge_init_run},
-    {STK_STAGE_MANIFEST_EMIT, "manifest_emit", nullptr, manifest_emit_run},
-    {STK_STAGE_CHECK, "check", nullptr, check_stage_run},
+    {STK_STAGE_PARSE_TENSORS, "parse_tensors", parse_tensors_size, parse_tensors_run, nullptr},
+    {STK_STAGE_TOKENIZER, "tokenizer_build_or_wrap", tokenizer_stage_size, tokenizer_stage_run, tokenizer_stage_plan},
+    {STK_STAGE_PRF, "prf_build", prf_build_size, prf_build_run, prf_build_plan},
+    {STK_STAGE_OVERLAYS, "overlays_build", overlays_build_size, overlays_build_run, overlays_build_plan},
+    {STK_STAGE_FFN_COLLAPSE, "ffn_collapse", ffn_collapse_size, ffn_collapse_run, ffn_collapse_plan},
+    {STK_STAGE_MPHF_CUCKOO, "mphf_cuckoo", mphf_cuckoo_size, mphf_cuckoo_run, mphf_cuckoo_plan},
+    {STK_STAGE_MEMORY_FIT, "memory_fit", memory_fit_size, memory_fit_run, memory_fit_plan},
+    {STK_STAGE_BRIDGE_INIT, "bridge_init", bridge_init_size, bridge_init_run, bridge_init_plan},
+    {STK_STAGE_MANIFEST_EMIT, "manifest_emit", nullptr, manifest_emit_run, nullptr},
+    {STK_STAGE_CHECK, "check", nullptr, check_stage_run, nullptr},
 };
 
 const StageDef *stage_table() { return kStages; }
