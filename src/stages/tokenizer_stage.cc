@@ -245,12 +245,11 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
 
     // Bytepieces: distinct non-special pieces of 1..L bytes, sorted by (length, bytes, id) so
     // that equal bytes keep their lowest id.
-    auto special = [&](uint32_t id) { return id < vocab.is_special.size() && vocab.is_special[id]; };
     uint32_t *cand = A.alloc_array<uint32_t>(V);
     uint32_t nc = 0;
     for (uint32_t id = 0; id < V; id++) {
         size_t len = vocab.pieces[id].size();
-        if (len >= 1 && len <= L && !special(id)) cand[nc++] = id;
+        if (len >= 1 && len <= L && !vocab.special(id)) cand[nc++] = id;
     }
     std::sort(cand, cand + nc, [&](uint32_t a, uint32_t b) {
         const std::string &x = vocab.pieces[a], &y = vocab.pieces[b];
@@ -425,11 +424,10 @@ void tokenizer_stage_plan(const JobInputs &in, ArrayPlan &plan) {
     // Bytepieces as the stage takes them: distinct non-special pieces of 1..L bytes.  Per length,
     // their count bounds T_n's keys (RH_n collisions can only drop some).  Ordered: the witness
     // below is the first in byte order, the same on every platform.
-    auto special = [&](uint32_t id) { return id < vocab.is_special.size() && vocab.is_special[id]; };
     std::vector<std::set<std::string>> by_len(size_t(L) + 1);
     for (uint32_t id = 0; id < vocab.size(); id++) {
         const std::string &p = vocab.pieces[id];
-        if (p.size() >= 1 && p.size() <= L && !special(id)) by_len[p.size()].insert(p);
+        if (p.size() >= 1 && p.size() <= L && !vocab.special(id)) by_len[p.size()].insert(p);
     }
     for (uint32_t n = 1; n <= L; n++)
         plan.add(st, token_table_spec(n, token_table_bound(n, by_len[n].size())), false,

@@ -116,7 +116,7 @@ Tokenizer::Tokenizer(const Vocab &vocab) : v_(vocab), byte_level_(vocab.model ==
     if (byte_level_) {
         for (uint32_t id = 0; id < n; id++) {
             const std::string &p = v_.pieces[id];
-            if (p.size() == 1 && byte_id_[uint8_t(p[0])] < 0 && !(id < v_.is_special.size() && v_.is_special[id]))
+            if (p.size() == 1 && byte_id_[uint8_t(p[0])] < 0 && !v_.special(id))
                 byte_id_[uint8_t(p[0])] = int32_t(id);
         }
         // Some vocabularies (GPT-NeoX) lack bytes that never occur in valid UTF-8 (0xC0, 0xF5..):
@@ -513,7 +513,7 @@ std::string Tokenizer::decode(const uint32_t *ids, size_t n, bool skip_special) 
         if (ids[i] >= v_.size())
             throw_error(STK_E_INVALID_ARGUMENT, "%s: id %u at position %zu is outside the vocabulary of %u", v_.source.c_str(),
                         ids[i], i, v_.size());
-        if (skip_special && ids[i] < v_.is_special.size() && v_.is_special[ids[i]]) continue;
+        if (skip_special && v_.special(ids[i])) continue;
         out += v_.pieces[ids[i]];
     }
     if (byte_level_) return out;

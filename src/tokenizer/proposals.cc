@@ -17,9 +17,8 @@ size_t proposals_arena_size(uint32_t vocab_size, uint32_t p_gen) {
 
 Proposals build_proposals(const Vocab &v, uint32_t p_gen, Arena &arena) {
     const uint32_t V = v.size();
-    auto special = [&](uint32_t id) { return id < v.is_special.size() && v.is_special[id]; };
     uint32_t proposable = 0;
-    for (uint32_t id = 0; id < V; id++) proposable += !special(id);
+    for (uint32_t id = 0; id < V; id++) proposable += !v.special(id);
     Proposals p;
     uint32_t want = std::min(p_gen, proposable);
     uint32_t *out = arena.alloc_array<uint32_t>(std::max<uint32_t>(want, 1));
@@ -27,7 +26,7 @@ Proposals build_proposals(const Vocab &v, uint32_t p_gen, Arena &arena) {
     size_t mark = arena.mark();
     uint64_t *used = arena.alloc_array<uint64_t>(size_t(V) / 64 + 1);
     auto take = [&](uint32_t id) {
-        if (p.count >= want || id >= V || special(id) || (used[id >> 6] >> (id & 63) & 1)) return;
+        if (p.count >= want || id >= V || v.special(id) || (used[id >> 6] >> (id & 63) & 1)) return;
         used[id >> 6] |= uint64_t(1) << (id & 63);
         out[p.count++] = id;
     };

@@ -32,6 +32,7 @@ struct Vocab {
     // sentencepiece's bpe_model.cc does.  false: priority is the index in `merges`.
     bool merges_from_scores = false;
     std::vector<uint8_t> is_special;                    // id -> 1 for added/special/control tokens
+    bool special(uint32_t id) const { return id < is_special.size() && is_special[id]; }
     std::vector<uint8_t> piece_types;                   // id -> PieceType (NORMAL unless the file says)
     int32_t byte_piece_ids[256];                        // byte -> id of <0xNN>, -1 if none
     bool byte_fallback = false;

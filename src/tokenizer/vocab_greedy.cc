@@ -20,13 +20,12 @@ GreedyTables::GreedyTables(const Vocab &vocab, uint32_t l_tok) {
         throw_error(STK_E_UNSUPPORTED, "%s: the greedy encoder needs a byte-level BPE vocabulary (this one is EXT mode, seed 4.1)",
                     vocab.source.c_str());
     tables = std::make_unique<FstTables>();
-    auto special = [&](uint32_t id) { return id < vocab.is_special.size() && vocab.is_special[id]; };
     std::vector<uint32_t> cand;
     uint64_t total = 0;
     for (uint32_t id = 0; id < V; id++) {
         size_t len = vocab.pieces[id].size();
         total += len;
-        if (len >= 1 && len <= L && !special(id)) cand.push_back(id);
+        if (len >= 1 && len <= L && !vocab.special(id)) cand.push_back(id);
     }
     if (total > 0xFFFFFFFFull) throw_error(STK_E_UNSUPPORTED, "%s: more than 4 GiB of piece bytes", vocab.source.c_str());
     // By (length, bytes, id).  The first 8 bytes as a big-endian word order like memcmp, so most
