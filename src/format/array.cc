@@ -128,6 +128,17 @@ uint64_t array_payload_bytes(DType dtype, uint32_t rank, const uint64_t *dims, c
     return checked_mul(n, dtype_size(uint16_t(dtype)), what);
 }
 
+ArraySpec::ArraySpec(std::string n, DType t, std::initializer_list<uint64_t> d) : name(std::move(n)), dtype(t) {
+    if (d.size() < 1 || d.size() > kMaxRank) throw_error(STK_E_INTERNAL, "array %s: rank %zu", name.c_str(), d.size());
+    rank = uint32_t(d.size());
+    uint32_t i = 0;
+    for (uint64_t x : d) dims[i++] = x;
+}
+
+uint64_t ArraySpec::payload_bytes() const { return array_payload_bytes(dtype, rank, dims, name.c_str()); }
+
+uint64_t ArraySpec::file_bytes() const { return checked_add(payload_bytes(), kArrayHeaderSize, "array file bytes"); }
+
 static ArrayHeader make_header(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims, uint32_t flags) {
     ArrayHeader h;
     h.byte_len = array_payload_bytes(dtype, rank, dims, path.c_str());

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "core/checksum.h"
@@ -72,12 +73,29 @@ void verify_array_payload(const ArrayHeader &h, const uint8_t *payload, const st
 // overflow), `what` naming it in the message.  The writers and the dry-run planner use it.
 uint64_t array_payload_bytes(DType dtype, uint32_t rank, const uint64_t *dims, const char *what);
 
+// One array as a stage writes it: its file name under arrays/, dtype, rank and dims.  A stage
+// builds it with a dims function and hands it to job_write_array / ArrayWriter; the dry-run
+// planner (stages/plan.h) calls the same function.
+struct ArraySpec {
+    std::string name;
+    DType dtype = DType::U8;
+    uint32_t rank = 1;
+    uint64_t dims[kMaxRank] = {1, 1, 1, 1, 1};
+
+    ArraySpec() = default;
+    ArraySpec(std::string n, DType t, std::initializer_list<uint64_t> d);
+    uint64_t payload_bytes() const;  // array_payload_bytes (checked)
+    uint64_t file_bytes() const;     // payload + the 128-byte header (checked)
+};
+
 // Streaming writer: header reserved, payload appended in any chunking, checksums computed on the
 // way, header written once at finish(), then fsync + rename (write-once).
 class ArrayWriter {
 public:
     ArrayWriter(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims,
                 uint32_t flags = kFlagRowMajor | kFlagAligned64);
+    // spec's array in directory dir (dir/spec.name).
+    ArrayWriter(const std::string &dir, const ArraySpec &spec) : ArrayWriter(dir + "/" + spec.name, spec.dtype, spec.rank, spec.dims) {}
     void append(const void *data, size_t len);
     // Append `len` zero bytes: checksummed like any others, written as a hole (OutputFile::
     // write_zeros): the same file bytes, without pushing the zeros through write(2).

@@ -297,9 +297,7 @@ void overlays_build_run(Job &job) {
 
     StageDigest digest;
     const OvArrays out = ov_arrays(z);
-    ArrayWriter wh(dir + "/" + out.h.name, out.h.dtype, out.h.rank, out.h.dims);
-    ArrayWriter wu(dir + "/" + out.u.name, out.u.dtype, out.u.rank, out.u.dims);
-    ArrayWriter wz(dir + "/" + out.z.name, out.z.dtype, out.z.rank, out.z.dims);
+    ArrayWriter wh(dir, out.h), wu(dir, out.u), wz(dir, out.z);
 
     double worst_ortho = 0, worst_delta = 0, min_ratio = INFINITY, min_spec_ratio = INFINITY;
     OrthoLog ortho;

@@ -7,17 +7,6 @@
 
 namespace stk {
 
-ArraySpec::ArraySpec(std::string n, DType t, std::initializer_list<uint64_t> d) : name(std::move(n)), dtype(t) {
-    if (d.size() < 1 || d.size() > kMaxRank) throw_error(STK_E_INTERNAL, "array %s: rank %zu", name.c_str(), d.size());
-    rank = uint32_t(d.size());
-    uint32_t i = 0;
-    for (uint64_t x : d) dims[i++] = x;
-}
-
-uint64_t ArraySpec::payload_bytes() const { return array_payload_bytes(dtype, rank, dims, name.c_str()); }
-
-uint64_t ArraySpec::file_bytes() const { return checked_add(payload_bytes(), kArrayHeaderSize, "array file bytes"); }
-
 PlannedArray &ArrayPlan::add(stk_stage stage, ArraySpec spec, bool exact, const std::string &why) {
     PlannedArray a;
     a.spec = std::move(spec);

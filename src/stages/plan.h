@@ -16,21 +16,6 @@
 
 namespace stk {
 
-// One array as a stage writes it: its file name under arrays/, dtype, rank and dims.  A stage
-// builds it with a dims function and hands it to job_write_array / ArrayWriter; the planner
-// calls the same function.
-struct ArraySpec {
-    std::string name;
-    DType dtype = DType::U8;
-    uint32_t rank = 1;
-    uint64_t dims[kMaxRank] = {1, 1, 1, 1, 1};
-
-    ArraySpec() = default;
-    ArraySpec(std::string n, DType t, std::initializer_list<uint64_t> d);
-    uint64_t payload_bytes() const;  // array_payload_bytes (checked)
-    uint64_t file_bytes() const;     // payload + the 128-byte header (checked)
-};
-
 // Whether the stage will write the array, as far as the inputs tell.
 enum class PlanPresence : uint8_t {
     Written,   // written (unless the failure policy disables the stage on a bound breach, seed 1.4)

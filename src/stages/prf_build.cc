@@ -111,7 +111,7 @@ void prf_build_run(Job &job) {
     make_dirs(dir);
     StageDigest digest;
     const PrfArrays out = prf_arrays(z);
-    ArrayWriter w(dir + "/" + out.w.name, out.w.dtype, out.w.rank, out.w.dims);
+    ArrayWriter w(dir, out.w);
     job_work_begin(job, L, "layers");
     for (uint32_t l = 0; l < L; l++, job_work_add(job, 1)) {
         const PlanTensor &t = reader.require(Role::K, int32_t(l), s.d_kv, d);
@@ -145,7 +145,7 @@ void prf_build_run(Job &job) {
     // the file: R_init is 256 MiB of them on a 7B model at r = 512).
     auto constant_array = [&](const ArraySpec &spec, uint64_t row_len, uint64_t rows, float value) {
         for (uint64_t j = 0; j < row_len; j++) row[j] = value;
-        ArrayWriter a(dir + "/" + spec.name, spec.dtype, spec.rank, spec.dims);
+        ArrayWriter a(dir, spec);
         if (value == 0.0f && !std::signbit(value)) a.append_zeros(rows * row_len * 4);
         else
             for (uint64_t i = 0; i < rows; i++) a.append(row, size_t(row_len * 4));
