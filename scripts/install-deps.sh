@@ -20,8 +20,15 @@ PACKAGES=(
   libcmph-dev                       # peer in the MPHF benchmark (bench/ only)
   golang-go                         # Go binding tests (bindings/go); Rust uses the image's cargo
   python3-numpy python3-torch       # tests/lwt_reader.py: the independent .lwt reader vs PyTorch
+  python3-venv                      # the test venv below
 )
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >/dev/null
 echo "install-deps: ${#PACKAGES[@]} packages present"
+# The test suite's Python references (gguf-py, safetensors, tokenizers, ...) come from PyPI into a
+# venv outside the repo, kept between runs; tests/meson.build finds its python3 there.
+venv=${STK_VENV:-$HOME/.cache/stk/venv}
+if [ ! -x "$venv/bin/python3" ]; then /usr/bin/python3 -m venv "$venv"; fi
+"$venv/bin/python3" -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
+echo "install-deps: test venv $venv ready"
