@@ -25,6 +25,7 @@ struct AcceptanceRow {
     bool gating = false;     // true: a failure fails the run
     bool pass = false;       // value meets threshold under comparison
     std::string note;        // where it falls short and why, or "" (printed in the table)
+    bool skipped = false;    // not measured (note says why): no value, no verdict, never fails
 };
 
 struct AcceptanceContext {
@@ -63,7 +64,9 @@ void acceptance_determinism(const AcceptanceContext &ctx, std::vector<Acceptance
 
 // 16.5's comparison of two generations converted from model_dir: arrays (payload sha256_low64),
 // manifest bytes, replay snapshot; three gating rows and one reported, labelled `label`.
+// `chained`: `a` names a predecessor `b` cannot have, so the manifests' last 64 bytes (prev_hash,
+// curr_hash) are left out of the comparison.
 void acceptance_compare_generations(const std::string &a, const std::string &b, const std::string &model_dir,
-                                    const std::string &label, std::vector<AcceptanceRow> &rows);
+                                    const std::string &label, std::vector<AcceptanceRow> &rows, bool chained = false);
 
 }  // namespace stk

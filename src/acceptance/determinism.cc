@@ -33,25 +33,10 @@ std::vector<uint8_t> read_all(const std::string &path) {
     return std::vector<uint8_t>(f.data(), f.data() + f.size());
 }
 
-// A temporary directory removed with its contents when the holder goes.
-struct TempDir {
-    std::string path;
-    TempDir() {
-        const char *t = std::getenv("TMPDIR");
-        std::string tmpl = std::string(t && *t ? t : "/tmp") + "/stk-acceptance-16.5-XXXXXX";
-        std::vector<char> b(tmpl.begin(), tmpl.end());
-        b.push_back(0);
-        if (!mkdtemp(b.data())) fail_errno("cannot create a temporary directory " + tmpl);
-        path = b.data();
-    }
-    ~TempDir() {
-        nftw(path.c_str(), [](const char *p, const struct stat *, int, struct FTW *) { return ::remove(p); }, 16,
-             FTW_DEPTH | FTW_PHYS);
-    }
-};
-
 // A full conversion (every stage; not-implemented ones skipped, as `stk convert --partial`).
-void convert(const std::string &model_dir, const std::string &out, stk_job_params p, unsigned threads) {
+// Returns the generation directory: `out` itself, or with STK_JOB_PUBLISH_ROOT (every `stk
+// convert` sets it: the flag is part of seed_digest) the generation published into the root `out`.
+std::string convert(const std::string &model_dir, const std::string &out, stk_job_params p, unsigned threads) {
     p.struct_size = sizeof p;
     p.in_dir = model_dir.c_str();
     p.out_dir = out.c_str();
@@ -70,17 +55,23 @@ void convert(const std::string &model_dir, const std::string &out, stk_job_param
         if (s != STK_OK && s != STK_E_NOT_IMPLEMENTED)
             throw_error(s, "16.5: conversion at threads %u, stage %s: %s", threads, stk_stage_name(stk_stage(i)), stk_last_error());
     }
+    if (!(p.flags & STK_JOB_PUBLISH_ROOT)) return out;
+    const char *dir = nullptr;
+    s = stk_job_generation_dir(job, &dir);
+    if (s != STK_OK) throw_error(s, "16.5: %s", stk_last_error());
+    return dir;
 }
 
 // The parameters of a published generation: its seed_digest over (r, rv, l_tok, top_l, flags,
-// master seed 0) searched over top_l 1..256, l_tok 1..64 and the two flags, with r and r_v from
-// the manifest (their defaults when prf / overlays were not produced).
+// master seed 0) searched over top_l 1..256, l_tok 1..64 and every combination of the three
+// flags (STK_JOB_PUBLISH_ROOT included: `stk convert` always sets it), with r and r_v from the
+// manifest (their defaults when prf / overlays were not produced).
 bool recover_params(const Manifest &m, stk_job_params *out) {
     stk_job_params p{};
     p.struct_size = sizeof p;
     p.r = m.fields.prf.r ? m.fields.prf.r : 512;
     p.rv = m.fields.overlays.r_v ? m.fields.overlays.r_v : 12;
-    for (uint32_t flags = 0; flags < 4; flags++)
+    for (uint32_t flags = 0; flags < 8; flags++)
         for (uint32_t l_tok = 1; l_tok <= 64; l_tok++)
             for (uint32_t top_l = 1; top_l <= 256; top_l++) {
                 p.flags = flags;
@@ -99,7 +90,7 @@ bool recover_params(const Manifest &m, stk_job_params *out) {
 }  // namespace
 
 void acceptance_compare_generations(const std::string &a, const std::string &b, const std::string &model_dir,
-                                    const std::string &label, std::vector<AcceptanceRow> &rows) {
+                                    const std::string &label, std::vector<AcceptanceRow> &rows, bool chained) {
     const Manifest ma = read_manifest(a + "/" + kManifestFileName), mb = read_manifest(b + "/" + kManifestFileName);
     // Every array's sha256_low64 computed from the file's payload (not taken from a manifest).
     auto low64 = [](const std::string &path) {
@@ -130,13 +121,20 @@ void acceptance_compare_generations(const std::string &a, const std::string &b, 
                                   double(differ), 0, "<=", true, names.empty() ? "" : "differ: " + names));
     rows.push_back(acceptance_row("16.5 arrays compared (" + label + ")", "arrays in the first generation", double(compared), 1,
                                   ">=", false));
-    // The manifests: every byte (nothing in them depends on the thread count or the time).
+    // The manifests: every byte (nothing in them depends on the thread count or the time).  A
+    // generation chained in its root names its predecessor (prev_hash, and so curr_hash) where a
+    // rerun into a fresh root names none: then the 64 hash bytes at the end are left out.
     std::vector<uint8_t> fa = read_all(a + "/" + kManifestFileName), fb = read_all(b + "/" + kManifestFileName);
-    size_t bytes_differ = fa.size() > fb.size() ? fa.size() - fb.size() : fb.size() - fa.size();
-    for (size_t i = 0; i < std::min(fa.size(), fb.size()); i++) bytes_differ += fa[i] != fb[i];
+    const size_t tail = chained ? 64 : 0;
+    if (fa.size() < tail || fb.size() < tail) throw_error(STK_E_TRUNCATED, "16.5: a manifest shorter than its hashes");
+    const size_t na = fa.size() - tail, nb = fb.size() - tail;
+    size_t bytes_differ = na > nb ? na - nb : nb - na;
+    for (size_t i = 0; i < std::min(na, nb); i++) bytes_differ += fa[i] != fb[i];
     rows.push_back(acceptance_row("16.5 manifest identical (" + label + ")",
-                                  "bytes of sera_manifest.bin that differ (curr_hash included)", double(bytes_differ), 0, "<=",
-                                  true));
+                                  chained ? "bytes of sera_manifest.bin before prev_hash that differ (the published one is "
+                                            "chained: prev_hash and curr_hash name its root's chain)"
+                                          : "bytes of sera_manifest.bin that differ (curr_hash included)",
+                                  double(bytes_differ), 0, "<=", true));
     // The replay diagnostics snapshot of the same prompt.
     // A generation that does not verify (a doctored array) cannot be replayed: a failing row.
     std::string sa, sb;
@@ -167,8 +165,7 @@ void acceptance_compare_generations(const std::string &a, const std::string &b, 
 
 void acceptance_determinism(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &rows) {
     if (ctx.model_dir.empty()) {
-        rows.push_back(acceptance_row("16.5 determinism", "needs --model DIR: two fresh conversions of it", NAN, 0, "==",
-                                      false, "skipped: no --model"));
+        rows.push_back(acceptance_skipped("16.5 determinism", "two fresh conversions of the model, compared", "needs --model DIR"));
         return;
     }
     const Manifest pub = read_manifest(ctx.out_dir + "/" + kManifestFileName);
@@ -178,16 +175,17 @@ void acceptance_determinism(const AcceptanceContext &ctx, std::vector<Acceptance
         p = stk_job_params{};
         p.struct_size = sizeof p;
     }
-    TempDir tmp;
-    const std::string one = tmp.path + "/threads1", two = tmp.path + "/threads2";
-    convert(ctx.model_dir, one, p, 1);
-    convert(ctx.model_dir, two, p, 2);
+    TempDir tmp("stk-acceptance-16.5");
+    const std::string one = convert(ctx.model_dir, tmp.path + "/threads1", p, 1);
+    const std::string two = convert(ctx.model_dir, tmp.path + "/threads2", p, 2);
     acceptance_compare_generations(one, two, ctx.model_dir, "threads 1/2", rows);
+    static const uint8_t zeros[32] = {};
     if (recovered)
-        acceptance_compare_generations(ctx.out_dir, one, ctx.model_dir, "published/rerun", rows);
+        acceptance_compare_generations(ctx.out_dir, one, ctx.model_dir, "published/rerun", rows,
+                                       std::memcmp(pub.prev_hash, zeros, 32) != 0);
     else
-        rows.push_back(acceptance_row("16.5 published/rerun", "the published generation against a rerun", NAN, 0, "==",
-                                      false, "skipped: its parameters are not recoverable from seed_digest"));
+        rows.push_back(acceptance_skipped("16.5 published/rerun", "the published generation against a rerun",
+                                          "its parameters are not recoverable from seed_digest"));
 }
 
 }  // namespace stk

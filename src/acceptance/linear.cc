@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "acceptance/acceptance.h"
+#include "acceptance/runner.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/prng.h"
@@ -143,8 +144,8 @@ AcceptanceRow row(const char *test, const std::string &def, double v, double thr
 void acceptance_linear(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &rows) {
     if (!file_exists(ctx.out_dir + "/arrays/linear_mphf.bin")) return;  // module absent
     if (ctx.model_dir.empty()) {
-        rows.push_back(row("16.2 linear-collapse", "needs the checkpoint (--model)", 0, kBound, false,
-                           "skipped: the exact collapse is computed from the weights; pass the model directory"));
+        rows.push_back(acceptance_skipped("16.2 linear-collapse", "the dictionary against the exact collapse of the weights",
+                                          "the exact collapse is computed from the weights: needs --model DIR"));
         return;
     }
     std::unique_ptr<stk_generation> g = map_generation(ctx.out_dir);

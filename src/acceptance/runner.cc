@@ -3,8 +3,16 @@
 #include <cmath>
 #include <cstring>
 
+#include <ftw.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <memory>
+
 #include "core/error.h"
+#include "format/manifest.h"
 #include "ingest/model.h"
+#include "stk/stk.h"
 
 namespace stk {
 
@@ -36,6 +44,67 @@ AcceptanceRow acceptance_row(const std::string &test, const std::string &definit
     return r;
 }
 
+TempDir::TempDir(const char *prefix) {
+    const char *t = std::getenv("TMPDIR");
+    std::string tmpl = std::string(t && *t ? t : "/tmp") + "/" + prefix + "-XXXXXX";
+    std::vector<char> b(tmpl.begin(), tmpl.end());
+    b.push_back(0);
+    if (!mkdtemp(b.data())) fail_errno("cannot create a temporary directory " + tmpl);
+    path = b.data();
+}
+
+TempDir::~TempDir() {
+    nftw(path.c_str(), [](const char *p, const struct stat *, int, struct FTW *) { return ::remove(p); }, 16,
+         FTW_DEPTH | FTW_PHYS);
+}
+
+AcceptanceRow acceptance_skipped(const std::string &test, const std::string &definition, const std::string &reason) {
+    AcceptanceRow r;
+    r.test = test;
+    r.definition = definition;
+    r.value = NAN;
+    r.skipped = true;
+    r.note = "skipped: " + reason;
+    return r;
+}
+
+void acceptance_check_model(const AcceptanceContext &ctx) {
+    if (ctx.model_dir.empty()) return;
+    const Manifest m = read_manifest(ctx.out_dir + "/" + kManifestFileName);
+    const ManifestStage &pub = m.stages[STK_STAGE_PARSE_TENSORS - 1];
+    if (pub.state != kStageRan) return;  // nothing recorded to compare with
+    TempDir tmp("stk-acceptance-model");
+    stk_job_params p{};
+    p.struct_size = sizeof p;
+    p.in_dir = ctx.model_dir.c_str();
+    const std::string out = tmp.path + "/out";
+    p.out_dir = out.c_str();
+    p.threads = ctx.threads ? ctx.threads : 1;
+    p.flags = STK_JOB_ALLOW_NONFINITE;  // the digest does not depend on it; the check must not refuse
+    size_t bytes = 0;
+    stk_status s = stk_job_arena_size(&p, &bytes);
+    if (s != STK_OK) throw_error(s, "--model %s: %s", ctx.model_dir.c_str(), stk_last_error());
+    std::unique_ptr<void, void (*)(void *)> arena(std::aligned_alloc(64, (bytes + 63) / 64 * 64), std::free);
+    if (!arena) throw_error(STK_E_NOMEM, "--model %s: cannot allocate a %zu-byte arena", ctx.model_dir.c_str(), bytes);
+    stk_job *job = nullptr;
+    s = stk_open(&p, arena.get(), bytes, &job);
+    if (s != STK_OK) throw_error(s, "--model %s: %s", ctx.model_dir.c_str(), stk_last_error());
+    std::unique_ptr<stk_job, void (*)(stk_job *)> hold(job, stk_close);
+    s = stk_stage_run(job, STK_STAGE_PARSE_TENSORS);
+    if (s != STK_OK) throw_error(s, "--model %s: %s", ctx.model_dir.c_str(), stk_last_error());
+    uint32_t crc = 0;
+    uint64_t low64 = 0;
+    s = stk_stage_digest(job, STK_STAGE_PARSE_TENSORS, &crc, &low64);
+    if (s != STK_OK) throw_error(s, "--model %s: %s", ctx.model_dir.c_str(), stk_last_error());
+    if (crc != pub.crc32c || low64 != pub.sha256_low64)
+        throw_error(STK_E_INVALID_ARGUMENT,
+                    "--model %s is not the model %s was converted from: its weights' parse_tensors digest is crc32c "
+                    "%08x sha256_low64 %016llx, the manifest records crc32c %08x sha256_low64 %016llx; give the "
+                    "checkpoint the generation was made from",
+                    ctx.model_dir.c_str(), ctx.out_dir.c_str(), crc, (unsigned long long)low64, pub.crc32c,
+                    (unsigned long long)pub.sha256_low64);
+}
+
 const ModelDescription &acceptance_model(const AcceptanceContext &ctx) {
     if (!ctx.model) ctx.model = describe_model(ctx.model_dir);
     return *ctx.model;
@@ -63,18 +132,26 @@ bool acceptance_passed(const std::vector<AcceptanceRow> &rows) {
 void print_acceptance_table(std::FILE *out, const std::vector<AcceptanceRow> &rows) {
     std::fprintf(out, "%-44s %14s %3s %-12s %-8s %s\n", "test", "measured", "", "threshold", "verdict", "definition / note");
     for (const AcceptanceRow &r : rows) {
-        const char *verdict = r.gating ? (r.pass ? "PASS" : "FAIL") : (r.pass ? "(meets)" : "(misses)");
-        std::fprintf(out, "%-44s %14.6g %3s %-12.6g %-8s %s\n", r.test.c_str(), r.value, r.comparison.c_str(), r.threshold,
-                     verdict, r.definition.c_str());
+        if (r.skipped) {
+            std::fprintf(out, "%-44s %14s %3s %-12s %-8s %s\n", r.test.c_str(), "-", "", "-", "skipped", r.definition.c_str());
+        } else {
+            const char *verdict = r.gating ? (r.pass ? "PASS" : "FAIL") : (r.pass ? "(meets)" : "(misses)");
+            std::fprintf(out, "%-44s %14.6g %3s %-12.6g %-8s %s\n", r.test.c_str(), r.value, r.comparison.c_str(), r.threshold,
+                         verdict, r.definition.c_str());
+        }
         if (!r.note.empty()) std::fprintf(out, "%-44s %14s %3s %-12s %-8s   note: %s\n", "", "", "", "", "", r.note.c_str());
     }
-    size_t g = 0, gp = 0;
-    for (const AcceptanceRow &r : rows)
+    size_t g = 0, gp = 0, sk = 0;
+    for (const AcceptanceRow &r : rows) {
+        sk += r.skipped;
         if (r.gating) {
             g++;
             gp += r.pass;
         }
-    std::fprintf(out, "%zu gating rows, %zu passed; %zu reported rows (never fail the run)\n", g, gp, rows.size() - g);
+    }
+    std::fprintf(out, "%zu gating rows, %zu passed; %zu reported rows (never fail the run)", g, gp, rows.size() - g - sk);
+    if (sk) std::fprintf(out, "; %zu skipped", sk);
+    std::fputc('\n', out);
 }
 
 namespace {
@@ -110,6 +187,7 @@ std::string acceptance_json(const std::vector<AcceptanceRow> &rows) {
         o += "{\"test\": " + jstr(r.test) + ", \"definition\": " + jstr(r.definition) + ", \"value\": " + jnum(r.value) +
              ", \"threshold\": " + jnum(r.threshold) + ", \"comparison\": " + jstr(r.comparison) +
              ", \"gating\": " + (r.gating ? "true" : "false") + ", \"pass\": " + (r.pass ? "true" : "false") +
+             ", \"skipped\": " + (r.skipped ? "true" : "false") +
              ", \"note\": " + jstr(r.note) + "}";
     }
     return o + "]}";

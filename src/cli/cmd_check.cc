@@ -33,10 +33,13 @@ static const char kCheckHelp[] =
     "              reported rows show model-scale figures beside the spec's threshold and never\n"
     "              fail it (docs/decisions.md, \"Acceptance\", defines every row)\n"
     "  --model DIR the checkpoint the generation was converted from: the model-scale rows and\n"
-    "              the 16.3 surrogate and 16.5 need it (without it they say skipped)\n"
+    "              the 16.3 surrogate and 16.5 need it (without it they say skipped).  A model\n"
+    "              whose weights are not the generation's source (their parse_tensors digest\n"
+    "              differs from the manifest's) is refused before any row runs\n"
     "\n"
     "exit codes: 0 verified (and every gating acceptance row passed), 1 an acceptance row\n"
-    "failed, 2 usage, 4 verification failed, 5 no such directory / I/O error\n";
+    "failed or --model is not the generation's source, 2 usage, 4 verification failed,\n"
+    "5 no such directory / I/O error\n";
 
 // Statuses 20..39 are about the bytes of the generation: "verification failed".
 static int check_exit_code(stk_status s) {
@@ -121,7 +124,16 @@ int cmd_check(int argc, char **argv) {
         ctx.model_dir = model;
         ctx.threads = 1;  // the suites run single-threaded (their figures are seeded, not timed)
         std::vector<AcceptanceRow> rows;
-        stk_status st = guard([&] { rows = run_acceptance(ctx); });
+        // A --model that is not the generation's source would fail rows for the wrong reason.
+        // Refused before any row runs: exit 1 (the input was refused), not a usage error.
+        stk_status st = guard([&] { acceptance_check_model(ctx); });
+        if (st == STK_E_INVALID_ARGUMENT) {
+            if (json) json_result("check", kExitFailed, st, stk_last_error()).str("out", out).print();
+            std::fprintf(stderr, "stk check: %s\n", stk_last_error());
+            return kExitFailed;
+        }
+        if (st != STK_OK) return report_failure("check", st, json);
+        st = guard([&] { rows = run_acceptance(ctx); });
         if (st != STK_OK) return report_failure("check", st, json);
         bool passed = acceptance_passed(rows);
         int code = passed ? kExitOk : kExitFailed;
