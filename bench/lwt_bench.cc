@@ -1,5 +1,5 @@
 // Packing / unpacking throughput of every .lwt dtype (format/lowbit.cc with the Highway kernels
-// of kernels/lowbit_kernels.cc, and the scalar reference) against memory-bandwidth floors
+// of format/lowbit_kernels.cc, and the scalar reference) against memory-bandwidth floors
 // measured in the same run: N f32 values (default 16 Mi = 64 MB, far beyond the caches), median
 // of R runs (default 7) after one warm-up.
 //   build/bench/lwt_bench [N] [R]
@@ -20,7 +20,7 @@
 
 #include "format/lowbit.h"
 #include "ingest/dtype_convert.h"
-#include "kernels/lowbit_kernels.h"
+#include "format/lowbit_kernels.h"
 
 using namespace stk;
 

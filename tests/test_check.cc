@@ -11,7 +11,7 @@
 
 #include "test_util.h"
 
-#include "api/verify.h"
+#include "publish/verify.h"
 #include "core/bytes.h"
 #include "core/checksum.h"
 #include "format/array.h"

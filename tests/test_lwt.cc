@@ -12,7 +12,7 @@
 #include "format/lowbit.h"
 #include "format/lwt.h"
 #include "ingest/dtype_convert.h"
-#include "kernels/lowbit_kernels.h"
+#include "format/lowbit_kernels.h"
 #include "test_util.h"
 
 #include <hwy/targets.h>

@@ -1,7 +1,7 @@
 // The extern "C" surface: check arguments, call in, map exceptions to status + message.
 #include <cstring>
 
-#include "api/verify.h"
+#include "publish/verify.h"
 #include "core/error.h"
 #include "publish/generations.h"
 #include "stages/job.h"

@@ -15,7 +15,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "ingest/model.h"
-#include "kernels/lowbit_kernels.h"
+#include "format/lowbit_kernels.h"
 
 namespace stk {
 

@@ -7,8 +7,8 @@
 
 #include "core/bytes.h"
 #include "core/checked.h"
-#include "ingest/dtype_convert.h"
-#include "kernels/lowbit_kernels.h"
+#include "core/float16.h"
+#include "format/lowbit_kernels.h"
 
 namespace stk {
 
@@ -22,12 +22,6 @@ constexpr DTypeInfo kInfo[] = {
     {"?", 0},       {"float32", 32}, {"float16", 16}, {"bfloat16", 16}, {"int8", 8},     {"uint8", 8}, {"int4", 4},
     {"uint4", 4},   {"fp4", 4},      {"int2", 2},     {"uint2", 2},     {"ternary", 2},  {"binary", 1},
 };
-
-inline uint32_t bits_of(float f) {
-    uint32_t b;
-    std::memcpy(&b, &f, 4);
-    return b;
-}
 
 // The largest positive code of a signed dtype; the smallest is -(hi + 1).
 inline int32_t signed_hi(LwtDType t) {
@@ -100,35 +94,6 @@ bool lwt_packed_bytes(LwtDType t, uint64_t n, uint64_t *out) {
     return true;
 }
 
-uint16_t f32_to_f16_rne(float v) {
-    uint32_t x = bits_of(v);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    uint32_t exp = (x >> 23) & 0xFFu;
-    uint32_t man = x & 0x7FFFFFu;
-    if (exp == 0xFF) return uint16_t(sign | 0x7C00u | (man ? 0x200u | (man >> 13) : 0u));
-    int32_t e = int32_t(exp) - 127;
-    if (e > 15) return uint16_t(sign | 0x7C00u);
-    if (e >= -14) {
-        uint32_t r = man >> 13, rem = man & 0x1FFFu;
-        if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r++;
-        uint32_t h = (uint32_t(e + 15) << 10) + r;  // a mantissa carry moves into the exponent
-        return uint16_t(sign | (h >= 0x7C00u ? 0x7C00u : h));
-    }
-    // Subnormal (or zero) in f16: units of 2^-24.
-    uint32_t s = uint32_t(-1 - e);
-    if (s >= 25 || exp == 0) return uint16_t(sign);  // below half the smallest subnormal
-    uint32_t m = 0x800000u | man;
-    uint32_t r = m >> s, rem = m & ((1u << s) - 1), half = 1u << (s - 1);
-    if (rem > half || (rem == half && (r & 1u))) r++;
-    return uint16_t(sign | r);
-}
-
-uint16_t f32_to_bf16_rne(float v) {
-    uint32_t x = bits_of(v);
-    if ((x & 0x7F800000u) == 0x7F800000u && (x & 0x7FFFFFu)) return uint16_t((x >> 16) | 0x40u);
-    return uint16_t((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
-}
-
 namespace {
 
 // Exact, order-independent sum of |v| (see LwtQuantStats), `add(first, k, bins)` adding values
@@ -161,7 +126,7 @@ inline bool stats_one(LwtQuantStats *s, float v, uint64_t *bins) {
     s->lo = v < s->lo ? v : s->lo;
     s->hi = v > s->hi ? v : s->hi;
     if (bins) {
-        const uint32_t x = bits_of(a), e = x >> 23, m = x & 0x7FFFFFu;
+        const uint32_t x = f32_bits(a), e = x >> 23, m = x & 0x7FFFFFu;
         bins[e ? e : 1] += e ? (m | 0x800000u) : m;
     }
     return true;
@@ -283,7 +248,7 @@ namespace {
 // dispatch (lwt_encode / lwt_decode are the same functions behind one switch).
 template <LwtDType T>
 inline uint32_t enc(float v, LwtQuant q) {
-    if constexpr (T == LwtDType::F32) return bits_of(v);
+    if constexpr (T == LwtDType::F32) return f32_bits(v);
     else if constexpr (T == LwtDType::F16) return f32_to_f16_rne(v);
     else if constexpr (T == LwtDType::BF16) return f32_to_bf16_rne(v);
     else if constexpr (T == LwtDType::I8 || T == LwtDType::I4 || T == LwtDType::I2) {

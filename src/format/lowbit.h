@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/float16.h"  // f32_to_f16_rne, f32_to_bf16_rne: the element conversions of F16 and BF16
+
 namespace stk {
 
 // Values are the u32 stored in the .lwt index entry.  Pinned.
@@ -23,7 +25,7 @@ enum class LwtDType : uint32_t {
 };
 constexpr uint32_t kLwtDTypeFirst = 1, kLwtDTypeLast = 12;
 // One `case` per dtype other than F32, each calling CALL(dtype): the one list the dtype
-// dispatchers (lowbit.cc, kernels/lowbit_kernels.cc) expand, so a new dtype is added once.
+// dispatchers (lowbit.cc, format/lowbit_kernels.cc) expand, so a new dtype is added once.
 #define STK_LWT_NON_F32_CASES(CALL)                        \
     case LwtDType::F16: CALL(LwtDType::F16);               \
     case LwtDType::BF16: CALL(LwtDType::BF16);             \
@@ -129,16 +131,11 @@ void lwt_pack_bf16(LwtDType t, const uint8_t *bits, uint64_t n, LwtQuant q, uint
 uint64_t lwt_unpack(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out);
 
 // The scalar reference code of lwt_pack / lwt_unpack (the Highway kernels in
-// kernels/lowbit_kernels.cc must match it bit for bit; tests and the bench compare them).
+// format/lowbit_kernels.cc must match it bit for bit; tests and the bench compare them).
 void lwt_pack_scalar(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out);
 uint64_t lwt_unpack_scalar(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out);
 
 // The stored field of element i (for tests and the inspector).
 uint32_t lwt_field_at(LwtDType t, const uint8_t *in, uint64_t i);
-
-// IEEE conversions with round-to-nearest-even; NaNs keep sign and top payload bits and come out
-// quiet; values beyond the f16 range become infinities (IEEE overflow).
-uint16_t f32_to_f16_rne(float v);
-uint16_t f32_to_bf16_rne(float v);
 
 }  // namespace stk

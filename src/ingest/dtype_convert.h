@@ -4,39 +4,11 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
+#include "core/float16.h"
 #include "ingest/checkpoint.h"
 
 namespace stk {
-
-inline float f32_from_bits(uint32_t b) {
-    float f;
-    std::memcpy(&f, &b, 4);
-    return f;
-}
-
-// bf16 is the top half of an f32: exact.
-inline float bf16_to_f32(uint16_t h) { return f32_from_bits(uint32_t(h) << 16); }
-
-// IEEE binary16 -> binary32, exact for every input (subnormals normalised, infinities kept).
-// NaNs keep sign and payload and come out quiet (bit 22 set), as the F16C instruction does, so
-// the scalar and the vector paths give identical bits.
-inline float f16_to_f32(uint16_t h) {
-    uint32_t sign = uint32_t(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1Fu;
-    uint32_t man = h & 0x3FFu;
-    if (exp == 0x1F) return f32_from_bits(sign | 0x7F800000u | (man << 13) | (man ? 0x00400000u : 0u));
-    if (exp == 0) {
-        if (man == 0) return f32_from_bits(sign);
-        // Subnormal: value = man * 2^-24, exactly representable in f32.
-        int shift = __builtin_clz(man) - 21;  // leading zeros within the 10-bit field + 1
-        man = (man << shift) & 0x3FFu;
-        exp = uint32_t(1 - shift);
-        return f32_from_bits(sign | ((exp + 112) << 23) | (man << 13));
-    }
-    return f32_from_bits(sign | ((exp + 112) << 23) | (man << 13));
-}
 
 // OCP FP8 E5M2 (torch.float8_e5m2): the top byte of a binary16.
 inline float f8e5m2_to_f32(uint8_t b) { return f16_to_f32(uint16_t(b) << 8); }

@@ -1,19 +1,14 @@
-// stk_generation_open / stk_lookup: the O(1) lookups over a published generation.
+// The O(1) lookups over a published generation (stk_lookup's body; the C entry points are in
+// api/generation_api.cc).
 #include <sys/stat.h>
 
 #include <cstring>
 
-#include "api/verify.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "runtime/generation.h"
 
 namespace stk {
-
-static bool is_dir_present(const std::string &dir) {
-    struct stat st;
-    return !dir.empty() && ::stat(dir.c_str(), &st) == 0;
-}
 
 std::unique_ptr<stk_generation> map_generation(const std::string &dir) {
     auto g = std::make_unique<stk_generation>();
@@ -213,39 +208,3 @@ void generation_lookup(const stk_generation &g, stk_lookup_kind kind, const void
 }
 
 }  // namespace stk
-
-using namespace stk;
-
-extern "C" {
-
-STK_API stk_status stk_generation_open(const char *out_dir, stk_generation **out_gen) {
-    return guard([&] {
-        if (!out_dir || !out_gen) throw_error(STK_E_INVALID_ARGUMENT, "stk_generation_open: NULL argument");
-        *out_gen = nullptr;
-        // A root: CURRENT is read once and that generation pinned: its files stay mapped (valid)
-        // when a newer one is published or this one removed.  A removal between reading CURRENT
-        // and mapping shows as a missing file: CURRENT is read again (a few times at most).
-        for (int attempt = 0;; attempt++) {
-            std::string dir;
-            try {
-                dir = verify_path(out_dir, nullptr);  // manifest, schema digest, every array's checksums
-                *out_gen = map_generation(dir).release();
-                return;
-            } catch (const Error &e) {
-                bool vanished = e.status() == STK_E_NOT_FOUND || e.status() == STK_E_MISSING_ARRAY;
-                if (!vanished || attempt >= 3 || dir == out_dir || is_dir_present(dir)) throw;
-            }
-        }
-    });
-}
-
-STK_API void stk_generation_close(stk_generation *gen) { delete gen; }
-
-STK_API stk_status stk_lookup(const stk_generation *gen, stk_lookup_kind kind, const void *key, size_t key_len, void *value,
-                              size_t value_cap, size_t *value_len) {
-    return guard([&] {
-        if (!gen) throw_error(STK_E_INVALID_ARGUMENT, "stk_lookup: gen is NULL");
-        generation_lookup(*gen, kind, key, key_len, value, value_cap, value_len);
-    });
-}
-}

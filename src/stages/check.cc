@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "api/verify.h"
+#include "publish/verify.h"
 #include "core/bytes.h"
 #include "core/error.h"
 #include "format/manifest.h"

@@ -27,6 +27,7 @@
 #include "core/checked.h"
 #include "core/checksum.h"
 #include "core/error.h"
+#include "core/float16.h"
 #include "ingest/model.h"
 #include "stages/outputs.h"
 #include "stages/stages.h"
@@ -139,35 +140,6 @@ uint64_t find_nonfinite(const float *v, uint64_t n) {
 }  // namespace
 
 namespace {
-
-// The exact binary16 encoding of an f32 bit pattern, if it has one (NaN never: its payload is not
-// canonical).  Used only for chunks that are not bf16-exact.
-bool f16_exact(uint32_t x, uint16_t *h) {
-    const uint16_t sign = uint16_t((x >> 16) & 0x8000u);
-    const uint32_t e = (x >> 23) & 0xFFu, m = x & 0x7FFFFFu;
-    if (e == 0xFF) {
-        if (m) return false;  // NaN
-        *h = uint16_t(sign | 0x7C00u);
-        return true;
-    }
-    if (e == 0) {  // zero, or an f32 subnormal (far below binary16's smallest subnormal)
-        if (m) return false;
-        *h = sign;
-        return true;
-    }
-    const int E = int(e) - 127;
-    if (E > 15 || E < -24) return false;
-    if (E >= -14) {  // binary16 normal: 10 mantissa bits
-        if (m & 0x1FFFu) return false;
-        *h = uint16_t(sign | uint32_t(E + 15) << 10 | m >> 13);
-        return true;
-    }
-    // binary16 subnormal k * 2^-24: the 24-bit significand shifted right by -E - 1 (14..23).
-    const uint32_t full = m | 0x800000u, sh = uint32_t(-E - 1);
-    if (full & ((1u << sh) - 1)) return false;
-    *h = uint16_t(sign | full >> sh);
-    return true;
-}
 
 // One tensor's work, shared by the workers: chunk c covers logical elements
 // [c * kChunkElements, min(n, (c + 1) * kChunkElements)).

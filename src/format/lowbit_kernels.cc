@@ -1,7 +1,7 @@
 // Highway kernels of the .lwt element types: see lowbit_kernels.h.  This file is compiled once
 // per target (hwy/foreach_target.h); the HWY_ONCE part at the end is the one dispatch point.
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/lowbit_kernels.cc"
+#define HWY_TARGET_INCLUDE "format/lowbit_kernels.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
 #include <hwy/highway.h>
@@ -13,7 +13,7 @@
 #include <hwy/aligned_allocator.h>
 #include <hwy/cache_control.h>
 
-#include "kernels/lowbit_kernels.h"
+#include "format/lowbit_kernels.h"
 
 #ifndef STK_LOWBIT_KERNELS_ONCE
 #define STK_LOWBIT_KERNELS_ONCE

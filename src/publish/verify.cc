@@ -1,7 +1,7 @@
 // stk_verify (seed 12.7): the manifest, then every array it lists.  Arrays are verified on a few
 // threads (SHA-256 of one payload cannot be split), but the result is deterministic: the failure
 // reported is always the first failing array in manifest order, whatever the thread timing.
-#include "api/verify.h"
+#include "publish/verify.h"
 
 #include <atomic>
 #include <cstring>

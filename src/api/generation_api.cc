@@ -1,0 +1,55 @@
+// stk_generation_open / stk_lookup / stk_generation_close: the C entry points of the O(1)
+// lookups (runtime/lookup.cc holds their bodies).  Opening verifies the generation first.
+#include <sys/stat.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "publish/verify.h"
+#include "runtime/generation.h"
+#include "stk/stk.h"
+
+namespace {
+
+bool is_dir_present(const std::string &dir) {
+    struct stat st;
+    return !dir.empty() && ::stat(dir.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+using namespace stk;
+
+extern "C" {
+
+STK_API stk_status stk_generation_open(const char *out_dir, stk_generation **out_gen) {
+    return guard([&] {
+        if (!out_dir || !out_gen) throw_error(STK_E_INVALID_ARGUMENT, "stk_generation_open: NULL argument");
+        *out_gen = nullptr;
+        // A root: CURRENT is read once and that generation pinned: its files stay mapped (valid)
+        // when a newer one is published or this one removed.  A removal between reading CURRENT
+        // and mapping shows as a missing file: CURRENT is read again (a few times at most).
+        for (int attempt = 0;; attempt++) {
+            std::string dir;
+            try {
+                dir = verify_path(out_dir, nullptr);  // manifest, schema digest, every array's checksums
+                *out_gen = map_generation(dir).release();
+                return;
+            } catch (const Error &e) {
+                bool vanished = e.status() == STK_E_NOT_FOUND || e.status() == STK_E_MISSING_ARRAY;
+                if (!vanished || attempt >= 3 || dir == out_dir || is_dir_present(dir)) throw;
+            }
+        }
+    });
+}
+
+STK_API void stk_generation_close(stk_generation *gen) { delete gen; }
+
+STK_API stk_status stk_lookup(const stk_generation *gen, stk_lookup_kind kind, const void *key, size_t key_len, void *value,
+                              size_t value_cap, size_t *value_len) {
+    return guard([&] {
+        if (!gen) throw_error(STK_E_INVALID_ARGUMENT, "stk_lookup: gen is NULL");
+        generation_lookup(*gen, kind, key, key_len, value, value_cap, value_len);
+    });
+}
+}
