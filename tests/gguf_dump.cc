@@ -3,7 +3,8 @@
 //   gguf_dump info FILE...        one JSON object: version, alignment, metadata (file order;
 //                                 strings as hex, floats exact), tensors (ggml ne, shape, type,
 //                                 offsets, file index)
-//   gguf_dump dequant FILE OUT    every tensor through the checkpoint reader as f32 (OUT/NAME.f32)
+//   gguf_dump dequant FILE [OUT]  every tensor through the checkpoint reader as f32: its SHA-256
+//                                 (and OUT/INDEX.f32 when OUT is given)
 // Exit 1 with the error on stderr ("STATUS message") when the reader refuses.
 #include <cinttypes>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checksum.h"
 #include "core/error.h"
 #include "ingest/checkpoint.h"
 #include "ingest/gguf.h"
@@ -89,22 +91,32 @@ int info(const std::vector<std::string> &paths) {
 int dequant(const std::string &path, const std::string &out) {
     auto ck = open_checkpoint(path);
     std::vector<uint8_t> scratch;
+    std::vector<float> f32;
     std::printf("{\"format\": \"%s\", \"tensors\": [", ck->format());
     bool first = true;
     for (const TensorRef &t : ck->tensors()) {
         const uint8_t *b = ck->tensor_bytes(t, scratch);
-        std::string file = out + "/" + std::to_string(&t - ck->tensors().data()) + ".bin";
-        FILE *f = std::fopen(file.c_str(), "wb");
-        if (!f || std::fwrite(b, 1, t.n_bytes, f) != t.n_bytes || std::fclose(f) != 0) {
-            std::fprintf(stderr, "cannot write %s\n", file.c_str());
-            return 2;
-        }
+        f32.resize(t.n_elements);
+        convert_to_f32(t, b, 0, t.n_elements, f32.data());
+        Sha256Digest h = sha256(f32.data(), f32.size() * 4);
         std::printf("%s\n{\"name\": \"", first ? "" : ",");
         first = false;
         hex(t.name);
         std::printf("\", \"dtype\": \"%s\", \"shape\": [", src_dtype_name(t.dtype));
         for (size_t j = 0; j < t.shape.size(); j++) std::printf("%s%" PRIu64, j ? ", " : "", t.shape[j]);
-        std::printf("], \"file\": \"%s\"}", file.c_str());
+        std::printf("], \"sha256\": \"");
+        hex(std::string_view(reinterpret_cast<const char *>(h.bytes), 32));
+        std::printf("\"");
+        if (!out.empty()) {
+            std::string file = out + "/" + std::to_string(&t - ck->tensors().data()) + ".f32";
+            FILE *f = std::fopen(file.c_str(), "wb");
+            if (!f || std::fwrite(f32.data(), 4, f32.size(), f) != f32.size() || std::fclose(f) != 0) {
+                std::fprintf(stderr, "cannot write %s\n", file.c_str());
+                return 2;
+            }
+            std::printf(", \"file\": \"%s\"", file.c_str());
+        }
+        std::printf("}");
         ck->release(t);
     }
     std::printf("]}\n");
@@ -115,13 +127,13 @@ int dequant(const std::string &path, const std::string &out) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: gguf_dump info FILE... | gguf_dump dequant FILE OUTDIR\n");
+        std::fprintf(stderr, "usage: gguf_dump info FILE... | gguf_dump dequant FILE [OUTDIR]\n");
         return 2;
     }
     try {
         std::string cmd = argv[1];
         if (cmd == "info") return info(std::vector<std::string>(argv + 2, argv + argc));
-        if (cmd == "dequant" && argc == 4) return dequant(argv[2], argv[3]);
+        if (cmd == "dequant" && (argc == 3 || argc == 4)) return dequant(argv[2], argc == 4 ? argv[3] : "");
         std::fprintf(stderr, "unknown command %s\n", argv[1]);
         return 2;
     } catch (const Error &e) {

@@ -3,6 +3,7 @@
 // sits above the readers: it includes them, none of them includes it.
 #include "ingest/checkpoint.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "ingest/gguf.h"
 #include "ingest/safetensors.h"
 #include "ingest/shard_index.h"
 #include "ingest/source.h"
@@ -44,6 +46,41 @@ bool ends_with(const std::string &s, const char *suffix) {
     return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
+bool is_gguf(const uint8_t *d, uint64_t n) { return n >= 4 && std::memcmp(d, "GGUF", 4) == 0; }
+
+// The one GGUF model of a directory: a single .gguf, or the files of one split set (opened from
+// its first file).  Empty if there is none; several models are refused by name.
+std::string find_gguf(const std::string &dir) {
+    std::set<std::string> models;  // a split set counts once, by its prefix
+    std::map<std::string, std::string> first_file;
+    DIR *d = ::opendir(dir.c_str());
+    if (!d) return {};
+    while (dirent *e = ::readdir(d)) {
+        std::string name = e->d_name;
+        if (!ends_with(name, ".gguf") || !file_exists(dir + "/" + name)) continue;
+        std::string prefix;
+        uint32_t no, count;
+        std::string key = gguf_split_name(name, &prefix, &no, &count) ? prefix + "-of-" + std::to_string(count) : name;
+        models.insert(key);
+        if (!first_file.count(key) || name < first_file[key]) first_file[key] = name;
+    }
+    ::closedir(d);
+    if (models.empty()) return {};
+    if (models.size() > 1) {
+        std::string list;
+        for (const auto &m : models) list += (list.empty() ? "" : ", ") + first_file[m];
+        throw_error(STK_E_INVALID_ARGUMENT, "%s: holds %zu GGUF models (%s); pass the file to open", dir.c_str(),
+                    models.size(), list.c_str());
+    }
+    return dir + "/" + first_file.begin()->second;
+}
+
+std::unique_ptr<Checkpoint> open_gguf_checkpoint(const std::string &path) {
+    std::vector<std::unique_ptr<Source>> sources = open_gguf_sources(path);
+    const char *format = sources.size() > 1 ? "gguf-split" : "gguf";
+    return make_checkpoint(format, std::move(sources), {});
+}
+
 }  // namespace
 
 std::unique_ptr<Source> open_source(const std::string &path) {
@@ -54,6 +91,14 @@ std::unique_ptr<Source> open_source(const std::string &path) {
     if (n >= 4 && d[0] == 'P' && d[1] == 'K' && ((d[2] == 3 && d[3] == 4) || (d[2] == 5 && d[3] == 6)))
         return open_torch_zip(std::move(probe));
     if (is_legacy_torch(d, n)) return open_torch_legacy(std::move(probe));
+    if (is_gguf(d, n)) {
+        probe = MappedFile();
+        std::vector<std::unique_ptr<Source>> g = open_gguf_sources(path);
+        if (g.size() != 1)
+            throw_error(STK_E_INVALID_ARGUMENT, "%s: one file of a GGUF split set of %zu; open it as a checkpoint",
+                        path.c_str(), g.size());
+        return std::move(g[0]);
+    }
     if (n >= 262 && std::memcmp(d + 257, "ustar", 5) == 0)
         throw_error(STK_E_UNSUPPORTED,
                     "%s: a tar archive (PyTorch < 0.4 tar serialization?); convert it with torch.save in a current "
@@ -116,13 +161,21 @@ std::unique_ptr<Checkpoint> open_checkpoint(const std::string &path) {
             std::string p = path + "/" + c;
             if (file_exists(p)) return open_checkpoint(p);
         }
+        if (std::string g = find_gguf(path); !g.empty()) return open_gguf_checkpoint(g);
         throw_error(STK_E_NOT_FOUND,
                     "%s: no checkpoint found (looked for model.safetensors, model.safetensors.index.json, "
-                    "pytorch_model.bin, pytorch_model.bin.index.json)",
+                    "pytorch_model.bin, pytorch_model.bin.index.json, *.gguf)",
                     path.c_str());
     }
     if (!file_exists(path)) throw_error(STK_E_NOT_FOUND, "%s: no such checkpoint file", path.c_str());
     if (ends_with(path, ".json")) return open_sharded(path);
+    {
+        MappedFile probe(path);
+        if (is_gguf(probe.data(), probe.size())) {
+            probe = MappedFile();
+            return open_gguf_checkpoint(path);
+        }
+    }
     std::vector<std::unique_ptr<Source>> one;
     one.push_back(open_source(path));
     return make_checkpoint(nullptr, std::move(one), {});

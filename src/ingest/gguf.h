@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/mapped_file.h"
+#include "ingest/source.h"
 
 namespace stk {
 
@@ -154,6 +155,15 @@ private:
     std::vector<std::unique_ptr<Shard>> shards_;
     std::vector<GgufTensorInfo> tensors_;
 };
+
+// The checkpoint view of a GGUF (one Source per file of a split set, sharing one GgufFile): the
+// raw GGUF tensor names, row-major shapes; F32 / F16 / BF16 tensors as those dtypes straight from
+// the mapping; every other supported type (kernels/ggml_dequant.h) dequantised to F32 into the
+// caller's scratch, one tensor at a time.  A tensor of any other ggml type is refused at open,
+// naming it and its type.  The HF names and layouts are a layer above.
+std::vector<std::unique_ptr<Source>> open_gguf_sources(const std::string &path);
+// The GgufFile behind a source open_gguf_sources made (null for any other source).
+const GgufFile *gguf_file_of(const Source &s);
 
 // Parse one GGUF image held in [data, data+size) (fuzzing and tests: no split handling; the
 // metadata and tensors are validated exactly as GgufFile does).  Returns the number of tensors.
