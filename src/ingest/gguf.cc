@@ -399,6 +399,7 @@ struct GgufParser {
         for (uint64_t i = 0; i < n_kv; i++) {
             uint64_t kat = pos;
             std::string_view key = string("a metadata key");
+            if (key.empty()) throw_at(STK_E_CORRUPT, path, kat, "metadata key %llu is empty", (unsigned long long)i);
             if (s.by_key.count(key))
                 throw_at(STK_E_CORRUPT, path, kat, "duplicate metadata key '%s'", printable(key).c_str());
             uint32_t t = u32("a value type");
@@ -492,6 +493,10 @@ struct GgufParser {
                                            : format("leaves a hole after the previous tensor, which ends at %llu", (unsigned long long)expected).c_str(),
                          (unsigned long long)s.alignment);
             uint64_t abs, end;
+            if (t.n_bytes == 0) {  // an empty tensor needs no data section (nothing is read)
+                t.data_offset = std::min<uint64_t>(n, s.data_start);
+                continue;
+            }
             if (!add_ok(s.data_start, rel[i], &abs) || !add_ok(abs, t.n_bytes, &end) || end > n)
                 throw_at(STK_E_TRUNCATED, path, off_at,
                          "tensor '%s': %llu bytes at data offset %llu (file offset %llu) run past the end of the %llu-byte file",
@@ -533,7 +538,7 @@ uint64_t split_count(const GgufFile::Shard &s) {
 bool gguf_split_name(const std::string &name, std::string *prefix, uint32_t *no, uint32_t *count) {
     // PREFIX-NNNNN-of-MMMMM.gguf
     static const char kTail[] = "-of-";
-    if (name.size() < 5 + 1 + 5 + 4 + 5 + 5) return false;
+    if (name.size() < 1 + 1 + 5 + 4 + 5 + 5) return false;  // a non-empty prefix
     size_t end = name.size() - 5;
     if (name.compare(end, 5, ".gguf") != 0) return false;
     size_t c0 = end - 5, of = c0 - 4, n0 = of - 5;
@@ -657,7 +662,8 @@ const uint8_t *GgufFile::tensor_data(const GgufTensorInfo &t) const {
 size_t GgufFile::file_count() const { return shards_.size(); }
 const MappedFile &GgufFile::file(size_t i) const { return shards_.at(i)->file; }
 
-uint64_t gguf_validate(const uint8_t *data, uint64_t size, const std::string &path) {
+std::vector<GgufTensorInfo> gguf_validate(const uint8_t *data, uint64_t size, const std::string &path,
+                                          uint64_t *alignment) {
     GgufFile::Shard s;
     s.path = path;
     GgufParser p{data, size, 0, s.path, s};
@@ -673,7 +679,8 @@ uint64_t gguf_validate(const uint8_t *data, uint64_t size, const std::string &pa
             if (v.elem_type() == GgufType::STRING) (void)v.strings();
         }
     }
-    return s.tensors.size();
+    if (alignment) *alignment = s.alignment;
+    return std::move(s.tensors);
 }
 
 }  // namespace stk

@@ -166,8 +166,10 @@ std::vector<std::unique_ptr<Source>> open_gguf_sources(const std::string &path);
 const GgufFile *gguf_file_of(const Source &s);
 
 // Parse one GGUF image held in [data, data+size) (fuzzing and tests: no split handling; the
-// metadata and tensors are validated exactly as GgufFile does).  Returns the number of tensors.
-uint64_t gguf_validate(const uint8_t *data, uint64_t size, const std::string &path);
+// metadata and tensors are validated exactly as GgufFile does, every value read through its
+// getters).  Returns the tensors (data_offset relative to `data`) and the alignment.
+std::vector<GgufTensorInfo> gguf_validate(const uint8_t *data, uint64_t size, const std::string &path,
+                                          uint64_t *alignment = nullptr);
 
 // True if `name` looks like one file of a split set: PREFIX-NNNNN-of-MMMMM.gguf.
 bool gguf_split_name(const std::string &name, std::string *prefix, uint32_t *no, uint32_t *count);
