@@ -17,7 +17,7 @@ static ParsedConfig load_shared(const char *file) {
 
 struct Want {
     const char *file;
-    Family family;
+    const char *family;
     uint32_t d, layers, heads, kv, head_dim;
     uint64_t vocab, ffn;
     FfnKind ffn_kind;
@@ -35,36 +35,36 @@ struct Want {
 };
 
 static const Want kWant[] = {
-    {"bloom-3b.config.json", Family::Bloom, 2560, 30, 32, 32, 80, 250880, 10240, FfnKind::Plain, "gelu_pytorch_tanh",
+    {"bloom-3b.config.json", "bloom", 2560, 30, 32, 32, 80, 250880, 10240, FfnKind::Plain, "gelu_pytorch_tanh",
      NormKind::LayerNorm, 1e-5, PosKind::Alibi, 0, 0, 0, true, false, true, 0, 0, 0, 0, 3002557440ull},
-    {"derived-gpt2.config.json", Family::Gpt2, 768, 12, 12, 12, 64, 50257, 3072, FfnKind::Plain, "gelu_new",
+    {"derived-gpt2.config.json", "gpt2", 768, 12, 12, 12, 64, 50257, 3072, FfnKind::Plain, "gelu_new",
      NormKind::LayerNorm, 1e-5, PosKind::Learned, 0, 0, 1024, true, false, true, 0, 0, 0, 0, 124439808ull},
-    {"gpt2-gptq.config.json", Family::Gpt2, 768, 12, 12, 12, 64, 50257, 3072, FfnKind::Plain, "gelu_new",
+    {"gpt2-gptq.config.json", "gpt2", 768, 12, 12, 12, 64, 50257, 3072, FfnKind::Plain, "gelu_new",
      NormKind::LayerNorm, 1e-5, PosKind::Learned, 0, 0, 1024, true, false, true, 0, 0, 0, 0, 124439808ull},
-    {"derived-llama2-7b.config.json", Family::Llama, 4096, 32, 32, 32, 128, 32000, 11008, FfnKind::Gated, "silu",
+    {"derived-llama2-7b.config.json", "llama", 4096, 32, 32, 32, 128, 32000, 11008, FfnKind::Gated, "silu",
      NormKind::RmsNorm, 1e-5, PosKind::Rope, 10000, 128, 2048, false, false, false, 0, 0, 0, 0, 6738415616ull},
-    {"llama2-7b-chat.config.json", Family::Llama, 4096, 32, 32, 32, 128, 32000, 11008, FfnKind::Gated, "silu",
+    {"llama2-7b-chat.config.json", "llama", 4096, 32, 32, 32, 128, 32000, 11008, FfnKind::Gated, "silu",
      NormKind::RmsNorm, 1e-5, PosKind::Rope, 10000, 128, 4096, false, false, false, 0, 0, 0, 0, 6738415616ull},
-    {"derived-llama3.1-8b.config.json", Family::Llama, 4096, 32, 32, 8, 128, 128256, 14336, FfnKind::Gated, "silu",
+    {"derived-llama3.1-8b.config.json", "llama", 4096, 32, 32, 8, 128, 128256, 14336, FfnKind::Gated, "silu",
      NormKind::RmsNorm, 1e-5, PosKind::Rope, 500000, 128, 131072, false, false, false, 0, 0, 0, 0, 8030261248ull},
-    {"derived-mistral-7b-v0.1.config.json", Family::Mistral, 4096, 32, 32, 8, 128, 32000, 14336, FfnKind::Gated,
+    {"derived-mistral-7b-v0.1.config.json", "mistral", 4096, 32, 32, 8, 128, 32000, 14336, FfnKind::Gated,
      "silu", NormKind::RmsNorm, 1e-5, PosKind::Rope, 10000, 128, 32768, false, false, false, 0, 0, 0, 0,
      7241732096ull},
-    {"derived-mistral-7b-v0.3.config.json", Family::Mistral, 4096, 32, 32, 8, 128, 32768, 14336, FfnKind::Gated,
+    {"derived-mistral-7b-v0.3.config.json", "mistral", 4096, 32, 32, 8, 128, 32768, 14336, FfnKind::Gated,
      "silu", NormKind::RmsNorm, 1e-5, PosKind::Rope, 1000000, 128, 32768, false, false, false, 0, 0, 0, 0,
      7248023552ull},
-    {"derived-mixtral-8x7b-v0.1.config.json", Family::Mixtral, 4096, 32, 32, 8, 128, 32000, 14336, FfnKind::Gated,
+    {"derived-mixtral-8x7b-v0.1.config.json", "mixtral", 4096, 32, 32, 8, 128, 32000, 14336, FfnKind::Gated,
      "silu", NormKind::RmsNorm, 1e-5, PosKind::Rope, 1000000, 128, 32768, false, false, false, 8, 2, 14336, 0,
      46702792704ull},
-    {"derived-qwen1.5-moe-a2.7b.config.json", Family::Qwen2Moe, 2048, 24, 16, 16, 128, 151936, 5632, FfnKind::Gated,
+    {"derived-qwen1.5-moe-a2.7b.config.json", "qwen2_moe", 2048, 24, 16, 16, 128, 151936, 5632, FfnKind::Gated,
      "silu", NormKind::RmsNorm, 1e-6, PosKind::Rope, 1000000, 128, 32768, false, false, true, 60, 4, 1408, 5632,
      14315784192ull},
-    {"derived-qwen2-0.5b.config.json", Family::Qwen2, 896, 24, 14, 2, 64, 151936, 4864, FfnKind::Gated, "silu",
+    {"derived-qwen2-0.5b.config.json", "qwen2", 896, 24, 14, 2, 64, 151936, 4864, FfnKind::Gated, "silu",
      NormKind::RmsNorm, 1e-6, PosKind::Rope, 1000000, 64, 32768, true, false, true, 0, 0, 0, 0, 494032768ull},
-    {"derived-redpajama-3b-gpt_neox.config.json", Family::GptNeox, 2560, 32, 32, 32, 80, 50432, 10240, FfnKind::Plain,
+    {"derived-redpajama-3b-gpt_neox.config.json", "gpt_neox", 2560, 32, 32, 32, 80, 50432, 10240, FfnKind::Plain,
      "gelu", NormKind::LayerNorm, 1e-5, PosKind::Rope, 10000, 80, 2048, false, false, true, 0, 0, 0, 0,
      2775864320ull},
-    {"pythia-410m.config.json", Family::GptNeox, 1024, 24, 16, 16, 64, 50304, 4096, FfnKind::Plain, "gelu",
+    {"pythia-410m.config.json", "gpt_neox", 1024, 24, 16, 16, 64, 50304, 4096, FfnKind::Plain, "gelu",
      NormKind::LayerNorm, 1e-5, PosKind::Rope, 10000, 16, 2048, false, true, true, 0, 0, 0, 0, 405334016ull},
 };
 
@@ -73,7 +73,7 @@ static void every_shared_config_parses_with_its_values(void **) {
         print_message("%s\n", w.file);
         ParsedConfig p = load_shared(w.file);
         const ModelConfig &m = p.config;
-        assert_int_equal(int(m.family), int(w.family));
+        assert_string_equal(family_name(m.family), w.family);
         assert_int_equal(m.d_model, w.d);
         assert_int_equal(m.n_layers, w.layers);
         assert_int_equal(m.n_heads, w.heads);
@@ -131,7 +131,7 @@ static void falcon_variants(void **) {
         "vocab_size": 65024, "multi_query": true, "parallel_attn": true, "new_decoder_architecture": false,
         "bias": false, "alibi": false, "layer_norm_epsilon": 1e-05})";
     ModelConfig m = parse_model_config(f7, "falcon7b/config.json").config;
-    assert_int_equal(int(m.family), int(Family::Falcon));
+    assert_string_equal(family_name(m.family), "falcon");
     assert_int_equal(m.n_kv_heads, 1);
     assert_int_equal(m.head_dim, 64);
     assert_int_equal(m.norms_per_layer, 1);
@@ -178,7 +178,7 @@ static void user_roles_in_config_and_roles_file(void **) {
         ]})";
     const std::string roles_file = R"({"zz\\.w": "EMB", "aa\\.w": "LM_HEAD"})";
     ParsedConfig p = parse_model_config(cfg, "tiny/config.json", &roles_file, "tiny/stk_roles.json");
-    assert_int_equal(int(p.config.family), int(Family::Custom));
+    assert_int_equal(int(p.config.family), int(kCustomFamily));
     assert_int_equal(int(p.config.norm), int(NormKind::RmsNorm));
     assert_int_equal(int(p.config.ffn_kind), int(FfnKind::Gated));
     assert_int_equal(p.user_rules.size(), 5);
@@ -191,6 +191,31 @@ static void user_roles_in_config_and_roles_file(void **) {
     // The roles file's object entries come after config.json's list, sharing one priority.
     assert_int_equal(p.user_rules[3].priority, 3);
     assert_int_equal(p.user_rules[4].priority, 3);
+}
+
+// Gemma 3 text, as transformers 5 writes it (rope_parameters per layer type, layer_types) and as
+// the hub's google/gemma-3-270m config.json says it (rope_theta, rope_local_base_freq, no
+// layer_types: every 6th layer global).
+static void gemma3_configs(void **) {
+    std::string path = test::test_data("../fixtures/families/gemma3/config.json");
+    ModelConfig m = parse_model_config(read_small_file(path, kMaxConfigBytes), path).config;
+    assert_string_equal(family_name(m.family), "gemma3");
+    assert_true(m.rope_theta == 1e6 && m.rope_local_theta == 1e4);
+    assert_true(m.layer_is_sliding(0) && !m.layer_is_sliding(1));
+    assert_true(m.norm_offset == 1.0 && m.post_norms && m.qk_norm == QkNorm::PerHead && m.tied_embeddings);
+    assert_true(m.emb_multiplier == 8.0 && m.query_scale == 16 && m.sliding_window == 4);
+    assert_string_equal(m.activation, "gelu_pytorch_tanh");
+    const char *hub = R"({"architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attn_logit_softcapping": null,
+        "final_logit_softcapping": null, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 640,
+        "intermediate_size": 2048, "max_position_embeddings": 32768, "model_type": "gemma3_text",
+        "num_attention_heads": 4, "num_hidden_layers": 18, "num_key_value_heads": 1, "query_pre_attn_scalar": 256,
+        "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000.0, "rope_scaling": null, "rope_theta": 1000000.0,
+        "sliding_window": 512, "vocab_size": 262144})";
+    m = parse_model_config(hub, "gemma-3-270m/config.json").config;
+    assert_true(m.rope_theta == 1e6 && m.rope_local_theta == 1e4 && m.head_dim == 256 && m.n_kv_heads == 1);
+    for (uint32_t l = 0; l < 18; l++) assert_int_equal(m.layer_is_sliding(l), (l + 1) % 6 != 0);
+    // 268,098,176 parameters: google/gemma-3-270m's safetensors (tied head).
+    assert_int_equal(expected_param_count(m), 268098176ull);
 }
 
 static void malformed_values_are_named(void **) {
@@ -243,6 +268,7 @@ int main() {
         cmocka_unit_test(whisper_is_refused_as_encoder_decoder),
         cmocka_unit_test(unknown_model_type_says_how_to_supply_roles),
         cmocka_unit_test(user_roles_in_config_and_roles_file),
+        cmocka_unit_test(gemma3_configs),
         cmocka_unit_test(malformed_values_are_named),
         cmocka_unit_test(bad_role_rules),
     };

@@ -1,5 +1,6 @@
-// stk --list-models [--json]: the model families stk has built-in tensor role presets for, the
-// config.json model_type values that select them, and the roles each preset maps.
+// stk --list-models [--json]: the table of model families (ingest/family.h): the config.json
+// model_type values and architectures that select each, the GGUF general.architecture values it
+// reads, what its preset does, the roles it maps and the test model it is checked on.
 #include <cstdio>
 #include <set>
 #include <string>
@@ -8,27 +9,22 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "ingest/config.h"
+#include "ingest/family.h"
 #include "ingest/roles.h"
 
 namespace stk::cli {
 
-struct FamilyInfo {
-    Family family;
-    const char *model_types;  // config.json "model_type" values that select the preset
-    const char *note;
-};
+static std::string joined(const char *const *list, const char *sep) {
+    std::string s;
+    for (; list && *list; list++) s += (s.empty() ? "" : sep) + std::string(*list);
+    return s;
+}
 
-static const FamilyInfo kFamilies[] = {
-    {Family::Gpt2, "gpt2", "Conv1D weights transposed to [out, in]; fused c_attn split into Q, K, V"},
-    {Family::Llama, "llama", "gated FFN (gate W1, down W2, up W3), RMSNorm, RoPE, GQA"},
-    {Family::Mistral, "mistral", "as llama"},
-    {Family::Mixtral, "mixtral", "as llama, with MoE experts and a router"},
-    {Family::Qwen2, "qwen2", "as llama, with Q/K/V biases"},
-    {Family::Qwen2Moe, "qwen2_moe", "MoE experts, a shared expert and its gate"},
-    {Family::GptNeox, "gpt_neox", "fused query_key_value (per head), parallel attention"},
-    {Family::Bloom, "bloom", "fused query_key_value (per head), embedding LayerNorm, ALiBi"},
-    {Family::Falcon, "falcon, RefinedWeb, RefinedWebModel", "fused query_key_value (multi-query or grouped)"},
-};
+static std::vector<std::string> json_strings(const char *const *list) {
+    std::vector<std::string> v;
+    for (; list && *list; list++) v.push_back(json_escape(*list));
+    return v;
+}
 
 int cmd_list_models(int argc, char **argv) {
     Args args(argc, argv, 2);
@@ -39,12 +35,12 @@ int cmd_list_models(int argc, char **argv) {
         std::printf("Model families with built-in role presets (config.json \"model_type\" selects one).\n"
                     "Any other decoder-only model converts with user role patterns (stk_roles.json beside\n"
                     "config.json; docs/decisions.md, \"Unknown model types and the role pattern syntax\").\n\n");
-        std::printf("%-11s %s\n", "family", "model_type values, then what the preset does and the roles it maps");
+        std::printf("%-11s %s\n", "family", "model_type values, then what the preset does, the roles it maps and its test model");
     }
-    for (const FamilyInfo &f : kFamilies) {
+    for (uint32_t i = 1; i < kFamilyCount; i++) {
+        const FamilyDef &f = *kFamilyDefs[i];
         ModelConfig cfg;
-        cfg.family = f.family;
-        cfg.n_experts = (f.family == Family::Mixtral || f.family == Family::Qwen2Moe) ? 8 : 0;
+        cfg.family = FamilyId(i);
         std::set<std::string> roles;
         stk_status s = guard([&] {
             for (const RoleRule &r : preset_rules(cfg)) {
@@ -65,15 +61,21 @@ int cmd_list_models(int argc, char **argv) {
             list += (list.empty() ? "" : " ") + r;
             jr.push_back(json_escape(r));
         }
+        const std::string fixture = f.fixture[0] ? f.fixture : "none yet";
         if (json) {
             Json j;
-            j.str("family", family_name(f.family)).str("model_types", f.model_types).str("notes", f.note);
+            j.str("family", f.name).str("model_types", joined(f.model_types, ", ")).str("notes", f.summary);
+            j.raw("architectures", json_array(json_strings(f.architectures)));
+            j.raw("gguf_architectures", json_array(json_strings(f.gguf_archs)));
+            j.str("fixture", f.fixture);
             j.raw("roles", json_array(jr));
             items.push_back(j.text());
         } else {
-            std::printf("%-11s %s\n", family_name(f.family), f.model_types);
-            std::printf("%-11s %s\n", "", wrap(f.note, 12).c_str());
+            std::printf("%-11s %s\n", f.name, joined(f.model_types, ", ").c_str());
+            std::printf("%-11s %s\n", "", wrap(f.summary, 12).c_str());
             std::printf("%-11s %s\n", "", wrap("roles: " + list, 12).c_str());
+            if (f.gguf_archs[0]) std::printf("%-11s %s\n", "", wrap("gguf: " + joined(f.gguf_archs, ", "), 12).c_str());
+            std::printf("%-11s %s\n", "", wrap("tested on: " + fixture, 12).c_str());
         }
     }
     if (json)

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "ingest/family.h"
 #include "ingest/model.h"
 #include "format/lowbit_kernels.h"
 
@@ -275,7 +276,7 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
     const ModelPlan &p = d->plan;
     const ModelConfig &c = p.config;
     const std::vector<TensorRef> &refs = d->checkpoint->tensors();
-    const bool gpt2 = c.family == Family::Gpt2;
+    const bool gpt2 = family_by_name("gpt2") == c.family;
 
     // Which source tensors are parameters (buffers and tied copies are not), and which are
     // stored [in, out].

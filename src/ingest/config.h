@@ -15,19 +15,11 @@
 
 namespace stk {
 
-enum class Family : uint8_t {
-    Custom = 0,  // unknown model_type described by user role patterns ("stk_roles")
-    Gpt2,
-    Llama,
-    Mistral,
-    Mixtral,
-    Qwen2,
-    Qwen2Moe,
-    GptNeox,
-    Bloom,
-    Falcon,
-};
-const char *family_name(Family f);
+// A family is an index into the table of families (ingest/family.h, kFamilyDefs); 0 is
+// "custom": an unknown model_type described by user role patterns ("stk_roles").
+using FamilyId = uint16_t;
+constexpr FamilyId kCustomFamily = 0;
+const char *family_name(FamilyId f);
 
 enum class FfnKind : uint8_t { Plain = 0, Gated = 1 };      // W2 act(W1 x) / W2 (act(W1 x) * W3 x)
 enum class NormKind : uint8_t { LayerNorm = 0, RmsNorm = 1 };
@@ -50,9 +42,13 @@ constexpr uint64_t kMaxPositions = 1ull << 24;
 constexpr uint64_t kMaxConfigBytes = 4u << 20;  // config.json / stk_roles.json size cap
 constexpr uint32_t kMaxDenseLayerList = 64;     // qwen2_moe mlp_only_layers entries kept
 
+// How q/k are normalised before RoPE (Qwen3, Gemma 3, OLMo2, Cohere).
+enum class QkNorm : uint8_t { None = 0, PerHead = 1, Whole = 2 };  // weight [head_dim] / [heads * head_dim]
+const char *qk_norm_name(QkNorm k);
+
 struct ModelConfig {
     char model_type[32] = {};   // as written in config.json (truncated to 31 bytes)
-    Family family = Family::Custom;
+    FamilyId family = kCustomFamily;
 
     uint32_t d_model = 0;
     uint32_t n_layers = 0;
@@ -67,7 +63,11 @@ struct ModelConfig {
 
     NormKind norm = NormKind::LayerNorm;
     double norm_eps = 0;
-    uint32_t norms_per_layer = 2;  // Falcon-7B style parallel blocks share one input norm
+    uint32_t norms_per_layer = 2;  // pre-norms: Falcon-7B style parallel blocks share one input norm
+    bool post_norms = false;       // a norm on each sublayer's output too (Gemma 2/3 sandwich, OLMo2)
+    double norm_offset = 0;        // the gain is offset + weight (Gemma stores w, multiplies by 1 + w)
+    QkNorm qk_norm = QkNorm::None;
+    double emb_multiplier = 1;     // the embedding is scaled by this (Gemma: sqrt(d_model))
 
     PosKind positions = PosKind::None;
     double rope_theta = 0;       // RoPE base (rope_theta / rotary_emb_base)
@@ -75,6 +75,12 @@ struct ModelConfig {
     char rope_scaling_type[24] = {};  // "" none; "linear", "dynamic", "yarn", "llama3", ...
     double rope_scaling_factor = 0;
     uint64_t max_positions = 0;  // max_position_embeddings / n_positions (0: not stated)
+    double rope_local_theta = 0; // RoPE base of the sliding-window layers (Gemma 3; 0: rope_theta)
+    uint32_t sliding_window = 0; // tokens a sliding-window layer sees (0: none)
+    uint8_t sliding_layers[kMaxLayers / 8] = {};  // bit l: layer l attends through the window
+    double attn_softcap = 0;     // tanh soft-capping of attention logits (Gemma 2; 0: none)
+    double final_softcap = 0;    // of the output logits
+    double query_scale = 0;      // attention scale 1/sqrt(query_scale) (Gemma's query_pre_attn_scalar; 0: head_dim)
 
     // Mixture of experts (n_experts == 0: dense).
     uint32_t n_experts = 0;
@@ -96,6 +102,9 @@ struct ModelConfig {
     bool emb_norm = false;         // Bloom: LayerNorm right after the embedding
     QkvLayout qkv_layout = QkvLayout::Separate;  // how a fused query_key_value is laid out
 
+    bool layer_is_sliding(uint32_t layer) const {
+        return layer < kMaxLayers && (sliding_layers[layer / 8] >> (layer % 8)) & 1;
+    }
     // True if layer i routes through experts (qwen2_moe may keep some layers dense).
     bool layer_is_moe(uint32_t layer) const;
     // FFN hidden size of an expert index (-1 dense, -2 shared, >= 0 routed).

@@ -16,7 +16,7 @@ namespace stk {
 
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig &c) {
     std::vector<ExpectedTensor> out;
-    if (c.family == Family::Custom) return out;
+    if (c.family == kCustomFamily) return out;
     const uint64_t d = c.d_model, hd = c.head_dim, q = uint64_t(c.n_heads) * hd, kv = uint64_t(c.n_kv_heads) * hd;
     auto mat = [&](Role r, int32_t layer, int32_t expert, uint64_t rows, uint64_t cols) {
         out.push_back({r, NormSlot::None, layer, expert, 2, {rows, cols}});
@@ -24,10 +24,11 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig &c) {
     auto vec = [&](Role r, NormSlot s, int32_t layer, int32_t expert, uint64_t n) {
         out.push_back({r, s, layer, expert, 1, {n, 0}});
     };
-    auto norm = [&](NormSlot s, int32_t layer) {
-        vec(Role::LN_G, s, layer, kNoExpert, d);
-        if (c.norm == NormKind::LayerNorm) vec(Role::LN_B, s, layer, kNoExpert, d);
+    auto norm_n = [&](NormSlot s, int32_t layer, uint64_t n) {
+        vec(Role::LN_G, s, layer, kNoExpert, n);
+        if (c.norm == NormKind::LayerNorm) vec(Role::LN_B, s, layer, kNoExpert, n);
     };
+    auto norm = [&](NormSlot s, int32_t layer) { norm_n(s, layer, d); };
     auto ffn = [&](int32_t layer, int32_t expert, uint64_t f, bool bias) {
         mat(Role::FFN_W1, layer, expert, f, d);
         mat(Role::FFN_W2, layer, expert, d, f);
@@ -43,8 +44,16 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig &c) {
     if (c.emb_norm) norm(NormSlot::Emb, kNoLayer);
     for (uint32_t l = 0; l < c.n_layers; l++) {
         int32_t L = int32_t(l);
-        norm(NormSlot::Attn, L);
+        if (c.norms_per_layer > 0) norm(NormSlot::Attn, L);
         if (c.norms_per_layer > 1) norm(NormSlot::Ffn, L);
+        if (c.post_norms) {
+            norm(NormSlot::PostAttn, L);
+            norm(NormSlot::PostFfn, L);
+        }
+        if (c.qk_norm != QkNorm::None) {
+            norm_n(NormSlot::QNorm, L, c.qk_norm == QkNorm::PerHead ? hd : q);
+            norm_n(NormSlot::KNorm, L, c.qk_norm == QkNorm::PerHead ? hd : kv);
+        }
         mat(Role::Q, L, kNoExpert, q, d);
         mat(Role::K, L, kNoExpert, kv, d);
         mat(Role::V, L, kNoExpert, kv, d);
@@ -112,7 +121,7 @@ uint8_t group_of(Role role, NormSlot slot, int32_t layer) {
 bool is_layer_role(Role r, NormSlot s) {
     switch (r) {
         case Role::EMB: case Role::POS_EMB: case Role::LM_HEAD: return false;
-        case Role::LN_G: case Role::LN_B: return s == NormSlot::Attn || s == NormSlot::Ffn;
+        case Role::LN_G: case Role::LN_B: return s != NormSlot::Final && s != NormSlot::Emb && s != NormSlot::None;
         default: return true;
     }
 }
@@ -135,7 +144,7 @@ ModelLayout analyze_model(const ParsedConfig &pc, const std::vector<TensorRef> &
     S.n_source_tensors = uint32_t(tensors.size());
     if (tensors.size() > (1u << 24)) throw_error(STK_E_CORRUPT, "%zu tensors: too many", tensors.size());
 
-    const bool known = c.family != Family::Custom;
+    const bool known = c.family != kCustomFamily;
     const uint64_t hd = c.head_dim;
     std::vector<PlanTensor> plan;
     int32_t emb_index = -1;

@@ -36,7 +36,9 @@ const char *role_name(Role r);
 bool parse_role_name(const std::string &s, Role *out);
 
 // Which norm of a block an LN_G / LN_B is.
-enum class NormSlot : uint8_t { None = 0, Attn = 1, Ffn = 2, Final = 3, Emb = 4 };
+// Attn / Ffn: the norm before each sublayer; PostAttn / PostFfn: on each sublayer's output
+// (Gemma 2/3 sandwich, OLMo2); QNorm / KNorm: on the queries and keys (Qwen3, Gemma 3, OLMo2).
+enum class NormSlot : uint8_t { None = 0, Attn = 1, Ffn = 2, Final = 3, Emb = 4, PostAttn = 5, PostFfn = 6, QNorm = 7, KNorm = 8 };
 const char *norm_slot_name(NormSlot s);
 
 // Layout of a fused query_key_value tensor's output rows.
@@ -72,7 +74,7 @@ struct RoleMatch {
     int rule = -1;  // index into RoleMapper::rules()
 };
 
-// Built-in presets: rules for a family (empty for Family::Custom).
+// Built-in presets: the rules of the config's family (ingest/family.h; empty for custom models).
 std::vector<RoleRule> preset_rules(const ModelConfig &cfg);
 
 class RoleMapper {

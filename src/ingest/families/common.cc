@@ -1,0 +1,118 @@
+// What the family files share: the role-rule builder, the llama layout most families kept, the
+// table lookups.
+#include <cstring>
+
+#include "core/error.h"
+#include "ingest/family.h"
+
+namespace stk {
+
+RoleRule &RoleRules::add(std::string pattern, Role role) {
+    RoleRule r;
+    r.pattern = std::move(pattern);
+    r.role = role;
+    r.priority = 1000000 + uint32_t(rules.size());  // after every user rule, in list order
+    rules.push_back(r);
+    return rules.back();
+}
+
+void RoleRules::norm(const std::string &stem, NormSlot slot) {
+    add(stem + "\\.weight", Role::LN_G).slot = slot;
+    add(stem + "\\.bias", Role::LN_B).slot = slot;
+}
+
+void RoleRules::linear(const std::string &stem, Role w, Role b, bool transpose) {
+    add(stem + "\\.weight", w).transpose = transpose;
+    add(stem + "\\.bias", b);
+}
+
+void llama_layer_roles(RoleRules &p, const std::string &lp) {
+    p.norm(lp + "input_layernorm", NormSlot::Attn);
+    p.norm(lp + "post_attention_layernorm", NormSlot::Ffn);
+    p.linear(lp + "self_attn\\.q_proj", Role::Q, Role::Q_B);
+    p.linear(lp + "self_attn\\.k_proj", Role::K, Role::K_B);
+    p.linear(lp + "self_attn\\.v_proj", Role::V, Role::V_B);
+    p.linear(lp + "self_attn\\.o_proj", Role::O, Role::O_B);
+    p.add(lp + "self_attn\\.rotary_emb\\.inv_freq", Role::ROPE_ALPHA).buffer = true;
+    p.linear(lp + "mlp\\.gate_proj", Role::FFN_W1, Role::FFN_B1);
+    p.linear(lp + "mlp\\.up_proj", Role::FFN_W3, Role::FFN_B3);
+    p.linear(lp + "mlp\\.down_proj", Role::FFN_W2, Role::FFN_B2);
+}
+
+void llama_roles(RoleRules &p, const ModelConfig &) {
+    p.add("model\\.embed_tokens\\.weight", Role::EMB);
+    llama_layer_roles(p, "model\\.layers\\." STK_LAYER "\\.");
+    p.norm("model\\.norm", NormSlot::Final);
+    p.add("lm_head\\.weight", Role::LM_HEAD);
+}
+
+void llama_defaults(ModelConfig &m) {
+    m.tied_embeddings = false;
+    m.norm = NormKind::RmsNorm;
+    m.positions = PosKind::Rope;
+    m.ffn_kind = FfnKind::Gated;
+    m.rope_theta = 10000.0;
+    set_activation(m, "silu");
+}
+
+void llama_bias_keys(const ConfigReader &c, ModelConfig &m) {
+    bool b = false;
+    if (c.boolean("attention_bias", &b)) m.qkv_bias = m.o_bias = b;
+    b = false;
+    if (c.boolean("mlp_bias", &b)) m.mlp_bias = b;
+}
+
+void read_sliding_layers(const ConfigReader &c, ModelConfig &m, uint32_t pattern) {
+    std::memset(m.sliding_layers, 0, sizeof m.sliding_layers);
+    simdjson::dom::array types;
+    if (c.array("layer_types", &types)) {
+        uint32_t l = 0;
+        for (simdjson::dom::element e : types) {
+            std::string_view s;
+            if (e.get_string().get(s) || (s != "sliding_attention" && s != "full_attention"))
+                throw_error(STK_E_BAD_JSON, "%s: \"layer_types\" entry %u is not \"sliding_attention\" or \"full_attention\"",
+                            c.source().c_str(), l);
+            if (l >= m.n_layers)
+                throw_error(STK_E_BAD_JSON, "%s: \"layer_types\" lists more than the %u layers", c.source().c_str(), m.n_layers);
+            if (s == "sliding_attention") m.sliding_layers[l / 8] |= uint8_t(1u << (l % 8));
+            l++;
+        }
+        if (l != m.n_layers)
+            throw_error(STK_E_BAD_JSON, "%s: \"layer_types\" lists %u layers, the config has %u", c.source().c_str(), l,
+                        m.n_layers);
+        return;
+    }
+    for (uint32_t l = 0; l < m.n_layers; l++)
+        if (pattern == 0 || (l + 1) % pattern != 0) m.sliding_layers[l / 8] |= uint8_t(1u << (l % 8));
+}
+
+static bool in_list(const char *const *list, const std::string &s) {
+    for (; list && *list; list++)
+        if (s == *list) return true;
+    return false;
+}
+
+const FamilyDef &family_def(FamilyId id) {
+    if (id >= kFamilyCount) throw_error(STK_E_INTERNAL, "family %u is not in the table of %u", unsigned(id), kFamilyCount);
+    return *kFamilyDefs[id];
+}
+
+FamilyId family_by_model_type(const std::string &model_type) {
+    for (uint32_t i = 1; i < kFamilyCount; i++)
+        if (in_list(kFamilyDefs[i]->model_types, model_type)) return FamilyId(i);
+    return kCustomFamily;
+}
+
+FamilyId family_by_gguf_arch(const std::string &arch) {
+    for (uint32_t i = 1; i < kFamilyCount; i++)
+        if (in_list(kFamilyDefs[i]->gguf_archs, arch)) return FamilyId(i);
+    return kCustomFamily;
+}
+
+FamilyId family_by_name(const std::string &name) {
+    for (uint32_t i = 1; i < kFamilyCount; i++)
+        if (name == kFamilyDefs[i]->name) return FamilyId(i);
+    return kCustomFamily;
+}
+
+}  // namespace stk

@@ -1,0 +1,71 @@
+// Gemma 3 text (google/gemma-3-270m, gemma-3-1b-pt; model_type gemma3_text): RMSNorm whose gain is
+// 1 + weight (Gemma3RMSNorm), sandwich norms (input / post_attention around attention,
+// pre_feedforward / post_feedforward around the FFN), per-head q_norm / k_norm, the embedding
+// scaled by sqrt(hidden_size), gated gelu_pytorch_tanh FFN, tied head, GQA with head_dim
+// independent of the width, attention scale query_pre_attn_scalar^-1/2, and layers that
+// alternate a sliding window (RoPE base rope_local_base_freq) with full attention (rope_theta,
+// rope_scaling).
+#include <cmath>
+
+#include "ingest/family.h"
+
+namespace stk {
+
+static void gemma3_defaults(const ConfigReader &, const std::string &, ModelConfig &m) {
+    llama_defaults(m);
+    m.tied_embeddings = true;
+    set_activation(m, "gelu_pytorch_tanh");
+    m.norm_offset = 1.0;
+    m.post_norms = true;
+    m.qk_norm = QkNorm::PerHead;
+    m.rope_theta = 1000000.0;       // Gemma3TextConfig.default_theta["global"]
+    m.rope_local_theta = 10000.0;   // ["local"]
+    m.sliding_window = 4096;
+    m.query_scale = 256;
+}
+
+static void gemma3_finish(const ConfigReader &c, const std::string &, ModelConfig &m) {
+    m.emb_multiplier = std::sqrt(double(m.d_model));
+    llama_bias_keys(c, m);
+    uint64_t v;
+    if (c.u64("sliding_window", &v)) m.sliding_window = uint32_t(v < kMaxPositions ? v : kMaxPositions);
+    if (c.u64("query_pre_attn_scalar", &v)) m.query_scale = double(v);
+    c.f64("attn_logit_softcapping", &m.attn_softcap);
+    c.f64("final_logit_softcapping", &m.final_softcap);
+    uint64_t pattern = 6;
+    c.u64("sliding_window_pattern", &pattern);
+    read_sliding_layers(c, m, uint32_t(pattern));
+}
+
+void gemma_sandwich_roles(RoleRules &p, const ModelConfig &) {
+    const std::string lp = "model\\.layers\\." STK_LAYER "\\.";
+    p.add("model\\.embed_tokens\\.weight", Role::EMB);
+    p.norm(lp + "input_layernorm", NormSlot::Attn);
+    p.norm(lp + "post_attention_layernorm", NormSlot::PostAttn);
+    p.norm(lp + "pre_feedforward_layernorm", NormSlot::Ffn);
+    p.norm(lp + "post_feedforward_layernorm", NormSlot::PostFfn);
+    p.norm(lp + "self_attn\\.q_norm", NormSlot::QNorm);
+    p.norm(lp + "self_attn\\.k_norm", NormSlot::KNorm);
+    p.linear(lp + "self_attn\\.q_proj", Role::Q, Role::Q_B);
+    p.linear(lp + "self_attn\\.k_proj", Role::K, Role::K_B);
+    p.linear(lp + "self_attn\\.v_proj", Role::V, Role::V_B);
+    p.linear(lp + "self_attn\\.o_proj", Role::O, Role::O_B);
+    p.linear(lp + "mlp\\.gate_proj", Role::FFN_W1, Role::FFN_B1);
+    p.linear(lp + "mlp\\.up_proj", Role::FFN_W3, Role::FFN_B3);
+    p.linear(lp + "mlp\\.down_proj", Role::FFN_W2, Role::FFN_B2);
+    p.norm("model\\.norm", NormSlot::Final);
+    p.add("lm_head\\.weight", Role::LM_HEAD);
+}
+
+static const char *const kTypes[] = {"gemma3_text", nullptr};
+static const char *const kArchs[] = {"Gemma3ForCausalLM", nullptr};
+static const char *const kGguf[] = {"gemma3", nullptr};
+
+extern const FamilyDef kGemma3Family = {
+    "gemma3", kTypes, kArchs, kGguf,
+    "sandwich RMSNorms with gain 1 + w, per-head q/k norms, embedding x sqrt(d), local/global RoPE bases, "
+    "alternating sliding window (approximated: full attention)",
+    "tests/fixtures/families/gemma3", false, nullptr, gemma3_defaults, gemma3_finish, gemma_sandwich_roles,
+};
+
+}  // namespace stk

@@ -1,0 +1,21 @@
+// Llama 1/2/3.x (meta-llama/Llama-3.2-1B): RMSNorm, RoPE (llama3 rope_scaling), GQA, gated SiLU FFN.
+#include "ingest/family.h"
+
+namespace stk {
+
+static void llama_family_defaults(const ConfigReader &c, const std::string &, ModelConfig &m) {
+    llama_defaults(m);
+    llama_bias_keys(c, m);
+}
+
+static const char *const kTypes[] = {"llama", nullptr};
+static const char *const kArchs[] = {"LlamaForCausalLM", nullptr};
+static const char *const kGguf[] = {"llama", nullptr};
+
+extern const FamilyDef kLlamaFamily = {
+    "llama", kTypes, kArchs, kGguf,
+    "gated FFN (gate W1, down W2, up W3), RMSNorm, RoPE, GQA",
+    "tests/data/models/llama", false, nullptr, llama_family_defaults, nullptr, llama_roles,
+};
+
+}  // namespace stk

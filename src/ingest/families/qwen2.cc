@@ -1,0 +1,21 @@
+// Qwen2 / Qwen2.5 (Qwen/Qwen2.5-0.5B): the llama layout with Q/K/V biases.
+#include "ingest/family.h"
+
+namespace stk {
+
+static void qwen2_defaults(const ConfigReader &, const std::string &, ModelConfig &m) {
+    llama_defaults(m);
+    m.qkv_bias = true;
+}
+
+static const char *const kTypes[] = {"qwen2", nullptr};
+static const char *const kArchs[] = {"Qwen2ForCausalLM", nullptr};
+static const char *const kGguf[] = {"qwen2", nullptr};
+
+extern const FamilyDef kQwen2Family = {
+    "qwen2", kTypes, kArchs, kGguf,
+    "as llama, with Q/K/V biases",
+    "", false, nullptr, qwen2_defaults, nullptr, llama_roles,
+};
+
+}  // namespace stk

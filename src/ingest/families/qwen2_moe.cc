@@ -1,0 +1,41 @@
+// Qwen1.5-MoE / Qwen2-MoE (Qwen/Qwen1.5-MoE-A2.7B): routed experts, a shared expert with a
+// sigmoid gate, Q/K/V biases, decoder_sparse_step and mlp_only_layers.
+#include "core/error.h"
+#include "ingest/family.h"
+
+namespace stk {
+
+static void qwen2_moe_defaults(const ConfigReader &, const std::string &, ModelConfig &m) {
+    llama_defaults(m);
+    m.qkv_bias = true;
+}
+
+static void qwen2_moe_finish(const ConfigReader &c, const std::string &, ModelConfig &m) {
+    if (m.n_experts == 0) throw_error(STK_E_BAD_JSON, "%s: qwen2_moe config without \"num_experts\"", c.source().c_str());
+    m.shared_expert_gate = m.shared_expert_ffn_dim > 0;
+}
+
+static void qwen2_moe_roles(RoleRules &p, const ModelConfig &m) {
+    llama_roles(p, m);
+    const std::string lp = "model\\.layers\\." STK_LAYER "\\.mlp\\.";
+    p.add(lp + "gate\\.weight", Role::ROUTER_GATE);
+    p.add(lp + "experts\\." STK_EXPERT "\\.gate_proj\\.weight", Role::FFN_W1);
+    p.add(lp + "experts\\." STK_EXPERT "\\.up_proj\\.weight", Role::FFN_W3);
+    p.add(lp + "experts\\." STK_EXPERT "\\.down_proj\\.weight", Role::FFN_W2);
+    p.add(lp + "shared_expert\\.gate_proj\\.weight", Role::FFN_W1).shared = true;
+    p.add(lp + "shared_expert\\.up_proj\\.weight", Role::FFN_W3).shared = true;
+    p.add(lp + "shared_expert\\.down_proj\\.weight", Role::FFN_W2).shared = true;
+    p.add(lp + "shared_expert_gate\\.weight", Role::SHARED_GATE);
+}
+
+static const char *const kTypes[] = {"qwen2_moe", nullptr};
+static const char *const kArchs[] = {"Qwen2MoeForCausalLM", nullptr};
+static const char *const kGguf[] = {"qwen2moe", nullptr};
+
+extern const FamilyDef kQwen2MoeFamily = {
+    "qwen2_moe", kTypes, kArchs, kGguf,
+    "MoE experts, a shared expert and its gate",
+    "tests/data/models/qwen2_moe", false, nullptr, qwen2_moe_defaults, qwen2_moe_finish, qwen2_moe_roles,
+};
+
+}  // namespace stk

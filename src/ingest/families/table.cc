@@ -1,0 +1,15 @@
+// The table of families: one line per src/ingest/families/<family>.cc.  Entry 0 is "custom".
+#include "ingest/family.h"
+
+namespace stk {
+
+extern const FamilyDef kCustomFamilyDef, kGpt2Family, kLlamaFamily, kMistralFamily, kMixtralFamily, kQwen2Family,
+    kQwen2MoeFamily, kGptNeoxFamily, kBloomFamily, kFalconFamily, kGemma3Family;
+
+const FamilyDef *const kFamilyDefs[] = {
+    &kCustomFamilyDef, &kGpt2Family,    &kLlamaFamily,  &kMistralFamily, &kMixtralFamily, &kQwen2Family,
+    &kQwen2MoeFamily,  &kGptNeoxFamily, &kBloomFamily,  &kFalconFamily,  &kGemma3Family,
+};
+const uint32_t kFamilyCount = uint32_t(sizeof kFamilyDefs / sizeof kFamilyDefs[0]);
+
+}  // namespace stk
