@@ -162,7 +162,7 @@ void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &ro
             if (t.role == Role::LN_G && t.slot == NormSlot::Attn && t.layer == int32_t(l) && t.dims[0] == d) {
                 std::vector<float> g(d);
                 reader.read(t, g.data(), rows_scratch.data());
-                for (uint64_t j = 0; j < d; j++) gain[j] = g[j];
+                for (uint64_t j = 0; j < d; j++) gain[j] = plan.config.norm_offset + g[j];  // Gemma: the gain is 1 + w
             }
         }
         double err[3][4] = {}, spread[4] = {};
