@@ -32,7 +32,7 @@ const char *error_kind(int exit_code) {
         case kExitNotImplemented: return "not_implemented";
         case kExitVerifyFailed: return "verify_failed";
         case kExitIo: return "io";
-        default: return "failed";
+        default: return exit_code >= 128 ? "interrupted" : "failed";  // 128 + a signal (src/cli/cleanup.h)
     }
 }
 

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/cleanup.h"
 #include "cli/cli.h"
 #include "core/error.h"
 #include "format/array.h"
@@ -74,7 +75,10 @@ static const char kHelp[] =
     "is printed as \"disabled\" with the reason, and the conversion completes with exit code 0.\n"
     "\n"
     "exit codes: 0 ok (features may be disabled: see the summary), 1 input refused or a stage\n"
-    "failed, 2 usage, 3 a stage is not implemented (without --partial), 5 file system error\n";
+    "failed, 2 usage, 3 a stage is not implemented (without --partial), 5 file system error\n"
+    "(a full disk, a read-only generations/: checked before the conversion), 130 / 143\n"
+    "interrupted (SIGINT / SIGTERM): the staging directory, and a root this run created, are\n"
+    "removed first.  A failed run leaves the root as it was.\n";
 
 struct StageResult {
     stk_stage stage;
@@ -360,7 +364,8 @@ int cmd_convert(int argc, char **argv) {
 
     // --out first: a refused output should not cost a parse of the checkpoint.
     struct stat st;
-    if (::stat(out.c_str(), &st) == 0) {
+    const bool out_existed = ::stat(out.c_str(), &st) == 0;
+    if (out_existed) {
         if (!S_ISDIR(st.st_mode)) {
             set_last_error(format("--out %s exists and is not a directory", out.c_str()));
             return report_failure("convert", STK_E_OUTPUT_EXISTS, json);
@@ -395,10 +400,13 @@ int cmd_convert(int argc, char **argv) {
         set_last_error(format("cannot allocate the %zu-byte arena", arena_bytes));
         return report_failure("convert", STK_E_ARENA_TOO_SMALL, json);
     }
+    // Ctrl-C / SIGTERM from here on: this run's staging directory goes, and a root it created.
+    Cleanup cleanup("convert", out, std::string(kStagingPrefix) + std::to_string(::getpid()) + "-", !out_existed, json);
     stk_job *job = nullptr;
     s = stk_open(&p, arena, arena_bytes, &job);
     if (s != STK_OK) {
         std::free(arena);
+        if (!out_existed) remove_created_root(out);
         return report_failure("convert", s, json);
     }
     // stk_job is the library's Job (src/api/api.cc: struct stk_job : Job {}); the tool reads what
@@ -410,6 +418,7 @@ int cmd_convert(int argc, char **argv) {
     stk_status failed_status = STK_OK;
     std::string failed_message;
     bool missing = false;
+    bool failure_printed = false;  // the error is printed once, and no summary follows it
     StageTicker ticker;
     for (int i = 1; i <= STK_STAGE_COUNT; i++) {
         stk_stage sid = stk_stage(i);
@@ -437,6 +446,7 @@ int cmd_convert(int argc, char **argv) {
         if (s != STK_OK) {
             std::fprintf(stderr, "stk convert: stage %s failed: %s: %s\n", stk_stage_name(sid), stk_status_str(s),
                          r.message.c_str());
+            failure_printed = true;
             exit_code = exit_code_for(s);
             failed_status = s;
             failed_message = "stage " + std::string(stk_stage_name(sid)) + " failed: " + r.message;
@@ -562,7 +572,11 @@ int cmd_convert(int argc, char **argv) {
         std::fprintf(stderr, "  arrays      %zu, %s (%llu bytes of payload)\n", n_arrays, human_bytes(bytes).c_str(),
                      (unsigned long long)bytes);
     } else {
-        std::fprintf(stderr, "stk convert: %s\n", failed_message.c_str());
+        if (!failure_printed) std::fprintf(stderr, "stk convert: %s\n", failed_message.c_str());
+        stk_close(job);  // releases the lock and removes the staging directory
+        std::free(arena);
+        if (!out_existed) remove_created_root(out);
+        return exit_code;
     }
     if (tok)
         std::fprintf(stderr, "  tokenizer   %s\n", wrap(tok_mode + ": " + (tok_why.empty() ? "-" : tok_why), 14).c_str());

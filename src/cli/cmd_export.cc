@@ -1,9 +1,12 @@
 // stk export --in DIR --out FILE.lwt [--dtype NAME] [--json]: a HuggingFace checkpoint as one
 // .lwt weight file (seed 001; seed 002's low-bit dtypes), through stk_export_lwt.
+#include <unistd.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <string>
 
+#include "cli/cleanup.h"
 #include "cli/cli.h"
 #include "format/lowbit.h"
 
@@ -28,7 +31,8 @@ static const char kExportHelp[] =
     "                 do not depend on it\n"
     "  --json         one JSON object on stdout instead of the summary\n"
     "\n"
-    "exit codes: 0 ok, 1 refused (message on stderr), 2 usage, 5 file system error\n";
+    "exit codes: 0 ok, 1 refused (message on stderr), 2 usage, 5 file system error,\n"
+    "130 / 143 interrupted (SIGINT / SIGTERM: the temporary .FILE.tmp.PID is removed first)\n";
 
 int cmd_export(int argc, char **argv) {
     Args args(argc, argv, 2);
@@ -60,7 +64,15 @@ int cmd_export(int argc, char **argv) {
     stk_export_report r = {};
     r.struct_size = sizeof r;
     progress("exporting %s -> %s\n", in.c_str(), out.c_str());
-    stk_status s = stk_export_lwt(&p, &r);
+    stk_status s;
+    {
+        // Ctrl-C / SIGTERM while writing: the temporary file (OutputFile's .NAME.tmp.PID) goes.
+        const size_t slash = out.rfind('/');
+        const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : out.substr(0, slash);
+        const std::string base = slash == std::string::npos ? out : out.substr(slash + 1);
+        Cleanup cleanup("export", dir, "." + base + ".tmp." + std::to_string(::getpid()), false, json);
+        s = stk_export_lwt(&p, &r);
+    }
     if (s != STK_OK) return report_failure("export", s, json);
     if (json)
         std::printf("{\"out\": %s, \"dtype\": \"%s\", \"tensors\": %" PRIu64 ", \"parameters\": %" PRIu64

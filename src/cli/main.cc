@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "cli/cleanup.h"
 #include "cli/cli.h"
 
 using namespace stk::cli;
@@ -49,6 +50,7 @@ int main(int argc, char **argv) {
         return kExitUsage;
     }
     const char *cmd = argv[1];
+    install_fatal_signal_handlers(cmd);  // SIGBUS: a message and exit code 5, never a core dump
     if (!std::strcmp(cmd, "--list-models")) return cmd_list_models(argc, argv);
     if (!std::strcmp(cmd, "help") && argc == 3) {  // stk help COMMAND = stk COMMAND --help
         static char help_flag[] = "--help";

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -36,6 +37,7 @@ struct FsTrace {
     bool on = false;
     int fd = -1;
     uint64_t crash_at = 0;
+    int crash_signal = SIGKILL;
     uint64_t n = 0;
     std::mutex m;
     FsTrace() {
@@ -43,6 +45,8 @@ struct FsTrace {
         const char *c = std::getenv("STK_TEST_CRASH_AT");
         if (t && *t) fd = ::open(t, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (c && *c) crash_at = std::strtoull(c, nullptr, 10);
+        const char *sig = std::getenv("STK_TEST_CRASH_SIGNAL");
+        if (sig && *sig) crash_signal = int(std::strtol(sig, nullptr, 10));
         on = fd >= 0 || crash_at != 0;
     }
 };
@@ -61,7 +65,10 @@ auto traced(const char *name, const std::string &a, const std::string &b, Op op)
     if (!t.on) return op();
     std::lock_guard<std::mutex> l(t.m);
     uint64_t n = t.n + 1;
-    if (n == t.crash_at) ::kill(::getpid(), SIGKILL);
+    if (n == t.crash_at) {
+        if (t.crash_signal == SIGKILL) ::kill(::getpid(), SIGKILL);
+        else ::raise(t.crash_signal);  // this thread, before the operation: the tool's handler runs here
+    }
     auto r = op();
     if (r < 0) return r;
     t.n = n;
@@ -130,9 +137,23 @@ void OutputFile::write_zeros(uint64_t len) {
     uint64_t end;
     if (!add_ok(size_, len, &end) || end > uint64_t(INT64_MAX))
         throw_error(STK_E_IO, "cannot extend %s by %llu bytes", tmp_.c_str(), (unsigned long long)len);
-    if (traced("write", tmp_, std::to_string(size_) + "+" + std::to_string(len),
-               [&] { return ::ftruncate(fd_, off_t(end)); }) != 0)
-        fail_errno("cannot extend " + tmp_);
+    // Allocated, not a hole: a hole gets its pages only when first touched, and on a full file
+    // system that is a reader's SIGBUS (tmpfs allocates on a read fault) long after the writer
+    // succeeded.  fallocate reserves the blocks now (ENOSPC here, named) and they read as zeros;
+    // a file system without it gets the zeros written.
+    if (len && traced("write", tmp_, std::to_string(size_) + "+" + std::to_string(len), [&] {
+            if (::fallocate(fd_, 0, off_t(size_), off_t(len)) == 0) return 0;
+            if (errno != EOPNOTSUPP && errno != ENOSYS) return -1;
+            static const char zeros[64 * 1024] = {};
+            for (uint64_t off = size_; off < end;) {
+                ssize_t n = ::pwrite(fd_, zeros, size_t(std::min<uint64_t>(sizeof zeros, end - off)), off_t(off));
+                if (n < 0 && errno == EINTR) continue;
+                if (n <= 0) return -1;
+                off += uint64_t(n);
+            }
+            return 0;
+        }) != 0)
+        fail_errno("cannot extend " + tmp_ + " by " + std::to_string(len) + " zero bytes");
     written_ += len;
     size_ = end;
 }

@@ -8,6 +8,8 @@
 //   STK_TEST_FS_TRACE=FILE  appends one line per completed operation to FILE:
 //                           "<n> <op> <path> [<path2>|<bytes>]"  (n counts from 1)
 //   STK_TEST_CRASH_AT=N     the process SIGKILLs itself instead of performing operation N
+//   STK_TEST_CRASH_SIGNAL=S with CRASH_AT: raise signal number S instead of SIGKILL (tests of
+//                           the tool's cleanup on SIGINT / SIGTERM / SIGBUS, src/cli/cleanup.h)
 // Both are read once per process; without them the cost is one branch per operation.
 #pragma once
 
@@ -27,8 +29,9 @@ public:
 
     void write(const void *data, size_t len);        // sequential append
     void pwrite(const void *data, size_t len, uint64_t offset);  // header patch before commit
-    // Sequential append of `len` zero bytes by growing the file (ftruncate: a hole, no page-cache
-    // pages to fill and flush; it reads back as zeros).  Traced as a write.
+    // Sequential append of `len` zero bytes, allocated (fallocate; written where the file system
+    // lacks it), never a hole: on a full disk this fails with ENOSPC here instead of a reader's
+    // SIGBUS later.  Traced as a write.
     void write_zeros(uint64_t len);
     void pread(void *data, size_t len, uint64_t offset) const;   // read back before commit (18.5)
     uint64_t size() const { return size_; }

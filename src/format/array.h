@@ -97,8 +97,9 @@ public:
     // spec's array in directory dir (dir/spec.name).
     ArrayWriter(const std::string &dir, const ArraySpec &spec) : ArrayWriter(dir + "/" + spec.name, spec.dtype, spec.rank, spec.dims) {}
     void append(const void *data, size_t len);
-    // Append `len` zero bytes: checksummed like any others, written as a hole (OutputFile::
-    // write_zeros): the same file bytes, without pushing the zeros through write(2).
+    // Append `len` zero bytes: checksummed like any others, allocated by fallocate (OutputFile::
+    // write_zeros): the same file bytes, without pushing the zeros through write(2), and no hole
+    // that a reader on a full file system would fault on.
     void append_zeros(uint64_t len);
     uint64_t byte_len() const { return header_.byte_len; }
     // Checks that exactly byte_len bytes were appended; returns the final header.

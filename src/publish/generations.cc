@@ -213,6 +213,13 @@ uint32_t clean_leftovers(const std::string &root) {
     return n;
 }
 
+void probe_writable_dir(const std::string &dir) {
+    const std::string probe = dir + "/.probe-" + std::to_string(::getpid());
+    if (::mkdir(probe.c_str(), 0700) != 0 && errno != EEXIST)
+        fail_errno(dir + " is not writable: a conversion could not publish into it; nothing was written");
+    ::rmdir(probe.c_str());
+}
+
 std::string make_staging_dir(const std::string &root) {
     static std::atomic<uint32_t> counter{0};
     std::string path = root + "/" + kStagingPrefix + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
@@ -238,7 +245,26 @@ std::string publish_staged(const std::string &root, const std::string &staging, 
     durable_fsync_dir(root);
     // 2. The swap: CURRENT.tmp written and fsynced, renamed over CURRENT, the root fsynced.
     std::string text = encode_current(name, curr_hash);
-    durable_replace_file(root + "/" + kCurrentFileName, text.data(), text.size());
+    try {
+        durable_replace_file(root + "/" + kCurrentFileName, text.data(), text.size());
+    } catch (const Error &) {
+        // A swap that did not happen (ENOSPC writing CURRENT.tmp, say) leaves CURRENT as it was:
+        // the new generation would be an orphan and CURRENT.tmp a leftover.  Both go, unless
+        // CURRENT already names the new generation (the failure came after the rename).
+        CurrentPointer cp;
+        bool swapped = false;
+        guard([&] { swapped = read_current(root, &cp) && cp.name == name; });
+        if (!swapped) {
+            guard([&] { durable_unlink(root + "/" + kCurrentFileName + ".tmp"); });
+            guard([&] {
+                const std::string trash = root + "/" + kTrashPrefix + name;
+                durable_rename(final_dir, trash);
+                durable_remove_tree(trash);
+                durable_fsync_dir(root);
+            });
+        }
+        throw;
+    }
     return name;
 }
 

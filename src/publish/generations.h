@@ -76,6 +76,11 @@ void unlock_root(int fd);
 // Returns how many entries it removed.
 uint32_t clean_leftovers(const std::string &root);
 
+// Creates and removes a directory entry in `dir` (".probe-<pid>"): STK_E_IO naming `dir` when
+// it cannot be written (permissions, a read-only file system).  access(2) is not enough: it
+// says yes to root on a read-only mount.
+void probe_writable_dir(const std::string &dir);
+
 // Under the lock: creates ROOT/.staging-<pid>-<n> and returns its path.
 std::string make_staging_dir(const std::string &root);
 

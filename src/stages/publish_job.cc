@@ -40,6 +40,9 @@ void publish_begin(Job &job) {
     job.root_lock_fd = lock_root(root);
     clean_leftovers(root);
     durable_mkdir(root + "/" + kGenerationsDirName);
+    // Publication renames the staging directory into generations/: find out now, not after the
+    // whole conversion, that it cannot (a read-only generations/ or file system).
+    probe_writable_dir(root + "/" + kGenerationsDirName);
     CurrentPointer cp;
     if (read_current(root, &cp)) {
         // The chain continues from the current generation; refuse to chain onto one that does
