@@ -123,6 +123,26 @@ HWY_INLINE void Nibbles(const uint8_t *qs, size_t half, int bias, int8_t *q) {
     }
 }
 
+// 16 bytes of IQ4 nibbles -> q[0..16) = grid[low nibbles], q[16..32) = grid[high nibbles]: one
+// byte shuffle per half where the target has 16-byte vectors.
+HWY_INLINE void Iq4Lookup(const uint8_t *qs, int8_t *q) {
+#if HWY_TARGET == HWY_SCALAR
+    for (int j = 0; j < 16; j++) {
+        q[j] = kIq4nl[qs[j] & 0xF];
+        q[j + 16] = kIq4nl[qs[j] >> 4];
+    }
+#else
+    const hn::Full128<int8_t> d8;
+    const hn::Full128<uint8_t> du;
+    const auto grid = hn::LoadU(d8, kIq4nl);
+    const auto v = hn::LoadU(du, qs);
+    const auto lo = hn::BitCast(d8, hn::And(v, hn::Set(du, uint8_t(0x0F))));
+    const auto hi = hn::BitCast(d8, hn::ShiftRight<4>(v));
+    hn::StoreU(hn::TableLookupBytes(grid, lo), d8, q);
+    hn::StoreU(hn::TableLookupBytes(grid, hi), d8, q + 16);
+#endif
+}
+
 void DequantImpl(uint32_t type, const uint8_t *src, uint64_t n_blocks, float *out) {
     const Layout L = layout(type);
     alignas(64) int8_t q[256];
@@ -167,10 +187,7 @@ void DequantImpl(uint32_t type, const uint8_t *src, uint64_t n_blocks, float *ou
             Apply<0>(q, sc, off, 1, 32, y);
             break;
         case IQ4_NL:
-            for (int j = 0; j < 16; j++) {
-                q[j] = kIq4nl[x[2 + j] & 0xF];
-                q[j + 16] = kIq4nl[x[2 + j] >> 4];
-            }
+            Iq4Lookup(x + 2, q);
             sc[0] = f16(x);
             Apply<0>(q, sc, off, 1, 32, y);
             break;
@@ -190,14 +207,15 @@ void DequantImpl(uint32_t type, const uint8_t *src, uint64_t n_blocks, float *ou
         case Q3_K: {
             const uint8_t *hm = x, *qs = x + 32, *s = x + 96;
             const float d = f16(x + 108);
+            // Element e = 32 j + l (j = 4 h + k): crumb k of qs[32 h + l], minus 4 unless bit j
+            // of hm[l] is set.
             for (int h = 0; h < 2; h++)
-                for (int k = 0; k < 4; k++)
-                    for (int l = 0; l < 32; l++) {
-                        const int e = (h * 4 + k) * 32 + l;
-                        const int low = (qs[h * 32 + l] >> (2 * k)) & 3;
-                        const int high = ((hm[l] >> (e / 32)) & 1) ^ 1;
-                        q[e] = int8_t(low - (high << 2));
-                    }
+                for (int k = 0; k < 4; k++) {
+                    const int j = h * 4 + k;
+                    int8_t *o = q + j * 32;
+                    for (int l = 0; l < 32; l++)
+                        o[l] = int8_t(((qs[h * 32 + l] >> (2 * k)) & 3) - ((((hm[l] >> j) & 1) ^ 1) << 2));
+                }
             for (int i = 0; i < 16; i++) {
                 const int lo = (i < 8 ? s[i] : s[i - 8] >> 4) & 0xF;
                 const int hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
@@ -211,16 +229,20 @@ void DequantImpl(uint32_t type, const uint8_t *src, uint64_t n_blocks, float *ou
             const bool five = type == Q5_K;
             const float d = f16(x), dmin = f16(x + 2);
             const uint8_t *s = x + 4, *qh = x + 16, *qs = x + (five ? 48 : 16);
-            for (int c = 0; c < 4; c++)
+            // Sub-blocks 2c and 2c + 1: the low and high nibbles of qs[32c ..]; Q5_K's fifth bit
+            // of element e is bit e / 32 of qh[e % 32].
+            for (int c = 0; c < 4; c++) {
+                int8_t *o = q + c * 64;
                 for (int l = 0; l < 32; l++) {
-                    const int e0 = c * 64 + l, e1 = e0 + 32;
-                    q[e0] = int8_t(qs[c * 32 + l] & 0xF);
-                    q[e1] = int8_t(qs[c * 32 + l] >> 4);
-                    if (five) {
-                        q[e0] = int8_t(q[e0] | (((qh[l] >> (e0 / 32)) & 1) << 4));
-                        q[e1] = int8_t(q[e1] | (((qh[l] >> (e1 / 32)) & 1) << 4));
-                    }
+                    o[l] = int8_t(qs[c * 32 + l] & 0xF);
+                    o[32 + l] = int8_t(qs[c * 32 + l] >> 4);
                 }
+                if (five)
+                    for (int l = 0; l < 32; l++) {
+                        o[l] = int8_t(o[l] | (((qh[l] >> (2 * c)) & 1) << 4));
+                        o[32 + l] = int8_t(o[32 + l] | (((qh[l] >> (2 * c + 1)) & 1) << 4));
+                    }
+            }
             for (int j = 0; j < 8; j++) {
                 uint8_t a, m;
                 k_scale_min(s, j, &a, &m);
@@ -234,12 +256,18 @@ void DequantImpl(uint32_t type, const uint8_t *src, uint64_t n_blocks, float *ou
             const uint8_t *ql = x, *qh = x + 128;
             const int8_t *scales = reinterpret_cast<const int8_t *>(x + 192);
             const float d = f16(x + 208);
-            for (int h = 0; h < 2; h++)
-                for (int r = 0; r < 128; r++) {
-                    const int lo = (ql[h * 64 + r % 64] >> (4 * (r / 64))) & 0xF;
-                    const int hi = (qh[h * 32 + r % 32] >> (2 * (r / 32))) & 3;
-                    q[h * 128 + r] = int8_t((lo | (hi << 4)) - 32);
+            // Element h*128 + r takes nibble r / 64 of ql[h*64 + r % 64] and crumb r / 32 of
+            // qh[h*32 + r % 32]; one pass over l = r % 32 fills the four quarters.
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *a = ql + h * 64, *c = qh + h * 32;
+                int8_t *o = q + h * 128;
+                for (int l = 0; l < 32; l++) {
+                    o[l] = int8_t(((a[l] & 0xF) | ((c[l] & 3) << 4)) - 32);
+                    o[32 + l] = int8_t(((a[32 + l] & 0xF) | (((c[l] >> 2) & 3) << 4)) - 32);
+                    o[64 + l] = int8_t(((a[l] >> 4) | (((c[l] >> 4) & 3) << 4)) - 32);
+                    o[96 + l] = int8_t(((a[32 + l] >> 4) | (((c[l] >> 6) & 3) << 4)) - 32);
                 }
+            }
             for (int j = 0; j < 16; j++) sc[j] = d * float(scales[j]);
             Apply<0>(q, sc, off, 16, 16, y);
             break;
@@ -252,10 +280,7 @@ void DequantImpl(uint32_t type, const uint8_t *src, uint64_t n_blocks, float *ou
                 const int lo = (sl[i / 2] >> (4 * (i % 2))) & 0xF;
                 const int hi = (sh >> (2 * i)) & 3;
                 sc[i] = d * float(int8_t(lo | (hi << 4)) - 32);
-                for (int l = 0; l < 16; l++) {
-                    q[i * 32 + l] = kIq4nl[qs[i * 16 + l] & 0xF];
-                    q[i * 32 + 16 + l] = kIq4nl[qs[i * 16 + l] >> 4];
-                }
+                Iq4Lookup(qs + i * 16, q + i * 32);
             }
             Apply<0>(q, sc, off, 8, 32, y);
             break;
@@ -308,7 +333,20 @@ void PlainImpl(uint32_t type, const uint8_t *src, uint64_t n, float *out) {
         }
         return;
     }
-    for (; i < n; i++) out[i] = f16(src + 2 * i);  // F16: scalar, exact for NaN payloads too
+    // F16: finite and infinite values convert exactly on every target; NaNs go through the
+    // scalar definition (quiet, payload kept), whatever the target's conversion does with them.
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    const auto exp_mask = hn::Set(d16, uint16_t(0x7C00));
+    for (; i + N <= n; i += N) {
+        const auto bits = hn::LoadU(d16, reinterpret_cast<const uint16_t *>(src) + i);
+        const auto man = hn::And(bits, hn::Set(d16, uint16_t(0x03FF)));
+        if (!hn::AllFalse(d16, hn::And(hn::Eq(hn::And(bits, exp_mask), exp_mask), hn::Ne(man, hn::Zero(d16))))) {
+            for (size_t k = 0; k < N; k++) out[i + k] = f16(src + 2 * (i + k));
+            continue;
+        }
+        hn::StoreU(hn::PromoteTo(df, hn::BitCast(dh, bits)), df, out + i);
+    }
+    for (; i < n; i++) out[i] = f16(src + 2 * i);
 }
 
 const char *TargetName() { return hwy::TargetName(HWY_TARGET); }
