@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (t.n_bytes > size || t.data_offset > size - t.n_bytes) __builtin_trap();
             if (t.n_elements % ti->block != 0 || t.n_bytes != t.n_elements / ti->block * ti->block_bytes) __builtin_trap();
             prev_end = t.data_offset + t.n_bytes;
-            if (!stk::ggml::ggml_dequant_supported(t.type)) continue;
+            if (!stk::ggml::ggml_dequant_supported(t.type) || t.n_elements == 0) continue;
             const uint64_t n_blocks = t.n_elements / ti->block;
             a.assign(t.n_elements, 0.0f);
             b.assign(t.n_elements, 1.0f);

@@ -370,6 +370,7 @@ uint32_t ggml_dequant_block_bytes(uint32_t type) { return layout(type).bytes; }
 
 bool ggml_dequantize(uint32_t type, const uint8_t *src, uint64_t n_blocks, float *out) {
     if (!ggml_dequant_supported(type)) return false;
+    if (n_blocks == 0) return true;  // out may be null (an empty tensor's empty scratch)
     if (type == F32 || type == F16 || type == BF16) HWY_DYNAMIC_DISPATCH(PlainImpl)(type, src, n_blocks, out);
     else HWY_DYNAMIC_DISPATCH(DequantImpl)(type, src, n_blocks, out);
     return true;
