@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """An independent .lwt reader, written from docs/format.md ("LWT weight file") alone, not from
-stk's code.  It exports the tiny fixtures with the built `stk export` in every dtype, parses each
+stk's code (version 1: seed 001's 216-byte entries; version 2: 224-byte entries).  It exports the tiny fixtures with the built `stk export` in every dtype, parses each
 file with numpy (layout, header, index, alignment, zlib's CRC32), and compares every tensor with
 what PyTorch loads from the source pytorch_model.bin: float32 bit for bit (Conv1D weights
 transposed), float16/bfloat16 as IEEE round-to-nearest-even of the source, and the integer types
@@ -38,7 +38,7 @@ def fail(msg):
     sys.exit(1)
 
 
-def read_lwt(path):
+def read_lwt(path, legacy=False):
     b = open(path, "rb").read()
     if b[:8] != b"LWATCHV1":
         fail(f"{path}: magic")
@@ -48,12 +48,19 @@ def read_lwt(path):
         fail(f"{path}: header fields {[k for k, _ in header]}")
     h = dict(header)
     h["config"] = dict(h["config"])
-    if h["version"] != 1 or h["byte_order"] != "little":
+    if h["version"] not in (1, 2) or h["byte_order"] != "little":
         fail(f"{path}: version/byte_order")
+    # Version 1 (float32 only): seed 001's C struct, 216 bytes; version 2: 224 bytes with dtype,
+    # scale and zero_point.  legacy=True: a version-1 file with 224-byte entries, as stk wrote
+    # them before version 2 existed.
+    ext = h["version"] == 2 or legacy
+    es = 224 if ext else 216
+    if not ext and h["dtype"] != "float32":
+        fail(f"{path}: version 1 with dtype {h['dtype']}")
     count = h["tensor_count"]
     index_at = 16 + n
-    data_at = (index_at + 224 * count + 63) // 64 * 64
-    if any(b[index_at + 224 * count:data_at]):
+    data_at = (index_at + es * count + 63) // 64 * 64
+    if any(b[index_at + es * count:data_at]):
         fail(f"{path}: padding before data")
     if len(b) != data_at + h["total_bytes"] or h["total_bytes"] % 64:
         fail(f"{path}: file size {len(b)} vs data at {data_at} + {h['total_bytes']}")
@@ -63,13 +70,16 @@ def read_lwt(path):
     tensors = []
     expect_off = 0
     for i in range(count):
-        e = b[index_at + 224 * i: index_at + 224 * (i + 1)]
+        e = b[index_at + es * i: index_at + es * (i + 1)]
         name = e[:128].split(b"\0", 1)[0].decode("utf-8")
         ndim, code = struct.unpack_from("<II", e, 128)
         shape = struct.unpack_from("<8Q", e, 136)
         off, size = struct.unpack_from("<QQ", e, 200)
-        (scale,) = struct.unpack_from("<f", e, 216)
-        (zp,) = struct.unpack_from("<I", e, 220)
+        if ext:
+            (scale,) = struct.unpack_from("<f", e, 216)
+            (zp,) = struct.unpack_from("<I", e, 220)
+        else:
+            code, scale, zp = 1, 1.0, 0
         if any(shape[ndim:]):
             fail(f"{name}: shape beyond ndim")
         shape = shape[:ndim]
@@ -181,6 +191,8 @@ def check_model(stk, model_dir, gpt2, tmp):
         h, tensors = read_lwt(out)
         if h["dtype"] != dname:
             fail(f"{out}: dtype")
+        if h["version"] != (1 if dname == "float32" else 2):
+            fail(f"{out}: version {h['version']} for {dname}")
         names = set()
         for t in tensors:
             names.add(t["name"])
@@ -231,13 +243,15 @@ def main():
     try:
         check_model(stk, os.path.join(data, "models", "gpt2"), True, tmp)
         check_model(stk, os.path.join(data, "models", "gpt_neox"), False, tmp)
-        # The test vector of docs/format.md, as committed in the fuzz corpus.
+        # The test vector of docs/format.md, as committed in the fuzz corpus, and the same file in
+        # the layout stk wrote before version 2 (version 1, 224-byte entries).
         root = os.environ.get("STK_SOURCE_ROOT", ".")
-        h, ts = read_lwt(os.path.join(root, "fuzz", "corpus", "lwt", "test_vector.lwt"))
-        vals = {t["name"]: values(t).tolist() for t in ts}
-        if vals != {"a": [1.0, -2.0], "b": [0.0, -1.0, 7.0]} or h["data_crc32"] != "483e3deb":
-            fail(f"test vector: {vals} {h}")
-        print("test vector: ok")
+        for name, legacy in (("test_vector.lwt", False), ("test_vector_v1_224.lwt", True)):
+            h, ts = read_lwt(os.path.join(root, "fuzz", "corpus", "lwt", name), legacy)
+            vals = {t["name"]: values(t).tolist() for t in ts}
+            if vals != {"a": [1.0, -2.0], "b": [0.0, -1.0, 7.0]} or h["data_crc32"] != "483e3deb":
+                fail(f"test vector {name}: {vals} {h}")
+            print(f"test vector {name}: ok")
     finally:
         shutil.rmtree(tmp)
     return 0

@@ -440,7 +440,7 @@ static void guard_check_failure_disables_o0(void **) {
     assert_int_equal(r->kind, kRecordInvariantFail);
     assert_int_equal(r->feature, kFeatureO0Route);
     assert_true(r->value == 1);
-    r = find_record(man.records, "O(0) route disabled");
+    r = find_record(man.records, "guard shortcut disabled");
     assert_non_null(r);
     assert_int_equal(r->kind, kRecordFeatureDisabled);
     assert_int_equal(r->feature, kFeatureO0Route);

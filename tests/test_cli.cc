@@ -9,6 +9,8 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
+
 #include "ingest/family.h"
 #include "test_util.h"
 #include "tokenizer/bpe.h"
@@ -178,6 +180,9 @@ static void json_always_one_object(void **) {
         {{"tokenize", "--json", model()}, "tokenize", 2, "usage"},
         {{"tokenize", "--json", model(), "--prompt", "x", "--mode", "wrong"}, "tokenize", 2, "usage"},
         {{"tokenize", "--json", model(), "--prompt", "x", "--no-special=1"}, "tokenize", 2, "usage"},
+        {{"export", "--json"}, "export", 2, "usage"},
+        {{"export", "--json", model(), out + ".lwt", "--bogus"}, "export", 2, "usage"},
+        {{"export", "--json", missing, out + ".lwt"}, "export", 5, "io"},
         {{"nosuchcommand", "--json"}, "stk", 2, "usage"},
         {{"--list-models", "--json", "--x"}, "--list-models", 2, "usage"},
     };
@@ -198,6 +203,7 @@ static void json_always_one_object(void **) {
         {"--list-models", "--json"},
         {"--version", "--json"},
         {"convert", model(), out, "--dry-run", "--json"},
+        {"export", model(), test::make_temp_dir("cli-json-export") + "/m.lwt", "--json"},
     };
     for (const auto &args : ok) {
         Run r = run_stk(args);
@@ -248,7 +254,7 @@ static void arguments_validated_first(void **) {
     assert_contains(r.err, "unexpected argument 'foo'");
     r = run_stk({"convert", model(), dir + "/o4", "--threads", "-1"});
     assert_int_equal(r.exit_code, 2);
-    assert_contains(r.err, "--threads takes a whole number, not '-1'");
+    assert_contains(r.err, "--threads takes 1..1024, not '-1'");
     // Boolean flags before positionals keep the order (--partial does not swallow the model).
     std::string o5 = dir + "/o5";
     assert_int_equal(run_stk({"convert", "--partial", model(), o5}).exit_code, 0);
@@ -383,6 +389,142 @@ static void in_resolution(void **) {
     assert_true(std::string_view(croot["in"]) == cache + "/snapshots/" + rev);
 }
 
+// export takes the other verbs' forms (positionals, a file inside the model, a HuggingFace cache
+// folder is resolve_model_dir as for convert), --dtype's short names and its error, JSON with the
+// shared keys on one line; inspect --json of a .lwt is one line too.
+static void export_arguments_and_json(void **) {
+    std::string dir = test::make_temp_dir("cli-export");
+    Run a = run_stk({"export", model(), dir + "/a.lwt", "--dtype", "f16", "--json"});
+    simdjson::dom::parser p;
+    auto root = parse_result(p, a, "export");
+    assert_int_equal(std::count(a.out.begin(), a.out.end(), '\n'), 1);
+    assert_true(std::string_view(root["dtype"]) == "float16");
+    assert_int_equal(int64_t(root["version"]), 2);
+    assert_int_equal(uint64_t(root["tensors"]), 28);
+    Run b = run_stk({"export", "--in", model() + "/model.safetensors", "--out", dir + "/b.lwt", "--dtype", "float16"});
+    assert_int_equal(b.exit_code, 0);
+    assert_true(test::read_bytes(dir + "/a.lwt") == test::read_bytes(dir + "/b.lwt"));
+    // Short names: the same bytes as the full ones.
+    for (auto [alias, name] : {std::pair<const char *, const char *>{"bf16", "bfloat16"}, {"q8", "int8"}, {"i4", "int4"}, {"F32", "float32"}}) {
+        std::string x = dir + "/" + alias + ".lwt", y = dir + "/" + name + ".lwt";
+        assert_int_equal(run_stk({"export", model(), x, "--dtype", alias}).exit_code, 0);
+        assert_int_equal(run_stk({"export", model(), y, "--dtype", name}).exit_code, 0);
+        assert_true(test::read_bytes(x) == test::read_bytes(y));
+    }
+    Run bad = run_stk({"export", model(), dir + "/z.lwt", "--dtype", "int3"});
+    assert_int_equal(bad.exit_code, 2);
+    assert_contains(bad.err, "unknown --dtype 'int3': one of float32, float16, bfloat16, int8, uint8, int4, uint4, fp4, int2, "
+                             "uint2, ternary, binary (short: f32, f16, bf16, i8/q8, u8, i4/q4, u4, i2, u2)");
+    // --out - is refused, nothing named "-" appears.
+    Run dash = run_stk({"export", model(), "-"});
+    assert_int_equal(dash.exit_code, 2);
+    assert_contains(dash.err, "--out - (stdout) is not supported");
+    assert_false(exists("-"));
+    // inspect --json of a .lwt: one line, the shared keys, the version and entry size.
+    Run i = run_stk({"inspect", dir + "/float32.lwt", "--json"});
+    simdjson::dom::parser p2;
+    auto iroot = parse_result(p2, i, "inspect");
+    assert_int_equal(std::count(i.out.begin(), i.out.end(), '\n'), 1);
+    assert_true(std::string_view(iroot["kind"]) == "lwt");
+    assert_int_equal(uint64_t(iroot["version"]), 1);
+    assert_int_equal(uint64_t(iroot["entry_bytes"]), 216);
+    assert_int_equal(iroot["tensors"].get_array().size(), 28);
+    // inspect --json of a model: one line.
+    Run im = run_stk({"inspect", model(), "--json"});
+    assert_int_equal(std::count(im.out.begin(), im.out.end(), '\n'), 1);
+}
+
+// Counts are 1..cap on every verb (0 means nothing; absent = the default), the caps are in the
+// help, an option given twice is refused, convert refuses --out inside the model and '-'.
+static void counts_and_paths(void **) {
+    std::string dir = test::make_temp_dir("cli-counts");
+    struct Case {
+        std::vector<std::string> args;
+        const char *message;
+    };
+    std::vector<Case> cases = {
+        {{"convert", model(), dir + "/o", "--threads", "0"}, "--threads takes 1..1024, not '0'"},
+        {{"convert", model(), dir + "/o", "--r", "0"}, "--r takes 1..4096, not '0'"},
+        {{"convert", model(), dir + "/o", "--rv", "0"}, "--rv takes 1..64, not '0'"},
+        {{"convert", model(), dir + "/o", "--rv", "65"}, "--rv takes 1..64, not '65'"},
+        {{"convert", model(), dir + "/o", "--ltok", "0"}, "--ltok takes 1..64, not '0'"},
+        {{"convert", model(), dir + "/o", "--topl", "0"}, "--topl takes 1..256, not '0'"},
+        {{"export", model(), dir + "/o.lwt", "--threads", "0"}, "--threads takes 1..64, not '0'"},
+        {{"tokenize", model(), "--prompt", "x", "--ltok", "0"}, "--ltok takes 1..64, not '0'"},
+        {{"convert", "--in", model(), "--in", model(), "--out", dir + "/o"}, "--in is given more than once"},
+        {{"convert", model(), "-"}, "--out - (stdout) is not supported"},
+    };
+    for (const Case &c : cases) {
+        Run r = run_stk(c.args);
+        if (r.exit_code != 2) fail_msg("%s: exit %d: %s", c.message, r.exit_code, r.err.c_str());
+        assert_contains(r.err, c.message);
+    }
+    assert_false(exists(dir + "/o"));
+    assert_false(exists(dir + "/o.lwt"));
+    Run h = run_stk({"convert", "--help"});
+    for (const char *cap : {"--r N           PRF rank (default 512, at most 4096)", "(default 12, at most 64)",
+                            "(default 8, at most 64)", "(default 12, at most 256)", "(default 1, at most 1024)"})
+        assert_contains(h.out, cap);
+    assert_contains(run_stk({"export", "--help"}).out, "(default 1, 1..64)");
+    assert_contains(run_stk({"tokenize", "--help"}).out, "(default 8, at most 64)");
+    // convert M M and convert M M/sub: refused, nothing written into the model directory.
+    std::string m = dir + "/model";
+    assert_int_equal(mkdir(m.c_str(), 0755), 0);
+    for (const char *f : {"config.json", "model.safetensors", "vocab.json", "merges.txt"}) {
+        std::vector<uint8_t> b = test::read_bytes(model() + "/" + f);
+        test::write_bytes(m + "/" + f, b);
+    }
+    const std::string leaf = dir.substr(dir.find_last_of('/') + 1);
+    for (std::string out : {m, m + "/", m + "/sub/root", dir + "/../" + leaf + "/model"}) {
+        Run r = run_stk({"convert", m, out});
+        if (r.exit_code != 2) fail_msg("convert %s %s: exit %d %s", m.c_str(), out.c_str(), r.exit_code, r.err.c_str());
+        assert_contains(r.err, "is the model directory");
+        assert_false(exists(m + "/CURRENT"));
+        assert_false(exists(m + "/LOCK"));
+        assert_false(exists(m + "/generations"));
+        assert_false(exists(m + "/sub"));
+    }
+    // A sibling whose name starts like the model's is not inside it.
+    Run ok = run_stk({"convert", m, m + "-root"});
+    assert_int_equal(ok.exit_code, 0);
+}
+
+// replay in EXT mode shows each token's text from the model's tokenizer (bytes, hex, the line).
+static void replay_ext_shows_text(void **) {
+    std::string out = fresh_out("cli-replay-ext");
+    assert_int_equal(run_stk({"convert", model(), out}).exit_code, 0);
+    Run r = run_stk({"replay", out, "--prompt", "the theorem", "--in", model(), "--json"});
+    simdjson::dom::parser p;
+    auto root = parse_result(p, r, "replay");
+    assert_true(std::string_view(root["mode"]) == "ext");
+    std::string text, hex;
+    for (auto t : root["tokens"].get_array()) {
+        text += std::string(std::string_view(t["bytes"])) + "|";
+        hex += std::string(std::string_view(t["hex"]));
+    }
+    assert_string_equal(text.c_str(), "t|he| the|o|r|e|m|");
+    assert_string_equal(hex.c_str(), "74" "6865" "20746865" "6f" "72" "65" "6d");
+    Run plain = run_stk({"replay", out, "--prompt", "the theorem", "--in", model()});
+    assert_int_equal(plain.exit_code, 0);
+    assert_contains(plain.out, "  \" the\"\n");
+}
+
+// Messages of the C API in the library's words: a missing model directory is named as one.
+static void library_messages(void **) {
+    std::string dir = test::make_temp_dir("cli-libmsg");
+    stk_job_params p{};
+    p.struct_size = sizeof p;
+    std::string in = dir + "/no-such-model", out = dir + "/out";
+    p.in_dir = in.c_str();
+    p.out_dir = out.c_str();
+    size_t bytes = 0;
+    assert_int_equal(stk_job_arena_size(&p, &bytes), STK_E_NOT_FOUND);
+    std::string m = stk_last_error();
+    assert_contains(m, in + ": no such model directory");
+    assert_true(m.find("config.json") == std::string::npos);
+    assert_true(m.find("--") == std::string::npos);
+}
+
 // --dry-run: the plan, nothing written; --list-models; --help of every command.
 static void plan_models_help(void **) {
     std::string out = fresh_out("cli-plan");
@@ -464,6 +606,7 @@ static void plan_models_help(void **) {
         {"inspect", {"--in PATH", "--json", "sera_manifest.bin", "exit codes"}},
         {"generations", {"--gc", "--keep N", "--remove NAME", "--force", "--json", "CURRENT", "exit codes"}},
         {"tokenize", {"--in PATH", "--text FILE", "--prompt TEXT", "--mode", "--ltok N", "--no-special", "--decode", "--json"}},
+        {"export", {"--in PATH", "--out FILE", "--dtype NAME", "--threads N", "--json", "exit codes"}},
     };
     for (const Help &h : helps) {
         for (const char *form : {"--help", "-h"}) {
@@ -533,6 +676,10 @@ int main() {
         cmocka_unit_test(arguments_validated_first),
         cmocka_unit_test(flag_names_consistent),
         cmocka_unit_test(in_resolution),
+        cmocka_unit_test(export_arguments_and_json),
+        cmocka_unit_test(counts_and_paths),
+        cmocka_unit_test(replay_ext_shows_text),
+        cmocka_unit_test(library_messages),
         cmocka_unit_test(tokenize_prints_the_library_ids),
         cmocka_unit_test(plan_models_help),
         cmocka_unit_test(progress_on_a_terminal),

@@ -345,6 +345,8 @@ static void test_vector_bytes(void **) {
     }
     assert_int_equal(got.size(), 832);
     LwtFile f(got.data(), got.size(), "vector");
+    assert_int_equal(f.header().version, 2);  // an int4 tensor: the extended entries
+    assert_int_equal(f.header().entry_bytes, 224);
     assert_int_equal(f.tensors().size(), 2);
     assert_int_equal(f.data_offset(), 704);
     assert_int_equal(f.header().total_bytes, 128);
@@ -357,6 +359,87 @@ static void test_vector_bytes(void **) {
     float out[3];
     f.read_f32(*b, out);
     assert_true(out[0] == 0.0f && out[1] == -1.0f && out[2] == 7.0f);  // 0.5 -> 0 (half to even)
+}
+
+// A file of float32 tensors only is version 1: seed 001's TensorIndexEntry exactly as a C compiler
+// lays it out (216 bytes: name[128], ndim, 4 bytes of padding, shape[8], offset, size_bytes).
+// The files stk wrote before version 2 existed (version 1 with 224-byte entries, any dtype)
+// still read, with the same tensors.
+static void test_version1_layout(void **) {
+    LwtModel m = vector_model();
+    m.header.dtype = "float32";
+    m.tensors[1].dtype = LwtDType::F32;
+    std::string dir = make_temp_dir("lwt_v1");
+    save_lwt(m, dir + "/v1.lwt");
+    std::vector<uint8_t> b = read_bytes(dir + "/v1.lwt");
+    uint64_t n;
+    std::memcpy(&n, &b[8], 8);
+    std::string json(reinterpret_cast<const char *>(&b[16]), size_t(n));
+    assert_true(json.rfind("{\"version\":1,", 0) == 0);
+    const size_t e0 = size_t(16 + n), e1 = e0 + 216;
+    assert_int_equal(b[e0], 'a');
+    assert_int_equal(b[e1], 'b');
+    auto u32 = [&](size_t at) { uint32_t v; std::memcpy(&v, &b[at], 4); return v; };
+    auto u64 = [&](size_t at) { uint64_t v; std::memcpy(&v, &b[at], 8); return v; };
+    assert_int_equal(u32(e1 + 128), 2);                            // ndim
+    assert_int_equal(u32(e1 + 132), 0);                            // C padding, zero
+    assert_int_equal(u64(e1 + 136), 1);                            // shape
+    assert_int_equal(u64(e1 + 144), 3);
+    assert_int_equal(u64(e1 + 200), 64);                           // offset
+    assert_int_equal(u64(e1 + 208), 12);                           // size_bytes
+    const size_t data = (e1 + 216 + 63) / 64 * 64;
+    assert_int_equal(b.size(), data + 128);
+    float v;
+    std::memcpy(&v, &b[data + 64 + 8], 4);
+    assert_true(v == 7.0f);
+    LwtFile f(b.data(), b.size(), "v1");
+    assert_int_equal(f.header().version, 1);
+    assert_int_equal(f.header().entry_bytes, 216);
+    assert_int_equal(f.data_offset(), data);
+    // The padding is the compiler's: a writer may leave anything there.
+    std::vector<uint8_t> g = b;
+    std::memset(&g[e1 + 132], 0xAB, 4);
+    LwtFile fg(g.data(), g.size(), "v1");
+    assert_int_equal(int(fg.find("b")->dtype), int(LwtDType::F32));
+    // load -> save is byte-identical.
+    save_lwt(load_lwt(dir + "/v1.lwt"), dir + "/again.lwt");
+    assert_true(read_bytes(dir + "/again.lwt") == b);
+
+    // The old layout of the same file: version 1, 224-byte entries (dtype code 1, scale 1.0,
+    // zero point 0), the data section after them.  Its CRC is the same: only the index moves.
+    std::vector<uint8_t> old(b.begin(), b.begin() + long(e0));
+    for (size_t i = 0; i < 2; i++) {
+        std::vector<uint8_t> e(b.begin() + long(e0 + 216 * i), b.begin() + long(e0 + 216 * (i + 1)));
+        uint32_t code = 1;
+        std::memcpy(&e[132], &code, 4);
+        float one = 1.0f;
+        uint32_t zp = 0;
+        e.insert(e.end(), reinterpret_cast<uint8_t *>(&one), reinterpret_cast<uint8_t *>(&one) + 4);
+        e.insert(e.end(), reinterpret_cast<uint8_t *>(&zp), reinterpret_cast<uint8_t *>(&zp) + 4);
+        old.insert(old.end(), e.begin(), e.end());
+    }
+    old.resize((old.size() + 63) / 64 * 64, 0);
+    old.insert(old.end(), b.begin() + long(data), b.end());
+    LwtFile fo(old.data(), old.size(), "old");
+    assert_int_equal(fo.header().version, 1);
+    assert_int_equal(fo.header().entry_bytes, 224);
+    assert_int_equal(fo.tensors().size(), 2);
+    float out[3];
+    fo.read_f32(*fo.find("b"), out);
+    assert_true(out[0] == 0.5f && out[1] == -1.0f && out[2] == 7.0f);
+    // The old layout with a low-bit tensor (the int4 vector relabelled version 1) reads too.
+    std::vector<uint8_t> v2 = unhex(kVectorHex);
+    const char *p = static_cast<const char *>(memmem(v2.data(), v2.size(), "\"version\":2", 11));
+    assert_non_null(p);
+    v2[size_t(p - reinterpret_cast<const char *>(v2.data())) + 10] = '1';
+    LwtFile fv(v2.data(), v2.size(), "old-int4");
+    assert_int_equal(fv.header().entry_bytes, 224);
+    assert_int_equal(int(fv.find("b")->dtype), int(LwtDType::I4));
+    // A broken version-1 file reports the version-1 error, not the old layout's.
+    std::vector<uint8_t> t = b;
+    std::memcpy(&t[e1 + 208], "\x0d", 1);  // size_bytes 13
+    std::string msg = expect_error(STK_E_SIZE_MISMATCH, [&] { LwtFile x(t.data(), t.size(), "bad.lwt"); });
+    assert_contains(msg, std::to_string(e1 + 208));
 }
 
 // Every refusal: distinct status, the file named, the tensor named, the offset given.
@@ -394,7 +477,7 @@ static void test_reader_refusals(void **) {
     std::memcpy(&b[find("\"parameter_count\":5")], "\"parameter_count\":6", 19);
     assert_contains(expect_error(STK_E_BAD_HEADER, [&] { open(b); }), "parameter_count");
     b = good;
-    std::memcpy(&b[find("\"version\":1")], "\"version\":2", 11);
+    std::memcpy(&b[find("\"version\":2")], "\"version\":3", 11);
     expect_error(STK_E_UNSUPPORTED, [&] { open(b); });
     b = good;
     b.push_back(0);
@@ -974,6 +1057,7 @@ int main(void) {
         cmocka_unit_test(test_quant_rules),
         cmocka_unit_test(test_unpack_refusals),
         cmocka_unit_test(test_vector_bytes),
+        cmocka_unit_test(test_version1_layout),
         cmocka_unit_test(test_reader_refusals),
         cmocka_unit_test(test_round_trips),
         cmocka_unit_test(test_writer_refusals),

@@ -117,7 +117,7 @@ static void breach_in_each_optional_stage(void **) {
         set_test_fault("");
         const Manifest m = read_manifest(out + "/sera_manifest.bin");
         assert_int_equal(m.stages[c.stage - 1].state, kStageDisabled);
-        const ManifestRecord *r = record(m, c.stage, kRecordFeatureDisabled, "disabled (1.4): test fault");
+        const ManifestRecord *r = record(m, c.stage, kRecordFeatureDisabled, "disabled: test fault");
         if (!r) print_error("%s: no disabled record\n", name);
         assert_non_null(r);
         assert_int_equal(r->feature, stage_feature(c.stage));
@@ -156,13 +156,13 @@ static void convert_cli_completes_with_a_breach(void **) {
     if (c.code != 0) print_error("%s\n", c.out.c_str());
     assert_int_equal(c.code, 0);
     assert_contains(c.out, "memory_fit               DISABLED");
-    assert_contains(c.out, "policy      memory: memory_fit disabled (1.4): test fault");
+    assert_contains(c.out, "policy      memory: memory_fit disabled: test fault");
     assert_int_equal(run_stk("check --out '" + out + "'").code, 0);
     std::string out2 = make_temp_dir("pol-cli-json") + "/out";
     Cmd j = run_stk("convert --in '" + model + "' --out '" + out2 + "' --partial --json", "STK_TEST_FAULT=breach:prf_build");
     assert_int_equal(j.code, 0);
-    assert_contains(j.out, "\"policy_disabled\": [{\"feature\": \"prf\", \"reason\": \"prf_build disabled (1.4): test fault");
-    assert_contains(j.out, "{\"feature\": \"overlays\", \"reason\": \"overlays_build disabled (1.4): it needs prf_build");
+    assert_contains(j.out, "\"policy_disabled\": [{\"feature\": \"prf\", \"reason\": \"prf_build disabled: test fault");
+    assert_contains(j.out, "{\"feature\": \"overlays\", \"reason\": \"overlays_build disabled: it needs prf_build");
     assert_contains(j.out, "\"status\": \"disabled\"");
     assert_int_equal(run_stk("check --out '" + out2 + "'").code, 0);
     // Without the fault nothing is disabled by the policy.
@@ -258,7 +258,7 @@ static void rule_18_1_exhausted_retries_disable_linear(void **) {
     const Manifest m = read_manifest(out + "/sera_manifest.bin");
     assert_int_equal(m.stages[STK_STAGE_MPHF_CUCKOO - 1].state, kStageDisabled);
     assert_int_equal(m.stages[STK_STAGE_FFN_COLLAPSE - 1].state, kStageRan);
-    const ManifestRecord *r = record(m, STK_STAGE_MPHF_CUCKOO, kRecordFeatureDisabled, "mphf_cuckoo disabled (1.4)");
+    const ManifestRecord *r = record(m, STK_STAGE_MPHF_CUCKOO, kRecordFeatureDisabled, "mphf_cuckoo disabled");
     assert_non_null(r);
     assert_int_equal(r->status, STK_E_MPHF_EXHAUSTED);
     for (const char *a : {"linear_mphf.bin", "linear_keys.bin", "linear_weights.bin", "cuckoo_delta.bin"})

@@ -74,9 +74,11 @@ bool Args::has(const char *name) const {
 
 std::string Args::get(const char *name, const char *def) {
     std::string v = def ? def : "";
+    int seen = 0;
     for (int i = find(name, 0); i >= 0; i = find(name, size_t(i) + 1)) {
         const std::string &t = tokens_[size_t(i)];
         consumed_[size_t(i)] = true;
+        if (++seen == 2) errors_.push_back(std::string("--") + name + " is given more than once");
         size_t eq = t.find('=');
         if (eq != std::string::npos) {
             v = t.substr(eq + 1);
@@ -98,6 +100,18 @@ uint32_t Args::get_u32(const char *name, uint32_t def) {
     if (v.empty() || v[0] == '-' || *end || x > 0xFFFFFFFFull) {
         errors_.push_back(std::string("--") + name + " takes a whole number, not '" + v + "'");
         return def;
+    }
+    return uint32_t(x);
+}
+
+uint32_t Args::get_count(const char *name, uint32_t max) {
+    if (!has(name)) return 0;
+    std::string v = get(name);
+    char *end = nullptr;
+    unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || v[0] < '0' || v[0] > '9' || *end || x == 0 || x > max) {
+        errors_.push_back(format("--%s takes 1..%u, not '%s'", name, max, v.c_str()));
+        return 0;
     }
     return uint32_t(x);
 }

@@ -28,7 +28,8 @@ int exit_code_for(stk_status s);
 const char *error_kind(int exit_code);
 
 // A long-option parser.  Option names compare ignoring case, '-' and '_' (so --Ltok, --ltok and
-// --L_tok are one option), as "--name value", "--name=value" or boolean "--flag".
+// --L_tok are one option), as "--name value", "--name=value" or boolean "--flag".  An option
+// given twice is a usage error.
 // A command declares its options (get / get_u32 / flag), then calls finish(), which turns every
 // undeclared option ("--bogus", "-q") and every positional argument past max_positional into a
 // usage error.  Declare value options before boolean flags: a value may look like a flag.
@@ -38,6 +39,9 @@ public:
     // Declares an option taking a value; returns its value (or def).
     std::string get(const char *name, const char *def = nullptr);
     uint32_t get_u32(const char *name, uint32_t def);
+    // A count in 1..max: 0 when the option is absent (the library's default), a usage error for
+    // 0 or above max ("--threads takes 1..1024").
+    uint32_t get_count(const char *name, uint32_t max);
     bool flag(const char *name);     // "--help" also answers to "-h"
     bool has(const char *name) const;
     // false after printing the usage error (stderr, and the JSON object on stdout when --json

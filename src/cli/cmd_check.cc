@@ -25,7 +25,7 @@ static const char kCheckHelp[] =
     "  --out DIR   a generations root (holds CURRENT and generations/) or a generation\n"
     "              directory (holds sera_manifest.bin and arrays/); or give it as the only argument\n"
     "  --json      one JSON object on stdout instead of the summary (docs/cli.md)\n"
-    "  --acceptance  after verifying, run the acceptance tests of spec 16 the generation's\n"
+    "  --acceptance  after verifying, run the spec's acceptance tests that the generation's\n"
     "              stages support (16.1 PRF, 16.2 linear, 16.3 memory, 16.4 bridge, 16.5\n"
     "              determinism: two fresh conversions of --model at threads 1 and 2) and print a\n"
     "              table: test, measured value, threshold, verdict, definition.  Gating rows can\n"

@@ -47,12 +47,14 @@ static const char kHelp[] =
     "  --in PATH       a model directory; a checkpoint file inside one (its directory is used);\n"
     "                  or a HuggingFace cache folder models--ORG--NAME (its refs/main snapshot)\n"
     "  --out ROOT      generations root (created if absent; may already hold generations); not\n"
-    "                  a directory that holds a single generation's sera_manifest.bin\n"
+    "                  a directory that holds a single generation's sera_manifest.bin, nor the\n"
+    "                  model directory or a directory inside it\n"
     "  --r N           PRF rank (default 512, at most 4096)\n"
     "  --rv N          overlay rank (default 12, at most 64)\n"
     "  --ltok N        longest token piece in bytes (default 8, at most 64); also --Ltok\n"
     "  --topl N        FFN top-L (default 12, at most 256); also --topL\n"
-    "  --threads N     worker threads (default 1); the output bytes do not depend on it\n"
+    "  --threads N     worker threads (default 1, at most 1024); the output bytes do not\n"
+    "                  depend on it\n"
     "  --partial       publish even if some stages are not implemented yet (they are recorded\n"
     "                  as disabled in the manifest); without it such a run exits with code 3\n"
     "  --allow-uncertified-tokenizer\n"
@@ -70,8 +72,9 @@ static const char kHelp[] =
     "                  EXT mode), then the totals.  With --json: \"arrays\" and \"array_totals\"\n"
     "  --json          print one JSON object on stdout (docs/cli.md)\n"
     "\n"
-    "A bound breach in an optional stage (seed 1.4: a failed 12.x check, non-finite results,\n"
-    "exhausted retries) disables that feature (its arrays removed, a manifest record says why),\n"
+    "An optional stage that cannot meet one of its numeric bounds (a failed self-check,\n"
+    "non-finite results, exhausted retries) disables its feature (its arrays removed, a manifest\n"
+    "record says why),\n"
     "is printed as \"disabled\" with the reason, and the conversion completes with exit code 0.\n"
     "\n"
     "exit codes: 0 ok (features may be disabled: see the summary), 1 input refused or a stage\n"
@@ -331,6 +334,46 @@ static int dry_run(const std::string &in, const std::string &out, const stk_job_
     return kExitOk;
 }
 
+// The absolute path `path` names once it exists: realpath of its longest existing prefix, the
+// rest appended (".." and "." in the rest resolved by hand).
+static std::string absolute_path(const std::string &path) {
+    std::string head = path, tail;
+    while (true) {
+        if (char *r = ::realpath(head.c_str(), nullptr)) {
+            std::string out = r;
+            std::free(r);
+            size_t at = 0;
+            while (at < tail.size()) {
+                size_t next = tail.find('/', at);
+                std::string part = tail.substr(at, next == std::string::npos ? std::string::npos : next - at);
+                at = next == std::string::npos ? tail.size() : next + 1;
+                if (part.empty() || part == ".") continue;
+                if (part == "..") {
+                    size_t slash = out.find_last_of('/');
+                    out = slash == 0 ? "/" : out.substr(0, slash);
+                } else {
+                    out += (out == "/" ? "" : "/") + part;
+                }
+            }
+            return out;
+        }
+        size_t slash = head.find_last_of('/');
+        if (slash == std::string::npos) {  // relative, nothing of it exists: from the current directory
+            tail = head + (tail.empty() ? "" : "/" + tail);
+            head = ".";
+            continue;
+        }
+        tail = head.substr(slash + 1) + (tail.empty() ? "" : "/" + tail);
+        head = slash == 0 ? "/" : head.substr(0, slash);
+    }
+}
+
+// --out equal to --in's model directory or below it.
+static bool out_inside(const std::string &out, const std::string &model_dir) {
+    std::string o = absolute_path(out), m = absolute_path(model_dir);
+    return o == m || (o.size() > m.size() && o.compare(0, m.size(), m) == 0 && (m == "/" || o[m.size()] == '/'));
+}
+
 int cmd_convert(int argc, char **argv) {
     Args args(argc, argv, 2);
     if (args.flag("help")) {
@@ -340,11 +383,12 @@ int cmd_convert(int argc, char **argv) {
     stk_job_params p{};
     p.struct_size = sizeof p;
     std::string in = args.get("in"), out = args.get("out");
-    p.r = args.get_u32("r", 0);
-    p.rv = args.get_u32("rv", 0);
-    p.l_tok = args.get_u32("ltok", 0);
-    p.top_l = args.get_u32("topl", 0);
-    p.threads = args.get_u32("threads", 0);
+    // Absent: 0, the library's default (stk_job_params); an explicit 0 means nothing and is refused.
+    p.r = args.get_count("r", 4096);
+    p.rv = args.get_count("rv", 64);
+    p.l_tok = args.get_count("ltok", 64);
+    p.top_l = args.get_count("topl", 256);
+    p.threads = args.get_count("threads", 1024);
     bool partial = args.flag("partial");
     bool json = args.flag("json");
     bool dry = args.flag("dry-run");
@@ -361,6 +405,7 @@ int cmd_convert(int argc, char **argv) {
         out = pos[1];
     }
     if (in.empty() || out.empty()) return report_usage("convert", "--in PATH and --out DIR are required", json);
+    if (out == "-") return report_usage("convert", "--out - (stdout) is not supported: --out is a directory (a generations root)", json);
 
     // --out first: a refused output should not cost a parse of the checkpoint.
     struct stat st;
@@ -383,6 +428,12 @@ int cmd_convert(int argc, char **argv) {
         set_last_error(format("--in %s: no config.json in %s (expected a HuggingFace model directory)", in.c_str(),
                               model_dir.c_str()));
         return report_failure("convert", STK_E_NOT_FOUND, json);
+    }
+    if (out_inside(out, model_dir)) {
+        set_last_error(format("--out %s is the model directory %s or inside it: the root's CURRENT, LOCK and generations/ "
+                              "would be written among the model's files; choose a directory outside it",
+                              out.c_str(), model_dir.c_str()));
+        return report_failure("convert", STK_E_INVALID_ARGUMENT, json);
     }
     p.in_dir = model_dir.c_str();
     p.out_dir = out.c_str();

@@ -1,5 +1,5 @@
-// stk export --in DIR --out FILE.lwt [--dtype NAME] [--json]: a HuggingFace checkpoint as one
-// .lwt weight file (seed 001; seed 002's low-bit dtypes), through stk_export_lwt.
+// stk export --in PATH --out FILE.lwt [--dtype NAME] [--threads N] [--json]: a HuggingFace
+// checkpoint as one .lwt weight file (docs/format.md), through stk_export_lwt.
 #include <unistd.h>
 
 #include <cinttypes>
@@ -8,31 +8,54 @@
 
 #include "cli/cleanup.h"
 #include "cli/cli.h"
+#include "core/error.h"
 #include "format/lowbit.h"
 
 namespace stk::cli {
 
 static const char kExportHelp[] =
-    "usage: stk export --in DIR --out FILE.lwt [--dtype NAME] [--threads N] [--json]\n"
+    "usage: stk export --in PATH --out FILE.lwt [--dtype NAME] [--threads N] [--json]\n"
+    "       stk export PATH FILE.lwt [options]\n"
     "\n"
     "Write the weights of a HuggingFace model directory as one memory-mappable .lwt file\n"
-    "(docs/format.md, \"LWT weight file\").  GPT-2 is stored as seed 001 says: names\n"
-    "\"transformer.*\", Conv1D weights transposed to [out, in], the tied lm_head not stored, the\n"
-    "parameter count checked against config.json.  Other families keep their own tensor names.\n"
+    "(docs/format.md, \"LWT weight file\").  GPT-2 is stored with the names and layout of the\n"
+    "LightwatchAI2 .lwt format (docs/spec/lwt-gpt2-loading.txt): names \"transformer.*\", Conv1D\n"
+    "weights transposed to [out, in], the tied lm_head not stored, the parameter count checked\n"
+    "against config.json.  Other families keep their own tensor names.  A float32 file is\n"
+    "version 1, the layout readers of that format expect; other dtypes write version 2.\n"
     "The file appears under its name only when complete; an existing file is never replaced.\n"
     "\n"
-    "  --in DIR       model directory (config.json + model.safetensors[.index.json] or\n"
-    "                 pytorch_model.bin[.index.json]; safetensors preferred)\n"
-    "  --out FILE     the .lwt to create\n"
+    "  --in PATH      a model directory (config.json + model.safetensors[.index.json] or\n"
+    "                 pytorch_model.bin[.index.json]; safetensors preferred); a checkpoint file\n"
+    "                 inside one (its directory is used); or a HuggingFace cache folder\n"
+    "                 models--ORG--NAME (its refs/main snapshot)\n"
+    "  --out FILE     the .lwt to create (a path: the file is written in place and renamed, so\n"
+    "                 '-' for stdout is refused)\n"
     "  --dtype NAME   element type of matrices (rank >= 2): float32 (default), float16, bfloat16,\n"
-    "                 int8, uint8, int4, uint4, fp4, int2, uint2, ternary, binary.  Vectors\n"
-    "                 (biases, norms) stay float32.  Quantisation rules: docs/format.md\n"
-    "  --threads N    threads converting and packing (default 1, at most 64); the output bytes\n"
-    "                 do not depend on it\n"
-    "  --json         one JSON object on stdout instead of the summary\n"
+    "                 int8, uint8, int4, uint4, fp4, int2, uint2, ternary, binary; short names\n"
+    "                 f32, f16, bf16, i8 (or q8), u8, i4 (or q4), u4, i2, u2.  Vectors (biases,\n"
+    "                 norms) stay float32.  Quantisation rules: docs/format.md\n"
+    "  --threads N    threads converting and packing (default 1, 1..64); the output bytes do not\n"
+    "                 depend on it\n"
+    "  --json         one JSON object on stdout instead of the summary (docs/cli.md)\n"
     "\n"
     "exit codes: 0 ok, 1 refused (message on stderr), 2 usage, 5 file system error,\n"
     "130 / 143 interrupted (SIGINT / SIGTERM: the temporary .FILE.tmp.PID is removed first)\n";
+
+// Short names for --dtype (the file and the C API know only the full names and codes).
+static const struct {
+    const char *alias, *name;
+} kDTypeAliases[] = {{"f32", "float32"}, {"fp32", "float32"}, {"f16", "float16"}, {"fp16", "float16"},
+                     {"bf16", "bfloat16"}, {"i8", "int8"},     {"q8", "int8"},    {"u8", "uint8"},
+                     {"i4", "int4"},       {"q4", "int4"},     {"u4", "uint4"},   {"i2", "int2"},
+                     {"u2", "uint2"}};
+
+static bool parse_dtype_arg(std::string name, LwtDType *out) {
+    for (char &c : name) c = char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    for (const auto &a : kDTypeAliases)
+        if (name == a.alias) name = a.name;
+    return parse_lwt_dtype(name, out);
+}
 
 int cmd_export(int argc, char **argv) {
     Args args(argc, argv, 2);
@@ -43,28 +66,41 @@ int cmd_export(int argc, char **argv) {
     std::string in = args.get("in");
     std::string out = args.get("out");
     std::string dtype = args.get("dtype", "float32");
-    uint32_t threads = args.get_u32("threads", 1);
+    uint32_t threads = args.get_count("threads", 64);
     bool json = args.flag("json");
-    if (!args.finish("export")) return kExitUsage;
-    if (in.empty() || out.empty() || !args.positional().empty()) {
-        std::fprintf(stderr, "stk export: --in DIR and --out FILE are required (see stk export --help)\n");
-        return kExitUsage;
+    if (!args.finish("export", 2)) return kExitUsage;
+    const auto &pos = args.positional();
+    if (!pos.empty()) {
+        if (!in.empty()) return report_usage("export", "the model is given twice (--in and '" + pos[0] + "')", json);
+        in = pos[0];
     }
+    if (pos.size() > 1) {
+        if (!out.empty()) return report_usage("export", "the output is given twice (--out and '" + pos[1] + "')", json);
+        out = pos[1];
+    }
+    if (in.empty() || out.empty()) return report_usage("export", "--in PATH and --out FILE are required", json);
+    if (out == "-")
+        return report_usage("export", "--out - (stdout) is not supported: the .lwt is written in place and renamed when "
+                                      "complete; give a file name", json);
     LwtDType dt;
-    if (!parse_lwt_dtype(dtype, &dt)) {
-        std::fprintf(stderr, "stk export: unknown --dtype '%s' (see stk export --help)\n", dtype.c_str());
-        return kExitUsage;
+    if (!parse_dtype_arg(dtype, &dt)) {
+        std::string names;
+        for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++) names += std::string(c > kLwtDTypeFirst ? ", " : "") + lwt_dtype_name(LwtDType(c));
+        return report_usage("export", "unknown --dtype '" + dtype + "': one of " + names +
+                                          " (short: f32, f16, bf16, i8/q8, u8, i4/q4, u4, i2, u2)", json);
     }
+    std::string model_dir;
+    stk_status s = guard([&] { model_dir = resolve_model_dir(in); });
+    if (s != STK_OK) return report_failure("export", s, json);
     stk_export_params p = {};
     p.struct_size = sizeof p;
-    p.in_dir = in.c_str();
+    p.in_dir = model_dir.c_str();
     p.out_path = out.c_str();
     p.dtype = uint32_t(dt);
     p.threads = threads;
     stk_export_report r = {};
     r.struct_size = sizeof r;
-    progress("exporting %s -> %s\n", in.c_str(), out.c_str());
-    stk_status s;
+    progress("exporting %s -> %s\n", model_dir.c_str(), out.c_str());
     {
         // Ctrl-C / SIGTERM while writing: the temporary file (OutputFile's .NAME.tmp.PID) goes.
         const size_t slash = out.rfind('/');
@@ -74,15 +110,23 @@ int cmd_export(int argc, char **argv) {
         s = stk_export_lwt(&p, &r);
     }
     if (s != STK_OK) return report_failure("export", s, json);
+    std::string summary = format("wrote %s: %" PRIu64 " tensors, %" PRIu64 " parameters, %" PRIu64 " bytes, matrices %s, data crc32 %08x%s",
+                                 out.c_str(), r.tensors, r.parameters, r.file_bytes, lwt_dtype_name(dt), r.data_crc32,
+                                 r.tied_lm_head ? ", lm_head tied to wte (not stored)" : "");
     if (json)
-        std::printf("{\"out\": %s, \"dtype\": \"%s\", \"tensors\": %" PRIu64 ", \"parameters\": %" PRIu64
-                    ", \"file_bytes\": %" PRIu64 ", \"data_crc32\": \"%08x\", \"tied_lm_head\": %s}\n",
-                    json_escape(out).c_str(), lwt_dtype_name(dt), r.tensors, r.parameters, r.file_bytes, r.data_crc32,
-                    r.tied_lm_head ? "true" : "false");
+        json_result("export", kExitOk, STK_OK, summary)
+            .str("in", model_dir)
+            .str("out", out)
+            .str("dtype", lwt_dtype_name(dt))
+            .num("version", dt == LwtDType::F32 ? 1 : 2)
+            .unum("tensors", r.tensors)
+            .unum("parameters", r.parameters)
+            .unum("file_bytes", r.file_bytes)
+            .str("data_crc32", format("%08x", r.data_crc32))
+            .boolean("tied_lm_head", r.tied_lm_head)
+            .print();
     else
-        std::printf("wrote %s: %" PRIu64 " tensors, %" PRIu64 " parameters, %" PRIu64 " bytes, matrices %s, data crc32 %08x%s\n",
-                    out.c_str(), r.tensors, r.parameters, r.file_bytes, lwt_dtype_name(dt), r.data_crc32,
-                    r.tied_lm_head ? ", lm_head tied to wte (not stored)" : "");
+        std::printf("%s\n", summary.c_str());
     return kExitOk;
 }
 

@@ -66,35 +66,35 @@ static void print_json(const ModelDescription &d) {
     const auto &refs = d.checkpoint->tensors();
     std::string head = json_result("inspect", kExitOk, STK_OK, "model " + std::string(c.model_type)).text();
     head.pop_back();  // the object goes on below
-    std::printf("%s, \"kind\": \"model\",\n \"model_type\": %s, \"family\": %s, \"format\": %s, \"checkpoint_bytes\": %" PRIu64 ",\n",
+    std::printf("%s, \"kind\": \"model\", \"model_type\": %s, \"family\": %s, \"format\": %s, \"checkpoint_bytes\": %" PRIu64 ", ",
                 head.c_str(), json_escape(c.model_type).c_str(), json_escape(family_name(c.family)).c_str(),
                 json_escape(p.format).c_str(), p.checkpoint_bytes);
-    std::printf(" \"n_layers\": %u, \"d_model\": %u, \"n_heads\": %u, \"n_kv_heads\": %u, \"head_dim\": %u, "
-                "\"vocab_size\": %" PRIu64 ",\n",
+    std::printf("\"n_layers\": %u, \"d_model\": %u, \"n_heads\": %u, \"n_kv_heads\": %u, \"head_dim\": %u, "
+                "\"vocab_size\": %" PRIu64 ", ",
                 c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size);
-    std::printf(" \"ffn_dim\": %" PRIu64 ", \"ffn_kind\": \"%s\", \"activation\": %s, \"norm\": \"%s\", \"norm_eps\": %.17g,\n",
+    std::printf("\"ffn_dim\": %" PRIu64 ", \"ffn_kind\": \"%s\", \"activation\": %s, \"norm\": \"%s\", \"norm_eps\": %.17g, ",
                 c.ffn_dim, ffn_kind_name(c.ffn_kind), json_escape(c.activation).c_str(), norm_kind_name(c.norm),
                 c.norm_eps);
-    std::printf(" \"positions\": \"%s\", \"rope_theta\": %.17g, \"rotary_dim\": %u, \"rope_scaling\": %s, "
-                "\"rope_scaling_factor\": %.17g, \"max_positions\": %" PRIu64 ",\n",
+    std::printf("\"positions\": \"%s\", \"rope_theta\": %.17g, \"rotary_dim\": %u, \"rope_scaling\": %s, "
+                "\"rope_scaling_factor\": %.17g, \"max_positions\": %" PRIu64 ", ",
                 pos_kind_name(c.positions), c.positions == PosKind::Rope ? c.rope_theta : 0.0, c.rotary_dim,
                 c.rope_scaling_type[0] ? json_escape(c.rope_scaling_type).c_str() : "null", c.rope_scaling_factor,
                 c.max_positions);
-    std::printf(" \"n_experts\": %u, \"top_k\": %u, \"moe_ffn_dim\": %" PRIu64 ", \"shared_expert_ffn_dim\": %" PRIu64
-                ", \"router\": %s,\n",
+    std::printf("\"n_experts\": %u, \"top_k\": %u, \"moe_ffn_dim\": %" PRIu64 ", \"shared_expert_ffn_dim\": %" PRIu64
+                ", \"router\": %s, ",
                 c.n_experts, c.top_k, c.moe_ffn_dim, c.shared_expert_ffn_dim,
                 c.router[0] ? json_escape(c.router).c_str() : "null");
-    std::printf(" \"tied_embeddings\": %s, \"parallel_attn\": %s, \"qkv_layout\": \"%s\",\n",
+    std::printf("\"tied_embeddings\": %s, \"parallel_attn\": %s, \"qkv_layout\": \"%s\", ",
                 c.tied_embeddings ? "true" : "false", c.parallel_attn ? "true" : "false", qkv_layout_name(c.qkv_layout));
-    std::printf(" \"n_params\": %" PRIu64 ", \"n_params_expected\": %" PRIu64 ", \"n_source_tensors\": %u, "
-                "\"n_buffers\": %u, \"n_unmapped\": %u, \"max_layer_f32_bytes\": %" PRIu64 ",\n",
+    std::printf("\"n_params\": %" PRIu64 ", \"n_params_expected\": %" PRIu64 ", \"n_source_tensors\": %u, "
+                "\"n_buffers\": %u, \"n_unmapped\": %u, \"max_layer_f32_bytes\": %" PRIu64 ", ",
                 p.n_params, p.n_params_expected, p.n_source_tensors, p.n_buffers, p.n_unmapped, p.max_unit_f32_bytes);
-    std::printf(" \"tensors\": [\n");
+    std::printf("\"tensors\": [");
     for (uint32_t i = 0; i < p.n_tensors; i++) {
         const PlanTensor &t = p.tensors[i];
         const TensorRef &r = refs[t.source];
         std::string role = t.role == Role::NONE ? "null" : json_escape(role_name(t.role));
-        std::printf("  {\"name\": %s, \"role\": %s, \"layer\": %s, \"expert\": %s, \"shape\": %s, \"dtype\": \"%s\"",
+        std::printf("{\"name\": %s, \"role\": %s, \"layer\": %s, \"expert\": %s, \"shape\": %s, \"dtype\": \"%s\"",
                     json_escape(t.name).c_str(), role.c_str(), t.layer >= 0 ? std::to_string(t.layer).c_str() : "null",
                     t.expert >= 0 ? std::to_string(t.expert).c_str() : t.expert == kSharedExpert ? "\"shared\"" : "null",
                     t.streamed ? shape_json(t.dims, t.rank).c_str() : vec_json(r.shape).c_str(), src_dtype_name(r.dtype));
@@ -104,9 +104,9 @@ static void print_json(const ModelDescription &d) {
         if (t.transpose) std::printf(", \"transposed\": true");
         if (t.layout != QkvLayout::Separate) std::printf(", \"fused\": \"%s\"", qkv_layout_name(t.layout));
         if (t.tied) std::printf(", \"tied_to\": %s", json_escape(t.name).c_str());
-        std::printf("}%s\n", i + 1 < p.n_tensors ? "," : "");
+        std::printf("}%s", i + 1 < p.n_tensors ? ", " : "");
     }
-    std::printf(" ]}\n");
+    std::printf("]}\n");
 }
 
 static void print_text(const ModelDescription &d) {

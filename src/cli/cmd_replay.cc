@@ -25,7 +25,7 @@ static const char kHelp[] =
     "overlay delta, one memory step, hub bitsets.  Prints one line per token with each module's\n"
     "values and a final state digest (SHA-256, docs/decisions.md \"stk replay\"), so that two\n"
     "replays can be compared.  A module whose arrays the generation does not hold is reported as\n"
-    "disabled with the reason (spec 17.3), never skipped silently.\n"
+    "disabled with the reason (readers treat it as off), never skipped silently.\n"
     "\n"
     "  --out DIR       a generations root (its current generation) or a generation directory\n"
     "                  (or give it as the only argument)\n"
@@ -80,8 +80,9 @@ int cmd_replay(int argc, char **argv) {
     std::unique_ptr<stk_generation, void (*)(stk_generation *)> hold(gen, stk_generation_close);
 
     std::vector<uint32_t> ids;
+    std::vector<std::string> texts;  // EXT mode: each token's text from the model's vocabulary
     std::string mode;
-    s = guard([&] { ids = replay_token_ids(*gen, prompt, in.empty() ? in : resolve_model_dir(in), false, &mode); });
+    s = guard([&] { ids = replay_token_ids(*gen, prompt, in.empty() ? in : resolve_model_dir(in), false, &mode, &texts); });
     if (s != STK_OK) return report_failure("replay", s, json);
 
     // The per-token O(1) path over every module the generation holds (src/runtime/replay.cc).
@@ -94,6 +95,9 @@ int cmd_replay(int argc, char **argv) {
         for (uint32_t id : ids) {
             rows.push_back(rp->step(id));
             lines.push_back(rp->line(rows.size() - 1, rows.back()));
+            // The generation has no token tables in EXT mode: the text comes from the tokenizer
+            // (after line(): the diagnostic line and the digest are the generation's alone).
+            if (rows.size() <= texts.size()) rows.back().bytes = texts[rows.size() - 1];
         }
         digest = rp->finish_digest();
     });

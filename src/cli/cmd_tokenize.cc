@@ -125,10 +125,11 @@ static const char kTokenizeHelp[] =
     "  --prompt TEXT   the text to encode, given on the command line\n"
     "  --mode bpe      the real encoder (default): ids identical to HF tokenizers / tiktoken /\n"
     "                  sentencepiece, with the post-processor's special ids (e.g. Llama's <s>)\n"
-    "  --mode greedy   the spec's (4.5) greedy longest match over the tokenizer tables (byte-level BPE\n"
-    "                  only); built here even where Sardinas-Patterson rejects the vocabulary, so\n"
+    "  --mode greedy   the O(1) greedy longest match over the token tables (byte-level BPE only);\n"
+    "                  built here even where Sardinas-Patterson rejects the vocabulary, so\n"
     "                  its ids are UNCERTIFIED and may differ from BPE\n"
-    "  --ltok N        longest piece the greedy tables hold, in bytes (default 8); also --Ltok\n"
+    "  --ltok N        longest piece the greedy tables hold, in bytes (default 8, at most 64);\n"
+    "                  also --Ltok\n"
     "  --no-special    do not add the post-processor's special ids (bpe mode)\n"
     "  --decode        also print the decoded text (stderr in plain mode, \"text\" in --json)\n"
     "  --json          one JSON object {\"ids\": [...], \"count\": N, ...} on stdout (docs/cli.md)\n"
@@ -145,7 +146,8 @@ int cmd_tokenize(int argc, char **argv) {
     std::string in = args.get("in"), text_file = args.get("text"), prompt = args.get("prompt");
     bool has_prompt = args.has("prompt"), has_text = args.has("text");
     std::string mode = args.get("mode", "bpe");
-    uint32_t ltok = args.get_u32("ltok", 8);
+    uint32_t ltok = args.get_count("ltok", 64);
+    if (!ltok) ltok = 8;
     bool json = args.flag("json"), no_special = args.flag("no-special"), decode = args.flag("decode");
     if (!args.finish("tokenize", 1)) return kExitUsage;
     if (!args.positional().empty()) {

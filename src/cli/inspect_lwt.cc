@@ -39,20 +39,38 @@ int inspect_lwt(const std::string &path, bool json) {
     uint32_t crc = f->computed_crc32();
     bool crc_ok = crc == h.data_crc32;
     if (json) {
-        std::printf("{\"file\": %s, \"file_bytes\": %" PRIu64 ", \"header\": %.*s,\n", json_escape(path).c_str(), f->file_size(),
-                    int(f->header_json().size()), f->header_json().data());
-        std::printf(" \"data_offset\": %" PRIu64 ", \"crc32_computed\": \"%08x\", \"crc_ok\": %s,\n \"tensors\": [\n",
-                    f->data_offset(), crc, crc_ok ? "true" : "false");
-        for (size_t i = 0; i < f->tensors().size(); i++) {
-            const LwtTensor &t = f->tensors()[i];
-            std::printf("  {\"name\": %s, \"dtype\": \"%s\", \"shape\": %s, \"offset\": %" PRIu64 ", \"size_bytes\": %" PRIu64
-                        ", \"scale\": %.9g, \"zero_point\": %u}%s\n",
-                        json_escape(t.name).c_str(), lwt_dtype_name(t.dtype), shape_str(t).c_str(), t.offset, t.size_bytes,
-                        double(t.quant.scale), t.quant.zero_point, i + 1 < f->tensors().size() ? "," : "");
+        std::vector<std::string> tensors;
+        for (const LwtTensor &t : f->tensors()) {
+            Json j;
+            j.str("name", t.name).str("dtype", lwt_dtype_name(t.dtype)).raw("shape", shape_str(t));
+            j.unum("offset", t.offset).unum("size_bytes", t.size_bytes).real("scale", double(t.quant.scale));
+            tensors.push_back(j.unum("zero_point", t.quant.zero_point).text());
         }
-        std::printf(" ]}\n");
+        int code = crc_ok ? kExitOk : kExitVerifyFailed;
+        // The header as stored; a line break can only be whitespace there (JSON strings escape
+        // them), so blanking them keeps the object on one line.
+        std::string header(f->header_json());
+        for (char &c : header)
+            if (c == '\n' || c == '\r') c = ' ';
+        std::string msg = crc_ok ? format(".lwt version %u: %" PRIu64 " tensors, %" PRIu64 " parameters", h.version,
+                                          h.tensor_count, h.parameter_count)
+                                 : format("%s: CRC32 of the data section is %08x, the header says %08x", path.c_str(), crc,
+                                          h.data_crc32);
+        json_result("inspect", code, crc_ok ? STK_OK : STK_E_CHECKSUM, msg)
+            .str("kind", "lwt")
+            .str("file", path)
+            .unum("file_bytes", f->file_size())
+            .unum("version", h.version)
+            .unum("entry_bytes", h.entry_bytes)
+            .raw("header", header)
+            .unum("data_offset", f->data_offset())
+            .str("crc32_computed", format("%08x", crc))
+            .boolean("crc_ok", crc_ok)
+            .raw("tensors", json_array(tensors))
+            .print();
     } else {
-        std::printf("file            %s (%" PRIu64 " bytes, .lwt version %u)\n", path.c_str(), f->file_size(), h.version);
+        std::printf("file            %s (%" PRIu64 " bytes, .lwt version %u%s)\n", path.c_str(), f->file_size(), h.version,
+                    h.version == 1 && h.entry_bytes != kLwtEntryBytesV1 ? ", 224-byte entries: the layout before version 2" : "");
         std::printf("model type      %s\n", h.model_type.c_str());
         std::string cfg;
         for (auto &c : h.config) cfg += (cfg.empty() ? "" : ", ") + c.first + " " + std::to_string(c.second);

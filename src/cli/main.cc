@@ -19,7 +19,7 @@ static const char kUsage[] =
     "  inspect   show what a checkpoint directory holds (architecture, tensors, roles), or what a\n"
     "            published generation holds (manifest, arrays, sizes, digests)\n"
     "  tokenize  encode text with a model directory's tokenizer\n"
-    "  export    write an HF checkpoint's weights as one .lwt file (seed 001/002)\n"
+    "  export    write an HF checkpoint's weights as one .lwt weight file\n"
     "  generations  list the generations of a root; --gc / --remove NAME remove old ones\n"
     "\n"
     "  stk <command> --help   options of one command (also: stk help <command>)\n"

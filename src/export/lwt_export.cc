@@ -297,7 +297,7 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
             const TensorRef *r = d->checkpoint->find(n);
             if (!r) r = d->checkpoint->find("transformer." + n);
             if (!r)
-                throw_error(STK_E_PARAM_COUNT, "%s: GPT-2 tensor '%s' (seed 001's 'transformer.%s') is missing", opt.in.c_str(),
+                throw_error(STK_E_PARAM_COUNT, "%s: GPT-2 tensor '%s' (stored as 'transformer.%s' in the .lwt) is missing", opt.in.c_str(),
                             n.c_str(), n.c_str());
             uint32_t s = uint32_t(r - refs.data());
             if (!is_param[s])
@@ -343,7 +343,7 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
             s.shape = {r.shape[1], r.shape[0]};
         }
         if (specs.size() < layout.size() && (layout[specs.size()].name != s.name || layout[specs.size()].shape != s.shape))
-            throw_error(STK_E_PARAM_COUNT, "%s: tensor '%s' would be stored with %zu dims, seed 001 expects '%s' from config.json",
+            throw_error(STK_E_PARAM_COUNT, "%s: tensor '%s' would be stored with %zu dims, the GPT-2 layout expects '%s' from config.json",
                         r.file.c_str(), r.name.c_str(), s.shape.size(), layout[specs.size()].name.c_str());
         s.dtype = r.shape.size() >= 2 ? opt.dtype : LwtDType::F32;
         specs.push_back(std::move(s));

@@ -16,10 +16,11 @@ namespace stk {
 
 namespace {
 
-// Index entry fields (packed, little-endian).
+// Index entry fields (little-endian).  Version 1 ends at kOffScale (216 bytes: seed 001's C
+// struct, 4 bytes of padding at kOffDType); version 2 fills those 4 bytes and appends two more.
 constexpr uint64_t kOffName = 0, kOffNdim = 128, kOffDType = 132, kOffShape = 136, kOffData = 200,
                    kOffSize = 208, kOffScale = 216, kOffZero = 220;
-static_assert(kOffZero + 4 == kLwtEntryBytes);
+static_assert(kOffScale == kLwtEntryBytesV1 && kOffZero + 4 == kLwtEntryBytes);
 
 uint32_t rd32(const uint8_t *p) {
     uint32_t v;
@@ -144,7 +145,9 @@ void LwtFile::parse(bool verify_crc) {
         switch (k) {
             case 0: {
                 uint64_t v = get_u64(field.value, "version");
-                if (v != 1) throw_at(STK_E_UNSUPPORTED, f, 16, "header version %" PRIu64 " (this reader knows version 1)", v);
+                if (v != 1 && v != 2)
+                    throw_at(STK_E_UNSUPPORTED, f, 16, "header version %" PRIu64 " (this reader knows versions 1 and 2)", v);
+                header_.version = uint32_t(v);
                 break;
             }
             case 1:
@@ -196,12 +199,40 @@ void LwtFile::parse(bool verify_crc) {
         bad("data_crc32", "a string of 8 lowercase hex digits");
     header_.data_crc32 = uint32_t(std::strtoul(crc_text.c_str(), nullptr, 16));
 
-    // The index: tensor_count entries right after the JSON.
+    // The index: tensor_count entries right after the JSON.  Version 1 has seed 001's 216-byte
+    // entries; stk wrote 224-byte entries into version-1 files before version 2 existed, so a
+    // version-1 file that is not a valid 216-byte layout is read as that, if it is one.  The two
+    // never both parse: a 224-byte entry's scale (never 0) lands on the next 216-byte entry's
+    // name or on the zero padding before the data section.
     const uint64_t index_at = 16 + n;
-    if (header_.tensor_count > (size_ - index_at) / kLwtEntryBytes)
+    if (header_.version == 2 || header_.dtype != "float32") {  // (version 1 and not float32: stk's old layout)
+        parse_index(index_at, kLwtEntryBytes);
+    } else {
+        try {
+            parse_index(index_at, kLwtEntryBytesV1);
+        } catch (const Error &first) {
+            try {
+                parse_index(index_at, kLwtEntryBytes);
+            } catch (const Error &) {
+                throw first;
+            }
+        }
+    }
+    if (verify_crc && computed_crc32() != header_.data_crc32)
+        throw_at(STK_E_CHECKSUM, f, data_offset_, "CRC32 of the %" PRIu64 "-byte data section is %08x, the header says %08x",
+                 header_.total_bytes, computed_crc32(), header_.data_crc32);
+}
+
+void LwtFile::parse_index(uint64_t index_at, uint64_t entry_bytes) {
+    const std::string &f = name_;
+    const bool extended = entry_bytes == kLwtEntryBytes;
+    header_.entry_bytes = entry_bytes;
+    tensors_.clear();
+    by_name_.clear();
+    if (header_.tensor_count > (size_ - index_at) / entry_bytes)
         throw_at(STK_E_TRUNCATED, f, index_at, "the index of %" PRIu64 " entries (%" PRIu64 " bytes each) runs past the end of the %" PRIu64 "-byte file",
-                 header_.tensor_count, kLwtEntryBytes, size_);
-    const uint64_t index_end = index_at + header_.tensor_count * kLwtEntryBytes;
+                 header_.tensor_count, entry_bytes, size_);
+    const uint64_t index_end = index_at + header_.tensor_count * entry_bytes;
     data_offset_ = align_up(index_end, kLwtAlign);
     if (data_offset_ > size_)
         throw_at(STK_E_TRUNCATED, f, index_end, "the file ends before the data section at offset %" PRIu64, data_offset_);
@@ -220,7 +251,7 @@ void LwtFile::parse(bool verify_crc) {
     by_name_.reserve(size_t(header_.tensor_count));
     uint64_t expect_offset = 0, params = 0;
     for (uint64_t i = 0; i < header_.tensor_count; i++) {
-        const uint64_t at = index_at + i * kLwtEntryBytes;
+        const uint64_t at = index_at + i * entry_bytes;
         const uint8_t *e = data_ + at;
         LwtTensor &t = tensors_[i];
         t.entry_offset = at;
@@ -235,7 +266,8 @@ void LwtFile::parse(bool verify_crc) {
         const char *tn = tname.c_str();
         t.ndim = rd32(e + kOffNdim);
         if (t.ndim > kLwtMaxDims) throw_at(STK_E_BAD_RANK, f, at + kOffNdim, "tensor '%s': ndim %u exceeds 8", tn, t.ndim);
-        uint32_t code = rd32(e + kOffDType);
+        // Version 1: the C padding after ndim, whatever a writer left there; float32.
+        uint32_t code = extended ? rd32(e + kOffDType) : uint32_t(LwtDType::F32);
         if (!lwt_dtype_valid(code)) throw_at(STK_E_BAD_DTYPE, f, at + kOffDType, "tensor '%s': unknown dtype code %u", tn, code);
         t.dtype = LwtDType(code);
         for (uint32_t d = 0; d < kLwtMaxDims; d++) {
@@ -260,10 +292,12 @@ void LwtFile::parse(bool verify_crc) {
             throw_at(STK_E_CORRUPT, f, at + kOffData, "tensor '%s': bytes [%" PRIu64 ", +%" PRIu64 ") run past the %" PRIu64 "-byte data section",
                      tn, t.offset, t.size_bytes, header_.total_bytes);
         expect_offset = align_up(end, kLwtAlign);
-        float scale;
-        std::memcpy(&scale, e + kOffScale, 4);
+        float scale = 1.0f;
+        if (extended) {
+            std::memcpy(&scale, e + kOffScale, 4);
+            t.quant.zero_point = rd32(e + kOffZero);
+        }
         t.quant.scale = scale;
-        t.quant.zero_point = rd32(e + kOffZero);
         if (lwt_dtype_is_float(t.dtype)) {
             if (scale != 1.0f || t.quant.zero_point != 0)
                 throw_at(STK_E_CORRUPT, f, at + kOffScale, "tensor '%s': a %s tensor must store scale 1 and zero point 0", tn,
@@ -290,9 +324,6 @@ void LwtFile::parse(bool verify_crc) {
     if (params != header_.parameter_count)
         throw_at(STK_E_BAD_HEADER, f, 16, "parameter_count %" PRIu64 " but the tensors hold %" PRIu64 " elements",
                  header_.parameter_count, params);
-    if (verify_crc && computed_crc32() != header_.data_crc32)
-        throw_at(STK_E_CHECKSUM, f, data_offset_, "CRC32 of the %" PRIu64 "-byte data section is %08x, the header says %08x",
-                 header_.total_bytes, computed_crc32(), header_.data_crc32);
 }
 
 void LwtFile::read_f32(const LwtTensor &t, float *out) const {
@@ -342,6 +373,12 @@ LwtWriter::LwtWriter(const std::string &path, const LwtHeader &header, std::vect
     for (auto &t : tensors_)
         if (!names.emplace(std::string_view(t.name), 0).second)
             throw_error(STK_E_INVALID_ARGUMENT, "%s: tensor name '%s' appears twice", path.c_str(), printable(t.name).c_str());
+    // Seed 001's layout (version 1) whenever it can say everything: every tensor float32.
+    header_.version = 1;
+    if (hd != LwtDType::F32) header_.version = 2;
+    for (auto &t : tensors_)
+        if (t.dtype != LwtDType::F32) header_.version = 2;
+    header_.entry_bytes = header_.version == 1 ? kLwtEntryBytesV1 : kLwtEntryBytes;
     header_.tensor_count = tensors_.size();
     header_.total_bytes = offset;
     header_.parameter_count = params;
@@ -357,7 +394,7 @@ LwtWriter::LwtWriter(const std::string &path, const LwtHeader &header, std::vect
 }
 
 std::string LwtWriter::header_text(uint32_t crc) const {
-    std::string j = "{\"version\":1,\"model_type\":\"" + header_.model_type + "\",\"config\":{";
+    std::string j = format("{\"version\":%u,\"model_type\":\"", header_.version) + header_.model_type + "\",\"config\":{";
     for (size_t i = 0; i < header_.config.size(); i++)
         j += format("%s\"%s\":%" PRIu64, i ? "," : "", header_.config[i].first.c_str(), header_.config[i].second);
     j += format("},\"dtype\":\"%s\",\"byte_order\":\"little\",\"tensor_count\":%" PRIu64 ",\"total_bytes\":%" PRIu64
@@ -371,18 +408,21 @@ std::string LwtWriter::header_text(uint32_t crc) const {
 }
 
 std::string LwtWriter::index_bytes() const {
-    std::string idx(tensors_.size() * kLwtEntryBytes, '\0');
+    const uint64_t eb = header_.entry_bytes;
+    std::string idx(tensors_.size() * eb, '\0');
     for (size_t i = 0; i < tensors_.size(); i++) {
         const LwtTensor &t = tensors_[i];
-        uint64_t at = i * kLwtEntryBytes;
+        uint64_t at = i * eb;
         std::memcpy(&idx[at + kOffName], t.name.data(), t.name.size());
         put32(idx, at + kOffNdim, t.ndim);
-        put32(idx, at + kOffDType, uint32_t(t.dtype));
         for (uint32_t d = 0; d < kLwtMaxDims; d++) put64(idx, at + kOffShape + 8 * d, t.shape[d]);
         put64(idx, at + kOffData, t.offset);
         put64(idx, at + kOffSize, t.size_bytes);
-        std::memcpy(&idx[at + kOffScale], &t.quant.scale, 4);
-        put32(idx, at + kOffZero, t.quant.zero_point);
+        if (eb == kLwtEntryBytes) {  // version 2; version 1 leaves the C padding at kOffDType zero
+            put32(idx, at + kOffDType, uint32_t(t.dtype));
+            std::memcpy(&idx[at + kOffScale], &t.quant.scale, 4);
+            put32(idx, at + kOffZero, t.quant.zero_point);
+        }
     }
     return idx;
 }

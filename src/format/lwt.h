@@ -1,12 +1,15 @@
-// The .lwt weight file (seed 001, with the packed index layout of spec-notes 6 and the per-tensor
-// dtypes of seed 002).  Byte-by-byte layout: docs/format.md, "LWT weight file".
+// The .lwt weight file (seed 001; seed 002's per-tensor dtypes in version 2).  Byte-by-byte
+// layout: docs/format.md, "LWT weight file".
 //
 //   0        magic "LWATCHV1"
 //   8        u64 N: length of the header JSON
 //   16       N bytes of header JSON (UTF-8, canonical form written by LwtWriter)
-//   16+N     tensor_count index entries of kLwtEntryBytes each (packed, little-endian)
-//   D        data section, D = align64(16 + N + 224 * tensor_count): tensors at 64-byte aligned
-//            offsets in index order, zero padding, total_bytes long (a multiple of 64);
+//   16+N     tensor_count index entries (little-endian): version 1 (every tensor float32) uses
+//            seed 001's TensorIndexEntry as a C compiler lays it out, 216 bytes with 4 bytes of
+//            padding after ndim; version 2 uses 224-byte entries with the dtype in those 4 bytes
+//            and scale, zero_point after size_bytes
+//   D        data section, D = align64(16 + N + entry_bytes * tensor_count): tensors at 64-byte
+//            aligned offsets in index order, zero padding, total_bytes long (a multiple of 64);
 //            the file ends there.  header.data_crc32 = CRC32 (libdeflate) of the whole section.
 #pragma once
 
@@ -25,7 +28,8 @@
 namespace stk {
 
 constexpr char kLwtMagic[8] = {'L', 'W', 'A', 'T', 'C', 'H', 'V', '1'};
-constexpr uint64_t kLwtEntryBytes = 224;
+constexpr uint64_t kLwtEntryBytesV1 = 216;  // seed 001's struct: float32 only
+constexpr uint64_t kLwtEntryBytes = 224;    // version 2: dtype, scale, zero_point
 constexpr uint32_t kLwtMaxDims = 8;
 constexpr uint64_t kLwtNameBytes = 128;      // NUL-terminated: names up to 127 bytes
 constexpr uint64_t kLwtMaxHeaderJson = 1u << 24;
@@ -33,7 +37,11 @@ constexpr uint64_t kLwtAlign = 64;
 
 // What the header JSON says besides sizes (those the writer derives from the tensors).
 struct LwtHeader {
+    // 1 when every tensor is float32 (seed 001's layout), else 2.  The writer derives it.
     uint32_t version = 1;
+    // Bytes per index entry: 216 (version 1), 224 (version 2, and the version-1 files stk wrote
+    // before version 2 existed, which the reader still accepts).  Filled by the reader.
+    uint64_t entry_bytes = kLwtEntryBytesV1;
     std::string model_type;
     std::vector<std::pair<std::string, uint64_t>> config;  // written in this order
     std::string dtype = "float32";  // the dtype export chose for matrices (seed's "dtype")
@@ -87,6 +95,7 @@ public:
 
 private:
     void parse(bool verify_crc);
+    void parse_index(uint64_t index_at, uint64_t entry_bytes);
     MappedFile map_;
     const uint8_t *data_ = nullptr;
     uint64_t size_ = 0;

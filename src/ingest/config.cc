@@ -1,5 +1,7 @@
 #include "ingest/config.h"
 
+#include <sys/stat.h>
+
 #include <simdjson.h>
 
 #include <cmath>
@@ -517,6 +519,11 @@ ParsedConfig parse_model_config(const std::string &json_text, const std::string 
 
 ParsedConfig load_model_config(const std::string &dir) {
     std::string path = dir + "/config.json";
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0)
+        throw_error(STK_E_NOT_FOUND, "%s: no such model directory", dir.c_str());
+    if (!S_ISDIR(st.st_mode))
+        throw_error(STK_E_NOT_FOUND, "%s: not a directory (the model directory holds config.json and the weights)", dir.c_str());
     if (!file_exists(path))
         throw_error(STK_E_NOT_FOUND, "%s: missing: stk reads the model's shapes and type from config.json", path.c_str());
     std::string text = read_small_file(path, kMaxConfigBytes);

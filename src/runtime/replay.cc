@@ -376,7 +376,7 @@ std::string Replayer::finish_digest() {
 }
 
 std::vector<uint32_t> replay_token_ids(const stk_generation &g, const std::string &prompt, const std::string &model_dir,
-                                       bool byte_ids_fallback, std::string *mode) {
+                                       bool byte_ids_fallback, std::string *mode, std::vector<std::string> *texts) {
     std::vector<uint32_t> ids;
     if (g.has_tokenizer) {
         *mode = "greedy";
@@ -400,6 +400,8 @@ std::vector<uint32_t> replay_token_ids(const stk_generation &g, const std::strin
     *mode = "ext";
     Tokenizer tok(vocab);
     tok.encode(prompt, ids, false);
+    if (texts)
+        for (uint32_t id : ids) texts->push_back(id < vocab.pieces.size() ? vocab.pieces[id] : std::string());
     return ids;
 }
 

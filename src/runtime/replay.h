@@ -99,9 +99,11 @@ private:
 // The prompt's token ids: the generation's greedy tables (*mode "greedy"), else the model's own
 // tokenizer from model_dir ("ext"; STK_E_INVALID_ARGUMENT when model_dir is empty).  With
 // byte_ids_fallback, a model without tokenizer files replays the prompt's bytes as ids ("bytes":
-// acceptance 16.5 on the tiny test models).
+// acceptance 16.5 on the tiny test models).  texts, when given, gets each token's text in "ext"
+// mode (the vocabulary's raw bytes of the piece; ReplayToken.bytes stays empty there, as the state
+// digest defines it) and stays empty in the other modes.
 std::vector<uint32_t> replay_token_ids(const stk_generation &g, const std::string &prompt, const std::string &model_dir,
-                                       bool byte_ids_fallback, std::string *mode);
+                                       bool byte_ids_fallback, std::string *mode, std::vector<std::string> *texts = nullptr);
 
 // The whole replay of `prompt` over the generation in dir as one text: the mode, one line per
 // module, one line per token, the state digest.  What acceptance 16.5 compares.

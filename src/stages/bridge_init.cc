@@ -263,10 +263,10 @@ BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint
                      (unsigned long long)st.pairs, beta);
     if (!st.scales_ok || !st.hubs_ok)
         draft_add_record(m, STK_STAGE_BRIDGE_INIT, kRecordFeatureDisabled, kFeatureBridge, STK_E_CORRUPT, 0, 0,
-                         "bridge disabled: a 12.6 check failed; no bridge array written");
+                         "bridge disabled: a consistency check of its scales or hubs failed; no bridge array written");
     else if (!st.guard_ok)
         draft_add_record(m, STK_STAGE_BRIDGE_INIT, kRecordFeatureDisabled, kFeatureO0Route, STK_E_CORRUPT, double(bad_tuples), 0,
-                         "O(0) route disabled: 12.6 guard tuples inconsistent; bridge_guard.bin not written");
+                         "guard shortcut disabled: the guard tuples failed their consistency check; bridge_guard.bin not written");
     return st;
 }
 
@@ -378,7 +378,7 @@ void bridge_init_plan(const JobInputs &in, ArrayPlan &plan) {
     const BridgeArrays a = bridge_arrays(z);
     for (const ArraySpec *x : {&a.hubs, &a.qin, &a.s_in, &a.qout, &a.s_out}) plan.add(STK_STAGE_BRIDGE_INIT, *x);
     plan.add(STK_STAGE_BRIDGE_INIT, a.guard).presence = PlanPresence::Optional;
-    plan.arrays.back().reason = "written only if every guard tuple passes 12.6 (else the O(0) route is disabled)";
+    plan.arrays.back().reason = "written only if every guard tuple passes its consistency check (else the guard shortcut is disabled)";
     plan.add(STK_STAGE_BRIDGE_INIT, a.peer);
     if (bridge_unsupported(z)) plan.disable_stage(STK_STAGE_BRIDGE_INIT, "bridge disabled: the model has no token embedding [vocab, d_model]");
 }

@@ -148,7 +148,7 @@ StageSnapshot policy_snapshot(Job &job) {
 void policy_disable(Job &job, stk_stage id, const StageSnapshot &snap, const BoundBreach &b) {
     undo_stage(job, snap);
     char text[kManifestTextSize];
-    std::snprintf(text, sizeof text, "%s disabled (1.4): %s: %.4g vs bound %.4g", find_stage(id)->name, b.bound(), b.value(),
+    std::snprintf(text, sizeof text, "%s disabled: %s: %.4g vs bound %.4g", find_stage(id)->name, b.bound(), b.value(),
                   b.limit());
     add_disabled_record(job, id, b.status(), b.value(), b.limit(), text);
     // The full message (it may name a tensor, a key) as a note beside the record.
@@ -163,7 +163,7 @@ void policy_disable(Job &job, stk_stage id, const StageSnapshot &snap, const Err
 
 void policy_disable_dependent(Job &job, stk_stage id, stk_stage needed) {
     char text[kManifestTextSize];
-    std::snprintf(text, sizeof text, "%s disabled (1.4): it needs %s, which was disabled", find_stage(id)->name,
+    std::snprintf(text, sizeof text, "%s disabled: it needs %s, which was disabled", find_stage(id)->name,
                   find_stage(needed)->name);
     add_disabled_record(job, id, STK_E_STAGE_ORDER, 0, 0, text);
     mark_disabled(job, id, text);

@@ -101,7 +101,7 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
         throw_error(STK_E_OUTPUT_EXISTS, "%s holds a single generation (%s), not a generations root; publish into a new "
                     "directory", p.out_dir, manifest.c_str());
     if (file_exists(manifest))
-        throw_error(STK_E_OUTPUT_EXISTS, "%s already holds a published generation (%s); choose a new --out", p.out_dir,
+        throw_error(STK_E_OUTPUT_EXISTS, "%s already holds a published generation (%s); write to another directory", p.out_dir,
                     manifest.c_str());
     std::unique_ptr<ModelDescription> model = describe_model(p.in_dir);
     // The arena must hold what every stage said it needs: refuse now, not half-way through.

@@ -238,7 +238,7 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
     if (vocab.model != Vocab::Model::BPE_BYTE_LEVEL) {
         plan->mode = TokenizerPlan::Mode::EXT;
         std::snprintf(plan->invariant, sizeof plan->invariant,
-                      "tokenizer: %s is %s, not byte-level BPE: EXT wrapper (seed 4.1), no FST built; proposals emitted", src,
+                      "tokenizer: %s is %s, not byte-level BPE: EXT mode (the model's own tokenizer), no token tables built; proposals emitted", src,
                       model_name(vocab.model));
         return finish();
     }
@@ -307,7 +307,7 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
             std::snprintf(plan->invariant, sizeof plan->invariant,
                           build ? "tokenizer: Sardinas-Patterson rejects the %u bytepieces of %s: %s; greedy FST built anyway "
                                   "(--allow-uncertified-tokenizer), UNCERTIFIED: its ids may differ from BPE"
-                                : "tokenizer: Sardinas-Patterson rejects the %u bytepieces of %s: %s; FST not built (spec 4.2), "
+                                : "tokenizer: Sardinas-Patterson rejects the %u bytepieces of %s: %s; no token tables built, "
                                   "EXT mode; --allow-uncertified-tokenizer builds the greedy encoder anyway",
                           nb, src, parses);
         } else {
@@ -435,7 +435,7 @@ void tokenizer_stage_plan(const JobInputs &in, ArrayPlan &plan) {
     const bool flag = in.params.flags & STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER;
     if (vocab.model != Vocab::Model::BPE_BYTE_LEVEL) {
         plan.disable_stage(st, std::string("EXT mode: ") + model_name(vocab.model) +
-                                   " is not byte-level BPE: EXT wrapper (seed 4.1), no token tables");
+                                   " is not byte-level BPE: EXT mode (the model's own tokenizer), no token tables");
         return;
     }
     // A piece of 2+ bytes whose bytes are all single-byte pieces has two parses: Sardinas-

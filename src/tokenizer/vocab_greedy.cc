@@ -17,7 +17,7 @@ GreedyTables::GreedyTables(const Vocab &vocab, uint32_t l_tok) {
     const uint32_t V = vocab.size(), L = l_tok;
     if (L == 0 || L > hash::kMaxRollingLen) throw_error(STK_E_INVALID_ARGUMENT, "Ltok = %u: outside 1..%u", L, hash::kMaxRollingLen);
     if (vocab.model != Vocab::Model::BPE_BYTE_LEVEL)
-        throw_error(STK_E_UNSUPPORTED, "%s: the greedy encoder needs a byte-level BPE vocabulary (this one is EXT mode, seed 4.1)",
+        throw_error(STK_E_UNSUPPORTED, "%s: the greedy encoder needs a byte-level BPE vocabulary (this one is tokenized in EXT mode)",
                     vocab.source.c_str());
     tables = std::make_unique<FstTables>();
     std::vector<uint32_t> cand;

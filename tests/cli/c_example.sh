@@ -4,8 +4,9 @@
 # API" from README.md, and
 #   - compiles it with -std=c99 and -std=c11 (-pedantic -Wall -Wextra -Werror) through
 #     `pkg-config --cflags --libs stk` and runs it with LD_LIBRARY_PATH, then with an rpath;
-#   - links libstk.a through `pkg-config --static --libs stk` from a static-only prefix (what
-#     -Ddefault_library=static installs) and runs it with no library path at all;
+#   - installs the same build configured -Ddefault_library=static (the README's static route:
+#     nothing deleted by hand), checks that no libstk.so was installed, links libstk.a through
+#     `pkg-config --static --libs stk` and runs it with no library path at all;
 #   - asserts that --cflags is the include directory alone and that --static --libs names the
 #     C++ runtime and libm.
 # Each run converts bindings/testdata/tiny-gpt2 and must print "31 arrays, 385895 bytes verified".
@@ -60,13 +61,36 @@ for std in c99 c11; do
   check_run "$std shared, rpath" "$tmp/convert-$std-rpath" "$model" "$tmp/out-$std-rpath"
 done
 
-# Static: a prefix holding libstk.a only.
-cp -a "$tmp/root" "$tmp/static-root"
-rm -f "$tmp/static-root$(PKG_CONFIG_SYSROOT_DIR= pkg-config --variable=libdir stk)"/libstk.so*
-export PKG_CONFIG_PATH="$(dirname "$(find "$tmp/static-root" -name stk.pc | head -n 1)")" PKG_CONFIG_SYSROOT_DIR="$tmp/static-root"
+# Static, the README's route: a build configured -Ddefault_library=static, then meson install.
+# The build tree already holds libstk.a (both kinds are always built; the option decides only what
+# is installed), so the option is switched on this build for the install and switched back: no
+# recompilation, and the prefix is exactly what `meson install` puts there.
+orig=$("$MESON" introspect "$STK_BUILD_ROOT" --buildoptions |
+  python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "default_library"))')
+# `meson setup --reconfigure` regenerates the install plan at once (`meson configure` only at the
+# next ninja run).
+restore() {
+  "$MESON" setup --reconfigure "$STK_BUILD_ROOT" "$STK_SOURCE_ROOT" -Ddefault_library="$orig" >"$tmp/restore.log" 2>&1 ||
+    { cat "$tmp/restore.log" >&2; echo "c_example: could not restore -Ddefault_library=$orig" >&2; }
+}
+trap 'restore; rm -rf "$tmp"' EXIT INT TERM
+"$MESON" setup --reconfigure "$STK_BUILD_ROOT" "$STK_SOURCE_ROOT" -Ddefault_library=static >"$tmp/configure.log" 2>&1 ||
+  { cat "$tmp/configure.log"; die "meson setup --reconfigure -Ddefault_library=static failed"; }
+"$MESON" install -C "$STK_BUILD_ROOT" --no-rebuild --destdir "$tmp/static-root" >"$tmp/install-static.log" 2>&1 ||
+  { cat "$tmp/install-static.log"; die "meson install (static) failed"; }
+restore
+spc=$(find "$tmp/static-root" -name stk.pc | head -n 1)
+[ -n "$spc" ] || die "static install: no stk.pc"
+export PKG_CONFIG_PATH="$(dirname "$spc")" PKG_CONFIG_SYSROOT_DIR="$tmp/static-root"
+slibdir="$tmp/static-root$(PKG_CONFIG_SYSROOT_DIR= pkg-config --variable=libdir stk)"
+[ -f "$slibdir/libstk.a" ] || die "static install: no libstk.a in $slibdir"
+if find "$tmp/static-root" -name 'libstk.so*' | grep -q .; then
+  die "-Ddefault_library=static installed a shared library: $(find "$tmp/static-root" -name 'libstk.so*')"
+fi
+[ -f "$libdir/libstk.a" ] || die "default install ($orig): no libstk.a beside libstk.so"
 for std in c99 c11; do
   "$CC" -std=$std -pedantic -Wall -Wextra -Werror "$tmp/convert.c" $(pkg-config --cflags --static --libs stk) \
     -o "$tmp/convert-$std-static"
-  if readelf -d "$tmp/convert-$std-static" | grep -q 'libstk\.so'; then die "$std static: still needs libstk.so"; fi
+  if readelf -d "$tmp/convert-$std-static" | grep -q 'NEEDED.*libstk'; then die "$std static: still needs libstk.so"; fi
   check_run "$std static" "$tmp/convert-$std-static" "$model" "$tmp/out-$std-static"
 done
