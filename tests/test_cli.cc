@@ -184,6 +184,7 @@ static void json_always_one_object(void **) {
         {{"export", "--json", model(), out + ".lwt", "--bogus"}, "export", 2, "usage"},
         {{"export", "--json", missing, out + ".lwt"}, "export", 5, "io"},
         {{"nosuchcommand", "--json"}, "stk", 2, "usage"},
+        {{"--version", "--json", "--x"}, "--version", 2, "usage"},
         {{"--list-models", "--json", "--x"}, "--list-models", 2, "usage"},
     };
     for (const Case &c : cases) {

@@ -62,7 +62,10 @@ int main(int argc, char **argv) {
         return kExitOk;
     }
     if (!std::strcmp(cmd, "--version")) {
-        if (wants_json(argc, argv))
+        Args args(argc, argv, 2);
+        bool json = args.flag("json");
+        if (!args.finish("--version")) return kExitUsage;
+        if (json)
             json_result("--version", kExitOk, STK_OK, std::string("stk ") + STK_VERSION_STRING)
                 .str("version", STK_VERSION_STRING)
                 .str("library_version", stk_version_string())
