@@ -130,10 +130,10 @@ void fill_manifest(Job &job, const TokenizerPlan &p) {
         case TokenizerPlan::Mode::EXT:
             if (p.sp_ran)
                 draft_add_record(d, st, kRecordFeatureDisabled, kFeatureTokenizerFst, STK_E_SP_REJECTED, p.sp_verdict, 0,
-                                 "SP rejects the bytepieces, witness \"%.40s\": FST not built, EXT (4.2)", p.sp_witness);
+                                 "Sardinas-Patterson rejects the bytepieces, witness \"%.40s\": no token tables, EXT mode", p.sp_witness);
             else
                 draft_add_record(d, st, kRecordFeatureDisabled, kFeatureTokenizerFst, STK_E_UNSUPPORTED, p.vocab_model, 0,
-                                 "not byte-level BPE: EXT wrapper, no FST (4.1)");
+                                 "not byte-level BPE: no token tables, EXT mode (the model's own tokenizer)");
             break;
         case TokenizerPlan::Mode::FST_UNCERTIFIED:
             draft_add_record(d, st, kRecordNote, kFeatureTokenizerFst, STK_E_SP_REJECTED, p.sp_verdict, 0,
