@@ -1,4 +1,6 @@
-// include/stk/stk.h compiled as C++ (-pedantic -Werror), linked against the shared libstk.
+// include/stk/stk.h compiled as C++ (-pedantic -Werror), linked against the shared libstk: the
+// stable tier alone (the build defines STK_EXPERIMENTAL for everything else).
+#undef STK_EXPERIMENTAL
 #include <stk/stk.h>
 
 #include <cstdio>
@@ -8,6 +10,11 @@
 static_assert(std::is_same_v<decltype(&stk_verify), stk_status (*)(const char *, stk_verify_report *)>);
 static_assert(std::is_standard_layout_v<stk_job_params> && std::is_standard_layout_v<stk_verify_report>);
 static_assert(STK_OK == 0 && STK_E_INTERNAL == 99 && STK_STAGE_COUNT == 10);
+
+// Without STK_EXPERIMENTAL, the experimental declarations do not exist (an unqualified call
+// would be ill-formed; a template that names one is only instantiated when it does).
+template <class T> constexpr bool has_job_info = requires(T *j) { stk_job_get_info(j, nullptr); };
+static_assert(!has_job_info<stk_job>);
 
 int main() {
     int failures = 0;

@@ -4,6 +4,7 @@ package stk
 #cgo CFLAGS: -I${SRCDIR}/../../include
 #cgo LDFLAGS: -lstk
 #include <stdlib.h>
+#define STK_EXPERIMENTAL
 #include <stk/stk.h>
 */
 import "C"
@@ -320,6 +321,100 @@ func (j *Job) Digest(s Stage) (Digest, error) {
 		return Digest{}, err
 	}
 	return Digest{CRC32C: uint32(crc), SHA256Low64: uint64(sha)}, nil
+}
+
+// TokenizerMode is what the tokenizer stage decided (stk_tokenizer_mode, experimental tier).
+type TokenizerMode uint32
+
+const (
+	TokenizerNotRun         TokenizerMode = C.STK_TOKENIZER_NOT_RUN
+	TokenizerAbsent         TokenizerMode = C.STK_TOKENIZER_ABSENT
+	TokenizerFST            TokenizerMode = C.STK_TOKENIZER_FST
+	TokenizerFSTUncertified TokenizerMode = C.STK_TOKENIZER_FST_UNCERTIFIED
+	TokenizerEXT            TokenizerMode = C.STK_TOKENIZER_EXT
+)
+
+// JobInfo is stk_job_get_info: what a job decided so far.
+type JobInfo struct {
+	TokenizerMode         TokenizerMode
+	TokenizerCertifiedRun bool   // the unique-decodability test ran (byte-level BPE)
+	VocabSize             uint32 // tokens in the vocabulary
+	LTok                  uint32 // longest token piece in the tables, bytes
+	TokenizerReason       string // why that mode ("" if nothing to say)
+}
+
+// Info is stk_job_get_info (experimental tier).
+func (j *Job) Info() (JobInfo, error) {
+	if err := j.closed(); err != nil {
+		return JobInfo{}, err
+	}
+	var c C.stk_job_info
+	c.struct_size = C.size_t(unsafe.Sizeof(c))
+	err := call(func() C.stk_status { return C.stk_job_get_info(j.raw, &c) })
+	runtime.KeepAlive(j)
+	if err != nil {
+		return JobInfo{}, err
+	}
+	return JobInfo{
+		TokenizerMode:         TokenizerMode(c.tokenizer_mode),
+		TokenizerCertifiedRun: c.tokenizer_certified_run != 0,
+		VocabSize:             uint32(c.vocab_size),
+		LTok:                  uint32(c.l_tok),
+		TokenizerReason:       C.GoString(&c.tokenizer_reason[0]),
+	}, nil
+}
+
+// StageState is the state of one stage (stk_stage_state, experimental tier).
+type StageState uint32
+
+const (
+	StagePending        StageState = C.STK_STAGE_STATE_PENDING
+	StageDone           StageState = C.STK_STAGE_STATE_DONE
+	StageDisabled       StageState = C.STK_STAGE_STATE_DISABLED
+	StageNotImplemented StageState = C.STK_STAGE_STATE_NOT_IMPLEMENTED
+)
+
+// StageInfo is stk_stage_get_info: a stage's state, digest and (when disabled) the reason the
+// manifest records.
+type StageInfo struct {
+	State  StageState
+	Digest Digest
+	Reason string
+}
+
+// StageInfo is stk_stage_get_info (experimental tier).
+func (j *Job) StageInfo(s Stage) (StageInfo, error) {
+	if err := j.closed(); err != nil {
+		return StageInfo{}, err
+	}
+	var c C.stk_stage_info
+	c.struct_size = C.size_t(unsafe.Sizeof(c))
+	err := call(func() C.stk_status { return C.stk_stage_get_info(j.raw, C.stk_stage(s), &c) })
+	runtime.KeepAlive(j)
+	if err != nil {
+		return StageInfo{}, err
+	}
+	return StageInfo{
+		State:  StageState(c.state),
+		Digest: Digest{CRC32C: uint32(c.crc32c), SHA256Low64: uint64(c.sha256_low64)},
+		Reason: C.GoString(&c.reason[0]),
+	}, nil
+}
+
+// Progress is stk_job_progress (experimental tier): done of total units of the running stage.
+// The C call may run while Run runs on another goroutine.
+func (j *Job) Progress() (done, total uint64, unit string, err error) {
+	if err = j.closed(); err != nil {
+		return
+	}
+	var d, t C.uint64_t
+	var u *C.char
+	err = call(func() C.stk_status { return C.stk_job_progress(j.raw, &d, &t, &u) })
+	runtime.KeepAlive(j)
+	if err != nil {
+		return
+	}
+	return uint64(d), uint64(t), C.GoString(u), nil
 }
 
 // Close releases the job (stk_close), then its arena.  Closing twice is a no-op.

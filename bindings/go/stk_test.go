@@ -250,6 +250,19 @@ func publishTinyGPT2(t *testing.T) string {
 	if !ran[StageParseTensors] || !ran[StageTokenizer] || !ran[StageManifestEmit] {
 		t.Fatalf("stages that ran: %v", ran)
 	}
+	// stk_job_get_info / stk_stage_get_info: what the CLI reports, through the public API.
+	info, err := j.Info()
+	if err != nil || info.TokenizerMode != TokenizerFSTUncertified || !info.TokenizerCertifiedRun || info.VocabSize != 261 ||
+		!strings.Contains(info.TokenizerReason, "Sardinas-Patterson") {
+		t.Fatalf("job info %+v, %v", info, err)
+	}
+	pd, _ := j.Digest(StageParseTensors)
+	if si, err := j.StageInfo(StageParseTensors); err != nil || si.State != StageDone || si.Digest != pd || si.Reason != "" {
+		t.Fatalf("stage info %+v, %v", si, err)
+	}
+	if done, total, _, err := j.Progress(); err != nil || done > total {
+		t.Fatalf("progress %d/%d, %v", done, total, err)
+	}
 	if d, err := j.Digest(StageTokenizer); err != nil || d == (Digest{}) {
 		t.Fatalf("tokenizer digest %+v, %v", d, err)
 	}

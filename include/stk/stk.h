@@ -9,13 +9,37 @@
  *   - Every function returns an stk_status (STK_OK == 0) unless it cannot fail.
  *   - On failure, stk_last_error() returns a message for the calling thread that
  *     names the file, tensor and byte offset involved where there is one.
- *   - Parameter structs start with `size_t struct_size`: zero the struct, set
+ *   - Structs start with `size_t struct_size`: zero the struct, set
  *     struct_size = sizeof(the struct), then fill the fields you need.  Later
- *     versions only append fields, so old callers keep working.
- *   - Memory: stk_job_arena_size() says how many bytes a conversion job needs;
- *     the caller provides that memory to stk_open().  After stk_open() returns,
- *     the library performs no heap allocation on behalf of that job: stages
- *     work inside the arena (see docs/decisions.md, "Arenas").
+ *     versions only append fields.  A caller built against an older stk.h
+ *     passes its smaller struct: accepted, the fields it lacks take their
+ *     defaults (structs the library fills are filled up to its struct_size).
+ *     A caller built against a newer stk.h passes a larger struct: accepted
+ *     when the fields this library does not know are zero, else
+ *     STK_E_STRUCT_SIZE (a setting is never ignored silently).
+ *   - Memory: stk_job_arena_size() says how many bytes a conversion job needs
+ *     and the caller provides them to stk_open().  Everything the job keeps
+ *     (its parameters, the log of arrays written, the model plan, each stage's
+ *     scratch) lives in that arena, and a stage that would need more than its
+ *     share fails with STK_E_ARENA_TOO_SMALL rather than fall back to the heap.
+ *     The library still uses the heap for short-lived work of its own: reading
+ *     the model's metadata and tokenizer files, worker threads, file names;
+ *     the per-tensor and per-key inner loops allocate nothing.
+ *     stk_generation_open, stk_lwt_open and stk_export_lwt allocate their own
+ *     bounded state (freed by the matching close).  See docs/decisions.md,
+ *     "Arenas".
+ *   - Threads: each declaration says which calls may run at the same time.
+ *     Calls on different handles are independent.  stk_last_error() is per
+ *     thread.
+ *
+ * Tiers
+ *   Everything below is the stable tier unless it sits inside
+ *   `#ifdef STK_EXPERIMENTAL`: define STK_EXPERIMENTAL before including this
+ *   header to see the experimental tier (zstd's ZSTD_STATIC_LINKING_ONLY).
+ *   Experimental declarations may change or go in any release; the symbols
+ *   are exported, so a program using them must be rebuilt with each libstk
+ *   (the bindings check stk_version_number() for that).  Stable ones change
+ *   only by appending (fields, enum values, functions).
  */
 #ifndef STK_STK_H
 #define STK_STK_H
@@ -47,7 +71,8 @@ typedef enum stk_status {
 
     /* 1..9: the call itself */
     STK_E_INVALID_ARGUMENT = 1, /* a NULL pointer, a zero size, an out-of-range option */
-    STK_E_STRUCT_SIZE = 2,      /* struct_size is smaller than the first version of the struct */
+    STK_E_STRUCT_SIZE = 2,      /* struct_size is smaller than the first version of the struct, or a
+                                   newer struct sets fields this library does not know */
     STK_E_ARENA_TOO_SMALL = 3,  /* the arena is smaller than stk_job_arena_size() said */
     STK_E_NOT_IMPLEMENTED = 4,  /* the stage or feature does not exist yet; nothing was written */
     STK_E_STAGE_ORDER = 5,      /* a stage was run before the stages it depends on */
@@ -91,21 +116,24 @@ typedef enum stk_status {
     STK_E_INTERNAL = 99 /* a bug: please report with the message */
 } stk_status;
 
-/* A short constant English name for a status ("STK_E_CHECKSUM: checksum mismatch"). */
+/* A short constant English name for a status ("STK_E_CHECKSUM: checksum mismatch").
+ * Threads: any. */
 STK_API const char *stk_status_str(stk_status status);
 
 /* The message of the last failure on the calling thread ("" if none).  Valid until the next
- * stk_* call on this thread. */
+ * stk_* call on this thread.  Threads: any (each thread has its own message). */
 STK_API const char *stk_last_error(void);
 
-/* STK_VERSION_NUMBER of the library actually linked (bindings check it against the header). */
+/* STK_VERSION_NUMBER of the library actually linked (bindings check it against the header).
+ * Threads: any. */
 STK_API uint32_t stk_version_number(void);
 STK_API const char *stk_version_string(void);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Conversion jobs                                                                             */
 
-/* The stages of the fixed DAG (seed 15.2), in order.  Values pinned. */
+/* The stages of a conversion, in the order they run (docs/format.md lists what each writes).
+ * Values pinned. */
 typedef enum stk_stage {
     STK_STAGE_PARSE_TENSORS = 1,
     STK_STAGE_TOKENIZER = 2, /* tokenizer_build_or_wrap */
@@ -121,7 +149,7 @@ typedef enum stk_stage {
 
 #define STK_STAGE_COUNT 10
 
-/* Name of a stage as in the spec ("parse_tensors"), or NULL for an unknown value. */
+/* Name of a stage ("parse_tensors"), or NULL for an unknown value.  Threads: any. */
 STK_API const char *stk_stage_name(stk_stage stage);
 
 /* Job flags */
@@ -145,27 +173,29 @@ typedef struct stk_job_params {
 typedef struct stk_job stk_job;
 
 /* How many arena bytes a job with these parameters needs.  Reads the checkpoint's metadata
- * (headers, config, tokenizer sizes), never the weights. */
+ * (headers, config, tokenizer sizes), never the weights.  Threads: any. */
 STK_API stk_status stk_job_arena_size(const stk_job_params *params, size_t *out_bytes);
 
 /* Open a job inside the caller's arena (at least stk_job_arena_size() bytes, any alignment).
- * The job handle itself lives in the arena; the arena must outlive stk_close(). */
+ * The job handle itself lives in the arena; the arena must outlive stk_close().
+ * Threads: any.  A job is used by one thread at a time: no two calls on the same job may
+ * overlap, except stk_job_progress (experimental tier). */
 STK_API stk_status stk_open(const stk_job_params *params, void *arena, size_t arena_bytes,
                             stk_job **out_job);
 
-/* Run one stage.  Stages run in DAG order; a stage whose inputs are missing returns
+/* Run one stage.  Stages run in the order of stk_stage; a stage whose inputs are missing returns
  * STK_E_STAGE_ORDER.  A stage that is not implemented returns STK_E_NOT_IMPLEMENTED and writes
- * nothing. */
+ * nothing.  Threads: one call on a job at a time (the stage itself uses params.threads workers). */
 STK_API stk_status stk_stage_run(stk_job *job, stk_stage stage);
 
-/* The digests a finished stage recorded (seed 15.2): crc32c and sha256_low64 over the bytes of
- * every array the stage wrote, in write order. */
+/* The digests a finished stage recorded: crc32c and sha256_low64 over the bytes of every array
+ * the stage wrote, in write order.  Threads: not during stk_stage_run on the same job. */
 STK_API stk_status stk_stage_digest(const stk_job *job, stk_stage stage, uint32_t *out_crc32c,
                                     uint64_t *out_sha256_low64);
 
 /* Release everything the job holds outside the arena (open files, mappings).  NULL is a no-op.
  * With STK_JOB_PUBLISH_ROOT it also releases the root's lock and removes the staging directory
- * of a job that did not publish. */
+ * of a job that did not publish.  Threads: no other call on the job may be running. */
 STK_API void stk_close(stk_job *job);
 
 /* Generations roots (STK_JOB_PUBLISH_ROOT; docs/format.md "Generations root").
@@ -180,11 +210,12 @@ STK_API void stk_close(stk_job *job);
 
 /* After the check stage published: the new generation's directory (ROOT/generations/<name>),
  * valid until stk_close.  STK_E_STAGE_ORDER before, STK_E_INVALID_ARGUMENT without
- * STK_JOB_PUBLISH_ROOT. */
+ * STK_JOB_PUBLISH_ROOT.  Threads: not during stk_stage_run on the same job. */
 STK_API stk_status stk_job_generation_dir(const stk_job *job, const char **out_dir);
 
 /* Remove generation `name` from a root: never the current one (STK_E_INVALID_ARGUMENT); takes
- * the root's lock (STK_E_IO while a writer holds it). */
+ * the root's lock (STK_E_IO while a writer holds it).  Threads: any (the lock serialises
+ * writers, in this process and others). */
 STK_API stk_status stk_generation_remove(const char *root, const char *name);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -199,10 +230,12 @@ typedef struct stk_verify_report {
     uint64_t failed_offset; /* byte offset inside that file */
 } stk_verify_report;
 
-/* Verify a published output directory (seed 12.7): the manifest (magic, schema digest, sizes,
- * hash chain) and every array it lists (header, payload crc32c and sha256_low64).  report may be
- * NULL.  out_dir may also be a generations root: its CURRENT generation is verified, and
- * failed_file is then relative to the root ("CURRENT", "generations/<name>/arrays/x.bin"). */
+/* Verify a published output directory: the manifest (magic, schema digest, sizes, hash chain)
+ * and every array it lists (header, payload crc32c and sha256_low64).  report may be NULL.
+ * out_dir may also be a generations root: its CURRENT generation is verified, and failed_file
+ * is then relative to the root ("CURRENT", "generations/<name>/arrays/x.bin").  Large
+ * generations are hashed on up to 8 threads; the result does not depend on how many.
+ * Threads: any, several at once (read-only). */
 STK_API stk_status stk_verify(const char *out_dir, stk_verify_report *report);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -212,8 +245,9 @@ typedef struct stk_generation stk_generation;
 
 /* Map a published generation read-only (verifies it first, as stk_verify).  Given a generations
  * root, CURRENT is read once and that generation pinned: lookups keep answering from it when a
- * newer one is published or it is removed. */
+ * newer one is published or it is removed.  Threads: any. */
 STK_API stk_status stk_generation_open(const char *out_dir, stk_generation **out_gen);
+/* Threads: no stk_lookup on this generation may be running. */
 STK_API void stk_generation_close(stk_generation *gen);
 
 typedef enum stk_lookup_kind {
@@ -223,15 +257,15 @@ typedef enum stk_lookup_kind {
     STK_LOOKUP_HUB = 4          /* key: u32 token id, u32 context id (LE) -> value: hub bitset, W u64 LE words */
 } stk_lookup_kind;
 
-/* One O(1) lookup.  A generation is read-only once open: stk_lookup may be called from many
- * threads at once on the same generation.  On success writes up to value_cap bytes to value and the full length to
+/* One O(1) lookup.  Threads: a generation is read-only once open: stk_lookup may be called from
+ * many threads at once on the same generation.  On success writes up to value_cap bytes to value and the full length to
  * *value_len (STK_E_INVALID_ARGUMENT if value_cap is too small; *value_len says how much is
  * needed).  STK_E_KEY_NOT_FOUND if the key is absent. */
 STK_API stk_status stk_lookup(const stk_generation *gen, stk_lookup_kind kind, const void *key,
                               size_t key_len, void *value, size_t value_cap, size_t *value_len);
 
 /* ------------------------------------------------------------------------------------------ */
-/* .lwt weight files (seed 001, with seed 002's low-bit dtypes; docs/format.md "LWT weight file") */
+/* .lwt weight files (docs/format.md, "LWT weight file") */
 
 /* Element types of .lwt tensors (the u32 in the index entry).  Values pinned. */
 typedef enum stk_lwt_dtype {
@@ -271,13 +305,15 @@ typedef struct stk_export_report {
 } stk_export_report;
 
 /* HuggingFace checkpoint -> .lwt.  The file appears under out_path only when complete.
- * report may be NULL. */
+ * report may be NULL.  Threads: any (each call with its own out_path). */
 STK_API stk_status stk_export_lwt(const stk_export_params *params, stk_export_report *report);
 
 typedef struct stk_lwt stk_lwt;
 
-/* Map a .lwt read-only and validate it (structure, sizes, CRC32 of the data section). */
+/* Map a .lwt read-only and validate it (structure, sizes, CRC32 of the data section).
+ * Threads: any.  The calls below only read an open file: any number may run at once on it. */
 STK_API stk_status stk_lwt_open(const char *path, stk_lwt **out_lwt);
+/* Threads: no other call on this file may be running. */
 STK_API void stk_lwt_close(stk_lwt *lwt);
 
 typedef struct stk_lwt_tensor {
@@ -302,6 +338,62 @@ STK_API stk_status stk_lwt_find(const stk_lwt *lwt, const char *name, stk_lwt_te
 /* Unpack a tensor to f32 into caller memory of out_count floats (STK_E_INVALID_ARGUMENT if fewer
  * than its n_elements). */
 STK_API stk_status stk_lwt_read_f32(const stk_lwt *lwt, const char *name, float *out, size_t out_count);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Experimental tier: define STK_EXPERIMENTAL before including this header.  These may change
+ * in any release (see "Tiers" at the top). */
+#ifdef STK_EXPERIMENTAL
+
+/* What the tokenizer stage decided (docs/decisions.md, "EXT mode and replay"). */
+typedef enum stk_tokenizer_mode {
+    STK_TOKENIZER_NOT_RUN = 0,         /* the tokenizer stage has not run (yet) */
+    STK_TOKENIZER_ABSENT = 1,          /* no tokenizer files in the model: the feature is disabled */
+    STK_TOKENIZER_FST = 2,             /* greedy token tables, certified uniquely decodable */
+    STK_TOKENIZER_FST_UNCERTIFIED = 3, /* tables built although the certification failed
+                                          (STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER) */
+    STK_TOKENIZER_EXT = 4              /* no tables: tokenizing needs the model's own tokenizer */
+} stk_tokenizer_mode;
+
+typedef struct stk_job_info {
+    size_t struct_size;             /* sizeof(stk_job_info) */
+    uint32_t tokenizer_mode;        /* stk_tokenizer_mode */
+    uint32_t tokenizer_certified_run; /* 1 if the unique-decodability test ran (byte-level BPE) */
+    uint32_t vocab_size;            /* tokens in the vocabulary (0 before the tokenizer stage) */
+    uint32_t l_tok;                 /* longest token piece in the tables, bytes */
+    char tokenizer_reason[512];     /* why that mode, NUL-terminated ("" if nothing to say) */
+} stk_job_info;
+
+/* What the job decided so far.  Threads: not during stk_stage_run on the same job. */
+STK_API stk_status stk_job_get_info(const stk_job *job, stk_job_info *out);
+
+typedef enum stk_stage_state {
+    STK_STAGE_STATE_PENDING = 0,         /* not run, or it failed (stk_stage_run said why) */
+    STK_STAGE_STATE_DONE = 1,            /* ran; its arrays are written */
+    STK_STAGE_STATE_DISABLED = 2,        /* ran, but a bound it could not meet (or a disabled stage
+                                            it needs) disabled its feature: nothing of it is kept,
+                                            and the manifest records why */
+    STK_STAGE_STATE_NOT_IMPLEMENTED = 3  /* this build has no such stage: nothing written */
+} stk_stage_state;
+
+typedef struct stk_stage_info {
+    size_t struct_size;   /* sizeof(stk_stage_info) */
+    uint32_t state;       /* stk_stage_state */
+    uint32_t crc32c;      /* DONE or DISABLED: as stk_stage_digest */
+    uint64_t sha256_low64;
+    char reason[128];     /* DISABLED: the reason the manifest records, NUL-terminated; else "" */
+} stk_stage_info;
+
+/* The state of one stage.  Threads: not during stk_stage_run on the same job. */
+STK_API stk_status stk_stage_get_info(const stk_job *job, stk_stage stage, stk_stage_info *out);
+
+/* The progress of the stage running now, for a display: *out_done of *out_total units of
+ * *out_unit ("B" for bytes read, "layers", "FFNs"; a static string).  *out_total is 0 when the
+ * stage does not report progress.  Threads: the one call that may run while stk_stage_run runs
+ * on the same job (from another thread); the numbers are a snapshot. */
+STK_API stk_status stk_job_progress(const stk_job *job, uint64_t *out_done, uint64_t *out_total,
+                                    const char **out_unit);
+
+#endif /* STK_EXPERIMENTAL */
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,11 +1,14 @@
 // The extern "C" surface: check arguments, call in, map exceptions to status + message.
+#include <cstdio>
 #include <cstring>
 
-#include "publish/verify.h"
+#include "core/abi.h"
 #include "core/error.h"
 #include "publish/generations.h"
+#include "publish/verify.h"
 #include "stages/job.h"
 #include "stk/stk.h"
+#include "tokenizer/plan.h"
 
 using namespace stk;
 
@@ -102,10 +105,85 @@ STK_API void stk_close(stk_job *job) {
 STK_API stk_status stk_verify(const char *out_dir, stk_verify_report *report) {
     return guard([&] {
         if (!out_dir) throw_error(STK_E_INVALID_ARGUMENT, "stk_verify: NULL out_dir");
-        if (report && report->struct_size < sizeof(stk_verify_report))
-            throw_error(STK_E_STRUCT_SIZE, "stk_verify_report.struct_size is %zu, expected %zu", report->struct_size,
-                 sizeof(stk_verify_report));
-        verify_path(out_dir, report);
+        if (report) abi_check_out(report);
+        // Filled whole here, then copied into the caller's struct_size bytes (success or not).
+        stk_verify_report full;
+        std::memset(&full, 0, sizeof full);
+        full.struct_size = sizeof full;
+        try {
+            verify_path(out_dir, &full, verify_default_threads());
+        } catch (...) {
+            if (report) abi_write(report, full);
+            throw;
+        }
+        if (report) abi_write(report, full);
+    });
+}
+
+STK_API stk_status stk_job_get_info(const stk_job *job, stk_job_info *out) {
+    return guard([&] {
+        if (!job || !out) throw_error(STK_E_INVALID_ARGUMENT, "stk_job_get_info: NULL argument");
+        abi_check_out(out);
+        stk_job_info info;
+        std::memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        if (const TokenizerPlan *t = job->tokenizer) {
+            switch (t->mode) {
+                case TokenizerPlan::Mode::ABSENT: info.tokenizer_mode = STK_TOKENIZER_ABSENT; break;
+                case TokenizerPlan::Mode::FST: info.tokenizer_mode = STK_TOKENIZER_FST; break;
+                case TokenizerPlan::Mode::FST_UNCERTIFIED: info.tokenizer_mode = STK_TOKENIZER_FST_UNCERTIFIED; break;
+                case TokenizerPlan::Mode::EXT: info.tokenizer_mode = STK_TOKENIZER_EXT; break;
+            }
+            info.tokenizer_certified_run = t->sp_ran ? 1 : 0;
+            info.vocab_size = t->vocab_size;
+            info.l_tok = t->l_tok;
+            std::snprintf(info.tokenizer_reason, sizeof info.tokenizer_reason, "%.*s", int(strnlen(t->invariant, sizeof t->invariant)),
+                          t->invariant);
+        }
+        abi_write(out, info);
+    });
+}
+
+STK_API stk_status stk_stage_get_info(const stk_job *job, stk_stage stage, stk_stage_info *out) {
+    return guard([&] {
+        if (!job || !out) throw_error(STK_E_INVALID_ARGUMENT, "stk_stage_get_info: NULL argument");
+        if (!find_stage(stage)) throw_error(STK_E_INVALID_ARGUMENT, "stk_stage_get_info: unknown stage %d", int(stage));
+        abi_check_out(out);
+        stk_stage_info info;
+        std::memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        const StageRecord &r = job->stages[stage];
+        if (r.not_implemented) {
+            info.state = STK_STAGE_STATE_NOT_IMPLEMENTED;
+        } else if (r.done) {
+            info.state = r.disabled ? STK_STAGE_STATE_DISABLED : STK_STAGE_STATE_DONE;
+            info.crc32c = r.crc32c;
+            info.sha256_low64 = r.sha256_low64;
+        }
+        if (r.disabled) {
+            // The policy's "feature disabled" record for this stage (src/stages/policy.cc).
+            std::snprintf(info.reason, sizeof info.reason, "disabled");
+            for (uint32_t i = 0; i < job->manifest.n_records; i++) {
+                const ManifestRecord &rec = job->manifest.records[i];
+                if (rec.stage == stage && rec.kind == kRecordFeatureDisabled) {
+                    std::snprintf(info.reason, sizeof info.reason, "%.*s", int(strnlen(rec.text, sizeof rec.text)), rec.text);
+                    break;
+                }
+            }
+        }
+        abi_write(out, info);
+    });
+}
+
+STK_API stk_status stk_job_progress(const stk_job *job, uint64_t *out_done, uint64_t *out_total, const char **out_unit) {
+    return guard([&] {
+        if (!job || !out_done || !out_total || !out_unit) throw_error(STK_E_INVALID_ARGUMENT, "stk_job_progress: NULL argument");
+        // Only the atomics: this runs on another thread while a stage writes the rest of the job.
+        const uint64_t total = job->work_total.load(std::memory_order_acquire);
+        const uint64_t done = job->work_done.load(std::memory_order_relaxed);
+        *out_unit = job->work_unit.load(std::memory_order_relaxed);
+        *out_total = total;
+        *out_done = done < total ? done : total;
     });
 }
 

@@ -2,6 +2,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "core/abi.h"
 #include "core/error.h"
 #include "export/lwt_export.h"
 #include "format/lwt.h"
@@ -17,25 +18,24 @@ struct stk_lwt {
 namespace {
 
 void fill(const stk_lwt *lwt, const LwtTensor &t, stk_lwt_tensor *out) {
-    size_t keep = out->struct_size;
-    std::memset(out, 0, sizeof(*out));
-    out->struct_size = keep;
-    std::memcpy(out->name, t.name.data(), t.name.size());  // < 128 bytes: the reader checked
-    out->dtype = uint32_t(t.dtype);
-    out->ndim = t.ndim;
-    for (uint32_t d = 0; d < 8; d++) out->shape[d] = t.shape[d];
-    out->n_elements = t.n_elements;
-    out->size_bytes = t.size_bytes;
-    out->scale = t.quant.scale;
-    out->zero_point = t.quant.zero_point;
-    out->data = lwt->file.tensor_data(t);
+    stk_lwt_tensor v;
+    std::memset(&v, 0, sizeof v);
+    v.struct_size = sizeof v;
+    std::memcpy(v.name, t.name.data(), t.name.size());  // < 128 bytes: the reader checked
+    v.dtype = uint32_t(t.dtype);
+    v.ndim = t.ndim;
+    for (uint32_t d = 0; d < 8; d++) v.shape[d] = t.shape[d];
+    v.n_elements = t.n_elements;
+    v.size_bytes = t.size_bytes;
+    v.scale = t.quant.scale;
+    v.zero_point = t.quant.zero_point;
+    v.data = lwt->file.tensor_data(t);
+    abi_write(out, v);
 }
 
 void check_tensor_struct(const stk_lwt_tensor *out, const char *fn) {
     if (!out) throw_error(STK_E_INVALID_ARGUMENT, "%s: NULL argument", fn);
-    if (out->struct_size < sizeof(stk_lwt_tensor))
-        throw_error(STK_E_STRUCT_SIZE, "%s: stk_lwt_tensor.struct_size is %zu, expected %zu", fn, out->struct_size,
-                    sizeof(stk_lwt_tensor));
+    abi_check_out(out);
 }
 
 }  // namespace
@@ -44,36 +44,34 @@ extern "C" {
 
 STK_API stk_status stk_export_lwt(const stk_export_params *params, stk_export_report *report) {
     return guard([&] {
-        if (!params || !params->in_dir || !params->out_path) throw_error(STK_E_INVALID_ARGUMENT, "stk_export_lwt: NULL argument");
+        if (!params) throw_error(STK_E_INVALID_ARGUMENT, "stk_export_lwt: NULL argument");
         // Callers built before `threads` was added pass the first version's sizeof (32: dtype and
-        // the tail padding `reserved` now names): one thread, whatever the padding holds.
-        constexpr size_t kBeforeThreads = offsetof(stk_export_params, threads);
-        static_assert(sizeof(void *) != 8 || kBeforeThreads == 32, "the first version of stk_export_params: 32 bytes on LP64");
-        if (params->struct_size < kBeforeThreads)
-            throw_error(STK_E_STRUCT_SIZE, "stk_export_params.struct_size is %zu, expected at least %zu (%zu with threads)",
-                        params->struct_size, kBeforeThreads, sizeof(stk_export_params));
-        if (report && report->struct_size < sizeof(stk_export_report))
-            throw_error(STK_E_STRUCT_SIZE, "stk_export_report.struct_size is %zu, expected %zu", report->struct_size,
-                        sizeof(stk_export_report));
-        uint32_t dt = params->dtype ? params->dtype : uint32_t(STK_LWT_F32);
+        // the tail padding `reserved` now names): threads reads 0, one thread.
+        static_assert(sizeof(void *) != 8 || offsetof(stk_export_params, threads) == 32,
+                      "the first version of stk_export_params: 32 bytes on LP64");
+        const stk_export_params p = abi_read(params);
+        if (!p.in_dir || !p.out_path) throw_error(STK_E_INVALID_ARGUMENT, "stk_export_lwt: NULL argument");
+        if (report) abi_check_out(report);
+        uint32_t dt = p.dtype ? p.dtype : uint32_t(STK_LWT_F32);
         if (!lwt_dtype_valid(dt)) throw_error(STK_E_INVALID_ARGUMENT, "stk_export_lwt: dtype %u is not an stk_lwt_dtype", dt);
         LwtExportOptions opt;
-        opt.in = params->in_dir;
-        opt.out = params->out_path;
+        opt.in = p.in_dir;
+        opt.out = p.out_path;
         opt.dtype = LwtDType(dt);
-        opt.threads = params->struct_size >= offsetof(stk_export_params, threads) + sizeof(uint32_t) ? params->threads : 1;
+        opt.threads = p.threads ? p.threads : 1;
         if (opt.threads > kLwtExportMaxThreads)
             throw_error(STK_E_INVALID_ARGUMENT, "stk_export_lwt: threads %u is more than %u", opt.threads, kLwtExportMaxThreads);
         LwtExportResult r = export_lwt(opt);
         if (report) {
-            size_t keep = report->struct_size;
-            std::memset(report, 0, sizeof(*report));
-            report->struct_size = keep;
-            report->tensors = r.tensors;
-            report->parameters = r.parameters;
-            report->file_bytes = r.file_bytes;
-            report->data_crc32 = r.data_crc32;
-            report->tied_lm_head = r.tied_lm_head ? 1 : 0;
+            stk_export_report v;
+            std::memset(&v, 0, sizeof v);
+            v.struct_size = sizeof v;
+            v.tensors = r.tensors;
+            v.parameters = r.parameters;
+            v.file_bytes = r.file_bytes;
+            v.data_crc32 = r.data_crc32;
+            v.tied_lm_head = r.tied_lm_head ? 1 : 0;
+            abi_write(report, v);
         }
     });
 }

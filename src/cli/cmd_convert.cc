@@ -27,7 +27,6 @@
 #include "ingest/model.h"
 #include "stages/job.h"
 #include "stages/plan.h"
-#include "tokenizer/plan.h"
 
 namespace stk::cli {
 
@@ -109,7 +108,7 @@ public:
         cv_.notify_all();
         if (thread_.joinable()) thread_.join();
     }
-    void start(int index, const char *name, const Job *job) {
+    void start(int index, const char *name, const stk_job *job) {
         std::lock_guard<std::mutex> l(m_);
         job_ = job;
         index_ = index;
@@ -135,13 +134,13 @@ private:
     void show(bool with_work) {  // with m_ held
         if (!name_) return;
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-        uint64_t total = job_ && with_work ? job_->work_total.load(std::memory_order_acquire) : 0;
+        uint64_t done = 0, total = 0;
+        const char *unit = "";
+        if (!job_ || !with_work || stk_job_progress(job_, &done, &total, &unit) != STK_OK) total = 0;
         if (total == 0) {
             progress("stk convert: [%d/%d] %s  %.1f s", index_, STK_STAGE_COUNT, name_, s);
             return;
         }
-        uint64_t done = std::min(job_->work_done.load(std::memory_order_relaxed), total);
-        const char *unit = job_->work_unit.load(std::memory_order_relaxed);
         bool bytes = std::strcmp(unit, "B") == 0;
         double rate = s > 0 ? double(done) / s : 0;
         std::string amount = bytes ? human_bytes(done) + " / " + human_bytes(total)
@@ -160,7 +159,7 @@ private:
     bool stop_ = false;
     int index_ = 0;
     const char *name_ = nullptr;
-    const Job *job_ = nullptr;
+    const stk_job *job_ = nullptr;
     std::chrono::steady_clock::time_point t0_;
 };
 
@@ -169,21 +168,13 @@ static const char *stage_state(const StageResult &r) {
     return r.status == STK_E_NOT_IMPLEMENTED ? "not_implemented" : "failed";
 }
 
-// Seed 1.4: the reason the policy recorded for a disabled stage (its "feature disabled" record).
-static std::string disabled_reason(const Job &job, stk_stage sid) {
-    for (uint32_t i = 0; i < job.manifest.n_records; i++) {
-        const ManifestRecord &rec = job.manifest.records[i];
-        if (rec.stage == sid && rec.kind == kRecordFeatureDisabled) return std::string(rec.text, strnlen(rec.text, sizeof rec.text));
-    }
-    return "disabled";
-}
-
-static const char *tokenizer_mode_name(TokenizerPlan::Mode m) {
+static const char *tokenizer_mode_name(uint32_t m) {
     switch (m) {
-        case TokenizerPlan::Mode::ABSENT: return "absent";
-        case TokenizerPlan::Mode::FST: return "fst";
-        case TokenizerPlan::Mode::FST_UNCERTIFIED: return "fst_uncertified";
-        case TokenizerPlan::Mode::EXT: return "ext";
+        case STK_TOKENIZER_NOT_RUN: return "not_run";
+        case STK_TOKENIZER_ABSENT: return "absent";
+        case STK_TOKENIZER_FST: return "fst";
+        case STK_TOKENIZER_FST_UNCERTIFIED: return "fst_uncertified";
+        case STK_TOKENIZER_EXT: return "ext";
     }
     return "?";
 }
@@ -460,9 +451,6 @@ int cmd_convert(int argc, char **argv) {
         if (!out_existed) remove_created_root(out);
         return report_failure("convert", s, json);
     }
-    // stk_job is the library's Job (src/api/api.cc: struct stk_job : Job {}); the tool reads what
-    // the tokenizer stage decided from it.
-    const Job &jb = *reinterpret_cast<const Job *>(job);
 
     std::vector<StageResult> results;
     int exit_code = kExitOk;
@@ -475,17 +463,23 @@ int cmd_convert(int argc, char **argv) {
         stk_stage sid = stk_stage(i);
         // Without --partial, nothing is published when a stage is missing: stop before the manifest.
         if (sid == STK_STAGE_MANIFEST_EMIT && missing && !partial) break;
-        ticker.start(i, stk_stage_name(sid), &jb);
+        ticker.start(i, stk_stage_name(sid), job);
         auto t0 = std::chrono::steady_clock::now();
         s = stk_stage_run(job, sid);
         double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         StageResult r{sid, s, s == STK_OK ? "" : stk_last_error(), secs};
         if (s == STK_OK) stk_stage_digest(job, sid, &r.crc, &r.sha);
-        if (s == STK_OK && jb.stages[sid].disabled) {
+        stk_stage_info si{};
+        si.struct_size = sizeof si;
+        if (s == STK_OK && stk_stage_get_info(job, sid, &si) == STK_OK && si.state == STK_STAGE_STATE_DISABLED) {
             r.disabled = true;
-            r.message = disabled_reason(jb, sid);
+            r.message = si.reason;
         }
-        if (sid == STK_STAGE_TOKENIZER && s == STK_OK && jb.tokenizer) r.message = jb.tokenizer->invariant;
+        stk_job_info ji{};
+        ji.struct_size = sizeof ji;
+        if (sid == STK_STAGE_TOKENIZER && s == STK_OK && stk_job_get_info(job, &ji) == STK_OK &&
+            ji.tokenizer_mode != STK_TOKENIZER_NOT_RUN)
+            r.message = ji.tokenizer_reason;
         results.push_back(r);
         ticker.clear();
         if (s == STK_E_NOT_IMPLEMENTED) {
@@ -517,22 +511,25 @@ int cmd_convert(int argc, char **argv) {
     }
 
     // What was decided and published.
-    const TokenizerPlan *tok = jb.tokenizer;
-    std::string tok_mode = tok ? tokenizer_mode_name(tok->mode) : "not_run";
-    std::string tok_why = tok ? tok->invariant : "";
-    if (tok && tok->mode == TokenizerPlan::Mode::FST && tok_why.empty())
+    stk_job_info info{};
+    info.struct_size = sizeof info;
+    if (stk_job_get_info(job, &info) != STK_OK) info.tokenizer_mode = STK_TOKENIZER_NOT_RUN;
+    const bool tok = info.tokenizer_mode != STK_TOKENIZER_NOT_RUN;
+    std::string tok_mode = tokenizer_mode_name(info.tokenizer_mode);
+    std::string tok_why = info.tokenizer_reason;
+    if (info.tokenizer_mode == STK_TOKENIZER_FST && tok_why.empty())
         tok_why = "Sardinas-Patterson certified the vocabulary uniquely decodable: greedy token tables built";
     std::vector<std::string> warnings;
-    if (tok && tok->mode == TokenizerPlan::Mode::EXT)
+    if (info.tokenizer_mode == STK_TOKENIZER_EXT)
         warnings.push_back("tokenizer in EXT mode: no token tables are written, so the generation cannot tokenize "
                            "by itself (stk replay needs --in MODEL_DIR). " +
-                           std::string(tok->sp_ran ? "Byte-level BPE vocabularies never pass Sardinas-Patterson; "
+                           std::string(info.tokenizer_certified_run ? "Byte-level BPE vocabularies never pass Sardinas-Patterson; "
                                                      "--allow-uncertified-tokenizer builds the tables anyway "
                                                      "(recorded as uncertified: greedy ids may differ from BPE)"
                                                    : "The vocabulary is not byte-level BPE (EXT wrapper)"));
-    if (tok && tok->mode == TokenizerPlan::Mode::ABSENT)
+    if (info.tokenizer_mode == STK_TOKENIZER_ABSENT)
         warnings.push_back("no tokenizer files in the model directory: the tokenizer feature is disabled");
-    if (tok && tok->mode == TokenizerPlan::Mode::FST_UNCERTIFIED)
+    if (info.tokenizer_mode == STK_TOKENIZER_FST_UNCERTIFIED)
         warnings.push_back("token tables built UNCERTIFIED (--allow-uncertified-tokenizer): greedy ids may differ "
                            "from the model's BPE ids");
     std::vector<std::string> disabled;
@@ -544,7 +541,7 @@ int cmd_convert(int argc, char **argv) {
             breaches.emplace_back(feature_of_stage(r.stage), r.message);
         }
     }
-    if (tok && (tok->mode == TokenizerPlan::Mode::EXT || tok->mode == TokenizerPlan::Mode::ABSENT))
+    if (info.tokenizer_mode == STK_TOKENIZER_EXT || info.tokenizer_mode == STK_TOKENIZER_ABSENT)
         disabled.insert(disabled.begin(), "tokenizer_fst");
 
     bool published = false;
@@ -594,7 +591,7 @@ int cmd_convert(int argc, char **argv) {
         }
         Json t;
         t.str("mode", tok_mode).str("reason", tok_why);
-        if (tok) t.unum("vocab_size", tok->vocab_size).unum("ltok", tok->l_tok);
+        if (tok) t.unum("vocab_size", info.vocab_size).unum("ltok", info.l_tok);
         json_result("convert", exit_code, failed_status, summary)
             .str("in", model_dir)
             .str("out", out)

@@ -79,7 +79,12 @@ void fill(stk_verify_report *r, const Failure &f) {
 
 }  // namespace
 
-void verify_generation(const std::string &out_dir, stk_verify_report *report) {
+unsigned verify_default_threads() {
+    unsigned hw = std::thread::hardware_concurrency();
+    return hw == 0 ? 1 : (hw > 8 ? 8 : hw);
+}
+
+void verify_generation(const std::string &out_dir, stk_verify_report *report, unsigned threads) {
     if (report) {
         size_t keep = report->struct_size;
         std::memset(report, 0, sizeof *report);
@@ -127,8 +132,7 @@ void verify_generation(const std::string &out_dir, stk_verify_report *report) {
     uint64_t total = 0;
     for (const ManifestArray &a : man.arrays)
         if (!add_ok(total, a.byte_len, &total)) total = ~0ull;
-    unsigned hw = std::thread::hardware_concurrency();
-    unsigned threads = hw == 0 ? 1 : (hw > 8 ? 8 : hw);
+    if (threads == 0) threads = 1;
     if (threads > n) threads = n;
     if (total < (8u << 20)) threads = 1;  // small generations: thread start-up costs more than it saves
     if (threads <= 1) {
@@ -152,7 +156,7 @@ void verify_generation(const std::string &out_dir, stk_verify_report *report) {
     }
 }
 
-std::string verify_path(const std::string &path, stk_verify_report *report) {
+std::string verify_path(const std::string &path, stk_verify_report *report, unsigned threads) {
     CurrentPointer cp;
     bool root = false;
     std::string dir;
@@ -166,12 +170,12 @@ std::string verify_path(const std::string &path, stk_verify_report *report) {
         throw;
     }
     if (!root) {
-        verify_generation(dir, report);
+        verify_generation(dir, report, threads);
         return dir;
     }
     std::string prefix = std::string(kGenerationsDirName) + "/" + cp.name + "/";
     try {
-        verify_generation(dir, report);
+        verify_generation(dir, report, threads);
     } catch (const Error &) {
         if (report) {
             std::string rel = prefix + report->failed_file;

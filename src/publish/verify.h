@@ -6,11 +6,17 @@
 #include "stk/stk.h"
 
 namespace stk {
-// Throws stk::Error on the first failure; fills report (if non-null) including where it failed.
-void verify_generation(const std::string &out_dir, stk_verify_report *report);
+// Throws stk::Error on the first failure; fills report (if non-null, today's whole struct)
+// including where it failed.  Arrays are hashed on at most `threads` threads (the caller's
+// choice; one for generations under 8 MiB); the result does not depend on it.
+void verify_generation(const std::string &out_dir, stk_verify_report *report, unsigned threads);
 // stk_verify: `path` is a generation directory (as verify_generation) or a generations root:
 // CURRENT is resolved once, that generation verified (report->failed_file is then relative to
 // the root: "generations/<name>/arrays/x.bin") and its curr_hash compared with CURRENT's.
 // Returns the directory verified.
-std::string verify_path(const std::string &path, stk_verify_report *report);
+std::string verify_path(const std::string &path, stk_verify_report *report, unsigned threads);
+
+// The thread count of callers that have none of their own (stk_verify, stk_generation_open):
+// the hardware's, at most 8.
+unsigned verify_default_threads();
 }  // namespace stk

@@ -18,7 +18,7 @@ void check_stage_run(Job &job) {
     stk_verify_report report;
     std::memset(&report, 0, sizeof report);
     report.struct_size = sizeof report;
-    verify_generation(job.out_dir, &report);
+    verify_generation(job.out_dir, &report, job.params.threads);
     Manifest m = read_manifest(std::string(job.out_dir) + "/" + kManifestFileName);
     uint8_t rec[32 + 4 + 8];
     std::memcpy(rec, m.curr_hash, 32);

@@ -2,6 +2,7 @@
 #include <new>
 #include <string>
 
+#include "core/abi.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/output_file.h"
@@ -35,11 +36,7 @@ const StageDef *find_stage(stk_stage id) {
 }
 
 stk_job_params normalize_params(const stk_job_params &in) {
-    if (in.struct_size < sizeof(stk_job_params))
-        throw_error(STK_E_STRUCT_SIZE, "stk_job_params.struct_size is %zu, expected at least %zu", in.struct_size,
-             sizeof(stk_job_params));
-    stk_job_params p = in;
-    p.struct_size = sizeof p;
+    stk_job_params p = abi_read(&in);  // an older caller's struct: the fields it lacks are zero
     if (!p.in_dir || !*p.in_dir) throw_error(STK_E_INVALID_ARGUMENT, "in_dir is empty");
     if (!p.out_dir || !*p.out_dir) throw_error(STK_E_INVALID_ARGUMENT, "out_dir is empty");
     if (!p.r) p.r = 512;

@@ -510,6 +510,48 @@ impl<A: Arena> Job<A> {
         Ok(d)
     }
 
+    /// `stk_job_get_info` (experimental tier): what the job decided so far.
+    pub fn info(&self) -> Result<JobInfo> {
+        // SAFETY: all-zero is a valid stk_job_info (integers and a char array).
+        let mut c: sys::stk_job_info = unsafe { std::mem::zeroed() };
+        c.struct_size = std::mem::size_of::<sys::stk_job_info>();
+        // SAFETY: raw is an open job; c is a valid out-struct of struct_size bytes.
+        check(unsafe { sys::stk_job_get_info(self.raw.as_ptr(), &mut c) })?;
+        Ok(JobInfo {
+            tokenizer_mode: TokenizerMode::from_code(c.tokenizer_mode),
+            tokenizer_certified_run: c.tokenizer_certified_run != 0,
+            vocab_size: c.vocab_size,
+            l_tok: c.l_tok,
+            tokenizer_reason: c_chars(&c.tokenizer_reason),
+        })
+    }
+
+    /// `stk_stage_get_info` (experimental tier): the state of one stage.
+    pub fn stage_info(&self, stage: Stage) -> Result<StageInfo> {
+        // SAFETY: all-zero is a valid stk_stage_info.
+        let mut c: sys::stk_stage_info = unsafe { std::mem::zeroed() };
+        c.struct_size = std::mem::size_of::<sys::stk_stage_info>();
+        // SAFETY: raw is an open job; c is a valid out-struct of struct_size bytes.
+        check(unsafe { sys::stk_stage_get_info(self.raw.as_ptr(), stage as u32, &mut c) })?;
+        Ok(StageInfo {
+            state: StageState::from_code(c.state),
+            digest: Digest { crc32c: c.crc32c, sha256_low64: c.sha256_low64 },
+            reason: c_chars(&c.reason),
+        })
+    }
+
+    /// `stk_job_progress` (experimental tier): (done, total, unit) of the running stage.  The C
+    /// call may run on another thread during a stage; `Job` is not `Sync`, so in Rust it runs
+    /// between stages (through `as_raw`, a program may call it from a watcher thread).
+    pub fn progress(&self) -> Result<(u64, u64, &'static str)> {
+        let (mut done, mut total) = (0u64, 0u64);
+        let mut unit: *const std::os::raw::c_char = std::ptr::null();
+        // SAFETY: raw is an open job; out-pointers are valid; the unit is a static string.
+        check(unsafe { sys::stk_job_progress(self.raw.as_ptr(), &mut done, &mut total, &mut unit) })?;
+        // SAFETY: the library returns a static NUL-terminated string.
+        Ok((done, total, unsafe { static_str(unit) }.unwrap_or("")))
+    }
+
     /// Size of the arena the job lives in.
     pub fn arena_bytes(&self) -> usize {
         self.arena.arena_len()
@@ -526,6 +568,89 @@ impl<A: Arena> Drop for Job<A> {
         // SAFETY: raw is open; after this the arena (dropped next, as a field) is free again.
         unsafe { sys::stk_close(self.raw.as_ptr()) }
     }
+}
+
+/// A NUL-terminated C char array as a String (up to the first NUL, bounded by the array).
+fn c_chars(a: &[std::os::raw::c_char]) -> String {
+    let bytes: Vec<u8> = a.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// What the tokenizer stage decided (`stk_tokenizer_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenizerMode {
+    /// The tokenizer stage has not run.
+    NotRun,
+    /// No tokenizer files: the feature is disabled.
+    Absent,
+    /// Greedy token tables, certified uniquely decodable.
+    Fst,
+    /// Tables built although the certification failed (ALLOW_UNCERTIFIED_TOKENIZER).
+    FstUncertified,
+    /// No tables: tokenizing needs the model's own tokenizer.
+    Ext,
+    /// A value this crate does not know (a newer library).
+    Other(u32),
+}
+
+impl TokenizerMode {
+    fn from_code(c: u32) -> TokenizerMode {
+        match c {
+            sys::STK_TOKENIZER_NOT_RUN => TokenizerMode::NotRun,
+            sys::STK_TOKENIZER_ABSENT => TokenizerMode::Absent,
+            sys::STK_TOKENIZER_FST => TokenizerMode::Fst,
+            sys::STK_TOKENIZER_FST_UNCERTIFIED => TokenizerMode::FstUncertified,
+            sys::STK_TOKENIZER_EXT => TokenizerMode::Ext,
+            other => TokenizerMode::Other(other),
+        }
+    }
+}
+
+/// `stk_job_get_info`: what a job decided so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobInfo {
+    pub tokenizer_mode: TokenizerMode,
+    /// Whether the unique-decodability test ran (byte-level BPE vocabularies).
+    pub tokenizer_certified_run: bool,
+    pub vocab_size: u32,
+    pub l_tok: u32,
+    /// Why that mode ("" if there is nothing to say).
+    pub tokenizer_reason: String,
+}
+
+/// The state of one stage (`stk_stage_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StageState {
+    /// Not run, or it failed.
+    Pending,
+    /// Ran; its arrays are written.
+    Done,
+    /// Ran, but a bound it could not meet disabled its feature (nothing of it kept).
+    Disabled,
+    /// This build has no such stage.
+    NotImplemented,
+    /// A value this crate does not know (a newer library).
+    Other(u32),
+}
+
+impl StageState {
+    fn from_code(c: u32) -> StageState {
+        match c {
+            sys::STK_STAGE_STATE_PENDING => StageState::Pending,
+            sys::STK_STAGE_STATE_DONE => StageState::Done,
+            sys::STK_STAGE_STATE_DISABLED => StageState::Disabled,
+            sys::STK_STAGE_STATE_NOT_IMPLEMENTED => StageState::NotImplemented,
+            other => StageState::Other(other),
+        }
+    }
+}
+
+/// `stk_stage_get_info`: a stage's state, digest and (when disabled) the recorded reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageInfo {
+    pub state: StageState,
+    pub digest: Digest,
+    pub reason: String,
 }
 
 /// What `stk_verify` checked, and on failure where it stopped.

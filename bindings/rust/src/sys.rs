@@ -169,6 +169,45 @@ pub struct stk_lwt_tensor {
     pub data: *const c_void,
 }
 
+// The experimental tier of stk.h (`#ifdef STK_EXPERIMENTAL`): may change in any release; the
+// version check (lib.rs) keeps this crate and the library in step.
+
+/// stk_tokenizer_mode.
+pub type stk_tokenizer_mode = c_uint;
+pub const STK_TOKENIZER_NOT_RUN: stk_tokenizer_mode = 0;
+pub const STK_TOKENIZER_ABSENT: stk_tokenizer_mode = 1;
+pub const STK_TOKENIZER_FST: stk_tokenizer_mode = 2;
+pub const STK_TOKENIZER_FST_UNCERTIFIED: stk_tokenizer_mode = 3;
+pub const STK_TOKENIZER_EXT: stk_tokenizer_mode = 4;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_job_info {
+    pub struct_size: usize,
+    pub tokenizer_mode: u32,
+    pub tokenizer_certified_run: u32,
+    pub vocab_size: u32,
+    pub l_tok: u32,
+    pub tokenizer_reason: [c_char; 512],
+}
+
+/// stk_stage_state.
+pub type stk_stage_state = c_uint;
+pub const STK_STAGE_STATE_PENDING: stk_stage_state = 0;
+pub const STK_STAGE_STATE_DONE: stk_stage_state = 1;
+pub const STK_STAGE_STATE_DISABLED: stk_stage_state = 2;
+pub const STK_STAGE_STATE_NOT_IMPLEMENTED: stk_stage_state = 3;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_stage_info {
+    pub struct_size: usize,
+    pub state: u32,
+    pub crc32c: u32,
+    pub sha256_low64: u64,
+    pub reason: [c_char; 128],
+}
+
 extern "C" {
     pub fn stk_status_str(status: stk_status) -> *const c_char;
     pub fn stk_last_error() -> *const c_char;
@@ -219,6 +258,15 @@ extern "C" {
     pub fn stk_lwt_tensor_at(lwt: *const stk_lwt, index: u32, out: *mut stk_lwt_tensor) -> stk_status;
     pub fn stk_lwt_find(lwt: *const stk_lwt, name: *const c_char, out: *mut stk_lwt_tensor) -> stk_status;
     pub fn stk_lwt_read_f32(lwt: *const stk_lwt, name: *const c_char, out: *mut f32, out_count: usize) -> stk_status;
+    // Experimental tier.
+    pub fn stk_job_get_info(job: *const stk_job, out: *mut stk_job_info) -> stk_status;
+    pub fn stk_stage_get_info(job: *const stk_job, stage: stk_stage, out: *mut stk_stage_info) -> stk_status;
+    pub fn stk_job_progress(
+        job: *const stk_job,
+        out_done: *mut u64,
+        out_total: *mut u64,
+        out_unit: *mut *const c_char,
+    ) -> stk_status;
 }
 
 // The C sizes on LP64 targets (x86_64, aarch64 Linux): a mismatch fails the build.  Field
@@ -230,4 +278,6 @@ const _: () = {
     assert!(std::mem::size_of::<stk_export_params>() == 40);
     assert!(std::mem::size_of::<stk_export_report>() == 40);
     assert!(std::mem::size_of::<stk_lwt_tensor>() == 240);
+    assert!(std::mem::size_of::<stk_job_info>() == 536);
+    assert!(std::mem::size_of::<stk_stage_info>() == 152);
 };

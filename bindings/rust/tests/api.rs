@@ -232,6 +232,18 @@ fn publish_tiny_gpt2(name: &str) -> PathBuf {
     for stage in [Stage::ParseTensors, Stage::Tokenizer, Stage::ManifestEmit] {
         assert!(ran.contains(&stage), "{stage} must run on a real GPT-2 directory");
     }
+    // stk_job_get_info / stk_stage_get_info: what the CLI reports, through the public API.
+    let info = job.info().unwrap();
+    assert_eq!(info.tokenizer_mode, stk::TokenizerMode::FstUncertified);
+    assert!(info.tokenizer_certified_run);
+    assert_eq!(info.vocab_size, 261);
+    assert!(info.tokenizer_reason.contains("Sardinas-Patterson"), "{}", info.tokenizer_reason);
+    let parse = job.stage_info(Stage::ParseTensors).unwrap();
+    assert_eq!(parse.state, stk::StageState::Done);
+    assert_eq!(parse.digest, job.digest(Stage::ParseTensors).unwrap());
+    assert_eq!(parse.reason, "");
+    let (done, total, _unit) = job.progress().unwrap();
+    assert!(done <= total);
     let tok = job.digest(Stage::Tokenizer).unwrap();
     assert_ne!(tok, stk::Digest { crc32c: 0, sha256_low64: 0 }, "the tokenizer stage wrote arrays");
     for stage in &ran {
