@@ -447,6 +447,8 @@ struct GgufParser {
                 if (t.ne[j] > uint64_t(INT64_MAX))
                     throw_at(STK_E_CORRUPT, path, at, "tensor '%s': dimension %u is %lld (negative as ggml's int64)", pn.c_str(),
                              j, (long long)t.ne[j]);
+                // An empty tensor has no place in a model, and no data to point at.
+                if (t.ne[j] == 0) throw_at(STK_E_CORRUPT, path, at, "tensor '%s': dimension %u is 0", pn.c_str(), j);
             }
             uint64_t type_at = pos;
             t.type = u32("a tensor's type");
@@ -493,10 +495,6 @@ struct GgufParser {
                                            : format("leaves a hole after the previous tensor, which ends at %llu", (unsigned long long)expected).c_str(),
                          (unsigned long long)s.alignment);
             uint64_t abs, end;
-            if (t.n_bytes == 0) {  // an empty tensor needs no data section (nothing is read)
-                t.data_offset = std::min<uint64_t>(n, s.data_start);
-                continue;
-            }
             if (!add_ok(s.data_start, rel[i], &abs) || !add_ok(abs, t.n_bytes, &end) || end > n)
                 throw_at(STK_E_TRUNCATED, path, off_at,
                          "tensor '%s': %llu bytes at data offset %llu (file offset %llu) run past the end of the %llu-byte file",
