@@ -28,6 +28,7 @@ public:
             throw_error(STK_E_ARENA_TOO_SMALL, "arena too small: %zu bytes requested with %zu of %zu used",
                  bytes, used_, cap_);
         used_ = size_t(need);
+        if (used_ > peak_) peak_ = used_;
         return reinterpret_cast<void *>(aligned);
     }
 
@@ -49,10 +50,15 @@ public:
     size_t mark() const { return used_; }
     void reset(size_t mark) { used_ = mark; }
 
+    // The most ever used since reset_peak() (job_run_stage checks a stage against its sizing).
+    size_t peak() const { return peak_; }
+    void reset_peak() { peak_ = used_; }
+
 private:
     unsigned char *base_ = nullptr;
     size_t cap_ = 0;
     size_t used_ = 0;
+    size_t peak_ = 0;
 };
 
 // Sizing pass: the same code path as Arena, only counting (used to answer stk_job_arena_size).
@@ -67,6 +73,38 @@ public:
 
 private:
     size_t total_ = 0;
+};
+
+// One description of a stage's buffers, run twice: against an ArenaSizer in the stage's *_size
+// (pointers stay null) and against the job's arena in its *_run, so the two cannot drift apart
+// (zstd's workspace estimates are the model; job_run_stage checks the peak against the sizing).
+class Buffers {
+public:
+    explicit Buffers(ArenaSizer &sizer) : sizer_(&sizer) {}
+    explicit Buffers(Arena &arena) : arena_(&arena) {}
+
+    // n T, 64-byte aligned; null while sizing.
+    template <class T>
+    T *array(uint64_t n) {
+        if (sizer_) {
+            sizer_->add_array<T>(size_t(n));
+            return nullptr;
+        }
+        return arena_->alloc_array<T>(size_t(n));
+    }
+    // Raw bytes (left uninitialised), 64-byte aligned; null while sizing.
+    void *bytes(uint64_t n) {
+        if (sizer_) {
+            sizer_->add(size_t(n), 64);
+            return nullptr;
+        }
+        return arena_->alloc(size_t(n), 64);
+    }
+    bool sizing() const { return sizer_ != nullptr; }
+
+private:
+    ArenaSizer *sizer_ = nullptr;
+    Arena *arena_ = nullptr;
 };
 
 }  // namespace stk

@@ -313,30 +313,39 @@ BridgeSizes bridge_sizes(const ModelPlan &plan) {
     return z;
 }
 
-void size_into(const BridgeSizes &z, ArenaSizer &s) {
+// The stage's buffers, declared once: sized in bridge_init_size, allocated in bridge_init_run.
+struct BridgeBuffers {
+    float *emb, *G, *GT, *x_in, *x_out, *router, *row_scratch, *scratch_f;
+    int16_t *peer;
+    double *norms, *enorm, *scratch_d;
+    uint32_t *pooled, *eorder, *scratch_u;
+};
+BridgeBuffers bridge_buffers(const BridgeSizes &z, Buffers &b, BridgeOut &out) {
     const uint64_t H = kBridgeHubs, vh = checked_mul(z.v, H, "bridge legs");
-    s.add_array<float>(checked_mul(z.v, z.d, "bridge embedding"));
-    s.add_array<float>(H * z.d);      // G
-    s.add_array<float>(H * z.d);      // G^T
-    s.add_array<float>(vh);           // x_in
-    if (z.head) s.add_array<float>(vh);  // x_out
-    s.add_array<int16_t>(vh);
-    s.add_array<int16_t>(vh);
-    s.add_array<float>(z.v);
-    s.add_array<float>(z.v);
-    s.add_array<uint64_t>(checked_mul(z.v + z.n_ctx, kBridgeW, "bridge hubs"));
-    s.add_array<uint8_t>(checked_mul(z.v * kBridgeK, kGuardTupleSize, "bridge guard"));
-    s.add_array<int16_t>(H);
-    s.add_array<float>(std::max<uint64_t>(z.experts * z.d, 1));                  // one router
+    BridgeBuffers o;
+    o.emb = b.array<float>(checked_mul(z.v, z.d, "bridge embedding"));
+    o.G = b.array<float>(H * z.d);                 // G
+    o.GT = b.array<float>(H * z.d);                // G^T
+    o.x_in = b.array<float>(vh);                   // x_in
+    o.x_out = z.head ? b.array<float>(vh) : o.x_in;  // x_out
+    out.qin = b.array<int16_t>(vh);
+    out.qout = b.array<int16_t>(vh);
+    out.s_in = b.array<float>(z.v);
+    out.s_out = b.array<float>(z.v);
+    out.hubs = b.array<uint64_t>(checked_mul(z.v + z.n_ctx, kBridgeW, "bridge hubs"));
+    out.guard = b.array<uint8_t>(checked_mul(z.v * kBridgeK, kGuardTupleSize, "bridge guard"));
+    o.peer = b.array<int16_t>(H);
+    o.router = b.array<float>(std::max<uint64_t>(z.experts * z.d, 1));               // one router
     const uint64_t pool = checked_mul(z.layers, z.experts, "bridge router rows");  // every layer, router or not
-    s.add_array<double>(std::max<uint64_t>(pool, 1));    // pooled norms
-    s.add_array<uint32_t>(std::max<uint64_t>(pool, 1));  // pooled order
-    s.add_array<double>(std::max<uint64_t>(z.experts, 1));
-    s.add_array<uint32_t>(std::max<uint64_t>(z.experts, 1));
-    s.add_array<float>(z.row_floats);
-    s.add_array<float>(H);
-    s.add_array<double>(std::max<uint64_t>(H, z.d));
-    s.add_array<uint32_t>(std::max<uint64_t>(H, kBridgeHubSamples));
+    o.norms = b.array<double>(std::max<uint64_t>(pool, 1));    // pooled norms
+    o.pooled = b.array<uint32_t>(std::max<uint64_t>(pool, 1));  // pooled order
+    o.enorm = b.array<double>(std::max<uint64_t>(z.experts, 1));
+    o.eorder = b.array<uint32_t>(std::max<uint64_t>(z.experts, 1));
+    o.row_scratch = b.array<float>(z.row_floats);
+    o.scratch_f = b.array<float>(H);
+    o.scratch_d = b.array<double>(std::max<uint64_t>(H, z.d));
+    o.scratch_u = b.array<uint32_t>(std::max<uint64_t>(H, kBridgeHubSamples));
+    return o;
 }
 
 // The arrays the stage publishes, in write order (the writer and the planner use these dims).
@@ -370,7 +379,9 @@ void disable(Job &job, stk_status status, const char *why) {
 
 void bridge_init_size(const JobInputs &in, ArenaSizer &s) {
     if (!in.model) return;
-    size_into(bridge_sizes(in.model->plan), s);
+    Buffers b(s);
+    BridgeOut unused;
+    bridge_buffers(bridge_sizes(in.model->plan), b, unused);
 }
 
 void bridge_init_plan(const JobInputs &in, ArrayPlan &plan) {
@@ -388,34 +399,20 @@ void bridge_init_run(Job &job) {
     const ModelPlan &plan = *job.model;
     const BridgeSizes z = bridge_sizes(plan);
     const uint64_t H = kBridgeHubs, d = z.d, v = z.v;
-    const unsigned threads = job.params.threads ? job.params.threads : 1;
+    const unsigned threads = job.params.threads;
     if (bridge_unsupported(z)) return disable(job, STK_E_UNSUPPORTED, "the model has no token embedding [vocab, d_model]");
     if (v > 0xFFFFFFFFull) throw_error(STK_E_UNSUPPORTED, "bridge_init: vocabulary of %llu ids; token ids are u32", (unsigned long long)v);
 
     Arena &arena = job.arena;
     const size_t mark = arena.mark();
-    float *emb = arena.alloc_array<float>(v * d);
-    float *G = arena.alloc_array<float>(H * d);
-    float *GT = arena.alloc_array<float>(H * d);
-    float *x_in = arena.alloc_array<float>(v * H);
-    float *x_out = z.head ? arena.alloc_array<float>(v * H) : x_in;
+    Buffers alloc(arena);
     BridgeOut out;
-    out.qin = arena.alloc_array<int16_t>(v * H);
-    out.qout = arena.alloc_array<int16_t>(v * H);
-    out.s_in = arena.alloc_array<float>(v);
-    out.s_out = arena.alloc_array<float>(v);
-    out.hubs = arena.alloc_array<uint64_t>((v + z.n_ctx) * kBridgeW);
-    out.guard = arena.alloc_array<uint8_t>(v * kBridgeK * kGuardTupleSize);
-    int16_t *peer = arena.alloc_array<int16_t>(H);
-    float *router = arena.alloc_array<float>(std::max<uint64_t>(z.experts * d, 1));
-    double *norms = arena.alloc_array<double>(std::max<uint64_t>(z.layers * z.experts, 1));
-    uint32_t *pooled = arena.alloc_array<uint32_t>(std::max<uint64_t>(z.layers * z.experts, 1));
-    double *enorm = arena.alloc_array<double>(std::max<uint64_t>(z.experts, 1));
-    uint32_t *eorder = arena.alloc_array<uint32_t>(std::max<uint64_t>(z.experts, 1));
-    float *row_scratch = arena.alloc_array<float>(z.row_floats);
-    float *scratch_f = arena.alloc_array<float>(H);
-    double *scratch_d = arena.alloc_array<double>(std::max<uint64_t>(H, d));
-    uint32_t *scratch_u = arena.alloc_array<uint32_t>(std::max<uint64_t>(H, kBridgeHubSamples));
+    const BridgeBuffers bb = bridge_buffers(z, alloc, out);
+    float *emb = bb.emb, *G = bb.G, *GT = bb.GT, *x_in = bb.x_in, *x_out = bb.x_out, *router = bb.router;
+    float *row_scratch = bb.row_scratch, *scratch_f = bb.scratch_f;
+    int16_t *peer = bb.peer;
+    double *norms = bb.norms, *enorm = bb.enorm, *scratch_d = bb.scratch_d;
+    uint32_t *pooled = bb.pooled, *eorder = bb.eorder, *scratch_u = bb.scratch_u;
 
     WeightReader reader(*job.source->checkpoint, plan);
     ManifestDraft &m = job.manifest;

@@ -164,30 +164,52 @@ Sizes sizes_of(const ModelPlan &plan, uint32_t top_l) {
     return z;
 }
 
-void work_size(const Sizes &z, unsigned threads, ArenaSizer &s) {
-    s.add_array<LinearHandoff>(1);
-    s.add_array<uint64_t>(z.max_base ? z.max_base : 1);
-    s.add_array<float>(z.max_base ? z.max_base : 1);
-    s.add_array<uint64_t>(z.max_delta ? z.max_delta : 1);
-    s.add_array<uint32_t>(z.max_delta ? z.max_delta : 1);
-    s.add_array<float>(z.d ? z.d : 1);                 // bias
-    // Scratch, released at the end of the stage.
-    s.add_array<FfnUnit>(z.units_max);
+// The stage's buffers, declared once: sized in ffn_collapse_size, allocated in ffn_collapse_run.
+// What the stage hands to mphf_cuckoo stays in the arena; the scratch is released at its end.
+struct FfnKept {
+    LinearHandoff *h;
+    uint64_t *base_keys, *delta_keys;
+    float *base_vals, *bias_out;
+    uint32_t *delta_vals;
+};
+FfnKept ffn_kept(const Sizes &z, Buffers &b) {
+    FfnKept o;
+    o.h = b.array<LinearHandoff>(1);
+    o.base_keys = b.array<uint64_t>(z.max_base ? z.max_base : 1);
+    o.base_vals = b.array<float>(z.max_base ? z.max_base : 1);
+    o.delta_keys = b.array<uint64_t>(z.max_delta ? z.max_delta : 1);
+    o.delta_vals = b.array<uint32_t>(z.max_delta ? z.max_delta : 1);
+    o.bias_out = b.array<float>(z.d ? z.d : 1);  // bias
+    return o;
+}
+struct FfnScratch {
+    FfnUnit *units;
+    float *w1, *w3, *w2, *b1, *b2, *S, *Mp, *Mm, *gemm_scratch, *row_scratch;
+    double *bias, *relu_b1;
+    uint32_t *order, *rest;
+    uint8_t *in_top;
+};
+FfnScratch ffn_scratch(const Sizes &z, unsigned threads, Buffers &b) {
+    FfnScratch o;
+    o.units = b.array<FfnUnit>(z.units_max);
     const uint64_t hd = checked_mul(z.h_max, z.d, "ffn_collapse buffer");
-    s.add_array<float>(hd);                            // W1 (gate)
-    if (z.gated) s.add_array<float>(hd);               // W3 (up)
-    s.add_array<float>(hd);                            // W2
-    s.add_array<float>(z.h_max + 1);                   // b1
-    s.add_array<float>(z.d + 1);                       // b2
-    s.add_array<double>(z.d + 1);                      // bias accumulator
-    s.add_array<double>(z.h_max + 1);                  // relu(b1) in double
+    o.w1 = b.array<float>(hd);                            // W1 (gate)
+    o.w3 = z.gated ? b.array<float>(hd) : nullptr;        // W3 (up)
+    o.w2 = b.array<float>(hd);                            // W2
+    o.b1 = b.array<float>(z.h_max + 1);                   // b1
+    o.b2 = b.array<float>(z.d + 1);                       // b2
+    o.bias = b.array<double>(z.d + 1);                    // bias accumulator
+    o.relu_b1 = b.array<double>(z.h_max + 1);             // relu(b1) in double
     const uint64_t dd = checked_mul(z.d, z.d, "ffn_collapse map");
-    for (int i = 0; i < 3; i++) s.add_array<float>(dd);  // S, M+, M-
-    s.add_array<float>(checked_mul(abs_gemm_scratch_floats(z.d), threads, "gemm scratch"));
-    s.add_array<float>(z.row_floats);
-    s.add_array<uint32_t>(z.d + 1);                    // column order
-    s.add_array<uint32_t>(z.d + 1);                    // rest order
-    s.add_array<uint8_t>(z.d + 1);                     // in top-L
+    o.S = b.array<float>(dd);
+    o.Mp = b.array<float>(dd);
+    o.Mm = b.array<float>(dd);
+    o.gemm_scratch = b.array<float>(checked_mul(abs_gemm_scratch_floats(z.d), threads, "gemm scratch"));
+    o.row_scratch = b.array<float>(z.row_floats);
+    o.order = b.array<uint32_t>(z.d + 1);                 // column order
+    o.rest = b.array<uint32_t>(z.d + 1);                  // rest order
+    o.in_top = b.array<uint8_t>(z.d + 1);                 // in top-L
+    return o;
 }
 
 // One plan tensor in f32 into `out` (the checkpoint's pages are released right after).  Returns
@@ -206,7 +228,9 @@ void ffn_collapse_size(const JobInputs &in, ArenaSizer &s) {
     const stk_job_params &params = in.params;
     const ModelDescription *d = in.model;
     Sizes z = sizes_of(d->plan, params.top_l);
-    work_size(z, params.threads ? params.threads : 1, s);
+    Buffers b(s);
+    ffn_kept(z, b);
+    ffn_scratch(z, params.threads, b);
 }
 
 void ffn_collapse_run(Job &job) {
@@ -214,7 +238,7 @@ void ffn_collapse_run(Job &job) {
     if (!job.model) throw_error(STK_E_NOT_IMPLEMENTED, "ffn_collapse: no model plan from parse_tensors: nothing to collapse");
     const ModelPlan &plan = *job.model;
     const uint32_t top_l = job.params.top_l;
-    const unsigned threads = job.params.threads ? job.params.threads : 1;
+    const unsigned threads = job.params.threads;
     const Sizes z = sizes_of(plan, top_l);
     const uint64_t d = z.d;
     if (d == 0 || d >= kLinearMaxDim)
@@ -228,16 +252,19 @@ void ffn_collapse_run(Job &job) {
     std::vector<uint8_t> inflate;
 
     Arena &arena = job.arena;
-    LinearHandoff *h = arena.alloc_array<LinearHandoff>(1);
+    Buffers alloc(arena);
+    const FfnKept kept = ffn_kept(z, alloc);
+    LinearHandoff *h = kept.h;
     h->d = uint32_t(d);
     h->top_l = uint32_t(std::min<uint64_t>(top_l, d));
-    h->base_keys = arena.alloc_array<uint64_t>(z.max_base ? z.max_base : 1);
-    h->base_vals = arena.alloc_array<float>(z.max_base ? z.max_base : 1);
-    h->delta_keys = arena.alloc_array<uint64_t>(z.max_delta ? z.max_delta : 1);
-    h->delta_vals = arena.alloc_array<uint32_t>(z.max_delta ? z.max_delta : 1);
-    float *bias_out = arena.alloc_array<float>(d);
+    h->base_keys = kept.base_keys;
+    h->base_vals = kept.base_vals;
+    h->delta_keys = kept.delta_keys;
+    h->delta_vals = kept.delta_vals;
+    float *bias_out = kept.bias_out;
     const size_t mark = arena.mark();
-    FfnUnit *units = arena.alloc_array<FfnUnit>(z.units_max);
+    const FfnScratch sc = ffn_scratch(z, threads, alloc);
+    FfnUnit *units = sc.units;
     const uint32_t n_units = ffn_units(plan, units);
     if (n_units == 0)
         throw_error(STK_E_NOT_IMPLEMENTED, "ffn_collapse: the model has no FFN tensors (FFN_W1 / FFN_W2): nothing to collapse");
@@ -247,22 +274,11 @@ void ffn_collapse_run(Job &job) {
     if (unit_base > z.max_base)
         throw_error(STK_E_UNSUPPORTED, "ffn_collapse: %u FFN units exceed the %llu base entries sized for this model", n_units,
                     (unsigned long long)z.max_base);
-    const uint64_t hd = z.h_max * d;
-    float *w1 = arena.alloc_array<float>(hd);
-    float *w3 = z.gated ? arena.alloc_array<float>(hd) : nullptr;
-    float *w2 = arena.alloc_array<float>(hd);
-    float *b1 = arena.alloc_array<float>(z.h_max + 1);
-    float *b2 = arena.alloc_array<float>(d + 1);
-    double *bias = arena.alloc_array<double>(d + 1);
-    double *relu_b1 = arena.alloc_array<double>(z.h_max + 1);
-    float *S = arena.alloc_array<float>(d * d);
-    float *Mp = arena.alloc_array<float>(d * d);
-    float *Mm = arena.alloc_array<float>(d * d);
-    float *gemm_scratch = arena.alloc_array<float>(abs_gemm_scratch_floats(d) * threads);
-    float *row_scratch = arena.alloc_array<float>(z.row_floats);
-    uint32_t *order = arena.alloc_array<uint32_t>(d + 1);
-    uint32_t *rest = arena.alloc_array<uint32_t>(d + 1);
-    uint8_t *in_top = arena.alloc_array<uint8_t>(d + 1);
+    float *w1 = sc.w1, *w3 = sc.w3, *w2 = sc.w2, *b1 = sc.b1, *b2 = sc.b2, *S = sc.S, *Mp = sc.Mp, *Mm = sc.Mm;
+    float *gemm_scratch = sc.gemm_scratch, *row_scratch = sc.row_scratch;
+    double *bias = sc.bias, *relu_b1 = sc.relu_b1;
+    uint32_t *order = sc.order, *rest = sc.rest;
+    uint8_t *in_top = sc.in_top;
 
     const uint64_t L = h->top_l;
     const uint64_t cap = std::min<uint64_t>(kLinearDeltaCap, d - L);

@@ -100,17 +100,28 @@ void apply_18_3(Job &job, SosFit &fit) {
                      "memory_fit: the largest pole radius is %.6f after three 18.3 scalings by 0.95", max_r);
 }
 
+// The stage's buffers, declared once: sized in memory_fit_size, allocated in memory_fit_run.
+struct MemBuffers {
+    double *h, *work;
+    float *pos, *rows;  // learned position tables only
+};
+MemBuffers mem_buffers(const MemSizes &z, Buffers &b) {
+    MemBuffers o{};
+    o.h = b.array<double>(std::max<uint64_t>(z.samples, kStateSteps));
+    o.work = b.array<double>(fit_sos_workspace(size_t(z.samples ? z.samples : 1)));
+    if (z.kind == PosKind::Learned) {
+        o.pos = b.array<float>(z.n_pos * z.d);
+        o.rows = b.array<float>(z.row_floats);
+    }
+    return o;
+}
+
 }  // namespace
 
 void memory_fit_size(const JobInputs &in, ArenaSizer &s) {
     const ModelDescription *d = in.model;
-    MemSizes z = mem_sizes(d->plan);
-    if (z.kind == PosKind::Learned) {
-        s.add_array<float>(size_t(z.n_pos * z.d));
-        s.add_array<float>(size_t(z.row_floats));
-    }
-    s.add_array<double>(size_t(std::max<uint64_t>(z.samples, kStateSteps)));
-    s.add_array<double>(fit_sos_workspace(size_t(z.samples ? z.samples : 1)));
+    Buffers b(s);
+    mem_buffers(mem_sizes(d->plan), b);
 }
 
 void memory_fit_plan(const JobInputs &in, ArrayPlan &plan) {
@@ -149,9 +160,10 @@ void memory_fit_run(Job &job) {
 
     Arena &arena = job.arena;
     size_t mark = arena.mark();
-    double *h = arena.alloc_array<double>(size_t(std::max<uint64_t>(z.samples, kStateSteps)));
+    Buffers alloc(arena);
+    const MemBuffers buf = mem_buffers(z, alloc);
+    double *h = buf.h, *work = buf.work;
     const size_t work_len = fit_sos_workspace(size_t(z.samples ? z.samples : 1));
-    double *work = arena.alloc_array<double>(work_len);
 
     SosFit fit;
     uint32_t mode = 0, p = 2, q = 0;
@@ -186,8 +198,7 @@ void memory_fit_run(Job &job) {
                 h[t] = acc / cfg.n_heads;
             }
         } else {
-            float *pos = arena.alloc_array<float>(size_t(z.n_pos * z.d));
-            float *rows = arena.alloc_array<float>(size_t(z.row_floats));
+            float *pos = buf.pos, *rows = buf.rows;
             WeightReader reader(*job.source->checkpoint, plan);
             const PlanTensor *t = reader.find(Role::POS_EMB, kNoLayer);
             if (!t || t->rank != 2 || t->dims[1] != z.d)

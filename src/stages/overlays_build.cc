@@ -97,16 +97,10 @@ struct OvBuffers {
     double *A, *ud, *aud, *omega, *Y, *AQ, *G, *eig, *U, *H, *P, *PH, *AU, *Z, *opt, *work, *q, *dots, *phi, *t1, *t2;
 };
 
-OvBuffers ov_alloc(const OvSizes &z, Arena *arena, ArenaSizer *sizer) {
+OvBuffers ov_alloc(const OvSizes &z, Buffers &buf) {
     OvBuffers b{};
-    auto f = [&](float *&p, uint64_t n) {
-        if (sizer) sizer->add_array<float>(size_t(n));
-        else p = arena->alloc_array<float>(size_t(n));
-    };
-    auto d = [&](double *&p, uint64_t n) {
-        if (sizer) sizer->add_array<double>(size_t(n));
-        else p = arena->alloc_array<double>(size_t(n));
-    };
+    auto f = [&](float *&p, uint64_t n) { p = buf.array<float>(n); };
+    auto d = [&](double *&p, uint64_t n) { p = buf.array<double>(n); };
     const uint64_t dm = z.s.d_model, dv = z.s.d_v;
     f(b.wo, dm * dv);
     f(b.row_scratch, z.row_floats);
@@ -266,7 +260,8 @@ void overlays_build_size(const JobInputs &in, ArenaSizer &s) {
     const stk_job_params &p = in.params;
     const ModelDescription *d = in.model;
     OvSizes z = ov_sizes(p, d->plan);
-    ov_alloc(z, nullptr, &s);
+    Buffers b(s);
+    ov_alloc(z, b);
 }
 
 void overlays_build_plan(const JobInputs &in, ArrayPlan &plan) {
@@ -291,7 +286,8 @@ void overlays_build_run(Job &job) {
 
     Arena &arena = job.arena;
     size_t mark = arena.mark();
-    OvBuffers b = ov_alloc(z, &arena, nullptr);
+    Buffers alloc(arena);
+    OvBuffers b = ov_alloc(z, alloc);
     WeightReader reader(*job.source->checkpoint, plan);
     for (uint32_t l = 0; l < L; l++) reader.require(Role::O, int32_t(l), dm, dv);
 

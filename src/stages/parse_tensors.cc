@@ -79,18 +79,28 @@ WorkSizes work_sizes(const ModelPlan &p) {
     }
     return w;
 }
-uint32_t worker_count(const stk_job_params &p) { return std::min<uint32_t>(p.threads ? p.threads : 1, kMaxWorkers); }
+uint32_t worker_count(const stk_job_params &p) { return std::min<uint32_t>(p.threads, kMaxWorkers); }  // normalised: >= 1
 
-void work_arena_size(const ModelPlan &p, uint32_t workers, ArenaSizer &s) {
-    WorkSizes w = work_sizes(p);
-    s.add(size_t(w.materialize_floats ? w.materialize_floats : 1) * 4, 64);
-    s.add_array<float>(size_t(p.max_row_floats ? p.max_row_floats : 1));
-    s.add_array<ChunkResult>(size_t(w.max_chunks));
+// The stage's buffers beyond the plan, declared once: sized in parse_tensors_size, allocated in
+// parse_tensors_run.
+struct WorkBuffers {
+    float *tensor_buf, *row_buf;
+    ChunkResult *results;
+    WorkerScratch scratch[kMaxWorkers];
+    double *expert_norm;
+};
+WorkBuffers work_buffers(const ModelPlan &p, uint32_t workers, Buffers &b) {
+    const WorkSizes w = work_sizes(p);
+    WorkBuffers o{};
+    o.tensor_buf = static_cast<float *>(b.bytes((w.materialize_floats ? w.materialize_floats : 1) * 4));
+    o.row_buf = b.array<float>(p.max_row_floats ? p.max_row_floats : 1);
+    o.results = b.array<ChunkResult>(w.max_chunks);
     for (uint32_t i = 0; i < workers; i++) {
-        s.add(kChunkElements * 4, 64);
-        s.add(kChunkElements * 2, 64);
+        o.scratch[i].f32 = static_cast<float *>(b.bytes(kChunkElements * 4));
+        o.scratch[i].half = static_cast<uint16_t *>(b.bytes(kChunkElements * 2));
     }
-    if (p.config.n_experts) s.add_array<double>(p.config.n_experts);
+    o.expert_norm = p.config.n_experts ? b.array<double>(p.config.n_experts) : nullptr;
+    return o;
 }
 
 // The canonical per-tensor record of the digest: 40 bytes, little-endian.
@@ -314,7 +324,8 @@ private:
 void parse_tensors_size(const JobInputs &in, ArenaSizer &s) {
     const ModelDescription &d = *in.model;
     plan_arena_size(d, s);
-    work_arena_size(d.plan, worker_count(in.params), s);
+    Buffers b(s);
+    work_buffers(d.plan, worker_count(in.params), b);
 }
 
 void parse_tensors_run(Job &job) {
@@ -324,17 +335,13 @@ void parse_tensors_run(Job &job) {
     Arena &arena = job.arena;
     ModelPlan *plan = copy_plan_to_arena(*d, arena);
     size_t scratch_mark = arena.mark();
-    const WorkSizes sizes = work_sizes(*plan);
     const uint32_t n_workers = worker_count(job.params);
-    float *tensor_buf = static_cast<float *>(arena.alloc(size_t(sizes.materialize_floats ? sizes.materialize_floats : 1) * 4, 64));
-    float *row_buf = arena.alloc_array<float>(size_t(plan->max_row_floats ? plan->max_row_floats : 1));
-    ChunkResult *results = arena.alloc_array<ChunkResult>(size_t(sizes.max_chunks));
-    WorkerScratch scratch[kMaxWorkers];
-    for (uint32_t i = 0; i < n_workers; i++) {
-        scratch[i].f32 = static_cast<float *>(arena.alloc(kChunkElements * 4, 64));
-        scratch[i].half = static_cast<uint16_t *>(arena.alloc(kChunkElements * 2, 64));
-    }
-    double *expert_norm = plan->config.n_experts ? arena.alloc_array<double>(plan->config.n_experts) : nullptr;
+    Buffers alloc(arena);
+    WorkBuffers buf = work_buffers(*plan, n_workers, alloc);
+    float *tensor_buf = buf.tensor_buf, *row_buf = buf.row_buf;
+    ChunkResult *results = buf.results;
+    WorkerScratch *scratch = buf.scratch;
+    double *expert_norm = buf.expert_norm;
     const Checkpoint &ckpt = *d->checkpoint;
     const std::vector<TensorRef> &refs = ckpt.tensors();
     const bool allow_nonfinite = (job.params.flags & STK_JOB_ALLOW_NONFINITE) != 0;

@@ -40,20 +40,27 @@ PrfSizes prf_sizes(const stk_job_params &p, const ModelPlan &plan) {
     check_attention_params(p, z.s);
     z.r = p.r;
     z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
-    z.threads = std::min<uint64_t>(p.threads ? p.threads : 1, z.r);
+    z.threads = std::min<uint64_t>(p.threads, z.r);  // normalised: >= 1
     return z;
 }
 
-void prf_arena(const PrfSizes &z, ArenaSizer &s) {
+// The stage's buffers, declared once: sized in prf_build_size, allocated in prf_build_run.
+struct PrfBuffers {
+    float *wk, *row_scratch, *prf, *row;
+    double *diag, *sqrt_diag, *grow, *expected;
+};
+PrfBuffers prf_buffers(const PrfSizes &z, Buffers &b) {
     const uint64_t d = z.s.d_model;
-    s.add_array<float>(size_t(z.s.d_kv * d));       // W_K
-    s.add_array<float>(size_t(z.row_floats));       // transpose scratch
-    s.add_array<double>(size_t(d));                 // whitening diagonal
-    s.add_array<double>(size_t(d));                 // its square roots
-    s.add_array<double>(size_t(d) * z.threads);     // a Gaussian row per thread
-    s.add_array<float>(size_t(z.r * d));            // prf_W of one layer
-    s.add_array<float>(size_t(std::max<uint64_t>(z.r, z.s.d_v)));  // a row of zeros / ones
-    s.add_array<double>(size_t(z.s.n_layers));      // expected denominators
+    PrfBuffers o;
+    o.wk = b.array<float>(z.s.d_kv * d);                            // W_K
+    o.row_scratch = b.array<float>(z.row_floats);                   // transpose scratch
+    o.diag = b.array<double>(d);                                    // whitening diagonal
+    o.sqrt_diag = b.array<double>(d);                               // its square roots
+    o.grow = b.array<double>(d * z.threads);                        // a Gaussian row per thread
+    o.prf = b.array<float>(z.r * d);                                // prf_W of one layer
+    o.row = b.array<float>(std::max<uint64_t>(z.r, z.s.d_v));       // a row of zeros / ones
+    o.expected = b.array<double>(z.s.n_layers);                     // expected denominators
+    return o;
 }
 
 constexpr char kScheduleMagic[] = "stk.denominator.v1";
@@ -76,7 +83,8 @@ PrfArrays prf_arrays(const PrfSizes &z) {
 void prf_build_size(const JobInputs &in, ArenaSizer &s) {
     const stk_job_params &p = in.params;
     const ModelDescription *d = in.model;
-    prf_arena(prf_sizes(p, d->plan), s);
+    Buffers b(s);
+    prf_buffers(prf_sizes(p, d->plan), b);
 }
 
 void prf_build_plan(const JobInputs &in, ArrayPlan &plan) {
@@ -94,14 +102,10 @@ void prf_build_run(Job &job) {
 
     Arena &arena = job.arena;
     size_t mark = arena.mark();
-    float *wk = arena.alloc_array<float>(size_t(s.d_kv * d));
-    float *row_scratch = arena.alloc_array<float>(size_t(z.row_floats));
-    double *diag = arena.alloc_array<double>(size_t(d));
-    double *sqrt_diag = arena.alloc_array<double>(size_t(d));
-    double *grow = arena.alloc_array<double>(size_t(d * z.threads));
-    float *prf = arena.alloc_array<float>(size_t(r * d));
-    float *row = arena.alloc_array<float>(size_t(std::max<uint64_t>(r, s.d_v)));
-    double *expected = arena.alloc_array<double>(size_t(L));
+    Buffers alloc(arena);
+    const PrfBuffers buf = prf_buffers(z, alloc);
+    float *wk = buf.wk, *row_scratch = buf.row_scratch, *prf = buf.prf, *row = buf.row;
+    double *diag = buf.diag, *sqrt_diag = buf.sqrt_diag, *grow = buf.grow, *expected = buf.expected;
 
     WeightReader reader(*job.source->checkpoint, plan);
     // Every layer's W_K first: a missing or misshapen tensor is refused before a byte is written.

@@ -126,6 +126,19 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     return job;
 }
 
+// A stage's peak arena use must stay within what its *_size declared (zstd's
+// ZSTD_cwksp_estimated_space_within_bounds): a stage that allocates more than it sized works here
+// only by eating another stage's share, and would run out on some other model.
+static void check_arena_within_size(const Job &job, const StageDef &st, size_t used_before) {
+    if (!st.size || !job.source) return;
+    ArenaSizer declared;
+    st.size(JobInputs{job.params, job.source}, declared);
+    const size_t used = job.arena.peak() - used_before;
+    if (used > declared.total())
+        throw_error(STK_E_INTERNAL, "stage %s used %zu arena bytes, more than the %zu its sizing declares (a bug in the "
+                    "stage's buffer list; please report)", st.name, used, declared.total());
+}
+
 void job_run_stage(Job &job, stk_stage id) {
     const StageDef *st = find_stage(id);
     if (!st) throw_error(STK_E_INVALID_ARGUMENT, "unknown stage %d", int(id));
@@ -148,8 +161,11 @@ void job_run_stage(Job &job, stk_stage id) {
     StageSnapshot snap;
     if (stage_is_optional(id)) snap = policy_snapshot(job);
     const uint64_t header_repairs = array_header_repairs();
+    const size_t used_before = job.arena.used();
+    job.arena.reset_peak();
     try {
         st->run(job);
+        check_arena_within_size(job, *st, used_before);
         if (test_fault((std::string("breach:") + st->name).c_str()))
             throw_breach(STK_E_INTERNAL, "test fault", 1, 0, "STK_TEST_FAULT=breach:%s", st->name);
     } catch (const Error &e) {
