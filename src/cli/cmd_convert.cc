@@ -365,43 +365,58 @@ static bool out_inside(const std::string &out, const std::string &model_dir) {
     return o == m || (o.size() > m.size() && o.compare(0, m.size(), m) == 0 && (m == "/" || o[m.size()] == '/'));
 }
 
-int cmd_convert(int argc, char **argv) {
+namespace {
+
+// What the command line asked for, checked before any work.
+struct ConvertOptions {
+    stk_job_params p{};
+    std::string in, out, model_dir;  // p.in_dir / p.out_dir point into model_dir / out
+    bool partial = false, json = false, dry = false;
+    bool out_existed = false;  // a root this run creates is removed again if nothing is published
+};
+
+// The options and the refusals that need no model: --out first (a refused output should not
+// cost a parse of the checkpoint), then the model directory.  Returns -1 to go on, else the
+// exit code.
+int convert_options(int argc, char **argv, ConvertOptions &o) {
     Args args(argc, argv, 2);
     if (args.flag("help")) {
         std::fputs(kHelp, stdout);
         return kExitOk;
     }
-    stk_job_params p{};
+    stk_job_params &p = o.p;
     p.struct_size = sizeof p;
-    std::string in = args.get("in"), out = args.get("out");
+    o.in = args.get("in");
+    o.out = args.get("out");
     // Absent: 0, the library's default (stk_job_params); an explicit 0 means nothing and is refused.
     p.r = args.get_count("r", 4096);
     p.rv = args.get_count("rv", 64);
     p.l_tok = args.get_count("ltok", 64);
     p.top_l = args.get_count("topl", 256);
     p.threads = args.get_count("threads", 1024);
-    bool partial = args.flag("partial");
-    bool json = args.flag("json");
-    bool dry = args.flag("dry-run");
+    o.partial = args.flag("partial");
+    o.json = args.flag("json");
+    o.dry = args.flag("dry-run");
+    const bool json = o.json;
     if (args.flag("allow-uncertified-tokenizer")) p.flags |= STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER;
     if (args.flag("allow-nonfinite")) p.flags |= STK_JOB_ALLOW_NONFINITE;
     if (!args.finish("convert", 2)) return kExitUsage;
     const auto &pos = args.positional();
     if (!pos.empty()) {
-        if (!in.empty()) return report_usage("convert", "the model is given twice (--in and '" + pos[0] + "')", json);
-        in = pos[0];
+        if (!o.in.empty()) return report_usage("convert", "the model is given twice (--in and '" + pos[0] + "')", json);
+        o.in = pos[0];
     }
     if (pos.size() > 1) {
-        if (!out.empty()) return report_usage("convert", "the output is given twice (--out and '" + pos[1] + "')", json);
-        out = pos[1];
+        if (!o.out.empty()) return report_usage("convert", "the output is given twice (--out and '" + pos[1] + "')", json);
+        o.out = pos[1];
     }
+    const std::string &in = o.in, &out = o.out;
     if (in.empty() || out.empty()) return report_usage("convert", "--in PATH and --out DIR are required", json);
     if (out == "-") return report_usage("convert", "--out - (stdout) is not supported: --out is a directory (a generations root)", json);
 
-    // --out first: a refused output should not cost a parse of the checkpoint.
     struct stat st;
-    const bool out_existed = ::stat(out.c_str(), &st) == 0;
-    if (out_existed) {
+    o.out_existed = ::stat(out.c_str(), &st) == 0;
+    if (o.out_existed) {
         if (!S_ISDIR(st.st_mode)) {
             set_last_error(format("--out %s exists and is not a directory", out.c_str()));
             return report_failure("convert", STK_E_OUTPUT_EXISTS, json);
@@ -412,9 +427,9 @@ int cmd_convert(int argc, char **argv) {
             return report_failure("convert", STK_E_OUTPUT_EXISTS, json);
         }
     }
-    std::string model_dir;
-    stk_status s = guard([&] { model_dir = resolve_model_dir(in); });
+    stk_status s = guard([&] { o.model_dir = resolve_model_dir(in); });
     if (s != STK_OK) return report_failure("convert", s, json);
+    const std::string &model_dir = o.model_dir;
     if (!file_exists_plain(model_dir + "/config.json")) {
         set_last_error(format("--in %s: no config.json in %s (expected a HuggingFace model directory)", in.c_str(),
                               model_dir.c_str()));
@@ -429,43 +444,30 @@ int cmd_convert(int argc, char **argv) {
     p.in_dir = model_dir.c_str();
     p.out_dir = out.c_str();
     p.flags |= STK_JOB_PUBLISH_ROOT;  // --out is a generations root: the check stage publishes
+    return -1;
+}
 
-    if (dry) return dry_run(model_dir, out, p, json);  // the model described once, for the plan and the arena
-
-    size_t arena_bytes = 0;
-    s = stk_job_arena_size(&p, &arena_bytes);
-    if (s != STK_OK) return report_failure("convert", s, json);
-
-    size_t alloc_bytes = (arena_bytes + 63) / 64 * 64;
-    void *arena = std::aligned_alloc(64, alloc_bytes ? alloc_bytes : 64);
-    if (!arena) {
-        set_last_error(format("cannot allocate the %zu-byte arena", arena_bytes));
-        return report_failure("convert", STK_E_ARENA_TOO_SMALL, json);
-    }
-    // Ctrl-C / SIGTERM from here on: this run's staging directory goes, and a root it created.
-    Cleanup cleanup("convert", out, std::string(kStagingPrefix) + std::to_string(::getpid()) + "-", !out_existed, json);
-    stk_job *job = nullptr;
-    s = stk_open(&p, arena, arena_bytes, &job);
-    if (s != STK_OK) {
-        std::free(arena);
-        if (!out_existed) remove_created_root(out);
-        return report_failure("convert", s, json);
-    }
-
+// What the stages did.
+struct ConvertRun {
     std::vector<StageResult> results;
     int exit_code = kExitOk;
     stk_status failed_status = STK_OK;
     std::string failed_message;
-    bool missing = false;
     bool failure_printed = false;  // the error is printed once, and no summary follows it
+};
+
+// Every stage in order, each line printed as it ends (stderr; not with --json).
+ConvertRun run_stages(stk_job *job, const ConvertOptions &o) {
+    ConvertRun run;
+    bool missing = false;
     StageTicker ticker;
     for (int i = 1; i <= STK_STAGE_COUNT; i++) {
         stk_stage sid = stk_stage(i);
         // Without --partial, nothing is published when a stage is missing: stop before the manifest.
-        if (sid == STK_STAGE_MANIFEST_EMIT && missing && !partial) break;
+        if (sid == STK_STAGE_MANIFEST_EMIT && missing && !o.partial) break;
         ticker.start(i, stk_stage_name(sid), job);
         auto t0 = std::chrono::steady_clock::now();
-        s = stk_stage_run(job, sid);
+        stk_status s = stk_stage_run(job, sid);
         double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         StageResult r{sid, s, s == STK_OK ? "" : stk_last_error(), secs};
         if (s == STK_OK) stk_stage_digest(job, sid, &r.crc, &r.sha);
@@ -480,46 +482,62 @@ int cmd_convert(int argc, char **argv) {
         if (sid == STK_STAGE_TOKENIZER && s == STK_OK && stk_job_get_info(job, &ji) == STK_OK &&
             ji.tokenizer_mode != STK_TOKENIZER_NOT_RUN)
             r.message = ji.tokenizer_reason;
-        results.push_back(r);
+        run.results.push_back(r);
         ticker.clear();
         if (s == STK_E_NOT_IMPLEMENTED) {
             missing = true;
-            if (!json) std::fprintf(stderr, "stk convert: %-24s NOT IMPLEMENTED: nothing written, feature disabled\n",
-                                    stk_stage_name(sid));
+            if (!o.json) std::fprintf(stderr, "stk convert: %-24s NOT IMPLEMENTED: nothing written, feature disabled\n",
+                                      stk_stage_name(sid));
             continue;
         }
         if (s != STK_OK) {
             std::fprintf(stderr, "stk convert: stage %s failed: %s: %s\n", stk_stage_name(sid), stk_status_str(s),
                          r.message.c_str());
-            failure_printed = true;
-            exit_code = exit_code_for(s);
-            failed_status = s;
-            failed_message = "stage " + std::string(stk_stage_name(sid)) + " failed: " + r.message;
+            run.failure_printed = true;
+            run.exit_code = exit_code_for(s);
+            run.failed_status = s;
+            run.failed_message = "stage " + std::string(stk_stage_name(sid)) + " failed: " + r.message;
             break;
         }
-        if (!json && r.disabled)
+        if (!o.json && r.disabled)
             std::fprintf(stderr, "stk convert: %-24s DISABLED  %8.3f s  %s\n", stk_stage_name(sid), secs, r.message.c_str());
-        else if (!json)
+        else if (!o.json)
             std::fprintf(stderr, "stk convert: %-24s ok  %8.3f s  crc32c %08x  sha256_low64 %016llx\n",
                          stk_stage_name(sid), secs, r.crc, (unsigned long long)r.sha);
     }
-    if (exit_code == kExitOk && missing && !partial) {
-        exit_code = kExitNotImplemented;
-        failed_status = STK_E_NOT_IMPLEMENTED;
-        failed_message = "some stages are not implemented; nothing was published (no manifest). Use --partial to "
-                         "publish a generation with those features disabled";
+    if (run.exit_code == kExitOk && missing && !o.partial) {
+        run.exit_code = kExitNotImplemented;
+        run.failed_status = STK_E_NOT_IMPLEMENTED;
+        run.failed_message = "some stages are not implemented; nothing was published (no manifest). Use --partial to "
+                             "publish a generation with those features disabled";
     }
+    return run;
+}
 
-    // What was decided and published.
+// What was decided and published, as the JSON and the summary report it.
+struct ConvertReport {
     stk_job_info info{};
+    bool tok = false;  // the tokenizer stage ran
+    std::string tok_mode, tok_why;
+    std::vector<std::string> warnings, disabled;
+    std::vector<std::pair<std::string, std::string>> breaches;  // feature, the record's reason
+    bool published = false;
+    std::string generation, gen_dir, gen_name, previous, summary;
+    uint64_t bytes = 0;
+    size_t n_arrays = 0;
+};
+
+ConvertReport convert_report(stk_job *job, const ConvertOptions &o, const ConvertRun &run) {
+    ConvertReport rep;
+    stk_job_info &info = rep.info;
     info.struct_size = sizeof info;
     if (stk_job_get_info(job, &info) != STK_OK) info.tokenizer_mode = STK_TOKENIZER_NOT_RUN;
-    const bool tok = info.tokenizer_mode != STK_TOKENIZER_NOT_RUN;
-    std::string tok_mode = tokenizer_mode_name(info.tokenizer_mode);
-    std::string tok_why = info.tokenizer_reason;
-    if (info.tokenizer_mode == STK_TOKENIZER_FST && tok_why.empty())
-        tok_why = "Sardinas-Patterson certified the vocabulary uniquely decodable: greedy token tables built";
-    std::vector<std::string> warnings;
+    rep.tok = info.tokenizer_mode != STK_TOKENIZER_NOT_RUN;
+    rep.tok_mode = tokenizer_mode_name(info.tokenizer_mode);
+    rep.tok_why = info.tokenizer_reason;
+    if (info.tokenizer_mode == STK_TOKENIZER_FST && rep.tok_why.empty())
+        rep.tok_why = "Sardinas-Patterson certified the vocabulary uniquely decodable: greedy token tables built";
+    std::vector<std::string> &warnings = rep.warnings;
     if (info.tokenizer_mode == STK_TOKENIZER_EXT)
         warnings.push_back("tokenizer in EXT mode: no token tables are written, so the generation cannot tokenize "
                            "by itself (stk replay needs --in MODEL_DIR). " +
@@ -532,114 +550,148 @@ int cmd_convert(int argc, char **argv) {
     if (info.tokenizer_mode == STK_TOKENIZER_FST_UNCERTIFIED)
         warnings.push_back("token tables built UNCERTIFIED (--allow-uncertified-tokenizer): greedy ids may differ "
                            "from the model's BPE ids");
-    std::vector<std::string> disabled;
-    std::vector<std::pair<std::string, std::string>> breaches;  // feature, the record's reason
-    for (const StageResult &r : results) {
-        if (r.status == STK_E_NOT_IMPLEMENTED && feature_of_stage(r.stage)) disabled.push_back(feature_of_stage(r.stage));
+    for (const StageResult &r : run.results) {
+        if (r.status == STK_E_NOT_IMPLEMENTED && feature_of_stage(r.stage)) rep.disabled.push_back(feature_of_stage(r.stage));
         if (r.disabled && feature_of_stage(r.stage)) {
-            disabled.push_back(feature_of_stage(r.stage));
-            breaches.emplace_back(feature_of_stage(r.stage), r.message);
+            rep.disabled.push_back(feature_of_stage(r.stage));
+            rep.breaches.emplace_back(feature_of_stage(r.stage), r.message);
         }
     }
     if (info.tokenizer_mode == STK_TOKENIZER_EXT || info.tokenizer_mode == STK_TOKENIZER_ABSENT)
-        disabled.insert(disabled.begin(), "tokenizer_fst");
+        rep.disabled.insert(rep.disabled.begin(), "tokenizer_fst");
 
-    bool published = false;
-    std::string generation, gen_dir, gen_name, previous;
-    uint64_t bytes = 0;
-    size_t n_arrays = 0;
     const char *published_dir = nullptr;
-    if (exit_code == kExitOk && stk_job_generation_dir(job, &published_dir) == STK_OK) {
-        gen_dir = published_dir;
-        gen_name = gen_dir.substr(gen_dir.rfind('/') + 1);
+    if (run.exit_code == kExitOk && stk_job_generation_dir(job, &published_dir) == STK_OK) {
+        rep.gen_dir = published_dir;
+        rep.gen_name = rep.gen_dir.substr(rep.gen_dir.rfind('/') + 1);
         Manifest m;
-        if (guard([&] { m = read_manifest(gen_dir + "/" + kManifestFileName); }) == STK_OK) {
-            published = true;
-            generation = hex32(m.curr_hash);
+        if (guard([&] { m = read_manifest(rep.gen_dir + "/" + kManifestFileName); }) == STK_OK) {
+            rep.published = true;
+            rep.generation = hex32(m.curr_hash);
             static const uint8_t zero[32] = {};
-            if (std::memcmp(m.prev_hash, zero, 32) != 0) previous = hex32(m.prev_hash);
-            n_arrays = m.arrays.size();
-            for (const ManifestArray &a : m.arrays) bytes += a.byte_len;
+            if (std::memcmp(m.prev_hash, zero, 32) != 0) rep.previous = hex32(m.prev_hash);
+            rep.n_arrays = m.arrays.size();
+            for (const ManifestArray &a : m.arrays) rep.bytes += a.byte_len;
         }
     }
-    if (published && n_arrays == 0)
+    if (rep.published && rep.n_arrays == 0)
         warnings.push_back("the generation holds no arrays: every feature is disabled (stk check will verify the "
                            "manifest alone)");
+    rep.summary = rep.published ? "published generation " + rep.gen_name + " in " + o.out + ": " +
+                                      std::to_string(rep.n_arrays) + " arrays, " + human_bytes(rep.bytes) +
+                                      ", tokenizer " + rep.tok_mode
+                                : run.failed_message;
+    return rep;
+}
 
-    std::string summary = published ? "published generation " + gen_name + " in " + out + ": " +
-                                          std::to_string(n_arrays) + " arrays, " + human_bytes(bytes) +
-                                          ", tokenizer " + tok_mode
-                                    : failed_message;
-    if (json) {
-        std::vector<std::string> stages, warn, dis;
-        for (const StageResult &r : results) {
-            char crc[16], sha[24];
-            std::snprintf(crc, sizeof crc, "%08x", r.crc);
-            std::snprintf(sha, sizeof sha, "%016llx", (unsigned long long)r.sha);
-            Json j;
-            j.str("stage", stk_stage_name(r.stage)).str("status", stage_state(r)).real("seconds", r.seconds);
-            j.str("crc32c", crc).str("sha256_low64", sha).str("message", r.message);
-            stages.push_back(j.text());
-        }
-        for (const std::string &w : warnings) warn.push_back(json_escape(w));
-        for (const std::string &f : disabled) dis.push_back(json_escape(f));
-        std::vector<std::string> br;
-        for (const auto &b : breaches) {
-            Json j;
-            j.str("feature", b.first).str("reason", b.second);
-            br.push_back(j.text());
-        }
-        Json t;
-        t.str("mode", tok_mode).str("reason", tok_why);
-        if (tok) t.unum("vocab_size", info.vocab_size).unum("ltok", info.l_tok);
-        json_result("convert", exit_code, failed_status, summary)
-            .str("in", model_dir)
-            .str("out", out)
-            .boolean("published", published)
-            .str_or_null("generation", published ? generation.c_str() : nullptr)
-            .str("root", out)
-            .str_or_null("generation_name", published ? gen_name.c_str() : nullptr)
-            .str_or_null("generation_dir", published ? gen_dir.c_str() : nullptr)
-            .str_or_null("previous", previous.c_str())
-            .unum("arrays", n_arrays)
-            .unum("bytes", bytes)
-            .unum("arena_bytes", arena_bytes)
-            .raw("tokenizer", t.text())
-            .raw("disabled_features", json_array(dis))
-            .raw("policy_disabled", json_array(br))
-            .raw("warnings", json_array(warn))
-            .raw("stages", json_array(stages))
-            .print();
+// --json: one object on stdout.
+void print_convert_json(const ConvertOptions &o, const ConvertRun &run, const ConvertReport &rep, size_t arena_bytes) {
+    std::vector<std::string> stages, warn, dis;
+    for (const StageResult &r : run.results) {
+        char crc[16], sha[24];
+        std::snprintf(crc, sizeof crc, "%08x", r.crc);
+        std::snprintf(sha, sizeof sha, "%016llx", (unsigned long long)r.sha);
+        Json j;
+        j.str("stage", stk_stage_name(r.stage)).str("status", stage_state(r)).real("seconds", r.seconds);
+        j.str("crc32c", crc).str("sha256_low64", sha).str("message", r.message);
+        stages.push_back(j.text());
     }
-    // The summary (stderr, also with --json: stdout holds only the JSON object).
-    if (published) {
-        std::fprintf(stderr, "stk convert: published generation %s\n", generation.c_str());
-        std::fprintf(stderr, "  output      %s (%s, arrays/), now current in %s/%s\n", gen_dir.c_str(), kManifestFileName,
-                     out.c_str(), kCurrentFileName);
-        std::fprintf(stderr, "  previous    %s\n", previous.empty() ? "none (the root's first generation)" : previous.c_str());
-        std::fprintf(stderr, "  arrays      %zu, %s (%llu bytes of payload)\n", n_arrays, human_bytes(bytes).c_str(),
-                     (unsigned long long)bytes);
-    } else {
-        if (!failure_printed) std::fprintf(stderr, "stk convert: %s\n", failed_message.c_str());
-        stk_close(job);  // releases the lock and removes the staging directory
-        std::free(arena);
-        if (!out_existed) remove_created_root(out);
-        return exit_code;
+    for (const std::string &w : rep.warnings) warn.push_back(json_escape(w));
+    for (const std::string &f : rep.disabled) dis.push_back(json_escape(f));
+    std::vector<std::string> br;
+    for (const auto &b : rep.breaches) {
+        Json j;
+        j.str("feature", b.first).str("reason", b.second);
+        br.push_back(j.text());
     }
-    if (tok)
-        std::fprintf(stderr, "  tokenizer   %s\n", wrap(tok_mode + ": " + (tok_why.empty() ? "-" : tok_why), 14).c_str());
-    if (!disabled.empty()) {
+    Json t;
+    t.str("mode", rep.tok_mode).str("reason", rep.tok_why);
+    if (rep.tok) t.unum("vocab_size", rep.info.vocab_size).unum("ltok", rep.info.l_tok);
+    const bool published = rep.published;
+    json_result("convert", run.exit_code, run.failed_status, rep.summary)
+        .str("in", o.model_dir)
+        .str("out", o.out)
+        .boolean("published", published)
+        .str_or_null("generation", published ? rep.generation.c_str() : nullptr)
+        .str("root", o.out)
+        .str_or_null("generation_name", published ? rep.gen_name.c_str() : nullptr)
+        .str_or_null("generation_dir", published ? rep.gen_dir.c_str() : nullptr)
+        .str_or_null("previous", rep.previous.c_str())
+        .unum("arrays", rep.n_arrays)
+        .unum("bytes", rep.bytes)
+        .unum("arena_bytes", arena_bytes)
+        .raw("tokenizer", t.text())
+        .raw("disabled_features", json_array(dis))
+        .raw("policy_disabled", json_array(br))
+        .raw("warnings", json_array(warn))
+        .raw("stages", json_array(stages))
+        .print();
+}
+
+// The summary of a published generation (stderr, also with --json: stdout holds only the JSON).
+void print_convert_summary(const ConvertOptions &o, const ConvertReport &rep) {
+    std::fprintf(stderr, "stk convert: published generation %s\n", rep.generation.c_str());
+    std::fprintf(stderr, "  output      %s (%s, arrays/), now current in %s/%s\n", rep.gen_dir.c_str(), kManifestFileName,
+                 o.out.c_str(), kCurrentFileName);
+    std::fprintf(stderr, "  previous    %s\n", rep.previous.empty() ? "none (the root's first generation)" : rep.previous.c_str());
+    std::fprintf(stderr, "  arrays      %zu, %s (%llu bytes of payload)\n", rep.n_arrays, human_bytes(rep.bytes).c_str(),
+                 (unsigned long long)rep.bytes);
+    if (rep.tok)
+        std::fprintf(stderr, "  tokenizer   %s\n",
+                     wrap(rep.tok_mode + ": " + (rep.tok_why.empty() ? "-" : rep.tok_why), 14).c_str());
+    if (!rep.disabled.empty()) {
         std::string d;
-        for (const std::string &f : disabled) d += (d.empty() ? "" : " ") + f;
+        for (const std::string &f : rep.disabled) d += (d.empty() ? "" : " ") + f;
         std::fprintf(stderr, "  disabled    %s\n", wrap(d, 14).c_str());
     }
-    for (const auto &b : breaches)
+    for (const auto &b : rep.breaches)
         std::fprintf(stderr, "%s\n", wrap("  policy      " + b.first + ": " + b.second, 14).c_str());
     // Last, so that they are what the user sees: fallbacks that change what was written.
-    for (const std::string &w : warnings) std::fprintf(stderr, "%s\n", wrap("stk convert: WARNING: " + w, 4, 100, 0).c_str());
+    for (const std::string &w : rep.warnings) std::fprintf(stderr, "%s\n", wrap("stk convert: WARNING: " + w, 4, 100, 0).c_str());
+}
+
+}  // namespace
+
+// Options, run, report, print: the phases above, and the arena and job they share.
+int cmd_convert(int argc, char **argv) {
+    ConvertOptions o;
+    if (int code = convert_options(argc, argv, o); code >= 0) return code;
+    if (o.dry) return dry_run(o.model_dir, o.out, o.p, o.json);  // the model described once, for the plan and the arena
+
+    size_t arena_bytes = 0;
+    stk_status s = stk_job_arena_size(&o.p, &arena_bytes);
+    if (s != STK_OK) return report_failure("convert", s, o.json);
+    size_t alloc_bytes = (arena_bytes + 63) / 64 * 64;
+    void *arena = std::aligned_alloc(64, alloc_bytes ? alloc_bytes : 64);
+    if (!arena) {
+        set_last_error(format("cannot allocate the %zu-byte arena", arena_bytes));
+        return report_failure("convert", STK_E_ARENA_TOO_SMALL, o.json);
+    }
+    // Ctrl-C / SIGTERM from here on: this run's staging directory goes, and a root it created.
+    Cleanup cleanup("convert", o.out, std::string(kStagingPrefix) + std::to_string(::getpid()) + "-", !o.out_existed, o.json);
+    stk_job *job = nullptr;
+    s = stk_open(&o.p, arena, arena_bytes, &job);
+    if (s != STK_OK) {
+        std::free(arena);
+        if (!o.out_existed) remove_created_root(o.out);
+        return report_failure("convert", s, o.json);
+    }
+
+    const ConvertRun run = run_stages(job, o);
+    const ConvertReport rep = convert_report(job, o, run);
+    if (o.json) print_convert_json(o, run, rep, arena_bytes);
+    if (rep.published) {
+        print_convert_summary(o, rep);
+    } else {
+        if (!run.failure_printed) std::fprintf(stderr, "stk convert: %s\n", run.failed_message.c_str());
+        stk_close(job);  // releases the lock and removes the staging directory
+        std::free(arena);
+        if (!o.out_existed) remove_created_root(o.out);
+        return run.exit_code;
+    }
     stk_close(job);
     std::free(arena);
-    return exit_code;
+    return run.exit_code;
 }
 
 }  // namespace stk::cli

@@ -268,16 +268,15 @@ std::vector<LwtTensorSpec> gpt2_lwt_layout(uint64_t L, uint64_t D, uint64_t V, u
     return v;
 }
 
-LwtExportResult export_lwt(const LwtExportOptions &opt) {
-    if (opt.out.empty()) throw_error(STK_E_INVALID_ARGUMENT, "export: no output path");
-    if (file_exists(opt.out))
-        throw_error(STK_E_OUTPUT_EXISTS, "%s: already exists (export never replaces a file)", opt.out.c_str());
-    std::unique_ptr<ModelDescription> d = describe_model(opt.in);
+namespace {
+
+// Phase 1 of export_lwt: the tensors to write, in file order (GPT-2: seed 001's order under
+// its names), each with whether it is stored [in, out].
+std::vector<Item> export_items(const ModelDescription &desc, const LwtExportOptions &opt, bool gpt2) {
+    const ModelDescription *d = &desc;
     const ModelPlan &p = d->plan;
     const ModelConfig &c = p.config;
     const std::vector<TensorRef> &refs = d->checkpoint->tensors();
-    const bool gpt2 = family_by_name("gpt2") == c.family;
-
     // Which source tensors are parameters (buffers and tied copies are not), and which are
     // stored [in, out].
     std::vector<uint8_t> is_param(refs.size(), 0), transpose(refs.size(), 0);
@@ -308,7 +307,12 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
     }
     for (uint32_t s : plan_order)  // other families: everything; GPT-2: an untied lm_head
         if (!taken[s]) items.push_back({s, refs[s].name, transpose[s] != 0});
+    return items;
+}
 
+// Phase 2: the header (the config the format names, the element type, whether the head is tied).
+LwtHeader export_header(const ModelPlan &p, const std::vector<Item> &items, const LwtExportOptions &opt, bool gpt2) {
+    const ModelConfig &c = p.config;
     LwtHeader h;
     h.model_type = c.model_type;
     if (gpt2)
@@ -327,7 +331,17 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
                 !p.tensors[i].buffer)
                 head_stored = true;
     h.tied_lm_head = c.tied_embeddings && !head_stored;
+    return h;
+}
 
+// Phase 3: each tensor's stored name, shape and type, checked against seed 001's layout (GPT-2)
+// and against the parameter count.
+std::vector<LwtTensorSpec> export_specs(const ModelDescription &desc, const std::vector<Item> &items,
+                                        const LwtExportOptions &opt, bool gpt2, uint64_t *params_out) {
+    const ModelDescription *d = &desc;
+    const ModelPlan &p = d->plan;
+    const ModelConfig &c = p.config;
+    const std::vector<TensorRef> &refs = d->checkpoint->tensors();
     std::vector<LwtTensorSpec> layout;
     if (gpt2) layout = gpt2_lwt_layout(c.n_layers, c.d_model, c.vocab_size, c.max_positions, c.ffn_dim);
     std::vector<LwtTensorSpec> specs;
@@ -354,6 +368,168 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
     if (params != p.n_params)
         throw_error(STK_E_INTERNAL, "%s: would write %" PRIu64 " parameters, the checkpoint holds %" PRIu64, opt.in.c_str(), params,
                     p.n_params);
+    *params_out = params;
+    return specs;
+}
+
+// Phase 4: tensor i converted, quantised and packed by the workers and appended in order (the
+// quantisation rule's statistics first, in a pass of their own where the dtype needs them).
+void export_tensor(const ModelDescription &desc, const Item &it, size_t i, LwtWriter &w, Workers &workers,
+                   std::vector<WorkerScratch> &ws, std::vector<uint8_t> &scratch, uint64_t chunk, uint64_t &peak_buffer) {
+    const ModelDescription *d = &desc;
+    const std::vector<TensorRef> &refs = d->checkpoint->tensors();
+    const unsigned T = workers.size();
+    const TensorRef &r = refs[it.source];
+    const LwtTensor &lt = w.tensors()[i];
+    const uint8_t *bytes = d->checkpoint->tensor_bytes(r, scratch);
+    TensorChunks src(*d->checkpoint, r, bytes, it.transpose, chunk);
+    for (WorkerScratch &x : ws) x.values.resize(size_t(src.buffer_elements()));
+    peak_buffer = std::max<uint64_t>(peak_buffer, ws[0].values.size() * 4);
+    // NaN/Inf: named by its element index in stored order, found by a stored-order scan.
+    auto refuse_nonfinite = [&]() {
+        for (uint64_t first = 0, k = 0; first < r.n_elements; first += k) {
+            const float *v = src.read(first, &k, ws[0].values.data(), ws[0].tile);
+            uint64_t bad = first_nonfinite(v, k);
+            if (bad < k)
+                throw_error(STK_E_NONFINITE, "%s: tensor '%s' element %" PRIu64 " is %g; .lwt export refuses NaN/Inf weights",
+                            r.file.c_str(), r.name.c_str(), first + bad, double(v[size_t(bad)]));
+        }
+        throw_error(STK_E_INTERNAL, "%s: tensor '%s': a non-finite value went missing", r.file.c_str(), r.name.c_str());
+    };
+    // Rounds of T pieces: worker w does piece w of the round, then the caller (alone) takes
+    // the round's results in piece order.  One thread: one piece per round, on the caller.
+    auto in_rounds = [&](uint64_t piece, unsigned nw, auto &&work, auto &&after) {
+        for (uint64_t r0 = 0; r0 < r.n_elements; r0 += piece * nw) {
+            workers.run([&](unsigned wk) {
+                const uint64_t first = r0 + piece * wk;
+                ws[wk].first = first;
+                ws[wk].count = wk < nw && first < r.n_elements ? std::min(piece, r.n_elements - first) : 0;
+                if (ws[wk].count) work(ws[wk]);
+            });
+            after(std::min(r.n_elements, r0 + piece * nw));
+        }
+    };
+    // The first nw workers' statistics merged (exact: the same numbers as one pass), and the
+    // quantisation they choose.
+    auto merged_quant = [&](unsigned nw) {
+        for (unsigned wk = 1; wk < nw; wk++)
+            if (!lwt_stats_merge(&ws[0].stats, ws[wk].stats))
+                throw_error(STK_E_INTERNAL, "%s: tensor '%s': statistics could not be merged", r.file.c_str(), r.name.c_str());
+        const LwtQuant m = lwt_quant_from_stats(lt.dtype, ws[0].stats);
+        lwt_check_quant(lt.name, lt.dtype, m);
+        return m;
+    };
+    LwtQuant q;
+    const bool quantised = !lwt_dtype_is_float(lt.dtype);
+    // Binary's codes are the signs (v > 0), whatever the scale: its statistics are taken in
+    // the packing pass and the scale set before end_tensor; the source is read once.
+    const bool one_pass = lt.dtype == LwtDType::BINARY && r.n_elements < LwtQuantStats::kCarryEvery;
+    for (WorkerScratch &x : ws) x.stats = LwtQuantStats{}, x.nonfinite = false;
+    if (quantised && !one_pass) {  // pass 1: the quantisation rule's statistics, from the mapped source
+        src.set_first_pass(true);
+        auto check = [&](uint64_t end) {
+            for (const WorkerScratch &x : ws)
+                if (x.nonfinite) refuse_nonfinite();
+            src.done_through(end);
+        };
+        // Every statistic is exact and order-independent: read the source as it lies, the
+        // workers' statistics merged at the end (lwt_stats_merge: the same integers, for
+        // tensors below the 2^38 values where LwtQuantStats starts carrying).
+        const unsigned nw = r.n_elements < LwtQuantStats::kCarryEvery ? T : 1;
+        if (const uint8_t *bf16 = src.bf16_source()) {  // no conversion: pieces of 4 Mi values
+            in_rounds(kBf16StatsPiece, nw, [&](WorkerScratch &x) {
+                x.nonfinite = !lwt_stats_add_bf16(lt.dtype, &x.stats, bf16 + 2 * x.first, x.count);
+            }, check);
+        } else {
+            const uint64_t piece = src.source_chunk_elements() * (nw > 1 ? kPieceChunks : 1);
+            in_rounds(piece, nw, [&](WorkerScratch &x) {
+                for (uint64_t first = x.first, k = 0; first < x.first + x.count && !x.nonfinite; first += k) {
+                    const float *v = src.read_source(first, &k, x.values.data());
+                    x.nonfinite = !lwt_stats_add(lt.dtype, &x.stats, v, k);
+                }
+            }, check);
+        }
+        src.set_first_pass(false);
+        q = merged_quant(nw);
+    }
+    w.begin_tensor(uint32_t(i), q);
+    // Pass 2: each worker converts, quantises and packs its piece into its own buffer (or
+    // points at the mapping: float32 without conversion); the caller appends them in order.
+    const uint64_t piece = src.chunk_elements() * (T > 1 ? kPieceChunks : 1);
+    // One pass over a bf16 source: the statistics from the bits, of the source-order range
+    // with the piece's indices (the pieces cover the tensor either way; the statistics do
+    // not depend on the order).
+    const uint8_t *one_pass_bf16 = one_pass ? src.bf16_source() : nullptr;
+    // Quantised codes of a bf16 source in stored order: packed straight from the mapping.
+    const uint8_t *pack_bf16 = quantised && !it.transpose ? src.bf16_source() : nullptr;
+    in_rounds(piece, T, [&](WorkerScratch &x) {
+        x.parts.clear();
+        if (one_pass_bf16 && !lwt_stats_add_bf16(lt.dtype, &x.stats, one_pass_bf16 + 2 * x.first, x.count)) {
+            x.nonfinite = true;
+            return;
+        }
+        uint64_t total = 0;
+        lwt_packed_bytes(lt.dtype, x.count, &total);
+        x.packed.resize(size_t(total));
+        if (pack_bf16) {  // the values were checked finite by the statistics
+            lwt_pack_bf16(lt.dtype, pack_bf16 + 2 * x.first, x.count, q, x.packed.data());
+            x.parts.push_back({x.packed.data(), total});
+            return;
+        }
+        uint64_t at = 0;
+        for (uint64_t first = x.first, k = 0; first < x.first + x.count; first += k) {
+            const float *v = src.read(first, &k, x.values.data(), x.tile);
+            LwtQuantStats finite;
+            if ((!quantised || (one_pass && !one_pass_bf16)) && !lwt_stats_add(lt.dtype, one_pass ? &x.stats : &finite, v, k)) {
+                x.nonfinite = true;
+                return;
+            }
+            uint64_t nb = 0;
+            lwt_packed_bytes(lt.dtype, k, &nb);
+            if (lt.dtype == LwtDType::F32) {  // already the stored bytes: where they lie when they stay
+                const bool last = first + k == x.first + x.count;
+                if (v != x.values.data() || last) {
+                    x.parts.push_back({reinterpret_cast<const uint8_t *>(v), nb});
+                    continue;
+                }
+                std::memcpy(x.packed.data() + at, v, size_t(nb));
+            } else {
+                lwt_pack(lt.dtype, v, k, q, x.packed.data() + at);
+            }
+            if (!x.parts.empty() && x.parts.back().data + x.parts.back().len == x.packed.data() + at)
+                x.parts.back().len += nb;
+            else
+                x.parts.push_back({x.packed.data() + at, nb});
+            at += nb;
+        }
+    }, [&](uint64_t end) {
+        for (const WorkerScratch &x : ws) {
+            if (!x.count) continue;
+            if (x.nonfinite) refuse_nonfinite();
+            for (const Part &pt : x.parts) w.append(pt.data, pt.len);
+        }
+        if (!it.transpose) src.done_through(end);
+    });
+    if (one_pass) w.set_quant(merged_quant(T));
+    w.end_tensor();
+    d->checkpoint->release(r);
+}
+
+}  // namespace
+
+LwtExportResult export_lwt(const LwtExportOptions &opt) {
+    if (opt.out.empty()) throw_error(STK_E_INVALID_ARGUMENT, "export: no output path");
+    if (file_exists(opt.out))
+        throw_error(STK_E_OUTPUT_EXISTS, "%s: already exists (export never replaces a file)", opt.out.c_str());
+    std::unique_ptr<ModelDescription> d = describe_model(opt.in);
+    const ModelPlan &p = d->plan;
+    const ModelConfig &c = p.config;
+    const bool gpt2 = family_by_name("gpt2") == c.family;
+
+    std::vector<Item> items = export_items(*d, opt, gpt2);
+    LwtHeader h = export_header(p, items, opt, gpt2);
+    uint64_t params = 0;
+    std::vector<LwtTensorSpec> specs = export_specs(*d, items, opt, gpt2, &params);
 
     LwtWriter w(opt.out, h, std::move(specs));
     const uint64_t chunk = opt.chunk_elements ? (opt.chunk_elements + 7) / 8 * 8 : kLwtExportChunk;
@@ -362,143 +538,7 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
     std::vector<WorkerScratch> ws(T);
     std::vector<uint8_t> scratch;
     uint64_t peak_buffer = 0;
-    for (size_t i = 0; i < items.size(); i++) {
-        const Item &it = items[i];
-        const TensorRef &r = refs[it.source];
-        const LwtTensor &lt = w.tensors()[i];
-        const uint8_t *bytes = d->checkpoint->tensor_bytes(r, scratch);
-        TensorChunks src(*d->checkpoint, r, bytes, it.transpose, chunk);
-        for (WorkerScratch &x : ws) x.values.resize(size_t(src.buffer_elements()));
-        peak_buffer = std::max<uint64_t>(peak_buffer, ws[0].values.size() * 4);
-        // NaN/Inf: named by its element index in stored order, found by a stored-order scan.
-        auto refuse_nonfinite = [&]() {
-            for (uint64_t first = 0, k = 0; first < r.n_elements; first += k) {
-                const float *v = src.read(first, &k, ws[0].values.data(), ws[0].tile);
-                uint64_t bad = first_nonfinite(v, k);
-                if (bad < k)
-                    throw_error(STK_E_NONFINITE, "%s: tensor '%s' element %" PRIu64 " is %g; .lwt export refuses NaN/Inf weights",
-                                r.file.c_str(), r.name.c_str(), first + bad, double(v[size_t(bad)]));
-            }
-            throw_error(STK_E_INTERNAL, "%s: tensor '%s': a non-finite value went missing", r.file.c_str(), r.name.c_str());
-        };
-        // Rounds of T pieces: worker w does piece w of the round, then the caller (alone) takes
-        // the round's results in piece order.  One thread: one piece per round, on the caller.
-        auto in_rounds = [&](uint64_t piece, unsigned nw, auto &&work, auto &&after) {
-            for (uint64_t r0 = 0; r0 < r.n_elements; r0 += piece * nw) {
-                workers.run([&](unsigned wk) {
-                    const uint64_t first = r0 + piece * wk;
-                    ws[wk].first = first;
-                    ws[wk].count = wk < nw && first < r.n_elements ? std::min(piece, r.n_elements - first) : 0;
-                    if (ws[wk].count) work(ws[wk]);
-                });
-                after(std::min(r.n_elements, r0 + piece * nw));
-            }
-        };
-        // The first nw workers' statistics merged (exact: the same numbers as one pass), and the
-        // quantisation they choose.
-        auto merged_quant = [&](unsigned nw) {
-            for (unsigned wk = 1; wk < nw; wk++)
-                if (!lwt_stats_merge(&ws[0].stats, ws[wk].stats))
-                    throw_error(STK_E_INTERNAL, "%s: tensor '%s': statistics could not be merged", r.file.c_str(), r.name.c_str());
-            const LwtQuant m = lwt_quant_from_stats(lt.dtype, ws[0].stats);
-            lwt_check_quant(lt.name, lt.dtype, m);
-            return m;
-        };
-        LwtQuant q;
-        const bool quantised = !lwt_dtype_is_float(lt.dtype);
-        // Binary's codes are the signs (v > 0), whatever the scale: its statistics are taken in
-        // the packing pass and the scale set before end_tensor; the source is read once.
-        const bool one_pass = lt.dtype == LwtDType::BINARY && r.n_elements < LwtQuantStats::kCarryEvery;
-        for (WorkerScratch &x : ws) x.stats = LwtQuantStats{}, x.nonfinite = false;
-        if (quantised && !one_pass) {  // pass 1: the quantisation rule's statistics, from the mapped source
-            src.set_first_pass(true);
-            auto check = [&](uint64_t end) {
-                for (const WorkerScratch &x : ws)
-                    if (x.nonfinite) refuse_nonfinite();
-                src.done_through(end);
-            };
-            // Every statistic is exact and order-independent: read the source as it lies, the
-            // workers' statistics merged at the end (lwt_stats_merge: the same integers, for
-            // tensors below the 2^38 values where LwtQuantStats starts carrying).
-            const unsigned nw = r.n_elements < LwtQuantStats::kCarryEvery ? T : 1;
-            if (const uint8_t *bf16 = src.bf16_source()) {  // no conversion: pieces of 4 Mi values
-                in_rounds(kBf16StatsPiece, nw, [&](WorkerScratch &x) {
-                    x.nonfinite = !lwt_stats_add_bf16(lt.dtype, &x.stats, bf16 + 2 * x.first, x.count);
-                }, check);
-            } else {
-                const uint64_t piece = src.source_chunk_elements() * (nw > 1 ? kPieceChunks : 1);
-                in_rounds(piece, nw, [&](WorkerScratch &x) {
-                    for (uint64_t first = x.first, k = 0; first < x.first + x.count && !x.nonfinite; first += k) {
-                        const float *v = src.read_source(first, &k, x.values.data());
-                        x.nonfinite = !lwt_stats_add(lt.dtype, &x.stats, v, k);
-                    }
-                }, check);
-            }
-            src.set_first_pass(false);
-            q = merged_quant(nw);
-        }
-        w.begin_tensor(uint32_t(i), q);
-        // Pass 2: each worker converts, quantises and packs its piece into its own buffer (or
-        // points at the mapping: float32 without conversion); the caller appends them in order.
-        const uint64_t piece = src.chunk_elements() * (T > 1 ? kPieceChunks : 1);
-        // One pass over a bf16 source: the statistics from the bits, of the source-order range
-        // with the piece's indices (the pieces cover the tensor either way; the statistics do
-        // not depend on the order).
-        const uint8_t *one_pass_bf16 = one_pass ? src.bf16_source() : nullptr;
-        // Quantised codes of a bf16 source in stored order: packed straight from the mapping.
-        const uint8_t *pack_bf16 = quantised && !it.transpose ? src.bf16_source() : nullptr;
-        in_rounds(piece, T, [&](WorkerScratch &x) {
-            x.parts.clear();
-            if (one_pass_bf16 && !lwt_stats_add_bf16(lt.dtype, &x.stats, one_pass_bf16 + 2 * x.first, x.count)) {
-                x.nonfinite = true;
-                return;
-            }
-            uint64_t total = 0;
-            lwt_packed_bytes(lt.dtype, x.count, &total);
-            x.packed.resize(size_t(total));
-            if (pack_bf16) {  // the values were checked finite by the statistics
-                lwt_pack_bf16(lt.dtype, pack_bf16 + 2 * x.first, x.count, q, x.packed.data());
-                x.parts.push_back({x.packed.data(), total});
-                return;
-            }
-            uint64_t at = 0;
-            for (uint64_t first = x.first, k = 0; first < x.first + x.count; first += k) {
-                const float *v = src.read(first, &k, x.values.data(), x.tile);
-                LwtQuantStats finite;
-                if ((!quantised || (one_pass && !one_pass_bf16)) && !lwt_stats_add(lt.dtype, one_pass ? &x.stats : &finite, v, k)) {
-                    x.nonfinite = true;
-                    return;
-                }
-                uint64_t nb = 0;
-                lwt_packed_bytes(lt.dtype, k, &nb);
-                if (lt.dtype == LwtDType::F32) {  // already the stored bytes: where they lie when they stay
-                    const bool last = first + k == x.first + x.count;
-                    if (v != x.values.data() || last) {
-                        x.parts.push_back({reinterpret_cast<const uint8_t *>(v), nb});
-                        continue;
-                    }
-                    std::memcpy(x.packed.data() + at, v, size_t(nb));
-                } else {
-                    lwt_pack(lt.dtype, v, k, q, x.packed.data() + at);
-                }
-                if (!x.parts.empty() && x.parts.back().data + x.parts.back().len == x.packed.data() + at)
-                    x.parts.back().len += nb;
-                else
-                    x.parts.push_back({x.packed.data() + at, nb});
-                at += nb;
-            }
-        }, [&](uint64_t end) {
-            for (const WorkerScratch &x : ws) {
-                if (!x.count) continue;
-                if (x.nonfinite) refuse_nonfinite();
-                for (const Part &pt : x.parts) w.append(pt.data, pt.len);
-            }
-            if (!it.transpose) src.done_through(end);
-        });
-        if (one_pass) w.set_quant(merged_quant(T));
-        w.end_tensor();
-        d->checkpoint->release(r);
-    }
+    for (size_t i = 0; i < items.size(); i++) export_tensor(*d, items[i], i, w, workers, ws, scratch, chunk, peak_buffer);
     w.commit();
 
     LwtExportResult res;

@@ -132,224 +132,215 @@ Role split_role(Role fused, uint8_t part) {
     return fused == Role::QKV ? w[part] : b[part];
 }
 
-}  // namespace
-
-ModelLayout analyze_model(const ParsedConfig &pc, const std::vector<TensorRef> &tensors) {
-    const ModelConfig &c = pc.config;
-    const std::string &cfg_src = pc.source;
-    RoleMapper mapper(pc.user_rules, preset_rules(c), cfg_src);
-    ModelLayout L;
-    ModelPlan &S = L.summary;
-    S.config = c;
-    S.n_source_tensors = uint32_t(tensors.size());
-    if (tensors.size() > (1u << 24)) throw_error(STK_E_CORRUPT, "%zu tensors: too many", tensors.size());
-
-    const bool known = c.family != kCustomFamily;
-    const uint64_t hd = c.head_dim;
+// Phase 1 of analyze_model: the plan entries of source tensor i (a fused QKV gives three), its
+// indices and geometry checked, the parameter counts of S kept.
+struct MapState {
     std::vector<PlanTensor> plan;
     int32_t emb_index = -1;
     bool have_head = false;
-
-    for (uint32_t i = 0; i < tensors.size(); i++) {
-        const TensorRef &src = tensors[i];
-        RoleMatch m = mapper.match(src.name);
-        PlanTensor t;
-        t.name = src.name.c_str();
-        t.source = i;
-        t.layer = m.layer;
-        t.expert = m.expert;
-        if (m.role == Role::NONE || m.role == Role::BUFFER) {
-            t.role = m.role;
-            t.buffer = m.role == Role::BUFFER;
-            if (t.buffer) S.n_buffers++;
-            else {
-                S.n_unmapped++;
-                S.n_params = checked_add(S.n_params, src.n_elements, "parameter count");
-            }
-            plan.push_back(t);
-            continue;
-        }
-        const RoleRule &rule = mapper.rules()[size_t(m.rule)];
-        t.slot = rule.slot;
-        if ((m.role == Role::LN_G || m.role == Role::LN_B) && t.slot == NormSlot::None)
-            t.slot = m.layer >= 0 ? NormSlot::Attn : NormSlot::Final;
-        t.buffer = rule.buffer;
-        t.transpose = rule.transpose;
-        t.streamed = true;
-        if (t.buffer) S.n_buffers++;
-        else S.n_params = checked_add(S.n_params, src.n_elements, "parameter count");
-
-        // Indices in range.
-        if (t.layer != kNoLayer && (t.layer < 0 || uint32_t(t.layer) >= c.n_layers))
-            throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s): layer index %d, but %s says %u layers", src.name.c_str(),
-                        src.file.c_str(), t.layer, cfg_src.c_str(), c.n_layers);
-        if (t.expert >= 0 && uint32_t(t.expert) >= c.n_experts)
-            throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s): expert index %d, but %s says %u experts", src.name.c_str(),
-                        src.file.c_str(), t.expert, cfg_src.c_str(), c.n_experts);
-        if (known && is_layer_role(m.role == Role::QKV || m.role == Role::QKV_B ? Role::Q : m.role, t.slot) && t.layer < 0)
-            throw_error(STK_E_PARAM_COUNT, "tensor '%s': role %s needs a layer index (a (?P<layer>...) group)",
-                        src.name.c_str(), role_name(m.role));
-
-        // Source geometry.
-        size_t rank = src.shape.size();
-        if (rank > 2)
-            throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s, offset %llu): shape %s; role %s needs a vector or a matrix",
-                        src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset,
-                        shape_str(src.shape).c_str(), role_name(m.role));
-        if (rank == 2) {
-            t.src_rows = src.shape[0];
-            t.src_cols = src.shape[1];
-        } else {
-            t.src_rows = rank == 1 ? src.shape[0] : 1;
-            t.src_cols = 1;
-        }
-        if (t.transpose && rank != 2)
-            throw_error(STK_E_PARAM_COUNT, "tensor '%s': shape %s cannot be transposed (role %s, a [in, out] matrix)",
-                        src.name.c_str(), shape_str(src.shape).c_str(), role_name(m.role));
-
-        if (m.role == Role::QKV || m.role == Role::QKV_B) {
-            bool weight = m.role == Role::QKV;
-            if ((weight && rank != 2) || (!weight && rank != 1))
-                throw_error(STK_E_PARAM_COUNT, "tensor '%s': fused %s with shape %s", src.name.c_str(),
-                            role_name(m.role), shape_str(src.shape).c_str());
-            QkvLayout lay = rule.layout == QkvLayout::FromConfig ? c.qkv_layout : rule.layout;
-            uint64_t total = (uint64_t(c.n_heads) + 2 * uint64_t(c.n_kv_heads)) * hd;
-            uint64_t out_total = weight ? (t.transpose ? t.src_cols : t.src_rows) : t.src_rows;
-            uint64_t in_dim = weight ? (t.transpose ? t.src_rows : t.src_cols) : 1;
-            if (lay == QkvLayout::Separate || lay == QkvLayout::FromConfig)
-                throw_error(STK_E_PARAM_COUNT, "tensor '%s': fused QKV but %s has no fused layout for %s", src.name.c_str(),
-                            cfg_src.c_str(), c.model_type);
-            if (lay == QkvLayout::PerHead && c.n_kv_heads != c.n_heads)
-                throw_error(STK_E_PARAM_COUNT, "tensor '%s': per-head fused QKV needs kv heads == heads (%u != %u)",
-                            src.name.c_str(), c.n_kv_heads, c.n_heads);
-            if (out_total != total || (weight && in_dim != c.d_model))
-                throw_error(STK_E_PARAM_COUNT,
-                            "tensor '%s' (%s, offset %llu): fused QKV shape %s, but %s implies %llu outputs "
-                            "((%u heads + 2 x %u kv heads) x %llu) over %u inputs%s",
-                            src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset,
-                            shape_str(src.shape).c_str(), cfg_src.c_str(), (unsigned long long)total, c.n_heads,
-                            c.n_kv_heads, (unsigned long long)hd, c.d_model, t.transpose ? " (stored [in, out])" : "");
-            for (uint8_t p = 0; p < 3; p++) {
-                PlanTensor s = t;
-                s.role = split_role(m.role, p);
-                s.layout = lay;
-                s.part = p;
-                s.head_dim = c.head_dim;
-                s.q_heads = c.n_heads;
-                s.kv_heads = c.n_kv_heads;
-                uint64_t rows = (p == 0 ? uint64_t(c.n_heads) : uint64_t(c.n_kv_heads)) * hd;
-                s.rank = weight ? 2 : 1;
-                s.dims[0] = rows;
-                s.dims[1] = weight ? in_dim : 0;
-                s.n_elements = weight ? rows * in_dim : rows;
-                plan.push_back(s);
-            }
-            continue;
-        }
+};
+void map_tensor(const ModelConfig &c, const std::string &cfg_src, const RoleMapper &mapper, const TensorRef &src, uint32_t i,
+                ModelPlan &S, MapState &st) {
+    const bool known = c.family != kCustomFamily;
+    const uint64_t hd = c.head_dim;
+    RoleMatch m = mapper.match(src.name);
+    PlanTensor t;
+    t.name = src.name.c_str();
+    t.source = i;
+    t.layer = m.layer;
+    t.expert = m.expert;
+    if (m.role == Role::NONE || m.role == Role::BUFFER) {
         t.role = m.role;
-        if (rank == 2) {
-            t.rank = 2;
-            t.dims[0] = t.transpose ? t.src_cols : t.src_rows;
-            t.dims[1] = t.transpose ? t.src_rows : t.src_cols;
-        } else {
-            t.rank = 1;
-            t.dims[0] = t.src_rows;
+        t.buffer = m.role == Role::BUFFER;
+        if (t.buffer) S.n_buffers++;
+        else {
+            S.n_unmapped++;
+            S.n_params = checked_add(S.n_params, src.n_elements, "parameter count");
         }
-        t.n_elements = src.n_elements;
-        if (t.role == Role::EMB && emb_index < 0) emb_index = int32_t(plan.size());
-        if (t.role == Role::LM_HEAD) {
-            have_head = true;
-            // A stored copy of a tied head (torch.save of a whole state_dict): kept, not counted.
-            if (c.tied_embeddings && !t.buffer) {
-                t.buffer = true;
-                S.n_params -= src.n_elements;
-                S.n_buffers++;
-            }
-        }
-        plan.push_back(t);
+        st.plan.push_back(t);
+        return;
     }
-    if (c.tied_embeddings && !have_head && emb_index >= 0) {
-        PlanTensor h = plan[size_t(emb_index)];
-        h.role = Role::LM_HEAD;
-        h.tied = true;
-        h.buffer = true;
-        plan.push_back(h);
-    }
-    for (PlanTensor &t : plan) t.group = group_of(t.role, t.slot, t.layer);
+    const RoleRule &rule = mapper.rules()[size_t(m.rule)];
+    t.slot = rule.slot;
+    if ((m.role == Role::LN_G || m.role == Role::LN_B) && t.slot == NormSlot::None)
+        t.slot = m.layer >= 0 ? NormSlot::Attn : NormSlot::Final;
+    t.buffer = rule.buffer;
+    t.transpose = rule.transpose;
+    t.streamed = true;
+    if (t.buffer) S.n_buffers++;
+    else S.n_params = checked_add(S.n_params, src.n_elements, "parameter count");
 
-    // Against the config: every entry expected, with its shape; every expected entry present.
-    if (known) {
-        using Key = std::tuple<int, int, int32_t, int32_t>;
-        std::map<Key, size_t> expected;
-        std::vector<ExpectedTensor> exp = expected_tensors(c);
-        for (size_t i = 0; i < exp.size(); i++)
-            expected[Key(int(exp[i].role), int(exp[i].slot), exp[i].layer, exp[i].expert)] = i;
-        std::vector<int64_t> seen(exp.size(), -1);
-        for (size_t i = 0; i < plan.size(); i++) {
-            const PlanTensor &t = plan[i];
-            if (!t.streamed || t.tied) continue;
-            if (t.role == Role::ROPE_ALPHA) {
-                if (t.rank != 1 || (c.rotary_dim && t.dims[0] != c.rotary_dim / 2))
-                    throw_error(STK_E_PARAM_COUNT, "tensor '%s': rotary frequencies of shape %s, expected [%u]", t.name,
-                                dims_str(t.rank, t.dims).c_str(), c.rotary_dim / 2);
-                continue;
-            }
-            if (t.role == Role::LM_HEAD && c.tied_embeddings) continue;  // the stored tied copy
-            auto it = expected.find(Key(int(t.role), int(t.slot), t.layer, t.expert));
-            if (it == expected.end())
-                throw_error(STK_E_PARAM_COUNT,
-                            "tensor '%s' (%s) maps to %s, which %s does not describe (check its bias / MoE / tie "
-                            "settings)",
-                            t.name, tensors[t.source].file.c_str(), where(t).c_str(), cfg_src.c_str());
-            const ExpectedTensor &e = exp[it->second];
-            if (seen[it->second] >= 0)
-                throw_error(STK_E_PARAM_COUNT, "tensors '%s' and '%s' both map to %s", plan[size_t(seen[it->second])].name,
-                            t.name, where(t).c_str());
-            seen[it->second] = int64_t(i);
-            bool ok = e.rank == t.rank && e.dims[0] == t.dims[0] && (e.rank == 1 || e.dims[1] == t.dims[1]);
-            // Scalars and [1, n] vs [n]: a vector role stored as [n] only.
-            if (!ok)
-                throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s, offset %llu): %s has shape %s%s, but %s implies %s",
-                            t.name, tensors[t.source].file.c_str(), (unsigned long long)tensors[t.source].file_offset,
-                            where(t).c_str(), dims_str(t.rank, t.dims).c_str(),
-                            t.transpose ? " (after transposing the stored [in, out])" : "", cfg_src.c_str(),
-                            dims_str(e.rank, e.dims).c_str());
-        }
-        for (size_t i = 0; i < exp.size(); i++)
-            if (seen[i] < 0) {
-                PlanTensor probe;
-                probe.role = exp[i].role;
-                probe.slot = exp[i].slot;
-                probe.layer = exp[i].layer;
-                probe.expert = exp[i].expert;
-                throw_error(STK_E_PARAM_COUNT, "%s describes %s %s, but no tensor of the checkpoint maps to it",
-                            cfg_src.c_str(), where(probe).c_str(), dims_str(exp[i].rank, exp[i].dims).c_str());
-            }
-        S.n_params_expected = expected_param_count(c);
-        if (S.n_params != S.n_params_expected) {
-            std::string extra;
-            for (const PlanTensor &t : plan)
-                if (t.role == Role::NONE) {
-                    extra = std::string("; tensor '") + t.name + "' " + shape_str(tensors[t.source].shape) +
-                            " matches no role pattern (mark it {\"role\": \"BUFFER\"} in stk_roles if it is not a "
-                            "parameter)";
-                    break;
-                }
-            throw_error(STK_E_PARAM_COUNT, "the checkpoint holds %llu parameters, %s implies %llu%s",
-                        (unsigned long long)S.n_params, cfg_src.c_str(), (unsigned long long)S.n_params_expected,
-                        extra.c_str());
-        }
+    // Indices in range.
+    if (t.layer != kNoLayer && (t.layer < 0 || uint32_t(t.layer) >= c.n_layers))
+        throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s): layer index %d, but %s says %u layers", src.name.c_str(),
+                    src.file.c_str(), t.layer, cfg_src.c_str(), c.n_layers);
+    if (t.expert >= 0 && uint32_t(t.expert) >= c.n_experts)
+        throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s): expert index %d, but %s says %u experts", src.name.c_str(),
+                    src.file.c_str(), t.expert, cfg_src.c_str(), c.n_experts);
+    if (known && is_layer_role(m.role == Role::QKV || m.role == Role::QKV_B ? Role::Q : m.role, t.slot) && t.layer < 0)
+        throw_error(STK_E_PARAM_COUNT, "tensor '%s': role %s needs a layer index (a (?P<layer>...) group)",
+                    src.name.c_str(), role_name(m.role));
+
+    // Source geometry.
+    size_t rank = src.shape.size();
+    if (rank > 2)
+        throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s, offset %llu): shape %s; role %s needs a vector or a matrix",
+                    src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset,
+                    shape_str(src.shape).c_str(), role_name(m.role));
+    if (rank == 2) {
+        t.src_rows = src.shape[0];
+        t.src_cols = src.shape[1];
     } else {
-        // Custom model: no shape model to check against; still, one tensor per role slot.
-        std::map<std::tuple<int, int, int32_t, int32_t>, const char *> seen;
-        for (const PlanTensor &t : plan) {
-            if (!t.streamed || t.tied) continue;
-            auto key = std::make_tuple(int(t.role), int(t.slot), t.layer, t.expert);
-            auto [it, fresh] = seen.emplace(key, t.name);
-            if (!fresh) throw_error(STK_E_PARAM_COUNT, "tensors '%s' and '%s' both map to %s", it->second, t.name, where(t).c_str());
+        t.src_rows = rank == 1 ? src.shape[0] : 1;
+        t.src_cols = 1;
+    }
+    if (t.transpose && rank != 2)
+        throw_error(STK_E_PARAM_COUNT, "tensor '%s': shape %s cannot be transposed (role %s, a [in, out] matrix)",
+                    src.name.c_str(), shape_str(src.shape).c_str(), role_name(m.role));
+
+    if (m.role == Role::QKV || m.role == Role::QKV_B) {
+        bool weight = m.role == Role::QKV;
+        if ((weight && rank != 2) || (!weight && rank != 1))
+            throw_error(STK_E_PARAM_COUNT, "tensor '%s': fused %s with shape %s", src.name.c_str(),
+                        role_name(m.role), shape_str(src.shape).c_str());
+        QkvLayout lay = rule.layout == QkvLayout::FromConfig ? c.qkv_layout : rule.layout;
+        uint64_t total = (uint64_t(c.n_heads) + 2 * uint64_t(c.n_kv_heads)) * hd;
+        uint64_t out_total = weight ? (t.transpose ? t.src_cols : t.src_rows) : t.src_rows;
+        uint64_t in_dim = weight ? (t.transpose ? t.src_rows : t.src_cols) : 1;
+        if (lay == QkvLayout::Separate || lay == QkvLayout::FromConfig)
+            throw_error(STK_E_PARAM_COUNT, "tensor '%s': fused QKV but %s has no fused layout for %s", src.name.c_str(),
+                        cfg_src.c_str(), c.model_type);
+        if (lay == QkvLayout::PerHead && c.n_kv_heads != c.n_heads)
+            throw_error(STK_E_PARAM_COUNT, "tensor '%s': per-head fused QKV needs kv heads == heads (%u != %u)",
+                        src.name.c_str(), c.n_kv_heads, c.n_heads);
+        if (out_total != total || (weight && in_dim != c.d_model))
+            throw_error(STK_E_PARAM_COUNT,
+                        "tensor '%s' (%s, offset %llu): fused QKV shape %s, but %s implies %llu outputs "
+                        "((%u heads + 2 x %u kv heads) x %llu) over %u inputs%s",
+                        src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset,
+                        shape_str(src.shape).c_str(), cfg_src.c_str(), (unsigned long long)total, c.n_heads,
+                        c.n_kv_heads, (unsigned long long)hd, c.d_model, t.transpose ? " (stored [in, out])" : "");
+        for (uint8_t p = 0; p < 3; p++) {
+            PlanTensor s = t;
+            s.role = split_role(m.role, p);
+            s.layout = lay;
+            s.part = p;
+            s.head_dim = c.head_dim;
+            s.q_heads = c.n_heads;
+            s.kv_heads = c.n_kv_heads;
+            uint64_t rows = (p == 0 ? uint64_t(c.n_heads) : uint64_t(c.n_kv_heads)) * hd;
+            s.rank = weight ? 2 : 1;
+            s.dims[0] = rows;
+            s.dims[1] = weight ? in_dim : 0;
+            s.n_elements = weight ? rows * in_dim : rows;
+            st.plan.push_back(s);
+        }
+        return;
+    }
+    t.role = m.role;
+    if (rank == 2) {
+        t.rank = 2;
+        t.dims[0] = t.transpose ? t.src_cols : t.src_rows;
+        t.dims[1] = t.transpose ? t.src_rows : t.src_cols;
+    } else {
+        t.rank = 1;
+        t.dims[0] = t.src_rows;
+    }
+    t.n_elements = src.n_elements;
+    if (t.role == Role::EMB && st.emb_index < 0) st.emb_index = int32_t(st.plan.size());
+    if (t.role == Role::LM_HEAD) {
+        st.have_head = true;
+        // A stored copy of a tied head (torch.save of a whole state_dict): kept, not counted.
+        if (c.tied_embeddings && !t.buffer) {
+            t.buffer = true;
+            S.n_params -= src.n_elements;
+            S.n_buffers++;
         }
     }
+    st.plan.push_back(t);
+}
 
+// Phase 2 (a family stk knows): every entry expected by the config, with its shape; every
+// expected entry present; the parameter count equal.
+void check_against_config(const ModelConfig &c, const std::string &cfg_src, const std::vector<PlanTensor> &plan,
+                          const std::vector<TensorRef> &tensors, ModelPlan &S) {
+    using Key = std::tuple<int, int, int32_t, int32_t>;
+    std::map<Key, size_t> expected;
+    std::vector<ExpectedTensor> exp = expected_tensors(c);
+    for (size_t i = 0; i < exp.size(); i++)
+        expected[Key(int(exp[i].role), int(exp[i].slot), exp[i].layer, exp[i].expert)] = i;
+    std::vector<int64_t> seen(exp.size(), -1);
+    for (size_t i = 0; i < plan.size(); i++) {
+        const PlanTensor &t = plan[i];
+        if (!t.streamed || t.tied) continue;
+        if (t.role == Role::ROPE_ALPHA) {
+            if (t.rank != 1 || (c.rotary_dim && t.dims[0] != c.rotary_dim / 2))
+                throw_error(STK_E_PARAM_COUNT, "tensor '%s': rotary frequencies of shape %s, expected [%u]", t.name,
+                            dims_str(t.rank, t.dims).c_str(), c.rotary_dim / 2);
+            continue;
+        }
+        if (t.role == Role::LM_HEAD && c.tied_embeddings) continue;  // the stored tied copy
+        auto it = expected.find(Key(int(t.role), int(t.slot), t.layer, t.expert));
+        if (it == expected.end())
+            throw_error(STK_E_PARAM_COUNT,
+                        "tensor '%s' (%s) maps to %s, which %s does not describe (check its bias / MoE / tie "
+                        "settings)",
+                        t.name, tensors[t.source].file.c_str(), where(t).c_str(), cfg_src.c_str());
+        const ExpectedTensor &e = exp[it->second];
+        if (seen[it->second] >= 0)
+            throw_error(STK_E_PARAM_COUNT, "tensors '%s' and '%s' both map to %s", plan[size_t(seen[it->second])].name,
+                        t.name, where(t).c_str());
+        seen[it->second] = int64_t(i);
+        bool ok = e.rank == t.rank && e.dims[0] == t.dims[0] && (e.rank == 1 || e.dims[1] == t.dims[1]);
+        // Scalars and [1, n] vs [n]: a vector role stored as [n] only.
+        if (!ok)
+            throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s, offset %llu): %s has shape %s%s, but %s implies %s",
+                        t.name, tensors[t.source].file.c_str(), (unsigned long long)tensors[t.source].file_offset,
+                        where(t).c_str(), dims_str(t.rank, t.dims).c_str(),
+                        t.transpose ? " (after transposing the stored [in, out])" : "", cfg_src.c_str(),
+                        dims_str(e.rank, e.dims).c_str());
+    }
+    for (size_t i = 0; i < exp.size(); i++)
+        if (seen[i] < 0) {
+            PlanTensor probe;
+            probe.role = exp[i].role;
+            probe.slot = exp[i].slot;
+            probe.layer = exp[i].layer;
+            probe.expert = exp[i].expert;
+            throw_error(STK_E_PARAM_COUNT, "%s describes %s %s, but no tensor of the checkpoint maps to it",
+                        cfg_src.c_str(), where(probe).c_str(), dims_str(exp[i].rank, exp[i].dims).c_str());
+        }
+    S.n_params_expected = expected_param_count(c);
+    if (S.n_params != S.n_params_expected) {
+        std::string extra;
+        for (const PlanTensor &t : plan)
+            if (t.role == Role::NONE) {
+                extra = std::string("; tensor '") + t.name + "' " + shape_str(tensors[t.source].shape) +
+                        " matches no role pattern (mark it {\"role\": \"BUFFER\"} in stk_roles if it is not a "
+                        "parameter)";
+                break;
+            }
+        throw_error(STK_E_PARAM_COUNT, "the checkpoint holds %llu parameters, %s implies %llu%s",
+                    (unsigned long long)S.n_params, cfg_src.c_str(), (unsigned long long)S.n_params_expected,
+                    extra.c_str());
+    }
+}
+
+// Phase 2 (a custom model): no shape model to check against; still, one tensor per role slot.
+void check_one_per_slot(const std::vector<PlanTensor> &plan) {
+    std::map<std::tuple<int, int, int32_t, int32_t>, const char *> seen;
+    for (const PlanTensor &t : plan) {
+        if (!t.streamed || t.tied) continue;
+        auto key = std::make_tuple(int(t.role), int(t.slot), t.layer, t.expert);
+        auto [it, fresh] = seen.emplace(key, t.name);
+        if (!fresh) throw_error(STK_E_PARAM_COUNT, "tensors '%s' and '%s' both map to %s", it->second, t.name, where(t).c_str());
+    }
+}
+
+// Phase 3: the stream order and its units (a group and layer each), with the sizes the stages
+// need.
+void order_into_units(std::vector<PlanTensor> &plan, ModelLayout &L) {
+    ModelPlan &S = L.summary;
     // Stream order: (group, layer, role, slot, expert, part); the rest after it, by name.
     std::stable_sort(plan.begin(), plan.end(), [](const PlanTensor &a, const PlanTensor &b) {
         if (a.streamed != b.streamed) return a.streamed;
@@ -375,6 +366,37 @@ ModelLayout analyze_model(const ParsedConfig &pc, const std::vector<TensorRef> &
         if (u.f32_bytes > S.max_unit_f32_bytes) S.max_unit_f32_bytes = u.f32_bytes;
         if (t.transpose && t.src_cols * kTransposeBlock > S.max_row_floats) S.max_row_floats = t.src_cols * kTransposeBlock;
     }
+}
+
+}  // namespace
+
+ModelLayout analyze_model(const ParsedConfig &pc, const std::vector<TensorRef> &tensors) {
+    const ModelConfig &c = pc.config;
+    const std::string &cfg_src = pc.source;
+    RoleMapper mapper(pc.user_rules, preset_rules(c), cfg_src);
+    ModelLayout L;
+    ModelPlan &S = L.summary;
+    S.config = c;
+    S.n_source_tensors = uint32_t(tensors.size());
+    if (tensors.size() > (1u << 24)) throw_error(STK_E_CORRUPT, "%zu tensors: too many", tensors.size());
+
+    MapState st;
+    for (uint32_t i = 0; i < tensors.size(); i++) map_tensor(c, cfg_src, mapper, tensors[i], i, S, st);
+    std::vector<PlanTensor> &plan = st.plan;
+    if (c.tied_embeddings && !st.have_head && st.emb_index >= 0) {
+        PlanTensor h = plan[size_t(st.emb_index)];
+        h.role = Role::LM_HEAD;
+        h.tied = true;
+        h.buffer = true;
+        plan.push_back(h);
+    }
+    for (PlanTensor &t : plan) t.group = group_of(t.role, t.slot, t.layer);
+
+    if (c.family != kCustomFamily)
+        check_against_config(c, cfg_src, plan, tensors, S);
+    else
+        check_one_per_slot(plan);
+    order_into_units(plan, L);
     L.tensors = std::move(plan);
     S.n_tensors = uint32_t(L.tensors.size());
     S.n_units = uint32_t(L.units.size());
