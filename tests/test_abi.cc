@@ -217,12 +217,38 @@ static void job_introspection(void **) {
     stk_close(job);
 }
 
+// job_run_stage's check of a stage's peak arena use against its declared size: forced to see a
+// declaration of 0 bytes, prf_build (which allocates its buffers) stops the job as a bug.
+static void arena_peak_within_declared(void **) {
+    const char *root = std::getenv("STK_SOURCE_ROOT");
+    std::string model = std::string(root ? root : ".") + "/bindings/testdata/tiny-gpt2";
+    std::string out = make_temp_dir("abi-peak") + "/out";
+    stk_job_params p{};
+    p.struct_size = sizeof p;
+    p.in_dir = model.c_str();
+    p.out_dir = out.c_str();
+    size_t bytes = 0;
+    if (stk_job_arena_size(&p, &bytes) != STK_OK) fail_msg("%s", stk_last_error());
+    std::vector<uint8_t> arena(bytes);
+    stk_job *job = nullptr;
+    if (stk_open(&p, arena.data(), arena.size(), &job) != STK_OK) fail_msg("%s", stk_last_error());
+    for (stk_stage s : {STK_STAGE_PARSE_TENSORS, STK_STAGE_TOKENIZER})  // within their sizes
+        if (stk_stage_run(job, s) != STK_OK) fail_msg("%s: %s", stk_stage_name(s), stk_last_error());
+    set_test_fault("arena_undersized:prf_build");
+    assert_int_equal(stk_stage_run(job, STK_STAGE_PRF), STK_E_INTERNAL);
+    set_test_fault(nullptr);
+    assert_contains(stk_last_error(), "stage prf_build used ");
+    assert_contains(stk_last_error(), "more than the 0 its sizing declares");
+    stk_close(job);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(older_caller),
         cmocka_unit_test(newer_caller),
         cmocka_unit_test(api_structs),
         cmocka_unit_test(job_introspection),
+        cmocka_unit_test(arena_peak_within_declared),
     };
     return cmocka_run_group_tests_name("abi", tests, nullptr, nullptr);
 }
