@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/parallel.h"
 #include "ingest/family.h"
 #include "ingest/model.h"
 #include "format/lowbit_kernels.h"
@@ -154,75 +155,6 @@ constexpr uint64_t kBf16StatsPiece = 1u << 22;
 // With more than one thread, a worker's piece of the packing pass is this many chunks (a
 // worker's packed output, up to 16 MiB for float32 at the default chunk, waits for the caller).
 constexpr uint64_t kPieceChunks = 16;
-
-// `n` threads running one function at once: n - 1 started here, the caller is worker 0.
-class Workers {
-public:
-    explicit Workers(unsigned n) : n_(n ? n : 1) {
-        for (unsigned i = 1; i < n_; i++) threads_.emplace_back([this, i] { loop(i); });
-    }
-    ~Workers() {
-        {
-            std::lock_guard<std::mutex> g(m_);
-            stop_ = true;
-        }
-        start_.notify_all();
-        for (std::thread &t : threads_) t.join();
-    }
-    unsigned size() const { return n_; }
-    // fn(w) for every worker w; returns when all are done, rethrowing the lowest worker's error.
-    void run(const std::function<void(unsigned)> &fn) {
-        if (n_ == 1) return fn(0);
-        errors_.assign(n_, nullptr);
-        {
-            std::lock_guard<std::mutex> g(m_);
-            fn_ = &fn;
-            pending_ = n_ - 1;
-            generation_++;
-        }
-        start_.notify_all();
-        call(0);
-        {
-            std::unique_lock<std::mutex> g(m_);
-            done_.wait(g, [&] { return pending_ == 0; });
-            fn_ = nullptr;
-        }
-        for (std::exception_ptr &e : errors_)
-            if (e) std::rethrow_exception(e);
-    }
-
-private:
-    void call(unsigned w) {
-        try {
-            (*fn_)(w);
-        } catch (...) {
-            errors_[w] = std::current_exception();
-        }
-    }
-    void loop(unsigned w) {
-        uint64_t seen = 0;
-        for (;;) {
-            {
-                std::unique_lock<std::mutex> g(m_);
-                start_.wait(g, [&] { return stop_ || generation_ != seen; });
-                if (stop_) return;
-                seen = generation_;
-            }
-            call(w);
-            std::lock_guard<std::mutex> g(m_);
-            if (--pending_ == 0) done_.notify_one();
-        }
-    }
-    const unsigned n_;
-    std::vector<std::thread> threads_;
-    std::mutex m_;
-    std::condition_variable start_, done_;
-    const std::function<void(unsigned)> *fn_ = nullptr;
-    uint64_t generation_ = 0;
-    unsigned pending_ = 0;
-    bool stop_ = false;
-    std::vector<std::exception_ptr> errors_;
-};
 
 // Bytes a worker hands to the writer: in its packed buffer, or in the mapping.
 struct Part {
@@ -374,7 +306,7 @@ std::vector<LwtTensorSpec> export_specs(const ModelDescription &desc, const std:
 
 // Phase 4: tensor i converted, quantised and packed by the workers and appended in order (the
 // quantisation rule's statistics first, in a pass of their own where the dtype needs them).
-void export_tensor(const ModelDescription &desc, const Item &it, size_t i, LwtWriter &w, Workers &workers,
+void export_tensor(const ModelDescription &desc, const Item &it, size_t i, LwtWriter &w, WorkerPool &workers,
                    std::vector<WorkerScratch> &ws, std::vector<uint8_t> &scratch, uint64_t chunk, uint64_t &peak_buffer) {
     const ModelDescription *d = &desc;
     const std::vector<TensorRef> &refs = d->checkpoint->tensors();
@@ -533,7 +465,7 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
 
     LwtWriter w(opt.out, h, std::move(specs));
     const uint64_t chunk = opt.chunk_elements ? (opt.chunk_elements + 7) / 8 * 8 : kLwtExportChunk;
-    Workers workers(std::min<uint32_t>(opt.threads ? opt.threads : 1, kLwtExportMaxThreads));
+    WorkerPool workers(std::min<uint32_t>(opt.threads ? opt.threads : 1, kLwtExportMaxThreads));
     const unsigned T = workers.size();
     std::vector<WorkerScratch> ws(T);
     std::vector<uint8_t> scratch;

@@ -4,8 +4,9 @@
 #include <blis.h>
 
 #include <cmath>
-#include <thread>
 #include <vector>
+
+#include "core/parallel.h"
 
 namespace stk {
 
@@ -67,14 +68,9 @@ void for_column_blocks(uint64_t n_blocks, unsigned threads, F body) {
         return;
     }
     unsigned t_used = n_blocks < threads ? unsigned(n_blocks) : threads;
-    std::vector<std::thread> pool;
-    pool.reserve(t_used - 1);
-    for (unsigned t = 1; t < t_used; t++)
-        pool.emplace_back([&, t] {
-            for (uint64_t b = t; b < n_blocks; b += t_used) body(b, t);
-        });
-    for (uint64_t b = 0; b < n_blocks; b += t_used) body(b, 0u);
-    for (std::thread &th : pool) th.join();
+    run_workers(t_used, [&](unsigned t) {
+        for (uint64_t b = t; b < n_blocks; b += t_used) body(b, t);
+    });
 }
 
 }  // namespace

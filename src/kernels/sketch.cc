@@ -179,6 +179,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace stk::kernels {
 
@@ -208,10 +209,7 @@ void sketch_pass(const float *w, size_t m, size_t n, size_t ld_w, const float *x
     auto run = [&](size_t t) {
         HWY_DYNAMIC_DISPATCH(GroupsImpl)(&a, t * kSketchGroups / t_n, (t + 1) * kSketchGroups / t_n);
     };
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < t_n; t++) pool.emplace_back(run, t);
-    run(0);
-    for (std::thread &th : pool) th.join();
+    run_workers(unsigned(t_n), [&](unsigned t) { run(t); });
     if (!xt) return;
     // X' = P_0 + P_1 + ... in group order.
     for (size_t j = 0; j < n; j++) {
@@ -239,10 +237,7 @@ void sketch_product_f64(const float *w, size_t m, size_t n, size_t ld_w, const d
         const size_t i0 = std::min(m, t * per), i1 = std::min(m, i0 + per);
         if (i0 < i1) HWY_DYNAMIC_DISPATCH(ProductF64Impl)(w, ld_w, n, x, ld_x, c, y, ld_y, i0, i1);
     };
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < t_n; t++) pool.emplace_back(run, t);
-    run(0);
-    for (std::thread &th : pool) th.join();
+    run_workers(unsigned(t_n), [&](unsigned t) { run(t); });
 }
 
 }  // namespace stk::kernels

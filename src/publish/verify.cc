@@ -11,6 +11,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/parallel.h"
 #include "format/array.h"
 #include "format/manifest.h"
 #include "publish/generations.h"
@@ -135,13 +136,7 @@ void verify_generation(const std::string &out_dir, stk_verify_report *report, un
     if (threads == 0) threads = 1;
     if (threads > n) threads = n;
     if (total < (8u << 20)) threads = 1;  // small generations: thread start-up costs more than it saves
-    if (threads <= 1) {
-        worker();
-    } else {
-        std::vector<std::thread> pool;
-        for (unsigned t = 0; t < threads; t++) pool.emplace_back(worker);
-        for (std::thread &t : pool) t.join();
-    }
+    run_workers(threads, [&](unsigned) { worker(); });
 
     uint32_t bad = first_fail.load();
     uint64_t bytes = 0;

@@ -17,6 +17,7 @@
 #include "core/checksum.h"
 #include "core/error.h"
 #include "core/prng.h"
+#include "core/parallel.h"
 #include "ingest/model.h"
 #include "kernels/abs_gemm.h"
 #include "kernels/random.h"
@@ -281,10 +282,7 @@ void bridge_leg_scores(const float *rows, uint64_t v, uint64_t d, const float *g
         }
     };
     const unsigned n = unsigned(std::min<uint64_t>(threads ? threads : 1, blocks ? blocks : 1));
-    std::vector<std::thread> pool;  // at most threads - 1, once per leg
-    for (unsigned t = 1; t < n; t++) pool.emplace_back(body, t, n);
-    body(0, n);
-    for (std::thread &th : pool) th.join();
+    run_workers(n, [&](unsigned t) { body(t, n); });  // once per leg
 }
 
 // ---- the stage --------------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 #include "core/checksum.h"
 #include "core/error.h"
 #include "core/output_file.h"
+#include "core/parallel.h"
 #include "format/array.h"
 #include "stages/attn_common.h"
 #include "stages/outputs.h"
@@ -136,10 +137,7 @@ void prf_build_run(Job &job) {
             const uint64_t i0 = std::min(r, t * per), i1 = std::min(r, i0 + per);
             prf_rows_range_sqrt(stream, sqrt_diag, i0, i1, d, prf + i0 * d, grow + t * d);
         };
-        std::vector<std::thread> pool;  // per layer, outside the per-row loop
-        for (uint64_t t = 1; t < z.threads; t++) pool.emplace_back(rows_of, t);
-        rows_of(0);
-        for (std::thread &th : pool) th.join();
+        run_workers(unsigned(z.threads), [&](unsigned t) { rows_of(t); });  // per layer, outside the per-row loop
         w.append(prf, size_t(r * d * 4));
     }
     ArrayHeader prf_h = w.finish();
