@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "ingest/gguf_model.h"
 
 namespace stk::cli {
 
@@ -373,6 +374,8 @@ std::string resolve_model_dir(const std::string &in) {
     if (::stat(in.c_str(), &st) != 0)
         throw_error(STK_E_NOT_FOUND, "--in %s: no such file or directory", in.c_str());
     if (!S_ISDIR(st.st_mode)) {
+        // A GGUF holds the whole model (weights, config, tokenizer): the file itself.
+        if (!gguf_model_file(in).empty()) return in;
         // A single checkpoint file: the model is the directory around it.
         size_t slash = in.find_last_of('/');
         // (The caller names what it misses there: config.json, the tokenizer files.)

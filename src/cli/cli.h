@@ -105,7 +105,8 @@ std::string wrap(const std::string &text, size_t indent, size_t width = 100, siz
 std::string human_bytes(uint64_t n);
 
 // --in as the help says it: a model directory; a single file in one (a checkpoint, a tokenizer
-// file: its directory is used, with config.json and the tokenizer files beside it); a HuggingFace cache folder
+// file: its directory is used, with config.json and the tokenizer files beside it); a GGUF file (itself: it
+// holds the config and the tokenizer); a HuggingFace cache folder
 // models--org--name (its snapshot: refs/main, or the only one).  Throws stk::Error
 // (STK_E_NOT_FOUND naming exactly what is missing).
 std::string resolve_model_dir(const std::string &in);

@@ -22,6 +22,7 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "format/array.h"
+#include "ingest/gguf_model.h"
 #include "format/manifest.h"
 #include "publish/generations.h"
 #include "ingest/model.h"
@@ -430,9 +431,12 @@ int convert_options(int argc, char **argv, ConvertOptions &o) {
     stk_status s = guard([&] { o.model_dir = resolve_model_dir(in); });
     if (s != STK_OK) return report_failure("convert", s, json);
     const std::string &model_dir = o.model_dir;
-    if (!file_exists_plain(model_dir + "/config.json")) {
-        set_last_error(format("--in %s: no config.json in %s (expected a HuggingFace model directory)", in.c_str(),
-                              model_dir.c_str()));
+    std::string gguf;
+    s = guard([&] { gguf = gguf_model_file(model_dir); });
+    if (s != STK_OK) return report_failure("convert", s, json);
+    if (gguf.empty() && !file_exists_plain(model_dir + "/config.json")) {
+        set_last_error(format("--in %s: no config.json in %s and no .gguf (expected a HuggingFace model directory or a "
+                              "GGUF file)", in.c_str(), model_dir.c_str()));
         return report_failure("convert", STK_E_NOT_FOUND, json);
     }
     if (out_inside(out, model_dir)) {

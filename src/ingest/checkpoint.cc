@@ -48,8 +48,8 @@ bool ends_with(const std::string &s, const char *suffix) {
 
 bool is_gguf(const uint8_t *d, uint64_t n) { return n >= 4 && std::memcmp(d, "GGUF", 4) == 0; }
 
-// The one GGUF model of a directory: a single .gguf, or the files of one split set (opened from
-// its first file).  Empty if there is none; several models are refused by name.
+}  // namespace
+
 std::string find_gguf(const std::string &dir) {
     std::set<std::string> models;  // a split set counts once, by its prefix
     std::map<std::string, std::string> first_file;
@@ -74,6 +74,8 @@ std::string find_gguf(const std::string &dir) {
     }
     return dir + "/" + first_file.begin()->second;
 }
+
+namespace {
 
 std::unique_ptr<Checkpoint> open_gguf_checkpoint(const std::string &path) {
     std::vector<std::unique_ptr<Source>> sources = open_gguf_sources(path);

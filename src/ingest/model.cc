@@ -8,6 +8,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "ingest/gguf_model.h"
 
 namespace stk {
 
@@ -405,8 +406,14 @@ ModelLayout analyze_model(const ParsedConfig &pc, const std::vector<TensorRef> &
 
 std::unique_ptr<ModelDescription> describe_model(const std::string &dir) {
     auto d = std::make_unique<ModelDescription>();
-    d->parsed = load_model_config(dir);
-    d->checkpoint = open_checkpoint(dir);
+    if (std::string gguf = gguf_model_file(dir); !gguf.empty()) {
+        GgufModel g = open_gguf_model(gguf);
+        d->parsed = std::move(g.parsed);
+        d->checkpoint = std::move(g.checkpoint);
+    } else {
+        d->parsed = load_model_config(dir);
+        d->checkpoint = open_checkpoint(dir);
+    }
     d->layout = analyze_model(d->parsed, d->checkpoint->tensors());
     d->plan = d->layout.summary;
     std::snprintf(d->plan.format, sizeof d->plan.format, "%s", d->checkpoint->format());

@@ -115,6 +115,7 @@ struct ModelDescription {
     ModelLayout layout;
     ModelPlan plan;  // points into layout (valid while this object lives)
 };
+// `dir`: a model directory, or a GGUF (a file, or a directory holding one: ingest/gguf_model.h).
 std::unique_ptr<ModelDescription> describe_model(const std::string &dir);
 
 // The plan copied into an arena (names included); sized by plan_arena_size first.

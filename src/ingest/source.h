@@ -29,6 +29,10 @@ public:
 // files with their own statuses.
 std::unique_ptr<Source> open_source(const std::string &path);
 
+// The one GGUF model of a directory: a single .gguf, or the files of one split set (its first
+// file).  Empty if there is none; several models are refused by name (STK_E_INVALID_ARGUMENT).
+std::string find_gguf(const std::string &dir);
+
 // A checkpoint over several sources; `names` sorted and unique after construction (throws
 // STK_E_CORRUPT on a name two sources share).
 // `format` null: the sources' kind, with "-sharded" appended when extra_files holds an index.

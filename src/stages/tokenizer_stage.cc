@@ -17,6 +17,8 @@
 #include "core/prng.h"
 #include "format/manifest.h"
 #include "hash/rolling_hash.h"
+#include "ingest/gguf.h"
+#include "ingest/gguf_model.h"
 #include "stages/policy.h"
 #include "stages/outputs.h"
 #include "stages/plan.h"
@@ -35,6 +37,15 @@ const char *const kTokenizerFiles[] = {"tokenizer.json", "vocab.json", "merges.t
 uint64_t tokenizer_file_bytes(const char *dir, bool *any) {
     uint64_t total = 0;
     *any = false;
+    // A GGUF: the tokenizer is part of its metadata, which the tensor data follows.
+    if (std::string gguf = gguf_model_file(dir); !gguf.empty()) {
+        GgufFile f(gguf);
+        *any = f.find("tokenizer.ggml.tokens") != nullptr;
+        total = f.file(0).size();
+        for (const GgufTensorInfo &t : f.tensors())
+            if (t.file_index == 0 && t.data_offset < total) total = t.data_offset;
+        return total;
+    }
     for (const char *f : kTokenizerFiles) {
         struct stat st;
         std::string p = std::string(dir) + "/" + f;
@@ -415,7 +426,7 @@ void tokenizer_stage_plan(const JobInputs &in, ArrayPlan &plan) {
     if (!any) {
         plan.add(st, dec_spec(0));
         plan.disable_stage(st, "tokenizer disabled: no tokenizer file (tokenizer.json, vocab.json + merges.txt, "
-                               "tokenizer.model) in the model directory");
+                               "tokenizer.model, or tokenizer.ggml.* keys in a GGUF) in the model");
         return;
     }
     const Vocab vocab = load_vocab_dir(in.params.in_dir);
@@ -479,7 +490,7 @@ void tokenizer_stage_run(Job &job) {
         job.tokenizer = plan;
         plan->l_tok = job.params.l_tok;
         std::snprintf(plan->invariant, sizeof plan->invariant,
-                      "tokenizer: no tokenizer file (tokenizer.json, vocab.json + merges.txt, tokenizer.model) in %s: "
+                      "tokenizer: no tokenizer file (tokenizer.json, vocab.json + merges.txt, tokenizer.model, or a GGUF's tokenizer.ggml.* keys) in %s: "
                       "tokenizer disabled", job.in_dir);
         fill_manifest(job, *plan);
         StageDigest digest;

@@ -2,6 +2,7 @@
 #include "tokenizer/vocab_io.h"
 
 #include "core/mapped_file.h"
+#include "ingest/gguf_model.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/vocab_internal.h"
 
@@ -118,6 +119,7 @@ static std::string join(const std::string &dir, const char *name) {
 }
 
 Vocab load_vocab_dir(const std::string &model_dir) {
+    if (std::string gguf = gguf_model_file(model_dir); !gguf.empty()) return load_gguf_vocab(gguf);
     std::string p = join(model_dir, "tokenizer.json");
     if (file_exists(p)) return load_tokenizer_json(p);
     std::string v = join(model_dir, "vocab.json"), m = join(model_dir, "merges.txt");

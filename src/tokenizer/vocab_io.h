@@ -17,9 +17,17 @@ constexpr uint64_t kMaxTokenizerFileBytes = 512ull << 20;
 // Largest vocabulary accepted (ids must fit the tables downstream).
 constexpr uint32_t kMaxVocabSize = 1u << 24;
 
+class GgufFile;
+
 // Picks the tokenizer of a HF model directory: tokenizer.json, else vocab.json + merges.txt
-// (or the official encoder.json + vocab.bpe), else tokenizer.model.  STK_E_NOT_FOUND if none.
+// (or the official encoder.json + vocab.bpe), else tokenizer.model; or, for a GGUF model (a
+// .gguf file, or a directory holding one and no config.json: ingest/gguf_model.h), the tokenizer
+// its metadata describes.  STK_E_NOT_FOUND if none.
 Vocab load_vocab_dir(const std::string &model_dir);
+
+// The tokenizer of a GGUF's tokenizer.ggml.* metadata (vocab_gguf.cc says how it is built).
+Vocab load_gguf_vocab(const std::string &path);
+Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name);
 
 Vocab load_tokenizer_json(const std::string &path);
 Vocab load_gpt2_vocab(const std::string &vocab_json_path, const std::string &merges_path);

@@ -1,0 +1,577 @@
+#include "ingest/gguf_model.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "core/checked.h"
+#include "core/error.h"
+#include "core/float16.h"
+#include "ingest/gguf.h"
+#include "ingest/source.h"
+
+namespace stk {
+
+// ---------------------------------------------------------------------------------------------
+// Which file.
+
+namespace {
+
+bool is_dir(const std::string &p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool starts_with_gguf_magic(const std::string &path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    uint8_t m[4] = {};
+    ssize_t n = ::read(fd, m, 4);
+    ::close(fd);
+    return n == 4 && std::memcmp(m, "GGUF", 4) == 0;
+}
+
+bool ends_with(const std::string &s, const char *suffix) {
+    size_t n = std::strlen(suffix);
+    return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+}  // namespace
+
+std::string gguf_model_file(const std::string &path) {
+    if (!is_dir(path)) return file_exists(path) && starts_with_gguf_magic(path) ? path : std::string();
+    std::string dir = path;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    if (file_exists(dir + "/config.json")) return {};  // a HuggingFace directory, whatever else it holds
+    return find_gguf(dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Architectures: the HF model_type each GGUF architecture comes from, and what llama.cpp's
+// converter did to its tensors (conversion/<family>.py, LlamaModel.permute, Gemma's norm_shift).
+
+namespace {
+
+enum class Names : uint8_t { Llama, Gemma3, Gpt2, GptNeox, Bloom, Falcon };
+
+struct ArchDef {
+    const char *arch;        // general.architecture
+    const char *model_type;  // config.json model_type ("llama" becomes "mixtral" with experts)
+    Names names;
+    bool permute_qk;         // Q/K rows permuted per head for llama.cpp's RoPE (LlamaModel.permute)
+    bool norm_plus_one;      // "*norm.weight" stored as weight + 1 (Gemma3Model.norm_shift)
+    bool fused_qkv;          // attn_qkv stored [Q; K; V]: put back in the HF layout
+};
+
+const ArchDef kArchs[] = {
+    {"llama", "llama", Names::Llama, true, false, false},
+    {"qwen2", "qwen2", Names::Llama, false, false, false},
+    {"qwen2moe", "qwen2_moe", Names::Llama, false, false, false},
+    {"gemma3", "gemma3_text", Names::Gemma3, false, true, false},
+    {"gpt2", "gpt2", Names::Gpt2, false, false, false},
+    {"gptneox", "gpt_neox", Names::GptNeox, false, false, true},
+    {"bloom", "bloom", Names::Bloom, false, false, true},
+    {"falcon", "falcon", Names::Falcon, false, false, true},
+};
+
+const ArchDef &find_arch(const std::string &arch, const std::string &path) {
+    for (const ArchDef &a : kArchs)
+        if (arch == a.arch) return a;
+    std::string known;
+    for (const ArchDef &a : kArchs) known += std::string(known.empty() ? "" : ", ") + a.arch;
+    throw_error(STK_E_UNKNOWN_MODEL,
+                "%s: GGUF architecture '%s' (general.architecture) has no mapping to a HuggingFace model in stk "
+                "(GGUF architectures stk reads: %s)",
+                path.c_str(), printable(arch).c_str(), known.c_str());
+}
+
+std::string arch_of(const GgufFile &f, const std::string &path) {
+    const GgufValue *a = f.find("general.architecture");
+    if (!a) throw_error(STK_E_CORRUPT, "%s: no general.architecture key: not a model GGUF", path.c_str());
+    return std::string(a->str());
+}
+
+// JSON for config.json, built key by key.
+struct Json {
+    std::string s = "{";
+    void key(const char *k) { s += (s.size() > 1 ? ", \"" : "\"") + std::string(k) + "\": "; }
+    void u(const char *k, uint64_t v) { key(k); s += std::to_string(v); }
+    void f(const char *k, double v) { key(k); s += format("%.17g", v); }
+    void b(const char *k, bool v) { key(k); s += v ? "true" : "false"; }
+    void str(const char *k, const std::string &v) {
+        key(k);
+        s += '"';
+        for (char c : v) {
+            if (c == '"' || c == '\\') s += '\\';
+            if (uint8_t(c) < 0x20) s += format("\\u%04x", c);
+            else s += c;
+        }
+        s += '"';
+    }
+    void raw(const char *k, const std::string &v) { key(k); s += v; }
+    std::string done() { return s + "}"; }
+};
+
+const GgufTensorInfo *tensor(const GgufFile &f, const char *name) { return f.find_tensor(name); }
+
+}  // namespace
+
+std::string gguf_config_json(const GgufFile &f, const std::string &path) {
+    const std::string arch = arch_of(f, path);
+    const ArchDef &A = find_arch(arch, path);
+    auto key = [&](const char *k) { return arch + "." + k; };
+    auto get = [&](const char *k) -> const GgufValue * {
+        const GgufValue *v = f.find(key(k));
+        if (v && v->type() == GgufType::ARRAY)
+            throw_error(STK_E_UNSUPPORTED, "%s: %s is an array (a value per layer), which stk does not read", path.c_str(),
+                        key(k).c_str());
+        return v;
+    };
+    auto need_u = [&](const char *k) -> uint64_t {
+        const GgufValue *v = get(k);
+        if (!v) throw_error(STK_E_CORRUPT, "%s: metadata key %s is missing", path.c_str(), key(k).c_str());
+        return v->as_uint();
+    };
+
+    const GgufTensorInfo *emb = tensor(f, "token_embd.weight");
+    if (!emb || emb->shape.size() != 2)
+        throw_error(STK_E_CORRUPT, "%s: no 2-D token_embd.weight: the vocabulary size is unknown", path.c_str());
+    const uint64_t d = need_u("embedding_length"), layers = need_u("block_count"), heads = need_u("attention.head_count");
+    uint64_t kv = heads;
+    if (const GgufValue *v = get("attention.head_count_kv")) kv = v->as_uint();
+    const uint64_t experts = get("expert_count") ? get("expert_count")->as_uint() : 0;
+
+    Json j;
+    std::string model_type = A.model_type;
+    if (A.names == Names::Llama && arch == "llama" && experts > 0) model_type = "mixtral";
+    j.str("model_type", model_type);
+    j.u("vocab_size", emb->shape[0]);
+    j.u("hidden_size", d);
+    j.u("num_hidden_layers", layers);
+    j.u("num_attention_heads", heads);
+    if (A.names == Names::Falcon) {
+        // Falcon: 1 kv head without new_decoder_architecture is multi_query; ln_attn/ln_mlp
+        // (attn_norm_2) mark the new architecture.
+        bool new_arch = tensor(f, "blk.0.attn_norm_2.weight") != nullptr;
+        j.b("new_decoder_architecture", new_arch);
+        j.b("multi_query", !new_arch && kv == 1);
+        j.u("num_kv_heads", kv);
+        j.b("parallel_attn", true);
+        j.b("bias", tensor(f, "blk.0.attn_qkv.bias") != nullptr);
+    } else if (A.names != Names::Gpt2 && A.names != Names::Bloom) {
+        j.u("num_key_value_heads", kv);
+    }
+    if (const GgufValue *v = get("attention.key_length"); v && heads && v->as_uint() != d / heads) j.u("head_dim", v->as_uint());
+    if (const GgufValue *v = get("feed_forward_length")) j.u("intermediate_size", v->as_uint());
+    if (const GgufValue *v = get("context_length")) j.u("max_position_embeddings", v->as_uint());
+    if (const GgufValue *v = get("attention.layer_norm_rms_epsilon")) j.f("rms_norm_eps", v->as_float());
+    if (const GgufValue *v = get("attention.layer_norm_epsilon")) j.f("layer_norm_epsilon", v->as_float());
+    if (const GgufValue *v = get("rope.freq_base")) j.f("rope_theta", v->as_float());
+    if (const GgufValue *v = get("rope.dimension_count"); v && A.names == Names::GptNeox && heads) {
+        uint64_t hd = d / heads;
+        if (hd) j.f("rotary_pct", double(v->as_uint()) / double(hd));
+    }
+    if (const GgufValue *v = get("rope.scaling.type"); v && v->str() != "none") {
+        std::string rs = "{\"rope_type\": \"" + printable(v->str()) + "\"";
+        if (const GgufValue *fct = get("rope.scaling.factor")) rs += format(", \"factor\": %.17g", fct->as_float());
+        if (const GgufValue *o = get("rope.scaling.original_context_length"))
+            rs += format(", \"original_max_position_embeddings\": %llu", (unsigned long long)o->as_uint());
+        j.raw("rope_scaling", rs + "}");
+    }
+    if (A.names == Names::GptNeox)
+        if (const GgufValue *v = get("use_parallel_residual")) j.b("use_parallel_residual", v->boolean());
+    if (experts > 0) {
+        j.u(A.names == Names::Llama && arch == "llama" ? "num_local_experts" : "num_experts", experts);
+        if (const GgufValue *v = get("expert_used_count")) j.u("num_experts_per_tok", v->as_uint());
+        if (const GgufValue *v = get("expert_feed_forward_length")) j.u("moe_intermediate_size", v->as_uint());
+        if (const GgufValue *v = get("expert_shared_feed_forward_length"))
+            j.u("shared_expert_intermediate_size", v->as_uint());
+        else if (const GgufTensorInfo *t = tensor(f, "blk.0.ffn_up_shexp.weight"); t && t->shape.size() == 2)
+            j.u("shared_expert_intermediate_size", t->shape[0]);
+        if (arch == "qwen2moe") j.b("norm_topk_prob", false);  // Qwen2MoeConfig's default
+    }
+    if (A.names == Names::Gemma3) {
+        if (const GgufValue *v = get("attention.sliding_window")) j.u("sliding_window", v->as_uint());
+        if (const GgufValue *v = get("final_logit_softcapping")) j.f("final_logit_softcapping", v->as_float());
+        if (const GgufValue *v = get("attention.key_length")) j.u("query_pre_attn_scalar", v->as_uint());
+    }
+    // What only the tensors say.
+    j.b("tie_word_embeddings", tensor(f, "output.weight") == nullptr);
+    if (A.names == Names::Llama && arch == "llama") {
+        j.b("attention_bias", tensor(f, "blk.0.attn_q.bias") != nullptr);
+        j.b("mlp_bias", tensor(f, "blk.0.ffn_up.bias") != nullptr);
+    }
+    if (A.names == Names::Gpt2) {
+        // GPT2Config spellings (n_inner = the FFN width).
+        Json g;
+        g.str("model_type", "gpt2");
+        g.u("vocab_size", emb->shape[0]);
+        g.u("n_embd", d);
+        g.u("n_layer", layers);
+        g.u("n_head", heads);
+        if (const GgufValue *v = get("feed_forward_length")) g.u("n_inner", v->as_uint());
+        const GgufTensorInfo *pos = tensor(f, "position_embd.weight");
+        if (pos && pos->shape.size() == 2) g.u("n_positions", pos->shape[0]);
+        else if (const GgufValue *v = get("context_length")) g.u("n_positions", v->as_uint());
+        if (const GgufValue *v = get("attention.layer_norm_epsilon")) g.f("layer_norm_epsilon", v->as_float());
+        g.b("tie_word_embeddings", tensor(f, "output.weight") == nullptr);
+        return g.done();
+    }
+    if (A.names == Names::Bloom) j.u("n_head", heads);
+    return j.done();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor names and layouts.
+
+namespace {
+
+// How an HF tensor's bytes come from its GGUF tensor.
+enum class Fix : uint8_t {
+    None,       // as stored
+    Unpermute,  // Llama Q/K rows: GGUF row h*hd + 2i + j holds HF row h*hd + j*hd/2 + i
+    Qkv,        // fused [Q; K; V] rows back to the config's fused layout
+    Transpose,  // GPT-2 Conv1D: stored [out, in], HF [in, out]
+    MinusOne,   // Gemma norm weight: stored weight + 1 (as f32)
+    Expert,     // one expert of a [experts, rows, cols] stack
+};
+
+struct Mapped {
+    uint32_t raw = 0;        // index into the raw checkpoint's tensors
+    Fix fix = Fix::None;
+    uint32_t heads = 0;      // Unpermute: heads of this projection
+    uint32_t expert = 0;     // Expert: which slice
+};
+
+struct Rename {
+    const char *gguf;  // name after "blk.N." (layer tensors) or whole (global tensors)
+    const char *hf;    // with {L} for the layer and {E} for the expert
+};
+
+// Layer tensors per name table (suffix .weight / .bias kept as is).
+const Rename kLlamaLayer[] = {
+    {"attn_norm", "model.layers.{L}.input_layernorm"},
+    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
+    {"attn_k", "model.layers.{L}.self_attn.k_proj"},
+    {"attn_v", "model.layers.{L}.self_attn.v_proj"},
+    {"attn_output", "model.layers.{L}.self_attn.o_proj"},
+    {"ffn_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"ffn_gate", "model.layers.{L}.mlp.gate_proj"},
+    {"ffn_up", "model.layers.{L}.mlp.up_proj"},
+    {"ffn_down", "model.layers.{L}.mlp.down_proj"},
+};
+const Rename kMixtralLayer[] = {
+    {"ffn_gate_inp", "model.layers.{L}.block_sparse_moe.gate"},
+    {"ffn_gate_exps", "model.layers.{L}.block_sparse_moe.experts.{E}.w1"},
+    {"ffn_down_exps", "model.layers.{L}.block_sparse_moe.experts.{E}.w2"},
+    {"ffn_up_exps", "model.layers.{L}.block_sparse_moe.experts.{E}.w3"},
+};
+const Rename kQwen2MoeLayer[] = {
+    {"ffn_gate_inp", "model.layers.{L}.mlp.gate"},
+    {"ffn_gate_exps", "model.layers.{L}.mlp.experts.{E}.gate_proj"},
+    {"ffn_up_exps", "model.layers.{L}.mlp.experts.{E}.up_proj"},
+    {"ffn_down_exps", "model.layers.{L}.mlp.experts.{E}.down_proj"},
+    {"ffn_gate_inp_shexp", "model.layers.{L}.mlp.shared_expert_gate"},
+    {"ffn_gate_shexp", "model.layers.{L}.mlp.shared_expert.gate_proj"},
+    {"ffn_up_shexp", "model.layers.{L}.mlp.shared_expert.up_proj"},
+    {"ffn_down_shexp", "model.layers.{L}.mlp.shared_expert.down_proj"},
+};
+const Rename kGemma3Layer[] = {
+    {"attn_norm", "model.layers.{L}.input_layernorm"},
+    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
+    {"attn_k", "model.layers.{L}.self_attn.k_proj"},
+    {"attn_v", "model.layers.{L}.self_attn.v_proj"},
+    {"attn_output", "model.layers.{L}.self_attn.o_proj"},
+    {"attn_q_norm", "model.layers.{L}.self_attn.q_norm"},
+    {"attn_k_norm", "model.layers.{L}.self_attn.k_norm"},
+    {"post_attention_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"ffn_norm", "model.layers.{L}.pre_feedforward_layernorm"},
+    {"post_ffw_norm", "model.layers.{L}.post_feedforward_layernorm"},
+    {"ffn_gate", "model.layers.{L}.mlp.gate_proj"},
+    {"ffn_up", "model.layers.{L}.mlp.up_proj"},
+    {"ffn_down", "model.layers.{L}.mlp.down_proj"},
+};
+const Rename kGpt2Layer[] = {
+    {"attn_norm", "h.{L}.ln_1"},        {"attn_qkv", "h.{L}.attn.c_attn"}, {"attn_output", "h.{L}.attn.c_proj"},
+    {"ffn_norm", "h.{L}.ln_2"},         {"ffn_up", "h.{L}.mlp.c_fc"},      {"ffn_down", "h.{L}.mlp.c_proj"},
+};
+const Rename kNeoxLayer[] = {
+    {"attn_norm", "gpt_neox.layers.{L}.input_layernorm"},
+    {"attn_qkv", "gpt_neox.layers.{L}.attention.query_key_value"},
+    {"attn_output", "gpt_neox.layers.{L}.attention.dense"},
+    {"ffn_norm", "gpt_neox.layers.{L}.post_attention_layernorm"},
+    {"ffn_up", "gpt_neox.layers.{L}.mlp.dense_h_to_4h"},
+    {"ffn_down", "gpt_neox.layers.{L}.mlp.dense_4h_to_h"},
+};
+const Rename kBloomLayer[] = {
+    {"attn_norm", "h.{L}.input_layernorm"},
+    {"attn_qkv", "h.{L}.self_attention.query_key_value"},
+    {"attn_output", "h.{L}.self_attention.dense"},
+    {"ffn_norm", "h.{L}.post_attention_layernorm"},
+    {"ffn_up", "h.{L}.mlp.dense_h_to_4h"},
+    {"ffn_down", "h.{L}.mlp.dense_4h_to_h"},
+};
+const Rename kFalconLayer[] = {
+    {"attn_norm", "transformer.h.{L}.input_layernorm"},  // ln_attn with new_decoder_architecture
+    {"attn_norm_2", "transformer.h.{L}.ln_mlp"},
+    {"attn_qkv", "transformer.h.{L}.self_attention.query_key_value"},
+    {"attn_output", "transformer.h.{L}.self_attention.dense"},
+    {"ffn_up", "transformer.h.{L}.mlp.dense_h_to_4h"},
+    {"ffn_down", "transformer.h.{L}.mlp.dense_4h_to_h"},
+};
+
+struct Table {
+    const Rename *layer;
+    size_t n_layer;
+    const Rename *moe = nullptr;
+    size_t n_moe = 0;
+    const char *emb, *pos, *emb_norm, *final_norm, *head;
+};
+
+template <size_t N>
+constexpr size_t count(const Rename (&)[N]) { return N; }
+
+Table table_for(const ArchDef &A, const std::string &arch) {
+    switch (A.names) {
+        case Names::Llama: {
+            Table t{kLlamaLayer, count(kLlamaLayer), nullptr, 0, "model.embed_tokens", nullptr, nullptr, "model.norm", "lm_head"};
+            if (arch == "llama") t.moe = kMixtralLayer, t.n_moe = count(kMixtralLayer);
+            if (arch == "qwen2moe") t.moe = kQwen2MoeLayer, t.n_moe = count(kQwen2MoeLayer);
+            return t;
+        }
+        case Names::Gemma3:
+            return {kGemma3Layer, count(kGemma3Layer), nullptr, 0, "model.embed_tokens", nullptr, nullptr, "model.norm", "lm_head"};
+        case Names::Gpt2: return {kGpt2Layer, count(kGpt2Layer), nullptr, 0, "wte", "wpe", nullptr, "ln_f", "lm_head"};
+        case Names::GptNeox:
+            return {kNeoxLayer, count(kNeoxLayer), nullptr, 0, "gpt_neox.embed_in", nullptr, nullptr,
+                    "gpt_neox.final_layer_norm", "embed_out"};
+        case Names::Bloom:
+            return {kBloomLayer, count(kBloomLayer), nullptr, 0, "word_embeddings", nullptr, "word_embeddings_layernorm", "ln_f",
+                    "lm_head"};
+        case Names::Falcon:
+            return {kFalconLayer, count(kFalconLayer), nullptr, 0, "transformer.word_embeddings", nullptr, nullptr,
+                    "transformer.ln_f", "lm_head"};
+    }
+    return {};
+}
+
+std::string subst(const char *pattern, uint64_t layer, uint64_t expert) {
+    std::string out;
+    for (const char *p = pattern; *p; p++) {
+        if (p[0] == '{' && p[1] == 'L' && p[2] == '}') out += std::to_string(layer), p += 2;
+        else if (p[0] == '{' && p[1] == 'E' && p[2] == '}') out += std::to_string(expert), p += 2;
+        else out += *p;
+    }
+    return out;
+}
+
+bool split_suffix(const std::string &name, std::string *stem, std::string *suffix) {
+    for (const char *s : {".weight", ".bias"})
+        if (ends_with(name, s)) {
+            *stem = name.substr(0, name.size() - std::strlen(s));
+            *suffix = s;
+            return true;
+        }
+    return false;
+}
+
+// The GGUF checkpoint under HF names: each tensor a view of one raw GGUF tensor and a fix.
+class GgufCheckpoint final : public Checkpoint {
+public:
+    GgufCheckpoint(std::unique_ptr<Checkpoint> raw, std::vector<TensorRef> tensors, std::vector<Mapped> map,
+                   const ModelConfig &cfg)
+        : raw_(std::move(raw)), tensors_(std::move(tensors)), map_(std::move(map)), cfg_(cfg) {}
+
+    const char *format() const override { return raw_->format(); }
+    const std::vector<TensorRef> &tensors() const override { return tensors_; }
+    uint64_t file_bytes() const override { return raw_->file_bytes(); }
+    std::vector<std::string> files() const override { return raw_->files(); }
+
+    void release(const TensorRef &t) const override { raw_->release(raw_->tensors()[map_[index(t)].raw]); }
+
+    const uint8_t *tensor_bytes(const TensorRef &t, std::vector<uint8_t> &scratch) const override {
+        const size_t i = index(t);
+        const Mapped &m = map_[i];
+        const TensorRef &out = tensors_[i];
+        const TensorRef &src = raw_->tensors()[m.raw];
+        if (m.fix == Fix::None) return raw_->tensor_bytes(src, scratch);
+        // The stored bytes (mapped, or dequantised into `tmp`), then the fix into `scratch`.
+        thread_local std::vector<uint8_t> tmp;
+        const uint8_t *in = raw_->tensor_bytes(src, tmp);
+        const size_t es = src_dtype_size(src.dtype);
+        if (m.fix == Fix::Expert) {
+            const uint64_t off = checked_mul(uint64_t(m.expert), out.n_bytes, "expert offset");
+            if (in != tmp.data()) return in + off;  // mapped: a view, no copy
+            scratch.resize(out.n_bytes);
+            std::memcpy(scratch.data(), in + off, out.n_bytes);
+            return scratch.data();
+        }
+        scratch.resize(out.n_bytes);
+        uint8_t *dst = scratch.data();
+        if (m.fix == Fix::MinusOne) {
+            float *o = reinterpret_cast<float *>(dst);
+            convert_to_f32(src, in, 0, src.n_elements, o);
+            for (uint64_t k = 0; k < src.n_elements; k++) o[k] -= 1.0f;
+            return dst;
+        }
+        if (m.fix == Fix::Transpose) {
+            const uint64_t rows = src.shape[0], cols = src.shape[1];  // stored [out, in]
+            for (uint64_t r = 0; r < rows; r++)
+                for (uint64_t c = 0; c < cols; c++) std::memcpy(dst + (c * rows + r) * es, in + (r * cols + c) * es, es);
+            return dst;
+        }
+        const uint64_t rows = src.shape[0], row_bytes = (src.shape.size() == 2 ? src.shape[1] : 1) * es;
+        for (uint64_t r = 0; r < rows; r++) std::memcpy(dst + r * row_bytes, in + source_row(m, r, rows) * row_bytes, row_bytes);
+        return dst;
+    }
+
+private:
+    size_t index(const TensorRef &t) const {
+        if (&t >= tensors_.data() && &t < tensors_.data() + tensors_.size()) return size_t(&t - tensors_.data());
+        const TensorRef *found = find(t.name);
+        if (!found) throw_error(STK_E_INTERNAL, "GGUF checkpoint: no tensor '%s'", t.name.c_str());
+        return size_t(found - tensors_.data());
+    }
+
+    // The stored row that holds HF row r.
+    uint64_t source_row(const Mapped &m, uint64_t r, uint64_t rows) const {
+        if (m.fix == Fix::Unpermute) {
+            const uint64_t hd = rows / m.heads, half = hd / 2, h = r / hd, w = r % hd;
+            return h * hd + 2 * (w % half) + w / half;
+        }
+        // Fix::Qkv: GGUF [Q; K; V] -> the fused layout config.json's family uses.
+        const uint64_t hd = cfg_.head_dim, q = uint64_t(cfg_.n_heads) * hd, kv = uint64_t(cfg_.n_kv_heads) * hd;
+        const uint64_t off[3] = {0, q, q + kv};
+        switch (cfg_.qkv_layout) {
+            case QkvLayout::PerHead: {
+                uint64_t h = r / (3 * hd), p = (r / hd) % 3, j = r % hd;
+                return off[p] + h * hd + j;
+            }
+            case QkvLayout::Grouped: {
+                uint64_t qpk = cfg_.n_heads / cfg_.n_kv_heads, g = r / ((qpk + 2) * hd), slot = (r / hd) % (qpk + 2), j = r % hd;
+                if (slot < qpk) return (g * qpk + slot) * hd + j;
+                return off[slot - qpk + 1] + g * hd + j;
+            }
+            default: return r;
+        }
+    }
+
+    std::unique_ptr<Checkpoint> raw_;
+    std::vector<TensorRef> tensors_;
+    std::vector<Mapped> map_;
+    ModelConfig cfg_;
+};
+
+}  // namespace
+
+GgufModel open_gguf_model(const std::string &path) {
+    GgufModel out;
+    GgufFile meta(path);
+    const std::string arch = arch_of(meta, path);
+    const ArchDef &A = find_arch(arch, path);
+    out.parsed = parse_model_config(gguf_config_json(meta, path), path + " (GGUF metadata)");
+    const ModelConfig &cfg = out.parsed.config;
+    const Table T = table_for(A, arch);
+
+    std::unique_ptr<Checkpoint> raw = open_checkpoint(path);
+    const std::vector<TensorRef> &rt = raw->tensors();
+    std::vector<std::pair<TensorRef, Mapped>> mapped;
+    auto refuse = [&](const TensorRef &t, const char *why) {
+        throw_error(STK_E_UNSUPPORTED, "%s: GGUF tensor '%s' (offset %llu): %s", path.c_str(), printable(t.name).c_str(),
+                    (unsigned long long)t.file_offset, why);
+    };
+    for (uint32_t i = 0; i < rt.size(); i++) {
+        const TensorRef &t = rt[i];
+        std::string stem, suffix;
+        if (!split_suffix(t.name, &stem, &suffix)) refuse(t, "not a .weight or .bias tensor, so no HF tensor corresponds");
+        std::string hf;
+        const char *part = nullptr;  // the GGUF name inside its block (layer tensors)
+        uint64_t layer = 0;
+        bool stack = false;
+        if (stem.compare(0, 4, "blk.") == 0) {
+            size_t dot = stem.find('.', 4);
+            if (dot == std::string::npos || dot == 4 || dot > 10) refuse(t, "a blk. name without a layer number");
+            for (size_t k = 4; k < dot; k++)
+                if (stem[k] < '0' || stem[k] > '9') refuse(t, "a blk. name without a layer number");
+            layer = std::stoull(stem.substr(4, dot - 4));
+            part = stem.c_str() + dot + 1;
+            for (size_t k = 0; k < T.n_layer && hf.empty(); k++)
+                if (std::strcmp(part, T.layer[k].gguf) == 0) hf = subst(T.layer[k].hf, layer, 0);
+            for (size_t k = 0; k < T.n_moe && hf.empty(); k++)
+                if (std::strcmp(part, T.moe[k].gguf) == 0) {
+                    hf = T.moe[k].hf;
+                    stack = hf.find("{E}") != std::string::npos;
+                    if (!stack) hf = subst(T.moe[k].hf, layer, 0);
+                }
+            if (A.names == Names::Falcon && std::strcmp(part, "attn_norm") == 0 && cfg.norms_per_layer == 2)
+                hf = subst("transformer.h.{L}.ln_attn", layer, 0);
+        } else if (stem == "token_embd") hf = T.emb;
+        else if (stem == "position_embd" && T.pos) hf = T.pos;
+        else if (stem == "token_embd_norm" && T.emb_norm) hf = T.emb_norm;
+        else if (stem == "output_norm") hf = T.final_norm;
+        else if (stem == "output") hf = T.head;
+        else if (stem == "rope_freqs") continue;  // llama.cpp's precomputed Llama 3 RoPE factors: the config's rope_scaling
+        if (hf.empty()) refuse(t, format("no HF name for it in the %s mapping (docs/format.md, \"GGUF input\")", arch.c_str()).c_str());
+
+        Mapped m;
+        m.raw = i;
+        TensorRef h = t;
+        h.strides.clear();
+        h.span_bytes = h.n_bytes;
+        if (stack) {
+            if (t.shape.size() != 3) refuse(t, "an expert stack that is not 3-D [experts, rows, cols]");
+            m.fix = Fix::Expert;
+            h.shape = {t.shape[1], t.shape[2]};
+            h.n_elements = t.shape[1] * t.shape[2];
+            h.n_bytes = h.span_bytes = h.n_elements * src_dtype_size(t.dtype);
+            for (uint64_t e = 0; e < t.shape[0]; e++) {
+                TensorRef x = h;
+                x.name = subst(hf.c_str(), layer, e) + suffix;
+                x.file_offset = t.file_offset + e * h.n_bytes;
+                m.expert = uint32_t(e);
+                mapped.emplace_back(x, m);
+            }
+            continue;
+        }
+        h.name = hf + suffix;
+        const bool weight = suffix == ".weight";
+        if (A.permute_qk && part && weight && (std::strcmp(part, "attn_q") == 0 || std::strcmp(part, "attn_k") == 0)) {
+            m.fix = Fix::Unpermute;
+            m.heads = std::strcmp(part, "attn_q") == 0 ? cfg.n_heads : cfg.n_kv_heads;
+            if (t.shape.empty() || m.heads == 0 || t.shape[0] % (2 * uint64_t(m.heads)))
+                refuse(t, "Q/K rows are not a whole number of heads of even size");
+        } else if (A.fused_qkv && part && std::strcmp(part, "attn_qkv") == 0) {
+            m.fix = Fix::Qkv;
+            uint64_t want = (uint64_t(cfg.n_heads) + 2 * uint64_t(cfg.n_kv_heads)) * cfg.head_dim;
+            if (t.shape.empty() || t.shape[0] != want) refuse(t, "fused QKV rows do not match the heads the metadata gives");
+        } else if (A.names == Names::Gpt2 && part && weight && t.shape.size() == 2 &&
+                   (std::strcmp(part, "attn_qkv") == 0 || std::strcmp(part, "attn_output") == 0 ||
+                    std::strcmp(part, "ffn_up") == 0 || std::strcmp(part, "ffn_down") == 0)) {
+            m.fix = Fix::Transpose;
+            h.shape = {t.shape[1], t.shape[0]};
+        } else if (A.norm_plus_one && weight && ends_with(stem, "norm")) {
+            m.fix = Fix::MinusOne;
+            h.dtype = SrcDType::F32;
+            h.n_bytes = h.span_bytes = checked_mul(h.n_elements, 4, "tensor bytes");
+        }
+        mapped.emplace_back(h, m);
+    }
+    std::sort(mapped.begin(), mapped.end(), [](const auto &a, const auto &b) { return a.first.name < b.first.name; });
+    std::vector<TensorRef> tensors;
+    std::vector<Mapped> map;
+    for (size_t k = 0; k < mapped.size(); k++) {
+        if (k && mapped[k].first.name == mapped[k - 1].first.name)
+            throw_error(STK_E_CORRUPT, "%s: two GGUF tensors map to '%s'", path.c_str(), mapped[k].first.name.c_str());
+        tensors.push_back(std::move(mapped[k].first));
+        map.push_back(mapped[k].second);
+    }
+    out.checkpoint = std::make_unique<GgufCheckpoint>(std::move(raw), std::move(tensors), std::move(map), cfg);
+    return out;
+}
+
+}  // namespace stk

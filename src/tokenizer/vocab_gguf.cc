@@ -1,0 +1,235 @@
+// The tokenizer a GGUF's metadata describes (tokenizer.ggml.*), built the way the reference,
+// transformers' GGUF loader (integrations/gguf/gguf_tokenizer_mapping.py), builds it:
+//   - model "gpt2": byte-level BPE (GPT2Tokenizer: the GPT-2 split, merges from the file); tokens
+//     marked CONTROL (3) become special added tokens, USER_DEFINED (4) plain added tokens.  A
+//     tokenizer.ggml.pre that the reference gives another split regex (qwen2, llama-bpe, ...) is
+//     read but encoding is refused, naming it: stk's byte-level pre-tokenizer is GPT-2's.
+//   - model "llama": SentencePiece-style BPE with byte fallback; merges from the file, else derived
+//     from the vocabulary as transformers' generate_merges does (by score; for Gemma by position,
+//     after respelling tokens of spaces with U+2581).  Gemma: spaces -> U+2581, no prefix
+//     (GemmaTokenizer); others: Metaspace with a prefix on the first word (LlamaTokenizer).
+//   - add_bos_token / add_eos_token: the ids added around the text.
+// Any other tokenizer.ggml.model is refused by name.
+#include <algorithm>
+
+#include "ingest/gguf.h"
+#include "tokenizer/pretokenize.h"
+#include "tokenizer/vocab_internal.h"
+#include "tokenizer/vocab_io.h"
+
+namespace stk {
+
+
+namespace {
+
+size_t code_points(std::string_view s) {
+    size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+    return n;
+}
+
+bool is_byte_piece(std::string_view t, int *byte) {
+    auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F') || (c >= 'a' && c <= 'f'); };
+    if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>' || !hex(t[3]) || !hex(t[4])) return false;
+    *byte = int(std::stoul(std::string(t.substr(3, 2)), nullptr, 16));
+    return true;
+}
+
+// transformers' generate_merges(vocab, vocab_scores): every split of every token into two tokens,
+// ranked by the result's score (higher first), then the longer left part, then the longer right
+// part; splits of one token in (left id, right id) order before that (stable) sort.
+void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spell, const std::vector<double> &score) {
+    struct M { double score; uint32_t llen, rlen, left, right, result; };
+    std::vector<M> all;
+    for (uint32_t id = 0; id < spell.size(); id++) {
+        const std::string &s = spell[id];
+        if (s.size() > 256) continue;  // no merge result is this long; keeps the pass linear in the file
+        const size_t first = all.size();
+        const uint8_t *p = reinterpret_cast<const uint8_t *>(s.data()), *end = p + s.size();
+        size_t i = 0;
+        while (i < s.size()) {
+            uint32_t cp;
+            i += size_t(tok::utf8_next(p + i, end, &cp));
+            if (i >= s.size()) break;
+            auto l = b.by_spelling.find(std::string_view(s).substr(0, i));
+            auto r = b.by_spelling.find(std::string_view(s).substr(i));
+            if (l == b.by_spelling.end() || r == b.by_spelling.end()) continue;
+            all.push_back({score[id], uint32_t(code_points(l->first)), uint32_t(code_points(r->first)), l->second, r->second, id});
+        }
+        std::sort(all.begin() + ptrdiff_t(first), all.end(),
+                  [](const M &a, const M &c) { return a.left != c.left ? a.left < c.left : a.right < c.right; });
+    }
+    std::stable_sort(all.begin(), all.end(), [](const M &a, const M &c) {
+        if (a.score != c.score) return a.score > c.score;
+        if (a.llen != c.llen) return a.llen > c.llen;
+        return a.rlen > c.rlen;
+    });
+    for (const M &m : all) {
+        b.v.merges.emplace_back(m.left, m.right);
+        b.v.merge_results.push_back(m.result);
+    }
+}
+
+}  // namespace
+
+Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
+    const GgufValue *model = f.find("tokenizer.ggml.model");
+    const GgufValue *tokens_v = f.find("tokenizer.ggml.tokens");
+    if (!model || !tokens_v)
+        throw_error(STK_E_NOT_FOUND, "%s: no tokenizer in the GGUF metadata (tokenizer.ggml.model / tokenizer.ggml.tokens)",
+                    name.c_str());
+    const std::string kind(model->str());
+    if (kind != "gpt2" && kind != "llama")
+        throw_error(STK_E_UNSUPPORTED, "%s: tokenizer.ggml.model '%s' is not supported (gpt2 and llama are)", name.c_str(),
+                    detail::printable(kind).c_str());
+    const std::vector<std::string_view> tokens = tokens_v->strings();
+    const size_t n = tokens.size();
+    if (n == 0 || n >= kMaxVocabSize)
+        throw_error(STK_E_CORRUPT, "%s: tokenizer.ggml.tokens holds %zu tokens (1..%u)", name.c_str(), n, kMaxVocabSize - 1);
+    std::vector<int64_t> types(n, 1);
+    if (const GgufValue *t = f.find("tokenizer.ggml.token_type")) {
+        types = t->ints();
+        if (types.size() != n)
+            throw_error(STK_E_CORRUPT, "%s: tokenizer.ggml.token_type has %zu entries for %zu tokens", name.c_str(),
+                        types.size(), n);
+    }
+    std::vector<float> scores;
+    if (const GgufValue *s = f.find("tokenizer.ggml.scores")) {
+        scores = s->floats();
+        if (scores.size() != n)
+            throw_error(STK_E_CORRUPT, "%s: tokenizer.ggml.scores has %zu entries for %zu tokens", name.c_str(), scores.size(), n);
+    }
+    auto id_key = [&](const char *key) -> int32_t {
+        const GgufValue *v = f.find(key);
+        if (!v) return -1;
+        uint64_t id = v->as_uint();
+        if (id >= n) throw_error(STK_E_CORRUPT, "%s: %s = %llu is outside the %zu tokens", name.c_str(), key, (unsigned long long)id, n);
+        return int32_t(id);
+    };
+    auto flag = [&](const char *key, bool def) {
+        const GgufValue *v = f.find(key);
+        return v ? v->boolean() : def;
+    };
+    const GgufValue *arch_v = f.find("general.architecture");
+    const std::string arch = arch_v ? std::string(arch_v->str()) : "";
+
+    detail::VocabBuilder b;
+    Vocab &v = b.v;
+    v.source = name;
+    b.by_spelling.reserve(n);
+    b.entries.reserve(n);
+    v.is_special.assign(n, 0);
+    v.piece_types.assign(n, uint8_t(Vocab::PieceType::NORMAL));
+    std::vector<std::string> spell(n);
+
+    if (kind == "gpt2") {
+        v.model = Vocab::Model::BPE_BYTE_LEVEL;
+        v.pipeline.pre_tokenizer = Vocab::PreTokenizer::BYTE_LEVEL;
+        std::string bytes;
+        for (uint32_t id = 0; id < n; id++) {
+            std::string_view t = tokens[id];
+            const int64_t type = types[id];
+            spell[id] = std::string(t);
+            std::string where = format("tokenizer.ggml.tokens[%u]", id);
+            if (type == 3 || type == 4) {
+                // Added tokens are matched in the raw text as written (the reference skips a
+                // CONTROL token spelled outside the byte alphabet; it stays an ordinary entry).
+                bool spelled = detail::byte_level_to_bytes(t, &bytes);
+                if (type == 4 || spelled) v.added_tokens.push_back({std::string(t), id, type == 3});
+                b.add(t, std::string(t), id, where);
+                v.piece_types[id] = uint8_t(type);
+                continue;
+            }
+            if (!detail::byte_level_to_bytes(t, &bytes)) bytes.assign(t);  // raw text: its UTF-8 bytes
+            b.add(t, bytes, id, where);
+        }
+        const GgufValue *merges = f.find("tokenizer.ggml.merges");
+        if (!merges) throw_error(STK_E_CORRUPT, "%s: a gpt2 tokenizer without tokenizer.ggml.merges", name.c_str());
+        const std::vector<std::string_view> ms = merges->strings();
+        for (size_t i = 0; i < ms.size(); i++) {
+            size_t sp = ms[i].find(' ');
+            if (sp == std::string_view::npos || ms[i].find(' ', sp + 1) != std::string_view::npos)
+                throw_error(STK_E_CORRUPT, "%s: tokenizer.ggml.merges[%zu]: '%s' is not two tokens separated by one space",
+                            name.c_str(), i, detail::printable(ms[i]).c_str());
+            b.add_merge(ms[i].substr(0, sp), ms[i].substr(sp + 1), "tokenizer.ggml.merges[", i);
+        }
+        // The reference splits text with another regex for these (GGUF_PRE_TOKENIZER_SPLITS).
+        static const char *const kOtherSplits[] = {
+            "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano",
+            "dbrx", "smaug-bpe", "tekken", "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "qwen35",
+            "gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"};
+        if (const GgufValue *pre = f.find("tokenizer.ggml.pre"))
+            for (const char *o : kOtherSplits)
+                if (pre->str() == o)
+                    v.pipeline.unsupported = format("%s: tokenizer.ggml.pre '%s' splits text with a regex stk's byte-level "
+                                                    "pre-tokenizer (GPT-2's) does not implement", name.c_str(), o);
+    } else {
+        // SentencePiece-style BPE (LlamaTokenizer / GemmaTokenizer of transformers).
+        const bool gemma = arch == "gemma" || arch == "gemma2" || arch == "gemma3";
+        v.model = Vocab::Model::BPE_SENTENCEPIECE;
+        v.byte_fallback = true;
+        for (uint32_t id = 0; id < n; id++) {
+            std::string t(tokens[id]);
+            // Gemma stores a token of spaces as spaces; GemmaTokenizer looks it up as U+2581s.
+            if (gemma && t.find(' ') != std::string::npos && t.find_first_not_of(" \t\n\r\f\v") == std::string::npos) {
+                std::string r;
+                for (size_t k = 0; k < code_points(t); k++) r += "\xE2\x96\x81";
+                t = r;
+            }
+            spell[id] = t;
+            std::string piece = t;
+            int byte;
+            if (types[id] == 6 && is_byte_piece(t, &byte)) {
+                piece.assign(1, char(byte));
+                v.byte_piece_ids[byte] = int32_t(id);
+            }
+            if (types[id] >= 1 && types[id] <= 6) v.piece_types[id] = uint8_t(types[id]);
+            b.add(t, piece, id, format("tokenizer.ggml.tokens[%u]", id));
+        }
+        for (uint32_t id = 0; id < n; id++) {
+            if (types[id] == 3) v.added_tokens.push_back({std::string(tokens[id]), id, true});
+            // USER_DEFINED tokens are added when the vocabulary holds them as the file spells them.
+            if (types[id] == 4 && b.by_spelling.find(tokens[id]) != b.by_spelling.end())
+                v.added_tokens.push_back({std::string(tokens[id]), id, false});
+        }
+        if (const GgufValue *merges = f.find("tokenizer.ggml.merges")) {
+            const std::vector<std::string_view> ms = merges->strings();
+            for (size_t i = 0; i < ms.size(); i++) {
+                size_t sp = ms[i].find(' ');
+                if (sp == std::string_view::npos)
+                    throw_error(STK_E_CORRUPT, "%s: tokenizer.ggml.merges[%zu]: '%s' is not two tokens", name.c_str(), i,
+                                detail::printable(ms[i]).c_str());
+                b.add_merge(ms[i].substr(0, sp), ms[i].substr(sp + 1), "tokenizer.ggml.merges[", i);
+            }
+        } else {
+            std::vector<double> key(n);
+            if (!gemma && scores.empty())
+                throw_error(STK_E_CORRUPT, "%s: a llama tokenizer with neither merges nor scores", name.c_str());
+            for (uint32_t id = 0; id < n; id++) key[id] = gemma ? -double(id) : double(scores[id]);
+            derive_merges(b, spell, key);
+        }
+        v.unk_id = id_key("tokenizer.ggml.unknown_token_id");
+        using Op = Vocab::NormalizerOp;
+        if (gemma) {
+            v.pipeline.normalizers.push_back({Op::REPLACE, " ", "\xE2\x96\x81"});
+        } else {
+            v.pipeline.pre_tokenizer = Vocab::PreTokenizer::METASPACE;
+            v.pipeline.metaspace_prepend = 2;  // LlamaTokenizer (legacy=False): "first"
+            v.pipeline.metaspace_split = false;
+            v.pipeline.strip_leading_space_on_decode = true;
+        }
+    }
+    v.bos_id = id_key("tokenizer.ggml.bos_token_id");
+    v.eos_id = id_key("tokenizer.ggml.eos_token_id");
+    if (kind == "gpt2" && v.unk_id < 0) v.unk_id = -1;
+    if (flag("tokenizer.ggml.add_bos_token", kind == "llama") && v.bos_id >= 0) v.pipeline.prefix_ids.push_back(uint32_t(v.bos_id));
+    if (flag("tokenizer.ggml.add_eos_token", false) && v.eos_id >= 0) v.pipeline.suffix_ids.push_back(uint32_t(v.eos_id));
+    return b.finish();
+}
+
+Vocab load_gguf_vocab(const std::string &path) {
+    GgufFile f(path);
+    return parse_gguf_vocab(f, path);
+}
+
+}  // namespace stk
