@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -102,6 +103,15 @@ struct Json {
     void key(const char *k) { s += (s.size() > 1 ? ", \"" : "\"") + std::string(k) + "\": "; }
     void u(const char *k, uint64_t v) { key(k); s += std::to_string(v); }
     void f(const char *k, double v) { key(k); s += format("%.17g", v); }
+    // A metadata float: an f32 as the shortest decimal that reads back to it (the converter wrote
+    // config.json's 1e-05 as the f32 nearest it; this gives 1e-05 back, not 9.99999975e-06).
+    void f(const char *k, const GgufValue &v) {
+        key(k);
+        char buf[64];
+        auto r = v.type() == GgufType::F32 ? std::to_chars(buf, buf + sizeof buf, v.f32())
+                                           : std::to_chars(buf, buf + sizeof buf, v.as_float());
+        s.append(buf, r.ptr);
+    }
     void b(const char *k, bool v) { key(k); s += v ? "true" : "false"; }
     void str(const char *k, const std::string &v) {
         key(k);
@@ -169,9 +179,9 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
     if (const GgufValue *v = get("attention.key_length"); v && heads && v->as_uint() != d / heads) j.u("head_dim", v->as_uint());
     if (const GgufValue *v = get("feed_forward_length")) j.u("intermediate_size", v->as_uint());
     if (const GgufValue *v = get("context_length")) j.u("max_position_embeddings", v->as_uint());
-    if (const GgufValue *v = get("attention.layer_norm_rms_epsilon")) j.f("rms_norm_eps", v->as_float());
-    if (const GgufValue *v = get("attention.layer_norm_epsilon")) j.f("layer_norm_epsilon", v->as_float());
-    if (const GgufValue *v = get("rope.freq_base")) j.f("rope_theta", v->as_float());
+    if (const GgufValue *v = get("attention.layer_norm_rms_epsilon")) j.f("rms_norm_eps", *v);
+    if (const GgufValue *v = get("attention.layer_norm_epsilon")) j.f("layer_norm_epsilon", *v);
+    if (const GgufValue *v = get("rope.freq_base")) j.f("rope_theta", *v);
     if (const GgufValue *v = get("rope.dimension_count"); v && A.names == Names::GptNeox && heads) {
         uint64_t hd = d / heads;
         if (hd) j.f("rotary_pct", double(v->as_uint()) / double(hd));
@@ -197,7 +207,7 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
     }
     if (A.names == Names::Gemma3) {
         if (const GgufValue *v = get("attention.sliding_window")) j.u("sliding_window", v->as_uint());
-        if (const GgufValue *v = get("final_logit_softcapping")) j.f("final_logit_softcapping", v->as_float());
+        if (const GgufValue *v = get("final_logit_softcapping")) j.f("final_logit_softcapping", *v);
         if (const GgufValue *v = get("attention.key_length")) j.u("query_pre_attn_scalar", v->as_uint());
     }
     // What only the tensors say.
@@ -218,7 +228,7 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
         const GgufTensorInfo *pos = tensor(f, "position_embd.weight");
         if (pos && pos->shape.size() == 2) g.u("n_positions", pos->shape[0]);
         else if (const GgufValue *v = get("context_length")) g.u("n_positions", v->as_uint());
-        if (const GgufValue *v = get("attention.layer_norm_epsilon")) g.f("layer_norm_epsilon", v->as_float());
+        if (const GgufValue *v = get("attention.layer_norm_epsilon")) g.f("layer_norm_epsilon", *v);
         g.b("tie_word_embeddings", tensor(f, "output.weight") == nullptr);
         return g.done();
     }

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""A GGUF read as HF tensors by stk (tests/gguf_model_dump) against the references:
+
+  - gguf-py's own reading of the same file (GGUFReader + gguf.quants.dequantize), with what
+    llama.cpp's convert_hf_to_gguf.py did undone here, written from the converter's code
+    (conversion/gpt2.py transposes the Conv1D weights; LlamaModel.permute interleaves the Q/K rows
+    of each head; Gemma3Model adds 1 to every *norm.weight): every tensor's f32 values must be
+    bit-identical, under the same HF names;
+  - for the f32 GGUFs, the HF checkpoint they were converted from (safetensors), bit for bit,
+    and the model description stk gives the HF directory (config and parameter count).
+
+    gguf_model_reference.py DUMP REPO             the fixtures of tests/data/gguf
+    gguf_model_reference.py DUMP REPO --real DIR  the real models fetch-real-models.sh put in DIR
+"""
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from gguf import GGUFReader
+from gguf.quants import dequantize
+
+LLAMA_LAYER = {
+    "attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+}
+GEMMA3_LAYER = dict(LLAMA_LAYER, ffn_norm="pre_feedforward_layernorm", post_attention_norm="post_attention_layernorm",
+                    post_ffw_norm="post_feedforward_layernorm", attn_q_norm="self_attn.q_norm",
+                    attn_k_norm="self_attn.k_norm")
+GPT2_LAYER = {"attn_norm": "ln_1", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj", "ffn_norm": "ln_2",
+              "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
+GLOBAL = {
+    "llama": {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"},
+    "gemma3": {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"},
+    "gpt2": {"token_embd": "wte", "position_embd": "wpe", "output_norm": "ln_f", "output": "lm_head"},
+}
+LAYER = {"llama": ("model.layers.{}.", LLAMA_LAYER), "gemma3": ("model.layers.{}.", GEMMA3_LAYER),
+         "gpt2": ("h.{}.", GPT2_LAYER)}
+
+
+def field(r, key):
+    f = r.fields[key]
+    v = f.parts[f.data[0]]
+    return bytes(v).decode() if f.types[0].name == "STRING" else v[0]
+
+
+def expected(path):
+    """{hf name: f32 array} from gguf-py, the converter's changes undone."""
+    r = GGUFReader(str(path))
+    arch = field(r, "general.architecture")
+    heads = int(field(r, f"{arch}.attention.head_count"))
+    kv_key = f"{arch}.attention.head_count_kv"
+    kv = int(field(r, kv_key)) if kv_key in r.fields else heads
+    out = {}
+    for t in r.tensors:
+        shape = [int(x) for x in reversed(t.shape.tolist())]
+        a = dequantize(t.data, t.tensor_type).astype(np.float32).reshape(shape)
+        stem, suffix = t.name.rsplit(".", 1)
+        if stem.startswith("blk."):
+            _, layer, part = stem.split(".", 2)
+            prefix, table = LAYER[arch]
+            hf = prefix.format(layer) + table[part]
+            if arch == "gpt2" and suffix == "weight" and part in ("attn_qkv", "attn_output", "ffn_up", "ffn_down"):
+                a = np.ascontiguousarray(a.T)
+            if arch == "llama" and suffix == "weight" and part in ("attn_q", "attn_k"):
+                n = heads if part == "attn_q" else kv
+                a = a.reshape(n, a.shape[0] // n // 2, 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
+        else:
+            hf = GLOBAL[arch][stem]
+        if arch == "gemma3" and suffix == "weight" and stem.endswith("norm"):
+            a = a - np.float32(1)
+        out[hf + "." + suffix] = np.ascontiguousarray(a, dtype=np.float32)
+    return out
+
+
+def sha(a):
+    return hashlib.sha256(np.ascontiguousarray(a, dtype="<f4").tobytes()).hexdigest()
+
+
+def dump(tool, model):
+    p = subprocess.run([tool, str(model)], capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"FAIL: gguf_model_dump {model}: {p.stderr.strip()}")
+    return json.loads(p.stdout)
+
+
+def compare(tool, gguf):
+    got = dump(tool, gguf)
+    want = expected(gguf)
+    names = {t["name"] for t in got["tensors"]}
+    if names != set(want):
+        sys.exit(f"FAIL: {gguf.name}: names differ: stk only {sorted(names - set(want))[:5]}, "
+                 f"gguf-py only {sorted(set(want) - names)[:5]}")
+    for t in got["tensors"]:
+        w = want[t["name"]]
+        if list(w.shape) != t["shape"] or sha(w) != t["sha256"]:
+            sys.exit(f"FAIL: {gguf.name}: {t['name']}: stk shape {t['shape']} sha {t['sha256'][:16]}, "
+                     f"gguf-py shape {list(w.shape)} sha {sha(w)[:16]}")
+    print(f"ok {gguf.name}: {len(names)} tensors equal to gguf-py's, HF names and layouts")
+    return got
+
+
+def main():
+    tool, repo = sys.argv[1], Path(sys.argv[2])
+    if len(sys.argv) == 5 and sys.argv[3] == "--real":
+        cache = Path(sys.argv[4])
+        for f in ("smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf", "gemma3-270m/gemma-3-270m-q4_k_m.gguf"):
+            compare(tool, cache / f)
+        return
+    from safetensors.numpy import load_file
+    sources = {"tiny-gpt2": repo / "bindings/testdata/tiny-gpt2", "tiny-llama": repo / "tests/data/models/llama_f32"}
+    for name, hf_dir in sources.items():
+        hf_desc = dump(tool, hf_dir)
+        # The buffers the converter drops (GPT-2's causal masks, Llama's rotary inv_freq): not parameters.
+        hf = {k: v for k, v in load_file(str(hf_dir / "model.safetensors")).items()
+              if not k.endswith((".attn.bias", ".rotary_emb.inv_freq"))}
+        for ty in ("f32", "bf16", "q8_0"):
+            got = compare(tool, repo / "tests/data/gguf" / f"{name}-{ty}.gguf")
+            cfg = dict(got["config"])
+            if cfg != hf_desc["config"]:
+                sys.exit(f"FAIL: {name}-{ty}.gguf: config {cfg} != the HF directory's {hf_desc['config']}")
+            if ty != "f32":
+                continue
+            for t in got["tensors"]:
+                if t["name"] not in hf or sha(hf[t["name"]]) != t["sha256"]:
+                    sys.exit(f"FAIL: {name}-f32.gguf: {t['name']} differs from the HF safetensors")
+            if len(got["tensors"]) != len(hf):
+                sys.exit(f"FAIL: {name}-f32.gguf: {len(got['tensors'])} tensors, the HF checkpoint {len(hf)}")
+            print(f"ok {name}-f32.gguf: every tensor bit-identical to {hf_dir.name}/model.safetensors; same config")
+
+
+if __name__ == "__main__":
+    main()
