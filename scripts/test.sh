@@ -15,7 +15,7 @@ run_suite() {  # name, build dir, extra meson args...
   fi
   ninja -C "$dir" -j "$jobs" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; exit 1; }
   local rc=0
-  meson test -C "$dir" --num-processes "$jobs" --print-errorlogs >"$dir.test.log" 2>&1 || rc=$?
+  meson test -C "$dir" --num-processes "$jobs" --print-errorlogs --no-suite real >"$dir.test.log" 2>&1 || rc=$?
   grep -E '^ *[0-9]+/[0-9]+ ' "$dir.test.log" || true
   local ok fail
   ok=$(grep -E '^Ok: ' "$dir.test.log" | awk '{print $2}')
@@ -33,6 +33,28 @@ run_suite "release" build-test -Dbench=true   # benches are built (not run) so t
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   run_suite "asan+ubsan" build-asan -Dbench=false -Db_sanitize=address,undefined -Db_lundef=false \
     -Dcpp_args=-fno-sanitize-recover=undefined -Dc_args=-fno-sanitize-recover=undefined
+# The real trained models (meson suite 'real', release build only): fetched into a cache outside
+# the repo, converted whole, checked, acceptance table in build-test/meson-logs/testlog.txt.
+# A skip is said loudly: a SKIPPED line with the reason.
+real_rc=0
+if bash scripts/fetch-real-models.sh >build-test.fetch.log 2>&1; then
+  meson test -C build-test --suite real --print-errorlogs >build-test.real.log 2>&1 || real_rc=$?
+  grep -E '^ *[0-9]+/[0-9]+ ' build-test.real.log || true
+  if grep -q 'SKIP' build-test.real.log; then
+    echo "real models: SKIPPED: $(grep -h -m1 'SKIPPED' build-test/meson-logs/testlog.txt || echo 'see build-test.real.log')"
+  elif [ "$real_rc" = 0 ]; then
+    echo "real models: 1 passed, 0 failed"
+    total_pass=$((total_pass + 1))
+  else
+    echo "real models: 0 passed, 1 failed"
+    total_fail=$((total_fail + 1))
+    sed -n '/Summary of Failures/,$p' build-test.real.log
+    tail -60 build-test/meson-logs/testlog.txt
+  fi
+else
+  echo "real models: SKIPPED: scripts/fetch-real-models.sh failed: $(grep -m1 ERROR build-test.fetch.log || tail -1 build-test.fetch.log)"
+fi
+grep -h 'WARNING' build-test.fetch.log | head -3 || true
 # The libFuzzer targets (clang, whole library instrumented): build them and run each over its
 # seed corpus once (-runs=0 executes the corpus only), so the fuzz build never rots.
 if command -v clang++ >/dev/null; then

@@ -1,0 +1,83 @@
+#!/bin/sh
+# meson test suite 'real': the real trained models scripts/fetch-real-models.sh assembles
+# (SmolLM2-135M-Instruct Q4_1, a Llama; Gemma 3 270M Q4_K_M), converted whole (no --partial).
+# Per model:
+#   - every tensor read back bit-exact: the raw GGUF tensors against gguf-py's dequantisation
+#     (ggml_dequant_reference.py --real) and the HF-named tensors against gguf-py with llama.cpp's
+#     changes undone (gguf_model_reference.py --real);
+#   - the tokenizer from the GGUF metadata against transformers' GGUF loader on real text
+#     (tests/data/tokenizer/gguf_*_reference.json);
+#   - stk convert (time and peak RSS from /usr/bin/time -v), stk check, and the acceptance table
+#     (stk check --acceptance --json --model), printed into the test log;
+#   - the DeepSeek-R1-Distill-Qwen-7B parts, which are not a whole file, refused naming the end.
+# Exit 77 (meson: skipped), with a SKIPPED line saying why, when the models are not fetched.
+# Usage: real_models.sh STK GGUF_MODEL_DUMP GGUF_DUMP PYTHON SOURCE_ROOT
+set -eu
+stk=$1 model_dump=$2 gguf_dump=$3 py=$4 root=$5
+cache=${STK_MODEL_CACHE:-$HOME/.cache/stk/real-models}
+smol=$cache/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf
+gemma=$cache/gemma3-270m/gemma-3-270m-q4_k_m.gguf
+deepseek=$cache/deepseek-r1-distill-qwen-7b/INCOMPLETE-first-2-of-48-parts.gguf.part
+for f in "$smol" "$gemma"; do
+  if [ ! -f "$f" ] || [ ! -f "$f.verified" ]; then
+    echo "SKIPPED: real models: $f is not there (run scripts/fetch-real-models.sh; STK_MODEL_CACHE=$cache)"
+    exit 77
+  fi
+done
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/stk-real.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+threads=${STK_REAL_THREADS:-$(nproc)}
+
+echo "== tensors against gguf-py"
+"$py" "$root/tests/ggml_dequant_reference.py" "$gguf_dump" --real "$smol" "$gemma"
+"$py" "$root/tests/gguf_model_reference.py" "$model_dump" "$root" --real "$cache"
+
+echo "== tokenizer against transformers' GGUF loader"
+for m in smollm2:$smol gemma3:$gemma; do
+  name=${m%%:*} file=${m#*:}
+  for t in hf_text.txt sp_text.txt; do
+    "$stk" tokenize --in "$file" --text "$root/tests/data/tokenizer/$t" >"$tmp/ids" 2>"$tmp/err" ||
+      { echo "FAIL: stk tokenize $name $t: $(cat "$tmp/err")"; exit 1; }
+    "$py" - "$root/tests/data/tokenizer/gguf_${name}_reference.json" "$t" "$tmp/ids" "$name" <<'PY'
+import json, sys
+ref = json.load(open(sys.argv[1]))
+want = [x for x in ref["texts"] if x["text_file"] == sys.argv[2]][0]["token_ids"]
+got = [int(x) for x in open(sys.argv[3]).read().split()]
+if got != want:
+    i = next((k for k in range(min(len(got), len(want))) if got[k] != want[k]), min(len(got), len(want)))
+    sys.exit(f"FAIL: {sys.argv[4]} {sys.argv[2]}: ids differ from transformers at {i}: stk {got[i:i+8]} ref {want[i:i+8]}")
+print(f"ok {sys.argv[4]} {sys.argv[2]}: {len(got)} ids equal to transformers'")
+PY
+  done
+done
+
+echo "== convert whole, check, acceptance"
+for m in smollm2:$smol gemma3:$gemma; do
+  name=${m%%:*} file=${m#*:}
+  /usr/bin/time -v "$stk" convert --in "$file" --out "$tmp/$name" --threads "$threads" >"$tmp/$name.out" 2>"$tmp/$name.err" ||
+    { echo "FAIL: stk convert $name"; tail -30 "$tmp/$name.err"; exit 1; }
+  wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$tmp/$name.err")
+  rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$tmp/$name.err")
+  echo "convert $name: wall $wall, peak RSS $((rss / 1024)) MiB, threads $threads"
+  grep -E "^(generation|arrays|tokenizer|disabled|policy|WARNING)" "$tmp/$name.err" || true
+  "$stk" check --out "$tmp/$name" >"$tmp/$name.check" 2>&1 || { echo "FAIL: stk check $name"; cat "$tmp/$name.check"; exit 1; }
+  echo "check $name: ok"
+  rc=0
+  "$stk" check --out "$tmp/$name" --acceptance --json --model "$file" >"$tmp/$name.acc.json" 2>"$tmp/$name.acc.err" || rc=$?
+  echo "acceptance $name (exit $rc):"
+  cat "$tmp/$name.acc.json"
+  # Gating rows may fail on a real model (the acceptance table says which and by how much); the
+  # run itself must complete: exit 0 (all gating rows pass) or 4 (a gating row failed).
+  if [ "$rc" != 0 ] && [ "$rc" != 4 ]; then echo "FAIL: stk check --acceptance $name exited $rc"; cat "$tmp/$name.acc.err"; exit 1; fi
+done
+
+echo "== DeepSeek-R1-Distill-Qwen-7B: not whole, refused"
+if [ -f "$deepseek" ]; then
+  rc=0
+  "$stk" inspect --in "$deepseek" >"$tmp/ds.out" 2>"$tmp/ds.err" || rc=$?
+  if [ "$rc" = 0 ]; then echo "FAIL: the 2-part DeepSeek file was accepted"; exit 1; fi
+  echo "refused (exit $rc): $(head -c 300 "$tmp/ds.err")"
+else
+  echo "SKIPPED: DeepSeek parts not fetched"
+fi
+echo "real models: ok"
