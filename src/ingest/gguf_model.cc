@@ -13,6 +13,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/float16.h"
+#include "ingest/family.h"
 #include "ingest/gguf.h"
 #include "ingest/source.h"
 
@@ -60,31 +61,35 @@ namespace {
 
 enum class Names : uint8_t { Llama, Gemma3, Gpt2, GptNeox, Bloom, Falcon };
 
+// Per family (the family table's FamilyDef::name; which GGUF architectures belong to a family is
+// the table's gguf_archs): the converter's changes to undo.
 struct ArchDef {
-    const char *arch;        // general.architecture
-    const char *model_type;  // config.json model_type ("llama" becomes "mixtral" with experts)
+    const char *family;
     Names names;
-    bool permute_qk;         // Q/K rows permuted per head for llama.cpp's RoPE (LlamaModel.permute)
-    bool norm_plus_one;      // "*norm.weight" stored as weight + 1 (Gemma3Model.norm_shift)
-    bool fused_qkv;          // attn_qkv stored [Q; K; V]: put back in the HF layout
+    bool permute_qk;     // Q/K rows permuted per head for llama.cpp's RoPE (LlamaModel.permute)
+    bool norm_plus_one;  // "*norm.weight" stored as weight + 1 (Gemma3Model.norm_shift)
+    bool fused_qkv;      // attn_qkv stored [Q; K; V]: put back in the HF layout
 };
 
 const ArchDef kArchs[] = {
-    {"llama", "llama", Names::Llama, true, false, false},
-    {"qwen2", "qwen2", Names::Llama, false, false, false},
-    {"qwen2moe", "qwen2_moe", Names::Llama, false, false, false},
-    {"gemma3", "gemma3_text", Names::Gemma3, false, true, false},
-    {"gpt2", "gpt2", Names::Gpt2, false, false, false},
-    {"gptneox", "gpt_neox", Names::GptNeox, false, false, true},
-    {"bloom", "bloom", Names::Bloom, false, false, true},
-    {"falcon", "falcon", Names::Falcon, false, false, true},
+    {"llama", Names::Llama, true, false, false},      {"qwen2", Names::Llama, false, false, false},
+    {"qwen2_moe", Names::Llama, false, false, false}, {"gemma3", Names::Gemma3, false, true, false},
+    {"gpt2", Names::Gpt2, false, false, false},       {"gpt_neox", Names::GptNeox, false, false, true},
+    {"bloom", Names::Bloom, false, false, true},      {"falcon", Names::Falcon, false, false, true},
 };
 
-const ArchDef &find_arch(const std::string &arch, const std::string &path) {
+struct Arch {
+    const ArchDef *def;
+    const FamilyDef *family;
+};
+
+Arch find_arch(const std::string &arch, const std::string &path) {
+    const FamilyDef &f = family_def(family_by_gguf_arch(arch));
     for (const ArchDef &a : kArchs)
-        if (arch == a.arch) return a;
+        if (f.gguf_archs && f.gguf_archs[0] && std::strcmp(f.name, a.family) == 0) return {&a, &f};
     std::string known;
-    for (const ArchDef &a : kArchs) known += std::string(known.empty() ? "" : ", ") + a.arch;
+    for (uint32_t i = 0; i < kFamilyCount; i++)
+        for (const char *const *g = kFamilyDefs[i]->gguf_archs; g && *g; g++) known += (known.empty() ? "" : ", ") + std::string(*g);
     throw_error(STK_E_UNKNOWN_MODEL,
                 "%s: GGUF architecture '%s' (general.architecture) has no mapping to a HuggingFace model in stk "
                 "(GGUF architectures stk reads: %s)",
@@ -133,7 +138,8 @@ const GgufTensorInfo *tensor(const GgufFile &f, const char *name) { return f.fin
 
 std::string gguf_config_json(const GgufFile &f, const std::string &path) {
     const std::string arch = arch_of(f, path);
-    const ArchDef &A = find_arch(arch, path);
+    const Arch found = find_arch(arch, path);
+    const ArchDef &A = *found.def;
     auto key = [&](const char *k) { return arch + "." + k; };
     auto get = [&](const char *k) -> const GgufValue * {
         const GgufValue *v = f.find(key(k));
@@ -157,7 +163,7 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
     const uint64_t experts = get("expert_count") ? get("expert_count")->as_uint() : 0;
 
     Json j;
-    std::string model_type = A.model_type;
+    std::string model_type = found.family->model_types[0];
     if (A.names == Names::Llama && arch == "llama" && experts > 0) model_type = "mixtral";
     j.str("model_type", model_type);
     j.u("vocab_size", emb->shape[0]);
@@ -483,7 +489,7 @@ GgufModel open_gguf_model(const std::string &path) {
     GgufModel out;
     GgufFile meta(path);
     const std::string arch = arch_of(meta, path);
-    const ArchDef &A = find_arch(arch, path);
+    const ArchDef &A = *find_arch(arch, path).def;
     out.parsed = parse_model_config(gguf_config_json(meta, path), path + " (GGUF metadata)");
     const ModelConfig &cfg = out.parsed.config;
     const Table T = table_for(A, arch);

@@ -66,9 +66,23 @@ for m in smollm2:$smol gemma3:$gemma; do
   "$stk" check --out "$tmp/$name" --acceptance --json --model "$file" >"$tmp/$name.acc.json" 2>"$tmp/$name.acc.err" || rc=$?
   echo "acceptance $name (exit $rc):"
   cat "$tmp/$name.acc.json"
-  # Gating rows may fail on a real model (the acceptance table says which and by how much); the
-  # run itself must complete: exit 0 (all gating rows pass) or 4 (a gating row failed).
-  if [ "$rc" != 0 ] && [ "$rc" != 4 ]; then echo "FAIL: stk check --acceptance $name exited $rc"; cat "$tmp/$name.acc.err"; exit 1; fi
+  # Gating rows may fail on a real model (exit 1: the table says which and by how much; that is a
+  # finding, recorded here); the run itself must complete with every row present and 16.5's
+  # determinism rows passing.
+  "$py" - "$tmp/$name.acc.json" "$name" "$rc" <<'PY' || { cat "$tmp/$name.acc.err"; exit 1; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d.get("acceptance") or []
+if not rows or sys.argv[3] not in ("0", "1"):
+    sys.exit(f"FAIL: acceptance {sys.argv[2]}: exit {sys.argv[3]}, {len(rows)} rows: {d.get('message')}")
+det = [r for r in rows if r["test"].startswith("16.5") and r["gating"]]
+if not det or not all(r["pass"] for r in det):
+    sys.exit(f"FAIL: acceptance {sys.argv[2]}: determinism rows {[(r['test'], r['pass']) for r in det]}")
+gating = [r for r in rows if r["gating"] and not r["skipped"]]
+failed = [r["test"] for r in gating if not r["pass"]]
+print(f"acceptance {sys.argv[2]}: {len(rows)} rows, {len(gating) - len(failed)}/{len(gating)} gating rows pass"
+      + (f"; FAILED gating rows (findings on a real model): {failed}" if failed else ""))
+PY
 done
 
 echo "== DeepSeek-R1-Distill-Qwen-7B: not whole, refused"
