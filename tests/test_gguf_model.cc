@@ -1,0 +1,199 @@
+// GGUF models as HF models (ingest/gguf_model.*, tokenizer/vocab_gguf.cc): which file a path
+// names, refusals by name (architecture, unmapped tensor, several models in a directory), the
+// config a GGUF gives against its HF directory's, and the tokenizer of a llama.cpp-converted GGUF
+// against the vocab.json + merges.txt it was made from.  Tensor values against gguf-py:
+// tests/gguf_model_reference.py; the real models: tests/real/real_models.sh.
+#include <sys/stat.h>
+
+#include "ingest/gguf.h"
+#include "ingest/gguf_model.h"
+#include "ingest/model.h"
+#include "test_util.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/vocab_io.h"
+
+using namespace stk;
+
+namespace {
+
+std::string g_tmp;
+
+// A minimal GGUF v3 writer: string / u32 / string-array keys, F32 tensors.
+struct Writer {
+    std::vector<uint8_t> kv, info, data;
+    uint64_t n_kv = 0, n_tensors = 0;
+    static void u32(std::vector<uint8_t> &b, uint32_t v) { for (int i = 0; i < 4; i++) b.push_back(uint8_t(v >> (8 * i))); }
+    static void u64(std::vector<uint8_t> &b, uint64_t v) { for (int i = 0; i < 8; i++) b.push_back(uint8_t(v >> (8 * i))); }
+    static void str(std::vector<uint8_t> &b, const std::string &s) {
+        u64(b, s.size());
+        b.insert(b.end(), s.begin(), s.end());
+    }
+    void key_str(const std::string &k, const std::string &v) { str(kv, k); u32(kv, 8); str(kv, v); n_kv++; }
+    void key_u32(const std::string &k, uint32_t v) { str(kv, k); u32(kv, 4); u32(kv, v); n_kv++; }
+    void key_strs(const std::string &k, const std::vector<std::string> &v) {
+        str(kv, k);
+        u32(kv, 9);
+        u32(kv, 8);
+        u64(kv, v.size());
+        for (const auto &s : v) str(kv, s);
+        n_kv++;
+    }
+    void tensor(const std::string &name, std::vector<uint64_t> ne) {  // ggml order, F32, zeros
+        str(info, name);
+        u32(info, uint32_t(ne.size()));
+        uint64_t n = 1;
+        for (uint64_t d : ne) u64(info, d), n *= d;
+        u32(info, 0);
+        u64(info, data.size());
+        data.resize(data.size() + (n * 4 + 31) / 32 * 32, 0);
+        n_tensors++;
+    }
+    void write(const std::string &path) {
+        std::vector<uint8_t> b = {'G', 'G', 'U', 'F'};
+        u32(b, 3);
+        u64(b, n_tensors);
+        u64(b, n_kv);
+        b.insert(b.end(), kv.begin(), kv.end());
+        b.insert(b.end(), info.begin(), info.end());
+        b.resize((b.size() + 31) / 32 * 32, 0);
+        b.insert(b.end(), data.begin(), data.end());
+        test::write_bytes(path, b);
+    }
+};
+
+Writer llama_like(const std::string &arch) {
+    Writer w;
+    w.key_str("general.architecture", arch);
+    w.key_u32(arch + ".embedding_length", 8);
+    w.key_u32(arch + ".block_count", 1);
+    w.key_u32(arch + ".attention.head_count", 2);
+    w.key_u32(arch + ".feed_forward_length", 16);
+    w.tensor("token_embd.weight", {8, 4});
+    return w;
+}
+
+void unknown_architecture_refused_by_name(void **) {
+    std::string p = g_tmp + "/mamba.gguf";
+    llama_like("mamba").write(p);
+    std::string msg = test::expect_error(STK_E_UNKNOWN_MODEL, [&] { describe_model(p); });
+    assert_true(msg.find("'mamba'") != std::string::npos);
+    assert_true(msg.find("llama") != std::string::npos && msg.find("gemma3") != std::string::npos);
+}
+
+void unmapped_tensor_refused_by_name(void **) {
+    std::string p = g_tmp + "/odd.gguf";
+    Writer w = llama_like("llama");
+    w.tensor("blk.0.attn_mystery.weight", {8, 8});
+    w.write(p);
+    std::string msg = test::expect_error(STK_E_UNSUPPORTED, [&] { describe_model(p); });
+    assert_true(msg.find("'blk.0.attn_mystery.weight'") != std::string::npos);
+    assert_true(msg.find("no HF name") != std::string::npos);
+}
+
+void which_file(void **) {
+    const std::string fix = test::test_data("gguf/tiny-llama-f32.gguf");
+    assert_string_equal(gguf_model_file(fix).c_str(), fix.c_str());
+    assert_true(gguf_model_file(test::test_data("models/llama_f32")).empty());  // config.json: HF
+    assert_true(gguf_model_file(test::test_data("models/llama_f32/config.json")).empty());
+    // A directory holding one GGUF is that model; the same parameters as the file.
+    std::string dir = g_tmp + "/one";
+    mkdir(dir.c_str(), 0755);
+    test::write_bytes(dir + "/tiny.gguf", test::read_bytes(fix));
+    assert_string_equal(gguf_model_file(dir).c_str(), (dir + "/tiny.gguf").c_str());
+    assert_int_equal(describe_model(dir)->plan.n_params, describe_model(fix)->plan.n_params);
+    assert_int_equal(describe_model(dir)->plan.n_params, 86336);
+    // Two models: refused, naming both.
+    test::write_bytes(dir + "/other.gguf", test::read_bytes(fix));
+    std::string msg = test::expect_error(STK_E_INVALID_ARGUMENT, [&] { gguf_model_file(dir); });
+    assert_true(msg.find("other.gguf") != std::string::npos && msg.find("tiny.gguf") != std::string::npos);
+}
+
+// The config a GGUF gives is the HF directory's, field by field.
+void config_equals_hf(void **) {
+    struct { const char *gguf, *hf; } cases[] = {{"gguf/tiny-llama-bf16.gguf", "models/llama_f32"},
+                                                 {"gguf/tiny-gpt2-q8_0.gguf", "../../bindings/testdata/tiny-gpt2"}};
+    for (auto &c : cases) {
+        auto g = describe_model(test::test_data(c.gguf));
+        auto h = describe_model(test::test_data(c.hf));
+        const ModelConfig &a = g->plan.config, &b = h->plan.config;
+        assert_string_equal(a.model_type, b.model_type);
+        assert_int_equal(a.family, b.family);
+        assert_int_equal(a.d_model, b.d_model);
+        assert_int_equal(a.n_layers, b.n_layers);
+        assert_int_equal(a.n_heads, b.n_heads);
+        assert_int_equal(a.n_kv_heads, b.n_kv_heads);
+        assert_int_equal(a.head_dim, b.head_dim);
+        assert_int_equal(a.vocab_size, b.vocab_size);
+        assert_int_equal(a.ffn_dim, b.ffn_dim);
+        assert_true(a.norm_eps == b.norm_eps);
+        assert_true(a.rope_theta == b.rope_theta);
+        assert_int_equal(a.tied_embeddings, b.tied_embeddings);
+        assert_int_equal(a.qkv_bias, b.qkv_bias);
+        assert_int_equal(g->plan.n_params, h->plan.n_params);
+    }
+}
+
+// tiny-gpt2's GGUF (llama.cpp wrote its tokens, types and merges) tokenizes real text as the
+// vocab.json + merges.txt it came from.
+void tokenizer_equals_hf_files(void **) {
+    Vocab hf = load_vocab_dir(test::test_data("../../bindings/testdata/tiny-gpt2"));
+    Vocab gg = load_vocab_dir(test::test_data("gguf/tiny-gpt2-f32.gguf"));
+    assert_int_equal(gg.size(), hf.size());
+    assert_true(gg.pieces == hf.pieces);
+    assert_true(gg.merges == hf.merges);
+    std::vector<uint8_t> raw = test::read_bytes(test::test_data("tokenizer/hf_text.txt"));
+    std::string text(raw.begin(), raw.end());
+    Tokenizer th(hf), tg(gg);
+    std::vector<uint32_t> a, b;
+    th.encode(text, a);
+    tg.encode(text, b);
+    assert_true(a.size() > 100);
+    assert_true(a == b);
+    // A weights-only GGUF has no tokenizer: said as such.
+    std::string msg = test::expect_error(STK_E_NOT_FOUND, [&] { load_vocab_dir(test::test_data("gguf/tiny-llama-f32.gguf")); });
+    assert_true(msg.find("tokenizer.ggml") != std::string::npos);
+}
+
+// A pre-tokenizer the reference splits with another regex: the vocabulary is read, encoding is
+// refused naming it; an unknown tokenizer model is refused by name.
+void tokenizer_refusals(void **) {
+    auto with = [&](const std::string &model, const std::string &pre) {
+        Writer w = llama_like("qwen2");
+        w.key_str("tokenizer.ggml.model", model);
+        w.key_str("tokenizer.ggml.pre", pre);
+        w.key_strs("tokenizer.ggml.tokens", {"a", "b", "ab"});
+        w.key_strs("tokenizer.ggml.merges", {"a b"});
+        std::string p = g_tmp + "/tok-" + model + "-" + pre + ".gguf";
+        w.write(p);
+        return p;
+    };
+    Vocab v = load_gguf_vocab(with("gpt2", "qwen2"));
+    assert_int_equal(v.size(), 3);
+    assert_true(v.pipeline.unsupported.find("'qwen2'") != std::string::npos);
+    std::string msg = test::expect_error(STK_E_UNSUPPORTED, [&] { Tokenizer t(v); });
+    assert_true(msg.find("qwen2") != std::string::npos);
+    Vocab ok = load_gguf_vocab(with("gpt2", "smollm"));
+    assert_true(ok.pipeline.unsupported.empty());
+    std::vector<uint32_t> ids;
+    Tokenizer t(ok);
+    t.encode("ab", ids);
+    assert_int_equal(ids.size(), 1);
+    assert_int_equal(ids[0], 2);
+    msg = test::expect_error(STK_E_UNSUPPORTED, [&] { load_gguf_vocab(with("bert", "default")); });
+    assert_true(msg.find("'bert'") != std::string::npos);
+}
+
+}  // namespace
+
+int main() {
+    g_tmp = test::make_temp_dir("gguf_model");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(unknown_architecture_refused_by_name),
+        cmocka_unit_test(unmapped_tensor_refused_by_name),
+        cmocka_unit_test(which_file),
+        cmocka_unit_test(config_equals_hf),
+        cmocka_unit_test(tokenizer_equals_hf_files),
+        cmocka_unit_test(tokenizer_refusals),
+    };
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
