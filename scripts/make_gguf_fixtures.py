@@ -16,6 +16,9 @@ what differs from the committed models and why:
     does not know: get_vocab_base_pre is made to answer "gpt-2" (what the tokenizer is).
   - llama (tests/data/models/llama_f32, a 2-layer Llama with GQA, f32): it has no tokenizer
     files, so set_vocab is made a no-op: the GGUF holds the weights and the model keys only.
+  - qwen2_moe and bloom (tests/data/models/{qwen2_moe,bloom}, f32 only): no tokenizer files
+    either; every model class's set_vocab is made a no-op.  They check the expert stacks
+    (ffn_*_exps split per expert, the shared expert) and Bloom's fused QKV regrouping.
 """
 import argparse
 import json
@@ -46,6 +49,13 @@ def prepare_gpt2(tmp: Path) -> Path:
     return dst
 
 
+def prepare_plain(tmp: Path, model: str) -> Path:
+    src = REPO / "tests" / "data" / "models" / model
+    dst = tmp / model
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("expected.json"))
+    return dst
+
+
 def prepare_llama(tmp: Path) -> Path:
     src = REPO / "tests" / "data" / "models" / "llama_f32"
     dst = tmp / "llama"
@@ -64,6 +74,12 @@ sys.path.insert(0, llama)
 import conversion.base as base
 if kind == "gpt2":
     base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
+elif kind == "novocab":
+    base.TextModel.set_vocab = lambda self: None
+    for classes in base.ModelBase._model_classes.values():
+        for c in classes.values():
+            if "set_vocab" in c.__dict__:
+                c.set_vocab = lambda self: None
 else:
     import conversion.llama as cl
     cl.LlamaModel.set_vocab = lambda self: None
@@ -88,6 +104,11 @@ def main():
                 size = out.stat().st_size
                 assert size <= 1 << 20, f"{out}: {size} bytes, more than 1 MiB"
                 print(f"{out.relative_to(REPO)}: {size} bytes")
+        for model in ("qwen2_moe", "bloom"):
+            out = OUT / f"tiny-{model.replace('_', '-')}-f32.gguf"
+            subprocess.run([sys.executable, "-c", CHILD, str(llama), "novocab", str(prepare_plain(tmp, model)), "--outtype",
+                            "f32", "--outfile", str(out)], check=True, stdout=subprocess.DEVNULL)
+            print(f"{out.relative_to(REPO)}: {out.stat().st_size} bytes")
 
 
 if __name__ == "__main__":

@@ -130,6 +130,21 @@ def main():
             if len(got["tensors"]) != len(hf):
                 sys.exit(f"FAIL: {name}-f32.gguf: {len(got['tensors'])} tensors, the HF checkpoint {len(hf)}")
             print(f"ok {name}-f32.gguf: every tensor bit-identical to {hf_dir.name}/model.safetensors; same config")
+    # Families whose GGUF layout differs most from HF's (expert stacks, the shared-expert gate's
+    # shape, Bloom's regrouped fused QKV): against the HF directory as stk reads it (its
+    # safetensors reader is itself checked against safetensors), config and every tensor.
+    for name, model in (("tiny-qwen2-moe-f32.gguf", "qwen2_moe"), ("tiny-bloom-f32.gguf", "bloom")):
+        got, want = dump(tool, repo / "tests/data/gguf" / name), dump(tool, repo / "tests/data/models" / model)
+        if got["config"] != want["config"]:
+            sys.exit(f"FAIL: {name}: config {got['config']} != {want['config']}")
+        g = {t["name"]: t for t in got["tensors"]}
+        w = {t["name"]: t for t in want["tensors"]}
+        if set(g) != set(w):
+            sys.exit(f"FAIL: {name}: names differ: {sorted(set(g) ^ set(w))[:6]}")
+        bad = [n for n in g if g[n]["sha256"] != w[n]["sha256"] or g[n]["shape"] != w[n]["shape"]]
+        if bad:
+            sys.exit(f"FAIL: {name}: {len(bad)} tensors differ from the HF directory's, e.g. {bad[:3]}")
+        print(f"ok {name}: {len(g)} tensors bit-identical to tests/data/models/{model}; same config")
 
 
 if __name__ == "__main__":

@@ -570,6 +570,8 @@ GgufModel open_gguf_model(const std::string &path) {
                     std::strcmp(part, "ffn_up") == 0 || std::strcmp(part, "ffn_down") == 0)) {
             m.fix = Fix::Transpose;
             h.shape = {t.shape[1], t.shape[0]};
+        } else if (part && std::strcmp(part, "ffn_gate_inp_shexp") == 0 && t.shape.size() == 1) {
+            h.shape = {1, t.shape[0]};  // llama.cpp stores Qwen2-MoE's [1, d] shared-expert gate as [d]
         } else if (A.norm_plus_one && weight && ends_with(stem, "norm")) {
             m.fix = Fix::MinusOne;
             h.dtype = SrcDType::F32;

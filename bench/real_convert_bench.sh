@@ -1,0 +1,44 @@
+#!/bin/sh
+# The real models' whole conversion against its floor, measured in one session:
+#   floor = reading the GGUF (cat of the warm file to /dev/null, median of 3)
+#         + the FFN collapse's three products per layer, S, M+ and M- (each (d x h)(h x d),
+#           2 d h d FLOPs), at the BLIS sgemm peak bench/ffn_bench measures on the model's own
+#           (d, h) in the same session
+#   ours  = `stk convert --threads T` wall time and peak RSS (/usr/bin/time -v), median of RUNS.
+# Usage: bench/real_convert_bench.sh BUILD_DIR [RUNS=3] [THREADS=2]
+# Needs scripts/fetch-real-models.sh first.  Prints one table row per model and the load average.
+set -eu
+build=$1 runs=${2:-3} threads=${3:-2}
+cache=${STK_MODEL_CACHE:-$HOME/.cache/stk/real-models}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/stk-realbench.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+median() { sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+secs() { awk -F: '{s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; print s}'; }
+echo "| model | d, h, layers | GGUF | read | peak sgemm | GEMM floor | floor | convert wall | vs floor | peak RSS | largest unit + 512 MiB | load |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+for spec in "SmolLM2-135M Q4_1:smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf:576:1536:30" \
+            "Gemma-3-270M Q4_K_M:gemma3-270m/gemma-3-270m-q4_k_m.gguf:640:2048:18"; do
+  name=${spec%%:*}; rest=${spec#*:}
+  file=$cache/${rest%%:*}; rest=${rest#*:}
+  d=${rest%%:*}; rest=${rest#*:}; h=${rest%%:*}; layers=${rest#*:}
+  [ -f "$file" ] || { echo "SKIPPED: $file missing (run scripts/fetch-real-models.sh)"; continue; }
+  cat "$file" >/dev/null
+  read=$(for i in 1 2 3; do /usr/bin/time -f %e cat "$file" 2>&1 >/dev/null; done | median)
+  peak=$("$build/bench/ffn_bench" "$d" "$h" 5 "$threads" | awk '/peak candidate/ {g = $(NF - 5); if (g > m) m = g} END {print m}')
+  gemm=$(awk -v d="$d" -v h="$h" -v l="$layers" -v p="$peak" 'BEGIN {printf "%.2f", 3 * 2 * d * h * d * l / (p * 1e9)}')
+  walls=""; rss=0
+  for i in $(seq "$runs"); do
+    rm -rf "$tmp/out"
+    /usr/bin/time -v "$build/src/cli/stk" convert --in "$file" --out "$tmp/out" --threads "$threads" >/dev/null 2>"$tmp/err"
+    w=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$tmp/err" | secs)
+    r=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$tmp/err")
+    walls="$walls $w"; [ "$r" -gt "$rss" ] && rss=$r
+  done
+  wall=$(echo $walls | tr ' ' '\n' | median)
+  unit=$("$build/src/cli/stk" inspect --in "$file" | sed -n 's/.*largest layer .*(\([0-9]*\) bytes).*/\1/p')
+  awk -v n="$name" -v d="$d" -v h="$h" -v l="$layers" -v sz="$(stat -c %s "$file")" -v rd="$read" -v pk="$peak" \
+      -v gm="$gemm" -v w="$wall" -v rss="$rss" -v unit="$unit" -v load="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
+    fl = rd + gm
+    printf "| %s | %d, %d, %d | %.1f MiB | %.2f s | %.1f GFLOP/s | %.2f s | %.2f s | %.2f s | %.1fx | %.0f MiB | %.0f MiB | %s |\n",
+           n, d, h, l, sz / 1048576, rd, pk, gm, fl, w, w / fl, rss / 1024, unit / 1048576 + 512, load }'
+done
