@@ -1,6 +1,7 @@
 // The stk command as a user meets it: every test runs the built binary ($STK_BIN) with real
 // arguments and asserts exit codes, what stderr says, and that --json output is exactly one
 // valid JSON object with the shared keys of docs/cli.md (parsed with simdjson).
+#include <dirent.h>
 #include <fcntl.h>
 #include <pty.h>
 #include <sys/stat.h>
@@ -524,6 +525,24 @@ static void library_messages(void **) {
     assert_contains(m, in + ": no such model directory");
     assert_true(m.find("config.json") == std::string::npos);
     assert_true(m.find("--") == std::string::npos);
+    // stk_generation_remove of a chain link: refused in the library's words; the CLI adds --force.
+    std::string root = dir + "/root";
+    for (int i = 0; i < 3; i++) assert_int_equal(run_stk({"convert", model(), root}).exit_code, 0);
+    std::vector<std::string> names;
+    if (DIR *d = opendir((root + "/generations").c_str())) {
+        while (struct dirent *e = readdir(d))
+            if (e->d_name[0] != '.') names.push_back(e->d_name);
+        closedir(d);
+    }
+    std::sort(names.begin(), names.end());
+    assert_int_equal(names.size(), 3);
+    assert_int_equal(stk_generation_remove(root.c_str(), names[1].c_str()), STK_E_INVALID_ARGUMENT);
+    std::string lm = stk_last_error();
+    assert_contains(lm, "cuts the chain");
+    assert_true(lm.find("--") == std::string::npos);
+    Run r = run_stk({"generations", root, "--remove", names[1]});
+    assert_int_equal(r.exit_code, 1);
+    assert_contains(r.err, "cuts the chain; it is removed only when forced (--force removes it anyway)");
 }
 
 // --dry-run: the plan, nothing written; --list-models; --help of every command.

@@ -239,6 +239,7 @@ static void gc_and_remove_rules(void **) {
     test::expect_error(STK_E_INVALID_ARGUMENT, [&] { remove_generation(root, names[3], true); });
     std::string msg = test::expect_error(STK_E_INVALID_ARGUMENT, [&] { remove_generation(root, names[1], false); });
     assert_contains(msg, "cuts the chain");
+    assert_true(msg.find("--") == std::string::npos);  // the library's words; the CLI names its --force
     test::expect_error(STK_E_NOT_FOUND, [&] { remove_generation(root, "000009-0123456789abcdef", false); });
     test::expect_error(STK_E_INVALID_ARGUMENT, [&] { remove_generation(root, "../x", false); });
     // An orphan (a generation never made current: a crash between rename and swap) and

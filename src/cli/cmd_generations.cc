@@ -84,6 +84,7 @@ int cmd_generations(int argc, char **argv) {
         });
         if (s == STK_E_INVALID_ARGUMENT) {  // a refused removal (the current one, a chain link): not a usage error
             std::string msg = stk_last_error();
+            if (msg.find("only when forced") != std::string::npos) msg += " (--force removes it anyway)";
             if (json) json_result("generations", kExitFailed, s, msg).str("root", root).print();
             std::fprintf(stderr, "stk generations: %s: %s\n", stk_status_str(s), msg.c_str());
             return kExitFailed;

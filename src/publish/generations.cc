@@ -283,7 +283,7 @@ void remove_generation(const std::string &root, const std::string &name, bool fo
     if (g->current) throw_error(STK_E_INVALID_ARGUMENT, "%s is the current generation: it is never removed", name.c_str());
     if (g->on_chain && older_on_chain && newer_on_chain && !force)
         throw_error(STK_E_INVALID_ARGUMENT, "%s links an older and a newer generation of the chain stk check follows: removing it "
-                                            "cuts the chain (pass --force to remove it anyway)", name.c_str());
+                                            "cuts the chain; it is removed only when forced", name.c_str());
     // Out of sight first (readers resolve only CURRENT and generations/), then deleted.
     std::string trash = root + "/" + kTrashPrefix + name;
     durable_remove_tree(trash);
