@@ -203,7 +203,7 @@ static void gemma3_configs(void **) {
     assert_true(m.rope_theta == 1e6 && m.rope_local_theta == 1e4);
     assert_true(m.layer_is_sliding(0) && !m.layer_is_sliding(1));
     assert_true(m.norm_offset == 1.0 && m.post_norms && m.qk_norm == QkNorm::PerHead && m.tied_embeddings);
-    assert_true(m.emb_multiplier == 8.0 && m.query_scale == 16 && m.sliding_window == 4);
+    assert_true(m.emb_multiplier == 8.0 && m.attn_scale == 0.25 && m.sliding_window == 4);
     assert_string_equal(m.activation, "gelu_pytorch_tanh");
     const char *hub = R"({"architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attn_logit_softcapping": null,
         "final_logit_softcapping": null, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 640,

@@ -80,7 +80,8 @@ struct ModelConfig {
     uint8_t sliding_layers[kMaxLayers / 8] = {};  // bit l: layer l attends through the window
     double attn_softcap = 0;     // tanh soft-capping of attention logits (Gemma 2; 0: none)
     double final_softcap = 0;    // of the output logits
-    double query_scale = 0;      // attention scale 1/sqrt(query_scale) (Gemma's query_pre_attn_scalar; 0: head_dim)
+    double attn_scale = 0;       // the attention logits' scale (Gemma: query_pre_attn_scalar^-1/2; 0: head_dim^-1/2)
+    bool rope_interleaved = false;  // RoPE rotates pairs (2i, 2i+1) (GPT-J, Cohere), not (i, i + rotary_dim / 2)
 
     // Mixture of experts (n_experts == 0: dense).
     uint32_t n_experts = 0;

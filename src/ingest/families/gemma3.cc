@@ -21,7 +21,7 @@ static void gemma3_defaults(const ConfigReader &, const std::string &, ModelConf
     m.rope_theta = 1000000.0;       // Gemma3TextConfig.default_theta["global"]
     m.rope_local_theta = 10000.0;   // ["local"]
     m.sliding_window = 4096;
-    m.query_scale = 256;
+    m.attn_scale = 1.0 / 16;       // query_pre_attn_scalar 256
 }
 
 static void gemma3_finish(const ConfigReader &c, const std::string &, ModelConfig &m) {
@@ -29,7 +29,7 @@ static void gemma3_finish(const ConfigReader &c, const std::string &, ModelConfi
     llama_bias_keys(c, m);
     uint64_t v;
     if (c.u64("sliding_window", &v)) m.sliding_window = uint32_t(v < kMaxPositions ? v : kMaxPositions);
-    if (c.u64("query_pre_attn_scalar", &v)) m.query_scale = double(v);
+    if (c.u64("query_pre_attn_scalar", &v) && v > 0) m.attn_scale = 1.0 / std::sqrt(double(v));
     c.f64("attn_logit_softcapping", &m.attn_softcap);
     c.f64("final_logit_softcapping", &m.final_softcap);
     uint64_t pattern = 6;
