@@ -39,8 +39,6 @@ static const Want kWant[] = {
      NormKind::LayerNorm, 1e-5, PosKind::Alibi, 0, 0, 0, true, false, true, 0, 0, 0, 0, 3002557440ull},
     {"derived-gpt2.config.json", "gpt2", 768, 12, 12, 12, 64, 50257, 3072, FfnKind::Plain, "gelu_new",
      NormKind::LayerNorm, 1e-5, PosKind::Learned, 0, 0, 1024, true, false, true, 0, 0, 0, 0, 124439808ull},
-    {"gpt2-gptq.config.json", "gpt2", 768, 12, 12, 12, 64, 50257, 3072, FfnKind::Plain, "gelu_new",
-     NormKind::LayerNorm, 1e-5, PosKind::Learned, 0, 0, 1024, true, false, true, 0, 0, 0, 0, 124439808ull},
     {"derived-llama2-7b.config.json", "llama", 4096, 32, 32, 32, 128, 32000, 11008, FfnKind::Gated, "silu",
      NormKind::RmsNorm, 1e-5, PosKind::Rope, 10000, 128, 2048, false, false, false, 0, 0, 0, 0, 6738415616ull},
     {"llama2-7b-chat.config.json", "llama", 4096, 32, 32, 32, 128, 32000, 11008, FfnKind::Gated, "silu",
@@ -158,10 +156,10 @@ static void whisper_is_refused_as_encoder_decoder(void **) {
 }
 
 static void unknown_model_type_says_how_to_supply_roles(void **) {
-    const char *cfg = R"({"model_type": "phi3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10})";
+    const char *cfg = R"({"model_type": "mamba_like", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10})";
     std::string msg = test::expect_error(STK_E_UNKNOWN_MODEL, [&] { parse_model_config(cfg, "phi/config.json"); });
     assert_contains(msg, "phi/config.json");
-    assert_contains(msg, "'phi3'");
+    assert_contains(msg, "'mamba_like'");
     assert_contains(msg, "stk_roles");
     assert_contains(msg, "stk_roles.json");
     assert_contains(msg, "gpt2, llama");
@@ -218,6 +216,23 @@ static void gemma3_configs(void **) {
     assert_int_equal(expected_param_count(m), 268098176ull);
 }
 
+// Quantised checkpoints stk does not dequantise, and architectures it does not convert yet, are
+// refused by name before any tensor is read.
+static void refusals_name_what(void **) {
+    std::string msg = test::expect_error(STK_E_UNSUPPORTED, [] { load_shared("gpt2-gptq.config.json"); });
+    assert_contains(msg, "quantization_config");
+    assert_contains(msg, "gptq");
+    msg = test::expect_error(STK_E_UNSUPPORTED, [] {
+        parse_model_config(R"({"model_type": "llama", "quantization_config": {"load_in_4bit": true}})", "x/config.json");
+    });
+    assert_contains(msg, "bitsandbytes");
+    msg = test::expect_error(STK_E_UNSUPPORTED, [] {
+        parse_model_config(R"({"model_type": "deepseek_v3", "hidden_size": 64})", "x/config.json");
+    });
+    assert_contains(msg, "deepseek_v3");
+    assert_contains(msg, "latent attention");
+}
+
 static void malformed_values_are_named(void **) {
     std::string msg = test::expect_error(STK_E_BAD_JSON, [] { parse_model_config("{\"model_type\": \"gpt2\",", "x/config.json"); });
     assert_contains(msg, "x/config.json");
@@ -269,6 +284,7 @@ int main() {
         cmocka_unit_test(unknown_model_type_says_how_to_supply_roles),
         cmocka_unit_test(user_roles_in_config_and_roles_file),
         cmocka_unit_test(gemma3_configs),
+        cmocka_unit_test(refusals_name_what),
         cmocka_unit_test(malformed_values_are_named),
         cmocka_unit_test(bad_role_rules),
     };

@@ -17,6 +17,7 @@
 #include "core/mapped_file.h"
 #include "ingest/family.h"
 #include "ingest/model.h"
+#include "stages/attn_common.h"
 
 #include "test_util.h"
 
@@ -269,11 +270,41 @@ void every_family_matches_transformers(void **) {
     assert_true(n > 0);
 }
 
+// memory_fit's RoPE angles against transformers' own initialisers (rope_reference.json): llama3
+// (Llama 3.1), yarn (Qwen2.5), linear, longrope at the full context (Phi-3 128k).
+void rope_scaling_matches_transformers(void **) {
+    const std::string path = test::test_data("../fixtures/families/rope_reference.json");
+    std::string text = read_small_file(path, 1 << 20);
+    simdjson::dom::parser parser;
+    simdjson::dom::element root = parser.parse(text);
+    int n = 0;
+    for (auto kv : root.get_object()) {
+        std::string cfg = simdjson::minify(kv.value["config"]);
+        // The reference configs name no vocabulary or layers: the ones the parse needs.
+        cfg.insert(1, "\"vocab_size\": 256, \"num_hidden_layers\": 2, \"intermediate_size\": 64, ");
+        ModelConfig c = parse_model_config(cfg, std::string(kv.key)).config;
+        std::vector<double> theta;
+        std::string note;
+        uint32_t m = rope_angles(c, theta, &note);
+        std::vector<double> want;
+        for (simdjson::dom::element v : kv.value["inv_freq"].get_array()) want.push_back(double(v));
+        assert_int_equal(m, want.size());
+        double worst = 0;
+        for (uint32_t i = 0; i < m; i++) worst = std::max(worst, std::fabs(theta[i] - want[i]) / want[i]);
+        print_message("%.*s: %u angles, max rel error %.2e%s%s\n", int(kv.key.size()), kv.key.data(), m, worst,
+                      note.empty() ? "" : "; note: ", note.c_str());
+        if (!(worst < 1e-6)) fail_msg("%.*s: RoPE angles differ from transformers' (%.3g)", int(kv.key.size()), kv.key.data(), worst);
+        n++;
+    }
+    assert_int_equal(n, 4);
+}
+
 }  // namespace
 
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_family_matches_transformers),
+        cmocka_unit_test(rope_scaling_matches_transformers),
     };
     return cmocka_run_group_tests_name("families", tests, nullptr, nullptr);
 }

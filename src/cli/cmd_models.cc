@@ -47,6 +47,8 @@ int cmd_list_models(int argc, char **argv) {
                 if (r.role == Role::BUFFER || r.role == Role::NONE) continue;
                 if (r.role == Role::QKV) {
                     roles.insert("Q"), roles.insert("K"), roles.insert("V");
+                } else if (r.role == Role::FFN_W13) {
+                    roles.insert("FFN_W1"), roles.insert("FFN_W3");
                 } else if (r.role == Role::QKV_B) {
                     roles.insert("Q_B"), roles.insert("K_B"), roles.insert("V_B");
                 } else {

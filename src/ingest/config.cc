@@ -59,6 +59,11 @@ bool ConfigReader::has(const char *key) const {
     return !obj_.at_key(key).get(e) && !e.is_null();
 }
 
+bool ConfigReader::present(const char *key) const {
+    element e;
+    return !obj_.at_key(key).get(e);
+}
+
 bool ConfigReader::u64(const char *key, uint64_t *out) const {
     element e;
     if (obj_.at_key(key).get(e) || e.is_null()) return false;
@@ -178,7 +183,7 @@ std::vector<RoleRule> rules_from_element(element v, const std::string &source) {
             throw_error(STK_E_BAD_JSON,
                         "%s: role pattern '%s': unknown role '%.*s' (roles: EMB Q K V O FFN_W1 FFN_W2 FFN_W3 FFN_B1 "
                         "FFN_B2 FFN_B3 LN_G LN_B ROUTER_GATE ROPE_ALPHA Q_B K_B V_B O_B POS_EMB LM_HEAD SHARED_GATE "
-                        "QKV QKV_B BUFFER)",
+                        "LM_HEAD_B QKV QKV_B FFN_W13 BUFFER)",
                         source.c_str(), pattern.c_str(), int(s.size()), s.data());
         return r;
     };
@@ -289,7 +294,46 @@ std::string known_types() {
     return s;
 }
 
+// Architectures stk knows and does not convert yet: refused by name, never half-converted.
+struct Refused {
+    const char *model_type, *why;
+};
+const Refused kRefused[] = {
+    {"deepseek_v2", "multi-head latent attention (kv_a_proj_with_mqa, kv_b_proj) is not converted yet"},
+    {"deepseek_v3", "multi-head latent attention (kv_a_proj_with_mqa, kv_b_proj) is not converted yet"},
+    {"gpt_oss", "its experts are stored as 3-D gate_up_proj / down_proj tensors (MXFP4 blocks on the hub) and its "
+                "attention has sinks; neither is converted yet"},
+    {"granitemoe", "its experts are stored as 3-D input_linear / output_linear tensors, not converted yet"},
+    {"phimoe", "its sparsemixer router is not the softmax top-k the FFN stages model; not converted yet"},
+    {"internlm2", "its fused wqkv (grouped layout) needs trust_remote_code modelling that has no reference "
+                  "fixture here; not converted yet"},
+};
+
+// quantization_config: only what is dequantised exactly may pass.
+void refuse_quantized(const ConfigReader &c, const std::string &source) {
+    object q;
+    if (!c.object("quantization_config", &q)) return;
+    ConfigReader r(q, source);
+    std::string method;
+    r.str("quant_method", &method);
+    if (method.empty()) {
+        bool b4 = false, b8 = false;
+        r.boolean("load_in_4bit", &b4);
+        r.boolean("load_in_8bit", &b8);
+        if (b4 || b8) method = "bitsandbytes";
+    }
+    throw_error(STK_E_UNSUPPORTED,
+                "%s: \"quantization_config\" says quant_method '%s': stk reads float checkpoints (F32, F16, BF16, GGUF "
+                "blocks) and does not dequantise GPTQ, AWQ, bitsandbytes or other packed formats; convert the "
+                "unquantised model",
+                source.c_str(), method.empty() ? "(none)" : method.c_str());
+}
+
 void step_family(Ctx &x) {
+    for (const Refused &r : kRefused)
+        if (x.model_type == r.model_type)
+            throw_error(STK_E_UNSUPPORTED, "%s: model_type '%s': %s", x.source.c_str(), r.model_type, r.why);
+    refuse_quantized(x.c, x.source);
     if (x.m.family == kCustomFamily && x.out.user_rules.empty())
         throw_error(STK_E_UNKNOWN_MODEL,
                     "%s: model_type '%s' has no built-in role preset (presets: %s). Supply role patterns: add "
@@ -303,8 +347,8 @@ void step_shapes(Ctx &x) {
     const ConfigReader &c = x.c;
     ModelConfig &m = x.m;
     m.d_model = uint32_t(c.need({"hidden_size", "n_embd", "d_model"}, 1, kMaxDModel, "the model width"));
-    m.n_layers = uint32_t(c.need({"num_hidden_layers", "n_layer", "num_layers"}, 1, kMaxLayers, "the layer count"));
-    m.n_heads = uint32_t(c.need({"num_attention_heads", "n_head", "num_heads"}, 1, kMaxHeads, "the head count"));
+    m.n_layers = uint32_t(c.need({"num_hidden_layers", "n_layer", "num_layers", "n_layers"}, 1, kMaxLayers, "the layer count"));
+    m.n_heads = uint32_t(c.need({"num_attention_heads", "n_head", "num_heads", "n_heads"}, 1, kMaxHeads, "the head count"));
     m.vocab_size = c.need({"vocab_size"}, 1, kMaxVocab, "the vocabulary size");
     uint64_t v;
     if (c.u64("head_dim", &v)) {
@@ -392,7 +436,8 @@ void step_positions(Ctx &x) {
     if (m.rope_local_theta != 0 && !(m.rope_local_theta > 1.0))
         throw_error(STK_E_BAD_JSON, "%s: rope_local_base_freq %g must be > 1", source.c_str(), m.rope_local_theta);
     double pct = 1.0;
-    c.f64_any({"rotary_pct", "partial_rotary_factor"}, &pct);
+    if (!c.f64_any({"rotary_pct", "partial_rotary_factor"}, &pct) && have_params)
+        ConfigReader(full, source).f64("partial_rotary_factor", &pct);
     if (!(pct > 0 && pct <= 1)) throw_error(STK_E_BAD_JSON, "%s: rotary_pct %g is not in (0, 1]", source.c_str(), pct);
     m.rotary_dim = uint32_t(double(m.head_dim) * pct);  // HF: int(head_size * rotary_pct)
     object rso;
@@ -412,6 +457,23 @@ void step_positions(Ctx &x) {
             throw_error(STK_E_BAD_JSON, "%s: \"rope_scaling\" has no \"rope_type\"", source.c_str());
         copy_config_str(m.rope_scaling_type, sizeof m.rope_scaling_type, type);
         r.f64("factor", &m.rope_scaling_factor);
+        uint64_t om = 0;
+        if (r.u64("original_max_position_embeddings", &om) || c.u64("original_max_position_embeddings", &om))
+            m.rope_original_max = om < kMaxPositions ? om : kMaxPositions;
+        r.f64("low_freq_factor", &m.rope_low_freq_factor);
+        r.f64("high_freq_factor", &m.rope_high_freq_factor);
+        r.f64("beta_fast", &m.rope_beta_fast);
+        r.f64("beta_slow", &m.rope_beta_slow);
+        simdjson::dom::array lf;
+        if (type == "longrope" && r.array("long_factor", &lf)) {
+            for (element e : lf) {
+                double v;
+                if (e.get_double().get(v) || !(v > 0) || m.n_rope_long_factor >= 256)
+                    throw_error(STK_E_BAD_JSON, "%s: \"rope_scaling\".long_factor must hold at most 256 positive numbers",
+                                source.c_str());
+                m.rope_long_factor[m.n_rope_long_factor++] = float(v);
+            }
+        }
     }
 }
 

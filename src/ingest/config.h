@@ -74,6 +74,11 @@ struct ModelConfig {
     uint32_t rotary_dim = 0;     // rotated dims per head (NeoX rotary_pct < 1 rotates a part)
     char rope_scaling_type[24] = {};  // "" none; "linear", "dynamic", "yarn", "llama3", ...
     double rope_scaling_factor = 0;
+    uint64_t rope_original_max = 0;   // original_max_position_embeddings (llama3, yarn, longrope)
+    double rope_low_freq_factor = 0, rope_high_freq_factor = 0;  // llama3
+    double rope_beta_fast = 0, rope_beta_slow = 0;               // yarn (0: 32 and 1)
+    uint32_t n_rope_long_factor = 0;  // longrope long_factor (one per rotary pair)
+    float rope_long_factor[256] = {};
     uint64_t max_positions = 0;  // max_position_embeddings / n_positions (0: not stated)
     double rope_local_theta = 0; // RoPE base of the sliding-window layers (Gemma 3; 0: rope_theta)
     uint32_t sliding_window = 0; // tokens a sliding-window layer sees (0: none)
@@ -81,6 +86,8 @@ struct ModelConfig {
     double attn_softcap = 0;     // tanh soft-capping of attention logits (Gemma 2; 0: none)
     double final_softcap = 0;    // of the output logits
     double attn_scale = 0;       // the attention logits' scale (Gemma: query_pre_attn_scalar^-1/2; 0: head_dim^-1/2)
+    double logit_scale = 1;      // the output logits are multiplied by this (Cohere logit_scale, Granite 1/logits_scaling)
+    double residual_multiplier = 1;  // each sublayer's output is scaled by this before the residual add (Granite)
     bool rope_interleaved = false;  // RoPE rotates pairs (2i, 2i+1) (GPT-J, Cohere), not (i, i + rotary_dim / 2)
 
     // Mixture of experts (n_experts == 0: dense).
@@ -101,6 +108,9 @@ struct ModelConfig {
     bool o_bias = false;
     bool mlp_bias = false;
     bool emb_norm = false;         // Bloom: LayerNorm right after the embedding
+    bool norm_bias = true;         // LayerNorms carry a bias (MPT no_bias, Cohere, OLMo: none)
+    bool lm_head_bias = false;     // the output projection has a bias (Phi-2, GPT-J)
+    uint32_t pos_offset = 0;       // learned position table rows before position 0 (OPT: 2)
     QkvLayout qkv_layout = QkvLayout::Separate;  // how a fused query_key_value is laid out
 
     bool layer_is_sliding(uint32_t layer) const {
@@ -126,6 +136,11 @@ struct ParsedConfig {
 ParsedConfig parse_model_config(const std::string &json_text, const std::string &source,
                                 const std::string *roles_file_text = nullptr,
                                 const std::string &roles_source = std::string());
+
+// What the spec's arrays cannot represent of this model and what stk does instead (soft-capping,
+// sliding windows, per-layer RoPE bases, q/k norms, multipliers): one short line each (at most 95
+// characters: a manifest record).  Empty for the families whose every feature is represented.
+std::vector<std::string> model_approximations(const ModelConfig &c);
 
 // <dir>/config.json plus <dir>/stk_roles.json if present; each at most kMaxConfigBytes.
 ParsedConfig load_model_config(const std::string &dir);

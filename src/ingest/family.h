@@ -24,7 +24,8 @@ class ConfigReader {
 public:
     ConfigReader(simdjson::dom::object obj, const std::string &source) : obj_(obj), source_(source) {}
 
-    bool has(const char *key) const;
+    bool has(const char *key) const;      // present and not null
+    bool present(const char *key) const;  // present, null or not
     // An unsigned integer (JSON integers, or floats with an integral value such as 1e4).
     bool u64(const char *key, uint64_t *out) const;
     bool f64(const char *key, double *out) const;
@@ -106,5 +107,12 @@ void llama_bias_keys(const ConfigReader &c, ModelConfig &m);
 // Layers that attend through a sliding window: layer_types ("sliding_attention" /
 // "full_attention"), else every layer but each `pattern`-th (Gemma 3's sliding_window_pattern).
 void read_sliding_layers(const ConfigReader &c, ModelConfig &m, uint32_t pattern);
+// self_attn.q_norm / k_norm under `attn_prefix` (Qwen3, OLMo2, OLMoE).
+void qk_norm_roles(RoleRules &r, const std::string &attn_prefix);
+// Routed experts under `mlp_prefix`: <router>.weight, experts.E.<w1|w3|w2>.weight.
+void moe_mlp_roles(RoleRules &r, const std::string &mlp_prefix, const char *router, const char *w1, const char *w3,
+                   const char *w2);
+// Gemma 2 / 3: the llama names with four norms per layer and q/k norms.
+void gemma_sandwich_roles(RoleRules &r, const ModelConfig &m);
 
 }  // namespace stk

@@ -27,7 +27,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig &c) {
     };
     auto norm_n = [&](NormSlot s, int32_t layer, uint64_t n) {
         vec(Role::LN_G, s, layer, kNoExpert, n);
-        if (c.norm == NormKind::LayerNorm) vec(Role::LN_B, s, layer, kNoExpert, n);
+        if (c.norm == NormKind::LayerNorm && c.norm_bias) vec(Role::LN_B, s, layer, kNoExpert, n);
     };
     auto norm = [&](NormSlot s, int32_t layer) { norm_n(s, layer, d); };
     auto ffn = [&](int32_t layer, int32_t expert, uint64_t f, bool bias) {
@@ -41,7 +41,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig &c) {
         }
     };
     mat(Role::EMB, kNoLayer, kNoExpert, c.vocab_size, d);
-    if (c.positions == PosKind::Learned) mat(Role::POS_EMB, kNoLayer, kNoExpert, c.max_positions, d);
+    if (c.positions == PosKind::Learned) mat(Role::POS_EMB, kNoLayer, kNoExpert, c.max_positions + c.pos_offset, d);
     if (c.emb_norm) norm(NormSlot::Emb, kNoLayer);
     for (uint32_t l = 0; l < c.n_layers; l++) {
         int32_t L = int32_t(l);
@@ -76,6 +76,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig &c) {
     }
     norm(NormSlot::Final, kNoLayer);
     if (!c.tied_embeddings) mat(Role::LM_HEAD, kNoLayer, kNoExpert, c.vocab_size, d);
+    if (c.lm_head_bias) vec(Role::LM_HEAD_B, NormSlot::None, kNoLayer, kNoExpert, c.vocab_size);
     return out;
 }
 
@@ -113,7 +114,7 @@ std::string where(const PlanTensor &t) {
 }
 
 uint8_t group_of(Role role, NormSlot slot, int32_t layer) {
-    if (role == Role::LM_HEAD) return 3;
+    if (role == Role::LM_HEAD || role == Role::LM_HEAD_B) return 3;
     if ((role == Role::LN_G || role == Role::LN_B) && slot == NormSlot::Final) return 2;
     if (layer >= 0) return 1;
     return 0;
@@ -121,7 +122,7 @@ uint8_t group_of(Role role, NormSlot slot, int32_t layer) {
 
 bool is_layer_role(Role r, NormSlot s) {
     switch (r) {
-        case Role::EMB: case Role::POS_EMB: case Role::LM_HEAD: return false;
+        case Role::EMB: case Role::POS_EMB: case Role::LM_HEAD: case Role::LM_HEAD_B: return false;
         case Role::LN_G: case Role::LN_B: return s != NormSlot::Final && s != NormSlot::Emb && s != NormSlot::None;
         default: return true;
     }
@@ -234,6 +235,31 @@ void map_tensor(const ModelConfig &c, const std::string &cfg_src, const RoleMapp
             s.dims[0] = rows;
             s.dims[1] = weight ? in_dim : 0;
             s.n_elements = weight ? rows * in_dim : rows;
+            st.plan.push_back(s);
+        }
+        return;
+    }
+    if (m.role == Role::FFN_W13) {
+        // [gate rows; up rows]: the first half is W1, the second W3 (the Concat layout with one-row
+        // "heads").
+        const uint64_t out_total = t.transpose ? t.src_cols : t.src_rows, in_dim = t.transpose ? t.src_rows : t.src_cols;
+        const uint64_t f = c.ffn_dim_for(t.expert);
+        if (rank != 2 || out_total != 2 * f || in_dim != c.d_model)
+            throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s, offset %llu): fused gate/up shape %s, but %s implies [2 x %llu, %u]",
+                        src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset, shape_str(src.shape).c_str(),
+                        cfg_src.c_str(), (unsigned long long)f, c.d_model);
+        for (uint8_t p = 0; p < 2; p++) {
+            PlanTensor s = t;
+            s.role = p == 0 ? Role::FFN_W1 : Role::FFN_W3;
+            s.layout = QkvLayout::Concat;
+            s.part = p;
+            s.head_dim = 1;
+            s.q_heads = uint32_t(f);
+            s.kv_heads = uint32_t(f);
+            s.rank = 2;
+            s.dims[0] = f;
+            s.dims[1] = in_dim;
+            s.n_elements = f * in_dim;
             st.plan.push_back(s);
         }
         return;

@@ -13,7 +13,7 @@ namespace stk {
 static const char *const kRoleNames[kRoleCount] = {
     "EMB", "Q", "K", "V", "O", "FFN_W1", "FFN_W2", "FFN_B1", "FFN_B2", "LN_G", "LN_B", "ROUTER_GATE",
     "ROPE_ALPHA", "FFN_W3", "FFN_B3", "Q_B", "K_B", "V_B", "O_B", "POS_EMB", "LM_HEAD", "SHARED_GATE",
-    "QKV", "QKV_B", "BUFFER", "NONE",
+    "LM_HEAD_B", "QKV", "QKV_B", "FFN_W13", "BUFFER", "NONE",
 };
 
 const char *role_name(Role r) {

@@ -26,8 +26,10 @@ enum class Role : uint8_t {
     POS_EMB,      // learned absolute position embeddings
     LM_HEAD,      // output projection (tied to EMB when absent and the config says so)
     SHARED_GATE,  // qwen2_moe shared_expert_gate
+    LM_HEAD_B,    // output projection bias (Phi-2, GPT-J)
     // only in rules: split into Q/K/V (or Q_B/K_B/V_B) by the rule's layout
     QKV, QKV_B,
+    FFN_W13,      // only in rules: a fused [gate; up] matrix (Phi-3 gate_up_proj) split into FFN_W1, FFN_W3
     BUFFER,       // not a parameter (attn.bias masks, masked_bias): skipped, not counted
     NONE,         // matched no rule
 };

@@ -83,8 +83,10 @@ constexpr uint32_t kOverlayPowerIters = 2;     // q power iterations
 constexpr double kRopeRho = 0.995;     // 8.1 damping
 constexpr uint32_t kMaxSections = 6;   // 8.2: L <= 6
 
-// RoPE angles theta_i = base^(-2i / rotary_dim) / factor (linear scaling), i < rotary_dim / 2.
-// Returns the count; *note is set when the config's rope_scaling is not modelled.
+// RoPE angles theta_i = base^(-2i / rotary_dim), i < rotary_dim / 2, with the config's
+// rope_scaling applied as transformers initialises it (linear, llama3, yarn, longrope's long
+// factors; dynamic leaves them unscaled).  Returns the count; *note is set when the scaling is
+// not modelled or only in part.
 uint32_t rope_angles(const ModelConfig &cfg, std::vector<double> &theta, std::string *note);
 // ALiBi slopes of `n_heads` heads as BLOOM and the ALiBi paper compute them.
 void alibi_slopes(uint32_t n_heads, double *out);

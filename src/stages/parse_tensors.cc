@@ -437,6 +437,13 @@ void parse_tensors_run(Job &job) {
                              (unsigned long long)r.element);
         }
     }
+    // What the family does that the arrays cannot represent: recorded, never silent (issue 20).
+    for (const std::string &a : model_approximations(plan->config)) {
+        Feature f = a.find("RoPE") != std::string::npos ? kFeatureMemory
+                  : a.find("head") != std::string::npos || a.find("embedding") != std::string::npos ? kFeatureBridge
+                                                                                                 : kFeaturePrf;
+        draft_add_record(job.manifest, STK_STAGE_PARSE_TENSORS, kRecordNote, f, STK_OK, 0, 0, "%s", a.c_str());
+    }
     // The unit buffer is scratch: later stages reuse that space.
     arena.reset(scratch_mark);
 }

@@ -1,5 +1,6 @@
 // What the family files share: the role-rule builder, the llama layout most families kept, the
 // table lookups.
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
@@ -37,6 +38,18 @@ void llama_layer_roles(RoleRules &p, const std::string &lp) {
     p.linear(lp + "mlp\\.gate_proj", Role::FFN_W1, Role::FFN_B1);
     p.linear(lp + "mlp\\.up_proj", Role::FFN_W3, Role::FFN_B3);
     p.linear(lp + "mlp\\.down_proj", Role::FFN_W2, Role::FFN_B2);
+}
+
+void qk_norm_roles(RoleRules &p, const std::string &ap) {
+    p.norm(ap + "q_norm", NormSlot::QNorm);
+    p.norm(ap + "k_norm", NormSlot::KNorm);
+}
+
+void moe_mlp_roles(RoleRules &p, const std::string &mp, const char *router, const char *w1, const char *w3, const char *w2) {
+    p.add(mp + router + "\\.weight", Role::ROUTER_GATE);
+    p.add(mp + "experts\\." STK_EXPERT "\\." + w1 + "\\.weight", Role::FFN_W1);
+    p.add(mp + "experts\\." STK_EXPERT "\\." + w3 + "\\.weight", Role::FFN_W3);
+    p.add(mp + "experts\\." STK_EXPERT "\\." + w2 + "\\.weight", Role::FFN_W2);
 }
 
 void llama_roles(RoleRules &p, const ModelConfig &) {
@@ -84,6 +97,31 @@ void read_sliding_layers(const ConfigReader &c, ModelConfig &m, uint32_t pattern
     }
     for (uint32_t l = 0; l < m.n_layers; l++)
         if (pattern == 0 || (l + 1) % pattern != 0) m.sliding_layers[l / 8] |= uint8_t(1u << (l % 8));
+}
+
+std::vector<std::string> model_approximations(const ModelConfig &c) {
+    std::vector<std::string> out;
+    char buf[128];
+    auto add = [&](const char *fmt, auto... args) {
+        std::snprintf(buf, sizeof buf, fmt, args...);
+        out.emplace_back(buf);
+    };
+    uint32_t sliding = 0;
+    for (uint32_t l = 0; l < c.n_layers; l++) sliding += c.layer_is_sliding(l) ? 1 : 0;
+    if (c.sliding_window && sliding)
+        add("approx: sliding window %u on %u of %u layers: the stages treat them as full attention", c.sliding_window,
+            sliding, c.n_layers);
+    if (c.rope_local_theta > 0 && sliding && c.rope_local_theta != c.rope_theta)
+        add("approx: RoPE base %g of the sliding layers: memory_fit fits the global base %g", c.rope_local_theta, c.rope_theta);
+    if (c.attn_softcap > 0) add("approx: attention logits soft-capped at %g (tanh): the stages use them uncapped", c.attn_softcap);
+    if (c.final_softcap > 0) add("approx: output logits soft-capped at %g (tanh): the head is used uncapped", c.final_softcap);
+    if (c.qk_norm != QkNorm::None)
+        add("approx: q/k RMSNorm (%s) before attention: PRF and overlays use W_Q, W_K without it", qk_norm_name(c.qk_norm));
+    if (c.emb_multiplier != 1) add("approx: embedding scaled by %g in the model: arrays use the stored embedding", c.emb_multiplier);
+    if (c.logit_scale != 1) add("approx: logits scaled by %g in the model: the head is used unscaled", c.logit_scale);
+    if (c.residual_multiplier != 1)
+        add("approx: sublayer outputs scaled by %g before the residual add: not in the arrays", c.residual_multiplier);
+    return out;
 }
 
 static bool in_list(const char *const *list, const std::string &s) {

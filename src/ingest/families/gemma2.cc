@@ -1,0 +1,44 @@
+// Gemma 2 (google/gemma-2-2b): Gemma's norms and scaling with sandwich norms, attention logits
+// soft-capped by attn_logit_softcapping and output logits by final_logit_softcapping, the scale
+// query_pre_attn_scalar^-1/2, a sliding window on every other layer.
+#include <cmath>
+
+#include "ingest/family.h"
+
+namespace stk {
+
+static void gemma2_defaults(const ConfigReader &, const std::string &, ModelConfig &m) {
+    llama_defaults(m);
+    m.tied_embeddings = true;
+    m.norm_offset = 1.0;
+    m.post_norms = true;
+    m.sliding_window = 4096;
+    m.attn_scale = 1.0 / 16;  // query_pre_attn_scalar 256
+    m.attn_softcap = 50;
+    m.final_softcap = 30;
+    set_activation(m, "gelu_pytorch_tanh");
+}
+
+static void gemma2_finish(const ConfigReader &c, const std::string &, ModelConfig &m) {
+    m.emb_multiplier = std::sqrt(double(m.d_model));
+    llama_bias_keys(c, m);
+    uint64_t v;
+    if (c.u64("sliding_window", &v)) m.sliding_window = uint32_t(v < kMaxPositions ? v : kMaxPositions);
+    if (c.u64("query_pre_attn_scalar", &v) && v > 0) m.attn_scale = 1.0 / std::sqrt(double(v));
+    if (c.present("attn_logit_softcapping") && !c.f64("attn_logit_softcapping", &m.attn_softcap)) m.attn_softcap = 0;
+    if (c.present("final_logit_softcapping") && !c.f64("final_logit_softcapping", &m.final_softcap)) m.final_softcap = 0;
+    read_sliding_layers(c, m, 2);
+}
+
+static const char *const kTypes[] = {"gemma2", nullptr};
+static const char *const kArchs[] = {"Gemma2ForCausalLM", nullptr};
+static const char *const kGguf[] = {"gemma2", nullptr};
+
+extern const FamilyDef kGemma2Family = {
+    "gemma2", kTypes, kArchs, kGguf,
+    "Gemma with sandwich norms, tanh soft-capping of attention and output logits (approximated: uncapped), "
+    "sliding window on every other layer (approximated: full attention)",
+    "tests/fixtures/families/gemma2", false, nullptr, gemma2_defaults, gemma2_finish, gemma_sandwich_roles,
+};
+
+}  // namespace stk

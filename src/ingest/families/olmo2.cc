@@ -1,0 +1,42 @@
+// OLMo 2 (allenai/OLMo-2-0425-1B): norms on the sublayer outputs only (post_attention_layernorm,
+// post_feedforward_layernorm), RMS q_norm / k_norm over all heads at once.
+#include "ingest/family.h"
+
+namespace stk {
+
+static void olmo2_defaults(const ConfigReader &c, const std::string &, ModelConfig &m) {
+    llama_defaults(m);
+    m.norms_per_layer = 0;
+    m.post_norms = true;
+    m.qk_norm = QkNorm::Whole;
+    llama_bias_keys(c, m);
+}
+
+static void olmo2_roles(RoleRules &p, const ModelConfig &) {
+    const std::string lp = "model\\.layers\\." STK_LAYER "\\.";
+    p.add("model\\.embed_tokens\\.weight", Role::EMB);
+    p.norm(lp + "post_attention_layernorm", NormSlot::PostAttn);
+    p.norm(lp + "post_feedforward_layernorm", NormSlot::PostFfn);
+    qk_norm_roles(p, lp + "self_attn\\.");
+    p.linear(lp + "self_attn\\.q_proj", Role::Q, Role::Q_B);
+    p.linear(lp + "self_attn\\.k_proj", Role::K, Role::K_B);
+    p.linear(lp + "self_attn\\.v_proj", Role::V, Role::V_B);
+    p.linear(lp + "self_attn\\.o_proj", Role::O, Role::O_B);
+    p.linear(lp + "mlp\\.gate_proj", Role::FFN_W1, Role::FFN_B1);
+    p.linear(lp + "mlp\\.up_proj", Role::FFN_W3, Role::FFN_B3);
+    p.linear(lp + "mlp\\.down_proj", Role::FFN_W2, Role::FFN_B2);
+    p.norm("model\\.norm", NormSlot::Final);
+    p.add("lm_head\\.weight", Role::LM_HEAD);
+}
+
+static const char *const kTypes[] = {"olmo2", nullptr};
+static const char *const kArchs[] = {"Olmo2ForCausalLM", nullptr};
+static const char *const kGguf[] = {"olmo2", nullptr};
+
+extern const FamilyDef kOlmo2Family = {
+    "olmo2", kTypes, kArchs, kGguf,
+    "post-sublayer RMSNorms only, q/k RMSNorms over all heads",
+    "tests/fixtures/families/olmo2", false, nullptr, olmo2_defaults, nullptr, olmo2_roles,
+};
+
+}  // namespace stk

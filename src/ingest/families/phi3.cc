@@ -1,0 +1,38 @@
+// Phi-3 / Phi-3.5 / Phi-4-mini (microsoft/Phi-3-mini-4k-instruct): the fused qkv_proj as [Q; K; V]
+// and the fused gate_up_proj as [gate; up], RMSNorm, gated SiLU, longrope scaling,
+// partial_rotary_factor (Phi-4-mini).
+#include "ingest/family.h"
+
+namespace stk {
+
+static void phi3_defaults(const ConfigReader &c, const std::string &, ModelConfig &m) {
+    llama_defaults(m);
+    m.qkv_layout = QkvLayout::Concat;
+    llama_bias_keys(c, m);
+}
+
+static void phi3_roles(RoleRules &p, const ModelConfig &) {
+    const std::string lp = "model\\.layers\\." STK_LAYER "\\.";
+    p.add("model\\.embed_tokens\\.weight", Role::EMB);
+    p.norm(lp + "input_layernorm", NormSlot::Attn);
+    p.norm(lp + "post_attention_layernorm", NormSlot::Ffn);
+    p.add(lp + "self_attn\\.qkv_proj\\.weight", Role::QKV).layout = QkvLayout::Concat;
+    p.add(lp + "self_attn\\.qkv_proj\\.bias", Role::QKV_B).layout = QkvLayout::Concat;
+    p.linear(lp + "self_attn\\.o_proj", Role::O, Role::O_B);
+    p.add(lp + "mlp\\.gate_up_proj\\.weight", Role::FFN_W13);
+    p.linear(lp + "mlp\\.down_proj", Role::FFN_W2, Role::FFN_B2);
+    p.norm("model\\.norm", NormSlot::Final);
+    p.add("lm_head\\.weight", Role::LM_HEAD);
+}
+
+static const char *const kTypes[] = {"phi3", nullptr};
+static const char *const kArchs[] = {"Phi3ForCausalLM", nullptr};
+static const char *const kGguf[] = {"phi3", nullptr};
+
+extern const FamilyDef kPhi3Family = {
+    "phi3", kTypes, kArchs, kGguf,
+    "fused qkv_proj [Q; K; V] and gate_up_proj [gate; up] split, RMSNorm, longrope",
+    "tests/fixtures/families/phi3", false, nullptr, phi3_defaults, nullptr, phi3_roles,
+};
+
+}  // namespace stk

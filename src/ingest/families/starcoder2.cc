@@ -1,0 +1,51 @@
+// StarCoder2 (bigcode/starcoder2-3b): LayerNorm with bias, biases everywhere (use_bias), plain gelu
+// (tanh) FFN c_fc / c_proj, GQA, a sliding window on every layer.
+#include "ingest/family.h"
+
+namespace stk {
+
+static void starcoder2_defaults(const ConfigReader &c, const std::string &, ModelConfig &m) {
+    llama_defaults(m);
+    m.norm = NormKind::LayerNorm;
+    m.ffn_kind = FfnKind::Plain;
+    m.tied_embeddings = true;
+    m.qkv_bias = true;
+    c.boolean("use_bias", &m.qkv_bias);
+    m.o_bias = m.mlp_bias = m.qkv_bias;
+    set_activation(m, "gelu_pytorch_tanh");
+}
+
+static void starcoder2_finish(const ConfigReader &c, const std::string &, ModelConfig &m) {
+    uint64_t v;
+    if (c.u64("sliding_window", &v) && v > 0) {
+        m.sliding_window = uint32_t(v < kMaxPositions ? v : kMaxPositions);
+        for (uint32_t l = 0; l < m.n_layers; l++) m.sliding_layers[l / 8] |= uint8_t(1u << (l % 8));
+    }
+}
+
+static void starcoder2_roles(RoleRules &p, const ModelConfig &) {
+    const std::string lp = "model\\.layers\\." STK_LAYER "\\.";
+    p.add("model\\.embed_tokens\\.weight", Role::EMB);
+    p.norm(lp + "input_layernorm", NormSlot::Attn);
+    p.norm(lp + "post_attention_layernorm", NormSlot::Ffn);
+    p.linear(lp + "self_attn\\.q_proj", Role::Q, Role::Q_B);
+    p.linear(lp + "self_attn\\.k_proj", Role::K, Role::K_B);
+    p.linear(lp + "self_attn\\.v_proj", Role::V, Role::V_B);
+    p.linear(lp + "self_attn\\.o_proj", Role::O, Role::O_B);
+    p.linear(lp + "mlp\\.c_fc", Role::FFN_W1, Role::FFN_B1);
+    p.linear(lp + "mlp\\.c_proj", Role::FFN_W2, Role::FFN_B2);
+    p.norm("model\\.norm", NormSlot::Final);
+    p.add("lm_head\\.weight", Role::LM_HEAD);
+}
+
+static const char *const kTypes[] = {"starcoder2", nullptr};
+static const char *const kArchs[] = {"Starcoder2ForCausalLM", nullptr};
+static const char *const kGguf[] = {"starcoder2", nullptr};
+
+extern const FamilyDef kStarcoder2Family = {
+    "starcoder2", kTypes, kArchs, kGguf,
+    "LayerNorm, biases, plain gelu FFN, GQA, sliding window (approximated: full attention)",
+    "tests/fixtures/families/starcoder2", false, nullptr, starcoder2_defaults, starcoder2_finish, starcoder2_roles,
+};
+
+}  // namespace stk
