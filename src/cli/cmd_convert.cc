@@ -525,6 +525,9 @@ struct ConvertReport {
     std::string tok_mode, tok_why;
     std::vector<std::string> warnings, disabled;
     std::vector<std::pair<std::string, std::string>> breaches;  // feature, the record's reason
+    // What the family does that the arrays cannot represent: parse_tensors' "approx: " records,
+    // read back from the published manifest (issue 20: recorded, never silent).
+    std::vector<std::string> approximations;
     bool published = false;
     std::string generation, gen_dir, gen_name, previous, summary;
     uint64_t bytes = 0;
@@ -576,6 +579,11 @@ ConvertReport convert_report(stk_job *job, const ConvertOptions &o, const Conver
             if (std::memcmp(m.prev_hash, zero, 32) != 0) rep.previous = hex32(m.prev_hash);
             rep.n_arrays = m.arrays.size();
             for (const ManifestArray &a : m.arrays) rep.bytes += a.byte_len;
+            for (const ManifestRecord &rec : m.records) {
+                std::string text(rec.text, strnlen(rec.text, sizeof rec.text));
+                if (rec.stage == STK_STAGE_PARSE_TENSORS && rec.kind == kRecordNote && text.rfind("approx: ", 0) == 0)
+                    rep.approximations.push_back(text.substr(8));
+            }
         }
     }
     if (rep.published && rep.n_arrays == 0)
@@ -602,7 +610,8 @@ void print_convert_json(const ConvertOptions &o, const ConvertRun &run, const Co
     }
     for (const std::string &w : rep.warnings) warn.push_back(json_escape(w));
     for (const std::string &f : rep.disabled) dis.push_back(json_escape(f));
-    std::vector<std::string> br;
+    std::vector<std::string> br, apx;
+    for (const std::string &a : rep.approximations) apx.push_back(json_escape(a));
     for (const auto &b : rep.breaches) {
         Json j;
         j.str("feature", b.first).str("reason", b.second);
@@ -650,6 +659,7 @@ void print_convert_summary(const ConvertOptions &o, const ConvertReport &rep) {
     }
     for (const auto &b : rep.breaches)
         std::fprintf(stderr, "%s\n", wrap("  policy      " + b.first + ": " + b.second, 14).c_str());
+    for (const std::string &a : rep.approximations) std::fprintf(stderr, "%s\n", wrap("  approx      " + a, 14).c_str());
     // Last, so that they are what the user sees: fallbacks that change what was written.
     for (const std::string &w : rep.warnings) std::fprintf(stderr, "%s\n", wrap("stk convert: WARNING: " + w, 4, 100, 0).c_str());
 }
