@@ -636,6 +636,7 @@ void print_convert_json(const ConvertOptions &o, const ConvertRun &run, const Co
         .raw("tokenizer", t.text())
         .raw("disabled_features", json_array(dis))
         .raw("policy_disabled", json_array(br))
+        .raw("approximations", json_array(apx))
         .raw("warnings", json_array(warn))
         .raw("stages", json_array(stages))
         .print();
