@@ -72,7 +72,8 @@ for m in smollm2:$smol gemma3:$gemma; do
   "$py" - "$tmp/$name.acc.json" "$name" "$rc" <<'PY' || { cat "$tmp/$name.acc.err"; exit 1; }
 import json, sys
 d = json.load(open(sys.argv[1]))
-rows = d.get("acceptance") or []
+acc = d.get("acceptance") or []
+rows = acc.get("rows", []) if isinstance(acc, dict) else acc  # {"passed", "rows"}
 if not rows or sys.argv[3] not in ("0", "1"):
     sys.exit(f"FAIL: acceptance {sys.argv[2]}: exit {sys.argv[3]}, {len(rows)} rows: {d.get('message')}")
 det = [r for r in rows if r["test"].startswith("16.5") and r["gating"]]
