@@ -64,14 +64,14 @@ int cmd_generations(int argc, char **argv) {
         return report_failure("generations", STK_E_NOT_FOUND, json);
     }
 
-    std::vector<std::string> removed;
+    std::vector<std::string> removed, in_use;
     uint32_t leftovers = 0;
     if (gc || !remove.empty()) {
         stk_status s = guard([&] {
             int fd = lock_root(root);
             try {
                 leftovers = clean_leftovers(root);
-                if (gc) removed = gc_generations(root, keep);
+                if (gc) removed = gc_generations(root, keep, &in_use);
                 else {
                     remove_generation(root, remove, force);
                     removed.push_back(remove);
@@ -116,17 +116,22 @@ int cmd_generations(int argc, char **argv) {
             j.str_or_null("error", g.error.c_str());
             items.push_back(j.text());
         }
+        std::vector<std::string> busy;
         for (const std::string &r : removed) rem.push_back(json_escape(r));
+        for (const std::string &r : in_use) busy.push_back(json_escape(r));
         json_result("generations", kExitOk, STK_OK, msg)
             .str("root", root)
             .str_or_null("current", current.c_str())
             .raw("generations", json_array(items))
             .raw("removed", json_array(rem))
+            .raw("in_use", json_array(busy))
             .unum("leftovers_removed", leftovers)
             .print();
         return kExitOk;
     }
     for (const std::string &r : removed) std::fprintf(stderr, "stk generations: removed %s\n", r.c_str());
+    for (const std::string &r : in_use)
+        std::fprintf(stderr, "stk generations: kept %s: another process is reading it (the next --gc removes it)\n", r.c_str());
     std::printf("%s\n", msg.c_str());
     if (!gens.empty())
         std::printf("  %-24s %-7s %-5s %6s %10s  %-16s  %s\n", "name", "current", "chain", "arrays", "bytes", "curr_hash",

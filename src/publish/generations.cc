@@ -268,6 +268,43 @@ std::string publish_staged(const std::string &root, const std::string &staging, 
     return name;
 }
 
+GenerationPin::~GenerationPin() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+bool GenerationPin::pin(const std::string &dir) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd_ < 0) return false;
+    // Blocks only while a remover holds it (between its lock and its rename: a moment).
+    struct stat a, b;
+    if (::flock(fd_, LOCK_SH) != 0 || ::fstat(fd_, &a) != 0 || ::stat(dir.c_str(), &b) != 0 || a.st_ino != b.st_ino ||
+        a.st_dev != b.st_dev) {
+        ::close(fd_);
+        fd_ = -1;
+        return false;
+    }
+    return true;
+}
+
+namespace {
+
+// The remover's side of GenerationPin: an exclusive lock on the directory, or false (in use).
+int lock_generation_exclusive(const std::string &dir) {
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) fail_errno("cannot open " + dir);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        ::close(fd);
+        if (e == EWOULDBLOCK) return -1;
+        errno = e;
+        fail_errno("cannot lock " + dir);
+    }
+    return fd;
+}
+
+}  // namespace
+
 void remove_generation(const std::string &root, const std::string &name, bool force) {
     uint64_t seq;
     if (!parse_generation_name(name, &seq)) throw_error(STK_E_INVALID_ARGUMENT, "'%s' is not a generation name", name.c_str());
@@ -284,6 +321,15 @@ void remove_generation(const std::string &root, const std::string &name, bool fo
     if (g->on_chain && older_on_chain && newer_on_chain && !force)
         throw_error(STK_E_INVALID_ARGUMENT, "%s links an older and a newer generation of the chain stk check follows: removing it "
                                             "cuts the chain; it is removed only when forced", name.c_str());
+    // Not while a reader holds it (stk check verifying it by path).
+    const int held = lock_generation_exclusive(gens_dir(root) + "/" + name);
+    if (held < 0)
+        throw_error(STK_E_IO, "%s/%s/%s is being read by another process (stk check, stk replay): not removed; try "
+                              "again when it is done", root.c_str(), kGenerationsDirName, name.c_str());
+    struct Close {
+        int fd;
+        ~Close() { ::close(fd); }
+    } close_held{held};
     // Out of sight first (readers resolve only CURRENT and generations/), then deleted.
     std::string trash = root + "/" + kTrashPrefix + name;
     durable_remove_tree(trash);
@@ -294,7 +340,7 @@ void remove_generation(const std::string &root, const std::string &name, bool fo
     durable_fsync_dir(root);
 }
 
-std::vector<std::string> gc_generations(const std::string &root, uint32_t keep) {
+std::vector<std::string> gc_generations(const std::string &root, uint32_t keep, std::vector<std::string> *in_use) {
     if (keep == 0) keep = 1;
     std::vector<GenerationInfo> all = list_generations(root);
     std::vector<std::string> removed;
@@ -304,7 +350,20 @@ std::vector<std::string> gc_generations(const std::string &root, uint32_t keep) 
         if (it->current) drop = false;
         if (it->on_chain && !drop) kept++;
         if (!drop) continue;
-        remove_generation(root, it->name, true);  // oldest-side chain members: never cuts the kept part
+        // Oldest-side chain members: never cuts the kept part.  One a reader holds stays.
+        const int held = lock_generation_exclusive(gens_dir(root) + "/" + it->name);
+        if (held < 0) {
+            if (in_use) in_use->push_back(it->name);
+            continue;
+        }
+        ::close(held);
+        try {
+            remove_generation(root, it->name, true);
+        } catch (const Error &e) {
+            if (e.status() != STK_E_IO || !in_use) throw;  // pinned between the two looks
+            in_use->push_back(it->name);
+            continue;
+        }
         removed.push_back(it->name);
     }
     return removed;

@@ -88,13 +88,32 @@ std::string make_staging_dir(const std::string &root);
 // the highest present + 1), fsyncs, then swaps CURRENT.  Returns the name.
 std::string publish_staged(const std::string &root, const std::string &staging, const uint8_t curr_hash[32]);
 
+// A reader's pin on one generation directory: a shared flock(2) on the directory, held while
+// it reads files by path (stk_verify).  remove_generation takes an exclusive non-blocking lock on
+// the same directory first, so it never removes a generation a reader holds (gc skips it;
+// --remove says it is in use).  pin() returns false when `dir` is gone or was replaced while it
+// waited (a removal raced it): the caller reads CURRENT again.
+class GenerationPin {
+public:
+    GenerationPin() = default;
+    ~GenerationPin();
+    GenerationPin(const GenerationPin &) = delete;
+    GenerationPin &operator=(const GenerationPin &) = delete;
+    bool pin(const std::string &dir);
+
+private:
+    int fd_ = -1;
+};
+
 // Under the lock: removes generations/<name> (rename to .trash-<name>, fsync, then delete).
+// A generation a reader has pinned is not removed: STK_E_IO "is being read".
 // Never the current one (STK_E_INVALID_ARGUMENT); a chain member with both an older and a newer
 // chain member present only with force (it would cut the chain stk check follows).
 void remove_generation(const std::string &root, const std::string &name, bool force);
 
 // Under the lock: removes every generation not on the chain and every chain member beyond the
-// newest `keep` (keep >= 1: the current one always stays).  Returns the names removed.
-std::vector<std::string> gc_generations(const std::string &root, uint32_t keep);
+// newest `keep` (keep >= 1: the current one always stays).  Returns the names removed; a
+// generation a reader has pinned stays (named in *in_use when given) for the next gc.
+std::vector<std::string> gc_generations(const std::string &root, uint32_t keep, std::vector<std::string> *in_use = nullptr);
 
 }  // namespace stk

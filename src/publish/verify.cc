@@ -155,14 +155,21 @@ std::string verify_path(const std::string &path, stk_verify_report *report, unsi
     CurrentPointer cp;
     bool root = false;
     std::string dir;
-    try {
-        dir = resolve_generation(path, &cp, &root);
-    } catch (const Error &e) {
-        if (report) {
-            std::snprintf(report->failed_file, sizeof report->failed_file, "%s", kCurrentFileName);
-            report->failed_offset = e.has_offset() ? e.offset() : 0;
+    // A root: the generation CURRENT names is pinned (a shared lock gc respects) for as long as
+    // it is read; one removed between reading CURRENT and pinning it means CURRENT moved on: read
+    // it again.
+    GenerationPin pin;
+    for (int attempt = 0;; attempt++) {
+        try {
+            dir = resolve_generation(path, &cp, &root);
+        } catch (const Error &e) {
+            if (report) {
+                std::snprintf(report->failed_file, sizeof report->failed_file, "%s", kCurrentFileName);
+                report->failed_offset = e.has_offset() ? e.offset() : 0;
+            }
+            throw;
         }
-        throw;
+        if (!root || pin.pin(dir) || attempt == 8) break;
     }
     if (!root) {
         verify_generation(dir, report, threads);
