@@ -213,6 +213,7 @@ static int dry_run(const std::string &in, const std::string &out, const stk_job_
     stk_status s = guard([&] {
         p = normalize_params(params);
         d = describe_model(p.in_dir);
+        p = normalize_params_for(params, *d);  // the default rv clamped on a narrow model
         const JobInputs inputs{p, d.get()};
         arena_bytes = job_arena_size_for(inputs);
         arrays = plan_job_arrays(inputs);
@@ -374,6 +375,7 @@ struct ConvertOptions {
     std::string in, out, model_dir;  // p.in_dir / p.out_dir point into model_dir / out
     bool partial = false, json = false, dry = false;
     bool out_existed = false;  // a root this run creates is removed again if nothing is published
+    bool repairs_current = false;  // a root without a usable CURRENT: stk_open repairs it (said in the summary)
 };
 
 // The options and the refusals that need no model: --out first (a refused output should not
@@ -532,6 +534,7 @@ struct ConvertReport {
     std::string generation, gen_dir, gen_name, previous, summary;
     uint64_t bytes = 0;
     size_t n_arrays = 0;
+    uint32_t rv = 0;  // the manifest's overlay rank (the default clamped on a narrow model)
 };
 
 ConvertReport convert_report(stk_job *job, const ConvertOptions &o, const ConvertRun &run) {
@@ -578,6 +581,7 @@ ConvertReport convert_report(stk_job *job, const ConvertOptions &o, const Conver
             static const uint8_t zero[32] = {};
             if (std::memcmp(m.prev_hash, zero, 32) != 0) rep.previous = hex32(m.prev_hash);
             rep.n_arrays = m.arrays.size();
+            rep.rv = m.fields.overlays.r_v;
             for (const ManifestArray &a : m.arrays) rep.bytes += a.byte_len;
             for (const ManifestRecord &rec : m.records) {
                 std::string text(rec.text, strnlen(rec.text, sizeof rec.text));
@@ -586,6 +590,13 @@ ConvertReport convert_report(stk_job *job, const ConvertOptions &o, const Conver
             }
         }
     }
+    if (rep.published && o.p.rv == 0 && rep.rv != 0 && rep.rv != 12)
+        warnings.push_back("--rv: the default 12 exceeds min(r, d_v, d_model) for this model: the overlay rank is " +
+                           std::to_string(rep.rv) + " (recorded in the manifest)");
+    if (rep.published && o.repairs_current)
+        warnings.push_back(o.out + "/" + kCurrentFileName + " was missing or named a generation that is not there: it "
+                           "was first pointed at the newest generation that verifies (" + rep.previous.substr(0, 16) +
+                           "...), and the new generation chains onto it");
     if (rep.published && rep.n_arrays == 0)
         warnings.push_back("the generation holds no arrays: every feature is disabled (stk check will verify the "
                            "manifest alone)");
@@ -679,9 +690,12 @@ int cmd_convert(int argc, char **argv) {
     size_t alloc_bytes = (arena_bytes + 63) / 64 * 64;
     void *arena = std::aligned_alloc(64, alloc_bytes ? alloc_bytes : 64);
     if (!arena) {
-        set_last_error(format("cannot allocate the %zu-byte arena", arena_bytes));
+        set_last_error(format("cannot allocate the %zu-byte arena the conversion of %s needs (stk convert --dry-run "
+                              "shows the plan)", arena_bytes, o.model_dir.c_str()));
         return report_failure("convert", STK_E_ARENA_TOO_SMALL, o.json);
     }
+    // A root whose CURRENT is gone: stk_open points it at the newest generation that verifies.
+    o.repairs_current = o.out_existed && current_needs_repair(o.out);
     // Ctrl-C / SIGTERM from here on: this run's staging directory goes, and a root it created.
     Cleanup cleanup("convert", o.out, std::string(kStagingPrefix) + std::to_string(::getpid()) + "-", !o.out_existed, o.json);
     stk_job *job = nullptr;

@@ -11,8 +11,11 @@
 
 namespace stk {
 
-MappedFile::MappedFile(const std::string &path) : path_(path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+MappedFile::MappedFile(const std::string &path, bool follow_symlinks) : path_(path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (follow_symlinks ? 0 : O_NOFOLLOW));
+    if (fd < 0 && errno == ELOOP && !follow_symlinks)
+        throw_error(STK_E_CORRUPT, "%s is a symbolic link: a generation's files are plain files; refused (a link can "
+                                   "lead out of the root)", path.c_str());
     if (fd < 0) fail_errno("cannot open " + path);
     struct stat st;
     if (::fstat(fd, &st) != 0) {

@@ -11,8 +11,10 @@ namespace stk {
 class MappedFile {
 public:
     MappedFile() = default;
-    // Throws STK_E_NOT_FOUND / STK_E_IO naming the path.
-    explicit MappedFile(const std::string &path);
+    // Throws STK_E_NOT_FOUND / STK_E_IO naming the path.  follow_symlinks false: a symbolic link
+    // as the last component is refused (STK_E_CORRUPT): a generation's files (CURRENT, the
+    // manifest, arrays) are plain files that stk wrote, and a link could lead out of the root.
+    explicit MappedFile(const std::string &path, bool follow_symlinks = true);
     ~MappedFile();
     MappedFile(MappedFile &&other) noexcept;
     MappedFile &operator=(MappedFile &&other) noexcept;

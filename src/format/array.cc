@@ -113,7 +113,7 @@ void verify_array_payload(const ArrayHeader &h, const uint8_t *payload, const st
              (unsigned long long)h.sha256_low64);
 }
 
-ArrayReader::ArrayReader(const std::string &path, bool verify_payload) : file_(path) {
+ArrayReader::ArrayReader(const std::string &path, bool verify_payload) : file_(path, false) {
     header_ = decode_array_header(file_.data(), file_.size(), path);
     if (reinterpret_cast<uintptr_t>(payload()) % 64 != 0)
         throw_error(STK_E_MISALIGNED, "%s: payload not 64-byte aligned in memory", path.c_str());

@@ -589,7 +589,7 @@ Manifest decode_manifest(const uint8_t *p, uint64_t size, const std::string &fil
 }
 
 Manifest read_manifest(const std::string &path) {
-    MappedFile f(path);
+    MappedFile f(path, false);  // never through a symbolic link
     return decode_manifest(f.data(), f.size(), path);
 }
 

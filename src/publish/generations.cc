@@ -15,6 +15,7 @@
 #include "core/mapped_file.h"
 #include "core/output_file.h"
 #include "format/manifest.h"
+#include "publish/verify.h"
 
 namespace stk {
 
@@ -95,8 +96,9 @@ std::string encode_current(const std::string &name, const uint8_t curr_hash[32])
 
 bool read_current(const std::string &root, CurrentPointer *out) {
     std::string path = root + "/" + kCurrentFileName;
-    if (!file_exists(path)) return false;
-    MappedFile f(path);
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) return false;
+    MappedFile f(path, false);  // a symbolic link is refused: CURRENT is a plain file stk wrote
     *out = parse_current(reinterpret_cast<const char *>(f.data()), size_t(f.size()), path);
     return true;
 }
@@ -106,8 +108,15 @@ std::string resolve_generation(const std::string &path, CurrentPointer *pointer,
     if (is_root) *is_root = root;
     if (!root) return path;
     CurrentPointer cp;
-    if (!read_current(path, &cp))
+    if (!read_current(path, &cp)) {
+        const std::vector<std::string> names = entries(gens_dir(path));
+        if (!names.empty())
+            throw_error(STK_E_NOT_FOUND, "%s: a generations root with %zu entr%s in %s/ but no %s: the pointer to the current "
+                                         "generation was deleted; the next stk convert into it points %s at the newest "
+                                         "generation that verifies", path.c_str(), names.size(), names.size() == 1 ? "y" : "ies",
+                        kGenerationsDirName, kCurrentFileName, kCurrentFileName);
         throw_error(STK_E_NOT_FOUND, "%s: a generations root with no current generation (no %s)", path.c_str(), kCurrentFileName);
+    }
     if (pointer) *pointer = cp;
     return gens_dir(path) + "/" + cp.name;
 }
@@ -211,6 +220,41 @@ uint32_t clean_leftovers(const std::string &root) {
     }
     if (n) durable_fsync_dir(root);
     return n;
+}
+
+bool is_dir_plain(const std::string &path) { return is_dir(path); }
+
+bool current_needs_repair(const std::string &root) {
+    bool any = false;
+    for (const std::string &e : entries(gens_dir(root))) any |= parse_generation_name(e, nullptr);
+    if (!any) return false;
+    CurrentPointer cp;
+    bool has = false;
+    if (guard([&] { has = read_current(root, &cp); }) != STK_OK) return false;  // a malformed CURRENT is refused, not repaired
+    return !has || !is_dir(gens_dir(root) + "/" + cp.name);
+}
+
+std::string newest_valid_generation(const std::string &root) {
+    std::vector<GenerationInfo> all = list_generations(root);
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+        if (!it->readable) continue;
+        if (guard([&] { verify_generation(gens_dir(root) + "/" + it->name, nullptr); }) == STK_OK) return it->name;
+    }
+    return "";
+}
+
+bool repair_current(const std::string &root, CurrentPointer *out) {
+    struct stat st;
+    const std::string path = root + "/" + kCurrentFileName;
+    const std::string name = newest_valid_generation(root);
+    if (name.empty()) return false;
+    Manifest m = read_manifest(gens_dir(root) + "/" + name + "/" + kManifestFileName);
+    if (::lstat(path.c_str(), &st) == 0) durable_unlink(path);  // a dangling link
+    const std::string text = encode_current(name, m.curr_hash);
+    durable_replace_file(path, text.data(), text.size());
+    out->name = name;
+    std::memcpy(out->curr_hash, m.curr_hash, 32);
+    return true;
 }
 
 void probe_writable_dir(const std::string &dir) {
@@ -343,6 +387,14 @@ void remove_generation(const std::string &root, const std::string &name, bool fo
 std::vector<std::string> gc_generations(const std::string &root, uint32_t keep, std::vector<std::string> *in_use) {
     if (keep == 0) keep = 1;
     std::vector<GenerationInfo> all = list_generations(root);
+    // No CURRENT: nothing is on a chain, so every generation would look like an orphan.
+    bool has_current = false;
+    for (const GenerationInfo &g : all) has_current |= g.current;
+    if (!all.empty() && !has_current)
+        throw_error(STK_E_NOT_FOUND, "%s has %zu generation%s but no valid %s (deleted, or naming a generation that is not "
+                                     "there): gc would remove them all; nothing removed. The next stk convert into it "
+                                     "points %s at the newest generation that verifies",
+                    root.c_str(), all.size(), all.size() == 1 ? "" : "s", kCurrentFileName, kCurrentFileName);
     std::vector<std::string> removed;
     uint32_t kept = 0;
     for (auto it = all.rbegin(); it != all.rend(); ++it) {  // newest first

@@ -81,6 +81,19 @@ uint32_t clean_leftovers(const std::string &root);
 // says yes to root on a read-only mount.
 void probe_writable_dir(const std::string &dir);
 
+// Under the lock, for a root that has generations but no CURRENT (deleted, or a dangling link):
+// points CURRENT at the newest generation that verifies (every array hashed) and returns true
+// with *out set; false when no generation verifies (or there are none).  Without it the next
+// conversion would start a new chain and gc would then delete the old one as orphans.
+bool repair_current(const std::string &root, CurrentPointer *out);
+// True when `root` holds generations but no usable CURRENT (none, unreadable, or naming a
+// generation that is not there): what repair_current fixes.
+bool current_needs_repair(const std::string &root);
+// True if `path` is a directory (not through a symbolic link).
+bool is_dir_plain(const std::string &path);
+// The newest generation of `root` (by seq) that verifies, or "" (repair_current's choice).
+std::string newest_valid_generation(const std::string &root);
+
 // Under the lock: creates ROOT/.staging-<pid>-<n> and returns its path.
 std::string make_staging_dir(const std::string &root);
 

@@ -45,7 +45,7 @@ void verify_one(const std::string &out_dir, const ManifestArray &e, Failure &f) 
     }
     uint64_t file_size = 0;
     try {
-        MappedFile m(path);
+        MappedFile m(path, false);
         file_size = m.size();
         m.will_need(0, m.size());
         ArrayHeader h = decode_array_header(m.data(), m.size(), path);
@@ -101,7 +101,7 @@ void verify_generation(const std::string &out_dir, stk_verify_report *report, un
             f.message = format("%s: no published generation here (no %s)", out_dir.c_str(), kManifestFileName);
         } else {
             try {
-                MappedFile m(mpath);
+                MappedFile m(mpath, false);
                 man = decode_manifest(m.data(), m.size(), mpath);
             } catch (const Error &err) {
                 f.status = err.status();

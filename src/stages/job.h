@@ -101,6 +101,10 @@ const StageDef *find_stage(stk_stage id);
 
 // Defaults of seed 15.1 / 14 applied to zero fields; validates ranges (STK_E_INVALID_ARGUMENT).
 stk_job_params normalize_params(const stk_job_params &in);
+// normalize_params, then the defaults that depend on the model: the default rv (12, when the
+// caller left it 0) clamped to min(r, d_v, d_model) on a model narrower than that (*rv_clamped
+// set; the job records it in the manifest).  A value the caller chose is never changed.
+stk_job_params normalize_params_for(const stk_job_params &in, const ModelDescription &model, bool *rv_clamped = nullptr);
 
 size_t job_arena_size(const stk_job_params &params);
 // The same for a model already described (normalised params): `stk convert --dry-run` describes

@@ -15,6 +15,7 @@
 #include "core/output_file.h"
 #include "format/manifest.h"
 #include "publish/generations.h"
+#include "publish/verify.h"
 #include "stages/stages.h"
 
 namespace stk {
@@ -44,7 +45,11 @@ void publish_begin(Job &job) {
     // whole conversion, that it cannot (a read-only generations/ or file system).
     probe_writable_dir(root + "/" + kGenerationsDirName);
     CurrentPointer cp;
-    if (read_current(root, &cp)) {
+    bool has_current = read_current(root, &cp);
+    // Generations but no CURRENT, or a CURRENT naming one that is not there: repaired from the
+    // newest generation that verifies, so the chain goes on (the tool says so).
+    if (!has_current || !is_dir_plain(root + "/" + kGenerationsDirName + "/" + cp.name)) has_current = repair_current(root, &cp);
+    if (has_current) {
         // The chain continues from the current generation; refuse to chain onto one that does
         // not read back as what CURRENT says.
         std::string mpath = root + "/" + kGenerationsDirName + "/" + cp.name + "/" + kManifestFileName;

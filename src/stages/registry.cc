@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <string>
@@ -7,6 +8,7 @@
 #include "core/mapped_file.h"
 #include "core/output_file.h"
 #include "ingest/model.h"
+#include "stages/attn_common.h"
 #include "stages/job.h"
 #include "stages/policy.h"
 #include "stages/stages.h"
@@ -54,6 +56,20 @@ stk_job_params normalize_params(const stk_job_params &in) {
     return p;
 }
 
+stk_job_params normalize_params_for(const stk_job_params &in, const ModelDescription &model, bool *rv_clamped) {
+    stk_job_params p = normalize_params(in);
+    if (rv_clamped) *rv_clamped = false;
+    if (in.rv != 0) return p;  // the caller's choice: checked, never changed
+    AttnShape s;
+    if (guard([&] { s = attn_shape(model.plan.config); }) != STK_OK) return p;  // no attention: nothing to clamp to
+    const uint64_t cap = std::min<uint64_t>({p.r, s.d_v, s.d_model});
+    if (cap >= 1 && p.rv > cap) {
+        p.rv = uint32_t(cap);
+        if (rv_clamped) *rv_clamped = true;
+    }
+    return p;
+}
+
 Job::~Job() {
     delete source;
     publish_release(*this);
@@ -72,6 +88,7 @@ static void size_job(const JobInputs &in, ArenaSizer &s) {
 size_t job_arena_size(const stk_job_params &params) {
     stk_job_params p = normalize_params(params);
     auto model = describe_model(p.in_dir);
+    p = normalize_params_for(params, *model);
     return job_arena_size_for(JobInputs{p, model.get()});
 }
 
@@ -101,6 +118,8 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
         throw_error(STK_E_OUTPUT_EXISTS, "%s already holds a published generation (%s); write to another directory", p.out_dir,
                     manifest.c_str());
     std::unique_ptr<ModelDescription> model = describe_model(p.in_dir);
+    bool rv_clamped = false;
+    p = normalize_params_for(params, *model, &rv_clamped);
     // The arena must hold what every stage said it needs: refuse now, not half-way through.
     ArenaSizer s;
     size_job(JobInputs{p, model.get()}, s);
@@ -116,6 +135,9 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     job->params.out_dir = job->out_dir;
     job->arrays = job->arena.alloc_array<WrittenArray>(kMaxArrays);
     job->source = model.release();
+    if (rv_clamped)
+        draft_add_record(job->manifest, STK_STAGE_OVERLAYS, kRecordNote, kFeatureOverlays, STK_OK, double(p.rv), 12.0,
+                         "rv clamped: the default 12 exceeds min(r, d_v, d_model) = %u for this model", p.rv);
     try {
         make_dirs(p.out_dir);  // only once the job is accepted: a refused open leaves nothing behind
         if (p.flags & STK_JOB_PUBLISH_ROOT) publish_begin(*job);

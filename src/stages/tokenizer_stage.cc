@@ -214,7 +214,20 @@ void tokenizer_stage_size(const JobInputs &in, ArenaSizer &s) {
     bool any = false;
     uint64_t bytes = tokenizer_file_bytes(p.in_dir, &any);
     s.add(sizeof(TokenizerPlan), alignof(TokenizerPlan));
-    if (any) s.add(tokenizer_arena_bytes(bytes, p.l_tok));
+    if (!any) return;
+    // What the stage needs is set by the vocabulary (tokens, piece bytes), not by the file's
+    // size: a 50 MB tokenizer file of a 50k vocabulary (merges, whitespace, added_tokens) would
+    // otherwise plan gigabytes.  The vocabulary is read now; a file that does not parse keeps
+    // the file-size bound (the stage then refuses it, naming the file).
+    size_t need = 0;
+    if (guard([&] {
+            const Vocab vocab = load_vocab_dir(p.in_dir);
+            uint64_t piece_bytes = 0;
+            for (const std::string &x : vocab.pieces) piece_bytes += x.size();
+            need = tokenizer_arena_bytes_for(vocab.size(), piece_bytes, p.l_tok);
+        }) != STK_OK)
+        need = tokenizer_arena_bytes(bytes, p.l_tok);
+    s.add(need);
 }
 
 TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
