@@ -429,7 +429,16 @@ static void draft_records(void **) {
     std::string longtext(300, 'x');
     draft_add_record(d, STK_STAGE_PRF, kRecordInvariantFail, kFeaturePrf, STK_E_NONFINITE, NAN, 1, "%s", longtext.c_str());
     assert_int_equal(std::strlen(d.records[1].text), 95);
+    assert_string_equal(d.records[1].text + 92, "...");  // a cut is marked
     assert_true(d.records[1].value == 0);  // non-finite values are stored as 0 (bounded field)
+    // A number at the edge is never cut in two ("absmax 2.51" for 2.51e-05): the text is cut
+    // before it, at a word boundary, and marked.
+    static ManifestDraft e;
+    draft_add_record(e, STK_STAGE_BRIDGE_INIT, kRecordNote, kFeatureBridge, STK_OK, 0, 0,
+                     "9.3 Q8.8 p99 scaling: clipped share (value) of 66816 entries in every leg; rms err p99 0.0155, "
+                     "absmax %.3g", 2.51e-05);
+    assert_string_equal(e.records[0].text,
+                        "9.3 Q8.8 p99 scaling: clipped share (value) of 66816 entries in every leg; rms err p99...");
     for (uint32_t i = 2; i < kMaxDraftRecords + 5; i++)
         draft_add_record(d, STK_STAGE_PRF, kRecordNote, kFeaturePrf, STK_OK, i, 0, "note %u", i);
     assert_int_equal(d.n_records, kMaxDraftRecords);

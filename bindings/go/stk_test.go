@@ -367,7 +367,7 @@ func TestLinearLookupsOnAPublishedGeneration(t *testing.T) {
 	}
 }
 
-// mix64 is the library's seeded splitmix64 finaliser, written out plainly for the reference.
+// mix64 is the library's mixer: one full splitmix64 step (increment included), written out plainly.
 func mix64(x uint64) uint64 {
 	z := x + 0x9E3779B97F4A7C15
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9

@@ -1,4 +1,5 @@
 // stk check --out DIR [--json]: verify a published generation (spec 12.7) through stk_verify.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -6,6 +7,8 @@
 #include "acceptance/runner.h"
 #include "cli/cli.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "format/array.h"
 #include "format/manifest.h"
 #include "publish/generations.h"
 
@@ -19,8 +22,10 @@ static const char kCheckHelp[] =
     "generations present, followed back from CURRENT) or one generation directory: the\n"
     "manifest (magic, schema digest, sizes, every\n"
     "bounded field, curr_hash) and every array it lists (header, header checksum, payload crc32c\n"
-    "and sha256_low64, agreement with the manifest's table).  Stops at the first failure in\n"
-    "manifest order and names the file and byte offset.\n"
+    "and sha256_low64, agreement with the manifest's table).  Verifies every array and reports\n"
+    "every failure, the first in manifest order first, naming the file and byte offset; a payload\n"
+    "that fails its checksum is located to the byte when another generation of the root holds\n"
+    "the same array intact.\n"
     "\n"
     "  --out DIR   a generations root (holds CURRENT and generations/) or a generation\n"
     "              directory (holds sera_manifest.bin and arrays/); or give it as the only argument\n"
@@ -45,6 +50,45 @@ static const char kCheckHelp[] =
 static int check_exit_code(stk_status s) {
     if (s >= STK_E_TRUNCATED && s <= 39) return kExitVerifyFailed;
     return exit_code_for(s);
+}
+
+// For a damaged array of a root's generation (rel = "generations/NAME/arrays/X.bin"): another
+// generation of the root whose manifest lists X with the same digests and whose file hashes to
+// them; the first byte where the two files differ.  False when there is none.
+static bool locate_damage(const std::string &out, const std::string &rel, uint64_t *at, std::string *witness) {
+    const std::string gens = std::string(kGenerationsDirName) + "/";
+    const size_t arrays = rel.find("/arrays/");
+    if (rel.compare(0, gens.size(), gens) != 0 || arrays == std::string::npos) return false;
+    const std::string name = rel.substr(gens.size(), arrays - gens.size()), file = rel.substr(arrays + 8);
+    bool found = false;
+    guard([&] {
+        const Manifest bad = read_manifest(out + "/" + gens + name + "/" + kManifestFileName);
+        const ManifestArray *want = nullptr;
+        for (const ManifestArray &a : bad.arrays)
+            if (file == a.name) want = &a;
+        if (!want) return;
+        const MappedFile damaged(out + "/" + rel, false);
+        for (const GenerationInfo &g : list_generations(out)) {
+            if (g.name == name || !g.readable) continue;
+            const Manifest other = read_manifest(out + "/" + gens + g.name + "/" + kManifestFileName);
+            for (const ManifestArray &a : other.arrays) {
+                if (file != a.name || a.sha256_low64 != want->sha256_low64 || a.crc32c != want->crc32c ||
+                    a.byte_len != want->byte_len)
+                    continue;
+                ArrayReader good(out + "/" + gens + g.name + "/arrays/" + a.name, true);  // it must verify itself
+                const uint8_t *p = good.payload() - kArrayHeaderSize;
+                const uint64_t n = std::min<uint64_t>(damaged.size(), kArrayHeaderSize + a.byte_len);
+                for (uint64_t i = 0; i < n; i++)
+                    if (p[i] != damaged.data()[i]) {
+                        *at = i;
+                        *witness = g.name;
+                        found = true;
+                        return;
+                    }
+            }
+        }
+    });
+    return found;
 }
 
 int cmd_check(int argc, char **argv) {
@@ -77,14 +121,27 @@ int cmd_check(int argc, char **argv) {
 
     if (s != STK_OK) {
         int code = check_exit_code(s);
+        const std::string msg = stk_last_error();  // before locate_damage, which may set another
+        // One checksum covers a whole payload; where another generation of the root holds the same
+        // array (same digests) intact, a byte comparison names the damaged block.
+        uint64_t damaged_at = 0;
+        std::string witness;
+        const bool located = s == STK_E_CHECKSUM && report.failed_file[0] &&
+                             locate_damage(out, report.failed_file, &damaged_at, &witness);
+        if (located) report.failed_offset = damaged_at;
         if (json)
-            json_result("check", code, s, stk_last_error())
+            json_result("check", code, s, msg)
                 .str("out", out)
                 .str("file", report.failed_file)
                 .unum("offset", report.failed_offset)
                 .unum("arrays_verified", report.arrays_checked)
                 .print();
-        std::fprintf(stderr, "stk check: %s: %s\n", stk_status_str(s), stk_last_error());
+        std::fprintf(stderr, "stk check: %s: %s\n", stk_status_str(s), msg.c_str());
+        if (located)
+            std::fprintf(stderr, "stk check: the first damaged byte is at offset %llu (4 KiB block %llu at %llu): compared "
+                         "with the identical array of generation %s\n",
+                         (unsigned long long)damaged_at, (unsigned long long)(damaged_at / 4096),
+                         (unsigned long long)(damaged_at / 4096 * 4096), witness.c_str());
         if (report.failed_file[0])
             std::fprintf(stderr, "stk check: FAILED at %s/%s, offset %llu (%u arrays verified before it)\n", out.c_str(),
                          report.failed_file, (unsigned long long)report.failed_offset, report.arrays_checked);

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "core/bytes.h"
 #include "core/error.h"
+#include "core/output_file.h"
 #include "format/array.h"
 #include "format/manifest.h"
 #include "publish/generations.h"
@@ -20,7 +22,8 @@ namespace stk::cli {
 
 static const char kHelp[] =
     "usage: stk inspect --in PATH [--json]\n"
-    "       stk inspect PATH [--json]      (PATH: a model, a generation or a FILE.lwt)\n"
+    "       stk inspect PATH [--json]      (PATH: a model, a generation, a FILE.lwt or one array\n"
+    "                                        file such as ROOT/generations/NAME/arrays/prf_W.bin)\n"
     "\n"
     "Show what a HuggingFace model directory holds: config.json normalised (architecture, width,\n"
     "layers, heads, FFN, norm, positions, experts), and every tensor of the checkpoint with the\n"
@@ -215,6 +218,69 @@ static std::string hex16(uint64_t v) {
     return b;
 }
 
+// The manifest is written before the check stage runs (its own digest is curr_hash, which it
+// cannot hold), so it records check "pending" and manifest_emit's digest as zeros.  A generation
+// in a root's generations/ was published, and stk publishes only what the check stage verified.
+// A Sera array file: a regular file whose first 4 bytes are the array magic.
+static bool is_array_file(const std::string &path) {
+    if (!file_exists_plain(path)) return false;
+    FILE *f = std::fopen(path.c_str(), "rb");
+    if (!f) return false;
+    uint8_t b[4] = {};
+    const bool ok = std::fread(b, 1, 4, f) == 4 && load_le<uint32_t>(b) == kArrayMagic;
+    std::fclose(f);
+    return ok;
+}
+
+static bool published_in_root(const std::string &dir) {
+    const std::string parent = dir_of(dir);
+    return base_of(parent) == kGenerationsDirName && is_generations_root(dir_of(parent));
+}
+
+// A single array file (ROOT/generations/NAME/arrays/X.bin): its header, verified payload.
+static int inspect_array_file(const std::string &path, bool json) {
+    ArrayHeader h;
+    stk_status s = guard([&] {
+        ArrayReader r(path, true);
+        h = r.header();
+    });
+    if (s != STK_OK) {
+        int code = s >= STK_E_TRUNCATED && s <= 39 ? kExitVerifyFailed : exit_code_for(s);
+        if (json) json_result("inspect", code, s, stk_last_error()).str("kind", "array").str("path", path).print();
+        std::fprintf(stderr, "stk inspect: %s: %s\n", stk_status_str(s), stk_last_error());
+        return code;
+    }
+    std::vector<std::string> dims;
+    std::string shape;
+    for (uint32_t i = 0; i < h.rank; i++) {
+        dims.push_back(std::to_string(h.dims[i]));
+        shape += (i ? "x" : "") + dims.back();
+    }
+    if (json) {
+        json_result("inspect", kExitOk, STK_OK, path + ": " + dtype_name(h.dtype) + " [" + shape + "], payload verified")
+            .str("kind", "array")
+            .str("path", path)
+            .str("dtype", dtype_name(h.dtype))
+            .raw("shape", json_array(dims))
+            .unum("bytes", h.byte_len)
+            .str("crc32c", hex8(h.crc32c))
+            .str("sha256_low64", hex16(h.sha256_low64))
+            .unum("flags", h.flags)
+            .boolean("payload_verified", true)
+            .print();
+        return kExitOk;
+    }
+    std::printf("array           %s\n", path.c_str());
+    std::printf("dtype           %s\n", dtype_name(h.dtype));
+    std::printf("shape           %s (rank %u)\n", shape.c_str(), h.rank);
+    std::printf("payload         %s (%llu bytes at offset %zu)\n", human_bytes(h.byte_len).c_str(),
+                (unsigned long long)h.byte_len, kArrayHeaderSize);
+    std::printf("crc32c          %08x\nsha256_low64    %016llx\n", h.crc32c, (unsigned long long)h.sha256_low64);
+    std::printf("flags           0x%x\n", h.flags);
+    std::printf("\nThe header was decoded and validated and the payload hashed: both checksums match.\n");
+    return kExitOk;
+}
+
 // A published generation: what its manifest says.
 // root: the generations root the generation was resolved from ("" for a generation directory).
 static int inspect_generation(const std::string &dir, bool json, const std::string &root = "") {
@@ -227,12 +293,22 @@ static int inspect_generation(const std::string &dir, bool json, const std::stri
     bool first = true;
     for (uint8_t b : m.prev_hash) first = first && b == 0;
     const auto &t = m.fields.tokenizer;
+    const bool published = published_in_root(dir);
+    // What the manifest's stage table cannot say about itself (see published_in_root).
+    auto stage_note = [&](int i) -> std::string {
+        if (i + 1 == STK_STAGE_MANIFEST_EMIT) return "its digest is curr_hash: a file cannot hold its own hash";
+        if (i + 1 == STK_STAGE_CHECK && m.stages[i].state == kStagePending)
+            return published ? "passed: the manifest is written before check runs; a published generation passed it"
+                             : "recorded before check ran (stk check verifies it now)";
+        return "";
+    };
     if (json) {
         std::vector<std::string> stages, arrays, records;
         for (int i = 0; i < int(kManifestStages); i++) {
             Json j;
             j.str("stage", stk_stage_name(stk_stage(i + 1))).str("state", stage_state_name(m.stages[i].state));
             j.str("crc32c", hex8(m.stages[i].crc32c)).str("sha256_low64", hex16(m.stages[i].sha256_low64));
+            j.str("note", stage_note(i));
             stages.push_back(j.text());
         }
         for (const ManifestArray &a : m.arrays) {
@@ -285,16 +361,26 @@ static int inspect_generation(const std::string &dir, bool json, const std::stri
     std::printf("tokenizer       %s, L_tok %u, vocab %u, %zu proposal ids\n", tokenizer_mode_name(t.mode), t.l_tok,
                 t.vocab_size, m.p_gen.size());
     std::printf("\n%-24s %-16s %-8s %s\n", "stage", "state", "crc32c", "sha256_low64");
-    for (int i = 0; i < int(kManifestStages); i++)
-        std::printf("%-24s %-16s %08x %016llx\n", stk_stage_name(stk_stage(i + 1)), stage_state_name(m.stages[i].state),
-                    m.stages[i].crc32c, (unsigned long long)m.stages[i].sha256_low64);
+    for (int i = 0; i < int(kManifestStages); i++) {
+        const char *name = stk_stage_name(stk_stage(i + 1));
+        if (i + 1 == STK_STAGE_MANIFEST_EMIT) {
+            std::printf("%-24s %-16s = curr_hash (%s...)\n", name, stage_state_name(m.stages[i].state),
+                        hex32(m.curr_hash).substr(0, 16).c_str());
+        } else if (i + 1 == STK_STAGE_CHECK && m.stages[i].state == kStagePending) {
+            std::printf("%-24s %-16s %s\n", name, published ? "passed" : "pending",
+                        published ? "(published: only a verified generation is; the manifest predates the check)"
+                                  : "(recorded before check ran: stk check verifies it)");
+        } else {
+            std::printf("%-24s %-16s %08x %016llx\n", name, stage_state_name(m.stages[i].state), m.stages[i].crc32c,
+                        (unsigned long long)m.stages[i].sha256_low64);
+        }
+    }
     if (!m.arrays.empty()) {
-        std::printf("\n%-28s %-10s %-5s %-16s %10s %-8s %s\n", "array", "stage", "dtype", "shape", "size", "crc32c",
+        std::printf("\n%-28s %-23s %-5s %-16s %10s %-8s %s\n", "array", "stage", "dtype", "shape", "size", "crc32c",
                     "sha256_low64");
         for (const ManifestArray &a : m.arrays) {
-            std::string stage = stk_stage_name(stk_stage(a.stage));
-            if (stage.size() > 10) stage = stage.substr(0, 9) + "~";
-            std::printf("%-28s %-10s %-5s %-16s %10s %08x %016llx\n", a.name, stage.c_str(), dtype_name(a.dtype),
+            std::string stage = stk_stage_name(stk_stage(a.stage));  // whole: 23 characters at most
+            std::printf("%-28s %-23s %-5s %-16s %10s %08x %016llx\n", a.name, stage.c_str(), dtype_name(a.dtype),
                         dims_text(a).c_str(), human_bytes(a.byte_len).c_str(), a.crc32c,
                         (unsigned long long)a.sha256_low64);
         }
@@ -341,6 +427,7 @@ int cmd_inspect(int argc, char **argv) {
         return inspect_generation(dir, json, in);
     }
     if (is_lwt_file(in)) return inspect_lwt(in, json);
+    if (is_array_file(in)) return inspect_array_file(in, json);
     std::unique_ptr<ModelDescription> d;
     stk_status s = guard([&] { d = describe_model(resolve_model_dir(in)); });
     if (s != STK_OK) return report_failure("inspect", s, json);

@@ -13,7 +13,8 @@ inline uint64_t splitmix64_next(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-// The splitmix64 finaliser as a stateless mixer of one word: mix64(x) = splitmix64 of x.
+// One full splitmix64 step from state x, the golden-ratio increment included (not the bare
+// finaliser: mix64(0) = 0xE220A8397B1DCDAF); docs/format.md "PRNG streams".
 inline uint64_t mix64(uint64_t x) {
     uint64_t s = x;
     return splitmix64_next(&s);

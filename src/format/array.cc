@@ -105,12 +105,16 @@ ArrayHeader decode_array_header(const uint8_t *p, uint64_t size, const std::stri
 void verify_array_payload(const ArrayHeader &h, const uint8_t *payload, const std::string &file) {
     PayloadSums s = payload_sums(payload, size_t(h.byte_len));
     if (s.crc32c != h.crc32c)
-        throw_at(STK_E_CHECKSUM, file, kArrayHeaderSize, "payload (%llu bytes): crc32c 0x%08x, header says 0x%08x",
-             (unsigned long long)h.byte_len, s.crc32c, h.crc32c);
+        throw_at(STK_E_CHECKSUM, file, kArrayHeaderSize,
+                 "payload bytes %zu..%llu: crc32c 0x%08x, header says 0x%08x (one checksum covers the whole payload: "
+                 "the damage is somewhere in that range)",
+                 kArrayHeaderSize, (unsigned long long)(kArrayHeaderSize + h.byte_len - 1), s.crc32c, h.crc32c);
     if (s.sha256_low64 != h.sha256_low64)
-        throw_at(STK_E_CHECKSUM, file, kArrayHeaderSize, "payload (%llu bytes): sha256_low64 0x%016llx, header says 0x%016llx",
-             (unsigned long long)h.byte_len, (unsigned long long)s.sha256_low64,
-             (unsigned long long)h.sha256_low64);
+        throw_at(STK_E_CHECKSUM, file, kArrayHeaderSize,
+                 "payload bytes %zu..%llu: sha256_low64 0x%016llx, header says 0x%016llx (one checksum covers the "
+                 "whole payload: the damage is somewhere in that range)",
+                 kArrayHeaderSize, (unsigned long long)(kArrayHeaderSize + h.byte_len - 1),
+                 (unsigned long long)s.sha256_low64, (unsigned long long)h.sha256_low64);
 }
 
 ArrayReader::ArrayReader(const std::string &path, bool verify_payload) : file_(path, false) {

@@ -475,6 +475,13 @@ void draft_add_record(ManifestDraft &d, stk_stage stage, RecordKind kind, Featur
     r.status = uint32_t(status);
     r.value = std::isfinite(value) ? value : 0;
     r.bound = std::isfinite(bound) ? bound : 0;
+    // A text longer than the field is cut at a word boundary and marked "...": never inside a
+    // number (a cut "2.51e-05" would read "2.51").
+    if (text.size() > kManifestTextSize - 1) {
+        size_t cut = text.find_last_of(" ;,", kManifestTextSize - 4);
+        if (cut == std::string::npos || cut < kManifestTextSize / 2) cut = kManifestTextSize - 4;
+        text = text.substr(0, cut) + "...";
+    }
     size_t n = std::min(text.size(), kManifestTextSize - 1);
     for (size_t i = 0; i < n; i++) r.text[i] = (text[i] >= 0x20 && text[i] <= 0x7e) ? text[i] : '?';
     d.n_records++;

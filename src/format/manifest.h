@@ -199,7 +199,8 @@ struct ManifestDraft {
     uint32_t n_records = 0;
 };
 
-// Append a record (text is truncated to 95 printable characters; beyond kMaxDraftRecords the
+// Append a record (a text over 95 printable characters is cut at a word boundary and ends in
+// "...", never inside a number; beyond kMaxDraftRecords the
 // last slot says how many were dropped).
 void draft_add_record(ManifestDraft &d, stk_stage stage, RecordKind kind, Feature feature, stk_status status,
                       double value, double bound, const char *fmt, ...) __attribute__((format(printf, 8, 9)));

@@ -3,7 +3,10 @@
 // reported is always the first failing array in manifest order, whatever the thread timing.
 #include "publish/verify.h"
 
+#include <sys/stat.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -118,10 +121,12 @@ void verify_generation(const std::string &out_dir, stk_verify_report *report, un
     const uint32_t n = uint32_t(man.arrays.size());
     std::vector<Failure> failures(n);
     std::atomic<uint32_t> next{0}, first_fail{n};
+    // Every array is verified (a second damaged or missing file is reported too, not only the
+    // first); the first failure in manifest order is the one the report names.
     auto worker = [&] {
         for (;;) {
             uint32_t i = next.fetch_add(1);
-            if (i >= n || i > first_fail.load()) return;  // later arrays cannot be the first failure
+            if (i >= n) return;
             verify_one(out_dir, man.arrays[i], failures[i]);
             if (failures[i].status != STK_OK) {
                 uint32_t cur = first_fail.load();
@@ -147,7 +152,15 @@ void verify_generation(const std::string &out_dir, stk_verify_report *report, un
     }
     if (bad < n) {
         fill(report, failures[bad]);
-        throw Error(failures[bad].status, failures[bad].message);
+        std::string msg = failures[bad].message;
+        std::vector<uint32_t> more;
+        for (uint32_t i = bad + 1; i < n; i++)
+            if (failures[i].status != STK_OK) more.push_back(i);
+        if (!more.empty()) {
+            msg += format("; %zu more array%s failed:", more.size(), more.size() == 1 ? "" : "s");
+            for (uint32_t i : more) msg += "\n  " + failures[i].message;
+        }
+        throw Error(failures[bad].status, msg);
     }
 }
 
@@ -159,6 +172,12 @@ std::string verify_path(const std::string &path, stk_verify_report *report, unsi
     // it is read; one removed between reading CURRENT and pinning it means CURRENT moved on: read
     // it again.
     GenerationPin pin;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        if (report) report->failed_file[0] = 0;
+        throw_error(STK_E_NOT_FOUND, "%s: %s", path.c_str(),
+                    errno == ENOENT || errno == ENOTDIR ? "no such directory" : "not a directory");
+    }
     for (int attempt = 0;; attempt++) {
         try {
             dir = resolve_generation(path, &cp, &root);

@@ -254,7 +254,7 @@ BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint
 
     draft_add_record(m, STK_STAGE_BRIDGE_INIT, kRecordNote, kFeatureBridge, STK_OK,
                      st.entries ? double(st.clipped) / double(st.entries) : 0, 0,
-                     "9.3 Q8.8 p99 scaling: clipped share (value) of %llu entries; rms err p99 %.3g, absmax %.3g",
+                     "9.3 Q8.8 p99 scaling: clipped share (value) of %llu; rms err p99 %.3g, absmax %.3g",
                      (unsigned long long)st.entries, st.rms_err_p99, st.rms_err_absmax);
     draft_add_record(m, STK_STAGE_BRIDGE_INIT, kRecordNote, kFeatureO0Route, STK_OK, double(st.negative), double(st.pairs),
                      "18.4: %llu of %llu guard pairs have m <= 0: not promoted; the O(1) two-hop path stays",

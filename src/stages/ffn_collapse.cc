@@ -424,7 +424,7 @@ void ffn_collapse_run(Job &job) {
 
     ManifestDraft &m = job.manifest;
     draft_add_record(m, STK_STAGE_FFN_COLLAPSE, kRecordNote, kFeatureLinear, STK_OK, h->trunc_col_max, std::sqrt(kLinearEps),
-                     "truncation: worst column rel L2 (value), eps %.0e energy; %llu entries dropped, %llu columns capped at %u",
+                     "truncation: worst column rel L2 (value), eps %.0e; %llu entries dropped, %llu columns at cap %u",
                      kLinearEps, (unsigned long long)h->dropped, (unsigned long long)h->capped_columns, kLinearDeltaCap);
     draft_add_record(m, STK_STAGE_FFN_COLLAPSE, kRecordNote, kFeatureLinear, STK_OK, h->trunc_total, std::sqrt(kLinearEps),
                      "truncation: rel L2 over all columns (value); %u units, top-L %u, %llu base, %llu delta entries", n_units,

@@ -211,7 +211,7 @@ void mphf_cuckoo_run(Job &job) {
         draft_add_record(m, st, kRecordNote, kFeatureMphfCuckoo, STK_E_TABLE_FULL, double(cuckoo_attempts), kMaxCuckooRetries,
                          "cuckoo table full at load %.2f: rebuilt at load %.2f", cuckoo_params(0).load, cp.load);
     draft_add_record(m, st, kRecordInvariantPass, kFeatureMphfCuckoo, STK_OK, double(max_probes), double(probe_bound),
-                     "12.4: %llu base keys read back through the MPHF; %llu delta keys, max probes (value) <= d*b+S+1",
+                     "12.4: %llu base keys via the MPHF, %llu delta keys read back; max probes (value) <= d*b+S+1",
                      (unsigned long long)C, (unsigned long long)h.n_delta);
     draft_add_record(m, st, kRecordNote, kFeatureMphfCuckoo, STK_OK, rep.load(), cp.load,
                      "cuckoo: load (value), stash %u/%u, ring %u/%u, emergency %u/1, max chain %u", rep.stash_used, cp.stash,
@@ -221,7 +221,7 @@ void mphf_cuckoo_run(Job &job) {
     const bool ok = h.trunc_col_max <= kAcceptMape;
     draft_add_record(m, st, ok ? kRecordInvariantPass : kRecordInvariantFail, kFeatureLinear, ok ? STK_OK : STK_E_INTERNAL,
                      h.trunc_col_max, kAcceptMape,
-                     "12.4: base+delta vs the exact collapse, worst column rel L2 (value); entries read back bit-exactly");
+                     "12.4: base+delta vs exact collapse: worst column rel L2 (value); entries read back bit-exact");
     (void)mark;
 }
 

@@ -317,7 +317,7 @@ fn linear_lookups_on_a_published_generation() {
     assert_eq!(err.status(), Status::InvalidArgument, "a linear key is 8 bytes");
 }
 
-/// The library's mixer (splitmix64 finaliser, seeded), written out plainly for the reference.
+/// The library's mixer (one full splitmix64 step, increment included), written out plainly.
 fn mix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
