@@ -368,7 +368,7 @@ static int inspect_generation(const std::string &dir, bool json, const std::stri
                         hex32(m.curr_hash).substr(0, 16).c_str());
         } else if (i + 1 == STK_STAGE_CHECK && m.stages[i].state == kStagePending) {
             std::printf("%-24s %-16s %s\n", name, published ? "passed" : "pending",
-                        published ? "(published: only a verified generation is; the manifest predates the check)"
+                        published ? "(published, so verified; the manifest predates it)"
                                   : "(recorded before check ran: stk check verifies it)");
         } else {
             std::printf("%-24s %-16s %08x %016llx\n", name, stage_state_name(m.stages[i].state), m.stages[i].crc32c,
@@ -376,11 +376,14 @@ static int inspect_generation(const std::string &dir, bool json, const std::stri
         }
     }
     if (!m.arrays.empty()) {
-        std::printf("\n%-28s %-23s %-5s %-16s %10s %-8s %s\n", "array", "stage", "dtype", "shape", "size", "crc32c",
+        // Arrays come in stage order: each stage's name (whole) heads its arrays, so that rows
+        // fit 100 columns without cutting a name.
+        std::printf("\n  %-26s %-5s %-16s %10s %-8s %s\n", "array (under its stage)", "dtype", "shape", "size", "crc32c",
                     "sha256_low64");
+        uint16_t shown = 0;
         for (const ManifestArray &a : m.arrays) {
-            std::string stage = stk_stage_name(stk_stage(a.stage));  // whole: 23 characters at most
-            std::printf("%-28s %-23s %-5s %-16s %10s %08x %016llx\n", a.name, stage.c_str(), dtype_name(a.dtype),
+            if (a.stage != shown) std::printf("%s\n", stk_stage_name(stk_stage(shown = a.stage)));
+            std::printf("  %-26s %-5s %-16s %10s %08x %016llx\n", a.name, dtype_name(a.dtype),
                         dims_text(a).c_str(), human_bytes(a.byte_len).c_str(), a.crc32c,
                         (unsigned long long)a.sha256_low64);
         }

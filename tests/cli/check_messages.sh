@@ -27,8 +27,10 @@ g=$r/generations/$cur
 "$stk" inspect "$r" >"$tmp/i" 2>&1 || fail "inspect"
 grep -q "^check  *passed  *(published" "$tmp/i" || fail "inspect: check state: $(grep '^check' "$tmp/i")"
 grep -q "^manifest_emit  *ran  *= curr_hash ($(echo "$cur" | cut -d- -f2)" "$tmp/i" || fail "inspect: manifest_emit: $(grep '^manifest_emit' "$tmp/i")"
-grep -q "^overlays_H.bin  *overlays_build  *f32" "$tmp/i" || fail "inspect: stage name cut: $(grep '^overlays_H' "$tmp/i")"
+grep -A1 "^overlays_build$" "$tmp/i" | grep -q "^  overlays_H.bin  *f32" || fail "inspect: stage heading: $(cat "$tmp/i")"
+grep -q "^tokenizer_build_or_wrap  " "$tmp/i" || fail "inspect: stage name cut"
 if grep -q "~" "$tmp/i"; then fail "inspect: a cut name: $(grep '~' "$tmp/i")"; fi
+if awk 'length > 100' "$tmp/i" | grep -q .; then fail "inspect: a line over 100: $(awk 'length > 100' "$tmp/i")"; fi
 "$stk" inspect "$g/arrays/prf_W.bin" >"$tmp/a" 2>&1 || fail "inspect array: $(cat "$tmp/a")"
 grep -q "^shape  *2x512x16 (rank 3)" "$tmp/a" || fail "inspect array: $(cat "$tmp/a")"
 "$stk" inspect "$g/arrays/prf_W.bin" --json >"$tmp/a.json" 2>/dev/null || fail "inspect array --json"
