@@ -238,7 +238,8 @@ std::string newest_valid_generation(const std::string &root) {
     std::vector<GenerationInfo> all = list_generations(root);
     for (auto it = all.rbegin(); it != all.rend(); ++it) {
         if (!it->readable) continue;
-        if (guard([&] { verify_generation(gens_dir(root) + "/" + it->name, nullptr); }) == STK_OK) return it->name;
+        if (guard([&] { verify_generation(gens_dir(root) + "/" + it->name, nullptr, verify_default_threads()); }) == STK_OK)
+            return it->name;
     }
     return "";
 }

@@ -6,7 +6,8 @@
 #include "stk/stk.h"
 
 namespace stk {
-// Throws stk::Error on the first failure; fills report (if non-null, today's whole struct)
+// Verifies every array; throws stk::Error naming the first failure (in manifest order) and
+// listing the others; fills report (if non-null, today's whole struct)
 // including where it failed.  Arrays are hashed on at most `threads` threads (the caller's
 // choice; one for generations under 8 MiB); the result does not depend on it.
 void verify_generation(const std::string &out_dir, stk_verify_report *report, unsigned threads);
