@@ -174,7 +174,7 @@ std::string verify_path(const std::string &path, stk_verify_report *report, unsi
     GenerationPin pin;
     struct stat st;
     if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-        if (report) report->failed_file[0] = 0;
+        if (report) std::snprintf(report->failed_file, sizeof report->failed_file, "%s", kManifestFileName);
         throw_error(STK_E_NOT_FOUND, "%s: %s", path.c_str(),
                     errno == ENOENT || errno == ENOTDIR ? "no such directory" : "not a directory");
     }
