@@ -39,6 +39,7 @@ const (
 	StatusArenaTooSmall   Status = C.STK_E_ARENA_TOO_SMALL
 	StatusNotImplemented  Status = C.STK_E_NOT_IMPLEMENTED
 	StatusStageOrder      Status = C.STK_E_STAGE_ORDER
+	StatusCancelled       Status = C.STK_E_CANCELLED
 	StatusIO              Status = C.STK_E_IO
 	StatusNotFound        Status = C.STK_E_NOT_FOUND
 	StatusOutputExists    Status = C.STK_E_OUTPUT_EXISTS

@@ -76,6 +76,7 @@ typedef enum stk_status {
     STK_E_ARENA_TOO_SMALL = 3,  /* the arena is smaller than stk_job_arena_size() said */
     STK_E_NOT_IMPLEMENTED = 4,  /* the stage or feature does not exist yet; nothing was written */
     STK_E_STAGE_ORDER = 5,      /* a stage was run before the stages it depends on */
+    STK_E_CANCELLED = 6,        /* stk_job_cancel stopped the job; nothing was published */
 
     /* 10..19: the file system */
     STK_E_IO = 10,          /* open/read/write/fsync/rename failed (errno in the message) */
@@ -198,6 +199,13 @@ STK_API stk_status stk_stage_digest(const stk_job *job, stk_stage stage, uint32_
  * of a job that did not publish.  Threads: no other call on the job may be running. */
 STK_API void stk_close(stk_job *job);
 
+/* Ask a job to stop, from any thread (or a signal handler: it only sets a flag).  The running
+ * stage returns STK_E_CANCELLED at its next progress point (a layer, an FFN, a tensor), every
+ * later stk_stage_run returns STK_E_CANCELLED at once, and the check stage does not publish:
+ * stk_close then removes the staging directory, so a cancelled job into a generations root leaves
+ * the root as it was.  NULL is a no-op. */
+STK_API void stk_job_cancel(stk_job *job);
+
 /* Generations roots (STK_JOB_PUBLISH_ROOT; docs/format.md "Generations root").
  * A root holds generations/<name>/ (each a published output directory) and one pointer file,
  * CURRENT, naming the current one.  stk_open locks the root (one writer at a time: a second one
@@ -249,6 +257,35 @@ typedef struct stk_generation stk_generation;
 STK_API stk_status stk_generation_open(const char *out_dir, stk_generation **out_gen);
 /* Threads: no stk_lookup on this generation may be running. */
 STK_API void stk_generation_close(stk_generation *gen);
+
+/* The path of the generation directory this handle mapped (for a root, the generation CURRENT
+ * named when it was opened), valid until stk_generation_close. */
+STK_API stk_status stk_generation_dir(const stk_generation *gen, const char **out_dir);
+
+/* One published array of an open generation: its manifest entry and its payload bytes inside a
+ * read-only mapping (docs/format.md, "Sera array").  dtype: 1 f64, 2 f32, 3 i32, 4 i16, 5 i8,
+ * 6 u8, 7 Q8.8 and 8 Q4.12 (i16 fixed point), 9 bf16; little-endian, row-major. */
+typedef struct stk_array_view {
+    size_t struct_size;   /* sizeof(stk_array_view) */
+    char name[64];        /* file name under arrays/ ("prf_W.bin"), NUL-terminated */
+    uint32_t stage;       /* the stk_stage that wrote it */
+    uint32_t dtype;
+    uint32_t rank;        /* 1..5 */
+    uint32_t flags;       /* the array header's flags */
+    uint64_t dims[5];     /* dims[0..rank); the rest 1 */
+    uint64_t byte_len;    /* payload bytes */
+    const void *data;     /* the payload (64-byte aligned), valid until stk_generation_close */
+} stk_array_view;
+
+/* Number of arrays the generation's manifest lists, in manifest order. */
+STK_API stk_status stk_generation_array_count(const stk_generation *gen, uint32_t *out_count);
+/* Array `index` (0-based, manifest order; STK_E_KEY_NOT_FOUND past the end) or the array whose
+ * file name is `name` (STK_E_KEY_NOT_FOUND if none).  The first call for an array maps its file
+ * and verifies it against the manifest entry (header, crc32c, sha256_low64; STK_E_CHECKSUM or
+ * STK_E_SIZE_MISMATCH naming the file otherwise); later calls return the same mapping.
+ * Thread-safe on one generation. */
+STK_API stk_status stk_generation_array_at(const stk_generation *gen, uint32_t index, stk_array_view *out);
+STK_API stk_status stk_generation_array_find(const stk_generation *gen, const char *name, stk_array_view *out);
 
 typedef enum stk_lookup_kind {
     STK_LOOKUP_TOKEN_ID = 1,    /* key: token bytes -> value: token id */

@@ -24,6 +24,7 @@ STK_API const char *stk_status_str(stk_status s) {
         case STK_E_ARENA_TOO_SMALL: return "STK_E_ARENA_TOO_SMALL: arena too small";
         case STK_E_NOT_IMPLEMENTED: return "STK_E_NOT_IMPLEMENTED: not implemented";
         case STK_E_STAGE_ORDER: return "STK_E_STAGE_ORDER: stage run out of order";
+        case STK_E_CANCELLED: return "STK_E_CANCELLED: cancelled";
         case STK_E_IO: return "STK_E_IO: I/O error";
         case STK_E_NOT_FOUND: return "STK_E_NOT_FOUND: file not found";
         case STK_E_OUTPUT_EXISTS: return "STK_E_OUTPUT_EXISTS: output already exists";
@@ -96,6 +97,10 @@ STK_API stk_status stk_stage_digest(const stk_job *job, stk_stage stage, uint32_
         *crc = r.crc32c;
         *sha = r.sha256_low64;
     });
+}
+
+STK_API void stk_job_cancel(stk_job *job) {
+    if (job) job->cancelled.store(true, std::memory_order_relaxed);
 }
 
 STK_API void stk_close(stk_job *job) {

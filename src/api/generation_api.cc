@@ -1,7 +1,8 @@
-// stk_generation_open / stk_lookup / stk_generation_close: the C entry points of the O(1)
+// stk_generation_open / stk_lookup / stk_generation_close / stk_generation_array_*: the C entry points of the O(1)
 // lookups (runtime/lookup.cc holds their bodies).  Opening verifies the generation first.
 #include <sys/stat.h>
 
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -44,6 +45,49 @@ STK_API stk_status stk_generation_open(const char *out_dir, stk_generation **out
 }
 
 STK_API void stk_generation_close(stk_generation *gen) { delete gen; }
+
+STK_API stk_status stk_generation_dir(const stk_generation *gen, const char **out_dir) {
+    return guard([&] {
+        if (!gen || !out_dir) throw_error(STK_E_INVALID_ARGUMENT, "stk_generation_dir: NULL argument");
+        *out_dir = gen->dir.c_str();
+    });
+}
+
+STK_API stk_status stk_generation_array_count(const stk_generation *gen, uint32_t *out_count) {
+    return guard([&] {
+        if (!gen || !out_count) throw_error(STK_E_INVALID_ARGUMENT, "stk_generation_array_count: NULL argument");
+        *out_count = uint32_t(gen->manifest.arrays.size());
+    });
+}
+
+static void check_view(stk_array_view *out, const char *fn) {
+    if (!out) throw_error(STK_E_INVALID_ARGUMENT, "%s: NULL argument", fn);
+    if (out->struct_size < sizeof(stk_array_view))
+        throw_error(STK_E_STRUCT_SIZE, "stk_array_view.struct_size is %zu, expected %zu", out->struct_size,
+                    sizeof(stk_array_view));
+}
+
+STK_API stk_status stk_generation_array_at(const stk_generation *gen, uint32_t index, stk_array_view *out) {
+    return guard([&] {
+        if (!gen) throw_error(STK_E_INVALID_ARGUMENT, "stk_generation_array_at: NULL argument");
+        check_view(out, "stk_generation_array_at");
+        generation_array(*gen, index, *out);
+    });
+}
+
+STK_API stk_status stk_generation_array_find(const stk_generation *gen, const char *name, stk_array_view *out) {
+    return guard([&] {
+        if (!gen || !name) throw_error(STK_E_INVALID_ARGUMENT, "stk_generation_array_find: NULL argument");
+        check_view(out, "stk_generation_array_find");
+        const auto &arrays = gen->manifest.arrays;
+        for (uint32_t i = 0; i < arrays.size(); i++)
+            if (std::strlen(name) < sizeof arrays[i].name && std::strncmp(arrays[i].name, name, sizeof arrays[i].name) == 0) {
+                generation_array(*gen, i, *out);
+                return;
+            }
+        throw_error(STK_E_KEY_NOT_FOUND, "%s: no array %s in the manifest", gen->dir.c_str(), name);
+    });
+}
 
 STK_API stk_status stk_lookup(const stk_generation *gen, stk_lookup_kind kind, const void *key, size_t key_len, void *value,
                               size_t value_cap, size_t *value_len) {

@@ -2,10 +2,12 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "format/array.h"
+#include "format/manifest.h"
 #include "hash/cuckoo.h"
 #include "hash/mphf.h"
 #include "stk/stk.h"
@@ -13,6 +15,11 @@
 
 struct stk_generation {
     std::string dir;
+    // The manifest read at open (after verification), and each array stk_generation_array_at
+    // mapped so far (mapped and verified on first use, then kept until close).
+    stk::Manifest manifest;
+    mutable std::mutex views_mu;
+    mutable std::vector<std::unique_ptr<stk::ArrayReader>> views;  // one slot per manifest array
     // Tokenizer tables (absent when the generation has no tokenizer_fst.bin: EXT mode or no
     // tokenizer; token lookups then answer STK_E_MISSING_ARRAY).
     bool has_tokenizer = false;
@@ -73,6 +80,9 @@ void attach_bridge(stk_generation &g, const uint8_t *hubs, size_t len, uint64_t 
 // HUB: the hub bitset of token `token` in context `context`: token row | context row, w words
 // into out[0..w).  False if either id is out of range.  O(1), thread-safe (read-only).
 bool bridge_hub_bitset(const stk_generation &g, uint32_t token, uint32_t context, uint64_t *out);
+
+// Array `index` of the manifest, mapped and verified against its entry on first use (thread-safe).
+void generation_array(const stk_generation &g, uint32_t index, stk_array_view &out);
 
 // One lookup (the body of stk_lookup).
 void generation_lookup(const stk_generation &g, stk_lookup_kind kind, const void *key, size_t key_len, void *value,

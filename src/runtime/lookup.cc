@@ -2,6 +2,7 @@
 // api/generation_api.cc).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -13,6 +14,8 @@ namespace stk {
 std::unique_ptr<stk_generation> map_generation(const std::string &dir) {
     auto g = std::make_unique<stk_generation>();
     g->dir = dir;
+    g->manifest = read_manifest(dir + "/" + kManifestFileName);
+    g->views.resize(g->manifest.arrays.size());
     std::string arrays = dir + "/arrays/";
     struct stat st;
     if (::stat((arrays + "linear_mphf.bin").c_str(), &st) == 0) map_linear(*g);
@@ -32,6 +35,38 @@ std::unique_ptr<stk_generation> map_generation(const std::string &dir) {
     attach_greedy_accel(g->tok, g->greedy_accel.data());
     g->has_tokenizer = true;
     return g;
+}
+
+void generation_array(const stk_generation &g, uint32_t index, stk_array_view &out) {
+    if (index >= g.manifest.arrays.size())
+        throw_error(STK_E_KEY_NOT_FOUND, "%s: array index %u, the manifest lists %zu", g.dir.c_str(), index,
+                    g.manifest.arrays.size());
+    const ManifestArray &e = g.manifest.arrays[index];
+    const ArrayReader *r;
+    {
+        std::lock_guard<std::mutex> lock(g.views_mu);
+        if (!g.views[index]) {
+            auto reader = std::make_unique<ArrayReader>(g.dir + "/" + kArraysDirName + "/" + e.name);  // header + payload checksums
+            const ArrayHeader &h = reader->header();
+            bool same = uint16_t(h.dtype) == e.dtype && h.rank == e.rank && h.byte_len == e.byte_len &&
+                        h.crc32c == e.crc32c && h.sha256_low64 == e.sha256_low64 && h.flags == e.flags;
+            for (uint32_t i = 0; i < kMaxRank; i++) same = same && h.dims[i] == e.dims[i];
+            if (!same)
+                throw_error(STK_E_SIZE_MISMATCH, "%s: header differs from the manifest entry of %s (dtype, dims, byte_len, flags or digests)",
+                            reader->path().c_str(), e.name);
+            g.views[index] = std::move(reader);
+        }
+        r = g.views[index].get();
+    }
+    std::memset(out.name, 0, sizeof out.name);
+    std::memcpy(out.name, e.name, std::min(sizeof out.name - 1, sizeof e.name));
+    out.stage = e.stage;
+    out.dtype = e.dtype;
+    out.rank = e.rank;
+    out.flags = e.flags;
+    for (uint32_t i = 0; i < kMaxRank; i++) out.dims[i] = e.dims[i];
+    out.byte_len = e.byte_len;
+    out.data = r->payload();
 }
 
 void map_linear(stk_generation &g) {

@@ -66,7 +66,16 @@ struct Job {
     // that does not report leaves total at 0.  Written by the stage, read from another thread.
     std::atomic<uint64_t> work_done{0}, work_total{0};
     std::atomic<const char *> work_unit{""};
+    // stk_job_cancel's flag (any thread, or a signal handler): stages stop at their next
+    // progress point, later stages refuse to start, and nothing is published.
+    std::atomic<bool> cancelled{false};
 };
+
+// Throws STK_E_CANCELLED once stk_job_cancel was called (on the stage's own thread only).
+[[noreturn]] void throw_cancelled(const Job &job);
+inline void job_cancel_point(const Job &job) {
+    if (job.cancelled.load(std::memory_order_relaxed)) throw_cancelled(job);
+}
 
 // A stage announces its work once (total units of `unit`), then adds what it finished.
 inline void job_work_begin(Job &job, uint64_t total, const char *unit) {
@@ -74,7 +83,10 @@ inline void job_work_begin(Job &job, uint64_t total, const char *unit) {
     job.work_unit.store(unit, std::memory_order_relaxed);
     job.work_total.store(total, std::memory_order_release);
 }
-inline void job_work_add(Job &job, uint64_t n) { job.work_done.fetch_add(n, std::memory_order_relaxed); }
+inline void job_work_add(Job &job, uint64_t n) {
+    job.work_done.fetch_add(n, std::memory_order_relaxed);
+    job_cancel_point(job);  // every caller is on the stage's thread
+}
 
 // What a stage's arena sizing sees: the normalised parameters and the model described once.
 struct JobInputs {

@@ -66,6 +66,7 @@ void publish_begin(Job &job) {
 
 void publish_job(Job &job) {
     if (!job.root || job.generation_dir) return;
+    job_cancel_point(job);  // the last moment a cancel can keep the root as it was
     Manifest m = read_manifest(std::string(job.out_dir) + "/" + kManifestFileName);
     std::string name = publish_staged(job.root, job.out_dir, m.curr_hash);
     job.generation_dir = job_strdup(job, std::string(job.root) + "/" + kGenerationsDirName + "/" + name);

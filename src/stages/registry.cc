@@ -163,9 +163,15 @@ static void check_arena_within_size(const Job &job, const StageDef &st, size_t u
                     "stage's buffer list; please report)", st.name, used, bound);
 }
 
+void throw_cancelled(const Job &job) {
+    throw_error(STK_E_CANCELLED, "%s: the job was cancelled (stk_job_cancel); nothing was published",
+                job.root ? job.root : job.out_dir);
+}
+
 void job_run_stage(Job &job, stk_stage id) {
     const StageDef *st = find_stage(id);
     if (!st) throw_error(STK_E_INVALID_ARGUMENT, "unknown stage %d", int(id));
+    job_cancel_point(job);
     for (int prev = STK_STAGE_PARSE_TENSORS; prev < int(id); prev++)
         if (!job.stages[prev].done)
             throw_error(STK_E_STAGE_ORDER, "stage %s needs %s to run first", st->name, find_stage(stk_stage(prev))->name);

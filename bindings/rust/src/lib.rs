@@ -62,6 +62,7 @@ pub enum Status {
     ArenaTooSmall = sys::STK_E_ARENA_TOO_SMALL,
     NotImplemented = sys::STK_E_NOT_IMPLEMENTED,
     StageOrder = sys::STK_E_STAGE_ORDER,
+    Cancelled = sys::STK_E_CANCELLED,
     Io = sys::STK_E_IO,
     NotFound = sys::STK_E_NOT_FOUND,
     OutputExists = sys::STK_E_OUTPUT_EXISTS,
@@ -96,13 +97,14 @@ pub enum Status {
 
 impl Status {
     /// Every status of the header, in value order.
-    pub const ALL: [Status; 34] = [
+    pub const ALL: [Status; 35] = [
         Status::Ok,
         Status::InvalidArgument,
         Status::StructSize,
         Status::ArenaTooSmall,
         Status::NotImplemented,
         Status::StageOrder,
+        Status::Cancelled,
         Status::Io,
         Status::NotFound,
         Status::OutputExists,

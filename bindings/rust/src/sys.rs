@@ -20,6 +20,7 @@ pub const STK_E_STRUCT_SIZE: stk_status = 2;
 pub const STK_E_ARENA_TOO_SMALL: stk_status = 3;
 pub const STK_E_NOT_IMPLEMENTED: stk_status = 4;
 pub const STK_E_STAGE_ORDER: stk_status = 5;
+pub const STK_E_CANCELLED: stk_status = 6;
 pub const STK_E_IO: stk_status = 10;
 pub const STK_E_NOT_FOUND: stk_status = 11;
 pub const STK_E_OUTPUT_EXISTS: stk_status = 12;
@@ -95,6 +96,21 @@ pub struct stk_verify_report {
     pub bytes_checked: u64,
     pub failed_file: [c_char; 256],
     pub failed_offset: u64,
+}
+
+/// One published array of an open generation (`stk_generation_array_at`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_array_view {
+    pub struct_size: usize,
+    pub name: [c_char; 64],
+    pub stage: u32,
+    pub dtype: u32,
+    pub rank: u32,
+    pub flags: u32,
+    pub dims: [u64; 5],
+    pub byte_len: u64,
+    pub data: *const c_void,
 }
 
 /// Opaque handle of a mapped, verified generation.
@@ -230,6 +246,7 @@ extern "C" {
         out_sha256_low64: *mut u64,
     ) -> stk_status;
     pub fn stk_close(job: *mut stk_job);
+    pub fn stk_job_cancel(job: *mut stk_job);
     pub fn stk_job_generation_dir(job: *const stk_job, out_dir: *mut *const c_char) -> stk_status;
     pub fn stk_generation_remove(root: *const c_char, name: *const c_char) -> stk_status;
 
@@ -237,6 +254,14 @@ extern "C" {
 
     pub fn stk_generation_open(out_dir: *const c_char, out_gen: *mut *mut stk_generation) -> stk_status;
     pub fn stk_generation_close(gen: *mut stk_generation);
+    pub fn stk_generation_dir(gen: *const stk_generation, out_dir: *mut *const c_char) -> stk_status;
+    pub fn stk_generation_array_count(gen: *const stk_generation, out_count: *mut u32) -> stk_status;
+    pub fn stk_generation_array_at(gen: *const stk_generation, index: u32, out: *mut stk_array_view) -> stk_status;
+    pub fn stk_generation_array_find(
+        gen: *const stk_generation,
+        name: *const c_char,
+        out: *mut stk_array_view,
+    ) -> stk_status;
     pub fn stk_lookup(
         gen: *const stk_generation,
         kind: stk_lookup_kind,

@@ -62,7 +62,7 @@ fn status_strings_and_values() {
         assert!(name.starts_with(if s == Status::Ok { "STK_OK: " } else { "STK_E_" }), "{name}");
         assert!(seen.insert(name), "duplicate name {name}");
     }
-    assert_eq!(seen.len(), 34);
+    assert_eq!(seen.len(), 35);
     assert_eq!(c_str(unsafe { sys::stk_status_str(12345) }), "STK_E_?: unknown status");
 }
 

@@ -57,6 +57,7 @@ fn every_header_constant_matches_sys() {
         ("STK_E_ARENA_TOO_SMALL", sys::STK_E_ARENA_TOO_SMALL as u64),
         ("STK_E_NOT_IMPLEMENTED", sys::STK_E_NOT_IMPLEMENTED as u64),
         ("STK_E_STAGE_ORDER", sys::STK_E_STAGE_ORDER as u64),
+        ("STK_E_CANCELLED", sys::STK_E_CANCELLED as u64),
         ("STK_E_IO", sys::STK_E_IO as u64),
         ("STK_E_NOT_FOUND", sys::STK_E_NOT_FOUND as u64),
         ("STK_E_OUTPUT_EXISTS", sys::STK_E_OUTPUT_EXISTS as u64),
@@ -154,7 +155,7 @@ fn every_header_function_is_declared() {
             assert!(src.contains(&format!("pub fn {name}(")), "sys.rs does not declare {name}");
         }
     }
-    assert_eq!(n, 26, "functions declared in stk.h");
+    assert_eq!(n, 31, "functions declared in stk.h");
 }
 
 /// sizeof/offsetof as the C compiler computes them, compared with repr(C) here.  Skipped (with a
