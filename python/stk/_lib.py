@@ -1,0 +1,129 @@
+"""ctypes declarations of include/stk/stk.h (the public C ABI) and where libstk and the stk binary are.
+
+Only the public header is used: what the C, Rust and Go bindings see.  ctypes releases the GIL
+for the duration of every foreign call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from ctypes import (POINTER, Structure, c_char, c_char_p, c_float, c_size_t, c_uint32, c_uint64, c_void_p)
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+
+# STK_VERSION_NUMBER of the header these declarations follow.
+HEADER_VERSION = 100
+
+
+def library_path() -> str:
+    """libstk.so: $STK_LIBRARY (an in-tree build's tests set it), else the copy inside the package."""
+    env = os.environ.get("STK_LIBRARY")
+    if env:
+        return env
+    p = _HERE / "libstk.so"
+    if p.exists():
+        return str(p)
+    raise ImportError(f"stk: libstk.so is not in {_HERE} and STK_LIBRARY is not set: install the package with "
+                      "`pip install .` from the repository, or point STK_LIBRARY at a build's libstk.so")
+
+
+def binary_path() -> str:
+    """The stk command: $STK_BIN, else the copy inside the package."""
+    env = os.environ.get("STK_BIN")
+    if env:
+        return env
+    p = _HERE / "_bin" / "stk"
+    if p.exists():
+        return str(p)
+    raise FileNotFoundError(f"stk: the stk binary is not in {_HERE / '_bin'} and STK_BIN is not set")
+
+
+class JobParams(Structure):
+    _fields_ = [("struct_size", c_size_t), ("in_dir", c_char_p), ("out_dir", c_char_p), ("r", c_uint32),
+                ("rv", c_uint32), ("l_tok", c_uint32), ("top_l", c_uint32), ("threads", c_uint32),
+                ("flags", c_uint32)]
+
+
+class VerifyReport(Structure):
+    _fields_ = [("struct_size", c_size_t), ("arrays_checked", c_uint32), ("bytes_checked", c_uint64),
+                ("failed_file", c_char * 256), ("failed_offset", c_uint64)]
+
+
+class ArrayView(Structure):
+    _fields_ = [("struct_size", c_size_t), ("name", c_char * 64), ("stage", c_uint32), ("dtype", c_uint32),
+                ("rank", c_uint32), ("flags", c_uint32), ("dims", c_uint64 * 5), ("byte_len", c_uint64),
+                ("data", c_void_p)]
+
+
+class ExportParams(Structure):
+    _fields_ = [("struct_size", c_size_t), ("in_dir", c_char_p), ("out_path", c_char_p), ("dtype", c_uint32),
+                ("reserved", c_uint32), ("threads", c_uint32)]
+
+
+class ExportReport(Structure):
+    _fields_ = [("struct_size", c_size_t), ("tensors", c_uint64), ("parameters", c_uint64),
+                ("file_bytes", c_uint64), ("data_crc32", c_uint32), ("tied_lm_head", c_uint32)]
+
+
+class LwtTensor(Structure):
+    _fields_ = [("struct_size", c_size_t), ("name", c_char * 128), ("dtype", c_uint32), ("ndim", c_uint32),
+                ("shape", c_uint64 * 8), ("n_elements", c_uint64), ("size_bytes", c_uint64), ("scale", c_float),
+                ("zero_point", c_uint32), ("data", c_void_p)]
+
+
+STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER = 0x1
+STK_JOB_ALLOW_NONFINITE = 0x2
+STK_JOB_PUBLISH_ROOT = 0x4
+STK_STAGE_COUNT = 10
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    st = c_uint32  # stk_status (an enum: int-sized)
+    sigs = {
+        "stk_status_str": (c_char_p, [st]),
+        "stk_last_error": (c_char_p, []),
+        "stk_version_number": (c_uint32, []),
+        "stk_version_string": (c_char_p, []),
+        "stk_stage_name": (c_char_p, [c_uint32]),
+        "stk_job_arena_size": (st, [POINTER(JobParams), POINTER(c_size_t)]),
+        "stk_open": (st, [POINTER(JobParams), c_void_p, c_size_t, POINTER(c_void_p)]),
+        "stk_stage_run": (st, [c_void_p, c_uint32]),
+        "stk_stage_digest": (st, [c_void_p, c_uint32, POINTER(c_uint32), POINTER(c_uint64)]),
+        "stk_job_cancel": (None, [c_void_p]),
+        "stk_close": (None, [c_void_p]),
+        "stk_job_generation_dir": (st, [c_void_p, POINTER(c_char_p)]),
+        "stk_verify": (st, [c_char_p, POINTER(VerifyReport)]),
+        "stk_generation_open": (st, [c_char_p, POINTER(c_void_p)]),
+        "stk_generation_close": (None, [c_void_p]),
+        "stk_generation_dir": (st, [c_void_p, POINTER(c_char_p)]),
+        "stk_generation_array_count": (st, [c_void_p, POINTER(c_uint32)]),
+        "stk_generation_array_at": (st, [c_void_p, c_uint32, POINTER(ArrayView)]),
+        "stk_generation_array_find": (st, [c_void_p, c_char_p, POINTER(ArrayView)]),
+        "stk_lookup": (st, [c_void_p, c_uint32, c_void_p, c_size_t, c_void_p, c_size_t, POINTER(c_size_t)]),
+        "stk_export_lwt": (st, [POINTER(ExportParams), POINTER(ExportReport)]),
+        "stk_lwt_open": (st, [c_char_p, POINTER(c_void_p)]),
+        "stk_lwt_close": (None, [c_void_p]),
+        "stk_lwt_info": (st, [c_void_p, POINTER(c_uint32), POINTER(c_void_p), POINTER(c_size_t)]),
+        "stk_lwt_tensor_at": (st, [c_void_p, c_uint32, POINTER(LwtTensor)]),
+        "stk_lwt_find": (st, [c_void_p, c_char_p, POINTER(LwtTensor)]),
+        "stk_lwt_read_f32": (st, [c_void_p, c_char_p, c_void_p, c_size_t]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+
+
+def load() -> ctypes.CDLL:
+    lib = ctypes.CDLL(library_path())
+    _declare(lib)
+    have = lib.stk_version_number()
+    if have // 100 != HEADER_VERSION // 100:
+        raise ImportError(f"stk: libstk {lib.stk_version_string().decode()} ({have}) does not match the "
+                          f"bindings' header version {HEADER_VERSION}")
+    return lib
+
+
+lib = load()
