@@ -127,7 +127,8 @@ def _run_json(command: str, *args: str) -> dict:
     except json.JSONDecodeError:
         raise StkError(Status.INTERNAL, f"stk {command} printed no JSON (exit {proc.returncode}): "
                        f"{proc.stderr.strip()[-2000:]}") from None
-    if not result.get("ok", False):
+    # (`stk inspect FILE.lwt --json` prints its own object without the shared keys: the exit code says)
+    if not result.get("ok", proc.returncode == 0):
         raise StkError(int(result.get("status_code", Status.INTERNAL)), str(result.get("message", "")), result)
     return result
 

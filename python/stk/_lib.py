@@ -120,7 +120,7 @@ def load() -> ctypes.CDLL:
     lib = ctypes.CDLL(library_path())
     _declare(lib)
     have = lib.stk_version_number()
-    if have // 100 != HEADER_VERSION // 100:
+    if have != HEADER_VERSION:  # 0.x: any version may change a struct (as the Rust and Go bindings)
         raise ImportError(f"stk: libstk {lib.stk_version_string().decode()} ({have}) does not match the "
                           f"bindings' header version {HEADER_VERSION}")
     return lib
