@@ -53,6 +53,7 @@ static void status_strings(void **) {
         {STK_E_ARENA_TOO_SMALL, "STK_E_ARENA_TOO_SMALL: arena too small"},
         {STK_E_NOT_IMPLEMENTED, "STK_E_NOT_IMPLEMENTED: not implemented"},
         {STK_E_STAGE_ORDER, "STK_E_STAGE_ORDER: stage run out of order"},
+        {STK_E_CANCELLED, "STK_E_CANCELLED: cancelled"},
         {STK_E_IO, "STK_E_IO: I/O error"},
         {STK_E_NOT_FOUND, "STK_E_NOT_FOUND: file not found"},
         {STK_E_OUTPUT_EXISTS, "STK_E_OUTPUT_EXISTS: output already exists"},
@@ -83,7 +84,7 @@ static void status_strings(void **) {
         {STK_E_INTERNAL, "STK_E_INTERNAL: internal error"},
     };
     // Pinned values (the ABI): never renumbered.
-    const int values[] = {0, 1, 2, 3, 4, 5, 10, 11, 12, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31,
+    const int values[] = {0, 1, 2, 3, 4, 5, 6, 10, 11, 12, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31,
                           40, 41, 42, 43, 44, 45, 46, 60, 61, 62, 63, 90, 99};
     assert_int_equal(sizeof all / sizeof all[0], sizeof values / sizeof values[0]);
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
