@@ -35,6 +35,13 @@ static stk_status (*const f_lwt_read_f32)(const stk_lwt *, const char *, float *
 static stk_status (*const f_job_get_info)(const stk_job *, stk_job_info *) = &stk_job_get_info;
 static stk_status (*const f_stage_get_info)(const stk_job *, stk_stage, stk_stage_info *) = &stk_stage_get_info;
 static stk_status (*const f_job_progress)(const stk_job *, uint64_t *, uint64_t *, const char **) = &stk_job_progress;
+static void (*const f_job_cancel)(stk_job *) = &stk_job_cancel;
+static stk_status (*const f_generation_dir)(const stk_generation *, const char **) = &stk_generation_dir;
+static stk_status (*const f_generation_array_count)(const stk_generation *, uint32_t *) = &stk_generation_array_count;
+static stk_status (*const f_generation_array_at)(const stk_generation *, uint32_t, stk_array_view *) =
+    &stk_generation_array_at;
+static stk_status (*const f_generation_array_find)(const stk_generation *, const char *, stk_array_view *) =
+    &stk_generation_array_find;
 
 typedef char struct_size_first[offsetof(stk_job_params, struct_size) == 0 ? 1 : -1];
 typedef char report_size_first[offsetof(stk_verify_report, struct_size) == 0 ? 1 : -1];
@@ -46,6 +53,7 @@ int main(void) {
     stk_lwt_tensor tensor;
     stk_job_info job_info;
     stk_stage_info stage_info;
+    stk_array_view view;
     stk_generation *gen = NULL;
     stk_lwt *lwt = NULL;
     const char *text = NULL;
@@ -58,7 +66,8 @@ int main(void) {
         !f_open || !f_stage_run || !f_stage_digest || !f_close || !f_verify || !f_generation_open || !f_generation_close ||
         !f_lookup || !f_job_generation_dir || !f_generation_remove || !f_export_lwt || !f_lwt_open || !f_lwt_close ||
         !f_lwt_info || !f_lwt_tensor_at || !f_lwt_find || !f_lwt_read_f32 || !f_job_get_info || !f_stage_get_info ||
-        !f_job_progress)
+        !f_job_progress || !f_job_cancel || !f_generation_dir || !f_generation_array_count || !f_generation_array_at ||
+        !f_generation_array_find)
         failures++;
     if (stk_version_number() != STK_VERSION_NUMBER) failures++;
     if (strcmp(stk_version_string(), STK_VERSION_STRING) != 0) failures++;
@@ -104,6 +113,13 @@ int main(void) {
     stage_info.struct_size = sizeof stage_info;
     if (stk_stage_get_info(NULL, STK_STAGE_PRF, &stage_info) != STK_E_INVALID_ARGUMENT) failures++;
     if (stk_job_progress(NULL, &done, &total, &text) != STK_E_INVALID_ARGUMENT) failures++;
+    stk_job_cancel(NULL);
+    if (stk_generation_dir(NULL, &text) != STK_E_INVALID_ARGUMENT) failures++;
+    if (stk_generation_array_count(NULL, &count) != STK_E_INVALID_ARGUMENT) failures++;
+    memset(&view, 0, sizeof view);
+    view.struct_size = sizeof view;
+    if (stk_generation_array_at(NULL, 0, &view) != STK_E_INVALID_ARGUMENT) failures++;
+    if (stk_generation_array_find(NULL, "x", &view) != STK_E_INVALID_ARGUMENT) failures++;
     printf("c_header: %d failures\n", failures);
     return failures ? 1 : 0;
 }

@@ -203,7 +203,8 @@ STK_API void stk_close(stk_job *job);
  * stage returns STK_E_CANCELLED at its next progress point (a layer, an FFN, a tensor), every
  * later stk_stage_run returns STK_E_CANCELLED at once, and the check stage does not publish:
  * stk_close then removes the staging directory, so a cancelled job into a generations root leaves
- * the root as it was.  NULL is a no-op. */
+ * the root as it was.  NULL is a no-op.  Threads: any, also while stk_stage_run runs on the job
+ * (from another thread or a signal handler). */
 STK_API void stk_job_cancel(stk_job *job);
 
 /* Generations roots (STK_JOB_PUBLISH_ROOT; docs/format.md "Generations root").
@@ -259,7 +260,7 @@ STK_API stk_status stk_generation_open(const char *out_dir, stk_generation **out
 STK_API void stk_generation_close(stk_generation *gen);
 
 /* The path of the generation directory this handle mapped (for a root, the generation CURRENT
- * named when it was opened), valid until stk_generation_close. */
+ * named when it was opened), valid until stk_generation_close.  Threads: any. */
 STK_API stk_status stk_generation_dir(const stk_generation *gen, const char **out_dir);
 
 /* One published array of an open generation: its manifest entry and its payload bytes inside a
@@ -277,13 +278,13 @@ typedef struct stk_array_view {
     const void *data;     /* the payload (64-byte aligned), valid until stk_generation_close */
 } stk_array_view;
 
-/* Number of arrays the generation's manifest lists, in manifest order. */
+/* Number of arrays the generation's manifest lists, in manifest order.  Threads: any. */
 STK_API stk_status stk_generation_array_count(const stk_generation *gen, uint32_t *out_count);
 /* Array `index` (0-based, manifest order; STK_E_KEY_NOT_FOUND past the end) or the array whose
  * file name is `name` (STK_E_KEY_NOT_FOUND if none).  The first call for an array maps its file
  * and verifies it against the manifest entry (header, crc32c, sha256_low64; STK_E_CHECKSUM or
  * STK_E_SIZE_MISMATCH naming the file otherwise); later calls return the same mapping.
- * Thread-safe on one generation. */
+ * Threads: any, several at once on one generation (the first mapping of an array is locked). */
 STK_API stk_status stk_generation_array_at(const stk_generation *gen, uint32_t index, stk_array_view *out);
 STK_API stk_status stk_generation_array_find(const stk_generation *gen, const char *name, stk_array_view *out);
 

@@ -197,9 +197,10 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
     its next layer/tensor), removes the staging directory and re-raises: nothing is published.
 
     Returns the summary: ``generation`` (curr_hash), ``generation_name``, ``generation_dir``,
-    ``previous``, ``arrays``, ``bytes``, ``arena_bytes``, ``tokenizer`` (mode, vocab_size, ltok,
-    reason), ``disabled`` (the manifest's feature_disabled records) and ``stages`` (status,
-    seconds, crc32c, sha256_low64, message), the keys ``stk convert --json`` uses for them.
+    ``previous``, ``arrays``, ``bytes``, ``arena_bytes``, ``tokenizer`` (mode, vocab_size, ltok and
+    the reason for the mode, from stk_job_get_info), ``disabled`` (the manifest's feature_disabled
+    records) and ``stages`` (status, seconds, crc32c, sha256_low64, message), under the keys
+    ``stk convert --json`` uses for them.
     """
     in_dir, out_dir = _model_dir(src), os.fspath(root)
     params = _lib.JobParams()
@@ -237,7 +238,7 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
     job = ctypes.c_void_p()
     try:
         _raise(_c.stk_open(ctypes.byref(params), ctypes.addressof(arena_ref), size.value, ctypes.byref(job)))
-        stages, failure, gen_dir = _run_stages(job, callback)
+        stages, failure, gen_dir, tok_reason = _run_stages(job, callback)
         if failure is None and bar is not None:
             bar.n = _lib.STK_STAGE_COUNT
             bar.set_postfix_str("published")
@@ -251,17 +252,15 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
         raise failure
     manifest = inspect(gen_dir)
     tok = manifest["tokenizer"]
-    tok_stage = stages[1]  # tokenizer_build_or_wrap
     disabled = [{"stage": rec["stage"], "text": rec["text"]} for rec in manifest["records"]
                 if rec["kind"] == "feature_disabled"]
-    reason = next((d["text"] for d in disabled if d["stage"] == tok_stage["stage"]), "")
     return {
         "command": "convert", "ok": True, "in": in_dir, "out": out_dir, "published": True,
         "generation": manifest["generation"], "root": out_dir,
         "generation_name": os.path.basename(gen_dir), "generation_dir": gen_dir,
         "previous": manifest["previous"], "arrays": manifest["arrays_count"], "bytes": manifest["bytes"],
         "arena_bytes": size.value,
-        "tokenizer": {"mode": tok["mode"], "reason": reason, "vocab_size": tok["vocab_size"], "ltok": tok["ltok"]},
+        "tokenizer": {"mode": tok["mode"], "reason": tok_reason, "vocab_size": tok["vocab_size"], "ltok": tok["ltok"]},
         "disabled": disabled, "stages": stages,
     }
 
@@ -300,6 +299,10 @@ def _run_stages(job: ctypes.c_void_p, callback: Optional[ProgressCallback]):
             d = ctypes.c_char_p()
             _raise(_c.stk_job_generation_dir(job, ctypes.byref(d)))
             out["dir"] = os.fsdecode(d.value)
+            info = _lib.JobInfo()
+            info.struct_size = ctypes.sizeof(info)
+            _raise(_c.stk_job_get_info(job, ctypes.byref(info)))
+            out["tokenizer_reason"] = info.tokenizer_reason.decode("utf-8", "replace")
         except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
             out["failure"] = e
         finally:
@@ -326,7 +329,7 @@ def _run_stages(job: ctypes.c_void_p, callback: Optional[ProgressCallback]):
             worker.join(0.1)
         raise
     worker.join()
-    return stages, out.get("failure"), out.get("dir")
+    return stages, out.get("failure"), out.get("dir"), out.get("tokenizer_reason", "")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -57,6 +57,11 @@ class ArrayView(Structure):
                 ("data", c_void_p)]
 
 
+class JobInfo(Structure):  # experimental tier of stk.h
+    _fields_ = [("struct_size", c_size_t), ("tokenizer_mode", c_uint32), ("tokenizer_certified_run", c_uint32),
+                ("vocab_size", c_uint32), ("l_tok", c_uint32), ("tokenizer_reason", c_char * 512)]
+
+
 class ExportParams(Structure):
     _fields_ = [("struct_size", c_size_t), ("in_dir", c_char_p), ("out_path", c_char_p), ("dtype", c_uint32),
                 ("reserved", c_uint32), ("threads", c_uint32)]
@@ -92,6 +97,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "stk_stage_run": (st, [c_void_p, c_uint32]),
         "stk_stage_digest": (st, [c_void_p, c_uint32, POINTER(c_uint32), POINTER(c_uint64)]),
         "stk_job_cancel": (None, [c_void_p]),
+        "stk_job_get_info": (st, [c_void_p, POINTER(JobInfo)]),
         "stk_close": (None, [c_void_p]),
         "stk_job_generation_dir": (st, [c_void_p, POINTER(c_char_p)]),
         "stk_verify": (st, [c_char_p, POINTER(VerifyReport)]),

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/abi.h"
 #include "core/error.h"
 #include "publish/verify.h"
 #include "runtime/generation.h"
@@ -60,18 +61,25 @@ STK_API stk_status stk_generation_array_count(const stk_generation *gen, uint32_
     });
 }
 
-static void check_view(stk_array_view *out, const char *fn) {
+static void check_view(const stk_array_view *out, const char *fn) {
     if (!out) throw_error(STK_E_INVALID_ARGUMENT, "%s: NULL argument", fn);
-    if (out->struct_size < sizeof(stk_array_view))
-        throw_error(STK_E_STRUCT_SIZE, "stk_array_view.struct_size is %zu, expected %zu", out->struct_size,
-                    sizeof(stk_array_view));
+    abi_check_out(out);
+}
+
+// Today's view of array `index` into the caller's struct (its struct_size: core/abi.h).
+static void fill_view(const stk_generation &g, uint32_t index, stk_array_view *out) {
+    stk_array_view v;
+    std::memset(&v, 0, sizeof v);
+    v.struct_size = sizeof v;
+    generation_array(g, index, v);
+    abi_write(out, v);
 }
 
 STK_API stk_status stk_generation_array_at(const stk_generation *gen, uint32_t index, stk_array_view *out) {
     return guard([&] {
         if (!gen) throw_error(STK_E_INVALID_ARGUMENT, "stk_generation_array_at: NULL argument");
         check_view(out, "stk_generation_array_at");
-        generation_array(*gen, index, *out);
+        fill_view(*gen, index, out);
     });
 }
 
@@ -82,7 +90,7 @@ STK_API stk_status stk_generation_array_find(const stk_generation *gen, const ch
         const auto &arrays = gen->manifest.arrays;
         for (uint32_t i = 0; i < arrays.size(); i++)
             if (std::strlen(name) < sizeof arrays[i].name && std::strncmp(arrays[i].name, name, sizeof arrays[i].name) == 0) {
-                generation_array(*gen, i, *out);
+                fill_view(*gen, i, out);
                 return;
             }
         throw_error(STK_E_KEY_NOT_FOUND, "%s: no array %s in the manifest", gen->dir.c_str(), name);

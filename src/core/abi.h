@@ -37,6 +37,7 @@ constexpr AbiStruct abi_of(const stk_export_params *) { return {offsetof(stk_exp
 constexpr AbiStruct abi_of(const stk_export_report *) {
     return {STK_ABI_END(stk_export_report, tied_lm_head), "stk_export_report"};
 }
+constexpr AbiStruct abi_of(const stk_array_view *) { return {STK_ABI_END(stk_array_view, data), "stk_array_view"}; }
 constexpr AbiStruct abi_of(const stk_lwt_tensor *) { return {STK_ABI_END(stk_lwt_tensor, data), "stk_lwt_tensor"}; }
 constexpr AbiStruct abi_of(const stk_job_info *) { return {STK_ABI_END(stk_job_info, tokenizer_reason), "stk_job_info"}; }
 constexpr AbiStruct abi_of(const stk_stage_info *) { return {STK_ABI_END(stk_stage_info, reason), "stk_stage_info"}; }
