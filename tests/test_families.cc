@@ -69,6 +69,7 @@ Mat linear(const Mat &x, size_t T, const Mat &W, const Mat &b, size_t rows) {
 
 double act(const std::string &a, double z) {
     if (a == "relu") return z > 0 ? z : 0;
+    if (a == "relu2") return z > 0 ? z * z : 0;
     if (a == "silu" || a == "swish") return z / (1 + std::exp(-z));
     if (a == "gelu" || a == "gelu_python") return 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
     if (a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast")

@@ -1,0 +1,39 @@
+// Arcee AFM (arcee-ai/AFM-4.5B): the llama attention with a plain (ungated) FFN up_proj / down_proj
+// and the ReLU^2 activation; RoPE with yarn scaling on the long-context checkpoints.
+#include "ingest/family.h"
+
+namespace stk {
+
+static void arcee_defaults(const ConfigReader &c, const std::string &, ModelConfig &m) {
+    llama_defaults(m);
+    m.ffn_kind = FfnKind::Plain;
+    set_activation(m, "relu2");
+    llama_bias_keys(c, m);
+}
+
+static void arcee_roles(RoleRules &p, const ModelConfig &) {
+    const std::string lp = "model\\.layers\\." STK_LAYER "\\.";
+    p.add("model\\.embed_tokens\\.weight", Role::EMB);
+    p.norm(lp + "input_layernorm", NormSlot::Attn);
+    p.norm(lp + "post_attention_layernorm", NormSlot::Ffn);
+    p.linear(lp + "self_attn\\.q_proj", Role::Q, Role::Q_B);
+    p.linear(lp + "self_attn\\.k_proj", Role::K, Role::K_B);
+    p.linear(lp + "self_attn\\.v_proj", Role::V, Role::V_B);
+    p.linear(lp + "self_attn\\.o_proj", Role::O, Role::O_B);
+    p.linear(lp + "mlp\\.up_proj", Role::FFN_W1, Role::FFN_B1);
+    p.linear(lp + "mlp\\.down_proj", Role::FFN_W2, Role::FFN_B2);
+    p.norm("model\\.norm", NormSlot::Final);
+    p.add("lm_head\\.weight", Role::LM_HEAD);
+}
+
+static const char *const kTypes[] = {"arcee", nullptr};
+static const char *const kArchs[] = {"ArceeForCausalLM", nullptr};
+static const char *const kGguf[] = {"arcee", nullptr};
+
+extern const FamilyDef kArceeFamily = {
+    "arcee", kTypes, kArchs, kGguf,
+    "llama attention, plain ReLU^2 FFN (up_proj, down_proj)",
+    "tests/fixtures/families/arcee", false, nullptr, arcee_defaults, nullptr, arcee_roles,
+};
+
+}  // namespace stk
