@@ -18,7 +18,7 @@ run_suite() {  # name, build dir, extra meson args...
   meson test -C "$dir" --num-processes "$jobs" --print-errorlogs --no-suite real >"$dir.test.log" 2>&1 || rc=$?
   grep -E '^ *[0-9]+/[0-9]+ ' "$dir.test.log" || true
   # pytest's own summary line (tests/python, meson test `python`)
-  grep -hE '^[0-9]+ (passed|failed)|^no tests ran' "$dir/meson-logs/testlog.txt" | sed 's/^/  pytest: /' || true
+  grep -hE '^[0-9]+ (passed|failed).* in [0-9.]+s$|^no tests ran' "$dir/meson-logs/testlog.txt" | sed 's/^/  pytest: /' || true
   local ok fail
   ok=$(grep -E '^Ok: ' "$dir.test.log" | awk '{print $2}')
   fail=$(grep -E '^(Fail|Timeout|Unexpected Pass): ' "$dir.test.log" | awk '{s += $NF} END {print s + 0}')
