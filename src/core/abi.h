@@ -84,6 +84,8 @@ void abi_check_out(const T *out) {
 
 // Library -> caller: today's `value` into the caller's struct_size bytes (an older caller gets
 // the fields it knows, a newer one zero in those this library does not); struct_size kept.
+// `value` must be memset to zero before its fields are set: its padding is copied too, and a
+// newer stk.h may have put a field where today's struct has tail padding.
 template <class T>
 void abi_write(T *out, const T &value) {
     const size_t n = out->struct_size;
