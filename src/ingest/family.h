@@ -98,6 +98,8 @@ void copy_config_str(char *dst, size_t cap, const std::string &s);
 void set_activation(ModelConfig &m, const char *act);
 // The llama layout of tensor names (model.layers.N.self_attn.q_proj, mlp.gate_proj, ...), shared
 // by the families that kept it.
+// The two norms and q/k/v/o of a Llama-style layer under prefix `lp` (no FFN).
+void llama_attention_roles(RoleRules &r, const std::string &lp);
 void llama_layer_roles(RoleRules &r, const std::string &lp);
 void llama_roles(RoleRules &r, const ModelConfig &m);
 // LlamaConfig's defaults: RMSNorm, RoPE base 10000, gated SiLU FFN, untied head, no biases.

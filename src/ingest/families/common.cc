@@ -27,13 +27,17 @@ void RoleRules::linear(const std::string &stem, Role w, Role b, bool transpose) 
     add(stem + "\\.bias", b);
 }
 
-void llama_layer_roles(RoleRules &p, const std::string &lp) {
+void llama_attention_roles(RoleRules &p, const std::string &lp) {
     p.norm(lp + "input_layernorm", NormSlot::Attn);
     p.norm(lp + "post_attention_layernorm", NormSlot::Ffn);
     p.linear(lp + "self_attn\\.q_proj", Role::Q, Role::Q_B);
     p.linear(lp + "self_attn\\.k_proj", Role::K, Role::K_B);
     p.linear(lp + "self_attn\\.v_proj", Role::V, Role::V_B);
     p.linear(lp + "self_attn\\.o_proj", Role::O, Role::O_B);
+}
+
+void llama_layer_roles(RoleRules &p, const std::string &lp) {
+    llama_attention_roles(p, lp);
     p.add(lp + "self_attn\\.rotary_emb\\.inv_freq", Role::ROPE_ALPHA).buffer = true;
     p.linear(lp + "mlp\\.gate_proj", Role::FFN_W1, Role::FFN_B1);
     p.linear(lp + "mlp\\.up_proj", Role::FFN_W3, Role::FFN_B3);

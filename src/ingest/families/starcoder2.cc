@@ -26,12 +26,7 @@ static void starcoder2_finish(const ConfigReader &c, const std::string &, ModelC
 static void starcoder2_roles(RoleRules &p, const ModelConfig &) {
     const std::string lp = "model\\.layers\\." STK_LAYER "\\.";
     p.add("model\\.embed_tokens\\.weight", Role::EMB);
-    p.norm(lp + "input_layernorm", NormSlot::Attn);
-    p.norm(lp + "post_attention_layernorm", NormSlot::Ffn);
-    p.linear(lp + "self_attn\\.q_proj", Role::Q, Role::Q_B);
-    p.linear(lp + "self_attn\\.k_proj", Role::K, Role::K_B);
-    p.linear(lp + "self_attn\\.v_proj", Role::V, Role::V_B);
-    p.linear(lp + "self_attn\\.o_proj", Role::O, Role::O_B);
+    llama_attention_roles(p, lp);
     p.linear(lp + "mlp\\.c_fc", Role::FFN_W1, Role::FFN_B1);
     p.linear(lp + "mlp\\.c_proj", Role::FFN_W2, Role::FFN_B2);
     p.norm("model\\.norm", NormSlot::Final);
