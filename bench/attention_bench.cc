@@ -63,11 +63,13 @@ int main(int argc, char **argv) {
         WeightReader reader(*desc->checkpoint, desc->plan);
         auto t0 = Clock::now();
         double c0 = cpu_now();
-        for (uint32_t l = 0; l < s.n_layers; l++) reader.read(reader.require(Role::K, l, s.d_kv, s.d_model), buf.data(), rows.data());
+        for (uint32_t l = 0; l < s.n_layers; l++)
+            reader.read(reader.require(Role::K, l, s.d_kv, s.d_model), buf.data(), rows.data());
         double tk = since(t0), ck = cpu_now() - c0;
         t0 = Clock::now();
         c0 = cpu_now();
-        for (uint32_t l = 0; l < s.n_layers; l++) reader.read(reader.require(Role::O, l, s.d_model, s.d_v), buf.data(), rows.data());
+        for (uint32_t l = 0; l < s.n_layers; l++)
+            reader.read(reader.require(Role::O, l, s.d_model, s.d_v), buf.data(), rows.data());
         double to = since(t0), co = cpu_now() - c0;
 
         char tmpl[] = "/tmp/attn_bench_XXXXXX";
@@ -143,6 +145,7 @@ int main(int argc, char **argv) {
     std::printf("one layer's W_O in f32: %.1f MB\n", layer_mb);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    std::printf("peak RSS of the process: %.1f MB (includes the job arena, which the caller allocates whole)\n", ru.ru_maxrss / 1e3);
+    std::printf("peak RSS of the process: %.1f MB (includes the job arena, which the caller allocates whole)\n",
+                ru.ru_maxrss / 1e3);
     return 0;
 }

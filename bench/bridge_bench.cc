@@ -84,7 +84,8 @@ int main(int argc, char **argv) {
         if (run == runs)  // the stage's records of the last run: hubs, Q8.8 clipping, guard counts
             for (uint32_t i = 0; i < job->manifest.n_records; i++) {
                 const ManifestRecord &r = job->manifest.records[i];
-                if (r.stage == STK_STAGE_BRIDGE_INIT) std::printf("record: value %.6g bound %.6g  %s\n", r.value, r.bound, r.text);
+                if (r.stage == STK_STAGE_BRIDGE_INIT)
+                    std::printf("record: value %.6g bound %.6g  %s\n", r.value, r.bound, r.text);
             }
         if (run == runs) {  // 16.4 on the published legs of the last run
             const std::string arr = out + "/arrays/";
@@ -95,9 +96,10 @@ int main(int argc, char **argv) {
                 reinterpret_cast<const int16_t *>(qi.payload()), reinterpret_cast<const int16_t *>(qo.payload()),
                 reinterpret_cast<const float *>(si.payload()), reinterpret_cast<const float *>(so.payload()), qi.header().dims[0],
                 uint32_t(qi.header().dims[1]), kBridgeK, 0x16'04);
-            std::printf("16.4: %llu rows, pass-rate %.4f at slack %g, %.4f at 2x, %.4f at 4x; 0.9 holds below slack %.4g (%.2f s)\n",
-                        (unsigned long long)pc.rows, pc.pass_rate(kBridgeGuardSlack), kBridgeGuardSlack,
-                        pc.pass_rate(2 * kBridgeGuardSlack), pc.pass_rate(4 * kBridgeGuardSlack), pc.slack_limit, since(t0));
+            std::printf(
+                "16.4: %llu rows, pass-rate %.4f at slack %g, %.4f at 2x, %.4f at 4x; 0.9 holds below slack %.4g (%.2f s)\n",
+                (unsigned long long)pc.rows, pc.pass_rate(kBridgeGuardSlack), kBridgeGuardSlack,
+                pc.pass_rate(2 * kBridgeGuardSlack), pc.pass_rate(4 * kBridgeGuardSlack), pc.slack_limit, since(t0));
         }
         job->~Job();
         std::system(("rm -rf " + out.substr(0, out.size() - 4)).c_str());

@@ -184,7 +184,8 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < mem.size(); i++) mem[i] = uint8_t(i * 131 + 7);
         auto sha_pass = [&](uint64_t bytes) {
             Sha256 h;
-            for (uint64_t done = 0; done < bytes; done += mem.size()) h.update(mem.data(), size_t(std::min<uint64_t>(mem.size(), bytes - done)));
+            for (uint64_t done = 0; done < bytes; done += mem.size())
+                h.update(mem.data(), size_t(std::min<uint64_t>(mem.size(), bytes - done)));
             volatile uint8_t sink = h.finish().bytes[0];
             (void)sink;
         };
@@ -216,11 +217,12 @@ int main(int argc, char **argv) {
             cpu_peerN.push_back(g_child_cpu);
         }
         auto gbps = [&](double s) { return double(total) / s / 1e9; };
-        std::printf("payload: %u arrays, %.3f GB; %d runs, medians; stk check uses %u threads (%u cores)\n", unsigned(m.arrays.size()),
-                    double(total) / 1e9, runs, threads, hw);
+        std::printf("payload: %u arrays, %.3f GB; %d runs, medians; stk check uses %u threads (%u cores)\n",
+                    unsigned(m.arrays.size()), double(total) / 1e9, runs, threads, hw);
         std::printf("| what | seconds | GB/s | vs floor (%u thr) |\n|---|---:|---:|---:|\n", threads);
         std::printf("| floor: OpenSSL SHA-256 in memory, 1 thread | %.3f | %.2f | |\n", median(floor1), gbps(median(floor1)));
-        std::printf("| floor: OpenSSL SHA-256 in memory, %u threads | %.3f | %.2f | 1.00 |\n", threads, median(floorN), gbps(median(floorN)));
+        std::printf("| floor: OpenSSL SHA-256 in memory, %u threads | %.3f | %.2f | 1.00 |\n", threads, median(floorN),
+                    gbps(median(floorN)));
         std::printf("| crc32c (isa-l) in memory, 1 thread | %.3f | %.2f | |\n", median(crcs), gbps(median(crcs)));
         std::printf("| **stk check** (manifest + every array: header, crc32c, SHA-256) | %.3f | %.2f | %.2f |\n", median(stk),
                     gbps(median(stk)), median(floorN) / median(stk));
@@ -231,11 +233,12 @@ int main(int argc, char **argv) {
         std::printf("\nCPU seconds (user + system; less sensitive to a loaded machine):\n");
         std::printf("| what | CPU s | GB per CPU-second | vs floor |\n|---|---:|---:|---:|\n");
         std::printf("| floor: OpenSSL SHA-256 in memory | %.3f | %.2f | 1.00 |\n", median(cpu_floor), gbps(median(cpu_floor)));
-        std::printf("| **stk check** | %.3f | %.2f | %.2f |\n", median(cpu_stk), gbps(median(cpu_stk)), median(cpu_floor) / median(cpu_stk));
+        std::printf("| **stk check** | %.3f | %.2f | %.2f |\n", median(cpu_stk), gbps(median(cpu_stk)),
+                    median(cpu_floor) / median(cpu_stk));
         std::printf("| peer: sha256sum, 1 process | %.3f | %.2f | %.2f |\n", median(cpu_peer), gbps(median(cpu_peer)),
                     median(cpu_floor) / median(cpu_peer));
-        std::printf("| peer: sha256sum, %u processes | %.3f | %.2f | %.2f |\n", threads, median(cpu_peerN), gbps(median(cpu_peerN)),
-                    median(cpu_floor) / median(cpu_peerN));
+        std::printf("| peer: sha256sum, %u processes | %.3f | %.2f | %.2f |\n", threads, median(cpu_peerN),
+                    gbps(median(cpu_peerN)), median(cpu_floor) / median(cpu_peerN));
     } catch (const Error &e) {
         std::fprintf(stderr, "check_throughput: %s\n", e.what());
         return 1;

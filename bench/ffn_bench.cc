@@ -37,8 +37,8 @@ int main(int argc, char **argv) {
         }
         for (const AcceptanceRow &r : rows)
             std::printf("%-42s %s %10.4g %s %-8.4g %s | %s%s%s\n", r.test.c_str(), r.gating ? "GATE" : "info", r.value,
-                        r.comparison.c_str(), r.threshold, r.pass ? "pass" : "FAIL", r.definition.c_str(), r.note.empty() ? "" : " | ",
-                        r.note.c_str());
+                        r.comparison.c_str(), r.threshold, r.pass ? "pass" : "FAIL", r.definition.c_str(),
+                        r.note.empty() ? "" : " | ", r.note.c_str());
         return 0;
     }
     const uint64_t d = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1024;
@@ -64,9 +64,16 @@ int main(int argc, char **argv) {
                          w1.data(), inc_t(d), 1, &zero, C.data(), inc_t(d), 1, nullptr, &rntm);
         },
         [&] { plain_sgemm(d, d, h, w2.data(), h, w1.data(), d, C.data(), d, threads); },
-        [&] { abs_gemm(d, d, h, PackA::Abs, w2.data(), h, PackB::Abs, w1.data(), nullptr, d, C.data(), d, scratch.data(), threads); },
-        [&] { abs_gemm(d, d, h, PackA::Copy, w2.data(), h, PackB::Pos, w1.data(), nullptr, d, C.data(), d, scratch.data(), threads); },
-        [&] { abs_gemm(d, d, h, PackA::Abs, w2.data(), h, PackB::Abs, w1.data(), w3.data(), d, C.data(), d, scratch.data(), threads); },
+        [&] {
+            abs_gemm(d, d, h, PackA::Abs, w2.data(), h, PackB::Abs, w1.data(), nullptr, d, C.data(), d, scratch.data(), threads);
+        },
+        [&] {
+            abs_gemm(d, d, h, PackA::Copy, w2.data(), h, PackB::Pos, w1.data(), nullptr, d, C.data(), d, scratch.data(), threads);
+        },
+        [&] {
+            abs_gemm(d, d, h, PackA::Abs, w2.data(), h, PackB::Abs, w1.data(), w3.data(), d, C.data(), d, scratch.data(),
+                     threads);
+        },
     };
     std::vector<std::vector<double>> times(fns.size());
     for (auto &f : fns) f();  // warm-up (BLIS pack pool, page faults)

@@ -55,12 +55,14 @@ int main(int argc, char **argv) {
         std::vector<float> out(n), ref(n), a(n), b(n);
         const double t_copy = median_seconds(runs, [&] { std::memcpy(b.data(), a.data(), n * 4); });
         const double t_kernel = median_seconds(runs, [&] { ggml::ggml_dequantize(t.type, src.data(), blocks, out.data()); });
-        const double t_ref = median_seconds(runs, [&] { ggml::ggml_dequantize_reference(t.type, src.data(), blocks, ref.data()); });
+        const double t_ref =
+            median_seconds(runs, [&] { ggml::ggml_dequantize_reference(t.type, src.data(), blocks, ref.data()); });
         const bool same = std::memcmp(out.data(), ref.data(), n * 4) == 0;
-        std::printf("{\"type\": \"%s\", \"elements\": %llu, \"stored_bytes\": %llu, \"memcpy_s\": %.6g, \"kernel_s\": %.6g, "
-                    "\"reference_s\": %.6g, \"same_bytes\": %s}\n",
-                    ggml_type_name(t.type).c_str(), (unsigned long long)n, (unsigned long long)t.n_bytes, t_copy, t_kernel,
-                    t_ref, same ? "true" : "false");
+        std::printf(
+            "{\"type\": \"%s\", \"elements\": %llu, \"stored_bytes\": %llu, \"memcpy_s\": %.6g, \"kernel_s\": %.6g, "
+            "\"reference_s\": %.6g, \"same_bytes\": %s}\n",
+            ggml_type_name(t.type).c_str(), (unsigned long long)n, (unsigned long long)t.n_bytes, t_copy, t_kernel, t_ref,
+            same ? "true" : "false");
         std::fflush(stdout);
         if (!same) return 1;
     }

@@ -159,8 +159,8 @@ int main(int argc, char **argv) {
     const char *names[3] = {"bf16", "f16", "f32"};
     const char *peers[2] = {"AVX2 shift", "F16C vcvtph2ps"};
     for (int i = 0; i < 3; i++) {
-        std::printf("%-5s floor (read) %6.2f GB/s   convert_to_f32 %6.2f GB/s (%.0f%% of floor)", names[i],
-                    median(floor_bw[i]), median(ours_bw[i]), 100 * median(ours_bw[i]) / median(floor_bw[i]));
+        std::printf("%-5s floor (read) %6.2f GB/s   convert_to_f32 %6.2f GB/s (%.0f%% of floor)", names[i], median(floor_bw[i]),
+                    median(ours_bw[i]), 100 * median(ours_bw[i]) / median(floor_bw[i]));
         if (i < 2) std::printf("   peer %s %6.2f GB/s", peers[i], median(peer_bw[i]));
         std::printf("\n");
     }

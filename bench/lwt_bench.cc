@@ -89,8 +89,8 @@ int main(int argc, char **argv) {
     }
     const uint8_t *hb = reinterpret_cast<const uint8_t *>(h.data());
     const double read_bw = f32_bytes / t_read / 1e9;
-    std::printf("\nfrom bf16 bits (%.3f GB):\n%-9s %9s %8s | %12s %8s | %12s %8s  (GB/s of traffic)\n", double(n) * 2 / 1e9, "dtype",
-                "pack", "x copy", "stats f32", "x read", "stats bf16", "x read");
+    std::printf("\nfrom bf16 bits (%.3f GB):\n%-9s %9s %8s | %12s %8s | %12s %8s  (GB/s of traffic)\n", double(n) * 2 / 1e9,
+                "dtype", "pack", "x copy", "stats f32", "x read", "stats bf16", "x read");
     for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++) {
         LwtDType t = LwtDType(c);
         if (lwt_dtype_is_float(t)) continue;
@@ -111,7 +111,8 @@ int main(int argc, char **argv) {
             LwtQuantStats st;
             lwt_stats_add_bf16(t, &st, hb, n);
         });
-        const double pack_rate = (double(n) * 2 + double(nb)) / tp / 1e9, sf = f32_bytes / tsf / 1e9, sb = double(n) * 2 / tsb / 1e9;
+        const double pack_rate = (double(n) * 2 + double(nb)) / tp / 1e9, sf = f32_bytes / tsf / 1e9,
+                     sb = double(n) * 2 / tsb / 1e9;
         std::printf("%-9s %9.2f %8.2f | %12.2f %8.2f | %12.2f %8.2f\n", lwt_dtype_name(t), pack_rate, pack_rate / bw_copy, sf,
                     sf / read_bw, sb, sb / read_bw);
     }

@@ -61,10 +61,10 @@ static double median(std::vector<double> v) {
 struct Keys {
     std::string name;
     bool bytes = false;
-    std::vector<uint64_t> u64;          // u64 keys
-    std::vector<uint8_t> blob;          // byte keys: blob + offsets
+    std::vector<uint64_t> u64;  // u64 keys
+    std::vector<uint8_t> blob;  // byte keys: blob + offsets
     std::vector<uint64_t> off{0};
-    std::vector<uint32_t> order;        // query order (a permutation)
+    std::vector<uint32_t> order;  // query order (a permutation)
     size_t size() const { return bytes ? off.size() - 1 : u64.size(); }
 };
 
@@ -263,9 +263,10 @@ int main(int argc, char **argv) {
     sets.push_back(vocab(v.pieces, v.size()));
     sets.push_back(vocab(v.pieces, 100000));
     sets.push_back(vocab(v.pieces, 250000));
-    std::printf("| keys | stk build ns/key | CHD build ns/key (defaults / space-tuned) | build speed-up (defaults / space-tuned) "
-                "| stk query ns | CHD query ns (defaults / space-tuned) | query speed-up (defaults / space-tuned) | floor ns "
-                "| stk bits/key | CHD bits/key (defaults / space-tuned) |\n");
+    std::printf(
+        "| keys | stk build ns/key | CHD build ns/key (defaults / space-tuned) | build speed-up (defaults / space-tuned) "
+        "| stk query ns | CHD query ns (defaults / space-tuned) | query speed-up (defaults / space-tuned) | floor ns "
+        "| stk bits/key | CHD bits/key (defaults / space-tuned) |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
     std::fflush(stdout);
     for (const Keys &k : sets) {
@@ -274,9 +275,11 @@ int main(int argc, char **argv) {
         int r = k.size() <= 300000 ? 3 * runs : runs;
         if (only_stk) {
             Result s = run_stk(k, r);
-            std::printf("| %s | %.1f | - | - | %.1f | - | - | - | %.2f | - | (lambda %g alpha %g: %.2f windows/key, max pilot %u, %.2f %% of buckets escaped)\n",
-                        k.name.c_str(), s.build_ns, s.query_ns, s.bits, g_params.lambda, g_params.alpha, s.windows_per_key, s.max_pilot,
-                        100.0 * s.escaped);
+            std::printf(
+                "| %s | %.1f | - | - | %.1f | - | - | - | %.2f | - | (lambda %g alpha %g: %.2f windows/key, max pilot %u, %.2f "
+                "%% of buckets escaped)\n",
+                k.name.c_str(), s.build_ns, s.query_ns, s.bits, g_params.lambda, g_params.alpha, s.windows_per_key, s.max_pilot,
+                100.0 * s.escaped);
             std::fflush(stdout);
             continue;
         }
@@ -296,10 +299,10 @@ int main(int argc, char **argv) {
         };
         Result s = med(ss), c = med(cd), t = med(cs);
         double fl = run_floor(k, r);
-        std::printf("| %s | %.1f | %.1f / %.1f | %.1fx / %.1fx | %.1f | %.1f / %.1f | %.1fx / %.1fx | %.1f | %.2f | %.2f / %.2f |\n",
-                    k.name.c_str(), s.build_ns, c.build_ns, t.build_ns, c.build_ns / s.build_ns, t.build_ns / s.build_ns,
-                    s.query_ns, c.query_ns, t.query_ns, c.query_ns / s.query_ns, t.query_ns / s.query_ns, fl, s.bits, c.bits,
-                    t.bits);
+        std::printf(
+            "| %s | %.1f | %.1f / %.1f | %.1fx / %.1fx | %.1f | %.1f / %.1f | %.1fx / %.1fx | %.1f | %.2f | %.2f / %.2f |\n",
+            k.name.c_str(), s.build_ns, c.build_ns, t.build_ns, c.build_ns / s.build_ns, t.build_ns / s.build_ns, s.query_ns,
+            c.query_ns, t.query_ns, c.query_ns / s.query_ns, t.query_ns / s.query_ns, fl, s.bits, c.bits, t.bits);
         std::fflush(stdout);
     }
     return 0;

@@ -29,9 +29,7 @@
 #include "stages/job.h"
 #include "stk/stk.h"
 
-static double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 static long peak_rss_bytes() {
     struct rusage ru;
@@ -100,13 +98,13 @@ static int run_stk(const std::string &dir, uint32_t threads) {
     uint64_t sha;
     stk_stage_digest(job, STK_STAGE_PARSE_TENSORS, &crc, &sha);
     const stk::ModelPlan *plan = reinterpret_cast<const stk::Job *>(job)->model;
-    std::printf("{\"mode\": \"stk\", \"wall_s\": %.3f, \"peak_rss\": %ld, \"bytes\": %llu, \"arena\": %zu, "
-                "\"max_layer_f32\": %llu, \"n_params\": %llu, \"tensors\": %u, \"f32_bytes\": %llu, "
-                "\"digest\": \"%08x/%016llx\"}\n",
-                t1 - t0, peak_rss_bytes(), (unsigned long long)plan->checkpoint_bytes, need,
-                (unsigned long long)plan->max_unit_f32_bytes, (unsigned long long)plan->n_params, plan->n_streamed,
-                (unsigned long long)(plan->streamed_elements * 4), crc,
-                (unsigned long long)sha);
+    std::printf(
+        "{\"mode\": \"stk\", \"wall_s\": %.3f, \"peak_rss\": %ld, \"bytes\": %llu, \"arena\": %zu, "
+        "\"max_layer_f32\": %llu, \"n_params\": %llu, \"tensors\": %u, \"f32_bytes\": %llu, "
+        "\"digest\": \"%08x/%016llx\"}\n",
+        t1 - t0, peak_rss_bytes(), (unsigned long long)plan->checkpoint_bytes, need, (unsigned long long)plan->max_unit_f32_bytes,
+        (unsigned long long)plan->n_params, plan->n_streamed, (unsigned long long)(plan->streamed_elements * 4), crc,
+        (unsigned long long)sha);
     stk_close(job);
     munmap(arena, need);
     return 0;

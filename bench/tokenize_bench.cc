@@ -70,8 +70,14 @@ static size_t agreeing(const Vocab &v, const std::vector<uint32_t> &a, const std
     while (i < a.size() && j < b.size()) {
         size_t ea = pa + v.pieces[a[i]].size(), eb = pb + v.pieces[b[j]].size();
         if (pa == pb && ea == eb && a[i] == b[j]) same++;
-        if (ea <= eb) { pa = ea; i++; }  // advance whichever token ends first (both if together)
-        if (eb <= ea) { pb = eb; j++; }
+        if (ea <= eb) {
+            pa = ea;
+            i++;
+        }  // advance whichever token ends first (both if together)
+        if (eb <= ea) {
+            pb = eb;
+            j++;
+        }
     }
     return same;
 }
@@ -89,7 +95,8 @@ int main(int argc, char **argv) {
         std::string text(reinterpret_cast<const char *>(mf.data()), size_t(mf.size()));
         const double mb = double(text.size()) / 1e6;
         Vocab v = load_vocab_dir(model_dir);
-        std::printf("text: %s, %zu bytes; tokenizer: %s; %d runs, median\n", text_path.c_str(), text.size(), v.source.c_str(), runs);
+        std::printf("text: %s, %zu bytes; tokenizer: %s; %d runs, median\n", text_path.c_str(), text.size(), v.source.c_str(),
+                    runs);
 
         // floor: read every byte once (the least any encoder must do)
         Times t_floor;
@@ -129,42 +136,47 @@ int main(int argc, char **argv) {
         bool greedy_ok = false;
         if (ltok == 0) std::printf("greedy: not run (LTOK 0)\n");
         else try {
-            auto g0 = Clock::now();
-            GreedyTables g(v, ltok);
-            t_tables = secs(g0, Clock::now());
-            const uint8_t *tx = reinterpret_cast<const uint8_t *>(text.data());
-            // Every encoder's output is allocated inside its timed run and first touched by it,
-            // as the BPE's vector and the peers' arrays are (a buffer allocated and touched once
-            // outside the timing and reused would hide page faults that the others pay).
-            size_t n = 0;
-            auto timed_greedy = [&](const FstTables &tables, Times &times, std::vector<uint32_t> &keep, GreedyStats *stats,
-                                    bool reference) {
-                for (int r = 0; r < runs; r++) {
-                    Timer t0;
-                    std::unique_ptr<uint32_t[]> out(new uint32_t[text.size() + 1]);
-                    n = reference ? greedy_encode_reference(tables, tx, text.size(), out.get(), r == 0 ? stats : nullptr)
-                                  : greedy_encode(tables, tx, text.size(), out.get(), r == 0 ? stats : nullptr);
-                    times.add(t0);
-                    if (r == runs - 1) keep.assign(out.get(), out.get() + n);
-                }
-            };
-            timed_greedy(*g.tables, t_greedy, greedy_ids, &greedy_stats, false);
-            // the same encoder over tables without the in-memory accelerator (as a mapped
-            // generation is used): same ids or exit 1
-            FstTables bare = *g.tables;
-            bare.filter = nullptr;
-            for (uint32_t n = 1; n <= ltok && n <= hash::kMaxRollingLen; n++) bare.t[n].words = nullptr;
-            std::vector<uint32_t> bare_ids, ref_ids;
-            timed_greedy(bare, t_greedy_bare, bare_ids, nullptr, false);
-            // the plain encoder (greedy_encode_reference) as the in-run peer: same ids or exit 1
-            timed_greedy(*g.tables, t_greedy_ref, ref_ids, &ref_stats, true);
-            greedy_same = ref_ids == greedy_ids && bare_ids == greedy_ids;
-            greedy_ok = true;
-        } catch (const Error &e) {
-            std::printf("greedy: not run: %s\n", e.what());
-        }
+                auto g0 = Clock::now();
+                GreedyTables g(v, ltok);
+                t_tables = secs(g0, Clock::now());
+                const uint8_t *tx = reinterpret_cast<const uint8_t *>(text.data());
+                // Every encoder's output is allocated inside its timed run and first touched by it,
+                // as the BPE's vector and the peers' arrays are (a buffer allocated and touched once
+                // outside the timing and reused would hide page faults that the others pay).
+                size_t n = 0;
+                auto timed_greedy = [&](const FstTables &tables, Times &times, std::vector<uint32_t> &keep, GreedyStats *stats,
+                                        bool reference) {
+                    for (int r = 0; r < runs; r++) {
+                        Timer t0;
+                        std::unique_ptr<uint32_t[]> out(new uint32_t[text.size() + 1]);
+                        n = reference ? greedy_encode_reference(tables, tx, text.size(), out.get(), r == 0 ? stats : nullptr)
+                                      : greedy_encode(tables, tx, text.size(), out.get(), r == 0 ? stats : nullptr);
+                        times.add(t0);
+                        if (r == runs - 1) keep.assign(out.get(), out.get() + n);
+                    }
+                };
+                timed_greedy(*g.tables, t_greedy, greedy_ids, &greedy_stats, false);
+                // the same encoder over tables without the in-memory accelerator (as a mapped
+                // generation is used): same ids or exit 1
+                FstTables bare = *g.tables;
+                bare.filter = nullptr;
+                for (uint32_t n = 1; n <= ltok && n <= hash::kMaxRollingLen; n++) bare.t[n].words = nullptr;
+                std::vector<uint32_t> bare_ids, ref_ids;
+                timed_greedy(bare, t_greedy_bare, bare_ids, nullptr, false);
+                // the plain encoder (greedy_encode_reference) as the in-run peer: same ids or exit 1
+                timed_greedy(*g.tables, t_greedy_ref, ref_ids, &ref_stats, true);
+                greedy_same = ref_ids == greedy_ids && bare_ids == greedy_ids;
+                greedy_ok = true;
+            } catch (const Error &e) {
+                std::printf("greedy: not run: %s\n", e.what());
+            }
 
-        struct Peer { const char *name; double mbs, cpu_mbs; std::vector<uint32_t> ids; bool have; };
+        struct Peer {
+            const char *name;
+            double mbs, cpu_mbs;
+            std::vector<uint32_t> ids;
+            bool have;
+        };
         std::vector<Peer> peers;
         double tiktoken_cpu = 0;
         if (!peer_dir.empty()) {
@@ -188,7 +200,8 @@ int main(int argc, char **argv) {
             double w = mb / median(t.wall), c = mb / median(t.cpu);
             std::printf("| %s | %.1f | %.1f | %zu | %.1fx | %s |\n", name, w, c, tokens, ratio(c), note.c_str());
         };
-        std::printf("\n| encoder | MB/s wall | MB/s CPU | tokens | CPU MB/s vs tiktoken | ids |\n|---|---:|---:|---:|---:|---|\n");
+        std::printf(
+            "\n| encoder | MB/s wall | MB/s CPU | tokens | CPU MB/s vs tiktoken | ids |\n|---|---:|---:|---:|---:|---|\n");
         row("floor (read every byte once)", t_floor, 0, "-");
         std::string ident;
         for (const Peer &p : peers) {
@@ -216,8 +229,10 @@ int main(int argc, char **argv) {
                 std::printf("| %s (Node, %s) | %.1f | %.1f | %zu | %.1fx | - |\n", p.name,
                             std::strcmp(p.name, "tiktoken_whole") ? "64 KiB chunks" : "whole text in one call", p.mbs, p.cpu_mbs,
                             p.ids.size(), ratio(p.cpu_mbs));
-        std::printf("\nBPE word cache: %llu hits, %llu misses; Tokenizer construction %.1f ms; greedy tables %.1f ms; (sink %llu)\n",
-                    (unsigned long long)hits, (unsigned long long)misses, t_construct * 1e3, t_tables * 1e3, (unsigned long long)(sink & 1));
+        std::printf(
+            "\nBPE word cache: %llu hits, %llu misses; Tokenizer construction %.1f ms; greedy tables %.1f ms; (sink %llu)\n",
+            (unsigned long long)hits, (unsigned long long)misses, t_construct * 1e3, t_tables * 1e3,
+            (unsigned long long)(sink & 1));
         if (greedy_ok)
             std::printf("greedy probes per token: %.2f (plain loop %.2f); most at one position %u (%u)\n",
                         double(greedy_stats.probes) / double(std::max<size_t>(greedy_ids.size(), 1)),

@@ -36,6 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint32_t nt = uint32_t(g.bridge_tokens), nc = g.bridge_contexts;
     for (uint32_t t : {0u, nt - 1, nt, nt + 1, 0xFFFFFFFFu})
         for (uint32_t c : {0u, nc - 1, nc, 0xFFFFFFFFu}) probe(t, c);
-    for (size_t i = 0; i + 8 <= hubs.size() && i < 8 * 4096; i += 8) probe(stk::load_u32(hubs.data() + i) % (nt + 2), stk::load_u32(hubs.data() + i + 4) % (nc + 2));
+    for (size_t i = 0; i + 8 <= hubs.size() && i < 8 * 4096; i += 8)
+        probe(stk::load_u32(hubs.data() + i) % (nt + 2), stk::load_u32(hubs.data() + i + 4) % (nc + 2));
     return 0;
 }

@@ -13,6 +13,8 @@
 
 namespace {
 
+// A table: clang-format would put one value per line.
+// clang-format off
 const char *const kNames[] = {
     "wte.weight", "wpe.weight", "h.0.ln_1.weight", "h.0.ln_1.bias", "h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias",
     "h.0.attn.c_proj.weight", "h.0.attn.bias", "h.0.attn.masked_bias", "h.0.mlp.c_fc.weight", "h.1.mlp.c_proj.weight",
@@ -29,6 +31,7 @@ const char *const kNames[] = {
     "word_embeddings_layernorm.weight", "h.1.self_attention.query_key_value.weight", "transformer.h.0.ln_mlp.weight",
     "", "x",
 };
+// clang-format on
 
 }  // namespace
 

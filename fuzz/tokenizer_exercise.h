@@ -20,9 +20,12 @@ inline void exercise_vocab(const Vocab &v) {
     for (int b = 0; b < 256; b++)
         if (v.byte_piece_ids[b] >= int32_t(n)) __builtin_trap();
     if (v.unk_id >= int32_t(n) || v.bos_id >= int32_t(n) || v.eos_id >= int32_t(n)) __builtin_trap();
-    for (uint32_t id : v.pipeline.prefix_ids) if (id >= n) __builtin_trap();
-    for (uint32_t id : v.pipeline.suffix_ids) if (id >= n) __builtin_trap();
-    for (const auto &t : v.added_tokens) if (t.id >= n) __builtin_trap();
+    for (uint32_t id : v.pipeline.prefix_ids)
+        if (id >= n) __builtin_trap();
+    for (uint32_t id : v.pipeline.suffix_ids)
+        if (id >= n) __builtin_trap();
+    for (const auto &t : v.added_tokens)
+        if (t.id >= n) __builtin_trap();
 
     if (v.model == Vocab::Model::UNIGRAM || !v.pipeline.unsupported.empty()) return;
     static const char *const kTexts[] = {
@@ -33,12 +36,13 @@ inline void exercise_vocab(const Vocab &v) {
     };
     try {
         Tokenizer t(v);
-        bool all_bytes = v.model == Vocab::Model::BPE_BYTE_LEVEL && v.pipeline.normalizers.empty() &&
-                         !v.pipeline.byte_level_add_prefix_space;
+        bool all_bytes =
+            v.model == Vocab::Model::BPE_BYTE_LEVEL && v.pipeline.normalizers.empty() && !v.pipeline.byte_level_add_prefix_space;
         if (all_bytes) {
             bool have[256] = {};
             for (uint32_t id = 0; id < n; id++)
-                if (v.pieces[id].size() == 1 && !(id < v.is_special.size() && v.is_special[id])) have[uint8_t(v.pieces[id][0])] = true;
+                if (v.pieces[id].size() == 1 && !(id < v.is_special.size() && v.is_special[id]))
+                    have[uint8_t(v.pieces[id][0])] = true;
             for (bool h : have) all_bytes = all_bytes && h;
         }
         for (const char *text : kTexts) {
@@ -46,7 +50,8 @@ inline void exercise_vocab(const Vocab &v) {
             t.encode(text, a, true);
             t.encode(text, b, true);  // second time through the word cache
             if (a != b) __builtin_trap();
-            for (uint32_t id : a) if (id >= n) __builtin_trap();
+            for (uint32_t id : a)
+                if (id >= n) __builtin_trap();
             std::string back = t.decode(a.data(), a.size());
             if (all_bytes) {
                 std::vector<uint32_t> plain;

@@ -11,7 +11,8 @@ inline size_t g_news = 0;
 
 static void *counted_alloc(size_t n, size_t align) {
     g_news++;
-    void *p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align) : std::malloc(n ? n : 1);
+    void *p =
+        align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align) : std::malloc(n ? n : 1);
     if (!p) throw std::bad_alloc();
     return p;
 }

@@ -93,8 +93,7 @@ inline std::vector<double> read_f64(const std::string &path, ArrayHeader *h = nu
 namespace stk::test {
 
 // One dense tensor of a model (role, layer) in f32 through ingest's own reader.
-inline std::vector<float> model_tensor(const ModelDescription &d, Role role, int32_t layer, uint64_t *rows,
-                                       uint64_t *cols) {
+inline std::vector<float> model_tensor(const ModelDescription &d, Role role, int32_t layer, uint64_t *rows, uint64_t *cols) {
     for (const PlanTensor &t : d.layout.tensors) {
         if (t.role != role || t.layer != layer || t.expert != kNoExpert || !t.streamed) continue;
         const TensorRef &src = d.checkpoint->tensors()[t.source];

@@ -38,10 +38,9 @@ static stk_status (*const f_job_progress)(const stk_job *, uint64_t *, uint64_t 
 static void (*const f_job_cancel)(stk_job *) = &stk_job_cancel;
 static stk_status (*const f_generation_dir)(const stk_generation *, const char **) = &stk_generation_dir;
 static stk_status (*const f_generation_array_count)(const stk_generation *, uint32_t *) = &stk_generation_array_count;
-static stk_status (*const f_generation_array_at)(const stk_generation *, uint32_t, stk_array_view *) =
-    &stk_generation_array_at;
-static stk_status (*const f_generation_array_find)(const stk_generation *, const char *, stk_array_view *) =
-    &stk_generation_array_find;
+static stk_status (*const f_generation_array_at)(const stk_generation *, uint32_t, stk_array_view *) = &stk_generation_array_at;
+static stk_status (*const f_generation_array_find)(const stk_generation *, const char *,
+                                                   stk_array_view *) = &stk_generation_array_find;
 
 typedef char struct_size_first[offsetof(stk_job_params, struct_size) == 0 ? 1 : -1];
 typedef char report_size_first[offsetof(stk_verify_report, struct_size) == 0 ? 1 : -1];

@@ -13,7 +13,10 @@ static_assert(STK_OK == 0 && STK_E_INTERNAL == 99 && STK_STAGE_COUNT == 10);
 
 // Without STK_EXPERIMENTAL, the experimental declarations do not exist (an unqualified call
 // would be ill-formed; a template that names one is only instantiated when it does).
-template <class T> constexpr bool has_job_info = requires(T *j) { stk_job_get_info(j, nullptr); };
+template <class T>
+constexpr bool has_job_info = requires(T *j) {
+    stk_job_get_info(j, nullptr);
+};
 static_assert(!has_job_info<stk_job>);
 
 int main() {

@@ -34,32 +34,35 @@ void number(double v) {
 
 void value(const GgufValue &v) {
     switch (v.type()) {
-    case GgufType::U8: std::printf("%u", v.u8()); break;
-    case GgufType::I8: std::printf("%d", v.i8()); break;
-    case GgufType::U16: std::printf("%u", v.u16()); break;
-    case GgufType::I16: std::printf("%d", v.i16()); break;
-    case GgufType::U32: std::printf("%u", v.u32()); break;
-    case GgufType::I32: std::printf("%d", v.i32()); break;
-    case GgufType::U64: std::printf("%" PRIu64, v.u64()); break;
-    case GgufType::I64: std::printf("%" PRId64, v.i64()); break;
-    case GgufType::F32: number(v.f32()); break;
-    case GgufType::F64: number(v.f64()); break;
-    case GgufType::BOOL: std::printf(v.boolean() ? "true" : "false"); break;
-    case GgufType::STRING: std::printf("\""); hex(v.str()); std::printf("\""); break;
-    case GgufType::ARRAY:
-        std::printf("{\"elem\": \"%s\", \"items\": [", gguf_type_name(v.elem_type()));
-        for (uint64_t i = 0; i < v.size(); i++) {
-            if (i) std::printf(", ");
-            value(v.at(i));
-        }
-        std::printf("]}");
-        break;
+        case GgufType::U8: std::printf("%u", v.u8()); break;
+        case GgufType::I8: std::printf("%d", v.i8()); break;
+        case GgufType::U16: std::printf("%u", v.u16()); break;
+        case GgufType::I16: std::printf("%d", v.i16()); break;
+        case GgufType::U32: std::printf("%u", v.u32()); break;
+        case GgufType::I32: std::printf("%d", v.i32()); break;
+        case GgufType::U64: std::printf("%" PRIu64, v.u64()); break;
+        case GgufType::I64: std::printf("%" PRId64, v.i64()); break;
+        case GgufType::F32: number(v.f32()); break;
+        case GgufType::F64: number(v.f64()); break;
+        case GgufType::BOOL: std::printf(v.boolean() ? "true" : "false"); break;
+        case GgufType::STRING:
+            std::printf("\"");
+            hex(v.str());
+            std::printf("\"");
+            break;
+        case GgufType::ARRAY:
+            std::printf("{\"elem\": \"%s\", \"items\": [", gguf_type_name(v.elem_type()));
+            for (uint64_t i = 0; i < v.size(); i++) {
+                if (i) std::printf(", ");
+                value(v.at(i));
+            }
+            std::printf("]}");
+            break;
     }
 }
 
 int info(const std::vector<std::string> &paths) {
-    std::unique_ptr<GgufFile> g =
-        paths.size() == 1 ? std::make_unique<GgufFile>(paths[0]) : std::make_unique<GgufFile>(paths);
+    std::unique_ptr<GgufFile> g = paths.size() == 1 ? std::make_unique<GgufFile>(paths[0]) : std::make_unique<GgufFile>(paths);
     std::printf("{\"version\": %u, \"alignment\": %" PRIu64 ", \"files\": %zu, \"metadata\": [", g->version(), g->alignment(),
                 g->file_count());
     bool first = true;

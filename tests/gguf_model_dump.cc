@@ -23,11 +23,12 @@ int main(int argc, char **argv) {
     try {
         auto d = describe_model(argv[1]);
         const ModelConfig &c = d->plan.config;
-        std::printf("{\"config\": {\"model_type\": \"%s\", \"d_model\": %u, \"n_layers\": %u, \"n_heads\": %u, "
-                    "\"n_kv_heads\": %u, \"head_dim\": %u, \"vocab_size\": %" PRIu64 ", \"ffn_dim\": %" PRIu64
-                    ", \"norm_eps\": %.9g, \"rope_theta\": %.9g, \"tied\": %s, \"params\": %" PRIu64 "},\n \"tensors\": [",
-                    c.model_type, c.d_model, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size, c.ffn_dim,
-                    c.norm_eps, c.rope_theta, c.tied_embeddings ? "true" : "false", d->plan.n_params);
+        std::printf(
+            "{\"config\": {\"model_type\": \"%s\", \"d_model\": %u, \"n_layers\": %u, \"n_heads\": %u, "
+            "\"n_kv_heads\": %u, \"head_dim\": %u, \"vocab_size\": %" PRIu64 ", \"ffn_dim\": %" PRIu64
+            ", \"norm_eps\": %.9g, \"rope_theta\": %.9g, \"tied\": %s, \"params\": %" PRIu64 "},\n \"tensors\": [",
+            c.model_type, c.d_model, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size, c.ffn_dim, c.norm_eps,
+            c.rope_theta, c.tied_embeddings ? "true" : "false", d->plan.n_params);
         std::vector<uint8_t> scratch;
         std::vector<float> f32;
         bool first = true;

@@ -26,7 +26,7 @@ struct Converted {
 
 // `model`: tests/data/models/<model>, or a directory path (one that contains '/').
 inline Converted convert_model(const std::string &model, unsigned threads, uint32_t top_l = 0, const char *tag = "lin",
-                                uint32_t flags = 0) {
+                               uint32_t flags = 0) {
     Converted c;
     c.out = make_temp_dir(tag) + "/out";
     std::string in = model.find('/') == std::string::npos ? test_data("models/" + model) : model;

@@ -59,7 +59,8 @@ int main(int argc, char **argv) {
     if (!json || fread(json, 1, (size_t)json_len, f) != json_len) return die("short header");
     if (!json_u64(json, "version", &version) || version != 1) return die("not a version 1 header");
     if (!strstr(json, "\"dtype\":\"float32\"") && !strstr(json, "\"dtype\": \"float32\"")) return die("not float32");
-    if (!json_u64(json, "tensor_count", &count) || !json_u64(json, "total_bytes", &total_bytes)) return die("no tensor_count/total_bytes");
+    if (!json_u64(json, "tensor_count", &count) || !json_u64(json, "total_bytes", &total_bytes))
+        return die("no tensor_count/total_bytes");
     if (count > 100000) return die("implausible tensor_count");
     entries = calloc((size_t)count + 1, sizeof *entries);
     if (!entries || fread(entries, sizeof *entries, (size_t)count, f) != count) return die("short tensor index");
@@ -82,7 +83,8 @@ int main(int argc, char **argv) {
         for (d = 0; d < e->ndim; d++) printf("%s%llu", d ? ", " : "", (unsigned long long)e->shape[d]);
         printf("] %016llx\n", (unsigned long long)fnv);
     }
-    if (fseek(f, 0, SEEK_END) != 0 || (uint64_t)ftell(f) != data_start + total_bytes) return die("file size is not data start + total_bytes");
+    if (fseek(f, 0, SEEK_END) != 0 || (uint64_t)ftell(f) != data_start + total_bytes)
+        return die("file size is not data start + total_bytes");
     fclose(f);
     free(entries);
     free(json);

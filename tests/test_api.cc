@@ -84,8 +84,8 @@ static void status_strings(void **) {
         {STK_E_INTERNAL, "STK_E_INTERNAL: internal error"},
     };
     // Pinned values (the ABI): never renumbered.
-    const int values[] = {0, 1, 2, 3, 4, 5, 6, 10, 11, 12, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31,
-                          40, 41, 42, 43, 44, 45, 46, 60, 61, 62, 63, 90, 99};
+    const int values[] = {0,  1,  2,  3,  4,  5,  6,  10, 11, 12, 20, 21, 22, 23, 24, 25, 26, 27,
+                          28, 29, 30, 31, 40, 41, 42, 43, 44, 45, 46, 60, 61, 62, 63, 90, 99};
     assert_int_equal(sizeof all / sizeof all[0], sizeof values / sizeof values[0]);
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         assert_int_equal(int(all[i].s), values[i]);
@@ -104,8 +104,9 @@ static void version_and_stage_names(void **) {
     assert_int_equal(stk_version_number(), STK_VERSION_NUMBER);
     assert_int_equal(STK_VERSION_NUMBER, STK_VERSION_MAJOR * 10000 + STK_VERSION_MINOR * 100 + STK_VERSION_PATCH);
     assert_string_equal(stk_version_string(), STK_VERSION_STRING);
-    const char *names[] = {"parse_tensors", "tokenizer_build_or_wrap", "prf_build", "overlays_build", "ffn_collapse",
-                           "mphf_cuckoo", "memory_fit", "bridge_init", "manifest_emit", "check"};
+    const char *names[] = {
+        "parse_tensors", "tokenizer_build_or_wrap", "prf_build", "overlays_build", "ffn_collapse", "mphf_cuckoo", "memory_fit",
+        "bridge_init",   "manifest_emit",           "check"};
     for (int i = 0; i < STK_STAGE_COUNT; i++) assert_string_equal(stk_stage_name(stk_stage(i + 1)), names[i]);
     assert_null(stk_stage_name(stk_stage(0)));
     assert_null(stk_stage_name(stk_stage(11)));

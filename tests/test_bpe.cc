@@ -134,8 +134,8 @@ static void gpt2_pretokenizer_corner_cases(void **) {
 }
 
 static void byte_to_unicode_map(void **) {
-    assert_int_equal(tok::byte_to_unicode(' '), 0x120);  // Ġ
-    assert_int_equal(tok::byte_to_unicode('\n'), 0x10A); // Ċ
+    assert_int_equal(tok::byte_to_unicode(' '), 0x120);   // Ġ
+    assert_int_equal(tok::byte_to_unicode('\n'), 0x10A);  // Ċ
     assert_int_equal(tok::byte_to_unicode('A'), 'A');
     assert_int_equal(tok::byte_to_unicode(0xAD), 0x143);
     for (int b = 0; b < 256; b++) assert_int_equal(tok::unicode_to_byte(tok::byte_to_unicode(uint8_t(b))), b);
@@ -222,7 +222,8 @@ static void cli_tokenize(void **) {
     // Llama's tokenizer.json: <s> first unless --no-special
     std::string llama = g_tmp + "/llama";
     mkdir(llama.c_str(), 0755);
-    test::write_bytes(llama + "/tokenizer.json", test::read_bytes(test::third_party_data("tokenizer-json/llama2.tokenizer.json")));
+    test::write_bytes(llama + "/tokenizer.json",
+                      test::read_bytes(test::third_party_data("tokenizer-json/llama2.tokenizer.json")));
     out = run("tokenize --in " + llama + " --prompt \"Hello world\"", &rc);
     assert_string_equal(out.c_str(), "1 15043 3186\n");
     out = run("tokenize --in " + llama + " --prompt \"Hello world\" --no-special", &rc);

@@ -86,8 +86,7 @@ static void bitset_bits_for_given_ids(void **) {
     assert_int_equal(bridge_context_count(32000), 32768);
     assert_int_equal(bridge_context_count(128256), 65536);
     assert_int_equal(bridge_context_id(5, 9, 1024), uint32_t(mix64((uint64_t(5) << 32) | 9, kSaltCtxId) & 1023));
-    assert_int_equal(bridge_context_id(kBridgeNoToken, kBridgeNoToken, 64),
-                     uint32_t(mix64(~uint64_t(0), kSaltCtxId) & 63));
+    assert_int_equal(bridge_context_id(kBridgeNoToken, kBridgeNoToken, 64), uint32_t(mix64(~uint64_t(0), kSaltCtxId) & 63));
 }
 
 // 9.3 with spec-notes 16: s = 0.8 * 32767 / p99(|x|), nearest rank; one outlier clipped.
@@ -108,9 +107,9 @@ static void q88_crafted_row(void **) {
         // eps of one entry: half a step
         assert_true(std::fabs(double(q[i]) / s - x[i]) <= 0.5 / s + 1e-12);
     }
-    assert_int_equal(q[0], 206);          // round(1 * 206.4) (s = 206.4063)
-    assert_int_equal(q[126], 26214);      // the p99 lands at 0.8 * 32767 = 26213.6
-    assert_int_equal(q[1], -413);         // round(-2 * 206.4063) = -412.81 -> -413
+    assert_int_equal(q[0], 206);      // round(1 * 206.4) (s = 206.4063)
+    assert_int_equal(q[126], 26214);  // the p99 lands at 0.8 * 32767 = 26213.6
+    assert_int_equal(q[1], -413);     // round(-2 * 206.4063) = -412.81 -> -413
     // Half away from zero, and the clip at both ends.
     float h[3] = {0.5f, -0.5f, -1e9f};
     int16_t qh[3];
@@ -198,8 +197,8 @@ static void build_records_negative_margins(void **) {
     const uint64_t v = 3;
     const uint32_t h = 128, k = 4, w = 2, nctx = 64;
     std::vector<float> x(v * h, 0.0f);
-    for (uint32_t i = 0; i < h; i++) x[i] = float(i);               // distinct, gaps of 1
-    for (uint32_t i = 0; i < 5; i++) x[h + i] = 100.0f;              // tie
+    for (uint32_t i = 0; i < h; i++) x[i] = float(i);    // distinct, gaps of 1
+    for (uint32_t i = 0; i < 5; i++) x[h + i] = 100.0f;  // tie
     std::vector<int16_t> qin(v * h), qout(v * h);
     std::vector<float> sin(v), sout(v);
     std::vector<uint64_t> hubs((v + nctx) * w);
@@ -474,7 +473,8 @@ static void attach_refuses_hostile_payloads(void **) {
     assert_false(bridge_hub_bitset(g, 0, 4, out));
     assert_contains(expect_error(STK_E_CORRUPT, [&] { attach_bridge(g, p.data(), p.size(), rows, 4, tokens); }), "W = 4");
     assert_false(g.has_bridge);
-    assert_contains(expect_error(STK_E_CORRUPT, [&] { attach_bridge(g, p.data(), p.size() - 1, rows, 2, tokens); }), "need 112 bytes");
+    assert_contains(expect_error(STK_E_CORRUPT, [&] { attach_bridge(g, p.data(), p.size() - 1, rows, 2, tokens); }),
+                    "need 112 bytes");
     assert_contains(expect_error(STK_E_CORRUPT, [&] { attach_bridge(g, p.data(), p.size(), rows, 2, rows); }), "token rows");
     assert_contains(expect_error(STK_E_CORRUPT, [&] { attach_bridge(g, p.data(), p.size(), rows, 2, 4); }), "power of two");
     std::vector<uint8_t> bad = p;
@@ -482,7 +482,8 @@ static void attach_refuses_hostile_payloads(void **) {
     assert_contains(expect_error(STK_E_CORRUPT, [&] { attach_bridge(g, bad.data(), bad.size(), rows, 2, tokens); }),
                     "offset 80: row 5 has");
     std::memset(bad.data(), 0, 16);  // row 0: no bit
-    assert_contains(expect_error(STK_E_CORRUPT, [&] { attach_bridge(g, bad.data(), bad.size(), rows, 2, tokens); }), "row 0 has 0 bits");
+    assert_contains(expect_error(STK_E_CORRUPT, [&] { attach_bridge(g, bad.data(), bad.size(), rows, 2, tokens); }),
+                    "row 0 has 0 bits");
     assert_contains(expect_error(STK_E_CORRUPT, [&] { attach_bridge(g, p.data(), p.size(), uint64_t(1) << 62, 2, tokens); }),
                     "rows of 2 words");
 }
@@ -506,10 +507,9 @@ static void acceptance_guard_precheck(void **) {
     ArrayReader qi(c.out + "/arrays/bridge_qDin.bin"), qo(c.out + "/arrays/bridge_qDout.bin"),
         si(c.out + "/arrays/bridge_qDin_scale.bin"), so(c.out + "/arrays/bridge_qDout_scale.bin");
     const uint64_t v = qi.header().dims[0];
-    BridgePrecheck pc = bridge_guard_precheck(reinterpret_cast<const int16_t *>(qi.payload()),
-                                              reinterpret_cast<const int16_t *>(qo.payload()),
-                                              reinterpret_cast<const float *>(si.payload()),
-                                              reinterpret_cast<const float *>(so.payload()), v, 128, 4, 0x16'04);
+    BridgePrecheck pc = bridge_guard_precheck(
+        reinterpret_cast<const int16_t *>(qi.payload()), reinterpret_cast<const int16_t *>(qo.payload()),
+        reinterpret_cast<const float *>(si.payload()), reinterpret_cast<const float *>(so.payload()), v, 128, 4, 0x16'04);
     assert_int_equal(pc.rows, v);
     assert_int_equal(pc.ratios.size(), v * 4);
     assert_true(pc.slack_limit == limit);
@@ -526,10 +526,9 @@ static void acceptance_guard_precheck(void **) {
     assert_false(fail.pass);
     assert_false(acceptance_passed({fail}));
     // The synthetic draw is fixed: a second run gives the same ratios.
-    BridgePrecheck again = bridge_guard_precheck(reinterpret_cast<const int16_t *>(qi.payload()),
-                                                 reinterpret_cast<const int16_t *>(qo.payload()),
-                                                 reinterpret_cast<const float *>(si.payload()),
-                                                 reinterpret_cast<const float *>(so.payload()), v, 128, 4, 0x16'04);
+    BridgePrecheck again = bridge_guard_precheck(
+        reinterpret_cast<const int16_t *>(qi.payload()), reinterpret_cast<const int16_t *>(qo.payload()),
+        reinterpret_cast<const float *>(si.payload()), reinterpret_cast<const float *>(so.payload()), v, 128, 4, 0x16'04);
     assert_true(again.ratios == pc.ratios);
 }
 

@@ -334,8 +334,8 @@ static void payload_bit_flips_detected(void **) {
                 Result r = verify(g.dir);
                 flip(p, 128 + bit / 8, int(bit % 8));
                 if (r.status != STK_E_CHECKSUM || r.file != "arrays/" + g.names[a] || r.offset != 128)
-                    fail_msg("%s payload bit %llu: %s at %s:%llu", g.names[a].c_str(), (unsigned long long)bit, stk_status_str(r.status),
-                             r.file.c_str(), (unsigned long long)r.offset);
+                    fail_msg("%s payload bit %llu: %s at %s:%llu", g.names[a].c_str(), (unsigned long long)bit,
+                             stk_status_str(r.status), r.file.c_str(), (unsigned long long)r.offset);
                 assert_contains(r.message, g.names[a]);
             }
         }
@@ -379,10 +379,11 @@ struct BadCase {
 } const kBadCases[] = {
     {"truncated file", STK_E_TRUNCATED, 128 + 100,
      [](const std::string &p) { assert_int_equal(truncate(p.c_str(), 128 + 100), 0); }},
-    {"wrong magic", STK_E_BAD_MAGIC, 0,
-     [](const std::string &p) { patch_header(p, [](uint8_t *h) { h[0] = 'X'; }); }},
-    {"unknown dtype", STK_E_BAD_DTYPE, 4, [](const std::string &p) { patch_header(p, [](uint8_t *h) { store_le<uint16_t>(h + 4, 10); }); }},
-    {"rank > 5", STK_E_BAD_RANK, 6, [](const std::string &p) { patch_header(p, [](uint8_t *h) { store_le<uint16_t>(h + 6, 6); }); }},
+    {"wrong magic", STK_E_BAD_MAGIC, 0, [](const std::string &p) { patch_header(p, [](uint8_t *h) { h[0] = 'X'; }); }},
+    {"unknown dtype", STK_E_BAD_DTYPE, 4,
+     [](const std::string &p) { patch_header(p, [](uint8_t *h) { store_le<uint16_t>(h + 4, 10); }); }},
+    {"rank > 5", STK_E_BAD_RANK, 6,
+     [](const std::string &p) { patch_header(p, [](uint8_t *h) { store_le<uint16_t>(h + 6, 6); }); }},
     {"dims overflow", STK_E_DIMS_OVERFLOW, 16,
      [](const std::string &p) {
          patch_header(p, [](uint8_t *h) {
@@ -396,7 +397,8 @@ struct BadCase {
     {"misaligned payload", STK_E_MISALIGNED, 72,
      [](const std::string &p) { patch_header(p, [](uint8_t *h) { store_le<uint32_t>(h + 72, kFlagRowMajor); }); }},
     {"checksum mismatch", STK_E_CHECKSUM, 128, [](const std::string &p) { flip(p, 128 + 17, 3); }},
-    {"manifest naming a missing array", STK_E_MISSING_ARRAY, 0, [](const std::string &p) { assert_int_equal(unlink(p.c_str()), 0); }},
+    {"manifest naming a missing array", STK_E_MISSING_ARRAY, 0,
+     [](const std::string &p) { assert_int_equal(unlink(p.c_str()), 0); }},
     {"header disagrees with the manifest (checksums)", STK_E_CHECKSUM, 56,
      [](const std::string &p) { patch_header(p, [](uint8_t *h) { store_le<uint64_t>(h + 56, 0x12345678); }); }},
     {"header disagrees with the manifest (shape)", STK_E_SIZE_MISMATCH, 6,
@@ -462,8 +464,8 @@ static void first_failure_is_deterministic(void **) {
     Result ok = verify(g.dir);
     assert_int_equal(ok.status, STK_OK);
     assert_int_equal(ok.report.arrays_checked, 44);
-    flip(arr(g, 9), 128 + 5000, 1);    // extra_5
-    flip(arr(g, 34), 128 + 7, 0);      // extra_30
+    flip(arr(g, 9), 128 + 5000, 1);  // extra_5
+    flip(arr(g, 34), 128 + 7, 0);    // extra_30
     for (int i = 0; i < 10; i++) {
         Result r = verify(g.dir);
         assert_int_equal(r.status, STK_E_CHECKSUM);

@@ -162,7 +162,7 @@ static void f8_exhaustive(void **) {
 
 static void dtype_table(void **) {
     const char *names[] = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "I64", "I32",
-                           "I16", "I8",  "U64", "U32", "U16",  "U8",      "BOOL"};
+                           "I16", "I8",  "U64", "U32",  "U16",     "U8",      "BOOL"};
     const size_t sizes[] = {8, 4, 2, 2, 1, 1, 8, 4, 2, 1, 8, 4, 2, 1, 1};
     for (size_t i = 0; i < 15; i++) {
         SrcDType t;
@@ -186,9 +186,8 @@ static void convert_bounds_and_nonfinite(void **) {
     t.n_elements = 3;
     const float v[3] = {1.0f, INFINITY, NAN};
     float out[3];
-    std::string m = test::expect_error(STK_E_INVALID_ARGUMENT, [&] {
-        convert_to_f32(t, reinterpret_cast<const uint8_t *>(v), 2, 2, out);
-    });
+    std::string m =
+        test::expect_error(STK_E_INVALID_ARGUMENT, [&] { convert_to_f32(t, reinterpret_cast<const uint8_t *>(v), 2, 2, out); });
     assert_contains(m, "'w'");
     test::expect_error(STK_E_INVALID_ARGUMENT, [&] { convert_to_f32(t, reinterpret_cast<const uint8_t *>(v), ~0ull, 2, out); });
     convert_to_f32(t, reinterpret_cast<const uint8_t *>(v), 0, 3, out);
@@ -200,12 +199,8 @@ static void convert_bounds_and_nonfinite(void **) {
 int main() {
     g_dir = test::make_temp_dir("checkpoint");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(every_shared_tensor_file),
-        cmocka_unit_test(directory_priority),
-        cmocka_unit_test(not_checkpoints),
-        cmocka_unit_test(f16_bf16_exhaustive),
-        cmocka_unit_test(f8_exhaustive),
-        cmocka_unit_test(dtype_table),
+        cmocka_unit_test(every_shared_tensor_file),     cmocka_unit_test(directory_priority), cmocka_unit_test(not_checkpoints),
+        cmocka_unit_test(f16_bf16_exhaustive),          cmocka_unit_test(f8_exhaustive),      cmocka_unit_test(dtype_table),
         cmocka_unit_test(convert_bounds_and_nonfinite),
     };
     return cmocka_run_group_tests_name("checkpoint", tests, nullptr, nullptr);

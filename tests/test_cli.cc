@@ -70,7 +70,7 @@ static void convert_says_what_it_did(void **) {
     assert_contains(r.err, "WARNING: tokenizer in EXT mode");
     assert_contains(r.err, "--allow-uncertified-tokenizer");
     assert_contains(r.err, "disabled    tokenizer_fst\n");  // the bridge is built
-    assert_true(r.out.empty());  // stdout is for --json only
+    assert_true(r.out.empty());                             // stdout is for --json only
 
     std::string out2 = fresh_out("cli-ext-json");
     Run j = run_stk({"convert", "--in", model(), "--out", out2, "--partial", "--json"});
@@ -144,7 +144,9 @@ static void convert_uncertified_matches_check(void **) {
         hex += std::string(std::string_view(t["hex"]));
         assert_true(bool(t["lookup_round_trip"]));
     }
-    assert_string_equal(hex.c_str(), "6120f09f988020" "62");
+    assert_string_equal(hex.c_str(),
+                        "6120f09f988020"
+                        "62");
     assert_true(std::string_view(rroot["tokens"].at(2)["bytes"]) == "\xef\xbf\xbd");  // U+FFFD
     // Modules: every module is walked, the bridge too (its hub bitsets through STK_LOOKUP_HUB).
     assert_int_equal(rroot["disabled_modules"].get_array().size(), 0);
@@ -192,7 +194,8 @@ static void json_always_one_object(void **) {
         Run r = run_stk(c.args);
         std::string line;
         for (const std::string &a : c.args) line += a + " ";
-        if (r.exit_code != c.exit_code) fail_msg("stk %s: exit %d, expected %d; %s", line.c_str(), r.exit_code, c.exit_code, r.err.c_str());
+        if (r.exit_code != c.exit_code)
+            fail_msg("stk %s: exit %d, expected %d; %s", line.c_str(), r.exit_code, c.exit_code, r.err.c_str());
         simdjson::dom::parser p;
         auto root = parse_result(p, r, c.command);
         if (std::string_view(root["error"]) != c.error) fail_msg("stk %s: error %s", line.c_str(), r.out.c_str());
@@ -294,7 +297,9 @@ static void flag_names_consistent(void **) {
 // ids of 1 to 5 digits ("!" is id 0).
 static void tokenize_prints_the_library_ids(void **) {
     const std::string dir = test::third_party_data("gpt2/hf-dir");
-    const std::string line = "!\"Hello world! It's 2026: 0 9 10 99 100 999 1000 12345678, na\xc3\xafve caf\xc3\xa9 \xe2\x82\xac\n\tantidisestablishmentarianism";
+    const std::string line =
+        "!\"Hello world! It's 2026: 0 9 10 99 100 999 1000 12345678, na\xc3\xafve caf\xc3\xa9 "
+        "\xe2\x82\xac\n\tantidisestablishmentarianism";
     // The line, and the line repeated past 65536 ids, where the command prints from a table of
     // every id's digits instead of formatting each one (given as --text FILE).
     std::string big;
@@ -310,7 +315,9 @@ static void tokenize_prints_the_library_ids(void **) {
         std::vector<uint32_t> greedy(text.size() + 1);
         greedy.resize(greedy_encode(*g.tables, reinterpret_cast<const uint8_t *>(text.data()), text.size(), greedy.data()));
         const bool from_file = text_of == &big;
-        auto source = [&]() -> std::vector<std::string> { return {from_file ? "--text" : "--prompt", from_file ? big_file : text}; };
+        auto source = [&]() -> std::vector<std::string> {
+            return {from_file ? "--text" : "--prompt", from_file ? big_file : text};
+        };
         for (const auto &[mode, want] : {std::pair<std::string, const std::vector<uint32_t> &>{"bpe", bpe}, {"greedy", greedy}}) {
             assert_true(want.size() > (from_file ? 65536u : 20u));
             assert_int_equal(*std::min_element(want.begin(), want.end()), 0);
@@ -407,7 +414,8 @@ static void export_arguments_and_json(void **) {
     assert_int_equal(b.exit_code, 0);
     assert_true(test::read_bytes(dir + "/a.lwt") == test::read_bytes(dir + "/b.lwt"));
     // Short names: the same bytes as the full ones.
-    for (auto [alias, name] : {std::pair<const char *, const char *>{"bf16", "bfloat16"}, {"q8", "int8"}, {"i4", "int4"}, {"F32", "float32"}}) {
+    for (auto [alias, name] :
+         {std::pair<const char *, const char *>{"bf16", "bfloat16"}, {"q8", "int8"}, {"i4", "int4"}, {"F32", "float32"}}) {
         std::string x = dir + "/" + alias + ".lwt", y = dir + "/" + name + ".lwt";
         assert_int_equal(run_stk({"export", model(), x, "--dtype", alias}).exit_code, 0);
         assert_int_equal(run_stk({"export", model(), y, "--dtype", name}).exit_code, 0);
@@ -415,8 +423,9 @@ static void export_arguments_and_json(void **) {
     }
     Run bad = run_stk({"export", model(), dir + "/z.lwt", "--dtype", "int3"});
     assert_int_equal(bad.exit_code, 2);
-    assert_contains(bad.err, "unknown --dtype 'int3': one of float32, float16, bfloat16, int8, uint8, int4, uint4, fp4, int2, "
-                             "uint2, ternary, binary (short: f32, f16, bf16, i8/q8, u8, i4/q4, u4, i2, u2)");
+    assert_contains(bad.err,
+                    "unknown --dtype 'int3': one of float32, float16, bfloat16, int8, uint8, int4, uint4, fp4, int2, "
+                    "uint2, ternary, binary (short: f32, f16, bf16, i8/q8, u8, i4/q4, u4, i2, u2)");
     // --out - is refused, nothing named "-" appears.
     Run dash = run_stk({"export", model(), "-"});
     assert_int_equal(dash.exit_code, 2);
@@ -505,7 +514,14 @@ static void replay_ext_shows_text(void **) {
         hex += std::string(std::string_view(t["hex"]));
     }
     assert_string_equal(text.c_str(), "t|he| the|o|r|e|m|");
-    assert_string_equal(hex.c_str(), "74" "6865" "20746865" "6f" "72" "65" "6d");
+    assert_string_equal(hex.c_str(),
+                        "74"
+                        "6865"
+                        "20746865"
+                        "6f"
+                        "72"
+                        "65"
+                        "6d");
     Run plain = run_stk({"replay", out, "--prompt", "the theorem", "--in", model()});
     assert_int_equal(plain.exit_code, 0);
     assert_contains(plain.out, "  \" the\"\n");
@@ -619,8 +635,9 @@ static void plan_models_help(void **) {
         std::vector<const char *> mentions;
     };
     std::vector<Help> helps = {
-        {"convert", {"--in PATH", "--out ROOT", "--r N", "--rv N", "--ltok N", "--topl N", "--threads N", "--partial",
-                     "--allow-uncertified-tokenizer", "--allow-nonfinite", "--dry-run", "--json", "EXT mode", "exit codes"}},
+        {"convert",
+         {"--in PATH", "--out ROOT", "--r N", "--rv N", "--ltok N", "--topl N", "--threads N", "--partial",
+          "--allow-uncertified-tokenizer", "--allow-nonfinite", "--dry-run", "--json", "EXT mode", "exit codes"}},
         {"check", {"--out DIR", "--json", "exit codes"}},
         {"replay", {"--out DIR", "--prompt TEXT", "--in PATH", "--json", "exit codes"}},
         {"inspect", {"--in PATH", "--json", "sera_manifest.bin", "exit codes"}},
@@ -690,18 +707,12 @@ static void progress_on_a_terminal(void **) {
 
 int main() {
     std::vector<CMUnitTest> tests = {
-        cmocka_unit_test(convert_says_what_it_did),
-        cmocka_unit_test(convert_uncertified_matches_check),
-        cmocka_unit_test(json_always_one_object),
-        cmocka_unit_test(arguments_validated_first),
-        cmocka_unit_test(flag_names_consistent),
-        cmocka_unit_test(in_resolution),
-        cmocka_unit_test(export_arguments_and_json),
-        cmocka_unit_test(counts_and_paths),
-        cmocka_unit_test(replay_ext_shows_text),
-        cmocka_unit_test(library_messages),
-        cmocka_unit_test(tokenize_prints_the_library_ids),
-        cmocka_unit_test(plan_models_help),
+        cmocka_unit_test(convert_says_what_it_did),        cmocka_unit_test(convert_uncertified_matches_check),
+        cmocka_unit_test(json_always_one_object),          cmocka_unit_test(arguments_validated_first),
+        cmocka_unit_test(flag_names_consistent),           cmocka_unit_test(in_resolution),
+        cmocka_unit_test(export_arguments_and_json),       cmocka_unit_test(counts_and_paths),
+        cmocka_unit_test(replay_ext_shows_text),           cmocka_unit_test(library_messages),
+        cmocka_unit_test(tokenize_prints_the_library_ids), cmocka_unit_test(plan_models_help),
         cmocka_unit_test(progress_on_a_terminal),
     };
     return _cmocka_run_group_tests("cli", tests.data(), tests.size(), nullptr, nullptr);

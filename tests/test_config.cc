@@ -34,6 +34,8 @@ struct Want {
     uint64_t n_params;  // the published size of each model
 };
 
+// A table: clang-format would put one value per line.
+// clang-format off
 static const Want kWant[] = {
     {"bloom-3b.config.json", "bloom", 2560, 30, 32, 32, 80, 250880, 10240, FfnKind::Plain, "gelu_pytorch_tanh",
      NormKind::LayerNorm, 1e-5, PosKind::Alibi, 0, 0, 0, true, false, true, 0, 0, 0, 0, 3002557440ull},
@@ -65,6 +67,7 @@ static const Want kWant[] = {
     {"pythia-410m.config.json", "gpt_neox", 1024, 24, 16, 16, 64, 50304, 4096, FfnKind::Plain, "gelu",
      NormKind::LayerNorm, 1e-5, PosKind::Rope, 10000, 16, 2048, false, true, true, 0, 0, 0, 0, 405334016ull},
 };
+// clang-format on
 
 static void every_shared_config_parses_with_its_values(void **) {
     for (const Want &w : kWant) {
@@ -156,7 +159,8 @@ static void whisper_is_refused_as_encoder_decoder(void **) {
 }
 
 static void unknown_model_type_says_how_to_supply_roles(void **) {
-    const char *cfg = R"({"model_type": "mamba_like", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10})";
+    const char *cfg =
+        R"({"model_type": "mamba_like", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10})";
     std::string msg = test::expect_error(STK_E_UNKNOWN_MODEL, [&] { parse_model_config(cfg, "phi/config.json"); });
     assert_contains(msg, "phi/config.json");
     assert_contains(msg, "'mamba_like'");
@@ -226,44 +230,48 @@ static void refusals_name_what(void **) {
         parse_model_config(R"({"model_type": "llama", "quantization_config": {"load_in_4bit": true}})", "x/config.json");
     });
     assert_contains(msg, "bitsandbytes");
-    msg = test::expect_error(STK_E_UNSUPPORTED, [] {
-        parse_model_config(R"({"model_type": "deepseek_v3", "hidden_size": 64})", "x/config.json");
-    });
+    msg = test::expect_error(STK_E_UNSUPPORTED,
+                             [] { parse_model_config(R"({"model_type": "deepseek_v3", "hidden_size": 64})", "x/config.json"); });
     assert_contains(msg, "deepseek_v3");
     assert_contains(msg, "latent attention");
 }
 
 static void malformed_values_are_named(void **) {
-    std::string msg = test::expect_error(STK_E_BAD_JSON, [] { parse_model_config("{\"model_type\": \"gpt2\",", "x/config.json"); });
+    std::string msg =
+        test::expect_error(STK_E_BAD_JSON, [] { parse_model_config("{\"model_type\": \"gpt2\",", "x/config.json"); });
     assert_contains(msg, "x/config.json");
-    msg = test::expect_error(STK_E_BAD_JSON, [] {
-        parse_model_config(R"({"model_type": "llama", "hidden_size": "4096"})", "x/config.json");
-    });
+    msg = test::expect_error(STK_E_BAD_JSON,
+                             [] { parse_model_config(R"({"model_type": "llama", "hidden_size": "4096"})", "x/config.json"); });
     assert_contains(msg, "\"hidden_size\" must be a non-negative integer");
     msg = test::expect_error(STK_E_BAD_JSON, [] {
         parse_model_config(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 3,
-            "vocab_size": 10, "intermediate_size": 8})", "x/config.json");
+            "vocab_size": 10, "intermediate_size": 8})",
+                           "x/config.json");
     });
     assert_contains(msg, "not a multiple of the 3 heads");
     msg = test::expect_error(STK_E_BAD_JSON, [] {
         parse_model_config(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 99999, "num_attention_heads": 4,
-            "vocab_size": 10, "intermediate_size": 8})", "x/config.json");
+            "vocab_size": 10, "intermediate_size": 8})",
+                           "x/config.json");
     });
     assert_contains(msg, "\"num_hidden_layers\" = 99999 is outside [1, 1024]");
     msg = test::expect_error(STK_E_BAD_JSON, [] {
         parse_model_config(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "num_key_value_heads": 3, "vocab_size": 10, "intermediate_size": 8})", "x/config.json");
+            "num_key_value_heads": 3, "vocab_size": 10, "intermediate_size": 8})",
+                           "x/config.json");
     });
     assert_contains(msg, "3 key/value heads do not divide the 4 attention heads");
     msg = test::expect_error(STK_E_BAD_JSON, [] {
         parse_model_config(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "vocab_size": 10, "intermediate_size": 8, "rms_norm_eps": 0})", "x/config.json");
+            "vocab_size": 10, "intermediate_size": 8, "rms_norm_eps": 0})",
+                           "x/config.json");
     });
     assert_contains(msg, "norm epsilon 0 is not in (0, 1)");
 }
 
 static void bad_role_rules(void **) {
-    std::string msg = test::expect_error(STK_E_BAD_JSON, [] { parse_role_rules_json(R"([{"pattern": "a", "role": "QQ"}])", "r.json"); });
+    std::string msg =
+        test::expect_error(STK_E_BAD_JSON, [] { parse_role_rules_json(R"([{"pattern": "a", "role": "QQ"}])", "r.json"); });
     assert_contains(msg, "unknown role 'QQ'");
     msg = test::expect_error(STK_E_BAD_JSON, [] { parse_role_rules_json(R"([{"pattern": "a", "role": "QKV"}])", "r.json"); });
     assert_contains(msg, "needs \"layout\"");

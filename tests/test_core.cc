@@ -63,9 +63,8 @@ static void splitmix64_reference(void **) {
 
 int main() {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(crc32c_known_vectors), cmocka_unit_test(sha256_known_vectors),
-        cmocka_unit_test(checked_arithmetic),   cmocka_unit_test(arena_bounds),
-        cmocka_unit_test(splitmix64_reference),
+        cmocka_unit_test(crc32c_known_vectors), cmocka_unit_test(sha256_known_vectors), cmocka_unit_test(checked_arithmetic),
+        cmocka_unit_test(arena_bounds),         cmocka_unit_test(splitmix64_reference),
     };
     return cmocka_run_group_tests_name("core", tests, nullptr, nullptr);
 }

@@ -102,11 +102,14 @@ static void achievable_load_with_kick_cap_8(void **) {
     // d=2, b=4, kicks <= 8 (BFS): the first stash use comes at 97.2 % load (C = 16384).
     double l8 = first_stash_load(8);
     assert_true(l8 > 0.97 && l8 < 0.975);
-    Built b(uint64_t(0.96 * 16384), [] {
-        CuckooParams p;
-        p.load = 0.96;
-        return p;
-    }(), 99);
+    Built b(
+        uint64_t(0.96 * 16384),
+        [] {
+            CuckooParams p;
+            p.load = 0.96;
+            return p;
+        }(),
+        99);
     assert_int_equal(b.r.stash_used, 0);
     assert_true(b.r.load() > 0.959);
     assert_true(b.r.max_chain >= 2 && b.r.max_chain <= 8);
@@ -170,7 +173,8 @@ static void serialization(void **) {
     again.t.serialize(blob2.data());
     assert_memory_equal(blob.data(), blob2.data(), blob.size());
     std::vector<uint8_t> bad = blob;
-    std::string m = test::expect_error(STK_E_TRUNCATED, [&] { CuckooTable::load(bad.data(), bad.size() - 8, "cuckoo_delta.bin"); });
+    std::string m =
+        test::expect_error(STK_E_TRUNCATED, [&] { CuckooTable::load(bad.data(), bad.size() - 8, "cuckoo_delta.bin"); });
     assert_contains(m, "cuckoo_delta.bin");
     bad[64 + 3] |= 0x2;  // occupancy bit beyond b = 1
     m = test::expect_error(STK_E_CORRUPT, [&] { CuckooTable::load(bad.data(), bad.size(), "x"); });
@@ -205,10 +209,8 @@ static void serialized_size_for(void **) {
 
 int main() {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(lookups_and_report),
-        cmocka_unit_test(achievable_load_with_kick_cap_8),
-        cmocka_unit_test(stash_ring_emergency_full),
-        cmocka_unit_test(serialization),
+        cmocka_unit_test(lookups_and_report),        cmocka_unit_test(achievable_load_with_kick_cap_8),
+        cmocka_unit_test(stash_ring_emergency_full), cmocka_unit_test(serialization),
         cmocka_unit_test(serialized_size_for),
     };
     return cmocka_run_group_tests_name("cuckoo", tests, nullptr, nullptr);

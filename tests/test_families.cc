@@ -294,7 +294,8 @@ void rope_scaling_matches_transformers(void **) {
         for (uint32_t i = 0; i < m; i++) worst = std::max(worst, std::fabs(theta[i] - want[i]) / want[i]);
         print_message("%.*s: %u angles, max rel error %.2e%s%s\n", int(kv.key.size()), kv.key.data(), m, worst,
                       note.empty() ? "" : "; note: ", note.c_str());
-        if (!(worst < 1e-6)) fail_msg("%.*s: RoPE angles differ from transformers' (%.3g)", int(kv.key.size()), kv.key.data(), worst);
+        if (!(worst < 1e-6))
+            fail_msg("%.*s: RoPE angles differ from transformers' (%.3g)", int(kv.key.size()), kv.key.data(), worst);
         n++;
     }
     assert_int_equal(n, 4);

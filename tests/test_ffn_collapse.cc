@@ -50,8 +50,9 @@ static void abs_gemm_matches_reference_and_threads(void **) {
                         double a = A[i * k + q], g = B[q * n + j], u = gated ? B2[q * n + j] : 1.0;
                         if (pa == PackA::Abs) a = std::fabs(a);
                         // Neg: the response to -e_j: relu(-g), times -u when gated.
-                        double b = pb == PackB::Abs ? std::fabs(g) * std::fabs(u) : pb == PackB::Pos ? (g > 0 ? g * u : 0)
-                                                                                                      : (g < 0 ? -g * (gated ? -u : 1.0) : 0);
+                        double b = pb == PackB::Abs   ? std::fabs(g) * std::fabs(u)
+                                   : pb == PackB::Pos ? (g > 0 ? g * u : 0)
+                                                      : (g < 0 ? -g * (gated ? -u : 1.0) : 0);
                         ref += a * b;
                         bound += std::fabs(a * b);
                     }
@@ -156,7 +157,8 @@ static void collapse_matches_double_reference(void **) {
             assert_true(u < n_units && i < d && j < d);
             const UnitRef &r = refs[u];
             double ref = (s ? r.Mm : r.Mp)[i * d + j];
-            if (!(std::fabs(double(v) - ref) <= 1e-5 * r.S[i * d + j] + 1e-12)) print_error("%s key %016llx v %.9g ref %.9g S %.9g\n", model, (unsigned long long)key, v, ref, r.S[i * d + j]);
+            if (!(std::fabs(double(v) - ref) <= 1e-5 * r.S[i * d + j] + 1e-12))
+                print_error("%s key %016llx v %.9g ref %.9g S %.9g\n", model, (unsigned long long)key, v, ref, r.S[i * d + j]);
             assert_true(std::fabs(double(v) - ref) <= 1e-5 * r.S[i * d + j] + 1e-12);
             assert_int_equal(has[u * 2 + s][i * d + j], 0);  // every key once
             has[u * 2 + s][i * d + j] = base ? 1 : 2;

@@ -22,10 +22,23 @@ namespace {
 // A little-endian GGUF writer for building hostile files byte by byte.
 struct G {
     std::vector<uint8_t> b;
-    G &u8(uint8_t v) { b.push_back(v); return *this; }
-    G &u32(uint32_t v) { for (int i = 0; i < 4; i++) b.push_back(uint8_t(v >> (8 * i))); return *this; }
-    G &u64(uint64_t v) { for (int i = 0; i < 8; i++) b.push_back(uint8_t(v >> (8 * i))); return *this; }
-    G &str(const std::string &s) { u64(s.size()); b.insert(b.end(), s.begin(), s.end()); return *this; }
+    G &u8(uint8_t v) {
+        b.push_back(v);
+        return *this;
+    }
+    G &u32(uint32_t v) {
+        for (int i = 0; i < 4; i++) b.push_back(uint8_t(v >> (8 * i)));
+        return *this;
+    }
+    G &u64(uint64_t v) {
+        for (int i = 0; i < 8; i++) b.push_back(uint8_t(v >> (8 * i)));
+        return *this;
+    }
+    G &str(const std::string &s) {
+        u64(s.size());
+        b.insert(b.end(), s.begin(), s.end());
+        return *this;
+    }
     G &header(uint32_t version, uint64_t n_tensors, uint64_t n_kv) {
         b.insert(b.end(), {'G', 'G', 'U', 'F'});
         return u32(version).u64(n_tensors).u64(n_kv);
@@ -38,8 +51,14 @@ struct G {
         for (uint64_t d : ne) u64(d);
         return u32(type).u64(offset);
     }
-    G &pad(uint64_t a = 32) { while (b.size() % a) b.push_back(0); return *this; }
-    G &zeros(size_t n) { b.insert(b.end(), n, 0); return *this; }
+    G &pad(uint64_t a = 32) {
+        while (b.size() % a) b.push_back(0);
+        return *this;
+    }
+    G &zeros(size_t n) {
+        b.insert(b.end(), n, 0);
+        return *this;
+    }
     size_t size() const { return b.size(); }
 };
 
@@ -69,14 +88,22 @@ G valid(uint32_t version = 3) {
     g.kv_str("general.architecture", "llama");
     g.kv_u32("llama.block_count", 2);
     g.str("t.arr").u32(9).u32(8).u64(2).str("ab").str("");  // array of 2 strings
-    g.str("t.nested").u32(9).u32(9).u64(2);                  // [[1, 2], [3]] as arrays of i32
+    g.str("t.nested").u32(9).u32(9).u64(2);                 // [[1, 2], [3]] as arrays of i32
     g.u32(5).u64(2).u32(1).u32(2).u32(5).u64(1).u32(3);
     g.tensor("a", {4, 2}, 0, 0).tensor("b", {3}, 0, 32).tensor("q", {32, 2}, 8, 64);
     g.pad();
     std::vector<float> a = {1, 2, 3, 4, 5, 6, 7, 8};
-    for (float v : a) { uint32_t u; std::memcpy(&u, &v, 4); g.u32(u); }
+    for (float v : a) {
+        uint32_t u;
+        std::memcpy(&u, &v, 4);
+        g.u32(u);
+    }
     std::vector<float> bv = {-1, 0.5f, 9};
-    for (float v : bv) { uint32_t u; std::memcpy(&u, &v, 4); g.u32(u); }
+    for (float v : bv) {
+        uint32_t u;
+        std::memcpy(&u, &v, 4);
+        g.u32(u);
+    }
     g.pad();
     for (int r = 0; r < 2; r++) {  // Q8_0 rows: d = 0.5 (f16 0x3800), q = -16..15 (+r)
         g.u8(0x00).u8(0x38);
@@ -179,7 +206,8 @@ static void metadata_refusals(void **) {
     refused("vallen.gguf", v, STK_E_TRUNCATED, {"offset 37", "a string value: string length 18446744073709551612"});
     // Empty key (llama.cpp #24263: an assertion compiled out in release builds).
     refused("emptykey.gguf", G().header(3, 0, 1).str("").u32(4).u32(1), STK_E_CORRUPT, {"offset 24", "metadata key 0 is empty"});
-    refused("dupkey.gguf", G().header(3, 0, 2).kv_u32("a", 1).kv_u32("a", 2), STK_E_CORRUPT, {"offset 41", "duplicate metadata key 'a'"});
+    refused("dupkey.gguf", G().header(3, 0, 2).kv_u32("a", 1).kv_u32("a", 2), STK_E_CORRUPT,
+            {"offset 41", "duplicate metadata key 'a'"});
     refused("vtype.gguf", G().header(3, 0, 1).str("k").u32(13).u32(0), STK_E_CORRUPT,
             {"offset 33", "key 'k': unknown value type 13"});
     refused("bool.gguf", G().header(3, 0, 1).str("k").u32(7).u8(2), STK_E_CORRUPT, {"offset 37", "bool byte 2"});
@@ -237,7 +265,8 @@ static void tensor_refusals(void **) {
     huge.header(3, 2, 0).tensor("a", {8}, 0, 0).tensor("b", {8}, 0, ~uint64_t(31)).pad().zeros(64);
     refused("hugeoff.gguf", huge, STK_E_CORRUPT, {"tensor 'b': data offset 18446744073709551584 leaves a hole"});
     // A zero dimension (llama.cpp #24263: INT64_MAX / 0 there) is refused before any arithmetic.
-    refused("zero.gguf", G().header(3, 1, 0).tensor("z", {4, 0}, 0, 0), STK_E_CORRUPT, {"offset 45", "tensor 'z': dimension 1 is 0"});
+    refused("zero.gguf", G().header(3, 1, 0).tensor("z", {4, 0}, 0, 0), STK_E_CORRUPT,
+            {"offset 45", "tensor 'z': dimension 1 is 0"});
     // A type outside the dequantised list: the parser reads it, the checkpoint refuses it.
     G iq;
     iq.header(3, 1, 0).tensor("blk.0.ffn_up.weight", {256}, 16, 0).pad().zeros(66);
@@ -314,12 +343,8 @@ static void dequant_targets_match_reference(void **) {
 int main() {
     g_dir = test::make_temp_dir("gguf");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(valid_file_reads),
-        cmocka_unit_test(header_refusals),
-        cmocka_unit_test(metadata_refusals),
-        cmocka_unit_test(tensor_refusals),
-        cmocka_unit_test(split_refusals),
-        cmocka_unit_test(dequant_targets_match_reference),
+        cmocka_unit_test(valid_file_reads), cmocka_unit_test(header_refusals), cmocka_unit_test(metadata_refusals),
+        cmocka_unit_test(tensor_refusals),  cmocka_unit_test(split_refusals),  cmocka_unit_test(dequant_targets_match_reference),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

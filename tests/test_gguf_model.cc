@@ -22,14 +22,28 @@ std::string g_tmp;
 struct Writer {
     std::vector<uint8_t> kv, info, data;
     uint64_t n_kv = 0, n_tensors = 0;
-    static void u32(std::vector<uint8_t> &b, uint32_t v) { for (int i = 0; i < 4; i++) b.push_back(uint8_t(v >> (8 * i))); }
-    static void u64(std::vector<uint8_t> &b, uint64_t v) { for (int i = 0; i < 8; i++) b.push_back(uint8_t(v >> (8 * i))); }
+    static void u32(std::vector<uint8_t> &b, uint32_t v) {
+        for (int i = 0; i < 4; i++) b.push_back(uint8_t(v >> (8 * i)));
+    }
+    static void u64(std::vector<uint8_t> &b, uint64_t v) {
+        for (int i = 0; i < 8; i++) b.push_back(uint8_t(v >> (8 * i)));
+    }
     static void str(std::vector<uint8_t> &b, const std::string &s) {
         u64(b, s.size());
         b.insert(b.end(), s.begin(), s.end());
     }
-    void key_str(const std::string &k, const std::string &v) { str(kv, k); u32(kv, 8); str(kv, v); n_kv++; }
-    void key_u32(const std::string &k, uint32_t v) { str(kv, k); u32(kv, 4); u32(kv, v); n_kv++; }
+    void key_str(const std::string &k, const std::string &v) {
+        str(kv, k);
+        u32(kv, 8);
+        str(kv, v);
+        n_kv++;
+    }
+    void key_u32(const std::string &k, uint32_t v) {
+        str(kv, k);
+        u32(kv, 4);
+        u32(kv, v);
+        n_kv++;
+    }
     void key_strs(const std::string &k, const std::vector<std::string> &v) {
         str(kv, k);
         u32(kv, 9);
@@ -110,8 +124,10 @@ void which_file(void **) {
 
 // The config a GGUF gives is the HF directory's, field by field.
 void config_equals_hf(void **) {
-    struct { const char *gguf, *hf; } cases[] = {{"gguf/tiny-llama-bf16.gguf", "models/llama_f32"},
-                                                 {"gguf/tiny-gpt2-q8_0.gguf", "../../bindings/testdata/tiny-gpt2"}};
+    struct {
+        const char *gguf, *hf;
+    } cases[] = {{"gguf/tiny-llama-bf16.gguf", "models/llama_f32"},
+                 {"gguf/tiny-gpt2-q8_0.gguf", "../../bindings/testdata/tiny-gpt2"}};
     for (auto &c : cases) {
         auto g = describe_model(test::test_data(c.gguf));
         auto h = describe_model(test::test_data(c.hf));

@@ -24,7 +24,8 @@ const Vocab &gpt2() {
 std::vector<uint32_t> enc(const FstTables &t, const std::string &s, bool reference = false, GreedyStats *st = nullptr) {
     std::vector<uint32_t> ids(s.size());
     const uint8_t *p = reinterpret_cast<const uint8_t *>(s.data());
-    size_t n = reference ? greedy_encode_reference(t, p, s.size(), ids.data(), st) : greedy_encode(t, p, s.size(), ids.data(), st);
+    size_t n =
+        reference ? greedy_encode_reference(t, p, s.size(), ids.data(), st) : greedy_encode(t, p, s.size(), ids.data(), st);
     ids.resize(n);
     return ids;
 }
@@ -40,7 +41,8 @@ std::string sample_text() {
     MappedFile f(test::third_party_data("README.md"));
     std::string s(reinterpret_cast<const char *>(f.data()), size_t(f.size()));
     for (int b = 0; b < 256; b++) s.push_back(char(b));
-    s += "Gr\xc3\xbc\xc3\x9f" "e, \xe4\xb8\x96\xe7\x95\x8c! 1234567890 <|endoftext|>\n\n\tend";
+    s += "Gr\xc3\xbc\xc3\x9f"
+         "e, \xe4\xb8\x96\xe7\x95\x8c! 1234567890 <|endoftext|>\n\n\tend";
     return s;
 }
 

@@ -60,8 +60,7 @@ static void gemm_refuses_bad_arguments(void **) {
     double a = 1, b = 1, c = 0;
     test::expect_error(STK_E_INVALID_ARGUMENT, [&] { gemm(false, false, 1, 1, 1, 1, &a, 0, 1, &b, 1, 1, 0, &c, 1, 1, 1); });
     test::expect_error(STK_E_INVALID_ARGUMENT, [&] { gemm(false, false, 1, 1, 1, 1, &a, 1, 1, &b, 1, 1, 0, &c, 1, 1, 0); });
-    test::expect_error(STK_E_INVALID_ARGUMENT,
-                       [&] { gemm(false, false, 1, 1, 1, 1, nullptr, 1, 1, &b, 1, 1, 0, &c, 1, 1, 1); });
+    test::expect_error(STK_E_INVALID_ARGUMENT, [&] { gemm(false, false, 1, 1, 1, 1, nullptr, 1, 1, &b, 1, 1, 0, &c, 1, 1, 1); });
     std::vector<double> w(qr_workspace(4, 4));
     test::expect_error(STK_E_INVALID_ARGUMENT, [&] { orthonormalize_columns(2, 3, &a, 2, w.data(), w.size()); });
     test::expect_error(STK_E_INVALID_ARGUMENT, [&] { orthonormalize_columns(8, 4, w.data(), 8, w.data(), 3); });
@@ -172,8 +171,8 @@ static void pinned_math_accuracy_and_targets(void **) {
     }
     std::printf("pinned math over %zu inputs: log %.3f ulp, sin(2 pi v) %.3f ulp, cos(2 pi v) %.3f ulp\n", n, worst_log,
                 worst_sin, worst_cos);
-    assert_true(worst_log < 1.0);   // fdlibm's bound
-    assert_true(worst_sin < 2.0);   // the reduction's one rounding of x = w pi/2 plus the kernel
+    assert_true(worst_log < 1.0);  // fdlibm's bound
+    assert_true(worst_sin < 2.0);  // the reduction's one rounding of x = w pi/2 plus the kernel
     assert_true(worst_cos < 2.0);
     assert_true(sn[4] == 0 && cs[4] == -1 && sn[2] == 1 && cs[0] == 1);  // v = 0.5, 0.25, 0 exactly
 
@@ -396,30 +395,24 @@ static void sketch_pass_matches_naive(void **) {
         assert_true(worst < 1e-14);  // n eps of double: 77 x 1.1e-16
     }
     // Refusals: a stride that is not a multiple of 16, X' wider than Y, no scratch.
-    test::expect_error(STK_E_INVALID_ARGUMENT, [&] {
-        sketch_pass(w.data(), m, n, ld_w, x.data(), 40, cy, y2.data(), ldy, 0, nullptr, 0, nullptr, 1);
-    });
+    test::expect_error(STK_E_INVALID_ARGUMENT,
+                       [&] { sketch_pass(w.data(), m, n, ld_w, x.data(), 40, cy, y2.data(), ldy, 0, nullptr, 0, nullptr, 1); });
     test::expect_error(STK_E_INVALID_ARGUMENT, [&] {
         sketch_pass(w.data(), m, n, ld_w, x.data(), ldy, cy, y2.data(), ldy, cy + 1, t2.data(), ldy, part.data(), 1);
     });
     test::expect_error(STK_E_INVALID_ARGUMENT, [&] {
         sketch_pass(w.data(), m, n, ld_w, x.data(), ldy, cy, y2.data(), ldy, ct, t2.data(), ldt, nullptr, 1);
     });
-    test::expect_error(STK_E_INVALID_ARGUMENT, [&] {
-        sketch_pass(w.data(), m, n, n - 1, x.data(), ldy, cy, y2.data(), ldy, 0, nullptr, 0, nullptr, 1);
-    });
+    test::expect_error(STK_E_INVALID_ARGUMENT,
+                       [&] { sketch_pass(w.data(), m, n, n - 1, x.data(), ldy, cy, y2.data(), ldy, 0, nullptr, 0, nullptr, 1); });
 }
 
 int main() {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(gemm_matches_naive),
-        cmocka_unit_test(gemm_bytes_do_not_depend_on_threads),
-        cmocka_unit_test(gemm_refuses_bad_arguments),
-        cmocka_unit_test(qr_is_gram_schmidt_with_positive_diagonal),
-        cmocka_unit_test(eigen_lstsq_and_roots),
-        cmocka_unit_test(pinned_math_accuracy_and_targets),
-        cmocka_unit_test(gaussian_streams),
-        cmocka_unit_test(elementwise_kernels),
+        cmocka_unit_test(gemm_matches_naive),         cmocka_unit_test(gemm_bytes_do_not_depend_on_threads),
+        cmocka_unit_test(gemm_refuses_bad_arguments), cmocka_unit_test(qr_is_gram_schmidt_with_positive_diagonal),
+        cmocka_unit_test(eigen_lstsq_and_roots),      cmocka_unit_test(pinned_math_accuracy_and_targets),
+        cmocka_unit_test(gaussian_streams),           cmocka_unit_test(elementwise_kernels),
         cmocka_unit_test(sketch_pass_matches_naive),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);

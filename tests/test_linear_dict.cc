@@ -43,7 +43,8 @@ static void every_key_found(void **) {
         uint8_t k[8], v[4];
         size_t len = 0;
         const uint64_t d = c.h.d;
-        for (uint64_t bad : {linear_key(0, 0, d, 0), linear_key(1, c.h.n_units, 0, 0), uint64_t(~0ull), uint64_t(0x123456789ull << 24)}) {
+        for (uint64_t bad :
+             {linear_key(0, 0, d, 0), linear_key(1, c.h.n_units, 0, 0), uint64_t(~0ull), uint64_t(0x123456789ull << 24)}) {
             store_le<uint64_t>(k, bad);
             float f;
             uint32_t probes = 0;
@@ -115,7 +116,8 @@ static void acceptance_16_2(void **) {
             assert_true(std::isfinite(r.value) && r.value >= 0);
             if (r.gating) {
                 gating++;
-                if (!r.pass) print_error("%s: %s = %g > %g (%s)\n", model, r.test.c_str(), r.value, r.threshold, r.definition.c_str());
+                if (!r.pass)
+                    print_error("%s: %s = %g > %g (%s)\n", model, r.test.c_str(), r.value, r.threshold, r.definition.c_str());
                 assert_true(r.pass);
             }
         }

@@ -39,9 +39,8 @@ uint32_t f_bits(float f) {
     return b;
 }
 
-const LwtDType kAll[] = {LwtDType::F32, LwtDType::F16,  LwtDType::BF16, LwtDType::I8,      LwtDType::U8,
-                         LwtDType::I4,  LwtDType::U4,   LwtDType::FP4,  LwtDType::I2,      LwtDType::U2,
-                         LwtDType::TERNARY, LwtDType::BINARY};
+const LwtDType kAll[] = {LwtDType::F32, LwtDType::F16, LwtDType::BF16, LwtDType::I8, LwtDType::U8,      LwtDType::I4,
+                         LwtDType::U4,  LwtDType::FP4, LwtDType::I2,   LwtDType::U2, LwtDType::TERNARY, LwtDType::BINARY};
 
 // Values shaped like trained weights: a decaying scale over rows, a heavy tail, a few outliers.
 std::vector<float> weight_like(uint64_t n, uint64_t seed) {
@@ -51,8 +50,8 @@ std::vector<float> weight_like(uint64_t n, uint64_t seed) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         double u = double(s >> 11) * 0x1p-53 - 0.5;
         double x = u * 0.08 / (1.0 + double(i % 97) / 20.0);
-        if (s % 211 == 0) x = u * 40.0;                      // outlier
-        if (s % 17 == 0) x = std::tan(u * 3.0) * 0.02;       // heavy tail
+        if (s % 211 == 0) x = u * 40.0;                 // outlier
+        if (s % 17 == 0) x = std::tan(u * 3.0) * 0.02;  // heavy tail
         v[i] = float(x);
     }
     return v;
@@ -153,8 +152,8 @@ static void test_every_code(void **) {
                     }
                     float got = lwt_decode(t, f, q);
                     if (f_bits(got) != f_bits(want)) {
-                        print_error("%s field %u scale %g zp %u: %a, want %a\n", lwt_dtype_name(t), f, double(s), zp,
-                                    double(got), double(want));
+                        print_error("%s field %u scale %g zp %u: %a, want %a\n", lwt_dtype_name(t), f, double(s), zp, double(got),
+                                    double(want));
                         fail();
                     }
                     uint32_t back = lwt_encode(t, got, q);
@@ -379,14 +378,22 @@ static void test_version1_layout(void **) {
     const size_t e0 = size_t(16 + n), e1 = e0 + 216;
     assert_int_equal(b[e0], 'a');
     assert_int_equal(b[e1], 'b');
-    auto u32 = [&](size_t at) { uint32_t v; std::memcpy(&v, &b[at], 4); return v; };
-    auto u64 = [&](size_t at) { uint64_t v; std::memcpy(&v, &b[at], 8); return v; };
-    assert_int_equal(u32(e1 + 128), 2);                            // ndim
-    assert_int_equal(u32(e1 + 132), 0);                            // C padding, zero
-    assert_int_equal(u64(e1 + 136), 1);                            // shape
+    auto u32 = [&](size_t at) {
+        uint32_t v;
+        std::memcpy(&v, &b[at], 4);
+        return v;
+    };
+    auto u64 = [&](size_t at) {
+        uint64_t v;
+        std::memcpy(&v, &b[at], 8);
+        return v;
+    };
+    assert_int_equal(u32(e1 + 128), 2);  // ndim
+    assert_int_equal(u32(e1 + 132), 0);  // C padding, zero
+    assert_int_equal(u64(e1 + 136), 1);  // shape
     assert_int_equal(u64(e1 + 144), 3);
-    assert_int_equal(u64(e1 + 200), 64);                           // offset
-    assert_int_equal(u64(e1 + 208), 12);                           // size_bytes
+    assert_int_equal(u64(e1 + 200), 64);  // offset
+    assert_int_equal(u64(e1 + 208), 12);  // size_bytes
     const size_t data = (e1 + 216 + 63) / 64 * 64;
     assert_int_equal(b.size(), data + 128);
     float v;
@@ -492,7 +499,10 @@ static void test_reader_refusals(void **) {
     auto set32 = [](std::vector<uint8_t> &v, size_t at, uint32_t x) { std::memcpy(&v[at], &x, 4); };
     b = good;
     set64(b, e1 + 200, 128);  // offset past the end of the data section
-    std::string m = expect_error(STK_E_MISALIGNED, [&] { set64(b, e1 + 200, 65); open(b); });
+    std::string m = expect_error(STK_E_MISALIGNED, [&] {
+        set64(b, e1 + 200, 65);
+        open(b);
+    });
     assert_contains(m, "tensor 'b'");
     b = good;
     set64(b, e1 + 200, 128);
@@ -646,7 +656,8 @@ std::vector<float> probe_values(LwtDType t, LwtQuant q) {
     if (lwt_dtype_is_float(t)) {
         for (uint32_t h = 0; h < 65536; h++) {
             uint32_t base = t == LwtDType::F16 ? f_bits(lwt_decode(LwtDType::F16, h, q)) : h << 16;
-            uint32_t next = t == LwtDType::F16 ? f_bits(lwt_decode(LwtDType::F16, (h + 1) & 0xFFFF, q)) : ((h + 1) & 0xFFFF) << 16;
+            uint32_t next =
+                t == LwtDType::F16 ? f_bits(lwt_decode(LwtDType::F16, (h + 1) & 0xFFFF, q)) : ((h + 1) & 0xFFFF) << 16;
             float a = bits_f(base), b = bits_f(next);
             v.push_back(a);
             if (std::isfinite(a) && std::isfinite(b) && (a < 0) == (b < 0)) {
@@ -727,7 +738,8 @@ static void test_kernels_every_target(void **) {
             LwtQuant q = lwt_choose_quant(t, w.data(), w.size());
             for (uint64_t off = 0; off < 4; off++)
                 for (uint64_t n = 0; n <= 200; n++) assert_true(same_as_reference(t, q, w.data() + off, n, "short lengths"));
-            for (uint64_t n : {255u, 256u, 257u, 1023u, 4096u, 4999u}) assert_true(same_as_reference(t, q, w.data(), n, "weights"));
+            for (uint64_t n : {255u, 256u, 257u, 1023u, 4096u, 4999u})
+                assert_true(same_as_reference(t, q, w.data(), n, "weights"));
             // Every byte value as packed input (ternary's invalid field included: the same first
             // invalid index is reported), at lengths that end inside a byte.
             if (lwt_dtype_bits(t) <= 8) {
@@ -736,20 +748,22 @@ static void test_kernels_every_target(void **) {
                 unsigned per = 8 / lwt_dtype_bits(t);
                 for (uint64_t n : {uint64_t(4096 * per), uint64_t(4096 * per - 1), uint64_t(1000 * per + 1)}) {
                     std::vector<float> a(n), b(n);
-                    uint64_t ra = lwt_unpack(t, bytes.data(), n, q, a.data()), rb = lwt_unpack_scalar(t, bytes.data(), n, q, b.data());
+                    uint64_t ra = lwt_unpack(t, bytes.data(), n, q, a.data()),
+                             rb = lwt_unpack_scalar(t, bytes.data(), n, q, b.data());
                     assert_int_equal(ra, rb);
                     if (ra == n) assert_memory_equal(a.data(), b.data(), n * 4);
                 }
-                if (t == LwtDType::TERNARY) {  // the first invalid field found past the vector bulk
+                if (t == LwtDType::TERNARY) {            // the first invalid field found past the vector bulk
                     std::vector<uint8_t> ok(512, 0x45);  // fields 1, 0, 1, 1
-                    ok[300] = 0x48;                       // fields 1, 0, 2, 0: element 1202 is invalid
+                    ok[300] = 0x48;                      // fields 1, 0, 2, 0: element 1202 is invalid
                     std::vector<float> a(2048);
                     assert_int_equal(lwt_unpack(t, ok.data(), 2048, q, a.data()), 1202);
                 }
             }
             // Statistics: chunked in odd sizes equals the whole (what streaming export relies on).
             LwtQuantStats st;
-            for (uint64_t at = 0; at < w.size(); at += 333) assert_true(lwt_stats_add(t, &st, w.data() + at, std::min<uint64_t>(333, w.size() - at)));
+            for (uint64_t at = 0; at < w.size(); at += 333)
+                assert_true(lwt_stats_add(t, &st, w.data() + at, std::min<uint64_t>(333, w.size() - at)));
             LwtQuant qs = lwt_quant_from_stats(t, st);
             assert_int_equal(f_bits(qs.scale), f_bits(q.scale));
             assert_int_equal(qs.zero_point, q.zero_point);
@@ -826,7 +840,7 @@ static void test_kernels_every_target(void **) {
             std::vector<float> outliers(100003), ends(70001);
             for (size_t i = 0; i < outliers.size(); i++) {
                 st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-                uint32_t e = 118 + uint32_t(st >> 59) % 6;  // a bulk of 2^-9 .. 2^-4
+                uint32_t e = 118 + uint32_t(st >> 59) % 6;          // a bulk of 2^-9 .. 2^-4
                 if (i % 97 == 5) e = 130 + uint32_t(st >> 60) % 4;  // outliers at 2^3 .. 2^6
                 if (i % 89 == 7) e = 87 + uint32_t(st >> 58) % 11;  // a tail at 2^-40 .. 2^-30
                 outliers[i] = bits_f(uint32_t(st & 0x80000000u) | e << 23 | (uint32_t(st >> 20) & 0x7FFFFFu));
@@ -835,9 +849,9 @@ static void test_kernels_every_target(void **) {
             // The window chosen from the first 1024 values, then moved: a head far below the rest.
             std::vector<float> moved(outliers.size());
             for (size_t i = 0; i < moved.size(); i++) moved[i] = i < 1500 ? std::ldexp(outliers[i], -40) : outliers[i];
-            for (const std::vector<float> *data : {&w, (const std::vector<float> *)&spread, (const std::vector<float> *)&tiny,
-                                                   (const std::vector<float> *)&outliers, (const std::vector<float> *)&ends,
-                                                   (const std::vector<float> *)&moved}) {
+            for (const std::vector<float> *data :
+                 {&w, (const std::vector<float> *)&spread, (const std::vector<float> *)&tiny,
+                  (const std::vector<float> *)&outliers, (const std::vector<float> *)&ends, (const std::vector<float> *)&moved}) {
                 LwtQuantStats want, got;
                 for (float f : *data) {
                     const uint32_t x = f_bits(f) & 0x7FFFFFFFu, e = x >> 23, m = x & 0x7FFFFFu;
@@ -853,7 +867,8 @@ static void test_kernels_every_target(void **) {
                 assert_int_equal(f_bits(got.absmax), f_bits(want.absmax));
                 assert_int_equal(f_bits(got.lo), f_bits(want.lo));
                 assert_int_equal(f_bits(got.hi), f_bits(want.hi));
-                if (data == &ends) assert_true(lwt_stats_abs_total(got, nullptr) == 35000.0 * (0x1.fffffep15 + 0x1.fffffep0) + 0x1.fffffep0);
+                if (data == &ends)
+                    assert_true(lwt_stats_abs_total(got, nullptr) == 35000.0 * (0x1.fffffep15 + 0x1.fffffep0) + 0x1.fffffep0);
             }
         }
         // Statistics straight from bf16 bits (export's first pass over a bf16 checkpoint) equal
@@ -865,7 +880,7 @@ static void test_kernels_every_target(void **) {
             for (size_t i = 0; i < raw.size(); i += 2) {
                 st ^= st << 13, st ^= st >> 7, st ^= st << 17;
                 uint16_t h = uint16_t(0x3C00u + (st >> 40) % 0x600u) ^ uint16_t((st >> 20) & 0x8000u);  // ~2^-7 .. 2^5
-                if (i % 22 == 0) h = uint16_t((st >> 30) & 0x807Fu);                                     // zeros, subnormals
+                if (i % 22 == 0) h = uint16_t((st >> 30) & 0x807Fu);                                    // zeros, subnormals
                 raw[i] = uint8_t(h), raw[i + 1] = uint8_t(h >> 8);
             }
             for (uint64_t off : {0u, 1u})
@@ -919,7 +934,8 @@ static void test_kernels_every_target(void **) {
                 }
                 for (size_t i = 0; i < wide.size(); i++) wide[i] = i % 2 ? 0x3F80u : 0x4700u;  // 1 and 32768: both window ends
                 std::vector<uint16_t> moved16(outliers);  // a head far below the rest: the window moves
-                for (size_t i = 0; i < 1500; i++) moved16[i] = uint16_t(moved16[i] - (40u << 7) * ((moved16[i] & 0x7F80u) > (40u << 7)));
+                for (size_t i = 0; i < 1500; i++)
+                    moved16[i] = uint16_t(moved16[i] - (40u << 7) * ((moved16[i] & 0x7F80u) > (40u << 7)));
                 for (const std::vector<uint16_t> *h16 : {&spread16, &outliers, &wide, &moved16}) {
                     std::vector<float> f(h16->size());
                     for (size_t i = 0; i < f.size(); i++) f[i] = bf16_to_f32((*h16)[i]);
@@ -940,10 +956,10 @@ static void test_kernels_every_target(void **) {
             // below the rounding point breaks a tie, and one number held two ways is one double.
             {
                 LwtQuantStats a, b, c, d;
-                a.abs_sum[150] = (1ull << 53) + 1;  // 2^53 + 1: a tie, to even
-                b.abs_sum[150] = (1ull << 53) + 3;  // 2^53 + 3: a tie, to even (up)
-                c.abs_sum[151] = (1ull << 53) + 1;  // 2^54 + 2: a tie...
-                c.abs_sum[0] = 1;                   // ...broken upward by 2^-150
+                a.abs_sum[150] = (1ull << 53) + 1;                          // 2^53 + 1: a tie, to even
+                b.abs_sum[150] = (1ull << 53) + 3;                          // 2^53 + 3: a tie, to even (up)
+                c.abs_sum[151] = (1ull << 53) + 1;                          // 2^54 + 2: a tie...
+                c.abs_sum[0] = 1;                                           // ...broken upward by 2^-150
                 d.abs_sum[150] = 2 * ((1ull << 53) + 1), d.abs_sum[0] = 1;  // c's number, held otherwise
                 assert_true(lwt_stats_abs_total(a, nullptr) == 0x1p53);
                 assert_true(lwt_stats_abs_total(b, nullptr) == 0x1p53 + 4.0);
@@ -1012,13 +1028,13 @@ static void test_writer_parts(void **) {
     assert_int_equal(f.computed_crc32(), f.header().data_crc32);
     {
         LwtWriter w(dir + "/bad.lwt", h, specs());
-        expect_error(STK_E_INTERNAL, [&] { w.append(a.data(), 1); });     // outside a tensor
-        expect_error(STK_E_INTERNAL, [&] { w.begin_tensor(1, {}); });     // out of order
+        expect_error(STK_E_INTERNAL, [&] { w.append(a.data(), 1); });  // outside a tensor
+        expect_error(STK_E_INTERNAL, [&] { w.begin_tensor(1, {}); });  // out of order
         w.begin_tensor(0, LwtQuant{0.5f, 3});
         w.append(a.data(), 60);
-        expect_error(STK_E_INTERNAL, [&] { w.append(a.data(), 41); });    // past size_bytes
-        expect_error(STK_E_INTERNAL, [&] { w.end_tensor(); });            // 60 of 100 bytes
-        expect_error(STK_E_INTERNAL, [&] { w.commit(); });                // tensor still open
+        expect_error(STK_E_INTERNAL, [&] { w.append(a.data(), 41); });  // past size_bytes
+        expect_error(STK_E_INTERNAL, [&] { w.end_tensor(); });          // 60 of 100 bytes
+        expect_error(STK_E_INTERNAL, [&] { w.commit(); });              // tensor still open
     }
     assert_false(file_exists(dir + "/bad.lwt"));
     std::string cmd = "test $(ls -A '" + dir + "' | wc -l) -eq 2";  // no temporary left behind

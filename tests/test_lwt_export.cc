@@ -60,8 +60,7 @@ std::string safetensors_copy(const std::string &src, const char *tag, bool bf16)
                 const uint16_t h = f32_to_bf16_rne(f);
                 data.append(reinterpret_cast<const char *>(&h), 2);
             }
-        else
-            data.append(reinterpret_cast<const char *>(v.data()), v.size() * 4);
+        else data.append(reinterpret_cast<const char *>(v.data()), v.size() * 4);
         json += "\"" + r.name + "\":{\"dtype\":\"" + (bf16 ? "BF16" : "F32") + "\",\"shape\":" + shape + ",\"data_offsets\":[" +
                 std::to_string(at) + "," + std::to_string(data.size()) + "]}";
     }
@@ -81,7 +80,8 @@ std::string safetensors_copy(const std::string &src, const char *tag, bool bf16)
 std::string gpt2_safetensors_dir() { return safetensors_copy(test_data("models/gpt2"), "lwt_gpt2_st", false); }
 
 // export_lwt with the options the tests vary (0: the defaults).
-LwtExportResult export_with(const std::string &in, const std::string &out, LwtDType dt, uint64_t chunk = 0, uint32_t threads = 0) {
+LwtExportResult export_with(const std::string &in, const std::string &out, LwtDType dt, uint64_t chunk = 0,
+                            uint32_t threads = 0) {
     LwtExportOptions o;
     o.in = in;
     o.out = out;
@@ -218,8 +218,8 @@ static void test_families_all_dtypes(void **) {
         auto desc = describe_model(test_data(std::string("models/") + fam));
         for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++) {
             LwtDType dt = LwtDType(c);
-            std::string a = export_to(test_data(std::string("models/") + fam),
-                                      dir + "/" + fam + "." + lwt_dtype_name(dt) + ".lwt", dt);
+            std::string a =
+                export_to(test_data(std::string("models/") + fam), dir + "/" + fam + "." + lwt_dtype_name(dt) + ".lwt", dt);
             std::string b = dir + "/" + fam + "." + lwt_dtype_name(dt) + ".resaved.lwt";
             save_lwt(load_lwt(a), b);
             if (read_bytes(a) != read_bytes(b)) fail_msg("%s %s: load -> save differs", fam, lwt_dtype_name(dt));
@@ -281,7 +281,7 @@ static void test_c_api(void **) {
     p.out_path = out2.c_str();
     assert_int_equal(stk_export_lwt(&p, nullptr), STK_OK);
     p.struct_size = offsetof(stk_export_params, threads);  // 32: the first version's sizeof
-    p.reserved = 0xdeadbeef;                                // its tail padding, uninitialised
+    p.reserved = 0xdeadbeef;                               // its tail padding, uninitialised
     p.threads = 1000;
     p.out_path = out_old.c_str();
     assert_int_equal(stk_export_lwt(&p, nullptr), STK_OK);
@@ -395,7 +395,9 @@ static void test_streaming_chunks_same_bytes(void **) {
             for (uint64_t chunk : {uint64_t(3), uint64_t(24), uint64_t(0), uint64_t(1) << 30}) {
                 std::string p = base + "." + std::to_string(chunk) + ".lwt";
                 export_with(in, p, dt, chunk);
-                if (read_bytes(p) != want) fail_msg("%s %s: chunk %llu gives other bytes than chunk 8", fam, lwt_dtype_name(dt), (unsigned long long)chunk);
+                if (read_bytes(p) != want)
+                    fail_msg("%s %s: chunk %llu gives other bytes than chunk 8", fam, lwt_dtype_name(dt),
+                             (unsigned long long)chunk);
             }
             LwtFile f(base + ".8.lwt");
             for (const LwtTensor &t : f.tensors()) {
@@ -404,11 +406,13 @@ static void test_streaming_chunks_same_bytes(void **) {
                 if (!r && src_name.rfind("transformer.", 0) == 0) r = desc->checkpoint->find(src_name.substr(12));
                 assert_non_null(r);
                 std::vector<float> v = source_f32(*desc->checkpoint, *r);
-                bool conv1d = std::string(fam) == "gpt2" && r->shape.size() == 2 && r->name.find("h.") == 0;  // hub Conv1D weights
+                bool conv1d =
+                    std::string(fam) == "gpt2" && r->shape.size() == 2 && r->name.find("h.") == 0;  // hub Conv1D weights
                 if (conv1d) {
                     std::vector<float> tr(v.size());  // stored [in, out] -> [out, in]
                     for (uint64_t a = 0; a < r->shape[0]; a++)
-                        for (uint64_t b = 0; b < r->shape[1]; b++) tr[size_t(b * r->shape[0] + a)] = v[size_t(a * r->shape[1] + b)];
+                        for (uint64_t b = 0; b < r->shape[1]; b++)
+                            tr[size_t(b * r->shape[0] + a)] = v[size_t(a * r->shape[1] + b)];
                     v.swap(tr);
                 }
                 std::vector<uint8_t> packed(size_t(t.size_bytes));
@@ -420,8 +424,10 @@ static void test_streaming_chunks_same_bytes(void **) {
         }
     }
     for (LwtDType dt : {LwtDType::F32, LwtDType::I4, LwtDType::BINARY}) {  // binary: refused in its one pass
-        std::string m0 = expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 0); });
-        std::string m8 = expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8); });
+        std::string m0 =
+            expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 0); });
+        std::string m8 =
+            expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8); });
         assert_string_equal(m0.c_str(), m8.c_str());
         assert_contains(m0, "element");
         assert_false(file_exists(dir + "/nan.lwt"));
@@ -446,7 +452,8 @@ static void test_threads_same_bytes(void **) {
                     LwtExportResult rt = export_with(in, p, dt, chunk, threads);
                     assert_int_equal(rt.data_crc32, r1.data_crc32);
                     if (read_bytes(p) != want)
-                        fail_msg("%s %s chunk %llu: %u threads give other bytes than 1", fam, lwt_dtype_name(dt), (unsigned long long)chunk, threads);
+                        fail_msg("%s %s chunk %llu: %u threads give other bytes than 1", fam, lwt_dtype_name(dt),
+                                 (unsigned long long)chunk, threads);
                     std::remove(p.c_str());
                 }
                 std::remove((base + ".t1.lwt").c_str());
@@ -454,8 +461,10 @@ static void test_threads_same_bytes(void **) {
         }
     }
     for (LwtDType dt : {LwtDType::F32, LwtDType::I4, LwtDType::TERNARY, LwtDType::BINARY}) {
-        std::string m1 = expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 1); });
-        std::string m2 = expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 2); });
+        std::string m1 =
+            expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 1); });
+        std::string m2 =
+            expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 2); });
         assert_string_equal(m1.c_str(), m2.c_str());
         assert_false(file_exists(dir + "/nan.lwt"));
     }
@@ -464,11 +473,13 @@ static void test_threads_same_bytes(void **) {
     // and in binary's one pass.
     const std::string bf16_dir = safetensors_copy(test_data("models/nonfinite"), "lwt_nan_bf16", true);
     for (LwtDType dt : {LwtDType::F32, LwtDType::I4, LwtDType::TERNARY, LwtDType::BINARY}) {
-        std::string want = expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 1); });
+        std::string want =
+            expect_error(STK_E_NONFINITE, [&] { export_with(test_data("models/nonfinite"), dir + "/nan.lwt", dt, 8, 1); });
         want = want.substr(want.find(": tensor"));
         for (uint64_t chunk : {uint64_t(8), uint64_t(0)})
             for (uint32_t threads : {1u, 2u}) {
-                std::string m = expect_error(STK_E_NONFINITE, [&] { export_with(bf16_dir, dir + "/nan.lwt", dt, chunk, threads); });
+                std::string m =
+                    expect_error(STK_E_NONFINITE, [&] { export_with(bf16_dir, dir + "/nan.lwt", dt, chunk, threads); });
                 assert_string_equal(m.substr(m.find(": tensor")).c_str(), want.c_str());
                 assert_false(file_exists(dir + "/nan.lwt"));
             }

@@ -364,7 +364,7 @@ static void bad_tables_refused(void **) {
         stk_status status;
         const char *needle;
     } cases[] = {
-        {a + 0, 1, '/', STK_E_CORRUPT, "offset 560:"},           // "/ector.bin": not a plain name
+        {a + 0, 1, '/', STK_E_CORRUPT, "offset 560:"},  // "/ector.bin": not a plain name
         {a + 62, 1, 'x', STK_E_CORRUPT, "padding not zero"},
         {a + 64, 2, 9, STK_E_CORRUPT, "stage 9 not in 1..8"},
         {a + 64, 2, STK_STAGE_OVERLAYS, STK_E_CORRUPT, "whose state is 2"},
@@ -430,13 +430,14 @@ static void draft_records(void **) {
     draft_add_record(d, STK_STAGE_PRF, kRecordInvariantFail, kFeaturePrf, STK_E_NONFINITE, NAN, 1, "%s", longtext.c_str());
     assert_int_equal(std::strlen(d.records[1].text), 95);
     assert_string_equal(d.records[1].text + 92, "...");  // a cut is marked
-    assert_true(d.records[1].value == 0);  // non-finite values are stored as 0 (bounded field)
+    assert_true(d.records[1].value == 0);                // non-finite values are stored as 0 (bounded field)
     // A number at the edge is never cut in two ("absmax 2.51" for 2.51e-05): the text is cut
     // before it, at a word boundary, and marked.
     static ManifestDraft e;
     draft_add_record(e, STK_STAGE_BRIDGE_INIT, kRecordNote, kFeatureBridge, STK_OK, 0, 0,
                      "9.3 Q8.8 p99 scaling: clipped share (value) of 66816 entries in every leg; rms err p99 0.0155, "
-                     "absmax %.3g", 2.51e-05);
+                     "absmax %.3g",
+                     2.51e-05);
     assert_string_equal(e.records[0].text,
                         "9.3 Q8.8 p99 scaling: clipped share (value) of 66816 entries in every leg; rms err p99...");
     for (uint32_t i = 2; i < kMaxDraftRecords + 5; i++)

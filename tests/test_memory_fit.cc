@@ -182,7 +182,7 @@ static void acceptance_memory_rows(void **) {
             if (!r.pass) fail_msg("%s: %s %g %s %g", name, r.test.c_str(), r.value, r.comparison.c_str(), r.threshold);
         }
         const bool rope = std::string(name) == "llama";
-        assert_int_equal(gating, rope ? 2 : 3);       // + the spec's 0.97 where the published bank is the fit
+        assert_int_equal(gating, rope ? 2 : 3);  // + the spec's 0.97 where the published bank is the fit
         // 4 rows per candidate + 2 gating comparisons; gpt2's learned table has 32 positions, so
         // its 32-step window is its whole window and is printed once (2 rows per candidate).
         const bool short_table = std::string(name) == "gpt2";
@@ -204,12 +204,9 @@ static void acceptance_memory_rows(void **) {
 
 int main() {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(rope_models_get_the_spec_ar2),
-        cmocka_unit_test(alibi_fit_matches_exact_response),
-        cmocka_unit_test(learned_fit_error_recorded_honestly),
-        cmocka_unit_test(fit_sos_recovers_known_response),
-        cmocka_unit_test(runtime_step_matches_plain_recursion),
-        cmocka_unit_test(acceptance_memory_rows),
+        cmocka_unit_test(rope_models_get_the_spec_ar2),         cmocka_unit_test(alibi_fit_matches_exact_response),
+        cmocka_unit_test(learned_fit_error_recorded_honestly),  cmocka_unit_test(fit_sos_recovers_known_response),
+        cmocka_unit_test(runtime_step_matches_plain_recursion), cmocka_unit_test(acceptance_memory_rows),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -180,7 +180,8 @@ static void pilots_are_smallest(void **) {
         }
         std::vector<uint64_t> order(f.n_buckets);
         for (uint64_t b = 0; b < f.n_buckets; b++) order[b] = b;
-        std::stable_sort(order.begin(), order.end(), [&](uint64_t a, uint64_t b) { return buckets[a].size() > buckets[b].size(); });
+        std::stable_sort(order.begin(), order.end(),
+                         [&](uint64_t a, uint64_t b) { return buckets[a].size() > buckets[b].size(); });
         std::vector<uint8_t> taken(f.n_slots, 0);
         uint64_t trials = 0;
         for (uint64_t b : order) {
@@ -399,7 +400,7 @@ static void no_heap_allocation(void **) {
     Mphf f = mphf_build_u64(keys.data(), K, p, ab.arena);
     uint64_t sum = 0;
     for (uint64_t k : keys) sum += f.index_u64(k);
-    assert_int_equal(g_news, before);  // zero allocations in build and lookups
+    assert_int_equal(g_news, before);                  // zero allocations in build and lookups
     assert_int_equal(sum, uint64_t(K) * (K - 1) / 2);  // a permutation of 0..K-1
 }
 
@@ -435,16 +436,11 @@ static void arena_bounds_and_duplicates(void **) {
 
 int main() {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(u64_keys_bijection),
-        cmocka_unit_test(deterministic_bytes),
-        cmocka_unit_test(evaluation_as_documented),
-        cmocka_unit_test(pilots_are_smallest),
-        cmocka_unit_test(gpt2_vocabulary),
-        cmocka_unit_test(loader_refuses_corruption),
-        cmocka_unit_test(serialized_size_bound),
-        cmocka_unit_test(escape_counts),
-        cmocka_unit_test(exhaustion_and_retry),
-        cmocka_unit_test(arena_bounds_and_duplicates),
+        cmocka_unit_test(u64_keys_bijection),       cmocka_unit_test(deterministic_bytes),
+        cmocka_unit_test(evaluation_as_documented), cmocka_unit_test(pilots_are_smallest),
+        cmocka_unit_test(gpt2_vocabulary),          cmocka_unit_test(loader_refuses_corruption),
+        cmocka_unit_test(serialized_size_bound),    cmocka_unit_test(escape_counts),
+        cmocka_unit_test(exhaustion_and_retry),     cmocka_unit_test(arena_bounds_and_duplicates),
         cmocka_unit_test(no_heap_allocation),
     };
     return cmocka_run_group_tests_name("mphf", tests, nullptr, nullptr);

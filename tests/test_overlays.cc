@@ -69,8 +69,8 @@ static void overlays_match_reference(void **) {
         assert_int_equal(zh.dims[1], rv);
         assert_int_equal(zh.dims[2], rv);
         std::vector<double> ratios;
-        for (const ManifestRecord &rec : std::vector<ManifestRecord>(run.j().manifest.records,
-                                                                      run.j().manifest.records + run.j().manifest.n_records))
+        for (const ManifestRecord &rec :
+             std::vector<ManifestRecord>(run.j().manifest.records, run.j().manifest.records + run.j().manifest.n_records))
             if (rec.stage == STK_STAGE_OVERLAYS && rec.kind == kRecordNote && rec.text[0] == 'L') ratios.push_back(rec.value);
         assert_int_equal(ratios.size(), L);
         for (uint32_t l = 0; l < L; l++) {
@@ -93,7 +93,8 @@ static void overlays_match_reference(void **) {
                 for (uint64_t i = 0; i < r; i++) G[i * rv + cc] /= std::sqrt(nrm);
             }
             for (uint64_t i = 0; i < r * rv; i++)
-                if (std::fabs(G[i] - h[i]) > 1e-6) fail_msg("%s L%u: H[%llu] %g vs %g", name, l, (unsigned long long)i, h[i], G[i]);
+                if (std::fabs(G[i] - h[i]) > 1e-6)
+                    fail_msg("%s L%u: H[%llu] %g vs %g", name, l, (unsigned long long)i, h[i], G[i]);
             // U orthonormal (f32 storage: 1e-6).
             for (uint64_t a = 0; a < rv; a++)
                 for (uint64_t b = 0; b < rv; b++) {
@@ -123,7 +124,8 @@ static void overlays_match_reference(void **) {
             assert_true(total > 0);
             const double ratio = cap / opt;
             if (ratio < 0.95 || ratio > 1 + 1e-9) fail_msg("%s L%u: U captures %.6f of the optimum", name, l, ratio);
-            if (std::fabs(ratio - ratios[l]) > 1e-5) fail_msg("%s L%u: recorded ratio %.9f, recomputed %.9f", name, l, ratios[l], ratio);
+            if (std::fabs(ratio - ratios[l]) > 1e-5)
+                fail_msg("%s L%u: recorded ratio %.9f, recomputed %.9f", name, l, ratios[l], ratio);
             // Z = (prf_W^T H)^T (A U) / sqrt(r).
             double zmax = 0, zerr = 0;
             for (uint64_t a = 0; a < rv; a++)

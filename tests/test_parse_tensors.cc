@@ -20,11 +20,11 @@ using namespace stk;
 // Sanitizer builds intercept malloc themselves: there the counter is not installed and the
 // allocation test is skipped (the plain build runs it).
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define STK_NO_MALLOC_COUNTER 1
+#  define STK_NO_MALLOC_COUNTER 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define STK_NO_MALLOC_COUNTER 1
-#endif
+#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#    define STK_NO_MALLOC_COUNTER 1
+#  endif
 #endif
 
 static std::atomic<bool> g_counting{false};
@@ -95,9 +95,9 @@ struct Run {
     std::string message;
     uint32_t crc = 0;
     uint64_t sha = 0;
-    ModelPlan plan{};                       // a copy of the job's plan (pointers into the arena cleared)
+    ModelPlan plan{};  // a copy of the job's plan (pointers into the arena cleared)
     std::vector<uint32_t> expert_order;
-    std::vector<std::string> records;       // texts of the manifest records the stage added
+    std::vector<std::string> records;  // texts of the manifest records the stage added
     size_t arena_bytes = 0;
     uint64_t work_done = 0, work_total = 0;  // the stage's progress counters when it returned
 };
@@ -196,9 +196,8 @@ static void every_fixture_streams(void **) {
         assert_int_equal(a.crc, b.crc);
         assert_true(a.sha == b.sha);
         assert_int_equal(a.plan.n_units, a.plan.config.n_layers + 3);
-        print_message("%s: %u tensors streamed, %llu elements, digest %08x/%016llx, arena %zu bytes\n", m,
-                      a.plan.n_streamed, (unsigned long long)a.plan.streamed_elements, a.crc,
-                      (unsigned long long)a.sha, a.arena_bytes);
+        print_message("%s: %u tensors streamed, %llu elements, digest %08x/%016llx, arena %zu bytes\n", m, a.plan.n_streamed,
+                      (unsigned long long)a.plan.streamed_elements, a.crc, (unsigned long long)a.sha, a.arena_bytes);
     }
 }
 
@@ -253,8 +252,8 @@ static void no_allocation_in_the_conversion_loop(void **) {
             g_loop_allocs = ~0ull;
             Run r = run_stage(m, threads);
             assert_int_equal(r.status, STK_OK);
-            print_message("%s, %u thread(s): %llu heap allocations inside the per-tensor loop (%u tensors)\n", m,
-                          threads, (unsigned long long)g_loop_allocs, r.plan.n_streamed);
+            print_message("%s, %u thread(s): %llu heap allocations inside the per-tensor loop (%u tensors)\n", m, threads,
+                          (unsigned long long)g_loop_allocs, r.plan.n_streamed);
             assert_true(r.plan.n_streamed > 20);
             assert_int_equal(g_loop_allocs, 0);
         }
@@ -269,12 +268,9 @@ static void no_allocation_in_the_conversion_loop(void **) {
 
 int main() {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(digest_is_pinned_and_stable),
-        cmocka_unit_test(every_fixture_streams),
-        cmocka_unit_test(arena_one_byte_short_fails),
-        cmocka_unit_test(nonfinite_refused_then_recorded),
-        cmocka_unit_test(experts_ordered_by_router_norm),
-        cmocka_unit_test(no_allocation_in_the_conversion_loop),
+        cmocka_unit_test(digest_is_pinned_and_stable),    cmocka_unit_test(every_fixture_streams),
+        cmocka_unit_test(arena_one_byte_short_fails),     cmocka_unit_test(nonfinite_refused_then_recorded),
+        cmocka_unit_test(experts_ordered_by_router_norm), cmocka_unit_test(no_allocation_in_the_conversion_loop),
     };
     return cmocka_run_group_tests_name("parse_tensors", tests, nullptr, nullptr);
 }

@@ -156,7 +156,8 @@ static void tokenizer_modes(void **) {
     }
     {  // a SentencePiece tokenizer.model: the EXT wrapper
         const std::string dir = test::make_temp_dir("plan-sp");
-        test::write_bytes(dir + "/tokenizer.model", test::read_bytes(test::third_party_data("sentencepiece/llama2.tokenizer.model")));
+        test::write_bytes(dir + "/tokenizer.model",
+                          test::read_bytes(test::third_party_data("sentencepiece/llama2.tokenizer.model")));
         const stk_job_params p = params_for(dir);
         ArrayPlan plan;
         tokenizer_stage_plan(JobInputs{p, nullptr}, plan);

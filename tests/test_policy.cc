@@ -103,9 +103,9 @@ static void breach_in_each_optional_stage(void **) {
         stk_stage dependent;  // disabled with it (STK_STAGE_COUNT + 1: none)
     };
     const stk_stage none = stk_stage(STK_STAGE_COUNT + 1);
-    const Case cases[] = {{STK_STAGE_TOKENIZER, none},          {STK_STAGE_PRF, STK_STAGE_OVERLAYS},
-                          {STK_STAGE_OVERLAYS, none},           {STK_STAGE_FFN_COLLAPSE, STK_STAGE_MPHF_CUCKOO},
-                          {STK_STAGE_MPHF_CUCKOO, none},        {STK_STAGE_MEMORY_FIT, none}};
+    const Case cases[] = {{STK_STAGE_TOKENIZER, none},   {STK_STAGE_PRF, STK_STAGE_OVERLAYS},
+                          {STK_STAGE_OVERLAYS, none},    {STK_STAGE_FFN_COLLAPSE, STK_STAGE_MPHF_CUCKOO},
+                          {STK_STAGE_MPHF_CUCKOO, none}, {STK_STAGE_MEMORY_FIT, none}};
     for (const Case &c : cases) {
         const char *name = find_stage(c.stage)->name;
         // The stage wrote arrays in the plain run, so removing them is tested.
@@ -138,7 +138,8 @@ static void breach_in_each_optional_stage(void **) {
         // Everything else as without the fault.
         for (const ManifestArray &a : pm.arrays) {
             if (a.stage == c.stage || a.stage == c.dependent) continue;
-            if (file(plain + "/arrays/" + a.name) != file(out + "/arrays/" + a.name)) print_error("%s: %s differs\n", name, a.name);
+            if (file(plain + "/arrays/" + a.name) != file(out + "/arrays/" + a.name))
+                print_error("%s: %s differs\n", name, a.name);
             assert_true(file(plain + "/arrays/" + a.name) == file(out + "/arrays/" + a.name));
         }
         stk_verify_report rep{};
@@ -184,8 +185,8 @@ static void refusals_are_not_breaches(void **) {
     assert_true(is_bound_breach(Error(STK_E_TABLE_FULL, "x")));
     assert_true(is_bound_breach(BoundBreach(STK_E_INTERNAL, "b", 1, 0, "x")));
     for (int s = 1; s <= STK_STAGE_COUNT; s++)
-        assert_int_equal(stage_is_optional(stk_stage(s)), s != STK_STAGE_PARSE_TENSORS && s != STK_STAGE_MANIFEST_EMIT &&
-                                                              s != STK_STAGE_CHECK);
+        assert_int_equal(stage_is_optional(stk_stage(s)),
+                         s != STK_STAGE_PARSE_TENSORS && s != STK_STAGE_MANIFEST_EMIT && s != STK_STAGE_CHECK);
     // A breach in a stage that is not optional stops the job with its status.
     std::string out = make_temp_dir("pol-req") + "/out";
     std::string in = test_data("models/llama");
@@ -304,7 +305,8 @@ static double max_pole_radius(const std::string &coeff_path) {
         std::memcpy(c, &b[off], 32);
         // z^2 - a1 z - a2: complex pair radius sqrt(-a2); real roots otherwise.
         double disc = c[2] * c[2] + 4 * c[3];
-        double rad = disc < 0 ? std::sqrt(-c[3]) : std::max(std::fabs((c[2] + std::sqrt(disc)) / 2), std::fabs((c[2] - std::sqrt(disc)) / 2));
+        double rad = disc < 0 ? std::sqrt(-c[3])
+                              : std::max(std::fabs((c[2] + std::sqrt(disc)) / 2), std::fabs((c[2] - std::sqrt(disc)) / 2));
         worst = std::max(worst, rad);
     }
     return worst;

@@ -104,8 +104,8 @@ static void prf_matches_reference(void **) {
 
 // Every array of the three stages: same bytes at threads 1 and 2 and on a second run; digests pinned.
 static void deterministic_across_threads_and_runs(void **) {
-    const char *arrays[] = {"prf_W.bin", "whitening_mu.bin", "whitening_sig2.bin", "R_init.bin", "s_init.bin",
-                            "overlays_H.bin", "overlays_U.bin", "overlays_DeltaW.bin", "memory_coeff.bin", "delaybuf_init.bin"};
+    const char *arrays[] = {"prf_W.bin",      "whitening_mu.bin", "whitening_sig2.bin",  "R_init.bin",       "s_init.bin",
+                            "overlays_H.bin", "overlays_U.bin",   "overlays_DeltaW.bin", "memory_coeff.bin", "delaybuf_init.bin"};
     for (const char *name : {"llama", "bloom"}) {
         AttnRun a(model_dir(name), 64, 8, 1, STK_STAGE_MEMORY_FIT);
         AttnRun b(model_dir(name), 64, 8, 2, STK_STAGE_MEMORY_FIT);
@@ -195,7 +195,8 @@ static void acceptance_prf_rows(void **) {
     for (const AcceptanceRow &r : rows) {
         if (r.gating) {
             gating++;
-            if (!r.pass) fail_msg("%s: %g %s %g (%s)", r.test.c_str(), r.value, r.comparison.c_str(), r.threshold, r.note.c_str());
+            if (!r.pass)
+                fail_msg("%s: %g %s %g (%s)", r.test.c_str(), r.value, r.comparison.c_str(), r.threshold, r.note.c_str());
         }
         if (r.test.find("model-scale") != std::string::npos) {
             model_scale++;

@@ -387,7 +387,8 @@ static void cli_generations(void **) {
     assert_true(std::string_view(jl["current"]) == name2);
     assert_int_equal(jl["generations"].get_array().size(), 2);
     assert_true(std::string_view(jl["generations"].at(0)["prev_hash"]) == std::string(64, '0'));
-    assert_int_equal(uint64_t(jl["generations"].at(1)["arrays"]), 22);  // EXT mode: 15 arrays of the numeric stages + 7 of the bridge
+    assert_int_equal(uint64_t(jl["generations"].at(1)["arrays"]),
+                     22);  // EXT mode: 15 arrays of the numeric stages + 7 of the bridge
     assert_true(bool(jl["generations"].at(1)["current"]));
     Run txt = run_stk({"generations", root});
     assert_contains(txt.out, name1 + "  -       yes");
@@ -430,10 +431,14 @@ static void cli_generations(void **) {
 
 int main() {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(publish_chains_generations), cmocka_unit_test(one_writer_at_a_time),
-        cmocka_unit_test(failed_check_publishes_nothing), cmocka_unit_test(reader_pins_its_generation),
-        cmocka_unit_test(gc_and_remove_rules), cmocka_unit_test(current_pointer_validated),
-        cmocka_unit_test(cli_generations), cmocka_unit_test(gc_skips_a_pinned_generation),
+        cmocka_unit_test(publish_chains_generations),
+        cmocka_unit_test(one_writer_at_a_time),
+        cmocka_unit_test(failed_check_publishes_nothing),
+        cmocka_unit_test(reader_pins_its_generation),
+        cmocka_unit_test(gc_and_remove_rules),
+        cmocka_unit_test(current_pointer_validated),
+        cmocka_unit_test(cli_generations),
+        cmocka_unit_test(gc_skips_a_pinned_generation),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -217,7 +217,8 @@ static void user_rules_first_match_and_lexical_ties(void **) {
     assert_int_equal(r.layer, 0);
     // As a list, the list order decides.
     user = parse_role_rules_json(R"([{"pattern": "blk\\.(?P<layer>[0-9]+)\\.attn", "role": "O"},
-                                      {"pattern": "blk\\.(?P<layer>[0-9]+)\\..*", "role": "Q"}])", "stk_roles.json");
+                                      {"pattern": "blk\\.(?P<layer>[0-9]+)\\..*", "role": "Q"}])",
+                                 "stk_roles.json");
     RoleMapper m2(user, {}, "stk_roles.json");
     assert_int_equal(int(m2.match("blk.0.attn").role), int(Role::O));
     assert_int_equal(int(m2.match("blk.4.mlp").role), int(Role::Q));
@@ -233,8 +234,8 @@ static void custom_model_with_user_rules(void **) {
           {"pattern": "b(?P<layer>[0-9]+)\\.qkv", "role": "QKV", "layout": "qkv_heads"},
           {"pattern": "b(?P<layer>[0-9]+)\\.skip", "role": "BUFFER"}]})";
     ParsedConfig cfg = parse_model_config(cfg_text, "tiny/config.json");
-    std::vector<TensorRef> t = {ref("tok", {10, 8}), ref("b0.qkv", {24, 8}), ref("b1.qkv", {24, 8}),
-                                ref("b0.skip", {4}), ref("extra", {3})};
+    std::vector<TensorRef> t = {ref("tok", {10, 8}), ref("b0.qkv", {24, 8}), ref("b1.qkv", {24, 8}), ref("b0.skip", {4}),
+                                ref("extra", {3})};
     ModelLayout L = analyze_model(cfg, t);
     assert_int_equal(L.summary.n_params, 80 + 2 * 192 + 3);
     assert_int_equal(L.summary.n_params_expected, 0);

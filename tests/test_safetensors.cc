@@ -12,12 +12,15 @@ using namespace stk;
 
 static std::string g_dir;
 
+// A table: clang-format would put one value per line.
+// clang-format off
 static const char *kShared[] = {
     "st_sample_B.safetensors", "st_sample_H.safetensors", "st_sample_I.safetensors", "st_sample_b.safetensors",
     "st_sample_d.safetensors", "st_sample_e.safetensors", "st_sample_f.safetensors", "st_sample_h.safetensors",
     "st_sample_i.safetensors", "swift_tensor-1d-int32.safetensors", "swift_tensor-2d-float64.safetensors",
     "swift_tensor-3d-float32.safetensors", "swift_tensor-4d-float32.safetensors",
 };
+// clang-format on
 
 static void shared_files_load_with_values(void **) {
     uint64_t total = 0;
@@ -167,31 +170,32 @@ static void bad_header_cap(void **) {
 static void bad_overlap_and_hole(void **) {
     std::string m = open_fails(
         STK_E_CORRUPT,
-        write_st("overlap.safetensors",
-                 st_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-                          12)));
+        write_st(
+            "overlap.safetensors",
+            st_bytes(
+                R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                12)));
     assert_contains(m, "tensor 'b'");
     assert_contains(m, "overlap");
     assert_contains(m, "overlap.safetensors");
-    std::string h = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})";
+    std::string h =
+        R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})";
     m = open_fails(STK_E_CORRUPT, write_st("hole.safetensors", st_bytes(h, 20)));
     assert_contains(m, "tensor 'b'");
     assert_contains(m, "hole of 4");
     assert_contains(m, "file offset " + std::to_string(8 + h.size() + 8));
     m = open_fails(STK_E_CORRUPT,
-                   write_st("hole_start.safetensors",
-                            st_bytes(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})", 4)));
+                   write_st("hole_start.safetensors", st_bytes(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[2,4]}})", 4)));
     assert_contains(m, "hole");
     m = open_fails(STK_E_CORRUPT,
-                   write_st("reversed.safetensors",
-                            st_bytes(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}})", 4)));
+                   write_st("reversed.safetensors", st_bytes(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}})", 4)));
     assert_contains(m, "end before they begin");
 }
 
 static void bad_shape_mismatch(void **) {
-    std::string m = open_fails(STK_E_SIZE_MISMATCH,
-                               write_st("mismatch.safetensors",
-                                        st_bytes(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8)));
+    std::string m =
+        open_fails(STK_E_SIZE_MISMATCH,
+                   write_st("mismatch.safetensors", st_bytes(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8)));
     assert_contains(m, "tensor 'w'");
     assert_contains(m, "12 bytes");
     m = open_fails(STK_E_SIZE_MISMATCH,
@@ -200,22 +204,23 @@ static void bad_shape_mismatch(void **) {
 }
 
 static void bad_dims_overflow(void **) {
-    std::string m = open_fails(
-        STK_E_DIMS_OVERFLOW,
-        write_st("overflow.safetensors",
-                 st_bytes(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,2],"data_offsets":[0,0]}})", 0)));
+    std::string m =
+        open_fails(STK_E_DIMS_OVERFLOW,
+                   write_st("overflow.safetensors",
+                            st_bytes(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,2],"data_offsets":[0,0]}})", 0)));
     assert_contains(m, "tensor 'w'");
     m = open_fails(STK_E_DIMS_OVERFLOW,
                    write_st("overflow2.safetensors",
                             st_bytes(R"({"w":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,0]}})", 0)));
     assert_contains(m, "overflows");
-    open_fails(STK_E_BAD_JSON, write_st("negative.safetensors",
-                                        st_bytes(R"({"w":{"dtype":"F64","shape":[-1],"data_offsets":[0,0]}})", 0)));
+    open_fails(STK_E_BAD_JSON,
+               write_st("negative.safetensors", st_bytes(R"({"w":{"dtype":"F64","shape":[-1],"data_offsets":[0,0]}})", 0)));
 }
 
 static void bad_dtype(void **) {
-    std::string m = open_fails(STK_E_UNSUPPORTED,
-                               write_st("dtype.safetensors", st_bytes(R"({"w":{"dtype":"F17","shape":[1],"data_offsets":[0,4]}})", 4)));
+    std::string m =
+        open_fails(STK_E_UNSUPPORTED,
+                   write_st("dtype.safetensors", st_bytes(R"({"w":{"dtype":"F17","shape":[1],"data_offsets":[0,4]}})", 4)));
     assert_contains(m, "\"F17\"");
     assert_contains(m, "tensor 'w'");
 }
@@ -223,8 +228,11 @@ static void bad_dtype(void **) {
 static void bad_duplicates(void **) {
     std::string m = open_fails(
         STK_E_CORRUPT,
-        write_st("dup.safetensors",
-                 st_bytes(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})", 2)));
+        write_st(
+            "dup.safetensors",
+            st_bytes(
+                R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
+                2)));
     assert_contains(m, "duplicate tensor name 'w'");
     open_fails(STK_E_CORRUPT, write_st("dupkey.safetensors",
                                        st_bytes(R"({"w":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 1)));
@@ -235,11 +243,12 @@ static void bad_json(void **) {
     open_fails(STK_E_BAD_JSON, write_st("notjson.safetensors", st_bytes("{nope", 0)));
     open_fails(STK_E_BAD_JSON, write_st("array.safetensors", st_bytes("[1]", 0)));
     open_fails(STK_E_BAD_JSON, write_st("utf8.safetensors", st_bytes("{\"\xff\xfe\":{}}", 0)));
-    open_fails(STK_E_BAD_JSON, write_st("extra.safetensors",
-                                        st_bytes(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":0}})", 1)));
+    open_fails(STK_E_BAD_JSON,
+               write_st("extra.safetensors", st_bytes(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":0}})", 1)));
     open_fails(STK_E_BAD_JSON, write_st("missing.safetensors", st_bytes(R"({"w":{"dtype":"U8","shape":[1]}})", 0)));
     // Padding with spaces after the JSON (what writers do for 8-byte alignment) is fine.
-    auto ck = open_checkpoint(write_st("padded.safetensors", st_bytes(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}   )", 1)));
+    auto ck = open_checkpoint(
+        write_st("padded.safetensors", st_bytes(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}   )", 1)));
     assert_int_equal(ck->tensors().size(), 1);
 }
 
@@ -254,7 +263,9 @@ static std::string sharded_copy(const char *tag, bool with_second) {
     return d;
 }
 
-static void write_text(const std::string &p, const std::string &s) { test::write_bytes(p, std::vector<uint8_t>(s.begin(), s.end())); }
+static void write_text(const std::string &p, const std::string &s) {
+    test::write_bytes(p, std::vector<uint8_t>(s.begin(), s.end()));
+}
 
 static void bad_shards(void **) {
     std::string d = sharded_copy("missing", false);
@@ -264,8 +275,9 @@ static void bad_shards(void **) {
     assert_contains(m, "missing");
 
     d = sharded_copy("extra_name", true);
-    write_text(d + "/model.safetensors.index.json",
-               R"({"weight_map":{"lm_head.weight":"model-00002-of-00002.safetensors","model.embed.weight":"model-00001-of-00002.safetensors",
+    write_text(
+        d + "/model.safetensors.index.json",
+        R"({"weight_map":{"lm_head.weight":"model-00002-of-00002.safetensors","model.embed.weight":"model-00001-of-00002.safetensors",
                "model.layers.0.w":"model-00001-of-00002.safetensors","model.layers.1.w":"model-00002-of-00002.safetensors",
                "model.layers.9.w":"model-00002-of-00002.safetensors"}})");
     m = open_fails(STK_E_CORRUPT, d);
@@ -273,16 +285,18 @@ static void bad_shards(void **) {
     assert_contains(m, "no such tensor");
 
     d = sharded_copy("unlisted", true);
-    write_text(d + "/model.safetensors.index.json",
-               R"({"weight_map":{"lm_head.weight":"model-00002-of-00002.safetensors","model.embed.weight":"model-00001-of-00002.safetensors",
+    write_text(
+        d + "/model.safetensors.index.json",
+        R"({"weight_map":{"lm_head.weight":"model-00002-of-00002.safetensors","model.embed.weight":"model-00001-of-00002.safetensors",
                "model.layers.0.w":"model-00001-of-00002.safetensors"}})");
     m = open_fails(STK_E_CORRUPT, d);
     assert_contains(m, "'model.layers.1.w'");
     assert_contains(m, "does not list");
 
     d = sharded_copy("wrong_shard", true);
-    write_text(d + "/model.safetensors.index.json",
-               R"({"weight_map":{"lm_head.weight":"model-00001-of-00002.safetensors","model.embed.weight":"model-00001-of-00002.safetensors",
+    write_text(
+        d + "/model.safetensors.index.json",
+        R"({"weight_map":{"lm_head.weight":"model-00001-of-00002.safetensors","model.embed.weight":"model-00001-of-00002.safetensors",
                "model.layers.0.w":"model-00001-of-00002.safetensors","model.layers.1.w":"model-00002-of-00002.safetensors"}})");
     m = open_fails(STK_E_CORRUPT, d);
     assert_contains(m, "'lm_head.weight'");

@@ -111,8 +111,7 @@ static void deflated_entries(void **) {
     // The directory really holds DEFLATED entries.
     MappedFile mf(torch_file("deflated.pt"));
     size_t deflated = 0;
-    for (const ZipEntry &e : parse_zip_directory(mf.data(), mf.size(), mf.path()))
-        deflated += e.method == 8;
+    for (const ZipEntry &e : parse_zip_directory(mf.data(), mf.size(), mf.path())) deflated += e.method == 8;
     assert_true(deflated >= 10);
 }
 
@@ -178,31 +177,59 @@ static std::string unpickle_fails(stk_status st, const std::vector<uint8_t> &p) 
 
 static void crafted_pickles(void **) {
     // builtins.eval via GLOBAL, refused at the GLOBAL (offset 2).
-    std::string m = unpickle_fails(STK_E_UNSAFE_PICKLE, bytes_of("\x80\x02" "cbuiltins\neval\n" "X\x01\x00\x00\x00" "1" "\x85R.", 27));
+    std::string m = unpickle_fails(STK_E_UNSAFE_PICKLE, bytes_of("\x80\x02"
+                                                                 "cbuiltins\neval\n"
+                                                                 "X\x01\x00\x00\x00"
+                                                                 "1"
+                                                                 "\x85R.",
+                                                                 27));
     assert_contains(m, "'builtins.eval'");
     assert_contains(m, "offset 2");
-    m = unpickle_fails(STK_E_UNSAFE_PICKLE, bytes_of("\x80\x02" "cos\nsystem\n" ")R.", 16));
+    m = unpickle_fails(STK_E_UNSAFE_PICKLE, bytes_of("\x80\x02"
+                                                     "cos\nsystem\n"
+                                                     ")R.",
+                                                     16));
     assert_contains(m, "'os.system'");
     // STACK_GLOBAL form.
-    m = unpickle_fails(STK_E_UNSAFE_PICKLE, bytes_of("\x80\x04" "\x8c\x08" "builtins" "\x8c\x04" "exec" "\x93" ")R.", 22));
+    m = unpickle_fails(STK_E_UNSAFE_PICKLE, bytes_of("\x80\x04"
+                                                     "\x8c\x08"
+                                                     "builtins"
+                                                     "\x8c\x04"
+                                                     "exec"
+                                                     "\x93"
+                                                     ")R.",
+                                                     22));
     assert_contains(m, "'builtins.exec'");
     // INST / OBJ opcodes are refused as opcodes.
     m = unpickle_fails(STK_E_UNSAFE_PICKLE, bytes_of("\x80\x02(io\nsystem\n.", 15));
     assert_contains(m, "opcode 0x69");
     // REDUCE on a non-callable (a storage type), APPEND on a dict.
-    unpickle_fails(STK_E_UNSAFE_PICKLE, bytes_of("\x80\x02" "ctorch\nFloatStorage\n" ")R.", 25));
-    unpickle_fails(STK_E_UNSAFE_PICKLE, bytes_of("\x80\x02}K\x01" "a.", 6));
+    unpickle_fails(STK_E_UNSAFE_PICKLE, bytes_of("\x80\x02"
+                                                 "ctorch\nFloatStorage\n"
+                                                 ")R.",
+                                                 25));
+    unpickle_fails(STK_E_UNSAFE_PICKLE, bytes_of("\x80\x02}K\x01"
+                                                 "a.",
+                                                 6));
     // Truncated, unbalanced, memo misuse.
     unpickle_fails(STK_E_TRUNCATED, bytes_of("\x80\x02}", 3));
     unpickle_fails(STK_E_TRUNCATED, bytes_of("\x80\x02X\xff\xff\xff\x7f", 7));
     unpickle_fails(STK_E_CORRUPT, bytes_of("\x80\x02h\x05.", 5));
-    unpickle_fails(STK_E_CORRUPT, bytes_of("\x80\x02" "0.", 4));
-    unpickle_fails(STK_E_CORRUPT, bytes_of("\x80\x02" "K\x01.", 5));  // root is not a dict
+    unpickle_fails(STK_E_CORRUPT, bytes_of("\x80\x02"
+                                           "0.",
+                                           4));
+    unpickle_fails(STK_E_CORRUPT, bytes_of("\x80\x02"
+                                           "K\x01.",
+                                           5));  // root is not a dict
     // A dict containing itself is refused, not followed forever.
-    m = unpickle_fails(STK_E_CORRUPT, bytes_of("\x80\x02}q\x00X\x01\x00\x00\x00" "ah\x00s.", 15));
+    m = unpickle_fails(STK_E_CORRUPT, bytes_of("\x80\x02}q\x00X\x01\x00\x00\x00"
+                                               "ah\x00s.",
+                                               15));
     assert_contains(m, "reachable twice");
     // An empty dict is a valid (empty) state dict; non-tensor values are skipped.
-    PickleResult r = unpickle_state_dict(reinterpret_cast<const uint8_t *>("\x80\x02}X\x01\x00\x00\x00" "aK\x05s."), 13, "x");
+    PickleResult r = unpickle_state_dict(reinterpret_cast<const uint8_t *>("\x80\x02}X\x01\x00\x00\x00"
+                                                                           "aK\x05s."),
+                                         13, "x");
     assert_int_equal(r.tensors.size(), 0);
 }
 
@@ -211,22 +238,45 @@ static void crafted_pickles(void **) {
 // had been moved into the result (a reference bound to a null pointer).  Each pickle of a legacy
 // file now starts with empty tables, so the key list holds a storage, not a string: refused.
 static std::vector<uint8_t> legacy_with_key_pickle(const std::string &key_pickle) {
-    std::string pid = std::string("(X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n" "X\x01\x00\x00\x00k" "X\x03\x00\x00\x00" "cpu"
-                                  "K\x04" "Nt" "Q", 52);
+    std::string pid = std::string(
+        "(X\x07\x00\x00\x00storage"
+        "ctorch\nFloatStorage\n"
+        "X\x01\x00\x00\x00k"
+        "X\x03\x00\x00\x00"
+        "cpu"
+        "K\x04"
+        "Nt"
+        "Q",
+        52);
     std::string s;
     s += std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 15);  // magic 0x1950a86a20f9469cfc6c
-    s += std::string("\x80\x02M\xe9\x03.", 6);                       // protocol version 1001
-    s += std::string("\x80\x02}(X\x0d\x00\x00\x00little_endian\x88u.", 25);  // sys_info
-    s += std::string("\x80\x02}(X\x01\x00\x00\x00" "a", 10) + pid + "u.";  // state dict {'a': storage k}
+    s += std::string("\x80\x02M\xe9\x03.", 6);                                          // protocol version 1001
+    s += std::string("\x80\x02}(X\x0d\x00\x00\x00little_endian\x88u.", 25);             // sys_info
+    s += std::string(
+             "\x80\x02}(X\x01\x00\x00\x00"
+             "a",
+             10) +
+         pid + "u.";  // state dict {'a': storage k}
     s += key_pickle;
     return std::vector<uint8_t>(s.begin(), s.end());
 }
 
 static void legacy_storage_tables_per_pickle(void **) {
-    std::string pid = std::string("(X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n" "X\x01\x00\x00\x00k" "X\x03\x00\x00\x00" "cpu"
-                                  "K\x04" "Nt" "Q", 52);
+    std::string pid = std::string(
+        "(X\x07\x00\x00\x00storage"
+        "ctorch\nFloatStorage\n"
+        "X\x01\x00\x00\x00k"
+        "X\x03\x00\x00\x00"
+        "cpu"
+        "K\x04"
+        "Nt"
+        "Q",
+        52);
     // The well-formed file: key list ['k'].
-    auto good = legacy_with_key_pickle(std::string("\x80\x02]X\x01\x00\x00\x00" "ka.", 11));
+    auto good =
+        legacy_with_key_pickle(std::string("\x80\x02]X\x01\x00\x00\x00"
+                                           "ka.",
+                                           11));
     LegacyLayout lay = unpickle_legacy(good.data(), good.size(), "crafted.pt");
     assert_int_equal(lay.result.storages.size(), 1);
     assert_string_equal(lay.result.storages[0].key.c_str(), "k");
@@ -300,7 +350,8 @@ static void damaged_zips(void **) {
 
 static void lfs_pointer_bin(void **) {
     std::string dir = test::make_temp_dir("torch-lfs");
-    test::write_bytes(dir + "/pytorch_model.bin", test::read_bytes(test::third_party_data("tensors/pythia_model.safetensors.LFS_POINTER")));
+    test::write_bytes(dir + "/pytorch_model.bin",
+                      test::read_bytes(test::third_party_data("tensors/pythia_model.safetensors.LFS_POINTER")));
     std::string m = open_fails(STK_E_LFS_POINTER, dir);
     assert_contains(m, "pytorch_model.bin");
     assert_contains(m, "git lfs pull");

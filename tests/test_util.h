@@ -62,13 +62,13 @@ inline std::string expect_error(stk_status status, const std::function<void()> &
 }
 
 // Asserts that haystack contains needle, printing both otherwise.
-#define assert_contains(haystack, needle)                                                          \
-    do {                                                                                           \
-        std::string h_ = (haystack);                                                               \
-        if (h_.find(needle) == std::string::npos) {                                                \
-            print_error("'%s' does not contain '%s'\n", h_.c_str(), std::string(needle).c_str()); \
-            fail();                                                                                \
-        }                                                                                          \
-    } while (0)
+#define assert_contains(haystack, needle)                                                   \
+  do {                                                                                      \
+    std::string h_ = (haystack);                                                            \
+    if (h_.find(needle) == std::string::npos) {                                             \
+      print_error("'%s' does not contain '%s'\n", h_.c_str(), std::string(needle).c_str()); \
+      fail();                                                                               \
+    }                                                                                       \
+  } while (0)
 
 }  // namespace stk::test

@@ -145,7 +145,9 @@ static void gpt2_malformed(void **) {
     assert_contains(msg, "byte 0x63");
 }
 
-static Vocab tj(const std::string &s) { return parse_tokenizer_json(reinterpret_cast<const uint8_t *>(s.data()), s.size(), "t.json"); }
+static Vocab tj(const std::string &s) {
+    return parse_tokenizer_json(reinterpret_cast<const uint8_t *>(s.data()), s.size(), "t.json");
+}
 
 static void tokenizer_json_malformed(void **) {
     std::string msg;
@@ -155,16 +157,22 @@ static void tokenizer_json_malformed(void **) {
     assert_contains(msg, "/model");
     msg = test::expect_error(STK_E_UNSUPPORTED, [] { tj(R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})"); });
     assert_contains(msg, "WordPiece");
-    msg = test::expect_error(STK_E_BAD_JSON, [] { tj(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b", ["a"]]}})"); });
+    msg = test::expect_error(STK_E_BAD_JSON, [] {
+        tj(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b", ["a"]]}})");
+    });
     assert_contains(msg, "/model/merges/1");
-    msg = test::expect_error(STK_E_CORRUPT, [] { tj(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a  b"]}})"); });
+    msg = test::expect_error(STK_E_CORRUPT,
+                             [] { tj(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a  b"]}})"); });
     assert_contains(msg, "/model/merges/0");
-    msg = test::expect_error(STK_E_BAD_JSON, [] { tj(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "added_tokens": [{"id": 1}]})"); });
+    msg = test::expect_error(STK_E_BAD_JSON, [] {
+        tj(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "added_tokens": [{"id": 1}]})");
+    });
     assert_contains(msg, "/added_tokens/0");
     msg = test::expect_error(STK_E_BAD_JSON, [] { tj(R"({"model": {"type": "Unigram", "vocab": [["a", 0.5], ["b"]]}})"); });
     assert_contains(msg, "/model/vocab/1");
     // read, but encoding refused with the reason
-    Vocab v = tj(R"({"normalizer": {"type": "Lowercase"}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}})");
+    Vocab v = tj(
+        R"({"normalizer": {"type": "Lowercase"}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}})");
     assert_int_equal(v.size(), 3);
     msg = test::expect_error(STK_E_UNSUPPORTED, [&] { Tokenizer t(v); });
     assert_contains(msg, "normalizer Lowercase is not supported");
@@ -179,7 +187,9 @@ static void tokenizer_json_malformed(void **) {
     assert_true(ids == want);
 }
 
-static std::vector<uint8_t> sp_bytes() { return test::read_bytes(test::third_party_data("sentencepiece/llama2.tokenizer.model")); }
+static std::vector<uint8_t> sp_bytes() {
+    return test::read_bytes(test::third_party_data("sentencepiece/llama2.tokenizer.model"));
+}
 static Vocab spm(const std::vector<uint8_t> &b) { return parse_sentencepiece_model(b.data(), b.size(), "x.model"); }
 
 static void sentencepiece_malformed(void **) {
@@ -193,7 +203,9 @@ static void sentencepiece_malformed(void **) {
     assert_contains(msg, "no pieces");
     msg = test::expect_error(STK_E_CORRUPT, [] { spm({0x0B}); });  // wire type 3 (group)
     assert_contains(msg, "wire type 3");
-    msg = test::expect_error(STK_E_CORRUPT, [] { spm({0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01}); });
+    msg = test::expect_error(STK_E_CORRUPT, [] {
+        spm({0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01});
+    });
     assert_contains(msg, "byte offset");
     // a piece with wire type 0 where a message is expected
     msg = test::expect_error(STK_E_CORRUPT, [] { spm({0x08, 0x01}); });
@@ -208,11 +220,9 @@ static void sentencepiece_malformed(void **) {
     msg = test::expect_error(STK_E_TRUNCATED, [] { spm({0x0A, 0x7F, 0x0A}); });
     assert_contains(msg, "byte offset 0: field 1 claims 127 bytes");
     // a minimal valid model: one normal piece, unk_id = -1 / bos_id = -1 / eos_id = -1
-    Vocab v = spm({0x0A, 0x05, 0x0A, 0x01, 'a', 0x18, 0x01,
-                   0x12, 0x26, 0x18, 0x02,
-                   0xC0, 0x02, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01,
-                   0xC8, 0x02, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01,
-                   0xD0, 0x02, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01});
+    Vocab v = spm({0x0A, 0x05, 0x0A, 0x01, 'a',  0x18, 0x01, 0x12, 0x26, 0x18, 0x02, 0xC0, 0x02, 0xFF, 0xFF, 0xFF,
+                   0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01, 0xC8, 0x02, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                   0xFF, 0xFF, 0x01, 0xD0, 0x02, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01});
     assert_int_equal(v.size(), 1);
     assert_int_equal(v.unk_id, -1);
     assert_true(v.model == Vocab::Model::BPE_SENTENCEPIECE);

@@ -79,8 +79,8 @@ typedef enum stk_status {
     STK_E_CANCELLED = 6,        /* stk_job_cancel stopped the job; nothing was published */
 
     /* 10..19: the file system */
-    STK_E_IO = 10,          /* open/read/write/fsync/rename failed (errno in the message) */
-    STK_E_NOT_FOUND = 11,   /* a required file is missing */
+    STK_E_IO = 10,            /* open/read/write/fsync/rename failed (errno in the message) */
+    STK_E_NOT_FOUND = 11,     /* a required file is missing */
     STK_E_OUTPUT_EXISTS = 12, /* the output already holds a published generation */
 
     /* 20..39: Sera arrays and manifest */
@@ -98,13 +98,13 @@ typedef enum stk_status {
     STK_E_CORRUPT = 31,       /* any other malformed structure (the message says what) */
 
     /* 40..59: checkpoints and configs */
-    STK_E_UNSUPPORTED = 40,    /* a real but unsupported format or dtype */
-    STK_E_UNSAFE_PICKLE = 41,  /* a pickle opcode or global outside the allowlist */
-    STK_E_LFS_POINTER = 42,    /* a Git LFS pointer where a checkpoint should be */
-    STK_E_UNKNOWN_MODEL = 43,  /* model_type without a role preset or user patterns */
-    STK_E_BAD_JSON = 44,       /* JSON that does not parse or has the wrong shape */
-    STK_E_NONFINITE = 45,      /* NaN or Inf weights refused by the conversion policy */
-    STK_E_PARAM_COUNT = 46,    /* shapes disagree with the configuration */
+    STK_E_UNSUPPORTED = 40,   /* a real but unsupported format or dtype */
+    STK_E_UNSAFE_PICKLE = 41, /* a pickle opcode or global outside the allowlist */
+    STK_E_LFS_POINTER = 42,   /* a Git LFS pointer where a checkpoint should be */
+    STK_E_UNKNOWN_MODEL = 43, /* model_type without a role preset or user patterns */
+    STK_E_BAD_JSON = 44,      /* JSON that does not parse or has the wrong shape */
+    STK_E_NONFINITE = 45,     /* NaN or Inf weights refused by the conversion policy */
+    STK_E_PARAM_COUNT = 46,   /* shapes disagree with the configuration */
 
     /* 60..79: tokenizer and hash structures */
     STK_E_SP_REJECTED = 60,    /* Sardinas-Patterson found an ambiguity (not uniquely decodable) */
@@ -159,16 +159,16 @@ STK_API const char *stk_stage_name(stk_stage stage);
 #define STK_JOB_PUBLISH_ROOT 0x4u                /* out_dir is a generations root (see below) */
 
 typedef struct stk_job_params {
-    size_t struct_size;   /* sizeof(stk_job_params) */
-    const char *in_dir;   /* HF model directory (config.json, weights, tokenizer files) */
-    const char *out_dir;  /* output directory (created; must not hold a generation), or with
-                             STK_JOB_PUBLISH_ROOT a generations root that gains one */
-    uint32_t r;           /* PRF rank, default 512 */
-    uint32_t rv;          /* overlay rank, default 12 */
-    uint32_t l_tok;       /* longest token piece in bytes, default 8 */
-    uint32_t top_l;       /* FFN top-L, default 12 */
-    uint32_t threads;     /* worker threads, default 1; output bytes do not depend on it */
-    uint32_t flags;       /* STK_JOB_* */
+    size_t struct_size;  /* sizeof(stk_job_params) */
+    const char *in_dir;  /* HF model directory (config.json, weights, tokenizer files) */
+    const char *out_dir; /* output directory (created; must not hold a generation), or with
+                            STK_JOB_PUBLISH_ROOT a generations root that gains one */
+    uint32_t r;          /* PRF rank, default 512 */
+    uint32_t rv;         /* overlay rank, default 12 */
+    uint32_t l_tok;      /* longest token piece in bytes, default 8 */
+    uint32_t top_l;      /* FFN top-L, default 12 */
+    uint32_t threads;    /* worker threads, default 1; output bytes do not depend on it */
+    uint32_t flags;      /* STK_JOB_* */
 } stk_job_params;
 
 typedef struct stk_job stk_job;
@@ -181,8 +181,7 @@ STK_API stk_status stk_job_arena_size(const stk_job_params *params, size_t *out_
  * The job handle itself lives in the arena; the arena must outlive stk_close().
  * Threads: any.  A job is used by one thread at a time: no two calls on the same job may
  * overlap, except stk_job_progress (experimental tier). */
-STK_API stk_status stk_open(const stk_job_params *params, void *arena, size_t arena_bytes,
-                            stk_job **out_job);
+STK_API stk_status stk_open(const stk_job_params *params, void *arena, size_t arena_bytes, stk_job **out_job);
 
 /* Run one stage.  Stages run in the order of stk_stage; a stage whose inputs are missing returns
  * STK_E_STAGE_ORDER.  A stage that is not implemented returns STK_E_NOT_IMPLEMENTED and writes
@@ -191,8 +190,7 @@ STK_API stk_status stk_stage_run(stk_job *job, stk_stage stage);
 
 /* The digests a finished stage recorded: crc32c and sha256_low64 over the bytes of every array
  * the stage wrote, in write order.  Threads: not during stk_stage_run on the same job. */
-STK_API stk_status stk_stage_digest(const stk_job *job, stk_stage stage, uint32_t *out_crc32c,
-                                    uint64_t *out_sha256_low64);
+STK_API stk_status stk_stage_digest(const stk_job *job, stk_stage stage, uint32_t *out_crc32c, uint64_t *out_sha256_low64);
 
 /* Release everything the job holds outside the arena (open files, mappings).  NULL is a no-op.
  * With STK_JOB_PUBLISH_ROOT it also releases the root's lock and removes the staging directory
@@ -231,9 +229,9 @@ STK_API stk_status stk_generation_remove(const char *root, const char *name);
 /* Verification                                                                                */
 
 typedef struct stk_verify_report {
-    size_t struct_size;     /* sizeof(stk_verify_report) */
-    uint32_t arrays_checked;/* arrays whose header and payload were verified */
-    uint64_t bytes_checked; /* payload bytes hashed */
+    size_t struct_size;      /* sizeof(stk_verify_report) */
+    uint32_t arrays_checked; /* arrays whose header and payload were verified */
+    uint64_t bytes_checked;  /* payload bytes hashed */
     /* on failure: where */
     char failed_file[256];  /* file name relative to the output directory, "" if none */
     uint64_t failed_offset; /* byte offset inside that file */
@@ -267,15 +265,15 @@ STK_API stk_status stk_generation_dir(const stk_generation *gen, const char **ou
  * read-only mapping (docs/format.md, "Sera array").  dtype: 1 f64, 2 f32, 3 i32, 4 i16, 5 i8,
  * 6 u8, 7 Q8.8 and 8 Q4.12 (i16 fixed point), 9 bf16; little-endian, row-major. */
 typedef struct stk_array_view {
-    size_t struct_size;   /* sizeof(stk_array_view) */
-    char name[64];        /* file name under arrays/ ("prf_W.bin"), NUL-terminated */
-    uint32_t stage;       /* the stk_stage that wrote it */
+    size_t struct_size; /* sizeof(stk_array_view) */
+    char name[64];      /* file name under arrays/ ("prf_W.bin"), NUL-terminated */
+    uint32_t stage;     /* the stk_stage that wrote it */
     uint32_t dtype;
-    uint32_t rank;        /* 1..5 */
-    uint32_t flags;       /* the array header's flags */
-    uint64_t dims[5];     /* dims[0..rank); the rest 1 */
-    uint64_t byte_len;    /* payload bytes */
-    const void *data;     /* the payload (64-byte aligned), valid until stk_generation_close */
+    uint32_t rank;     /* 1..5 */
+    uint32_t flags;    /* the array header's flags */
+    uint64_t dims[5];  /* dims[0..rank); the rest 1 */
+    uint64_t byte_len; /* payload bytes */
+    const void *data;  /* the payload (64-byte aligned), valid until stk_generation_close */
 } stk_array_view;
 
 /* Number of arrays the generation's manifest lists, in manifest order.  Threads: any. */
@@ -299,8 +297,8 @@ typedef enum stk_lookup_kind {
  * many threads at once on the same generation.  On success writes up to value_cap bytes to value and the full length to
  * *value_len (STK_E_INVALID_ARGUMENT if value_cap is too small; *value_len says how much is
  * needed).  STK_E_KEY_NOT_FOUND if the key is absent. */
-STK_API stk_status stk_lookup(const stk_generation *gen, stk_lookup_kind kind, const void *key,
-                              size_t key_len, void *value, size_t value_cap, size_t *value_len);
+STK_API stk_status stk_lookup(const stk_generation *gen, stk_lookup_kind kind, const void *key, size_t key_len, void *value,
+                              size_t value_cap, size_t *value_len);
 
 /* ------------------------------------------------------------------------------------------ */
 /* .lwt weight files (docs/format.md, "LWT weight file") */
@@ -334,12 +332,12 @@ typedef struct stk_export_params {
 } stk_export_params;
 
 typedef struct stk_export_report {
-    size_t struct_size;       /* sizeof(stk_export_report) */
-    uint64_t tensors;         /* tensors written */
-    uint64_t parameters;      /* elements written (= the model's parameter count) */
-    uint64_t file_bytes;      /* size of the .lwt */
-    uint32_t data_crc32;      /* CRC32 of its data section */
-    uint32_t tied_lm_head;    /* 1 if the head is the token embedding (not stored) */
+    size_t struct_size;    /* sizeof(stk_export_report) */
+    uint64_t tensors;      /* tensors written */
+    uint64_t parameters;   /* elements written (= the model's parameter count) */
+    uint64_t file_bytes;   /* size of the .lwt */
+    uint32_t data_crc32;   /* CRC32 of its data section */
+    uint32_t tied_lm_head; /* 1 if the head is the token embedding (not stored) */
 } stk_export_report;
 
 /* HuggingFace checkpoint -> .lwt.  The file appears under out_path only when complete.
@@ -355,16 +353,16 @@ STK_API stk_status stk_lwt_open(const char *path, stk_lwt **out_lwt);
 STK_API void stk_lwt_close(stk_lwt *lwt);
 
 typedef struct stk_lwt_tensor {
-    size_t struct_size;   /* sizeof(stk_lwt_tensor) */
-    char name[128];       /* NUL-terminated */
-    uint32_t dtype;       /* stk_lwt_dtype */
-    uint32_t ndim;        /* 0..8 */
-    uint64_t shape[8];    /* unused dims 0 */
+    size_t struct_size; /* sizeof(stk_lwt_tensor) */
+    char name[128];     /* NUL-terminated */
+    uint32_t dtype;     /* stk_lwt_dtype */
+    uint32_t ndim;      /* 0..8 */
+    uint64_t shape[8];  /* unused dims 0 */
     uint64_t n_elements;
-    uint64_t size_bytes;  /* packed bytes */
-    float scale;          /* 1 for float dtypes */
-    uint32_t zero_point;  /* unsigned dtypes; else 0 */
-    const void *data;     /* the packed bytes inside the mapping (valid until stk_lwt_close) */
+    uint64_t size_bytes; /* packed bytes */
+    float scale;         /* 1 for float dtypes */
+    uint32_t zero_point; /* unsigned dtypes; else 0 */
+    const void *data;    /* the packed bytes inside the mapping (valid until stk_lwt_close) */
 } stk_lwt_tensor;
 
 /* Number of tensors, and the whole header JSON (points into the mapping). */
@@ -393,32 +391,32 @@ typedef enum stk_tokenizer_mode {
 } stk_tokenizer_mode;
 
 typedef struct stk_job_info {
-    size_t struct_size;             /* sizeof(stk_job_info) */
-    uint32_t tokenizer_mode;        /* stk_tokenizer_mode */
+    size_t struct_size;               /* sizeof(stk_job_info) */
+    uint32_t tokenizer_mode;          /* stk_tokenizer_mode */
     uint32_t tokenizer_certified_run; /* 1 if the unique-decodability test ran (byte-level BPE) */
-    uint32_t vocab_size;            /* tokens in the vocabulary (0 before the tokenizer stage) */
-    uint32_t l_tok;                 /* longest token piece in the tables, bytes */
-    char tokenizer_reason[512];     /* why that mode, NUL-terminated ("" if nothing to say) */
+    uint32_t vocab_size;              /* tokens in the vocabulary (0 before the tokenizer stage) */
+    uint32_t l_tok;                   /* longest token piece in the tables, bytes */
+    char tokenizer_reason[512];       /* why that mode, NUL-terminated ("" if nothing to say) */
 } stk_job_info;
 
 /* What the job decided so far.  Threads: not during stk_stage_run on the same job. */
 STK_API stk_status stk_job_get_info(const stk_job *job, stk_job_info *out);
 
 typedef enum stk_stage_state {
-    STK_STAGE_STATE_PENDING = 0,         /* not run, or it failed (stk_stage_run said why) */
-    STK_STAGE_STATE_DONE = 1,            /* ran; its arrays are written */
-    STK_STAGE_STATE_DISABLED = 2,        /* ran, but a bound it could not meet (or a disabled stage
-                                            it needs) disabled its feature: nothing of it is kept,
-                                            and the manifest records why */
-    STK_STAGE_STATE_NOT_IMPLEMENTED = 3  /* this build has no such stage: nothing written */
+    STK_STAGE_STATE_PENDING = 0,        /* not run, or it failed (stk_stage_run said why) */
+    STK_STAGE_STATE_DONE = 1,           /* ran; its arrays are written */
+    STK_STAGE_STATE_DISABLED = 2,       /* ran, but a bound it could not meet (or a disabled stage
+                                           it needs) disabled its feature: nothing of it is kept,
+                                           and the manifest records why */
+    STK_STAGE_STATE_NOT_IMPLEMENTED = 3 /* this build has no such stage: nothing written */
 } stk_stage_state;
 
 typedef struct stk_stage_info {
-    size_t struct_size;   /* sizeof(stk_stage_info) */
-    uint32_t state;       /* stk_stage_state */
-    uint32_t crc32c;      /* DONE or DISABLED: as stk_stage_digest */
+    size_t struct_size; /* sizeof(stk_stage_info) */
+    uint32_t state;     /* stk_stage_state */
+    uint32_t crc32c;    /* DONE or DISABLED: as stk_stage_digest */
     uint64_t sha256_low64;
-    char reason[128];     /* DISABLED: the reason the manifest records, NUL-terminated; else "" */
+    char reason[128]; /* DISABLED: the reason the manifest records, NUL-terminated; else "" */
 } stk_stage_info;
 
 /* The state of one stage.  Threads: not during stk_stage_run on the same job. */
@@ -428,8 +426,7 @@ STK_API stk_status stk_stage_get_info(const stk_job *job, stk_stage stage, stk_s
  * *out_unit ("B" for bytes read, "layers", "FFNs"; a static string).  *out_total is 0 when the
  * stage does not report progress.  Threads: the one call that may run while stk_stage_run runs
  * on the same job (from another thread); the numbers are a snapshot. */
-STK_API stk_status stk_job_progress(const stk_job *job, uint64_t *out_done, uint64_t *out_total,
-                                    const char **out_unit);
+STK_API stk_status stk_job_progress(const stk_job *job, uint64_t *out_done, uint64_t *out_total, const char **out_unit);
 
 #endif /* STK_EXPERIMENTAL */
 

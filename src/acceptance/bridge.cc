@@ -84,7 +84,7 @@ BridgePrecheck bridge_guard_precheck(const int16_t *qin, const int16_t *qout, co
     std::sort(out.ratios.begin(), out.ratios.end());
     const size_t n = out.ratios.size();
     const size_t need = size_t(std::ceil(0.9 * double(n)));  // passes needed for 0.9
-    out.slack_limit = n ? out.ratios[n - need] : 0;         // pass iff r > slack
+    out.slack_limit = n ? out.ratios[n - need] : 0;          // pass iff r > slack
     return out;
 }
 
@@ -112,31 +112,31 @@ void acceptance_bridge(const AcceptanceContext &ctx, std::vector<AcceptanceRow> 
     const uint32_t h = uint32_t(hq.dims[1]), k = man.fields.bridge.k ? man.fields.bridge.k : kBridgeK;
     const double slack = man.fields.capacity.slack;
     // The payloads are 64-byte aligned in the mapping: typed views are safe on this LE host.
-    const BridgePrecheck pc = bridge_guard_precheck(reinterpret_cast<const int16_t *>(qin.payload()),
-                                                    reinterpret_cast<const int16_t *>(qout.payload()),
-                                                    reinterpret_cast<const float *>(sin.payload()),
-                                                    reinterpret_cast<const float *>(sout.payload()), v, h, k, 0x16'04);
+    const BridgePrecheck pc = bridge_guard_precheck(
+        reinterpret_cast<const int16_t *>(qin.payload()), reinterpret_cast<const int16_t *>(qout.payload()),
+        reinterpret_cast<const float *>(sin.payload()), reinterpret_cast<const float *>(sout.payload()), v, h, k, 0x16'04);
     char def[200];
     std::snprintf(def, sizeof def,
                   "top-%u of %u synthetic Gaussian hubs per row, each row's own mean/sd/rho and scales; %llu rows, %zu pairs", k,
                   h, (unsigned long long)pc.rows, pc.ratios.size());
     rows.push_back(acceptance_row("16.4 bridge-guard-pass-rate", def, pc.pass_rate(slack), 0.9, ">=", true,
                                   "pass = promoted: m > 0 and C_h = slack (sd_in + sd_out) < m, slack from the manifest"));
-    rows.push_back(acceptance_row("16.4 bridge-guard-slack", "the published slack against the largest slack at which 0.9 holds", slack,
-                                  pc.slack_limit, "<=", false,
-                                  "0.9 is a choice of slack: it holds for slack below the threshold (10th pct of m/(sd_in+sd_out))"));
+    rows.push_back(acceptance_row(
+        "16.4 bridge-guard-slack", "the published slack against the largest slack at which 0.9 holds", slack, pc.slack_limit,
+        "<=", false, "0.9 is a choice of slack: it holds for slack below the threshold (10th pct of m/(sd_in+sd_out))"));
     for (double f : {2.0, 4.0, 8.0}) {
         char name[64];
         std::snprintf(name, sizeof name, "16.4 bridge-guard-pass-rate@%gx-slack", f);
-        rows.push_back(acceptance_row(name, "the same synthetic pairs at a larger slack (curve)", pc.pass_rate(f * slack), 0.9, ">=",
-                                      false));
+        rows.push_back(acceptance_row(name, "the same synthetic pairs at a larger slack (curve)", pc.pass_rate(f * slack), 0.9,
+                                      ">=", false));
     }
     if (file_exists(arrays + "bridge_guard.bin")) {
         ArrayReader gd(arrays + "bridge_guard.bin");
         const uint64_t n = gd.payload_size() / kGuardTupleSize;
         uint64_t promoted = 0;
         for (uint64_t i = 0; i < n; i++) promoted += guard_tuple_load(gd.payload() + i * kGuardTupleSize).flags & kGuardPromoted;
-        rows.push_back(acceptance_row("16.4 bridge-guard-promoted-published", "promoted share of the published guard tuples (real margins)",
+        rows.push_back(acceptance_row("16.4 bridge-guard-promoted-published",
+                                      "promoted share of the published guard tuples (real margins)",
                                       n ? double(promoted) / double(n) : 0, 0.9, ">=", false));
     }
 }

@@ -53,7 +53,8 @@ std::string convert(const std::string &model_dir, const std::string &out, stk_jo
     for (int i = 1; i <= STK_STAGE_COUNT; i++) {
         s = stk_stage_run(job, stk_stage(i));
         if (s != STK_OK && s != STK_E_NOT_IMPLEMENTED)
-            throw_error(s, "16.5: conversion at threads %u, stage %s: %s", threads, stk_stage_name(stk_stage(i)), stk_last_error());
+            throw_error(s, "16.5: conversion at threads %u, stage %s: %s", threads, stk_stage_name(stk_stage(i)),
+                        stk_last_error());
     }
     if (!(p.flags & STK_JOB_PUBLISH_ROOT)) return out;
     const char *dir = nullptr;
@@ -115,10 +116,10 @@ void acceptance_compare_generations(const std::string &a, const std::string &b, 
         differ++;
         names += std::string(names.empty() ? "" : ", ") + left.first + " (only in the second)";
     }
-    rows.push_back(acceptance_row("16.5 arrays identical (" + label + ")",
-                                  "arrays whose payload sha256_low64 differs, of " + std::to_string(compared) +
-                                      " compared (computed from the files)",
-                                  double(differ), 0, "<=", true, names.empty() ? "" : "differ: " + names));
+    rows.push_back(acceptance_row(
+        "16.5 arrays identical (" + label + ")",
+        "arrays whose payload sha256_low64 differs, of " + std::to_string(compared) + " compared (computed from the files)",
+        double(differ), 0, "<=", true, names.empty() ? "" : "differ: " + names));
     rows.push_back(acceptance_row("16.5 arrays compared (" + label + ")", "arrays in the first generation", double(compared), 1,
                                   ">=", false));
     // The manifests: every byte (nothing in them depends on the thread count or the time).  A
@@ -156,16 +157,17 @@ void acceptance_compare_generations(const std::string &a, const std::string &b, 
         pb = std::min(sb.size(), eb + 1);
     }
     size_t dg = sa.rfind("state digest ");
-    rows.push_back(acceptance_row("16.5 replay identical (" + label + ")",
-                                  std::string("lines of the replay snapshot of \"") + kPrompt + "\" that differ, of " +
-                                      std::to_string(la),
-                                  double(lines_differ), 0, "<=", true,
-                                  dg == std::string::npos ? "" : sa.substr(dg, std::min<size_t>(29, sa.size() - dg)) + "..."));
+    rows.push_back(
+        acceptance_row("16.5 replay identical (" + label + ")",
+                       std::string("lines of the replay snapshot of \"") + kPrompt + "\" that differ, of " + std::to_string(la),
+                       double(lines_differ), 0, "<=", true,
+                       dg == std::string::npos ? "" : sa.substr(dg, std::min<size_t>(29, sa.size() - dg)) + "..."));
 }
 
 void acceptance_determinism(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &rows) {
     if (ctx.model_dir.empty()) {
-        rows.push_back(acceptance_skipped("16.5 determinism", "two fresh conversions of the model, compared", "needs --model DIR"));
+        rows.push_back(
+            acceptance_skipped("16.5 determinism", "two fresh conversions of the model, compared", "needs --model DIR"));
         return;
     }
     const Manifest pub = read_manifest(ctx.out_dir + "/" + kManifestFileName);

@@ -210,7 +210,8 @@ void acceptance_linear(const AcceptanceContext &ctx, std::vector<AcceptanceRow> 
                 exact_column(w, gated, d, H, j, s, col.data(), scol.data());
                 dict_column(*g, fu.id, d, j, s, dcol.data());
                 for (uint64_t i = 0; i < d; i++) idx[i] = uint32_t(i);
-                std::sort(idx.begin(), idx.end(), [&](uint32_t p, uint32_t r) { return scol[p] != scol[r] ? scol[p] > scol[r] : p < r; });
+                std::sort(idx.begin(), idx.end(),
+                          [&](uint32_t p, uint32_t r) { return scol[p] != scol[r] ? scol[p] > scol[r] : p < r; });
                 for (uint64_t i = 0; i < d; i++) {
                     y_exact[i] += a * col[i];
                     y_dict[i] += a * dcol[i];
@@ -245,23 +246,28 @@ void acceptance_linear(const AcceptanceContext &ctx, std::vector<AcceptanceRow> 
         }
     }
     char inputs[256], def[256];
-    std::snprintf(inputs, sizeof inputs, "%u FFN units, d %llu, %llu active (density %.4f), amplitude N(0,1)*sqrt(d/k), %u trials/unit",
-                  n_units, (unsigned long long)d, (unsigned long long)k, double(k) / double(d), kTrials);
-    rows.push_back(row("16.2 linear-dictionary-vs-exact-collapse", std::string("max rel L2, dictionary vs exact ReLU collapse (all hidden units); ") + inputs,
-                       worst_a1, kBound, true, ""));
-    std::snprintf(def, sizeof def, "|measured - recorded| worst-column truncation rel L2 (measured %.3g over %s columns, recorded %.3g)",
+    std::snprintf(inputs, sizeof inputs,
+                  "%u FFN units, d %llu, %llu active (density %.4f), amplitude N(0,1)*sqrt(d/k), %u trials/unit", n_units,
+                  (unsigned long long)d, (unsigned long long)k, double(k) / double(d), kTrials);
+    rows.push_back(row("16.2 linear-dictionary-vs-exact-collapse",
+                       std::string("max rel L2, dictionary vs exact ReLU collapse (all hidden units); ") + inputs, worst_a1,
+                       kBound, true, ""));
+    std::snprintf(def, sizeof def,
+                  "|measured - recorded| worst-column truncation rel L2 (measured %.3g over %s columns, recorded %.3g)",
                   trunc_measured, all_columns ? "all" : "sampled", recorded);
     const double diff = all_columns ? std::fabs(trunc_measured - recorded) : std::max(0.0, trunc_measured - recorded);
     rows.push_back(row("16.2 linear-truncation-recorded", def, diff, kTruncTol, true, ""));
     const double denom = n_true ? double(n_true) : 1.0;
-    rows.push_back(row("16.2 linear-collapse-vs-true-ffn", std::string("mean rel L2, dictionary vs the true FFN (activation '") +
-                           plan.config.activation + "', biases, gating; router weights not modelled); " + inputs,
+    rows.push_back(row("16.2 linear-collapse-vs-true-ffn",
+                       std::string("mean rel L2, dictionary vs the true FFN (activation '") + plan.config.activation +
+                           "', biases, gating; router weights not modelled); " + inputs,
                        sum_true / denom, kBound, false,
-                       "reported: a linear map cannot follow the activation, the hidden bias or the gate x up product at these amplitudes; the spec's 0.5 % is not reachable"));
-    rows.push_back(row("16.2 linear-base-only-top8", "mean rel L2, top-8 base entries alone vs exact collapse (no delta)", sum_b8 / denom,
-                       kBound, false, "reported: what top-L without the delta dictionary keeps"));
-    rows.push_back(row("16.2 linear-base-only-top12", "mean rel L2, top-12 base entries alone vs exact collapse (no delta)", sum_b12 / denom,
-                       kBound, false, "reported: what top-L without the delta dictionary keeps"));
+                       "reported: a linear map cannot follow the activation, the hidden bias or the gate x up product at these "
+                       "amplitudes; the spec's 0.5 % is not reachable"));
+    rows.push_back(row("16.2 linear-base-only-top8", "mean rel L2, top-8 base entries alone vs exact collapse (no delta)",
+                       sum_b8 / denom, kBound, false, "reported: what top-L without the delta dictionary keeps"));
+    rows.push_back(row("16.2 linear-base-only-top12", "mean rel L2, top-12 base entries alone vs exact collapse (no delta)",
+                       sum_b12 / denom, kBound, false, "reported: what top-L without the delta dictionary keeps"));
 }
 
 }  // namespace stk

@@ -173,13 +173,14 @@ void acceptance_memory(const AcceptanceContext &ctx, std::vector<AcceptanceRow> 
     const size_t w512 = std::min(n, kWindow);
     auto add4 = [&](const char *name, const Scores &s, bool gate_cos) {
         std::snprintf(def, sizeof def, "%s impulse response vs %s", name, what.c_str());
-        rows.push_back(acceptance_row(std::string("16.3 cos@32 ") + name, def, s.cos32, 0.97, ">=", gate_cos,
-                                      gate_cos ? "" : "spec threshold; reported (a constant scores " + std::to_string(sc.cos32) + ")"));
+        rows.push_back(
+            acceptance_row(std::string("16.3 cos@32 ") + name, def, s.cos32, 0.97, ">=", gate_cos,
+                           gate_cos ? "" : "spec threshold; reported (a constant scores " + std::to_string(sc.cos32) + ")"));
         rows.push_back(acceptance_row(std::string("16.3 relL2@32 ") + name, def, s.l2_32, sc.l2_32, "<=", false,
                                       "threshold: the constant baseline's relative L2"));
         if (w512 <= 32) return;  // a short learned table: the long window is the 32-step one, already printed
-        rows.push_back(acceptance_row(std::string("16.3 cos@") + std::to_string(w512) + " " + name, def, s.cos512, 0.97, ">=",
-                                      false, ""));
+        rows.push_back(
+            acceptance_row(std::string("16.3 cos@") + std::to_string(w512) + " " + name, def, s.cos512, 0.97, ">=", false, ""));
         rows.push_back(acceptance_row(std::string("16.3 relL2@") + std::to_string(w512) + " " + name, def, s.l2_512, sc.l2_512,
                                       "<=", false, "threshold: the constant baseline's relative L2"));
     };
@@ -189,11 +190,11 @@ void acceptance_memory(const AcceptanceContext &ctx, std::vector<AcceptanceRow> 
     add4("baseline-rho^t", sr, false);
     const char *fname = rope ? "least-squares fit" : "published fit";
     std::snprintf(def, sizeof def, "%s cosine@32 minus the better baseline's (constant, 0.995^t)", fname);
-    rows.push_back(acceptance_row("16.3 fit-beats-baselines cos@32", def, sf.cos32 - std::max(sc.cos32, sr.cos32), 0, ">=",
-                                  true, ""));
+    rows.push_back(
+        acceptance_row("16.3 fit-beats-baselines cos@32", def, sf.cos32 - std::max(sc.cos32, sr.cos32), 0, ">=", true, ""));
     std::snprintf(def, sizeof def, "%s relative L2@%zu over the better baseline's", fname, w512);
-    rows.push_back(acceptance_row("16.3 fit-beats-baselines relL2", def, sf.l2_512 / std::min(sc.l2_512, sr.l2_512), 1, "<=",
-                                  true, ""));
+    rows.push_back(
+        acceptance_row("16.3 fit-beats-baselines relL2", def, sf.l2_512 / std::min(sc.l2_512, sr.l2_512), 1, "<=", true, ""));
 }
 
 }  // namespace stk

@@ -29,7 +29,7 @@ namespace stk {
 namespace {
 
 constexpr uint32_t kEstimatorTrials = 1000;
-constexpr uint32_t kEstimatorDims = 64;   // the law depends on D only through x^T D y, |x+y|_D
+constexpr uint32_t kEstimatorDims = 64;  // the law depends on D only through x^T D y, |x+y|_D
 constexpr uint32_t kScaleTrials = 100;
 constexpr uint32_t kScaleKeys = 32;
 constexpr uint64_t kAcceptanceSeed = 0x5354'4B5F'3136'2E31ull;  // "STK_16.1"
@@ -46,8 +46,7 @@ std::string fmt(const char *f, double a, double b = 0, double c = 0) {
     return buf;
 }
 
-void estimator_rows(const double *dfull, uint64_t dmodel, uint32_t r, const std::string &dsrc,
-                    std::vector<AcceptanceRow> &rows) {
+void estimator_rows(const double *dfull, uint64_t dmodel, uint32_t r, const std::string &dsrc, std::vector<AcceptanceRow> &rows) {
     const uint32_t n = uint32_t(std::min<uint64_t>(dmodel, kEstimatorDims));
     std::vector<double> D(dfull, dfull + n), u(n), v(n), x(n), y(n), scratch(n);
     std::vector<float> W(size_t(r) * n);
@@ -91,10 +90,10 @@ void estimator_rows(const double *dfull, uint64_t dmodel, uint32_t r, const std:
         const double se = std::sqrt(var / kEstimatorTrials);
         char def[256];
         std::snprintf(def, sizeof def,
-                      "phi_D estimator of exp(x^T D y), |x+y|_D^2 = %.1f, r = %u, %u seeded redraws of prf_rows, D: %s", targets[ti],
-                      r, kEstimatorTrials, dsrc.c_str());
-        rows.push_back(acceptance_row(fmt("16.1 prf-estimator-mean |x+y|^2=%.1f", targets[ti]), def,
-                                      std::fabs(mean - exact) / se, 3, "<=", true,
+                      "phi_D estimator of exp(x^T D y), |x+y|_D^2 = %.1f, r = %u, %u seeded redraws of prf_rows, D: %s",
+                      targets[ti], r, kEstimatorTrials, dsrc.c_str());
+        rows.push_back(acceptance_row(fmt("16.1 prf-estimator-mean |x+y|^2=%.1f", targets[ti]), def, std::fabs(mean - exact) / se,
+                                      3, "<=", true,
                                       fmt("mean %.6g vs exp(x^T D y) %.6g (standard error %.3g)", mean, exact, se)));
         rows.push_back(acceptance_row(fmt("16.1 prf-estimator-var |x+y|^2=%.1f", targets[ti]), def,
                                       std::fabs(var / var_formula - 1), 0.15, "<=", true,
@@ -129,8 +128,8 @@ void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &ro
         throw_error(STK_E_INVALID_ARGUMENT, "%s is not the model of %s (d_model %u vs %llu)", ctx.model_dir.c_str(),
                     ctx.out_dir.c_str(), s.d_model, (unsigned long long)d);
     WeightReader reader(*desc->checkpoint, plan);
-    std::vector<float> wk(size_t(s.d_kv * d)), wq(size_t(s.d_v * d)), wv(size_t(s.d_kv * d)), rows_scratch(
-                                                                                                 size_t(plan.max_row_floats + 1));
+    std::vector<float> wk(size_t(s.d_kv * d)), wq(size_t(s.d_v * d)), wv(size_t(s.d_kv * d)),
+        rows_scratch(size_t(plan.max_row_floats + 1));
     std::vector<double> D(d), grow(d);
     std::vector<float> regen(size_t(r * d));
     uint32_t mismatched = 0;
@@ -151,7 +150,8 @@ void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &ro
     const uint32_t rs[3] = {256, 512, 1024};
     const double temps[4] = {1, 4, 16, 64};
     std::vector<double> gain(d), xs(size_t(kScaleKeys + 1) * d), q(hd), k(size_t(kScaleKeys) * hd), v(size_t(kScaleKeys) * hd),
-        w(size_t(kRmax) * hd), aq(kRmax), ak(size_t(kRmax) * kScaleKeys), exact(hd), approx(hd), logits(kScaleKeys), kn(kScaleKeys), kw(kScaleKeys);
+        w(size_t(kRmax) * hd), aq(kRmax), ak(size_t(kRmax) * kScaleKeys), exact(hd), approx(hd), logits(kScaleKeys),
+        kn(kScaleKeys), kw(kScaleKeys);
     for (uint32_t l = 0; l < L; l++) {
         reader.read(reader.require(Role::Q, int32_t(l), s.d_v, d), wq.data(), rows_scratch.data());
         reader.read(reader.require(Role::K, int32_t(l), s.d_kv, d), wk.data(), rows_scratch.data());
@@ -169,8 +169,8 @@ void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &ro
         for (uint32_t head = 0; head < s.n_heads; head++) {
             const uint32_t kvh = head / (s.n_heads / s.n_kv_heads);
             for (uint32_t t = 0; t < kScaleTrials; t++) {
-                const uint64_t seed = stream_seed(kAcceptanceSeed, kernels::kStreamAcceptancePrf,
-                                                  0x10000u + (l * 4096u + head) * 1024u + t);
+                const uint64_t seed =
+                    stream_seed(kAcceptanceSeed, kernels::kStreamAcceptancePrf, 0x10000u + (l * 4096u + head) * 1024u + t);
                 kernels::gaussians(seed, 0, xs.size(), xs.data());
                 for (uint32_t kk = 0; kk <= kScaleKeys; kk++)
                     for (uint64_t j = 0; j < d; j++) xs[kk * d + j] *= gain[j];
@@ -273,9 +273,8 @@ void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &ro
                               "mean of %u heads x %u trials",
                               kScaleKeys, s.n_heads, kScaleTrials);
                 const double theory = std::sqrt(0.6 * e / rs[ri]);
-                std::snprintf(note, sizeof note,
-                              "E|q+k|^2/tau = %.3g; small-spread theory sqrt(0.6 E/r) = %.3g: 1e-2 %s", e, theory,
-                              theory <= 1e-2 ? "reachable" : "not reachable at this scale (spec threshold shown)");
+                std::snprintf(note, sizeof note, "E|q+k|^2/tau = %.3g; small-spread theory sqrt(0.6 E/r) = %.3g: 1e-2 %s", e,
+                              theory, theory <= 1e-2 ? "reachable" : "not reachable at this scale (spec threshold shown)");
                 rows.push_back(acceptance_row(test, def, err[ri][ti] / n_runs, 1e-2, "<=", false, note));
             }
         }

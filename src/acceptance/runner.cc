@@ -18,11 +18,8 @@ namespace stk {
 
 const std::vector<AcceptanceSuite> &acceptance_suites() {
     static const std::vector<AcceptanceSuite> suites = {
-        {"16.1 prf", acceptance_prf},
-        {"16.2 linear", acceptance_linear},
-        {"16.3 memory", acceptance_memory},
-        {"16.4 bridge", acceptance_bridge},
-        {"16.5 determinism", acceptance_determinism},
+        {"16.1 prf", acceptance_prf},       {"16.2 linear", acceptance_linear},           {"16.3 memory", acceptance_memory},
+        {"16.4 bridge", acceptance_bridge}, {"16.5 determinism", acceptance_determinism},
     };
     return suites;
 }
@@ -54,8 +51,9 @@ TempDir::TempDir(const char *prefix) {
 }
 
 TempDir::~TempDir() {
-    nftw(path.c_str(), [](const char *p, const struct stat *, int, struct FTW *) { return ::remove(p); }, 16,
-         FTW_DEPTH | FTW_PHYS);
+    nftw(
+        path.c_str(), [](const char *p, const struct stat *, int, struct FTW *) { return ::remove(p); }, 16,
+        FTW_DEPTH | FTW_PHYS);
 }
 
 AcceptanceRow acceptance_skipped(const std::string &test, const std::string &definition, const std::string &reason) {
@@ -116,8 +114,8 @@ std::vector<AcceptanceRow> run_acceptance(const AcceptanceContext &ctx) {
         try {
             s.run(ctx, rows);
         } catch (const Error &e) {
-            rows.push_back(acceptance_row(std::string(s.name) + " error", "the suite could not run", NAN, 0, "==", true,
-                                          e.what()));
+            rows.push_back(
+                acceptance_row(std::string(s.name) + " error", "the suite could not run", NAN, 0, "==", true, e.what()));
         }
     }
     return rows;
@@ -187,8 +185,7 @@ std::string acceptance_json(const std::vector<AcceptanceRow> &rows) {
         o += "{\"test\": " + jstr(r.test) + ", \"definition\": " + jstr(r.definition) + ", \"value\": " + jnum(r.value) +
              ", \"threshold\": " + jnum(r.threshold) + ", \"comparison\": " + jstr(r.comparison) +
              ", \"gating\": " + (r.gating ? "true" : "false") + ", \"pass\": " + (r.pass ? "true" : "false") +
-             ", \"skipped\": " + (r.skipped ? "true" : "false") +
-             ", \"note\": " + jstr(r.note) + "}";
+             ", \"skipped\": " + (r.skipped ? "true" : "false") + ", \"note\": " + jstr(r.note) + "}";
     }
     return o + "]}";
 }

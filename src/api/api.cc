@@ -142,8 +142,8 @@ STK_API stk_status stk_job_get_info(const stk_job *job, stk_job_info *out) {
             info.tokenizer_certified_run = t->sp_ran ? 1 : 0;
             info.vocab_size = t->vocab_size;
             info.l_tok = t->l_tok;
-            std::snprintf(info.tokenizer_reason, sizeof info.tokenizer_reason, "%.*s", int(strnlen(t->invariant, sizeof t->invariant)),
-                          t->invariant);
+            std::snprintf(info.tokenizer_reason, sizeof info.tokenizer_reason, "%.*s",
+                          int(strnlen(t->invariant, sizeof t->invariant)), t->invariant);
         }
         abi_write(out, info);
     });

@@ -34,7 +34,8 @@ STK_API stk_status stk_generation_open(const char *out_dir, stk_generation **out
         for (int attempt = 0;; attempt++) {
             std::string dir;
             try {
-                dir = verify_path(out_dir, nullptr, verify_default_threads());  // manifest, schema digest, every array's checksums
+                dir =
+                    verify_path(out_dir, nullptr, verify_default_threads());  // manifest, schema digest, every array's checksums
                 *out_gen = map_generation(dir).release();
                 return;
             } catch (const Error &e) {

@@ -123,8 +123,8 @@ STK_API stk_status stk_lwt_read_f32(const stk_lwt *lwt, const char *name, float 
         const LwtTensor *t = lwt->file.find(name);
         if (!t) throw_error(STK_E_KEY_NOT_FOUND, "%s: no tensor named '%s'", lwt->file.name().c_str(), name);
         if (out_count < t->n_elements)
-            throw_error(STK_E_INVALID_ARGUMENT, "%s: tensor '%s' has %llu elements, the buffer holds %zu", lwt->file.name().c_str(),
-                        name, (unsigned long long)t->n_elements, out_count);
+            throw_error(STK_E_INVALID_ARGUMENT, "%s: tensor '%s' has %llu elements, the buffer holds %zu",
+                        lwt->file.name().c_str(), name, (unsigned long long)t->n_elements, out_count);
         lwt->file.read_f32(*t, out);
     });
 }

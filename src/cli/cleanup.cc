@@ -138,8 +138,10 @@ void on_signal(int sig) {
     }
     put("\n");
     if (g_armed.on) {
-        const char *j = sig == SIGINT ? g_armed.json_int : sig == SIGTERM ? g_armed.json_term : sig == SIGHUP ? g_armed.json_hup
-                                                                                                                : g_armed.json_bus;
+        const char *j = sig == SIGINT    ? g_armed.json_int
+                        : sig == SIGTERM ? g_armed.json_term
+                        : sig == SIGHUP  ? g_armed.json_hup
+                                         : g_armed.json_bus;
         if (*j) put_out(j);
     }
     ::_exit(sig == SIGBUS ? kExitIo : 128 + sig);
@@ -180,10 +182,10 @@ Cleanup::Cleanup(const char *command, const std::string &dir, const std::string 
             dst[0] = 0;
             return;
         }
-        copy(dst, 1024, json_result(command, code, STK_E_IO, std::string(why) + "; what this run had staged in " + dir +
-                                                                  " was removed")
-                            .text() +
-                            "\n");
+        copy(dst, 1024,
+             json_result(command, code, STK_E_IO, std::string(why) + "; what this run had staged in " + dir + " was removed")
+                     .text() +
+                 "\n");
     };
     js(g_armed.json_int, 128 + SIGINT, "interrupted (SIGINT)");
     js(g_armed.json_term, 128 + SIGTERM, "interrupted (SIGTERM)");

@@ -21,7 +21,8 @@ int exit_code_for(stk_status s) {
         case STK_OK: return kExitOk;
         case STK_E_INVALID_ARGUMENT: return kExitUsage;
         case STK_E_NOT_IMPLEMENTED: return kExitNotImplemented;
-        case STK_E_IO: case STK_E_NOT_FOUND: return kExitIo;
+        case STK_E_IO:
+        case STK_E_NOT_FOUND: return kExitIo;
         default: return kExitFailed;
     }
 }
@@ -122,8 +123,7 @@ bool Args::flag(const char *name) {
     for (int i = find(name, 0); i >= 0; i = find(name, size_t(i) + 1)) {
         consumed_[size_t(i)] = true;
         seen = true;
-        if (tokens_[size_t(i)].find('=') != std::string::npos)
-            errors_.push_back(std::string("--") + name + " takes no value");
+        if (tokens_[size_t(i)].find('=') != std::string::npos) errors_.push_back(std::string("--") + name + " takes no value");
     }
     return seen;
 }
@@ -312,10 +312,8 @@ int report_failure(const char *command, stk_status s, bool json) {
 
 int report_usage(const char *command, const std::string &message, bool json) {
     if (json) json_result(*command ? command : "stk", kExitUsage, STK_E_INVALID_ARGUMENT, message).print();
-    if (*command)
-        std::fprintf(stderr, "stk %s: %s (see stk %s --help)\n", command, message.c_str(), command);
-    else
-        std::fprintf(stderr, "stk: %s (see stk --help)\n", message.c_str());
+    if (*command) std::fprintf(stderr, "stk %s: %s (see stk %s --help)\n", command, message.c_str(), command);
+    else std::fprintf(stderr, "stk: %s (see stk --help)\n", message.c_str());
     return kExitUsage;
 }
 
@@ -371,8 +369,7 @@ static std::vector<std::string> list_dirs(const std::string &dir) {
 
 std::string resolve_model_dir(const std::string &in) {
     struct stat st;
-    if (::stat(in.c_str(), &st) != 0)
-        throw_error(STK_E_NOT_FOUND, "--in %s: no such file or directory", in.c_str());
+    if (::stat(in.c_str(), &st) != 0) throw_error(STK_E_NOT_FOUND, "--in %s: no such file or directory", in.c_str());
     if (!S_ISDIR(st.st_mode)) {
         // A GGUF holds the whole model (weights, config, tokenizer): the file itself.
         if (!gguf_model_file(in).empty()) return in;

@@ -42,7 +42,7 @@ public:
     // A count in 1..max: 0 when the option is absent (the library's default), a usage error for
     // 0 or above max ("--threads takes 1..1024").
     uint32_t get_count(const char *name, uint32_t max);
-    bool flag(const char *name);     // "--help" also answers to "-h"
+    bool flag(const char *name);  // "--help" also answers to "-h"
     bool has(const char *name) const;
     // false after printing the usage error (stderr, and the JSON object on stdout when --json
     // was given) if an option was unknown, a value bad, or a positional argument too many.
@@ -68,7 +68,7 @@ public:
     Json &str_or_null(const char *key, const char *v);  // null when v is null or empty
     Json &num(const char *key, long long v);
     Json &unum(const char *key, unsigned long long v);
-    Json &real(const char *key, double v);               // non-finite -> null
+    Json &real(const char *key, double v);  // non-finite -> null
     Json &boolean(const char *key, bool v);
     Json &null(const char *key);
     Json &raw(const char *key, const std::string &json);  // an already-encoded value

@@ -103,7 +103,8 @@ int cmd_check(int argc, char **argv) {
     bool acceptance = args.flag("acceptance");
     if (!args.finish("check", 1)) return kExitUsage;
     if (!args.positional().empty()) {
-        if (!out.empty()) return report_usage("check", "the directory is given twice (--out and '" + args.positional()[0] + "')", json);
+        if (!out.empty())
+            return report_usage("check", "the directory is given twice (--out and '" + args.positional()[0] + "')", json);
         out = args.positional()[0];
     }
     if (!acceptance && !model.empty()) return report_usage("check", "--model goes with --acceptance", json);
@@ -126,8 +127,8 @@ int cmd_check(int argc, char **argv) {
         // array (same digests) intact, a byte comparison names the damaged block.
         uint64_t damaged_at = 0;
         std::string witness;
-        const bool located = s == STK_E_CHECKSUM && report.failed_file[0] &&
-                             locate_damage(out, report.failed_file, &damaged_at, &witness);
+        const bool located =
+            s == STK_E_CHECKSUM && report.failed_file[0] && locate_damage(out, report.failed_file, &damaged_at, &witness);
         if (located) report.failed_offset = damaged_at;
         if (json)
             json_result("check", code, s, msg)
@@ -138,7 +139,8 @@ int cmd_check(int argc, char **argv) {
                 .print();
         std::fprintf(stderr, "stk check: %s: %s\n", stk_status_str(s), msg.c_str());
         if (located)
-            std::fprintf(stderr, "stk check: the first damaged byte is at offset %llu (4 KiB block %llu at %llu): compared "
+            std::fprintf(stderr,
+                         "stk check: the first damaged byte is at offset %llu (4 KiB block %llu at %llu): compared "
                          "with the identical array of generation %s\n",
                          (unsigned long long)damaged_at, (unsigned long long)(damaged_at / 4096),
                          (unsigned long long)(damaged_at / 4096 * 4096), witness.c_str());
@@ -161,11 +163,10 @@ int cmd_check(int argc, char **argv) {
     }
     std::string chain_text;
     if (root) {
-        chain_text = "; current generation " + chain.front().name + ", chain of " + std::to_string(chain.size()) +
-                     " generation" + (chain.size() == 1 ? "" : "s") + " linked back from CURRENT";
+        chain_text = "; current generation " + chain.front().name + ", chain of " + std::to_string(chain.size()) + " generation" +
+                     (chain.size() == 1 ? "" : "s") + " linked back from CURRENT";
         static const uint8_t zero[32] = {};
-        if (std::memcmp(chain.back().prev_hash, zero, 32) != 0)
-            chain_text += " (the oldest names a removed predecessor)";
+        if (std::memcmp(chain.back().prev_hash, zero, 32) != 0) chain_text += " (the oldest names a removed predecessor)";
     }
     std::vector<std::string> chain_names;
     for (const GenerationInfo &g : chain) chain_names.push_back(json_escape(g.name));
@@ -223,8 +224,9 @@ int cmd_check(int argc, char **argv) {
     } else {
         std::printf("stk check: %s\n", line);
         if (report.arrays_checked == 0)
-            std::printf("stk check: note: the generation holds no arrays (every feature disabled); only the manifest "
-                        "was verified\n");
+            std::printf(
+                "stk check: note: the generation holds no arrays (every feature disabled); only the manifest "
+                "was verified\n");
     }
     return kExitOk;
 }

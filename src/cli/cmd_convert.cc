@@ -151,8 +151,8 @@ private:
         std::string speed = rate <= 0 ? std::string("") : bytes ? "  " + human_bytes(uint64_t(rate)) + "/s" : std::string(per);
         char eta[48] = "";
         if (rate > 0 && done < total) std::snprintf(eta, sizeof eta, "  ETA %.0f s", double(total - done) / rate);
-        progress("stk convert: [%d/%d] %s  %s%s%s  %.1f s", index_, STK_STAGE_COUNT, name_, amount.c_str(), speed.c_str(),
-                 eta, s);
+        progress("stk convert: [%d/%d] %s  %s%s%s  %.1f s", index_, STK_STAGE_COUNT, name_, amount.c_str(), speed.c_str(), eta,
+                 s);
     }
     std::mutex m_;
     std::condition_variable cv_;
@@ -269,7 +269,10 @@ static int dry_run(const std::string &in, const std::string &out, const stk_job_
             .unum("arena_bytes", arena_bytes)
             .unum("largest_layer_f32_bytes", plan.max_unit_f32_bytes)
             .unum("expected_peak_bytes", peak)
-            .unum("r", p.r).unum("rv", p.rv).unum("ltok", p.l_tok).unum("topl", p.top_l)
+            .unum("r", p.r)
+            .unum("rv", p.rv)
+            .unum("ltok", p.l_tok)
+            .unum("topl", p.top_l)
             .raw("stages", json_array(stages))
             .raw("arrays", json_array(list))
             .raw("array_totals", t.text())
@@ -279,8 +282,8 @@ static int dry_run(const std::string &in, const std::string &out, const stk_job_
     std::printf("stk convert --dry-run: the plan; nothing is written\n");
     std::printf("in           %s\n", in.c_str());
     std::printf("out          %s (not created)\n", out.c_str());
-    std::printf("model        %s, %u layers, %" PRIu64 " parameters, %u tensors\n", plan.config.model_type,
-                plan.config.n_layers, plan.n_params, plan.n_tensors);
+    std::printf("model        %s, %u layers, %" PRIu64 " parameters, %u tensors\n", plan.config.model_type, plan.config.n_layers,
+                plan.n_params, plan.n_tensors);
     std::printf("checkpoint   %s (%s)\n", human_bytes(plan.checkpoint_bytes).c_str(), plan.format);
     std::printf("arena        %s (%zu bytes, allocated once before the first stage)\n", human_bytes(arena_bytes).c_str(),
                 arena_bytes);
@@ -291,10 +294,14 @@ static int dry_run(const std::string &in, const std::string &out, const stk_job_
                 tot.optional ? (" (" + std::to_string(tot.optional) + " optional)").c_str() : "", le,
                 human_bytes(payload).c_str(), le, human_bytes(tot.file_bytes).c_str());
     if (!all_exact)
-        std::printf("%s\n", wrap("of which " + human_bytes(tot.payload_exact) + " exact and <= " + human_bytes(tot.payload_bound) +
-                                     " bounded (sizes that depend on the values)", 13, 100, 13).insert(0, 13, ' ').c_str());
+        std::printf("%s\n", wrap("of which " + human_bytes(tot.payload_exact) + " exact and <= " +
+                                     human_bytes(tot.payload_bound) + " bounded (sizes that depend on the values)",
+                                 13, 100, 13)
+                                .insert(0, 13, ' ')
+                                .c_str());
     if (tot.disabled)
-        std::printf("             %" PRIu64 " array%s disabled (not written, not counted)\n", tot.disabled, tot.disabled == 1 ? "" : "s");
+        std::printf("             %" PRIu64 " array%s disabled (not written, not counted)\n", tot.disabled,
+                    tot.disabled == 1 ? "" : "s");
     std::printf("\nstages and their arrays, in order (\"<=\": an upper bound; file = payload + %zu-byte header):\n",
                 kArrayHeaderSize);
     std::printf("  %-22s %-5s %-22s %12s %12s\n", "array", "dtype", "dims", "payload", "file");
@@ -305,8 +312,9 @@ static int dry_run(const std::string &in, const std::string &out, const stk_job_
         for (const PlannedArray &a : arrays.arrays) {
             if (a.stage != id) continue;
             const char *b = a.exact ? "" : "<= ";
-            const char *state = a.presence == PlanPresence::Written ? "" : a.presence == PlanPresence::Optional ? "  optional"
-                                                                                                                : "  disabled";
+            const char *state = a.presence == PlanPresence::Written    ? ""
+                                : a.presence == PlanPresence::Optional ? "  optional"
+                                                                       : "  disabled";
             // A disabled array of unknown size (no tokenizer file): no sizes to show.
             const bool unknown = a.presence == PlanPresence::Disabled && a.spec.payload_bytes() == 0;
             std::printf("  %-22s %-5s %-22s %12s %12s%s\n", a.spec.name.c_str(), dtype_name(uint16_t(a.spec.dtype)),
@@ -374,7 +382,7 @@ struct ConvertOptions {
     stk_job_params p{};
     std::string in, out, model_dir;  // p.in_dir / p.out_dir point into model_dir / out
     bool partial = false, json = false, dry = false;
-    bool out_existed = false;  // a root this run creates is removed again if nothing is published
+    bool out_existed = false;      // a root this run creates is removed again if nothing is published
     bool repairs_current = false;  // a root without a usable CURRENT: stk_open repairs it (said in the summary)
 };
 
@@ -415,7 +423,8 @@ int convert_options(int argc, char **argv, ConvertOptions &o) {
     }
     const std::string &in = o.in, &out = o.out;
     if (in.empty() || out.empty()) return report_usage("convert", "--in PATH and --out DIR are required", json);
-    if (out == "-") return report_usage("convert", "--out - (stdout) is not supported: --out is a directory (a generations root)", json);
+    if (out == "-")
+        return report_usage("convert", "--out - (stdout) is not supported: --out is a directory (a generations root)", json);
 
     struct stat st;
     o.out_existed = ::stat(out.c_str(), &st) == 0;
@@ -425,8 +434,10 @@ int convert_options(int argc, char **argv, ConvertOptions &o) {
             return report_failure("convert", STK_E_OUTPUT_EXISTS, json);
         }
         if (file_exists_plain(out + "/" + kManifestFileName)) {
-            set_last_error(format("--out %s already holds a published generation (%s) directly: it is a generation "
-                                  "directory, not a generations root; choose a new --out", out.c_str(), kManifestFileName));
+            set_last_error(
+                format("--out %s already holds a published generation (%s) directly: it is a generation "
+                       "directory, not a generations root; choose a new --out",
+                       out.c_str(), kManifestFileName));
             return report_failure("convert", STK_E_OUTPUT_EXISTS, json);
         }
     }
@@ -437,14 +448,17 @@ int convert_options(int argc, char **argv, ConvertOptions &o) {
     s = guard([&] { gguf = gguf_model_file(model_dir); });
     if (s != STK_OK) return report_failure("convert", s, json);
     if (gguf.empty() && !file_exists_plain(model_dir + "/config.json")) {
-        set_last_error(format("--in %s: no config.json in %s and no .gguf (expected a HuggingFace model directory or a "
-                              "GGUF file)", in.c_str(), model_dir.c_str()));
+        set_last_error(
+            format("--in %s: no config.json in %s and no .gguf (expected a HuggingFace model directory or a "
+                   "GGUF file)",
+                   in.c_str(), model_dir.c_str()));
         return report_failure("convert", STK_E_NOT_FOUND, json);
     }
     if (out_inside(out, model_dir)) {
-        set_last_error(format("--out %s is the model directory %s or inside it: the root's CURRENT, LOCK and generations/ "
-                              "would be written among the model's files; choose a directory outside it",
-                              out.c_str(), model_dir.c_str()));
+        set_last_error(
+            format("--out %s is the model directory %s or inside it: the root's CURRENT, LOCK and generations/ "
+                   "would be written among the model's files; choose a directory outside it",
+                   out.c_str(), model_dir.c_str()));
         return report_failure("convert", STK_E_INVALID_ARGUMENT, json);
     }
     p.in_dir = model_dir.c_str();
@@ -492,8 +506,9 @@ ConvertRun run_stages(stk_job *job, const ConvertOptions &o) {
         ticker.clear();
         if (s == STK_E_NOT_IMPLEMENTED) {
             missing = true;
-            if (!o.json) std::fprintf(stderr, "stk convert: %-24s NOT IMPLEMENTED: nothing written, feature disabled\n",
-                                      stk_stage_name(sid));
+            if (!o.json)
+                std::fprintf(stderr, "stk convert: %-24s NOT IMPLEMENTED: nothing written, feature disabled\n",
+                             stk_stage_name(sid));
             continue;
         }
         if (s != STK_OK) {
@@ -508,14 +523,15 @@ ConvertRun run_stages(stk_job *job, const ConvertOptions &o) {
         if (!o.json && r.disabled)
             std::fprintf(stderr, "stk convert: %-24s DISABLED  %8.3f s  %s\n", stk_stage_name(sid), secs, r.message.c_str());
         else if (!o.json)
-            std::fprintf(stderr, "stk convert: %-24s ok  %8.3f s  crc32c %08x  sha256_low64 %016llx\n",
-                         stk_stage_name(sid), secs, r.crc, (unsigned long long)r.sha);
+            std::fprintf(stderr, "stk convert: %-24s ok  %8.3f s  crc32c %08x  sha256_low64 %016llx\n", stk_stage_name(sid), secs,
+                         r.crc, (unsigned long long)r.sha);
     }
     if (run.exit_code == kExitOk && missing && !o.partial) {
         run.exit_code = kExitNotImplemented;
         run.failed_status = STK_E_NOT_IMPLEMENTED;
-        run.failed_message = "some stages are not implemented; nothing was published (no manifest). Use --partial to "
-                             "publish a generation with those features disabled";
+        run.failed_message =
+            "some stages are not implemented; nothing was published (no manifest). Use --partial to "
+            "publish a generation with those features disabled";
     }
     return run;
 }
@@ -549,17 +565,19 @@ ConvertReport convert_report(stk_job *job, const ConvertOptions &o, const Conver
         rep.tok_why = "Sardinas-Patterson certified the vocabulary uniquely decodable: greedy token tables built";
     std::vector<std::string> &warnings = rep.warnings;
     if (info.tokenizer_mode == STK_TOKENIZER_EXT)
-        warnings.push_back("tokenizer in EXT mode: no token tables are written, so the generation cannot tokenize "
-                           "by itself (stk replay needs --in MODEL_DIR). " +
-                           std::string(info.tokenizer_certified_run ? "Byte-level BPE vocabularies never pass Sardinas-Patterson; "
-                                                     "--allow-uncertified-tokenizer builds the tables anyway "
-                                                     "(recorded as uncertified: greedy ids may differ from BPE)"
-                                                   : "The vocabulary is not byte-level BPE (EXT wrapper)"));
+        warnings.push_back(
+            "tokenizer in EXT mode: no token tables are written, so the generation cannot tokenize "
+            "by itself (stk replay needs --in MODEL_DIR). " +
+            std::string(info.tokenizer_certified_run ? "Byte-level BPE vocabularies never pass Sardinas-Patterson; "
+                                                       "--allow-uncertified-tokenizer builds the tables anyway "
+                                                       "(recorded as uncertified: greedy ids may differ from BPE)"
+                                                     : "The vocabulary is not byte-level BPE (EXT wrapper)"));
     if (info.tokenizer_mode == STK_TOKENIZER_ABSENT)
         warnings.push_back("no tokenizer files in the model directory: the tokenizer feature is disabled");
     if (info.tokenizer_mode == STK_TOKENIZER_FST_UNCERTIFIED)
-        warnings.push_back("token tables built UNCERTIFIED (--allow-uncertified-tokenizer): greedy ids may differ "
-                           "from the model's BPE ids");
+        warnings.push_back(
+            "token tables built UNCERTIFIED (--allow-uncertified-tokenizer): greedy ids may differ "
+            "from the model's BPE ids");
     for (const StageResult &r : run.results) {
         if (r.status == STK_E_NOT_IMPLEMENTED && feature_of_stage(r.stage)) rep.disabled.push_back(feature_of_stage(r.stage));
         if (r.disabled && feature_of_stage(r.stage)) {
@@ -594,15 +612,16 @@ ConvertReport convert_report(stk_job *job, const ConvertOptions &o, const Conver
         warnings.push_back("--rv: the default 12 exceeds min(r, d_v, d_model) for this model: the overlay rank is " +
                            std::to_string(rep.rv) + " (recorded in the manifest)");
     if (rep.published && o.repairs_current)
-        warnings.push_back(o.out + "/" + kCurrentFileName + " was missing or named a generation that is not there: it "
-                           "was first pointed at the newest generation that verifies (" + rep.previous.substr(0, 16) +
-                           "...), and the new generation chains onto it");
+        warnings.push_back(o.out + "/" + kCurrentFileName +
+                           " was missing or named a generation that is not there: it "
+                           "was first pointed at the newest generation that verifies (" +
+                           rep.previous.substr(0, 16) + "...), and the new generation chains onto it");
     if (rep.published && rep.n_arrays == 0)
-        warnings.push_back("the generation holds no arrays: every feature is disabled (stk check will verify the "
-                           "manifest alone)");
-    rep.summary = rep.published ? "published generation " + rep.gen_name + " in " + o.out + ": " +
-                                      std::to_string(rep.n_arrays) + " arrays, " + human_bytes(rep.bytes) +
-                                      ", tokenizer " + rep.tok_mode
+        warnings.push_back(
+            "the generation holds no arrays: every feature is disabled (stk check will verify the "
+            "manifest alone)");
+    rep.summary = rep.published ? "published generation " + rep.gen_name + " in " + o.out + ": " + std::to_string(rep.n_arrays) +
+                                      " arrays, " + human_bytes(rep.bytes) + ", tokenizer " + rep.tok_mode
                                 : run.failed_message;
     return rep;
 }
@@ -658,7 +677,8 @@ void print_convert_summary(const ConvertOptions &o, const ConvertReport &rep) {
     std::fprintf(stderr, "stk convert: published generation %s\n", rep.generation.c_str());
     std::fprintf(stderr, "  output      %s (%s, arrays/), now current in %s/%s\n", rep.gen_dir.c_str(), kManifestFileName,
                  o.out.c_str(), kCurrentFileName);
-    std::fprintf(stderr, "  previous    %s\n", rep.previous.empty() ? "none (the root's first generation)" : rep.previous.c_str());
+    std::fprintf(stderr, "  previous    %s\n",
+                 rep.previous.empty() ? "none (the root's first generation)" : rep.previous.c_str());
     std::fprintf(stderr, "  arrays      %zu, %s (%llu bytes of payload)\n", rep.n_arrays, human_bytes(rep.bytes).c_str(),
                  (unsigned long long)rep.bytes);
     if (rep.tok)
@@ -690,8 +710,10 @@ int cmd_convert(int argc, char **argv) {
     size_t alloc_bytes = (arena_bytes + 63) / 64 * 64;
     void *arena = std::aligned_alloc(64, alloc_bytes ? alloc_bytes : 64);
     if (!arena) {
-        set_last_error(format("cannot allocate the %zu-byte arena the conversion of %s needs (stk convert --dry-run "
-                              "shows the plan)", arena_bytes, o.model_dir.c_str()));
+        set_last_error(
+            format("cannot allocate the %zu-byte arena the conversion of %s needs (stk convert --dry-run "
+                   "shows the plan)",
+                   arena_bytes, o.model_dir.c_str()));
         return report_failure("convert", STK_E_ARENA_TOO_SMALL, o.json);
     }
     // A root whose CURRENT is gone: stk_open points it at the newest generation that verifies.

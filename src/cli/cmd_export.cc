@@ -45,10 +45,9 @@ static const char kExportHelp[] =
 // Short names for --dtype (the file and the C API know only the full names and codes).
 static const struct {
     const char *alias, *name;
-} kDTypeAliases[] = {{"f32", "float32"}, {"fp32", "float32"}, {"f16", "float16"}, {"fp16", "float16"},
-                     {"bf16", "bfloat16"}, {"i8", "int8"},     {"q8", "int8"},    {"u8", "uint8"},
-                     {"i4", "int4"},       {"q4", "int4"},     {"u4", "uint4"},   {"i2", "int2"},
-                     {"u2", "uint2"}};
+} kDTypeAliases[] = {{"f32", "float32"}, {"fp32", "float32"}, {"f16", "float16"}, {"fp16", "float16"}, {"bf16", "bfloat16"},
+                     {"i8", "int8"},     {"q8", "int8"},      {"u8", "uint8"},    {"i4", "int4"},      {"q4", "int4"},
+                     {"u4", "uint4"},    {"i2", "int2"},      {"u2", "uint2"}};
 
 static bool parse_dtype_arg(std::string name, LwtDType *out) {
     for (char &c : name) c = char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
@@ -80,14 +79,18 @@ int cmd_export(int argc, char **argv) {
     }
     if (in.empty() || out.empty()) return report_usage("export", "--in PATH and --out FILE are required", json);
     if (out == "-")
-        return report_usage("export", "--out - (stdout) is not supported: the .lwt is written in place and renamed when "
-                                      "complete; give a file name", json);
+        return report_usage("export",
+                            "--out - (stdout) is not supported: the .lwt is written in place and renamed when "
+                            "complete; give a file name",
+                            json);
     LwtDType dt;
     if (!parse_dtype_arg(dtype, &dt)) {
         std::string names;
-        for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++) names += std::string(c > kLwtDTypeFirst ? ", " : "") + lwt_dtype_name(LwtDType(c));
-        return report_usage("export", "unknown --dtype '" + dtype + "': one of " + names +
-                                          " (short: f32, f16, bf16, i8/q8, u8, i4/q4, u4, i2, u2)", json);
+        for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++)
+            names += std::string(c > kLwtDTypeFirst ? ", " : "") + lwt_dtype_name(LwtDType(c));
+        return report_usage(
+            "export",
+            "unknown --dtype '" + dtype + "': one of " + names + " (short: f32, f16, bf16, i8/q8, u8, i4/q4, u4, i2, u2)", json);
     }
     std::string model_dir;
     stk_status s = guard([&] { model_dir = resolve_model_dir(in); });
@@ -110,9 +113,10 @@ int cmd_export(int argc, char **argv) {
         s = stk_export_lwt(&p, &r);
     }
     if (s != STK_OK) return report_failure("export", s, json);
-    std::string summary = format("wrote %s: %" PRIu64 " tensors, %" PRIu64 " parameters, %" PRIu64 " bytes, matrices %s, data crc32 %08x%s",
-                                 out.c_str(), r.tensors, r.parameters, r.file_bytes, lwt_dtype_name(dt), r.data_crc32,
-                                 r.tied_lm_head ? ", lm_head tied to wte (not stored)" : "");
+    std::string summary =
+        format("wrote %s: %" PRIu64 " tensors, %" PRIu64 " parameters, %" PRIu64 " bytes, matrices %s, data crc32 %08x%s",
+               out.c_str(), r.tensors, r.parameters, r.file_bytes, lwt_dtype_name(dt), r.data_crc32,
+               r.tied_lm_head ? ", lm_head tied to wte (not stored)" : "");
     if (json)
         json_result("export", kExitOk, STK_OK, summary)
             .str("in", model_dir)
@@ -125,8 +129,7 @@ int cmd_export(int argc, char **argv) {
             .str("data_crc32", format("%08x", r.data_crc32))
             .boolean("tied_lm_head", r.tied_lm_head)
             .print();
-    else
-        std::printf("%s\n", summary.c_str());
+    else std::printf("%s\n", summary.c_str());
     return kExitOk;
 }
 

@@ -51,7 +51,8 @@ int cmd_generations(int argc, char **argv) {
     bool json = args.flag("json"), gc = args.flag("gc"), force = args.flag("force");
     if (!args.finish("generations", 1)) return kExitUsage;
     if (!args.positional().empty()) {
-        if (!root.empty()) return report_usage("generations", "the root is given twice (--root and '" + args.positional()[0] + "')", json);
+        if (!root.empty())
+            return report_usage("generations", "the root is given twice (--root and '" + args.positional()[0] + "')", json);
         root = args.positional()[0];
     }
     if (root.empty()) return report_usage("generations", "ROOT is required", json);
@@ -60,7 +61,8 @@ int cmd_generations(int argc, char **argv) {
     if (force && remove.empty()) return report_usage("generations", "--force goes with --remove", json);
     if (gc && keep == 0) return report_usage("generations", "--keep is at least 1 (the current generation stays)", json);
     if (!is_generations_root(root)) {
-        set_last_error(format("%s is not a generations root (no %s, no %s/)", root.c_str(), kCurrentFileName, kGenerationsDirName));
+        set_last_error(
+            format("%s is not a generations root (no %s, no %s/)", root.c_str(), kCurrentFileName, kGenerationsDirName));
         return report_failure("generations", STK_E_NOT_FOUND, json);
     }
 
@@ -101,15 +103,20 @@ int cmd_generations(int argc, char **argv) {
     std::string msg = root + ": " + std::to_string(gens.size()) + " generation" + (gens.size() == 1 ? "" : "s") +
                       (current.empty() ? ", none current" : ", current " + current);
     if (gc || !remove.empty())
-        msg += "; removed " + std::to_string(removed.size()) + " generation" + (removed.size() == 1 ? "" : "s") +
-               (leftovers ? " and " + std::to_string(leftovers) + " leftover" + (leftovers == 1 ? "" : "s") + " of crashed writers" : "");
+        msg +=
+            "; removed " + std::to_string(removed.size()) + " generation" + (removed.size() == 1 ? "" : "s") +
+            (leftovers ? " and " + std::to_string(leftovers) + " leftover" + (leftovers == 1 ? "" : "s") + " of crashed writers"
+                       : "");
     if (json) {
         std::vector<std::string> items, rem;
         for (const GenerationInfo &g : gens) {
             Json j;
             j.str("name", g.name).unum("seq", g.seq).boolean("current", g.current).boolean("on_chain", g.on_chain);
             if (g.readable) {
-                j.str("curr_hash", hex32(g.curr_hash)).str("prev_hash", hex32(g.prev_hash)).unum("arrays", g.arrays).unum("bytes", g.bytes);
+                j.str("curr_hash", hex32(g.curr_hash))
+                    .str("prev_hash", hex32(g.prev_hash))
+                    .unum("arrays", g.arrays)
+                    .unum("bytes", g.bytes);
             } else {
                 j.null("curr_hash").null("prev_hash").null("arrays").null("bytes");
             }

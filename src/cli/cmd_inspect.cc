@@ -69,27 +69,29 @@ static void print_json(const ModelDescription &d) {
     const auto &refs = d.checkpoint->tensors();
     std::string head = json_result("inspect", kExitOk, STK_OK, "model " + std::string(c.model_type)).text();
     head.pop_back();  // the object goes on below
-    std::printf("%s, \"kind\": \"model\", \"model_type\": %s, \"family\": %s, \"format\": %s, \"checkpoint_bytes\": %" PRIu64 ", ",
+    std::printf("%s, \"kind\": \"model\", \"model_type\": %s, \"family\": %s, \"format\": %s, \"checkpoint_bytes\": %" PRIu64
+                ", ",
                 head.c_str(), json_escape(c.model_type).c_str(), json_escape(family_name(c.family)).c_str(),
                 json_escape(p.format).c_str(), p.checkpoint_bytes);
-    std::printf("\"n_layers\": %u, \"d_model\": %u, \"n_heads\": %u, \"n_kv_heads\": %u, \"head_dim\": %u, "
-                "\"vocab_size\": %" PRIu64 ", ",
-                c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size);
+    std::printf(
+        "\"n_layers\": %u, \"d_model\": %u, \"n_heads\": %u, \"n_kv_heads\": %u, \"head_dim\": %u, "
+        "\"vocab_size\": %" PRIu64 ", ",
+        c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size);
     std::printf("\"ffn_dim\": %" PRIu64 ", \"ffn_kind\": \"%s\", \"activation\": %s, \"norm\": \"%s\", \"norm_eps\": %.17g, ",
-                c.ffn_dim, ffn_kind_name(c.ffn_kind), json_escape(c.activation).c_str(), norm_kind_name(c.norm),
-                c.norm_eps);
-    std::printf("\"positions\": \"%s\", \"rope_theta\": %.17g, \"rotary_dim\": %u, \"rope_scaling\": %s, "
-                "\"rope_scaling_factor\": %.17g, \"max_positions\": %" PRIu64 ", ",
-                pos_kind_name(c.positions), c.positions == PosKind::Rope ? c.rope_theta : 0.0, c.rotary_dim,
-                c.rope_scaling_type[0] ? json_escape(c.rope_scaling_type).c_str() : "null", c.rope_scaling_factor,
-                c.max_positions);
+                c.ffn_dim, ffn_kind_name(c.ffn_kind), json_escape(c.activation).c_str(), norm_kind_name(c.norm), c.norm_eps);
+    std::printf(
+        "\"positions\": \"%s\", \"rope_theta\": %.17g, \"rotary_dim\": %u, \"rope_scaling\": %s, "
+        "\"rope_scaling_factor\": %.17g, \"max_positions\": %" PRIu64 ", ",
+        pos_kind_name(c.positions), c.positions == PosKind::Rope ? c.rope_theta : 0.0, c.rotary_dim,
+        c.rope_scaling_type[0] ? json_escape(c.rope_scaling_type).c_str() : "null", c.rope_scaling_factor, c.max_positions);
     std::printf("\"n_experts\": %u, \"top_k\": %u, \"moe_ffn_dim\": %" PRIu64 ", \"shared_expert_ffn_dim\": %" PRIu64
                 ", \"router\": %s, ",
                 c.n_experts, c.top_k, c.moe_ffn_dim, c.shared_expert_ffn_dim,
                 c.router[0] ? json_escape(c.router).c_str() : "null");
-    std::printf("\"tied_embeddings\": %s, \"parallel_attn\": %s, \"qkv_layout\": \"%s\", ",
-                c.tied_embeddings ? "true" : "false", c.parallel_attn ? "true" : "false", qkv_layout_name(c.qkv_layout));
-    std::printf("\"n_params\": %" PRIu64 ", \"n_params_expected\": %" PRIu64 ", \"n_source_tensors\": %u, "
+    std::printf("\"tied_embeddings\": %s, \"parallel_attn\": %s, \"qkv_layout\": \"%s\", ", c.tied_embeddings ? "true" : "false",
+                c.parallel_attn ? "true" : "false", qkv_layout_name(c.qkv_layout));
+    std::printf("\"n_params\": %" PRIu64 ", \"n_params_expected\": %" PRIu64
+                ", \"n_source_tensors\": %u, "
                 "\"n_buffers\": %u, \"n_unmapped\": %u, \"max_layer_f32_bytes\": %" PRIu64 ", ",
                 p.n_params, p.n_params_expected, p.n_source_tensors, p.n_buffers, p.n_unmapped, p.max_unit_f32_bytes);
     std::printf("\"tensors\": [");
@@ -99,7 +101,9 @@ static void print_json(const ModelDescription &d) {
         std::string role = t.role == Role::NONE ? "null" : json_escape(role_name(t.role));
         std::printf("{\"name\": %s, \"role\": %s, \"layer\": %s, \"expert\": %s, \"shape\": %s, \"dtype\": \"%s\"",
                     json_escape(t.name).c_str(), role.c_str(), t.layer >= 0 ? std::to_string(t.layer).c_str() : "null",
-                    t.expert >= 0 ? std::to_string(t.expert).c_str() : t.expert == kSharedExpert ? "\"shared\"" : "null",
+                    t.expert >= 0               ? std::to_string(t.expert).c_str()
+                    : t.expert == kSharedExpert ? "\"shared\""
+                                                : "null",
                     t.streamed ? shape_json(t.dims, t.rank).c_str() : vec_json(r.shape).c_str(), src_dtype_name(r.dtype));
         std::printf(", \"source_shape\": %s, \"parameter\": %s", vec_json(r.shape).c_str(),
                     (t.buffer || t.tied) ? "false" : "true");
@@ -129,8 +133,7 @@ static void print_text(const ModelDescription &d) {
     if (c.positions == PosKind::Rope)
         std::printf("positions       rope, theta %g, %u rotated dims%s%s\n", c.rope_theta, c.rotary_dim,
                     c.rope_scaling_type[0] ? ", scaling " : "", c.rope_scaling_type);
-    else
-        std::printf("positions       %s\n", pos_kind_name(c.positions));
+    else std::printf("positions       %s\n", pos_kind_name(c.positions));
     if (c.max_positions) std::printf("max positions   %" PRIu64 "\n", c.max_positions);
     if (c.n_experts)
         std::printf("experts         %u, top-%u, ffn %" PRIu64 "%s\n", c.n_experts, c.top_k, c.moe_ffn_dim,
@@ -172,8 +175,7 @@ static void print_text(const ModelDescription &d) {
     w[0] = w[0] > 52 ? 52 : w[0];
     auto print_row = [&](const Row &r) {
         std::printf("%-*s %-*s %*s %*s %-*s %s%s\n", int(w[0]), r.name.c_str(), int(w[1]), r.role.c_str(), int(w[2]),
-                    r.layer.c_str(), int(w[3]), r.expert.c_str(), int(w[4]), r.shape.c_str(), r.dtype.c_str(),
-                    r.note.c_str());
+                    r.layer.c_str(), int(w[3]), r.expert.c_str(), int(w[4]), r.shape.c_str(), r.dtype.c_str(), r.note.c_str());
     };
     print_row(head);
     for (const Row &r : rows) print_row(r);
@@ -356,10 +358,9 @@ static int inspect_generation(const std::string &dir, bool json, const std::stri
     } else {
         std::printf("manifest        %s\n", path.c_str());
     }
-    std::printf("arrays          %zu, %s (%llu bytes)\n", m.arrays.size(), human_bytes(bytes).c_str(),
-                (unsigned long long)bytes);
-    std::printf("tokenizer       %s, L_tok %u, vocab %u, %zu proposal ids\n", tokenizer_mode_name(t.mode), t.l_tok,
-                t.vocab_size, m.p_gen.size());
+    std::printf("arrays          %zu, %s (%llu bytes)\n", m.arrays.size(), human_bytes(bytes).c_str(), (unsigned long long)bytes);
+    std::printf("tokenizer       %s, L_tok %u, vocab %u, %zu proposal ids\n", tokenizer_mode_name(t.mode), t.l_tok, t.vocab_size,
+                m.p_gen.size());
     std::printf("\n%-24s %-16s %-8s %s\n", "stage", "state", "crc32c", "sha256_low64");
     for (int i = 0; i < int(kManifestStages); i++) {
         const char *name = stk_stage_name(stk_stage(i + 1));
@@ -383,9 +384,8 @@ static int inspect_generation(const std::string &dir, bool json, const std::stri
         uint16_t shown = 0;
         for (const ManifestArray &a : m.arrays) {
             if (a.stage != shown) std::printf("%s\n", stk_stage_name(stk_stage(shown = a.stage)));
-            std::printf("  %-26s %-5s %-16s %10s %08x %016llx\n", a.name, dtype_name(a.dtype),
-                        dims_text(a).c_str(), human_bytes(a.byte_len).c_str(), a.crc32c,
-                        (unsigned long long)a.sha256_low64);
+            std::printf("  %-26s %-5s %-16s %10s %08x %016llx\n", a.name, dtype_name(a.dtype), dims_text(a).c_str(),
+                        human_bytes(a.byte_len).c_str(), a.crc32c, (unsigned long long)a.sha256_low64);
         }
     }
     std::printf("\nThe manifest was decoded and validated; stk check also hashes every array.\n");
@@ -418,7 +418,8 @@ int cmd_inspect(int argc, char **argv) {
     bool json = args.flag("json");
     if (!args.finish("inspect", 1)) return kExitUsage;
     if (!args.positional().empty()) {
-        if (!in.empty()) return report_usage("inspect", "the path is given twice (--in and '" + args.positional()[0] + "')", json);
+        if (!in.empty())
+            return report_usage("inspect", "the path is given twice (--in and '" + args.positional()[0] + "')", json);
         in = args.positional()[0];
     }
     if (in.empty()) return report_usage("inspect", "--in PATH (or a plain PATH) is required", json);

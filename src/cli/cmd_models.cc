@@ -32,9 +32,10 @@ int cmd_list_models(int argc, char **argv) {
     if (!args.finish("--list-models")) return kExitUsage;
     std::vector<std::string> items;
     if (!json) {
-        std::printf("Model families with built-in role presets (config.json \"model_type\" selects one).\n"
-                    "Any other decoder-only model converts with user role patterns (stk_roles.json beside\n"
-                    "config.json; docs/decisions.md, \"Unknown model types and the role pattern syntax\").\n\n");
+        std::printf(
+            "Model families with built-in role presets (config.json \"model_type\" selects one).\n"
+            "Any other decoder-only model converts with user role patterns (stk_roles.json beside\n"
+            "config.json; docs/decisions.md, \"Unknown model types and the role pattern syntax\").\n\n");
         std::printf("%-11s %s\n", "family", "model_type values, then what the preset does, the roles it maps and its test model");
     }
     for (uint32_t i = 1; i < kFamilyCount; i++) {

@@ -50,7 +50,6 @@ static std::string printable(const std::string &b) {
     return out;
 }
 
-
 int cmd_replay(int argc, char **argv) {
     Args args(argc, argv, 2);
     if (args.flag("help")) {
@@ -61,7 +60,8 @@ int cmd_replay(int argc, char **argv) {
     bool json = args.flag("json");
     if (!args.finish("replay", 1)) return kExitUsage;
     if (!args.positional().empty()) {
-        if (!out.empty()) return report_usage("replay", "the generation is given twice (--out and '" + args.positional()[0] + "')", json);
+        if (!out.empty())
+            return report_usage("replay", "the generation is given twice (--out and '" + args.positional()[0] + "')", json);
         out = args.positional()[0];
     }
     if (out.empty() || !args.has("prompt")) return report_usage("replay", "--out DIR and --prompt TEXT are required", json);
@@ -134,7 +134,9 @@ int cmd_replay(int argc, char **argv) {
             });
             module(kReplayOverlays, [&](Json &j) { j.real("delta_norm", r.ov_norm); });
             module(kReplayMemory, [&](Json &j) { j.real("u", r.mem_u).real("y", double(r.mem_y)); });
-            module(kReplayBridge, [&](Json &j) { j.unum("context", r.hub_context).unum("hub_bits", r.hub_bits).boolean("outside_table", r.hub_outside); });
+            module(kReplayBridge, [&](Json &j) {
+                j.unum("context", r.hub_context).unum("hub_bits", r.hub_bits).boolean("outside_table", r.hub_outside);
+            });
             t.str("line", lines[i]);
             toks.push_back(t.text());
         }
@@ -159,8 +161,7 @@ int cmd_replay(int argc, char **argv) {
         std::printf("generation %s, tokenizer mode %s, %zu tokens\n", out.c_str(), mode.c_str(), rows.size());
         for (const ReplayModuleStatus &m : mods)
             std::printf("module %-9s %-8s %s\n", m.name, m.enabled ? "enabled" : "disabled", m.detail.c_str());
-        for (size_t i = 0; i < rows.size(); i++)
-            std::printf("%s  \"%s\"\n", lines[i].c_str(), printable(rows[i].bytes).c_str());
+        for (size_t i = 0; i < rows.size(); i++) std::printf("%s  \"%s\"\n", lines[i].c_str(), printable(rows[i].bytes).c_str());
         std::printf("state digest %s\n", digest.c_str());
     }
     return code;

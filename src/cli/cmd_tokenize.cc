@@ -151,7 +151,8 @@ int cmd_tokenize(int argc, char **argv) {
     bool json = args.flag("json"), no_special = args.flag("no-special"), decode = args.flag("decode");
     if (!args.finish("tokenize", 1)) return kExitUsage;
     if (!args.positional().empty()) {
-        if (!in.empty()) return report_usage("tokenize", "the model is given twice (--in and '" + args.positional()[0] + "')", json);
+        if (!in.empty())
+            return report_usage("tokenize", "the model is given twice (--in and '" + args.positional()[0] + "')", json);
         in = args.positional()[0];
     }
     if (in.empty() || has_prompt == has_text)

@@ -52,10 +52,10 @@ int inspect_lwt(const std::string &path, bool json) {
         std::string header(f->header_json());
         for (char &c : header)
             if (c == '\n' || c == '\r') c = ' ';
-        std::string msg = crc_ok ? format(".lwt version %u: %" PRIu64 " tensors, %" PRIu64 " parameters", h.version,
-                                          h.tensor_count, h.parameter_count)
-                                 : format("%s: CRC32 of the data section is %08x, the header says %08x", path.c_str(), crc,
-                                          h.data_crc32);
+        std::string msg =
+            crc_ok ? format(".lwt version %u: %" PRIu64 " tensors, %" PRIu64 " parameters", h.version, h.tensor_count,
+                            h.parameter_count)
+                   : format("%s: CRC32 of the data section is %08x, the header says %08x", path.c_str(), crc, h.data_crc32);
         json_result("inspect", code, crc_ok ? STK_OK : STK_E_CHECKSUM, msg)
             .str("kind", "lwt")
             .str("file", path)

@@ -70,8 +70,7 @@ int main(int argc, char **argv) {
                 .str("version", STK_VERSION_STRING)
                 .str("library_version", stk_version_string())
                 .print();
-        else
-            std::printf("stk %s (libstk %s)\n", STK_VERSION_STRING, stk_version_string());
+        else std::printf("stk %s (libstk %s)\n", STK_VERSION_STRING, stk_version_string());
         return kExitOk;
     }
     if (!std::strcmp(cmd, "convert")) return cmd_convert(argc, argv);

@@ -52,17 +52,19 @@ void abi_check(const T *s, bool check_tail) {
     const char *name = a.name;
     const size_t n = s->struct_size;
     if (n < first)
-        throw_error(STK_E_STRUCT_SIZE, "%s.struct_size is %zu: the smallest version of %s is %zu bytes (today's is %zu)", name,
-                    n, name, first, sizeof(T));
+        throw_error(STK_E_STRUCT_SIZE, "%s.struct_size is %zu: the smallest version of %s is %zu bytes (today's is %zu)", name, n,
+                    name, first, sizeof(T));
     if (n > sizeof(T) + kAbiMaxGrowth)
-        throw_error(STK_E_STRUCT_SIZE, "%s.struct_size is %zu: not a size of %s (today's is %zu bytes); set it to sizeof",
-                    name, n, name, sizeof(T));
+        throw_error(STK_E_STRUCT_SIZE, "%s.struct_size is %zu: not a size of %s (today's is %zu bytes); set it to sizeof", name,
+                    n, name, sizeof(T));
     if (!check_tail) return;
     const unsigned char *b = reinterpret_cast<const unsigned char *>(s);
     for (size_t i = sizeof(T); i < n; i++)
         if (b[i])
-            throw_error(STK_E_STRUCT_SIZE, "%s: byte %zu of its %zu is not zero: a field of a newer stk.h that this library "
-                        "(%zu-byte %s) does not know", name, i, n, sizeof(T), name);
+            throw_error(STK_E_STRUCT_SIZE,
+                        "%s: byte %zu of its %zu is not zero: a field of a newer stk.h that this library "
+                        "(%zu-byte %s) does not know",
+                        name, i, n, sizeof(T), name);
 }
 
 // Caller -> library: the caller's struct as today's T (fields it does not have are zero).

@@ -25,8 +25,7 @@ public:
         size_t pad = aligned - start;
         uint64_t need;
         if (!add_ok(uint64_t(used_) + pad, bytes, &need) || need > cap_)
-            throw_error(STK_E_ARENA_TOO_SMALL, "arena too small: %zu bytes requested with %zu of %zu used",
-                 bytes, used_, cap_);
+            throw_error(STK_E_ARENA_TOO_SMALL, "arena too small: %zu bytes requested with %zu of %zu used", bytes, used_, cap_);
         used_ = size_t(need);
         if (used_ > peak_) peak_ = used_;
         return reinterpret_cast<void *>(aligned);
@@ -64,11 +63,11 @@ private:
 // Sizing pass: the same code path as Arena, only counting (used to answer stk_job_arena_size).
 class ArenaSizer {
 public:
-    void add(size_t bytes, size_t align = 64) {
-        total_ = size_t(checked_add(align_up(total_, align), bytes, "arena size"));
-    }
+    void add(size_t bytes, size_t align = 64) { total_ = size_t(checked_add(align_up(total_, align), bytes, "arena size")); }
     template <class T>
-    void add_array(size_t n) { add(size_t(checked_mul(n, sizeof(T), "arena size")), 64); }
+    void add_array(size_t n) {
+        add(size_t(checked_mul(n, sizeof(T), "arena size")), 64);
+    }
     size_t total() const { return total_ + 64; /* slack for the base's own misalignment */ }
 
 private:

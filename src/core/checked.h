@@ -10,16 +10,16 @@ namespace stk {
 // a * b, or throw STK_E_DIMS_OVERFLOW naming `what`.
 inline uint64_t checked_mul(uint64_t a, uint64_t b, const char *what) {
     uint64_t r;
-    if (__builtin_mul_overflow(a, b, &r)) throw_error(STK_E_DIMS_OVERFLOW, "%s: %llu * %llu overflows 64 bits", what,
-                                               (unsigned long long)a, (unsigned long long)b);
+    if (__builtin_mul_overflow(a, b, &r))
+        throw_error(STK_E_DIMS_OVERFLOW, "%s: %llu * %llu overflows 64 bits", what, (unsigned long long)a, (unsigned long long)b);
     return r;
 }
 
 // a + b, or throw STK_E_DIMS_OVERFLOW naming `what`.
 inline uint64_t checked_add(uint64_t a, uint64_t b, const char *what) {
     uint64_t r;
-    if (__builtin_add_overflow(a, b, &r)) throw_error(STK_E_DIMS_OVERFLOW, "%s: %llu + %llu overflows 64 bits", what,
-                                               (unsigned long long)a, (unsigned long long)b);
+    if (__builtin_add_overflow(a, b, &r))
+        throw_error(STK_E_DIMS_OVERFLOW, "%s: %llu + %llu overflows 64 bits", what, (unsigned long long)a, (unsigned long long)b);
     return r;
 }
 

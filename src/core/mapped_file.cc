@@ -14,8 +14,10 @@ namespace stk {
 MappedFile::MappedFile(const std::string &path, bool follow_symlinks) : path_(path) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (follow_symlinks ? 0 : O_NOFOLLOW));
     if (fd < 0 && errno == ELOOP && !follow_symlinks)
-        throw_error(STK_E_CORRUPT, "%s is a symbolic link: a generation's files are plain files; refused (a link can "
-                                   "lead out of the root)", path.c_str());
+        throw_error(STK_E_CORRUPT,
+                    "%s is a symbolic link: a generation's files are plain files; refused (a link can "
+                    "lead out of the root)",
+                    path.c_str());
     if (fd < 0) fail_errno("cannot open " + path);
     struct stat st;
     if (::fstat(fd, &st) != 0) {
@@ -52,8 +54,7 @@ void MappedFile::release() noexcept {
     opened_ = false;
 }
 
-MappedFile::MappedFile(MappedFile &&o) noexcept
-    : data_(o.data_), size_(o.size_), path_(std::move(o.path_)), opened_(o.opened_) {
+MappedFile::MappedFile(MappedFile &&o) noexcept : data_(o.data_), size_(o.size_), path_(std::move(o.path_)), opened_(o.opened_) {
     o.data_ = nullptr;
     o.size_ = 0;
     o.opened_ = false;
@@ -93,7 +94,7 @@ std::string read_small_file(const std::string &path, uint64_t max_bytes) {
     MappedFile f(path);
     if (f.size() > max_bytes)
         throw_error(STK_E_SIZE_MISMATCH, "%s: %llu bytes, more than the %llu this file may have", path.c_str(),
-             (unsigned long long)f.size(), (unsigned long long)max_bytes);
+                    (unsigned long long)f.size(), (unsigned long long)max_bytes);
     return std::string(reinterpret_cast<const char *>(f.data()), size_t(f.size()));
 }
 

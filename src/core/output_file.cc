@@ -142,17 +142,17 @@ void OutputFile::write_zeros(uint64_t len) {
     // succeeded.  fallocate reserves the blocks now (ENOSPC here, named) and they read as zeros;
     // a file system without it gets the zeros written.
     if (len && traced("write", tmp_, std::to_string(size_) + "+" + std::to_string(len), [&] {
-            if (::fallocate(fd_, 0, off_t(size_), off_t(len)) == 0) return 0;
-            if (errno != EOPNOTSUPP && errno != ENOSYS) return -1;
-            static const char zeros[64 * 1024] = {};
-            for (uint64_t off = size_; off < end;) {
-                ssize_t n = ::pwrite(fd_, zeros, size_t(std::min<uint64_t>(sizeof zeros, end - off)), off_t(off));
-                if (n < 0 && errno == EINTR) continue;
-                if (n <= 0) return -1;
-                off += uint64_t(n);
-            }
-            return 0;
-        }) != 0)
+                   if (::fallocate(fd_, 0, off_t(size_), off_t(len)) == 0) return 0;
+                   if (errno != EOPNOTSUPP && errno != ENOSYS) return -1;
+                   static const char zeros[64 * 1024] = {};
+                   for (uint64_t off = size_; off < end;) {
+                       ssize_t n = ::pwrite(fd_, zeros, size_t(std::min<uint64_t>(sizeof zeros, end - off)), off_t(off));
+                       if (n < 0 && errno == EINTR) continue;
+                       if (n <= 0) return -1;
+                       off += uint64_t(n);
+                   }
+                   return 0;
+               }) != 0)
         fail_errno("cannot extend " + tmp_ + " by " + std::to_string(len) + " zero bytes");
     written_ += len;
     size_ = end;

@@ -27,13 +27,13 @@ public:
     OutputFile(const OutputFile &) = delete;
     OutputFile &operator=(const OutputFile &) = delete;
 
-    void write(const void *data, size_t len);        // sequential append
+    void write(const void *data, size_t len);                    // sequential append
     void pwrite(const void *data, size_t len, uint64_t offset);  // header patch before commit
     // Sequential append of `len` zero bytes, allocated (fallocate; written where the file system
     // lacks it), never a hole: on a full disk this fails with ENOSPC here instead of a reader's
     // SIGBUS later.  Traced as a write.
     void write_zeros(uint64_t len);
-    void pread(void *data, size_t len, uint64_t offset) const;   // read back before commit (18.5)
+    void pread(void *data, size_t len, uint64_t offset) const;  // read back before commit (18.5)
     uint64_t size() const { return size_; }
     // Bytes handed to write() and pwrite() so far (tests: 18.5 writes a payload exactly once).
     uint64_t bytes_written() const { return written_; }
@@ -60,10 +60,10 @@ void write_file_once(const std::string &path, const void *data, size_t len);
 // except where said).
 void durable_rename(const std::string &from, const std::string &to);  // rename(2), replaces `to`
 void durable_fsync_dir(const std::string &dir);
-void durable_mkdir(const std::string &dir);          // one level; an existing directory is fine
-void durable_unlink(const std::string &path);        // a missing file is fine
-void durable_rmdir(const std::string &dir);          // a missing directory is fine
-void durable_remove_tree(const std::string &path);   // rm -r (no symlinks followed)
+void durable_mkdir(const std::string &dir);         // one level; an existing directory is fine
+void durable_unlink(const std::string &path);       // a missing file is fine
+void durable_rmdir(const std::string &dir);         // a missing directory is fine
+void durable_remove_tree(const std::string &path);  // rm -r (no symlinks followed)
 // A small file replaced atomically: path.tmp written, fsynced, renamed over path, dir fsynced.
 void durable_replace_file(const std::string &path, const void *data, size_t len);
 

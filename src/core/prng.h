@@ -21,9 +21,7 @@ inline uint64_t mix64(uint64_t x) {
 }
 
 // Seeded mixer of a key: independent-looking functions for different seeds.
-inline uint64_t mix64(uint64_t key, uint64_t seed) {
-    return mix64(key ^ mix64(seed ^ 0xD6E8FEB86659FD93ull));
-}
+inline uint64_t mix64(uint64_t key, uint64_t seed) { return mix64(key ^ mix64(seed ^ 0xD6E8FEB86659FD93ull)); }
 
 // A PRNG stream named by (module, layer, counter) - seed 10.4: no data-dependent reseeding.
 inline uint64_t stream_seed(uint64_t master, uint32_t module_id, uint32_t layer_id) {

@@ -33,9 +33,9 @@ struct Item {
 // "transformer." prefix).
 std::vector<std::string> gpt2_seed_order(uint32_t n_layers) {
     std::vector<std::string> v = {"wte.weight", "wpe.weight"};
-    static const char *const kLayer[] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-                                         "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-                                         "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
+    static const char *const kLayer[] = {"ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
+                                         "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
+                                         "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
     for (uint32_t i = 0; i < n_layers; i++)
         for (const char *s : kLayer) v.push_back("h." + std::to_string(i) + "." + s);
     v.push_back("ln_f.weight");
@@ -177,7 +177,9 @@ struct WorkerScratch {
 std::vector<LwtTensorSpec> gpt2_lwt_layout(uint64_t L, uint64_t D, uint64_t V, uint64_t P, uint64_t F) {
     if (!F) F = 4 * D;
     std::vector<LwtTensorSpec> v;
-    auto add = [&](std::string name, std::vector<uint64_t> shape) { v.push_back({std::move(name), LwtDType::F32, std::move(shape)}); };
+    auto add = [&](std::string name, std::vector<uint64_t> shape) {
+        v.push_back({std::move(name), LwtDType::F32, std::move(shape)});
+    };
     add("transformer.wte.weight", {V, D});
     add("transformer.wpe.weight", {P, D});
     for (uint64_t i = 0; i < L; i++) {
@@ -228,11 +230,12 @@ std::vector<Item> export_items(const ModelDescription &desc, const LwtExportOpti
             const TensorRef *r = d->checkpoint->find(n);
             if (!r) r = d->checkpoint->find("transformer." + n);
             if (!r)
-                throw_error(STK_E_PARAM_COUNT, "%s: GPT-2 tensor '%s' (stored as 'transformer.%s' in the .lwt) is missing", opt.in.c_str(),
-                            n.c_str(), n.c_str());
+                throw_error(STK_E_PARAM_COUNT, "%s: GPT-2 tensor '%s' (stored as 'transformer.%s' in the .lwt) is missing",
+                            opt.in.c_str(), n.c_str(), n.c_str());
             uint32_t s = uint32_t(r - refs.data());
             if (!is_param[s])
-                throw_error(STK_E_PARAM_COUNT, "%s: GPT-2 tensor '%s' is not a parameter of the model", opt.in.c_str(), r->name.c_str());
+                throw_error(STK_E_PARAM_COUNT, "%s: GPT-2 tensor '%s' is not a parameter of the model", opt.in.c_str(),
+                            r->name.c_str());
             items.push_back({s, "transformer." + n, transpose[s] != 0});
             taken[s] = 1;
         }
@@ -248,13 +251,17 @@ LwtHeader export_header(const ModelPlan &p, const std::vector<Item> &items, cons
     LwtHeader h;
     h.model_type = c.model_type;
     if (gpt2)
-        h.config = {{"n_layer", c.n_layers}, {"n_head", c.n_heads}, {"n_embd", c.d_model}, {"vocab_size", c.vocab_size},
+        h.config = {{"n_layer", c.n_layers},
+                    {"n_head", c.n_heads},
+                    {"n_embd", c.d_model},
+                    {"vocab_size", c.vocab_size},
                     {"block_size", c.max_positions}};
     else
-        h.config = {{"d_model", c.d_model},       {"n_layers", c.n_layers},   {"n_heads", c.n_heads},
-                    {"n_kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim},   {"vocab_size", c.vocab_size},
-                    {"ffn_dim", c.ffn_dim},       {"max_positions", c.max_positions}, {"n_experts", c.n_experts},
-                    {"top_k", c.top_k}};
+        h.config = {{"d_model", c.d_model},     {"n_layers", c.n_layers},
+                    {"n_heads", c.n_heads},     {"n_kv_heads", c.n_kv_heads},
+                    {"head_dim", c.head_dim},   {"vocab_size", c.vocab_size},
+                    {"ffn_dim", c.ffn_dim},     {"max_positions", c.max_positions},
+                    {"n_experts", c.n_experts}, {"top_k", c.top_k}};
     h.dtype = lwt_dtype_name(opt.dtype);
     bool head_stored = false;
     for (const Item &it : items)
@@ -268,8 +275,8 @@ LwtHeader export_header(const ModelPlan &p, const std::vector<Item> &items, cons
 
 // Phase 3: each tensor's stored name, shape and type, checked against seed 001's layout (GPT-2)
 // and against the parameter count.
-std::vector<LwtTensorSpec> export_specs(const ModelDescription &desc, const std::vector<Item> &items,
-                                        const LwtExportOptions &opt, bool gpt2, uint64_t *params_out) {
+std::vector<LwtTensorSpec> export_specs(const ModelDescription &desc, const std::vector<Item> &items, const LwtExportOptions &opt,
+                                        bool gpt2, uint64_t *params_out) {
     const ModelDescription *d = &desc;
     const ModelPlan &p = d->plan;
     const ModelConfig &c = p.config;
@@ -284,12 +291,13 @@ std::vector<LwtTensorSpec> export_specs(const ModelDescription &desc, const std:
         s.shape = r.shape;
         if (it.transpose) {
             if (r.shape.size() != 2)
-                throw_error(STK_E_PARAM_COUNT, "%s: tensor '%s' marked for transposition has rank %zu", r.file.c_str(), r.name.c_str(),
-                            r.shape.size());
+                throw_error(STK_E_PARAM_COUNT, "%s: tensor '%s' marked for transposition has rank %zu", r.file.c_str(),
+                            r.name.c_str(), r.shape.size());
             s.shape = {r.shape[1], r.shape[0]};
         }
         if (specs.size() < layout.size() && (layout[specs.size()].name != s.name || layout[specs.size()].shape != s.shape))
-            throw_error(STK_E_PARAM_COUNT, "%s: tensor '%s' would be stored with %zu dims, the GPT-2 layout expects '%s' from config.json",
+            throw_error(STK_E_PARAM_COUNT,
+                        "%s: tensor '%s' would be stored with %zu dims, the GPT-2 layout expects '%s' from config.json",
                         r.file.c_str(), r.name.c_str(), s.shape.size(), layout[specs.size()].name.c_str());
         s.dtype = r.shape.size() >= 2 ? opt.dtype : LwtDType::F32;
         specs.push_back(std::move(s));
@@ -298,8 +306,8 @@ std::vector<LwtTensorSpec> export_specs(const ModelDescription &desc, const std:
     uint64_t params = 0;
     for (const Item &it : items) params += refs[it.source].n_elements;
     if (params != p.n_params)
-        throw_error(STK_E_INTERNAL, "%s: would write %" PRIu64 " parameters, the checkpoint holds %" PRIu64, opt.in.c_str(), params,
-                    p.n_params);
+        throw_error(STK_E_INTERNAL, "%s: would write %" PRIu64 " parameters, the checkpoint holds %" PRIu64, opt.in.c_str(),
+                    params, p.n_params);
     *params_out = params;
     return specs;
 }
@@ -369,17 +377,21 @@ void export_tensor(const ModelDescription &desc, const Item &it, size_t i, LwtWr
         // tensors below the 2^38 values where LwtQuantStats starts carrying).
         const unsigned nw = r.n_elements < LwtQuantStats::kCarryEvery ? T : 1;
         if (const uint8_t *bf16 = src.bf16_source()) {  // no conversion: pieces of 4 Mi values
-            in_rounds(kBf16StatsPiece, nw, [&](WorkerScratch &x) {
-                x.nonfinite = !lwt_stats_add_bf16(lt.dtype, &x.stats, bf16 + 2 * x.first, x.count);
-            }, check);
+            in_rounds(
+                kBf16StatsPiece, nw,
+                [&](WorkerScratch &x) { x.nonfinite = !lwt_stats_add_bf16(lt.dtype, &x.stats, bf16 + 2 * x.first, x.count); },
+                check);
         } else {
             const uint64_t piece = src.source_chunk_elements() * (nw > 1 ? kPieceChunks : 1);
-            in_rounds(piece, nw, [&](WorkerScratch &x) {
-                for (uint64_t first = x.first, k = 0; first < x.first + x.count && !x.nonfinite; first += k) {
-                    const float *v = src.read_source(first, &k, x.values.data());
-                    x.nonfinite = !lwt_stats_add(lt.dtype, &x.stats, v, k);
-                }
-            }, check);
+            in_rounds(
+                piece, nw,
+                [&](WorkerScratch &x) {
+                    for (uint64_t first = x.first, k = 0; first < x.first + x.count && !x.nonfinite; first += k) {
+                        const float *v = src.read_source(first, &k, x.values.data());
+                        x.nonfinite = !lwt_stats_add(lt.dtype, &x.stats, v, k);
+                    }
+                },
+                check);
         }
         src.set_first_pass(false);
         q = merged_quant(nw);
@@ -394,54 +406,57 @@ void export_tensor(const ModelDescription &desc, const Item &it, size_t i, LwtWr
     const uint8_t *one_pass_bf16 = one_pass ? src.bf16_source() : nullptr;
     // Quantised codes of a bf16 source in stored order: packed straight from the mapping.
     const uint8_t *pack_bf16 = quantised && !it.transpose ? src.bf16_source() : nullptr;
-    in_rounds(piece, T, [&](WorkerScratch &x) {
-        x.parts.clear();
-        if (one_pass_bf16 && !lwt_stats_add_bf16(lt.dtype, &x.stats, one_pass_bf16 + 2 * x.first, x.count)) {
-            x.nonfinite = true;
-            return;
-        }
-        uint64_t total = 0;
-        lwt_packed_bytes(lt.dtype, x.count, &total);
-        x.packed.resize(size_t(total));
-        if (pack_bf16) {  // the values were checked finite by the statistics
-            lwt_pack_bf16(lt.dtype, pack_bf16 + 2 * x.first, x.count, q, x.packed.data());
-            x.parts.push_back({x.packed.data(), total});
-            return;
-        }
-        uint64_t at = 0;
-        for (uint64_t first = x.first, k = 0; first < x.first + x.count; first += k) {
-            const float *v = src.read(first, &k, x.values.data(), x.tile);
-            LwtQuantStats finite;
-            if ((!quantised || (one_pass && !one_pass_bf16)) && !lwt_stats_add(lt.dtype, one_pass ? &x.stats : &finite, v, k)) {
+    in_rounds(
+        piece, T,
+        [&](WorkerScratch &x) {
+            x.parts.clear();
+            if (one_pass_bf16 && !lwt_stats_add_bf16(lt.dtype, &x.stats, one_pass_bf16 + 2 * x.first, x.count)) {
                 x.nonfinite = true;
                 return;
             }
-            uint64_t nb = 0;
-            lwt_packed_bytes(lt.dtype, k, &nb);
-            if (lt.dtype == LwtDType::F32) {  // already the stored bytes: where they lie when they stay
-                const bool last = first + k == x.first + x.count;
-                if (v != x.values.data() || last) {
-                    x.parts.push_back({reinterpret_cast<const uint8_t *>(v), nb});
-                    continue;
-                }
-                std::memcpy(x.packed.data() + at, v, size_t(nb));
-            } else {
-                lwt_pack(lt.dtype, v, k, q, x.packed.data() + at);
+            uint64_t total = 0;
+            lwt_packed_bytes(lt.dtype, x.count, &total);
+            x.packed.resize(size_t(total));
+            if (pack_bf16) {  // the values were checked finite by the statistics
+                lwt_pack_bf16(lt.dtype, pack_bf16 + 2 * x.first, x.count, q, x.packed.data());
+                x.parts.push_back({x.packed.data(), total});
+                return;
             }
-            if (!x.parts.empty() && x.parts.back().data + x.parts.back().len == x.packed.data() + at)
-                x.parts.back().len += nb;
-            else
-                x.parts.push_back({x.packed.data() + at, nb});
-            at += nb;
-        }
-    }, [&](uint64_t end) {
-        for (const WorkerScratch &x : ws) {
-            if (!x.count) continue;
-            if (x.nonfinite) refuse_nonfinite();
-            for (const Part &pt : x.parts) w.append(pt.data, pt.len);
-        }
-        if (!it.transpose) src.done_through(end);
-    });
+            uint64_t at = 0;
+            for (uint64_t first = x.first, k = 0; first < x.first + x.count; first += k) {
+                const float *v = src.read(first, &k, x.values.data(), x.tile);
+                LwtQuantStats finite;
+                if ((!quantised || (one_pass && !one_pass_bf16)) &&
+                    !lwt_stats_add(lt.dtype, one_pass ? &x.stats : &finite, v, k)) {
+                    x.nonfinite = true;
+                    return;
+                }
+                uint64_t nb = 0;
+                lwt_packed_bytes(lt.dtype, k, &nb);
+                if (lt.dtype == LwtDType::F32) {  // already the stored bytes: where they lie when they stay
+                    const bool last = first + k == x.first + x.count;
+                    if (v != x.values.data() || last) {
+                        x.parts.push_back({reinterpret_cast<const uint8_t *>(v), nb});
+                        continue;
+                    }
+                    std::memcpy(x.packed.data() + at, v, size_t(nb));
+                } else {
+                    lwt_pack(lt.dtype, v, k, q, x.packed.data() + at);
+                }
+                if (!x.parts.empty() && x.parts.back().data + x.parts.back().len == x.packed.data() + at)
+                    x.parts.back().len += nb;
+                else x.parts.push_back({x.packed.data() + at, nb});
+                at += nb;
+            }
+        },
+        [&](uint64_t end) {
+            for (const WorkerScratch &x : ws) {
+                if (!x.count) continue;
+                if (x.nonfinite) refuse_nonfinite();
+                for (const Part &pt : x.parts) w.append(pt.data, pt.len);
+            }
+            if (!it.transpose) src.done_through(end);
+        });
     if (one_pass) w.set_quant(merged_quant(T));
     w.end_tensor();
     d->checkpoint->release(r);

@@ -47,7 +47,7 @@ constexpr uint64_t kLwtExportChunk = 1u << 16;
 
 struct LwtExportResult {
     std::string model_type;
-    std::string source_format;   // Checkpoint::format()
+    std::string source_format;  // Checkpoint::format()
     uint64_t checkpoint_bytes = 0;
     uint64_t tensors = 0;
     uint64_t parameters = 0;

@@ -11,16 +11,21 @@ namespace stk {
 
 // Header byte offsets (docs/format.md, "Sera array").
 namespace off {
-constexpr size_t magic = 0, dtype = 4, rank = 6, dims = 8, byte_len = 48, crc32c = 56, sha256_low64 = 64,
-                 flags = 72, reserved = 76, header_crc = 120;
+constexpr size_t magic = 0, dtype = 4, rank = 6, dims = 8, byte_len = 48, crc32c = 56, sha256_low64 = 64, flags = 72,
+                 reserved = 76, header_crc = 120;
 }
 
 size_t dtype_size(uint16_t dtype) {
     switch (dtype) {
         case 1: return 8;
-        case 2: case 3: return 4;
-        case 4: case 7: case 8: case 9: return 2;
-        case 5: case 6: return 1;
+        case 2:
+        case 3: return 4;
+        case 4:
+        case 7:
+        case 8:
+        case 9: return 2;
+        case 5:
+        case 6: return 1;
         default: return 0;
     }
 }
@@ -53,8 +58,7 @@ ArrayHeader decode_array_header(const uint8_t *p, uint64_t size, const std::stri
     if (size < kArrayHeaderSize)
         throw_at(STK_E_TRUNCATED, file, size, "%llu bytes, shorter than the 128-byte array header", (unsigned long long)size);
     uint32_t magic = load_u32(p + off::magic);
-    if (magic != kArrayMagic)
-        throw_at(STK_E_BAD_MAGIC, file, 0, "magic 0x%08x is not a Sera array (0x%08x)", magic, kArrayMagic);
+    if (magic != kArrayMagic) throw_at(STK_E_BAD_MAGIC, file, 0, "magic 0x%08x is not a Sera array (0x%08x)", magic, kArrayMagic);
     uint64_t stored_hcrc = load_u64(p + off::header_crc);
     uint32_t hcrc = crc32c(p, off::header_crc);
     if (stored_hcrc != hcrc)
@@ -70,18 +74,18 @@ ArrayHeader decode_array_header(const uint8_t *p, uint64_t size, const std::stri
         h.dims[i] = load_u64(p + off::dims + 8 * i);
         if (i >= h.rank && h.dims[i] != 1)
             throw_at(STK_E_BAD_RANK, file, off::dims + 8 * i, "unused dims[%u] = %llu, must be 1", i,
-                 (unsigned long long)h.dims[i]);
+                     (unsigned long long)h.dims[i]);
         if (i < h.rank && !mul_ok(elements, h.dims[i], &elements))
             throw_at(STK_E_DIMS_OVERFLOW, file, off::dims + 8 * i, "product of dims overflows 64 bits");
     }
     uint64_t expect;
     if (!mul_ok(elements, dtype_size(h.dtype), &expect))
-        throw_at(STK_E_DIMS_OVERFLOW, file, off::dims, "%llu elements of %s overflow 64 bits",
-             (unsigned long long)elements, dtype_name(h.dtype));
+        throw_at(STK_E_DIMS_OVERFLOW, file, off::dims, "%llu elements of %s overflow 64 bits", (unsigned long long)elements,
+                 dtype_name(h.dtype));
     h.byte_len = load_u64(p + off::byte_len);
     if (h.byte_len != expect)
         throw_at(STK_E_SIZE_MISMATCH, file, off::byte_len, "byte_len %llu, but dims x %s give %llu",
-             (unsigned long long)h.byte_len, dtype_name(h.dtype), (unsigned long long)expect);
+                 (unsigned long long)h.byte_len, dtype_name(h.dtype), (unsigned long long)expect);
     uint64_t crc_field = load_u64(p + off::crc32c);
     if (crc_field >> 32) throw_at(STK_E_BAD_HEADER, file, off::crc32c, "crc32c field has high bits set");
     h.crc32c = uint32_t(crc_field);
@@ -97,8 +101,7 @@ ArrayHeader decode_array_header(const uint8_t *p, uint64_t size, const std::stri
         throw_at(STK_E_TRUNCATED, file, size, "%llu bytes, the header promises %llu + 128", (unsigned long long)size,
                  (unsigned long long)h.byte_len);
     if (size > total)
-        throw_at(STK_E_SIZE_MISMATCH, file, total, "%llu trailing bytes after the payload",
-             (unsigned long long)(size - total));
+        throw_at(STK_E_SIZE_MISMATCH, file, total, "%llu trailing bytes after the payload", (unsigned long long)(size - total));
     return h;
 }
 
@@ -113,8 +116,8 @@ void verify_array_payload(const ArrayHeader &h, const uint8_t *payload, const st
         throw_at(STK_E_CHECKSUM, file, kArrayHeaderSize,
                  "payload bytes %zu..%llu: sha256_low64 0x%016llx, header says 0x%016llx (one checksum covers the "
                  "whole payload: the damage is somewhere in that range)",
-                 kArrayHeaderSize, (unsigned long long)(kArrayHeaderSize + h.byte_len - 1),
-                 (unsigned long long)s.sha256_low64, (unsigned long long)h.sha256_low64);
+                 kArrayHeaderSize, (unsigned long long)(kArrayHeaderSize + h.byte_len - 1), (unsigned long long)s.sha256_low64,
+                 (unsigned long long)h.sha256_low64);
 }
 
 ArrayReader::ArrayReader(const std::string &path, bool verify_payload) : file_(path, false) {
@@ -168,7 +171,7 @@ void ArrayWriter::append(const void *data, size_t len) {
     uint64_t next;
     if (!add_ok(written_, len, &next) || next > header_.byte_len)
         throw_error(STK_E_SIZE_MISMATCH, "%s: writer got more than byte_len %llu bytes", out_.path().c_str(),
-             (unsigned long long)header_.byte_len);
+                    (unsigned long long)header_.byte_len);
     crc_ = crc32c(data, len, crc_);
     sha_.update(data, len);
     out_.write(data, len);
@@ -179,7 +182,7 @@ void ArrayWriter::append_zeros(uint64_t len) {
     uint64_t next;
     if (!add_ok(written_, len, &next) || next > header_.byte_len)
         throw_error(STK_E_SIZE_MISMATCH, "%s: writer got more than byte_len %llu bytes", out_.path().c_str(),
-             (unsigned long long)header_.byte_len);
+                    (unsigned long long)header_.byte_len);
     alignas(64) static const uint8_t zeros[64 * 1024] = {};
     for (uint64_t left = len; left > 0;) {
         const size_t n = size_t(left < sizeof zeros ? left : sizeof zeros);
@@ -194,7 +197,7 @@ void ArrayWriter::append_zeros(uint64_t len) {
 ArrayHeader ArrayWriter::finish() {
     if (written_ != header_.byte_len)
         throw_error(STK_E_SIZE_MISMATCH, "%s: writer got %llu of %llu payload bytes", out_.path().c_str(),
-             (unsigned long long)written_, (unsigned long long)header_.byte_len);
+                    (unsigned long long)written_, (unsigned long long)header_.byte_len);
     header_.crc32c = crc_;
     header_.sha256_low64 = sha_.finish().low64();
     uint8_t bytes[kArrayHeaderSize];

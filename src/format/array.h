@@ -14,7 +14,15 @@
 namespace stk {
 
 enum class DType : uint16_t {
-    F64 = 1, F32 = 2, I32 = 3, I16 = 4, I8 = 5, U8 = 6, Q8_8 = 7, Q4_12 = 8, BF16 = 9,
+    F64 = 1,
+    F32 = 2,
+    I32 = 3,
+    I16 = 4,
+    I8 = 5,
+    U8 = 6,
+    Q8_8 = 7,
+    Q4_12 = 8,
+    BF16 = 9,
 };
 
 constexpr uint32_t kArrayMagic = 0x53455241u;  // "SERA" as a LE u32: bytes 41 52 45 53
@@ -35,7 +43,7 @@ struct ArrayHeader {
     uint16_t rank = 0;
     uint64_t dims[kMaxRank] = {1, 1, 1, 1, 1};
     uint64_t byte_len = 0;
-    uint32_t crc32c = 0;        // stored in a u64 field, high 32 bits zero
+    uint32_t crc32c = 0;  // stored in a u64 field, high 32 bits zero
     uint64_t sha256_low64 = 0;
     uint32_t flags = kFlagRowMajor | kFlagAligned64;
 
@@ -95,7 +103,8 @@ public:
     ArrayWriter(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims,
                 uint32_t flags = kFlagRowMajor | kFlagAligned64);
     // spec's array in directory dir (dir/spec.name).
-    ArrayWriter(const std::string &dir, const ArraySpec &spec) : ArrayWriter(dir + "/" + spec.name, spec.dtype, spec.rank, spec.dims) {}
+    ArrayWriter(const std::string &dir, const ArraySpec &spec)
+        : ArrayWriter(dir + "/" + spec.name, spec.dtype, spec.rank, spec.dims) {}
     void append(const void *data, size_t len);
     // Append `len` zero bytes: checksummed like any others, allocated by fallocate (OutputFile::
     // write_zeros): the same file bytes, without pushing the zeros through write(2), and no hole
@@ -122,7 +131,7 @@ private:
 uint64_t array_header_repairs();
 
 // One-shot: write a whole array.  Returns its header (with checksums).
-ArrayHeader write_array(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims,
-                        const void *payload, uint32_t flags = kFlagRowMajor | kFlagAligned64);
+ArrayHeader write_array(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims, const void *payload,
+                        uint32_t flags = kFlagRowMajor | kFlagAligned64);
 
 }  // namespace stk

@@ -19,8 +19,8 @@ struct DTypeInfo {
     unsigned bits;
 };
 constexpr DTypeInfo kInfo[] = {
-    {"?", 0},       {"float32", 32}, {"float16", 16}, {"bfloat16", 16}, {"int8", 8},     {"uint8", 8}, {"int4", 4},
-    {"uint4", 4},   {"fp4", 4},      {"int2", 2},     {"uint2", 2},     {"ternary", 2},  {"binary", 1},
+    {"?", 0},     {"float32", 32}, {"float16", 16}, {"bfloat16", 16}, {"int8", 8},    {"uint8", 8},  {"int4", 4},
+    {"uint4", 4}, {"fp4", 4},      {"int2", 2},     {"uint2", 2},     {"ternary", 2}, {"binary", 1},
 };
 
 // The largest positive code of a signed dtype; the smallest is -(hi + 1).
@@ -139,8 +139,7 @@ bool stats_add_by(LwtDType t, LwtQuantStats *s, uint64_t n, Piece &&piece) {
     bool ok = true;
     if (t == LwtDType::TERNARY || t == LwtDType::BINARY)
         add_abs_sum_by(s, n, 1ull << 31, [&](uint64_t first, uint64_t k, uint64_t *bins) { ok = ok && piece(first, k, bins); });
-    else
-        ok = piece(0, n, nullptr);
+    else ok = piece(0, n, nullptr);
     if (!ok) return false;
     s->n += n;
     return true;
@@ -288,10 +287,12 @@ inline float dec(uint32_t field, LwtQuant q) {
 }
 
 constexpr unsigned bits_t(LwtDType t) {
-    return t == LwtDType::F32 ? 32 : (t == LwtDType::F16 || t == LwtDType::BF16) ? 16
-         : (t == LwtDType::I8 || t == LwtDType::U8) ? 8
-         : (t == LwtDType::I4 || t == LwtDType::U4 || t == LwtDType::FP4) ? 4
-         : t == LwtDType::BINARY ? 1 : 2;
+    return t == LwtDType::F32                                               ? 32
+           : (t == LwtDType::F16 || t == LwtDType::BF16)                    ? 16
+           : (t == LwtDType::I8 || t == LwtDType::U8)                       ? 8
+           : (t == LwtDType::I4 || t == LwtDType::U4 || t == LwtDType::FP4) ? 4
+           : t == LwtDType::BINARY                                          ? 1
+                                                                            : 2;
 }
 
 template <LwtDType T>
@@ -364,11 +365,10 @@ uint64_t unpack_t(const uint8_t *in, uint64_t n, LwtQuant q, float *out) {
     }
 }
 
-#define STK_LWT_DISPATCH(t, CALL)                \
-    switch (t) {                                 \
-        case LwtDType::F32: CALL(LwtDType::F32); \
-        STK_LWT_NON_F32_CASES(CALL)              \
-    }
+#define STK_LWT_DISPATCH(t, CALL)                                        \
+  switch (t) {                                                           \
+    case LwtDType::F32: CALL(LwtDType::F32); STK_LWT_NON_F32_CASES(CALL) \
+  }
 
 }  // namespace
 
@@ -402,7 +402,7 @@ uint32_t lwt_field_at(LwtDType t, const uint8_t *in, uint64_t i) {
     return 0;
 }
 
-void lwt_pack_scalar(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+void lwt_pack_scalar(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out){
 #define CALL(T) return pack_t<T>(v, n, q, out)
     STK_LWT_DISPATCH(t, CALL)
 #undef CALL

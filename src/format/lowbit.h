@@ -17,27 +17,34 @@ namespace stk {
 
 // Values are the u32 stored in the .lwt index entry.  Pinned.
 enum class LwtDType : uint32_t {
-    F32 = 1, F16 = 2, BF16 = 3,
-    I8 = 4, U8 = 5,
-    I4 = 6, U4 = 7, FP4 = 8,
-    I2 = 9, U2 = 10, TERNARY = 11,
+    F32 = 1,
+    F16 = 2,
+    BF16 = 3,
+    I8 = 4,
+    U8 = 5,
+    I4 = 6,
+    U4 = 7,
+    FP4 = 8,
+    I2 = 9,
+    U2 = 10,
+    TERNARY = 11,
     BINARY = 12,
 };
 constexpr uint32_t kLwtDTypeFirst = 1, kLwtDTypeLast = 12;
 // One `case` per dtype other than F32, each calling CALL(dtype): the one list the dtype
 // dispatchers (lowbit.cc, format/lowbit_kernels.cc) expand, so a new dtype is added once.
-#define STK_LWT_NON_F32_CASES(CALL)                        \
-    case LwtDType::F16: CALL(LwtDType::F16);               \
-    case LwtDType::BF16: CALL(LwtDType::BF16);             \
-    case LwtDType::I8: CALL(LwtDType::I8);                 \
-    case LwtDType::U8: CALL(LwtDType::U8);                 \
-    case LwtDType::I4: CALL(LwtDType::I4);                 \
-    case LwtDType::U4: CALL(LwtDType::U4);                 \
-    case LwtDType::FP4: CALL(LwtDType::FP4);               \
-    case LwtDType::I2: CALL(LwtDType::I2);                 \
-    case LwtDType::U2: CALL(LwtDType::U2);                 \
-    case LwtDType::TERNARY: CALL(LwtDType::TERNARY);       \
-    case LwtDType::BINARY: CALL(LwtDType::BINARY);
+#define STK_LWT_NON_F32_CASES(CALL)                \
+  case LwtDType::F16: CALL(LwtDType::F16);         \
+  case LwtDType::BF16: CALL(LwtDType::BF16);       \
+  case LwtDType::I8: CALL(LwtDType::I8);           \
+  case LwtDType::U8: CALL(LwtDType::U8);           \
+  case LwtDType::I4: CALL(LwtDType::I4);           \
+  case LwtDType::U4: CALL(LwtDType::U4);           \
+  case LwtDType::FP4: CALL(LwtDType::FP4);         \
+  case LwtDType::I2: CALL(LwtDType::I2);           \
+  case LwtDType::U2: CALL(LwtDType::U2);           \
+  case LwtDType::TERNARY: CALL(LwtDType::TERNARY); \
+  case LwtDType::BINARY: CALL(LwtDType::BINARY);
 
 inline bool lwt_dtype_valid(uint32_t code) { return code >= kLwtDTypeFirst && code <= kLwtDTypeLast; }
 // "float32", "float16", "bfloat16", "int8", "uint8", "int4", "uint4", "fp4", "int2", "uint2",
@@ -117,8 +124,8 @@ inline bool lwt_field_valid(LwtDType t, uint32_t field) { return !(t == LwtDType
 
 // Pack n values into lwt_packed_bytes(t, n) bytes at out (every byte written; the unused low bits
 // of the last byte are zero).  Values must be finite for the integer dtypes (lwt_quantize_tensor
-// checks).  Highway kernels do the bulk, the scalar reference the tail.  Bit order: 4-bit fields high nibble first (even index -> bits 7..4),
-// 2-bit fields at shift 6 - 2*(i%4), 1-bit fields MSB first; 16/32-bit fields little-endian.
+// checks).  Highway kernels do the bulk, the scalar reference the tail.  Bit order: 4-bit fields high nibble first (even index ->
+// bits 7..4), 2-bit fields at shift 6 - 2*(i%4), 1-bit fields MSB first; 16/32-bit fields little-endian.
 void lwt_pack(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out);
 
 // The same over n bf16 values (little-endian bits at `bits`, any alignment): the bytes lwt_pack

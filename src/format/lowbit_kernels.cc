@@ -16,8 +16,8 @@
 #include "format/lowbit_kernels.h"
 
 #ifndef STK_LOWBIT_KERNELS_ONCE
-#define STK_LOWBIT_KERNELS_ONCE
-#include <cmath>
+#  define STK_LOWBIT_KERNELS_ONCE
+#  include <cmath>
 namespace stk::kernels {
 // Division-free quantisation for the dtypes whose codes have few boundaries (ternary, int2, fp4).
 // For x >= 0 (or +inf, or NaN), a representable c >= 2^-2 and a scale s in [kLwtMinScale,
@@ -67,10 +67,12 @@ using VI = hn::Vec<DI>;
 using VU = hn::Vec<DU>;
 
 constexpr unsigned Bits(LwtDType t) {
-    return t == LwtDType::F32 ? 32 : (t == LwtDType::F16 || t == LwtDType::BF16) ? 16
-         : (t == LwtDType::I8 || t == LwtDType::U8) ? 8
-         : (t == LwtDType::I4 || t == LwtDType::U4 || t == LwtDType::FP4) ? 4
-         : t == LwtDType::BINARY ? 1 : 2;
+    return t == LwtDType::F32                                               ? 32
+           : (t == LwtDType::F16 || t == LwtDType::BF16)                    ? 16
+           : (t == LwtDType::I8 || t == LwtDType::U8)                       ? 8
+           : (t == LwtDType::I4 || t == LwtDType::U4 || t == LwtDType::FP4) ? 4
+           : t == LwtDType::BINARY                                          ? 1
+                                                                            : 2;
 }
 
 // Round half to even of |x| <= 2^22, as rne_small in lowbit.cc.
@@ -135,11 +137,11 @@ inline bool QuantBounds(LwtDType t, float s, float *thr) {
     if (t == LwtDType::TERNARY) {
         thr[0] = fl_div_le_bound(0.5f, s);  // code 0: fl <= 0.5 (the tie rounds to 0)
     } else if (t == LwtDType::I2) {
-        thr[0] = fl_div_le_bound(0.5f, s);                             // |code| >= 1 above it
-        thr[1] = fl_div_le_bound(std::nextafterf(1.5f, 0.0f), s);      // -2 from fl >= 1.5 (-1.5 rounds to -2)
+        thr[0] = fl_div_le_bound(0.5f, s);                         // |code| >= 1 above it
+        thr[1] = fl_div_le_bound(std::nextafterf(1.5f, 0.0f), s);  // -2 from fl >= 1.5 (-1.5 rounds to -2)
     } else {  // fp4: fp4_index's comparisons; a < c is a <= the float below c
-        const float cs[kMaxBounds] = {5.0f, std::nextafterf(3.5f, 0.0f), 2.5f, std::nextafterf(1.75f, 0.0f), 1.25f,
-                                      std::nextafterf(0.75f, 0.0f), 0.25f};
+        const float cs[kMaxBounds] = {5.0f,  std::nextafterf(3.5f, 0.0f),  2.5f, std::nextafterf(1.75f, 0.0f),
+                                      1.25f, std::nextafterf(0.75f, 0.0f), 0.25f};
         for (unsigned k = 0; k < kMaxBounds; k++) thr[k] = fl_div_le_bound(cs[k], s);
     }
     return true;
@@ -158,7 +160,7 @@ HWY_INLINE VU EncodeBounded(DF df, VF v, const float *thr) {
         const VU m1 = hn::IfThenElseZero(hn::RebindMask(du, hn::Gt(a, hn::Set(df, thr[0]))), hn::Set(du, 1u));
         const VU m2 = hn::IfThenElseZero(hn::RebindMask(du, hn::Gt(a, hn::Set(df, thr[1]))), hn::Set(du, 1u));
         const VU mag = hn::IfThenElse(hn::RebindMask(du, hn::Eq(neg, hn::Zero(du))), m1, hn::Add(m1, m2));
-        const VU sign_mask = hn::Sub(hn::Zero(du), neg);  // all ones for v < 0
+        const VU sign_mask = hn::Sub(hn::Zero(du), neg);                               // all ones for v < 0
         return hn::And(hn::Sub(hn::Xor(mag, sign_mask), sign_mask), hn::Set(du, 3u));  // -mag for v < 0
     } else {  // FP4: 7 minus the boundaries |v| lies at or below, by a 3-step search (NaN, inf: 7)
         // thr[0] > thr[1] > ... > thr[6]; each step halves the candidates of the index.
@@ -294,7 +296,8 @@ uint64_t PackWith(const Src *v, uint64_t n, LwtQuant q, const float *bounds, uin
                 bytes = PairUp<4>(du, a, c);
             } else {
                 VU a = PairUp<2>(du, PairUp<1>(du, enc(i), enc(i + N)), PairUp<1>(du, enc(i + 2 * N), enc(i + 3 * N)));
-                VU c = PairUp<2>(du, PairUp<1>(du, enc(i + 4 * N), enc(i + 5 * N)), PairUp<1>(du, enc(i + 6 * N), enc(i + 7 * N)));
+                VU c =
+                    PairUp<2>(du, PairUp<1>(du, enc(i + 4 * N), enc(i + 5 * N)), PairUp<1>(du, enc(i + 6 * N), enc(i + 7 * N)));
                 bytes = PairUp<4>(du, a, c);
             }
             hn::StoreU(hn::DemoteTo(d8, hn::BitCast(di, bytes)), d8, out + i / per);
@@ -322,8 +325,8 @@ HWY_INLINE VF F16ToF32(DF df, VU h) {
     const VU normal = hn::Or(hn::ShiftLeft<23>(hn::Add(exp, hn::Set(du, 112u))), hn::ShiftLeft<13>(man));
     const VU sub = hn::BitCast(du, hn::Mul(hn::ConvertTo(df, hn::BitCast(di, man)), hn::Set(df, 0x1p-24f)));
     const auto man_nz = hn::RebindMask(du, hn::Gt(hn::BitCast(di, man), hn::Zero(di)));
-    const VU special = hn::Or(hn::Or(hn::Set(du, 0x7F800000u), hn::ShiftLeft<13>(man)),
-                              hn::IfThenElseZero(man_nz, hn::Set(du, 0x00400000u)));
+    const VU special =
+        hn::Or(hn::Or(hn::Set(du, 0x7F800000u), hn::ShiftLeft<13>(man)), hn::IfThenElseZero(man_nz, hn::Set(du, 0x00400000u)));
     VU bits = hn::IfThenElse(hn::RebindMask(du, hn::Eq(exp, hn::Zero(du))), sub, normal);
     bits = hn::IfThenElse(hn::RebindMask(du, hn::Eq(exp, hn::Set(du, 0x1Fu))), special, bits);
     return hn::BitCast(df, hn::Or(bits, sign));
@@ -361,8 +364,9 @@ uint64_t UnpackT(const uint8_t *in, uint64_t n, LwtQuant q, float *out, bool *in
     } else if constexpr (T == LwtDType::I8) {
         const hn::Rebind<int8_t, DI> d8;
         for (; i + N <= n; i += N)
-            hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t *>(in + i)))), scale),
-                       df, out + i);
+            hn::StoreU(
+                hn::Mul(hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t *>(in + i)))), scale), df,
+                out + i);
     } else if constexpr (T == LwtDType::U8) {
         const hn::Rebind<uint8_t, DI> d8;
         for (; i + N <= n; i += N)
@@ -407,17 +411,18 @@ uint64_t UnpackT(const uint8_t *in, uint64_t n, LwtQuant q, float *out, bool *in
     return i - i % 8;
 }
 
-#define STK_LOWBIT_CASES(CALL) \
-    STK_LWT_NON_F32_CASES(CALL)    \
-    case LwtDType::F32: break;
+#  define STK_LOWBIT_CASES(CALL) \
+    STK_LWT_NON_F32_CASES(CALL)  \
+    case LwtDType::F32:          \
+      break;
 
 // The dtype dispatch of packing, from f32 values or from bf16 bits.
 template <class Src>
 uint64_t PackFrom(LwtDType t, const Src *v, uint64_t n, LwtQuant q, uint8_t *out) {
     switch (t) {
-#define CALL(T) return PackT<T>(v, n, q, out)
+#  define CALL(T) return PackT<T>(v, n, q, out)
         STK_LOWBIT_CASES(CALL)
-#undef CALL
+#  undef CALL
     }
     return 0;
 }
@@ -426,13 +431,13 @@ uint64_t PackBf16Bulk(LwtDType t, const uint16_t *v, uint64_t n, LwtQuant q, uin
 
 uint64_t UnpackBulk(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out, bool *invalid) {
     switch (t) {
-#define CALL(T) return UnpackT<T>(in, n, q, out, invalid)
+#  define CALL(T) return UnpackT<T>(in, n, q, out, invalid)
         STK_LOWBIT_CASES(CALL)
-#undef CALL
+#  undef CALL
     }
     return 0;
 }
-#undef STK_LOWBIT_CASES
+#  undef STK_LOWBIT_CASES
 
 // The statistics of the quantisation rule (LwtQuantStats) over f32 values or bf16 bits, in one
 // read: lo = min(0, v...), hi = max(0, v...), absmax as the largest magnitude's bits (which
@@ -466,7 +471,7 @@ uint64_t Stats(const Src *v, uint64_t n, float *absmax, float *lo, float *hi, ui
     const DF df;
     const DU du;
     const hn::Half<DF> dh;
-    const hn::Rebind<double, hn::Half<DF>> d64;
+    const hn::Rebind<double, hn::Half<DF> > d64;
     const size_t N = hn::Lanes(df);
     const uint64_t bulk = n / N * N;
     if (bulk == 0) return 0;
@@ -517,7 +522,7 @@ uint64_t Stats(const Src *v, uint64_t n, float *absmax, float *lo, float *hi, ui
             vlo = hn::Min(vlo, x);
             vhi = hn::Max(vhi, x);
             if constexpr (kAbs) {
-                const VU t = hn::Sub(hn::ShiftRight<kBf16 ? 7 : 23>(mag), base);  // wraps below e0
+                const VU t = hn::Sub(hn::ShiftRight < kBf16 ? 7 : 23 > (mag), base);  // wraps below e0
                 const auto in = hn::Lt(t, width);
                 if constexpr (kBf16) {
                     const VU m = hn::IfThenElseZero(in, hn::Or(hn::And(mag, hn::Set(du, 0x7Fu)), hn::Set(du, 0x80u)));
@@ -528,7 +533,7 @@ uint64_t Stats(const Src *v, uint64_t n, float *absmax, float *lo, float *hi, ui
                     acc_hi = hn::Add(acc_hi, hn::PromoteTo(d64, hn::UpperHalf(dh, a)));
                 }
                 const auto out = hn::AndNot(in, hn::Ne(mag, hn::Zero(du)));  // zeros add nothing
-                if (!hn::AllFalse(du, out)) {  // a full store, then keep the compressed lanes
+                if (!hn::AllFalse(du, out)) {                                // a full store, then keep the compressed lanes
                     hn::StoreU(hn::Compress(mag, out), du, fixed + n_out);
                     n_out += hn::CountTrue(du, out);
                 }
@@ -606,13 +611,12 @@ void Transpose4(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, flo
         for (uint64_t c = 0; c < cols; c++) dst[c * ds + r] = src[r * ss + c];
 }
 
-
 // 8 x 8 blocks through 256-bit vectors where the target has them (AVX2, AVX-512: 24 shuffles
 // for 64 values instead of 32), the rows below the last whole 8-row strip and the columns past
 // the last whole block through Transpose4.
 void Transpose(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, float *dst, uint64_t ds) {
     uint64_t r8 = 0;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#  if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
     const hn::Full256<float> d8;
     const hn::Full256<double> d64;
     r8 = rows / 8 * 8;
@@ -643,7 +647,7 @@ void Transpose(const float *src, uint64_t ss, uint64_t rows, uint64_t cols, floa
         }
         if (c8 < cols) Transpose4(s0 + c8, ss, 8, cols - c8, dst + c8 * ds + r, ds);
     }
-#endif
+#  endif
     if (r8 < rows) Transpose4(src + r8 * ss, ss, rows - r8, cols, dst + r8, ds);
 }
 
@@ -667,7 +671,6 @@ HWY_EXPORT(StatsBf16Bulk);
 uint64_t lwt_stats_bf16_bulk(const uint16_t *v, uint64_t n, float *absmax, float *lo, float *hi, uint64_t *bins) {
     return HWY_DYNAMIC_DISPATCH(StatsBf16Bulk)(v, n, absmax, lo, hi, bins);
 }
-
 
 void lwt_transpose_f32(const float *src, uint64_t src_stride, uint64_t rows, uint64_t cols, float *dst, uint64_t dst_stride) {
     HWY_DYNAMIC_DISPATCH(Transpose)(src, src_stride, rows, cols, dst, dst_stride);

@@ -18,8 +18,8 @@ namespace {
 
 // Index entry fields (little-endian).  Version 1 ends at kOffScale (216 bytes: seed 001's C
 // struct, 4 bytes of padding at kOffDType); version 2 fills those 4 bytes and appends two more.
-constexpr uint64_t kOffName = 0, kOffNdim = 128, kOffDType = 132, kOffShape = 136, kOffData = 200,
-                   kOffSize = 208, kOffScale = 216, kOffZero = 220;
+constexpr uint64_t kOffName = 0, kOffNdim = 128, kOffDType = 132, kOffShape = 136, kOffData = 200, kOffSize = 208,
+                   kOffScale = 216, kOffZero = 220;
 static_assert(kOffScale == kLwtEntryBytesV1 && kOffZero + 4 == kLwtEntryBytes);
 
 uint32_t rd32(const uint8_t *p) {
@@ -39,8 +39,7 @@ void put64(std::string &s, uint64_t at, uint64_t v) { std::memcpy(&s[at], &v, 8)
 bool plain_token(std::string_view s) {
     if (s.empty() || s.size() > 63) return false;
     for (char c : s)
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-              c == '.'))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'))
             return false;
     return true;
 }
@@ -59,8 +58,8 @@ void size_tensor(LwtTensor &t, const std::string &file) {
     uint64_t n = 1;
     for (uint32_t d = 0; d < t.ndim; d++)
         if (!mul_ok(n, t.shape[d], &n))
-            throw_at(STK_E_DIMS_OVERFLOW, file, t.entry_offset + kOffShape, "tensor '%s': the shape's element count overflows 64 bits",
-                     printable(t.name).c_str());
+            throw_at(STK_E_DIMS_OVERFLOW, file, t.entry_offset + kOffShape,
+                     "tensor '%s': the shape's element count overflows 64 bits", printable(t.name).c_str());
     t.n_elements = n;
     if (!lwt_packed_bytes(t.dtype, n, &t.size_bytes) || t.size_bytes > (1ull << 62))
         throw_at(STK_E_DIMS_OVERFLOW, file, t.entry_offset + kOffShape, "tensor '%s': %" PRIu64 " elements of %s overflow",
@@ -103,13 +102,15 @@ void LwtFile::parse(bool verify_crc) {
     using namespace simdjson;
     const std::string &f = name_;
     if (size_ < 16)
-        throw_at(STK_E_TRUNCATED, f, size_, "%" PRIu64 " bytes: too short for the 16-byte .lwt preamble (magic, header length)", size_);
+        throw_at(STK_E_TRUNCATED, f, size_, "%" PRIu64 " bytes: too short for the 16-byte .lwt preamble (magic, header length)",
+                 size_);
     if (std::memcmp(data_, kLwtMagic, 8) != 0) throw_at(STK_E_BAD_MAGIC, f, 0, "not a .lwt file: magic is not \"LWATCHV1\"");
     const uint64_t n = rd64(data_ + 8);
     if (n > kLwtMaxHeaderJson)
         throw_at(STK_E_BAD_HEADER, f, 8, "header JSON length %" PRIu64 " exceeds the %" PRIu64 "-byte cap", n, kLwtMaxHeaderJson);
     if (n > size_ - 16)
-        throw_at(STK_E_TRUNCATED, f, 16, "header JSON of %" PRIu64 " bytes runs past the end of the %" PRIu64 "-byte file", n, size_);
+        throw_at(STK_E_TRUNCATED, f, 16, "header JSON of %" PRIu64 " bytes runs past the end of the %" PRIu64 "-byte file", n,
+                 size_);
     header_json_ = std::string_view(reinterpret_cast<const char *>(data_ + 16), size_t(n));
 
     dom::parser parser;
@@ -120,8 +121,8 @@ void LwtFile::parse(bool verify_crc) {
     dom::object root;
     if (doc.get_object().get(root)) throw_at(STK_E_BAD_JSON, f, 16, "header JSON is not an object");
 
-    static const char *const kKeys[] = {"version", "model_type", "config", "dtype", "byte_order", "tensor_count",
-                                        "total_bytes", "parameter_count", "tied_lm_head", "data_crc32"};
+    static const char *const kKeys[] = {"version",      "model_type",  "config",          "dtype",        "byte_order",
+                                        "tensor_count", "total_bytes", "parameter_count", "tied_lm_head", "data_crc32"};
     constexpr int kNKeys = sizeof(kKeys) / sizeof(kKeys[0]);
     bool seen[kNKeys] = {};
     auto bad = [&](const char *key, const char *want) {
@@ -171,7 +172,8 @@ void LwtFile::parse(bool verify_crc) {
             case 3: {
                 LwtDType d;
                 if (field.value.get_string().get(sv)) bad("dtype", "a string");
-                if (!parse_lwt_dtype(sv, &d)) throw_at(STK_E_BAD_DTYPE, f, 16, "header dtype \"%s\" is not a .lwt dtype", printable(sv).c_str());
+                if (!parse_lwt_dtype(sv, &d))
+                    throw_at(STK_E_BAD_DTYPE, f, 16, "header dtype \"%s\" is not a .lwt dtype", printable(sv).c_str());
                 header_.dtype = std::string(sv);
                 break;
             }
@@ -230,7 +232,8 @@ void LwtFile::parse_index(uint64_t index_at, uint64_t entry_bytes) {
     tensors_.clear();
     by_name_.clear();
     if (header_.tensor_count > (size_ - index_at) / entry_bytes)
-        throw_at(STK_E_TRUNCATED, f, index_at, "the index of %" PRIu64 " entries (%" PRIu64 " bytes each) runs past the end of the %" PRIu64 "-byte file",
+        throw_at(STK_E_TRUNCATED, f, index_at,
+                 "the index of %" PRIu64 " entries (%" PRIu64 " bytes each) runs past the end of the %" PRIu64 "-byte file",
                  header_.tensor_count, entry_bytes, size_);
     const uint64_t index_end = index_at + header_.tensor_count * entry_bytes;
     data_offset_ = align_up(index_end, kLwtAlign);
@@ -241,10 +244,12 @@ void LwtFile::parse_index(uint64_t index_at, uint64_t entry_bytes) {
     if (header_.total_bytes % kLwtAlign)
         throw_at(STK_E_BAD_HEADER, f, 16, "total_bytes %" PRIu64 " is not a multiple of 64", header_.total_bytes);
     if (header_.total_bytes > size_ - data_offset_)
-        throw_at(STK_E_TRUNCATED, f, size_, "the header promises a %" PRIu64 "-byte data section at offset %" PRIu64 " but the file has %" PRIu64 " bytes",
+        throw_at(STK_E_TRUNCATED, f, size_,
+                 "the header promises a %" PRIu64 "-byte data section at offset %" PRIu64 " but the file has %" PRIu64 " bytes",
                  header_.total_bytes, data_offset_, size_);
     if (header_.total_bytes != size_ - data_offset_)
-        throw_at(STK_E_BAD_HEADER, f, data_offset_ + header_.total_bytes, "%" PRIu64 " bytes after the %" PRIu64 "-byte data section the header declares",
+        throw_at(STK_E_BAD_HEADER, f, data_offset_ + header_.total_bytes,
+                 "%" PRIu64 " bytes after the %" PRIu64 "-byte data section the header declares",
                  size_ - data_offset_ - header_.total_bytes, header_.total_bytes);
 
     tensors_.resize(size_t(header_.tensor_count));
@@ -261,7 +266,9 @@ void LwtFile::parse_index(uint64_t index_at, uint64_t entry_bytes) {
         if (len == 0) throw_at(STK_E_CORRUPT, f, at, "index entry %" PRIu64 ": empty name", i);
         t.name.assign(reinterpret_cast<const char *>(e), len);
         for (uint64_t b = len; b < kLwtNameBytes; b++)
-            if (e[b]) throw_at(STK_E_BAD_HEADER, f, at + b, "tensor '%s': nonzero byte after the name's NUL", printable(t.name).c_str());
+            if (e[b])
+                throw_at(STK_E_BAD_HEADER, f, at + b, "tensor '%s': nonzero byte after the name's NUL",
+                         printable(t.name).c_str());
         std::string tname = printable(t.name);
         const char *tn = tname.c_str();
         t.ndim = rd32(e + kOffNdim);
@@ -273,24 +280,28 @@ void LwtFile::parse_index(uint64_t index_at, uint64_t entry_bytes) {
         for (uint32_t d = 0; d < kLwtMaxDims; d++) {
             t.shape[d] = rd64(e + kOffShape + 8 * d);
             if (d >= t.ndim && t.shape[d])
-                throw_at(STK_E_BAD_RANK, f, at + kOffShape + 8 * d, "tensor '%s': shape[%u] = %" PRIu64 " beyond ndim %u is not 0", tn, d,
-                         t.shape[d], t.ndim);
+                throw_at(STK_E_BAD_RANK, f, at + kOffShape + 8 * d,
+                         "tensor '%s': shape[%u] = %" PRIu64 " beyond ndim %u is not 0", tn, d, t.shape[d], t.ndim);
         }
         size_tensor(t, f);
         t.offset = rd64(e + kOffData);
         uint64_t stored = rd64(e + kOffSize);
         if (stored != t.size_bytes)
-            throw_at(STK_E_SIZE_MISMATCH, f, at + kOffSize, "tensor '%s': size_bytes %" PRIu64 " but %" PRIu64 " elements of %s pack into %" PRIu64,
-                     tn, stored, t.n_elements, lwt_dtype_name(t.dtype), t.size_bytes);
+            throw_at(STK_E_SIZE_MISMATCH, f, at + kOffSize,
+                     "tensor '%s': size_bytes %" PRIu64 " but %" PRIu64 " elements of %s pack into %" PRIu64, tn, stored,
+                     t.n_elements, lwt_dtype_name(t.dtype), t.size_bytes);
         if (t.offset % kLwtAlign)
-            throw_at(STK_E_MISALIGNED, f, at + kOffData, "tensor '%s': data offset %" PRIu64 " is not a multiple of 64", tn, t.offset);
+            throw_at(STK_E_MISALIGNED, f, at + kOffData, "tensor '%s': data offset %" PRIu64 " is not a multiple of 64", tn,
+                     t.offset);
         if (t.offset != expect_offset)
-            throw_at(STK_E_CORRUPT, f, at + kOffData, "tensor '%s': data offset %" PRIu64 ", expected %" PRIu64 " (tensors are contiguous in index order)",
-                     tn, t.offset, expect_offset);
+            throw_at(STK_E_CORRUPT, f, at + kOffData,
+                     "tensor '%s': data offset %" PRIu64 ", expected %" PRIu64 " (tensors are contiguous in index order)", tn,
+                     t.offset, expect_offset);
         uint64_t end;
         if (!add_ok(t.offset, t.size_bytes, &end) || end > header_.total_bytes)
-            throw_at(STK_E_CORRUPT, f, at + kOffData, "tensor '%s': bytes [%" PRIu64 ", +%" PRIu64 ") run past the %" PRIu64 "-byte data section",
-                     tn, t.offset, t.size_bytes, header_.total_bytes);
+            throw_at(STK_E_CORRUPT, f, at + kOffData,
+                     "tensor '%s': bytes [%" PRIu64 ", +%" PRIu64 ") run past the %" PRIu64 "-byte data section", tn, t.offset,
+                     t.size_bytes, header_.total_bytes);
         expect_offset = align_up(end, kLwtAlign);
         float scale = 1.0f;
         if (extended) {
@@ -306,13 +317,12 @@ void LwtFile::parse_index(uint64_t index_at, uint64_t entry_bytes) {
             if (!(scale >= kLwtMinScale && scale <= kLwtMaxScale))
                 throw_at(STK_E_CORRUPT, f, at + kOffScale, "tensor '%s': scale %g is outside [2^-100, 2^100]", tn, double(scale));
             if (t.quant.zero_point > lwt_unsigned_max(t.dtype))
-                throw_at(STK_E_CORRUPT, f, at + kOffZero, "tensor '%s': zero point %u is out of range for %s", tn, t.quant.zero_point,
-                         lwt_dtype_name(t.dtype));
+                throw_at(STK_E_CORRUPT, f, at + kOffZero, "tensor '%s': zero point %u is out of range for %s", tn,
+                         t.quant.zero_point, lwt_dtype_name(t.dtype));
         }
         if (!by_name_.emplace(std::string_view(t.name), uint32_t(i)).second)
             throw_at(STK_E_CORRUPT, f, at, "tensor '%s' appears twice in the index", tn);
-        if (!add_ok(params, t.n_elements, &params))
-            throw_at(STK_E_DIMS_OVERFLOW, f, at, "the parameter count overflows 64 bits");
+        if (!add_ok(params, t.n_elements, &params)) throw_at(STK_E_DIMS_OVERFLOW, f, at, "the parameter count overflows 64 bits");
         // Padding between this tensor and the next (or the section end) must be zero.
         for (uint64_t p = end; p < expect_offset && p < header_.total_bytes; p++)
             if (data_[data_offset_ + p])
@@ -333,8 +343,9 @@ void LwtFile::read_f32(const LwtTensor &t, float *out) const {
     if (r > t.n_elements)
         throw_at(STK_E_CORRUPT, name_, at + t.size_bytes - 1, "tensor '%s': nonzero padding bits after the last element",
                  printable(t.name).c_str());
-    throw_at(STK_E_CORRUPT, name_, at + r * lwt_dtype_bits(t.dtype) / 8, "tensor '%s': element %" PRIu64 " holds %s field %u, which no value encodes to",
-             printable(t.name).c_str(), r, lwt_dtype_name(t.dtype), lwt_field_at(t.dtype, tensor_data(t), r));
+    throw_at(STK_E_CORRUPT, name_, at + r * lwt_dtype_bits(t.dtype) / 8,
+             "tensor '%s': element %" PRIu64 " holds %s field %u, which no value encodes to", printable(t.name).c_str(), r,
+             lwt_dtype_name(t.dtype), lwt_field_at(t.dtype, tensor_data(t), r));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -350,7 +361,8 @@ LwtWriter::LwtWriter(const std::string &path, const LwtHeader &header, std::vect
         throw_error(STK_E_BAD_DTYPE, "%s: header dtype '%s' is not a .lwt dtype", path.c_str(), printable(header_.dtype).c_str());
     for (auto &c : header_.config)
         if (!plain_token(c.first))
-            throw_error(STK_E_INVALID_ARGUMENT, "%s: config key '%s' is not 1-63 [A-Za-z0-9_.-]", path.c_str(), printable(c.first).c_str());
+            throw_error(STK_E_INVALID_ARGUMENT, "%s: config key '%s' is not 1-63 [A-Za-z0-9_.-]", path.c_str(),
+                        printable(c.first).c_str());
     std::unordered_map<std::string_view, uint32_t> names;
     tensors_.resize(specs.size());
     uint64_t offset = 0, params = 0;
@@ -359,9 +371,11 @@ LwtWriter::LwtWriter(const std::string &path, const LwtHeader &header, std::vect
         LwtTensorSpec &s = specs[i];
         t.name = std::move(s.name);
         if (t.name.empty() || t.name.size() >= kLwtNameBytes || t.name.find('\0') != std::string::npos)
-            throw_error(STK_E_INVALID_ARGUMENT, "%s: tensor name '%s' must be 1-127 bytes without NUL", path.c_str(), printable(t.name).c_str());
+            throw_error(STK_E_INVALID_ARGUMENT, "%s: tensor name '%s' must be 1-127 bytes without NUL", path.c_str(),
+                        printable(t.name).c_str());
         if (s.shape.size() > kLwtMaxDims)
-            throw_error(STK_E_BAD_RANK, "%s: tensor '%s' has %zu dims (at most 8)", path.c_str(), printable(t.name).c_str(), s.shape.size());
+            throw_error(STK_E_BAD_RANK, "%s: tensor '%s' has %zu dims (at most 8)", path.c_str(), printable(t.name).c_str(),
+                        s.shape.size());
         t.dtype = s.dtype;
         t.ndim = uint32_t(s.shape.size());
         for (uint32_t d = 0; d < t.ndim; d++) t.shape[d] = s.shape[d];
@@ -447,8 +461,8 @@ void LwtWriter::append(const uint8_t *packed, uint64_t len) {
     if (!in_tensor_) throw_error(STK_E_INTERNAL, "%s: bytes appended outside a tensor", path_.c_str());
     const LwtTensor &t = tensors_[next_];
     if (len > t.size_bytes - tensor_written_)
-        throw_error(STK_E_INTERNAL, "%s: tensor '%s' given more than the %" PRIu64 " bytes of its layout", path_.c_str(), t.name.c_str(),
-                    t.size_bytes);
+        throw_error(STK_E_INTERNAL, "%s: tensor '%s' given more than the %" PRIu64 " bytes of its layout", path_.c_str(),
+                    t.name.c_str(), t.size_bytes);
     put(packed, len);
     tensor_written_ += len;
 }
@@ -463,8 +477,8 @@ void LwtWriter::end_tensor() {
     if (!in_tensor_) throw_error(STK_E_INTERNAL, "%s: end_tensor without begin_tensor", path_.c_str());
     const LwtTensor &t = tensors_[next_];
     if (tensor_written_ != t.size_bytes)
-        throw_error(STK_E_INTERNAL, "%s: tensor '%s' given %" PRIu64 " bytes, its layout says %" PRIu64, path_.c_str(), t.name.c_str(),
-                    tensor_written_, t.size_bytes);
+        throw_error(STK_E_INTERNAL, "%s: tensor '%s' given %" PRIu64 " bytes, its layout says %" PRIu64, path_.c_str(),
+                    t.name.c_str(), tensor_written_, t.size_bytes);
     static const uint8_t zeros[kLwtAlign] = {};
     uint64_t pad = align_up(t.offset + t.size_bytes, kLwtAlign) - (t.offset + t.size_bytes);
     put(zeros, pad);
@@ -565,8 +579,8 @@ void save_lwt(const LwtModel &model, const std::string &path) {
             throw_error(STK_E_SIZE_MISMATCH, "%s: tensor '%s' holds %zu values, its shape %" PRIu64, path.c_str(), t.name.c_str(),
                         t.values.size(), lt.n_elements);
         buf.resize(size_t(lt.size_bytes));
-        LwtQuant q = lwt_quantize_tensor(t.name, t.dtype, t.values.data(), lt.n_elements, t.has_quant ? &t.quant : nullptr,
-                                         buf.data());
+        LwtQuant q =
+            lwt_quantize_tensor(t.name, t.dtype, t.values.data(), lt.n_elements, t.has_quant ? &t.quant : nullptr, buf.data());
         w.write_tensor(uint32_t(i), buf.data(), buf.size(), q);
     }
     w.commit();

@@ -31,7 +31,7 @@ constexpr char kLwtMagic[8] = {'L', 'W', 'A', 'T', 'C', 'H', 'V', '1'};
 constexpr uint64_t kLwtEntryBytesV1 = 216;  // seed 001's struct: float32 only
 constexpr uint64_t kLwtEntryBytes = 224;    // version 2: dtype, scale, zero_point
 constexpr uint32_t kLwtMaxDims = 8;
-constexpr uint64_t kLwtNameBytes = 128;      // NUL-terminated: names up to 127 bytes
+constexpr uint64_t kLwtNameBytes = 128;  // NUL-terminated: names up to 127 bytes
 constexpr uint64_t kLwtMaxHeaderJson = 1u << 24;
 constexpr uint64_t kLwtAlign = 64;
 
@@ -44,8 +44,8 @@ struct LwtHeader {
     uint64_t entry_bytes = kLwtEntryBytesV1;
     std::string model_type;
     std::vector<std::pair<std::string, uint64_t>> config;  // written in this order
-    std::string dtype = "float32";  // the dtype export chose for matrices (seed's "dtype")
-    bool tied_lm_head = false;      // the output projection is the token embedding (not stored)
+    std::string dtype = "float32";                         // the dtype export chose for matrices (seed's "dtype")
+    bool tied_lm_head = false;                             // the output projection is the token embedding (not stored)
     // Derived; filled by the reader (the writer computes them).
     uint64_t tensor_count = 0;
     uint64_t total_bytes = 0;
@@ -182,7 +182,7 @@ void save_lwt(const LwtModel &model, const std::string &path);
 // STK_E_UNSUPPORTED / STK_E_INVALID_ARGUMENT naming the tensor when q cannot be stored for dtype
 // (a scale outside [2^-100, 2^100], a zero point beyond the dtype's codes).
 void lwt_check_quant(const std::string &name, LwtDType dtype, LwtQuant q);
-LwtQuant lwt_quantize_tensor(const std::string &name, LwtDType dtype, const float *v, uint64_t n,
-                             const LwtQuant *fixed, uint8_t *out);
+LwtQuant lwt_quantize_tensor(const std::string &name, LwtDType dtype, const float *v, uint64_t n, const LwtQuant *fixed,
+                             uint8_t *out);
 
 }  // namespace stk

@@ -32,7 +32,8 @@ struct FieldDef {
     const char *note;  // meaning of values, "" if plain
 };
 
-#define FLD(name, type, member, lo, hi, note) {name, FT::type, offsetof(ManifestFields, member), lo, hi, note}
+#define FLD(name, type, member, lo, hi, note) \
+  { name, FT::type, offsetof(ManifestFields, member), lo, hi, note }
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
 const FieldDef kFields[] = {
@@ -107,7 +108,8 @@ constexpr size_t kOffMagic = 0, kOffEndian = 4, kOffSchema = 8, kOffNPgen = 40, 
 size_t field_size(FT t) {
     switch (t) {
         case FT::U32: return 4;
-        case FT::U64: case FT::F64: return 8;
+        case FT::U64:
+        case FT::F64: return 8;
         case FT::D32: return 32;
     }
     return 0;
@@ -143,10 +145,8 @@ std::string build_schema_text() {
     size_t at = kOffFields;
     for (const FieldDef &f : kFields) {
         t += format("@%zu %s %s", at, type_name(f.type), f.name);
-        if (f.type == FT::F64)
-            t += format(" %.9g..%.9g finite", f.lo, f.hi);
-        else if (f.type != FT::D32)
-            t += format(" %llu..%llu", (unsigned long long)f.lo, (unsigned long long)f.hi);
+        if (f.type == FT::F64) t += format(" %.9g..%.9g finite", f.lo, f.hi);
+        else if (f.type != FT::D32) t += format(" %llu..%llu", (unsigned long long)f.lo, (unsigned long long)f.hi);
         if (*f.note) t += format(" ; %s", f.note);
         t += "\n";
         at += field_size(f.type);
@@ -204,27 +204,30 @@ void check_array_entry(const ManifestArray &a, const std::string &file, uint64_t
     if (len == kManifestNameSize) throw_at(STK_E_CORRUPT, file, at, "array name not NUL-terminated");
     for (size_t i = len; i < kManifestNameSize; i++)
         if (a.name[i]) throw_at(STK_E_CORRUPT, file, at + i, "array name padding not zero");
-    if (!valid_array_name(a.name, len)) throw_at(STK_E_CORRUPT, file, at, "array name '%.*s' is not [A-Za-z0-9._-]+", int(len), a.name);
+    if (!valid_array_name(a.name, len))
+        throw_at(STK_E_CORRUPT, file, at, "array name '%.*s' is not [A-Za-z0-9._-]+", int(len), a.name);
     if (a.stage < STK_STAGE_PARSE_TENSORS || a.stage > STK_STAGE_BRIDGE_INIT)
         throw_at(STK_E_CORRUPT, file, at + 64, "array %s: stage %u not in 1..8", a.name, a.stage);
     if (dtype_size(a.dtype) == 0) throw_at(STK_E_BAD_DTYPE, file, at + 66, "array %s: unknown dtype %u (1..9)", a.name, a.dtype);
     if (a.rank < 1 || a.rank > kMaxRank) throw_at(STK_E_BAD_RANK, file, at + 68, "array %s: rank %u not in 1..5", a.name, a.rank);
-    if (a.flags & ~kKnownFlags) throw_at(STK_E_BAD_HEADER, file, at + 72, "array %s: unknown flag bits 0x%x", a.name, a.flags & ~kKnownFlags);
+    if (a.flags & ~kKnownFlags)
+        throw_at(STK_E_BAD_HEADER, file, at + 72, "array %s: unknown flag bits 0x%x", a.name, a.flags & ~kKnownFlags);
     if (!(a.flags & kFlagAligned64)) throw_at(STK_E_MISALIGNED, file, at + 72, "array %s: aligned_64B flag clear", a.name);
     uint64_t n = 1;
     for (uint32_t i = 0; i < kMaxRank; i++) {
         if (i >= a.rank && a.dims[i] != 1)
             throw_at(STK_E_BAD_RANK, file, at + 80 + 8 * i, "array %s: unused dims[%u] = %llu, must be 1", a.name, i,
-                (unsigned long long)a.dims[i]);
-        if (!mul_ok(n, a.dims[i], &n)) throw_at(STK_E_DIMS_OVERFLOW, file, at + 80 + 8 * i, "array %s: product of dims overflows", a.name);
+                     (unsigned long long)a.dims[i]);
+        if (!mul_ok(n, a.dims[i], &n))
+            throw_at(STK_E_DIMS_OVERFLOW, file, at + 80 + 8 * i, "array %s: product of dims overflows", a.name);
     }
     uint64_t expect;
     if (!mul_ok(n, dtype_size(a.dtype), &expect))
-        throw_at(STK_E_DIMS_OVERFLOW, file, at + 80, "array %s: %llu elements of %s overflow 64 bits", a.name, (unsigned long long)n,
-            dtype_name(a.dtype));
+        throw_at(STK_E_DIMS_OVERFLOW, file, at + 80, "array %s: %llu elements of %s overflow 64 bits", a.name,
+                 (unsigned long long)n, dtype_name(a.dtype));
     if (a.byte_len != expect)
         throw_at(STK_E_SIZE_MISMATCH, file, at + 120, "array %s: byte_len %llu, dims x %s give %llu", a.name,
-            (unsigned long long)a.byte_len, dtype_name(a.dtype), (unsigned long long)expect);
+                 (unsigned long long)a.byte_len, dtype_name(a.dtype), (unsigned long long)expect);
 }
 
 void check_stage_entry(uint32_t index, const ManifestStage &s, const std::string &file, uint64_t at) {
@@ -233,7 +236,8 @@ void check_stage_entry(uint32_t index, const ManifestStage &s, const std::string
 
 void check_record(const ManifestRecord &r, const std::string &file, uint64_t at) {
     if (r.stage < 1 || r.stage > STK_STAGE_COUNT) throw_at(STK_E_CORRUPT, file, at, "record stage %u not in 1..10", r.stage);
-    if (r.kind < kRecordFeatureDisabled || r.kind > kRecordNote) throw_at(STK_E_CORRUPT, file, at + 2, "record kind %u not in 1..4", r.kind);
+    if (r.kind < kRecordFeatureDisabled || r.kind > kRecordNote)
+        throw_at(STK_E_CORRUPT, file, at + 2, "record kind %u not in 1..4", r.kind);
     if (r.feature > kFeatureMax) throw_at(STK_E_CORRUPT, file, at + 4, "record feature %u not in 0..%u", r.feature, kFeatureMax);
     if (r.status > 99) throw_at(STK_E_CORRUPT, file, at + 8, "record status %u not in 0..99", r.status);
     if (!std::isfinite(r.value)) throw_at(STK_E_CORRUPT, file, at + 16, "record value is not finite");
@@ -241,35 +245,39 @@ void check_record(const ManifestRecord &r, const std::string &file, uint64_t at)
     size_t len = strnlen(r.text, kManifestTextSize);
     if (len == kManifestTextSize) throw_at(STK_E_CORRUPT, file, at + 32, "record text not NUL-terminated");
     for (size_t i = 0; i < len; i++)
-        if (r.text[i] < 0x20 || r.text[i] > 0x7e) throw_at(STK_E_CORRUPT, file, at + 32 + i, "record text byte 0x%02x is not printable ASCII", uint8_t(r.text[i]));
+        if (r.text[i] < 0x20 || r.text[i] > 0x7e)
+            throw_at(STK_E_CORRUPT, file, at + 32 + i, "record text byte 0x%02x is not printable ASCII", uint8_t(r.text[i]));
     for (size_t i = len; i < kManifestTextSize; i++)
         if (r.text[i]) throw_at(STK_E_CORRUPT, file, at + 32 + i, "record text padding not zero");
 }
 
 void check_counts(uint64_t n_pgen, uint64_t n_arrays, uint64_t n_records, const std::string &file) {
-    if (n_pgen > kManifestMaxPgen) throw_at(STK_E_CORRUPT, file, kOffNPgen, "n_pgen %llu above %u", (unsigned long long)n_pgen, kManifestMaxPgen);
+    if (n_pgen > kManifestMaxPgen)
+        throw_at(STK_E_CORRUPT, file, kOffNPgen, "n_pgen %llu above %u", (unsigned long long)n_pgen, kManifestMaxPgen);
     if (n_arrays > kManifestMaxArrays)
         throw_at(STK_E_CORRUPT, file, kOffNArrays, "n_arrays %llu above %u", (unsigned long long)n_arrays, kManifestMaxArrays);
     if (n_records > kManifestMaxRecords)
-        throw_at(STK_E_CORRUPT, file, kOffNRecords, "n_records %llu above %u", (unsigned long long)n_records, kManifestMaxRecords);
+        throw_at(STK_E_CORRUPT, file, kOffNRecords, "n_records %llu above %u", (unsigned long long)n_records,
+                 kManifestMaxRecords);
 }
 
 // Checks that need the whole set: P_gen ids below vocab_size, unique array names.
-void check_cross(const ManifestFields &f, const uint32_t *p_gen, uint32_t n_pgen, const ManifestArray *arrays,
-                 uint32_t n_arrays, const std::string &file, uint64_t pgen_at, uint64_t arrays_at) {
+void check_cross(const ManifestFields &f, const uint32_t *p_gen, uint32_t n_pgen, const ManifestArray *arrays, uint32_t n_arrays,
+                 const std::string &file, uint64_t pgen_at, uint64_t arrays_at) {
     for (uint32_t i = 0; i < n_pgen; i++)
         if (p_gen[i] >= f.tokenizer.vocab_size)
             throw_at(STK_E_CORRUPT, file, pgen_at + 4ull * i, "P_gen[%u] = %u, not below vocab_size %u", i, p_gen[i],
-                f.tokenizer.vocab_size);
+                     f.tokenizer.vocab_size);
     std::vector<std::pair<std::string_view, uint32_t>> names;
     names.reserve(n_arrays);
-    for (uint32_t i = 0; i < n_arrays; i++) names.emplace_back(std::string_view(arrays[i].name, strnlen(arrays[i].name, kManifestNameSize)), i);
+    for (uint32_t i = 0; i < n_arrays; i++)
+        names.emplace_back(std::string_view(arrays[i].name, strnlen(arrays[i].name, kManifestNameSize)), i);
     std::sort(names.begin(), names.end());
     for (size_t i = 1; i < names.size(); i++)
         if (names[i].first == names[i - 1].first) {
             uint32_t later = std::max(names[i].second, names[i - 1].second);
             throw_at(STK_E_CORRUPT, file, arrays_at + kManifestArrayEntrySize * later, "array %s listed twice",
-                std::string(names[i].first).c_str());
+                     std::string(names[i].first).c_str());
         }
 }
 
@@ -279,8 +287,8 @@ void check_array_stages(const ManifestArray *arrays, uint32_t n, const ManifestS
     for (uint32_t i = 0; i < n; i++) {
         uint16_t st = stages[arrays[i].stage - 1].state;
         if (st != kStageRan && st != kStageDisabled)
-            throw_at(STK_E_CORRUPT, file, arrays_at + kManifestArrayEntrySize * i + 64, "array %s: written by stage %u, whose state is %u",
-                arrays[i].name, arrays[i].stage, st);
+            throw_at(STK_E_CORRUPT, file, arrays_at + kManifestArrayEntrySize * i + 64,
+                     "array %s: written by stage %u, whose state is %u", arrays[i].name, arrays[i].stage, st);
     }
 }
 
@@ -458,7 +466,8 @@ void draft_add_record(ManifestDraft &d, stk_stage stage, RecordKind kind, Featur
         // Keep the bound: the last slot turns into a count of what did not fit.
         slot = kMaxDraftRecords - 1;
         ManifestRecord &last = d.records[slot];
-        double dropped = last.kind == kRecordNote && last.feature == kFeatureNone && last.status == STK_E_INTERNAL ? last.value + 1 : 2;
+        double dropped =
+            last.kind == kRecordNote && last.feature == kFeatureNone && last.status == STK_E_INTERNAL ? last.value + 1 : 2;
         last = ManifestRecord();
         last.stage = uint16_t(stage);
         last.kind = kRecordNote;
@@ -531,31 +540,33 @@ void write_manifest(const std::string &path, const ManifestInput &in, uint8_t cu
 
 Manifest decode_manifest(const uint8_t *p, uint64_t size, const std::string &file) {
     if (size < kOffFields)
-        throw_at(STK_E_TRUNCATED, file, size, "%llu bytes, shorter than the %zu-byte manifest head",
-                 (unsigned long long)size, kOffFields);
+        throw_at(STK_E_TRUNCATED, file, size, "%llu bytes, shorter than the %zu-byte manifest head", (unsigned long long)size,
+                 kOffFields);
     uint32_t magic = load_u32(p + kOffMagic);
-    if (magic != kManifestMagic) throw_at(STK_E_BAD_MAGIC, file, kOffMagic, "magic 0x%08x is not a Sera manifest (0x%08x)", magic, kManifestMagic);
+    if (magic != kManifestMagic)
+        throw_at(STK_E_BAD_MAGIC, file, kOffMagic, "magic 0x%08x is not a Sera manifest (0x%08x)", magic, kManifestMagic);
     uint32_t endian = load_u32(p + kOffEndian);
     if (endian != kManifestEndian)
         throw_at(STK_E_CORRUPT, file, kOffEndian, "endian tag 0x%08x, expected 0x%08x (little-endian)", endian, kManifestEndian);
     if (std::memcmp(p + kOffSchema, manifest_schema_sha256(), 32) != 0)
-        throw_at(STK_E_SCHEMA, file, kOffSchema, "schema digest %s is not the schema this reader knows (%s)", hex32(p + kOffSchema).c_str(),
-            hex32(manifest_schema_sha256()).c_str());
+        throw_at(STK_E_SCHEMA, file, kOffSchema, "schema digest %s is not the schema this reader knows (%s)",
+                 hex32(p + kOffSchema).c_str(), hex32(manifest_schema_sha256()).c_str());
     uint32_t n_pgen = load_u32(p + kOffNPgen), n_arrays = load_u32(p + kOffNArrays), n_stages = load_u32(p + kOffNStages),
              n_records = load_u32(p + kOffNRecords);
     check_counts(n_pgen, n_arrays, n_records, file);
-    if (n_stages != kManifestStages) throw_at(STK_E_CORRUPT, file, kOffNStages, "n_stages %u, the DAG has %u", n_stages, kManifestStages);
+    if (n_stages != kManifestStages)
+        throw_at(STK_E_CORRUPT, file, kOffNStages, "n_stages %u, the DAG has %u", n_stages, kManifestStages);
     uint64_t total = manifest_total_size(n_pgen, n_arrays, n_records);
     if (size < total)
         throw_at(STK_E_TRUNCATED, file, size, "%llu bytes, the counts (%u P_gen ids, %u arrays, %u records) need %llu",
                  (unsigned long long)size, n_pgen, n_arrays, n_records, (unsigned long long)total);
     if (size > total)
-        throw_at(STK_E_SIZE_MISMATCH, file, total, "%llu bytes after the end the counts give (%llu bytes)", (unsigned long long)(size - total),
-            (unsigned long long)total);
+        throw_at(STK_E_SIZE_MISMATCH, file, total, "%llu bytes after the end the counts give (%llu bytes)",
+                 (unsigned long long)(size - total), (unsigned long long)total);
     Sha256Digest h = sha256(p, size_t(size - 32));
     if (std::memcmp(h.bytes, p + size - 32, 32) != 0)
         throw_at(STK_E_CHECKSUM, file, size - 32, "curr_hash %s, the bytes before it hash to %s", hex32(p + size - 32).c_str(),
-            hex32(h.bytes).c_str());
+                 hex32(h.bytes).c_str());
 
     Manifest m;
     std::memcpy(m.schema_sha256, p + kOffSchema, 32);

@@ -39,8 +39,8 @@ constexpr size_t kManifestArrayEntrySize = 136;
 constexpr size_t kManifestStageEntrySize = 16;
 constexpr size_t kManifestRecordSize = 128;
 constexpr size_t kManifestHashesSize = 64;
-constexpr size_t kManifestNameSize = 64;   // array file name, NUL-padded
-constexpr size_t kManifestTextSize = 96;   // record text, NUL-padded printable ASCII
+constexpr size_t kManifestNameSize = 64;  // array file name, NUL-padded
+constexpr size_t kManifestTextSize = 96;  // record text, NUL-padded printable ASCII
 
 // Every scalar field of seed 2.5.  Zero means "not produced": the feature is disabled and a
 // record says why.  Bounds are in the schema text (and enforced by reader and writer).
@@ -151,12 +151,12 @@ enum Feature : uint32_t {
 };
 
 struct ManifestRecord {
-    uint16_t stage = 0;    // stk_stage 1..10
-    uint16_t kind = 0;     // RecordKind
-    uint32_t feature = 0;  // Feature
-    uint32_t status = 0;   // the stk_status that caused it (0 for a pass)
-    double value = 0;      // measured value (finite)
-    double bound = 0;      // the bound it was held to (finite)
+    uint16_t stage = 0;                 // stk_stage 1..10
+    uint16_t kind = 0;                  // RecordKind
+    uint32_t feature = 0;               // Feature
+    uint32_t status = 0;                // the stk_status that caused it (0 for a pass)
+    double value = 0;                   // measured value (finite)
+    double bound = 0;                   // the bound it was held to (finite)
     char text[kManifestTextSize] = {};  // printable ASCII, NUL-padded
 };
 
@@ -193,8 +193,8 @@ struct ManifestDraft {
     ManifestFields fields;
     const uint32_t *p_gen = nullptr;  // P_gen ids (arena memory of the tokenizer stage)
     uint32_t n_pgen = 0;
-    uint64_t master_seed = 0;         // the PRNG master seed all streams derive from (10.4)
-    uint8_t prev_hash[32] = {};       // set by a publisher that replaces a generation
+    uint64_t master_seed = 0;    // the PRNG master seed all streams derive from (10.4)
+    uint8_t prev_hash[32] = {};  // set by a publisher that replaces a generation
     ManifestRecord records[kMaxDraftRecords];
     uint32_t n_records = 0;
 };
@@ -202,8 +202,8 @@ struct ManifestDraft {
 // Append a record (a text over 95 printable characters is cut at a word boundary and ends in
 // "...", never inside a number; beyond kMaxDraftRecords the
 // last slot says how many were dropped).
-void draft_add_record(ManifestDraft &d, stk_stage stage, RecordKind kind, Feature feature, stk_status status,
-                      double value, double bound, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+void draft_add_record(ManifestDraft &d, stk_stage stage, RecordKind kind, Feature feature, stk_status status, double value,
+                      double bound, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
 
 // The canonical schema text and its SHA-256 (the value stored as schema_sha256).
 const std::string &manifest_schema_text();

@@ -214,16 +214,18 @@ CuckooTable cuckoo_build(const uint64_t *keys, const uint32_t *values, size_t n,
                 t.emergency_key = k;
                 t.emergency_value = v;
             } else {
-                throw_error(STK_E_TABLE_FULL,
-                            "cuckoo table full: key %016llx homeless after %u kicks with stash %u/%u, ring %u/%u and the emergency "
-                            "slot used (%zu items, capacity %llu)",
-                            (unsigned long long)k, p.kick_cap, t.stash_count, t.stash, ring_n, q, n, (unsigned long long)cap);
+                throw_error(
+                    STK_E_TABLE_FULL,
+                    "cuckoo table full: key %016llx homeless after %u kicks with stash %u/%u, ring %u/%u and the emergency "
+                    "slot used (%zu items, capacity %llu)",
+                    (unsigned long long)k, p.kick_cap, t.stash_count, t.stash, ring_n, q, n, (unsigned long long)cap);
             }
         };
         for (size_t i = 0; i < n; i++) {
             uint32_t dummy;
-            if (t.find(keys[i], &dummy)) throw_error(STK_E_INVALID_ARGUMENT, "cuckoo: duplicate key %016llx at position %zu",
-                                                     (unsigned long long)keys[i], i);
+            if (t.find(keys[i], &dummy))
+                throw_error(STK_E_INVALID_ARGUMENT, "cuckoo: duplicate key %016llx at position %zu", (unsigned long long)keys[i],
+                            i);
             uint64_t k = keys[i];
             uint32_t v = values[i];
             if (!bld.insert(k, v)) homeless(k, v, true);
@@ -286,8 +288,10 @@ void CuckooTable::serialize(uint8_t *out) const {
 }
 
 CuckooTable CuckooTable::load(const uint8_t *data, size_t size, const char *what) {
-    if (size < kCuckooHeaderSize) throw_error(STK_E_TRUNCATED, "%s: %zu bytes, shorter than the 64-byte cuckoo header", what, size);
-    if (load_u32(data) != kCuckooMagic) throw_error(STK_E_BAD_MAGIC, "%s: offset 0: not a cuckoo table (magic %08x)", what, load_u32(data));
+    if (size < kCuckooHeaderSize)
+        throw_error(STK_E_TRUNCATED, "%s: %zu bytes, shorter than the 64-byte cuckoo header", what, size);
+    if (load_u32(data) != kCuckooMagic)
+        throw_error(STK_E_BAD_MAGIC, "%s: offset 0: not a cuckoo table (magic %08x)", what, load_u32(data));
     CuckooTable t;
     t.d = load_u32(data + 4);
     t.b = load_u32(data + 8);
@@ -303,14 +307,16 @@ CuckooTable CuckooTable::load(const uint8_t *data, size_t size, const char *what
     if (t.b < 1 || t.b > 8) throw_error(STK_E_CORRUPT, "%s: offset 8: b = %u outside 1..8", what, t.b);
     if (t.stash > 64) throw_error(STK_E_CORRUPT, "%s: offset 12: stash = %u above 64", what, t.stash);
     if (t.n_buckets == 0) throw_error(STK_E_CORRUPT, "%s: offset 16: zero buckets", what);
-    if (t.stash_count > t.stash) throw_error(STK_E_CORRUPT, "%s: offset 40: stash count %u > stash %u", what, t.stash_count, t.stash);
+    if (t.stash_count > t.stash)
+        throw_error(STK_E_CORRUPT, "%s: offset 40: stash count %u > stash %u", what, t.stash_count, t.stash);
     if (t.emergency_used > 1) throw_error(STK_E_CORRUPT, "%s: offset 44: emergency flag %u", what, t.emergency_used);
     if (load_u32(data + 60) != 0) throw_error(STK_E_CORRUPT, "%s: offset 60: reserved bytes not zero", what);
-    if (t.n_buckets > size) throw_error(STK_E_TRUNCATED, "%s: offset 16: %llu buckets in %zu bytes", what, (unsigned long long)t.n_buckets, size);
+    if (t.n_buckets > size)
+        throw_error(STK_E_TRUNCATED, "%s: offset 16: %llu buckets in %zu bytes", what, (unsigned long long)t.n_buckets, size);
     Layout l = layout(t.n_buckets, t.b, t.stash);
     if (l.total != size)
-        throw_error(l.total > size ? STK_E_TRUNCATED : STK_E_SIZE_MISMATCH, "%s: cuckoo table is %zu bytes, its header needs %llu", what,
-                    size, (unsigned long long)l.total);
+        throw_error(l.total > size ? STK_E_TRUNCATED : STK_E_SIZE_MISMATCH,
+                    "%s: cuckoo table is %zu bytes, its header needs %llu", what, size, (unsigned long long)l.total);
     uint8_t *base = const_cast<uint8_t *>(data);  // views are only read
     t.occ = base + kCuckooHeaderSize;
     t.keys = base + l.keys;
@@ -320,12 +326,14 @@ CuckooTable CuckooTable::load(const uint8_t *data, size_t size, const char *what
     const uint8_t mask = uint8_t((1u << t.b) - 1);
     uint64_t count = t.stash_count + t.emergency_used;
     for (uint64_t bk = 0; bk < t.n_buckets; bk++) {
-        if (t.occ[bk] & ~mask) throw_error(STK_E_CORRUPT, "%s: offset %llu: occupancy bits beyond b = %u", what,
-                                            (unsigned long long)(kCuckooHeaderSize + bk), t.b);
+        if (t.occ[bk] & ~mask)
+            throw_error(STK_E_CORRUPT, "%s: offset %llu: occupancy bits beyond b = %u", what,
+                        (unsigned long long)(kCuckooHeaderSize + bk), t.b);
         count += uint32_t(__builtin_popcount(t.occ[bk]));
     }
-    if (count != t.items) throw_error(STK_E_CORRUPT, "%s: offset 32: %llu items, the table holds %llu", what,
-                                      (unsigned long long)t.items, (unsigned long long)count);
+    if (count != t.items)
+        throw_error(STK_E_CORRUPT, "%s: offset 32: %llu items, the table holds %llu", what, (unsigned long long)t.items,
+                    (unsigned long long)count);
     return t;
 }
 

@@ -17,24 +17,24 @@
 namespace stk {
 
 struct CuckooParams {
-    uint32_t d = 2;          // choices
-    uint32_t b = 4;          // slots per bucket
-    uint32_t stash = 4;      // S
-    uint32_t kick_cap = 8;   // L_cuckoo
-    double load = 0.90;      // sizing: buckets = ceil(n / (b * load))
-    uint64_t salt = 0;       // manifest salts.key_salt_digest
+    uint32_t d = 2;         // choices
+    uint32_t b = 4;         // slots per bucket
+    uint32_t stash = 4;     // S
+    uint32_t kick_cap = 8;  // L_cuckoo
+    double load = 0.90;     // sizing: buckets = ceil(n / (b * load))
+    uint64_t salt = 0;      // manifest salts.key_salt_digest
 };
 
 struct CuckooReport {
     uint64_t items = 0;
-    uint64_t capacity = 0;      // C = buckets * b
+    uint64_t capacity = 0;  // C = buckets * b
     uint64_t in_buckets = 0;
     uint32_t stash_used = 0;
-    uint32_t ring_capacity = 0; // Q = C / 32
-    uint32_t ring_used = 0;     // items that went through the ring
+    uint32_t ring_capacity = 0;  // Q = C / 32
+    uint32_t ring_used = 0;      // items that went through the ring
     uint32_t emergency_used = 0;
-    uint64_t kicks = 0;          // relocations in all
-    uint32_t max_chain = 0;      // longest relocation chain of one insertion (<= kick cap)
+    uint64_t kicks = 0;      // relocations in all
+    uint32_t max_chain = 0;  // longest relocation chain of one insertion (<= kick cap)
     double load() const { return capacity ? double(in_buckets) / double(capacity) : 0.0; }
 };
 

@@ -28,8 +28,16 @@ inline uint64_t hash_u64(uint64_t key, uint64_t salt) { return mix64(key ^ salt_
 inline uint64_t hash_u64_keyed(uint64_t key, uint64_t skey) { return mix64(key ^ skey); }
 
 namespace detail {
-inline uint64_t r64(const uint8_t *p) { uint64_t v; std::memcpy(&v, p, 8); return v; }
-inline uint64_t r32(const uint8_t *p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
+inline uint64_t r64(const uint8_t *p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+}
+inline uint64_t r32(const uint8_t *p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
 constexpr uint64_t kS0 = 0x2d358dccaa6c78a5ull, kS1 = 0x8bb84b93962eacc9ull, kS2 = 0x4b33a62ed433d4a3ull;
 }  // namespace detail
 

@@ -20,9 +20,12 @@ struct Shape {
 Shape shape_for(uint64_t k, const MphfParams &p) {
     if (!(p.lambda >= 1.0 && p.lambda <= 64.0)) throw_error(STK_E_INVALID_ARGUMENT, "MPHF lambda %g outside [1, 64]", p.lambda);
     if (!(p.alpha > 0.5 && p.alpha <= 1.0)) throw_error(STK_E_INVALID_ARGUMENT, "MPHF alpha %g outside (0.5, 1]", p.alpha);
-    if (!(p.m_scale >= 1.0 && p.m_scale <= 16.0)) throw_error(STK_E_INVALID_ARGUMENT, "MPHF m_scale %g outside [1, 16]", p.m_scale);
-    if (p.pilot_cap == 0 || p.pilot_cap > 65536) throw_error(STK_E_INVALID_ARGUMENT, "MPHF pilot cap %u outside [1, 65536]", p.pilot_cap);
-    if (k > (uint64_t(1) << 32) - 2) throw_error(STK_E_INVALID_ARGUMENT, "MPHF over %llu keys: at most 2^32-2", (unsigned long long)k);
+    if (!(p.m_scale >= 1.0 && p.m_scale <= 16.0))
+        throw_error(STK_E_INVALID_ARGUMENT, "MPHF m_scale %g outside [1, 16]", p.m_scale);
+    if (p.pilot_cap == 0 || p.pilot_cap > 65536)
+        throw_error(STK_E_INVALID_ARGUMENT, "MPHF pilot cap %u outside [1, 65536]", p.pilot_cap);
+    if (k > (uint64_t(1) << 32) - 2)
+        throw_error(STK_E_INVALID_ARGUMENT, "MPHF over %llu keys: at most 2^32-2", (unsigned long long)k);
     Shape s{};
     if (k == 0) return s;
     s.m = std::max<uint64_t>(k, uint64_t(std::ceil(double(k) / p.alpha * p.m_scale)));
@@ -267,21 +270,21 @@ void search(size_t n, HashFn &&hash_key, Mphf &f, const Outputs &out, const Mphf
 }
 
 void size_scratch(ArenaSizer &z, uint64_t n, const Shape &s) {
-    z.add_array<uint8_t>(kMphfBlock * mphf_blocks(s.b));      // output: pilot bytes, whole blocks
-    z.add_array<uint32_t>(mphf_blocks(s.b));                  // output: ranks
-    z.add_array<uint16_t>(s.b);                               // output: escapes (at most B)
-    z.add_array<uint32_t>(std::max<uint64_t>(1, s.m - n));    // output: remap
+    z.add_array<uint8_t>(kMphfBlock * mphf_blocks(s.b));    // output: pilot bytes, whole blocks
+    z.add_array<uint32_t>(mphf_blocks(s.b));                // output: ranks
+    z.add_array<uint16_t>(s.b);                             // output: escapes (at most B)
+    z.add_array<uint32_t>(std::max<uint64_t>(1, s.m - n));  // output: remap
     const uint32_t dbits = partition_bits(n);
-    z.add_array<uint64_t>(n);                                 // hashes, then grouped by bucket
-    z.add_array<uint32_t>((uint64_t(1) << dbits) + 1);        // part offsets
-    z.add_array<uint64_t>(n);                                 // hashes by part, then bases
-    z.add_array<uint32_t>(uint64_t(1) << dbits);              // part cursors
-    z.add_array<uint32_t>(s.b + 1);                           // bucket starts
-    z.add_array<uint32_t>(part_bucket_span(s, dbits) + 1);    // one part's bucket counts
-    z.add_array<uint32_t>(n + 2);                             // size classes (max bucket <= n)
-    z.add_array<uint32_t>(s.b);                               // order
-    z.add_array<uint64_t>((s.m + 64 + 63) / 64 + 1);          // taken bitmap, slots [0, 64) again, a zero word
-    z.add_array<uint16_t>(s.b);                               // pilots before encoding
+    z.add_array<uint64_t>(n);                               // hashes, then grouped by bucket
+    z.add_array<uint32_t>((uint64_t(1) << dbits) + 1);      // part offsets
+    z.add_array<uint64_t>(n);                               // hashes by part, then bases
+    z.add_array<uint32_t>(uint64_t(1) << dbits);            // part cursors
+    z.add_array<uint32_t>(s.b + 1);                         // bucket starts
+    z.add_array<uint32_t>(part_bucket_span(s, dbits) + 1);  // one part's bucket counts
+    z.add_array<uint32_t>(n + 2);                           // size classes (max bucket <= n)
+    z.add_array<uint32_t>(s.b);                             // order
+    z.add_array<uint64_t>((s.m + 64 + 63) / 64 + 1);        // taken bitmap, slots [0, 64) again, a zero word
+    z.add_array<uint16_t>(s.b);                             // pilots before encoding
 }
 
 template <class HashFn>
@@ -405,7 +408,8 @@ void Mphf::serialize(uint8_t *out) const {
 Mphf Mphf::load(const uint8_t *data, size_t size, const char *what) {
     if (size < kMphfHeaderSize)
         throw_error(STK_E_TRUNCATED, "%s: MPHF blob of %zu bytes is shorter than its 64-byte header", what, size);
-    if (load_u32(data) != kMphfMagic) throw_error(STK_E_BAD_MAGIC, "%s: offset 0: not an MPHF blob (magic %08x)", what, load_u32(data));
+    if (load_u32(data) != kMphfMagic)
+        throw_error(STK_E_BAD_MAGIC, "%s: offset 0: not an MPHF blob (magic %08x)", what, load_u32(data));
     Mphf f;
     uint32_t kind = load_u32(data + 4);
     if (kind != 1 && kind != 2) throw_error(STK_E_CORRUPT, "%s: offset 4: unknown MPHF key kind %u", what, kind);
@@ -417,7 +421,8 @@ Mphf Mphf::load(const uint8_t *data, size_t size, const char *what) {
     f.salt = load_u64(data + 40);
     f.salt_mixed = hash::salt_key(f.salt);
     // Width 16 was the layout before 2026-11-23 (a u16 pilot per bucket, no escapes): refused.
-    if (load_u32(data + 48) != 8) throw_error(STK_E_CORRUPT, "%s: offset 48: pilot width %u, expected 8", what, load_u32(data + 48));
+    if (load_u32(data + 48) != 8)
+        throw_error(STK_E_CORRUPT, "%s: offset 48: pilot width %u, expected 8", what, load_u32(data + 48));
     if (load_u32(data + 60) != 0) throw_error(STK_E_CORRUPT, "%s: offset 60: reserved bytes not zero", what);
     const unsigned long long K = f.n_keys, M = f.n_slots, B = f.n_buckets, B1 = f.n_dense;
     const uint32_t window = load_u32(data + 52);
@@ -458,7 +463,8 @@ Mphf Mphf::load(const uint8_t *data, size_t size, const char *what) {
         const uint64_t at = kMphfHeaderSize + kMphfBlock * j;
         if (load_u32(f.ranks + 4 * j) != e)
             throw_error(STK_E_CORRUPT, "%s: offset %llu: rank of pilot block %llu is %u, the pilot bytes say %llu", what,
-                        (unsigned long long)(x.ranks + 4 * j), (unsigned long long)j, load_u32(f.ranks + 4 * j), (unsigned long long)e);
+                        (unsigned long long)(x.ranks + 4 * j), (unsigned long long)j, load_u32(f.ranks + 4 * j),
+                        (unsigned long long)e);
         const uint64_t used = std::min<uint64_t>(kMphfBlock, B - kMphfBlock * j);
         for (uint64_t i = 0; i < kMphfBlock; i++) {
             if (i >= used && line[i] != 0)
@@ -467,12 +473,14 @@ Mphf Mphf::load(const uint8_t *data, size_t size, const char *what) {
             e += line[i] == kMphfEscape;
         }
     }
-    if (e != E) throw_error(STK_E_CORRUPT, "%s: offset 56: E=%llu escaped pilots, the pilot bytes say %llu", what, E, (unsigned long long)e);
+    if (e != E)
+        throw_error(STK_E_CORRUPT, "%s: offset 56: E=%llu escaped pilots, the pilot bytes say %llu", what, E,
+                    (unsigned long long)e);
     // Escaped pilots are >= 255 and below the cap 2^16 (pilot - 255 <= 65280).
     for (uint64_t i = 0; i < E; i++)
         if (load_u16(f.escapes + 2 * i) > 65535 - kMphfEscape)
-            throw_error(STK_E_CORRUPT, "%s: offset %llu: escaped pilot 255 + %u >= 2^16", what, (unsigned long long)(x.escapes + 2 * i),
-                        load_u16(f.escapes + 2 * i));
+            throw_error(STK_E_CORRUPT, "%s: offset %llu: escaped pilot 255 + %u >= 2^16", what,
+                        (unsigned long long)(x.escapes + 2 * i), load_u16(f.escapes + 2 * i));
     const size_t r = size_t(x.remap);
     f.remap = data + r;
     for (uint64_t i = 0; i < M - K; i++)

@@ -27,7 +27,7 @@
 #include <cstdint>
 
 #if defined(__SSE2__)
-#include <emmintrin.h>
+#  include <emmintrin.h>
 #endif
 
 #include "core/arena.h"
@@ -39,10 +39,10 @@ namespace stk {
 enum class MphfKeyKind : uint32_t { U64 = 1, BYTES = 2 };
 
 struct MphfParams {
-    double lambda = 3.5;       // average keys per bucket (measured in bench/mphf_bench)
-    double alpha = 0.99;       // load K / M of the search table
-    double m_scale = 1.0;      // 18.1 retries multiply M by 1.05 each
-    uint64_t salt = 0;         // key hashing salt (manifest: mphf_salt_digest)
+    double lambda = 3.5;         // average keys per bucket (measured in bench/mphf_bench)
+    double alpha = 0.99;         // load K / M of the search table
+    double m_scale = 1.0;        // 18.1 retries multiply M by 1.05 each
+    uint64_t salt = 0;           // key hashing salt (manifest: mphf_salt_digest)
     uint32_t pilot_cap = 65536;  // seed 4.4's cap 2^16 (escaped pilots are stored as pilot - 255 in a u16)
 };
 
@@ -78,7 +78,7 @@ inline uint32_t mphf_count_escapes(const uint8_t *p, uint32_t k) {
     constexpr uint64_t lo7 = 0x7F7F7F7F7F7F7F7Full;
     uint32_t c = 0;
     auto count = [](uint64_t w) {
-        uint64_t x = ~w;                        // bytes 255 -> 0
+        uint64_t x = ~w;                              // bytes 255 -> 0
         uint64_t t = ~(((x & lo7) + lo7) | x | lo7);  // high bit of each byte: byte of x is 0
         return uint32_t(__builtin_popcountll(t));
     };
@@ -118,21 +118,21 @@ inline uint32_t mphf_count_escapes_line(const uint8_t *line, uint32_t k) {
 class Mphf {
 public:
     MphfKeyKind kind = MphfKeyKind::U64;
-    uint64_t n_keys = 0;     // K
-    uint64_t n_slots = 0;    // M
-    uint64_t n_buckets = 0;  // B
-    uint64_t n_dense = 0;    // B1: buckets [0, B1) receive 60 % of the keys
+    uint64_t n_keys = 0;       // K
+    uint64_t n_slots = 0;      // M
+    uint64_t n_buckets = 0;    // B
+    uint64_t n_dense = 0;      // B1: buckets [0, B1) receive 60 % of the keys
     uint32_t window_log2 = 0;  // W = 2^window_log2 <= M (mphf_window_log2(M))
     uint64_t dense_mul = 0;    // floor(B1 2^64 / T): fastrange(h, dense_mul) < B1 for h < T
     uint64_t sparse_mul = 0;   // floor((B - B1) 2^64 / (2^64 - T))
     uint64_t salt = 0;
     uint64_t salt_mixed = hash::salt_key(0);  // hash::salt_key(salt), kept to save 3 multiplies per lookup
-    uint64_t n_escapes = 0;           // E: buckets whose pilot is >= 255
-    const uint8_t *pilots = nullptr;  // u8 [64 ceil(B / 64)], zero past B (byte pointers: no alignment needed)
-    const uint8_t *ranks = nullptr;   // u32 LE [ceil(B / 64)]: escapes before each block of 64 buckets
-    const uint8_t *escapes = nullptr; // u16 LE [E]: pilot - 255 of the escaped buckets, in bucket order
-    const uint8_t *remap = nullptr;   // u32 LE [M - K]
-    MphfStats stats;                   // build only (zero when loaded)
+    uint64_t n_escapes = 0;                   // E: buckets whose pilot is >= 255
+    const uint8_t *pilots = nullptr;          // u8 [64 ceil(B / 64)], zero past B (byte pointers: no alignment needed)
+    const uint8_t *ranks = nullptr;           // u32 LE [ceil(B / 64)]: escapes before each block of 64 buckets
+    const uint8_t *escapes = nullptr;         // u16 LE [E]: pilot - 255 of the escaped buckets, in bucket order
+    const uint8_t *remap = nullptr;           // u32 LE [M - K]
+    MphfStats stats;                          // build only (zero when loaded)
 
     bool empty() const { return n_keys == 0; }
     uint32_t pilot(uint64_t b) const { return pilots[b] != kMphfEscape ? pilots[b] : escaped_pilot(b); }

@@ -69,8 +69,8 @@ std::string find_gguf(const std::string &dir) {
     if (models.size() > 1) {
         std::string list;
         for (const auto &m : models) list += (list.empty() ? "" : ", ") + first_file[m];
-        throw_error(STK_E_INVALID_ARGUMENT, "%s: holds %zu GGUF models (%s); pass the file to open", dir.c_str(),
-                    models.size(), list.c_str());
+        throw_error(STK_E_INVALID_ARGUMENT, "%s: holds %zu GGUF models (%s); pass the file to open", dir.c_str(), models.size(),
+                    list.c_str());
     }
     return dir + "/" + first_file.begin()->second;
 }
@@ -97,8 +97,8 @@ std::unique_ptr<Source> open_source(const std::string &path) {
         probe = MappedFile();
         std::vector<std::unique_ptr<Source>> g = open_gguf_sources(path);
         if (g.size() != 1)
-            throw_error(STK_E_INVALID_ARGUMENT, "%s: one file of a GGUF split set of %zu; open it as a checkpoint",
-                        path.c_str(), g.size());
+            throw_error(STK_E_INVALID_ARGUMENT, "%s: one file of a GGUF split set of %zu; open it as a checkpoint", path.c_str(),
+                        g.size());
         return std::move(g[0]);
     }
     if (n >= 262 && std::memcmp(d + 257, "ustar", 5) == 0)

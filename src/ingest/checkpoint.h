@@ -12,13 +12,27 @@ namespace stk {
 
 // Element types of source checkpoints (safetensors names; torch storages map onto them).
 enum class SrcDType : uint8_t {
-    F64, F32, F16, BF16, F8_E4M3, F8_E5M2, I64, I32, I16, I8, U64, U32, U16, U8, BOOL,
+    F64,
+    F32,
+    F16,
+    BF16,
+    F8_E4M3,
+    F8_E5M2,
+    I64,
+    I32,
+    I16,
+    I8,
+    U64,
+    U32,
+    U16,
+    U8,
+    BOOL,
 };
-const char *src_dtype_name(SrcDType t);   // "BF16", ...
-size_t src_dtype_size(SrcDType t);         // bytes per element
+const char *src_dtype_name(SrcDType t);  // "BF16", ...
+size_t src_dtype_size(SrcDType t);       // bytes per element
 
 struct TensorRef {
-    std::string name;             // as stored ("h.0.attn.c_attn.weight")
+    std::string name;  // as stored ("h.0.attn.c_attn.weight")
     SrcDType dtype;
     std::vector<uint64_t> shape;  // row-major; [] for a scalar
     uint64_t n_elements = 0;      // product of shape (validated, no overflow)
@@ -27,7 +41,7 @@ struct TensorRef {
     uint64_t file_offset = 0;     // offset of the first byte in that file (for messages)
     // Row-major element strides for torch views (safetensors: contiguous).  Empty = contiguous.
     std::vector<uint64_t> strides;
-    uint32_t source_index = 0;    // which Checkpoint source (shard) holds it
+    uint32_t source_index = 0;  // which Checkpoint source (shard) holds it
     // Bytes tensor_bytes() returns: from the first element to one past the last element the
     // view addresses.  == n_bytes when contiguous; differs for strided torch views (a transpose
     // spans the same bytes; a slice with stride > 1 spans more).

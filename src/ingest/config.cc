@@ -203,8 +203,8 @@ std::vector<RoleRule> rules_from_element(element v, const std::string &source) {
             r.role = role_of(role, pattern);
             r.priority = 0;
             if (r.role == Role::QKV || r.role == Role::QKV_B)
-                throw_error(STK_E_BAD_JSON, "%s: role pattern '%s': QKV needs a \"layout\"; use the list form",
-                            source.c_str(), pattern.c_str());
+                throw_error(STK_E_BAD_JSON, "%s: role pattern '%s': QKV needs a \"layout\"; use the list form", source.c_str(),
+                            pattern.c_str());
             out.push_back(r);
         }
     } else if (!v.get_array().get(arr)) {
@@ -244,23 +244,25 @@ std::vector<RoleRule> rules_from_element(element v, const std::string &source) {
                 else if (norm == "q_norm") r.slot = NormSlot::QNorm;
                 else if (norm == "k_norm") r.slot = NormSlot::KNorm;
                 else
-                    throw_error(STK_E_BAD_JSON,
-                                "%s: role pattern '%s': norm '%s' is not attn, ffn, final, emb, post_attn, post_ffn, q_norm or k_norm",
-                                source.c_str(), r.pattern.c_str(), norm.c_str());
+                    throw_error(
+                        STK_E_BAD_JSON,
+                        "%s: role pattern '%s': norm '%s' is not attn, ffn, final, emb, post_attn, post_ffn, q_norm or k_norm",
+                        source.c_str(), r.pattern.c_str(), norm.c_str());
             }
             r.priority = index++;
             out.push_back(r);
         }
     } else {
-        throw_error(STK_E_BAD_JSON, "%s: \"stk_roles\" must be a list of {\"pattern\", \"role\"} objects or an object "
-                    "{pattern: role}", source.c_str());
+        throw_error(STK_E_BAD_JSON,
+                    "%s: \"stk_roles\" must be a list of {\"pattern\", \"role\"} objects or an object "
+                    "{pattern: role}",
+                    source.c_str());
     }
     if (out.size() > 4096) throw_error(STK_E_BAD_JSON, "%s: %zu role rules, at most 4096", source.c_str(), out.size());
     return out;
 }
 
 }  // namespace
-
 
 std::vector<RoleRule> parse_role_rules_json(const std::string &json_text, const std::string &source) {
     simdjson::dom::parser parser;
@@ -301,12 +303,14 @@ struct Refused {
 const Refused kRefused[] = {
     {"deepseek_v2", "multi-head latent attention (kv_a_proj_with_mqa, kv_b_proj) is not converted yet"},
     {"deepseek_v3", "multi-head latent attention (kv_a_proj_with_mqa, kv_b_proj) is not converted yet"},
-    {"gpt_oss", "its experts are stored as 3-D gate_up_proj / down_proj tensors (MXFP4 blocks on the hub) and its "
-                "attention has sinks; neither is converted yet"},
+    {"gpt_oss",
+     "its experts are stored as 3-D gate_up_proj / down_proj tensors (MXFP4 blocks on the hub) and its "
+     "attention has sinks; neither is converted yet"},
     {"granitemoe", "its experts are stored as 3-D input_linear / output_linear tensors, not converted yet"},
     {"phimoe", "its sparsemixer router is not the softmax top-k the FFN stages model; not converted yet"},
-    {"internlm2", "its fused wqkv (grouped layout) needs trust_remote_code modelling that has no reference "
-                  "fixture here; not converted yet"},
+    {"internlm2",
+     "its fused wqkv (grouped layout) needs trust_remote_code modelling that has no reference "
+     "fixture here; not converted yet"},
 };
 
 // quantization_config: only what is dequantised exactly may pass.
@@ -367,11 +371,10 @@ void step_kv_heads(Ctx &x) {
     m.n_kv_heads = m.n_heads;
     uint64_t v;
     if (x.def.kv_heads) x.def.kv_heads(x.c, x.model_type, m);
-    else if (x.c.u64_any({"num_key_value_heads", "num_kv_heads"}, &v))
-        m.n_kv_heads = uint32_t(v < kMaxHeads ? v : kMaxHeads + 1);
+    else if (x.c.u64_any({"num_key_value_heads", "num_kv_heads"}, &v)) m.n_kv_heads = uint32_t(v < kMaxHeads ? v : kMaxHeads + 1);
     if (m.n_kv_heads == 0 || m.n_kv_heads > m.n_heads || m.n_heads % m.n_kv_heads)
-        throw_error(STK_E_BAD_JSON, "%s: %u key/value heads do not divide the %u attention heads", x.source.c_str(),
-                    m.n_kv_heads, m.n_heads);
+        throw_error(STK_E_BAD_JSON, "%s: %u key/value heads do not divide the %u attention heads", x.source.c_str(), m.n_kv_heads,
+                    m.n_heads);
 }
 
 // The HF config class defaults, then the keys every family spells alike.
@@ -391,8 +394,7 @@ void step_ffn(Ctx &x) {
     uint64_t v;
     if (x.c.u64_any({"intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim"}, &v)) m.ffn_dim = v;
     else if (x.def.ffn_default_4x) m.ffn_dim = uint64_t(m.d_model) * 4;  // n_inner: null means 4 * n_embd
-    else if (m.family != kCustomFamily)
-        throw_error(STK_E_BAD_JSON, "%s: \"intermediate_size\" missing", x.source.c_str());
+    else if (m.family != kCustomFamily) throw_error(STK_E_BAD_JSON, "%s: \"intermediate_size\" missing", x.source.c_str());
     if (m.ffn_dim > kMaxFfn) x.c.check_range("intermediate_size", m.ffn_dim, 1, kMaxFfn);
 }
 
@@ -413,8 +415,7 @@ void step_positions(Ctx &x) {
         m.max_positions = v;
     }
     if (m.positions == PosKind::Learned && m.max_positions == 0)
-        throw_error(STK_E_BAD_JSON, "%s: learned positions need \"n_positions\" / \"max_position_embeddings\"",
-                    source.c_str());
+        throw_error(STK_E_BAD_JSON, "%s: learned positions need \"n_positions\" / \"max_position_embeddings\"", source.c_str());
     if (m.positions != PosKind::Rope) return;
     // transformers >= 5 writes "rope_parameters" instead of rope_theta / rope_scaling: flat, or one
     // object per layer type (Gemma: "full_attention", "sliding_attention").
@@ -536,8 +537,8 @@ void (*const kConfigSteps[])(Ctx &) = {
 
 }  // namespace
 
-ParsedConfig parse_model_config(const std::string &json_text, const std::string &source,
-                                const std::string *roles_file_text, const std::string &roles_source) {
+ParsedConfig parse_model_config(const std::string &json_text, const std::string &source, const std::string *roles_file_text,
+                                const std::string &roles_source) {
     ParsedConfig out;
     out.source = source;
     simdjson::dom::parser parser;
@@ -582,8 +583,7 @@ ParsedConfig parse_model_config(const std::string &json_text, const std::string 
 ParsedConfig load_model_config(const std::string &dir) {
     std::string path = dir + "/config.json";
     struct stat st;
-    if (::stat(dir.c_str(), &st) != 0)
-        throw_error(STK_E_NOT_FOUND, "%s: no such model directory", dir.c_str());
+    if (::stat(dir.c_str(), &st) != 0) throw_error(STK_E_NOT_FOUND, "%s: no such model directory", dir.c_str());
     if (!S_ISDIR(st.st_mode))
         throw_error(STK_E_NOT_FOUND, "%s: not a directory (the model directory holds config.json and the weights)", dir.c_str());
     if (!file_exists(path))

@@ -21,7 +21,7 @@ using FamilyId = uint16_t;
 constexpr FamilyId kCustomFamily = 0;
 const char *family_name(FamilyId f);
 
-enum class FfnKind : uint8_t { Plain = 0, Gated = 1 };      // W2 act(W1 x) / W2 (act(W1 x) * W3 x)
+enum class FfnKind : uint8_t { Plain = 0, Gated = 1 };  // W2 act(W1 x) / W2 (act(W1 x) * W3 x)
 enum class NormKind : uint8_t { LayerNorm = 0, RmsNorm = 1 };
 enum class PosKind : uint8_t { None = 0, Learned = 1, Rope = 2, Alibi = 3 };
 const char *ffn_kind_name(FfnKind k);
@@ -47,19 +47,19 @@ enum class QkNorm : uint8_t { None = 0, PerHead = 1, Whole = 2 };  // weight [he
 const char *qk_norm_name(QkNorm k);
 
 struct ModelConfig {
-    char model_type[32] = {};   // as written in config.json (truncated to 31 bytes)
+    char model_type[32] = {};  // as written in config.json (truncated to 31 bytes)
     FamilyId family = kCustomFamily;
 
     uint32_t d_model = 0;
     uint32_t n_layers = 0;
     uint32_t n_heads = 0;
-    uint32_t n_kv_heads = 0;     // == n_heads without GQA/MQA
+    uint32_t n_kv_heads = 0;  // == n_heads without GQA/MQA
     uint32_t head_dim = 0;
     uint64_t vocab_size = 0;
 
-    uint64_t ffn_dim = 0;        // dense FFN hidden size (intermediate_size / n_inner / 4*d)
+    uint64_t ffn_dim = 0;  // dense FFN hidden size (intermediate_size / n_inner / 4*d)
     FfnKind ffn_kind = FfnKind::Plain;
-    char activation[24] = {};    // "gelu_new", "silu", "gelu", ...
+    char activation[24] = {};  // "gelu_new", "silu", "gelu", ...
 
     NormKind norm = NormKind::LayerNorm;
     double norm_eps = 0;
@@ -67,28 +67,28 @@ struct ModelConfig {
     bool post_norms = false;       // a norm on each sublayer's output too (Gemma 2/3 sandwich, OLMo2)
     double norm_offset = 0;        // the gain is offset + weight (Gemma stores w, multiplies by 1 + w)
     QkNorm qk_norm = QkNorm::None;
-    double emb_multiplier = 1;     // the embedding is scaled by this (Gemma: sqrt(d_model))
+    double emb_multiplier = 1;  // the embedding is scaled by this (Gemma: sqrt(d_model))
 
     PosKind positions = PosKind::None;
-    double rope_theta = 0;       // RoPE base (rope_theta / rotary_emb_base)
-    uint32_t rotary_dim = 0;     // rotated dims per head (NeoX rotary_pct < 1 rotates a part)
+    double rope_theta = 0;            // RoPE base (rope_theta / rotary_emb_base)
+    uint32_t rotary_dim = 0;          // rotated dims per head (NeoX rotary_pct < 1 rotates a part)
     char rope_scaling_type[24] = {};  // "" none; "linear", "dynamic", "yarn", "llama3", ...
     double rope_scaling_factor = 0;
-    uint64_t rope_original_max = 0;   // original_max_position_embeddings (llama3, yarn, longrope)
+    uint64_t rope_original_max = 0;                              // original_max_position_embeddings (llama3, yarn, longrope)
     double rope_low_freq_factor = 0, rope_high_freq_factor = 0;  // llama3
     double rope_beta_fast = 0, rope_beta_slow = 0;               // yarn (0: 32 and 1)
-    uint32_t n_rope_long_factor = 0;  // longrope long_factor (one per rotary pair)
+    uint32_t n_rope_long_factor = 0;                             // longrope long_factor (one per rotary pair)
     float rope_long_factor[256] = {};
-    uint64_t max_positions = 0;  // max_position_embeddings / n_positions (0: not stated)
-    double rope_local_theta = 0; // RoPE base of the sliding-window layers (Gemma 3; 0: rope_theta)
-    uint32_t sliding_window = 0; // tokens a sliding-window layer sees (0: none)
+    uint64_t max_positions = 0;                   // max_position_embeddings / n_positions (0: not stated)
+    double rope_local_theta = 0;                  // RoPE base of the sliding-window layers (Gemma 3; 0: rope_theta)
+    uint32_t sliding_window = 0;                  // tokens a sliding-window layer sees (0: none)
     uint8_t sliding_layers[kMaxLayers / 8] = {};  // bit l: layer l attends through the window
-    double attn_softcap = 0;     // tanh soft-capping of attention logits (Gemma 2; 0: none)
-    double final_softcap = 0;    // of the output logits
-    double attn_scale = 0;       // the attention logits' scale (Gemma: query_pre_attn_scalar^-1/2; 0: head_dim^-1/2)
-    double logit_scale = 1;      // the output logits are multiplied by this (Cohere logit_scale, Granite 1/logits_scaling)
+    double attn_softcap = 0;                      // tanh soft-capping of attention logits (Gemma 2; 0: none)
+    double final_softcap = 0;                     // of the output logits
+    double attn_scale = 0;           // the attention logits' scale (Gemma: query_pre_attn_scalar^-1/2; 0: head_dim^-1/2)
+    double logit_scale = 1;          // the output logits are multiplied by this (Cohere logit_scale, Granite 1/logits_scaling)
     double residual_multiplier = 1;  // each sublayer's output is scaled by this before the residual add (Granite)
-    bool rope_interleaved = false;  // RoPE rotates pairs (2i, 2i+1) (GPT-J, Cohere), not (i, i + rotary_dim / 2)
+    bool rope_interleaved = false;   // RoPE rotates pairs (2i, 2i+1) (GPT-J, Cohere), not (i, i + rotary_dim / 2)
 
     // Mixture of experts (n_experts == 0: dense).
     uint32_t n_experts = 0;
@@ -107,15 +107,13 @@ struct ModelConfig {
     bool qkv_bias = false;
     bool o_bias = false;
     bool mlp_bias = false;
-    bool emb_norm = false;         // Bloom: LayerNorm right after the embedding
-    bool norm_bias = true;         // LayerNorms carry a bias (MPT no_bias, Cohere, OLMo: none)
-    bool lm_head_bias = false;     // the output projection has a bias (Phi-2, GPT-J)
-    uint32_t pos_offset = 0;       // learned position table rows before position 0 (OPT: 2)
+    bool emb_norm = false;                       // Bloom: LayerNorm right after the embedding
+    bool norm_bias = true;                       // LayerNorms carry a bias (MPT no_bias, Cohere, OLMo: none)
+    bool lm_head_bias = false;                   // the output projection has a bias (Phi-2, GPT-J)
+    uint32_t pos_offset = 0;                     // learned position table rows before position 0 (OPT: 2)
     QkvLayout qkv_layout = QkvLayout::Separate;  // how a fused query_key_value is laid out
 
-    bool layer_is_sliding(uint32_t layer) const {
-        return layer < kMaxLayers && (sliding_layers[layer / 8] >> (layer % 8)) & 1;
-    }
+    bool layer_is_sliding(uint32_t layer) const { return layer < kMaxLayers && (sliding_layers[layer / 8] >> (layer % 8)) & 1; }
     // True if layer i routes through experts (qwen2_moe may keep some layers dense).
     bool layer_is_moe(uint32_t layer) const;
     // FFN hidden size of an expert index (-1 dense, -2 shared, >= 0 routed).
@@ -134,8 +132,7 @@ struct ParsedConfig {
 // wrong types), STK_E_UNKNOWN_MODEL (no preset and no "stk_roles"), STK_E_UNSUPPORTED
 // (encoder-decoder models such as whisper), STK_E_INVALID_ARGUMENT never.
 ParsedConfig parse_model_config(const std::string &json_text, const std::string &source,
-                                const std::string *roles_file_text = nullptr,
-                                const std::string &roles_source = std::string());
+                                const std::string *roles_file_text = nullptr, const std::string &roles_source = std::string());
 
 // What the spec's arrays cannot represent of this model and what stk does instead (soft-capping,
 // sliding windows, per-layer RoPE bases, q/k norms, multipliers): one short line each (at most 95

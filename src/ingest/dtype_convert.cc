@@ -2,8 +2,8 @@
 
 #include <cmath>
 #if defined(__x86_64__)
-#include <cpuid.h>
-#include <immintrin.h>
+#  include <cpuid.h>
+#  include <immintrin.h>
 #endif
 #include <cstring>
 
@@ -20,8 +20,8 @@ struct DTypeInfo {
 };
 // Indexed by SrcDType.
 constexpr DTypeInfo kDTypes[] = {
-    {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I64", 8},
-    {"I32", 4}, {"I16", 2}, {"I8", 1},  {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1},  {"BOOL", 1},
+    {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I64", 8},  {"I32", 4},
+    {"I16", 2}, {"I8", 1},  {"U64", 8}, {"U32", 4},  {"U16", 2},     {"U8", 1},      {"BOOL", 1},
 };
 constexpr size_t kNumDTypes = sizeof kDTypes / sizeof kDTypes[0];
 static_assert(kNumDTypes == size_t(SrcDType::BOOL) + 1, "kDTypes follows SrcDType");
@@ -129,9 +129,8 @@ void convert_contiguous(SrcDType t, const uint8_t *src, uint64_t count, float *o
 void convert_to_f32(const TensorRef &t, const uint8_t *bytes, uint64_t first, uint64_t count, float *out) {
     uint64_t end;
     if (!add_ok(first, count, &end) || end > t.n_elements)
-        throw_error(STK_E_INVALID_ARGUMENT, "%s: tensor '%s': elements [%llu, +%llu) outside its %llu elements",
-                    t.file.c_str(), t.name.c_str(), (unsigned long long)first, (unsigned long long)count,
-                    (unsigned long long)t.n_elements);
+        throw_error(STK_E_INVALID_ARGUMENT, "%s: tensor '%s': elements [%llu, +%llu) outside its %llu elements", t.file.c_str(),
+                    t.name.c_str(), (unsigned long long)first, (unsigned long long)count, (unsigned long long)t.n_elements);
     if (count == 0) return;
     size_t es = src_dtype_size(t.dtype);
     if (t.strides.empty()) {

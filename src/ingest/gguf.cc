@@ -21,26 +21,32 @@ namespace stk {
 namespace {
 
 const GgmlTypeInfo kTypes[] = {
-    {"F32", 1, 4},        {"F16", 1, 2},      {"Q4_0", 32, 18},    {"Q4_1", 32, 20},     {nullptr, 0, 0},
-    {nullptr, 0, 0},      {"Q5_0", 32, 22},   {"Q5_1", 32, 24},    {"Q8_0", 32, 34},     {"Q8_1", 32, 40},
-    {"Q2_K", 256, 84},    {"Q3_K", 256, 110}, {"Q4_K", 256, 144},  {"Q5_K", 256, 176},   {"Q6_K", 256, 210},
-    {"Q8_K", 256, 292},   {"IQ2_XXS", 256, 66}, {"IQ2_XS", 256, 74}, {"IQ3_XXS", 256, 98}, {"IQ1_S", 256, 50},
-    {"IQ4_NL", 32, 18},   {"IQ3_S", 256, 110}, {"IQ2_S", 256, 82},  {"IQ4_XS", 256, 136}, {"I8", 1, 1},
-    {"I16", 1, 2},        {"I32", 1, 4},      {"I64", 1, 8},       {"F64", 1, 8},        {"IQ1_M", 256, 56},
-    {"BF16", 1, 2},       {nullptr, 0, 0},    {nullptr, 0, 0},     {nullptr, 0, 0},      {"TQ1_0", 256, 54},
-    {"TQ2_0", 256, 66},   {nullptr, 0, 0},    {nullptr, 0, 0},     {nullptr, 0, 0},      {"MXFP4", 32, 17},
-    {"NVFP4", 64, 36},    {"Q1_0", 128, 18},
+    {"F32", 1, 4},        {"F16", 1, 2},      {"Q4_0", 32, 18},   {"Q4_1", 32, 20},    {nullptr, 0, 0},      {nullptr, 0, 0},
+    {"Q5_0", 32, 22},     {"Q5_1", 32, 24},   {"Q8_0", 32, 34},   {"Q8_1", 32, 40},    {"Q2_K", 256, 84},    {"Q3_K", 256, 110},
+    {"Q4_K", 256, 144},   {"Q5_K", 256, 176}, {"Q6_K", 256, 210}, {"Q8_K", 256, 292},  {"IQ2_XXS", 256, 66}, {"IQ2_XS", 256, 74},
+    {"IQ3_XXS", 256, 98}, {"IQ1_S", 256, 50}, {"IQ4_NL", 32, 18}, {"IQ3_S", 256, 110}, {"IQ2_S", 256, 82},   {"IQ4_XS", 256, 136},
+    {"I8", 1, 1},         {"I16", 1, 2},      {"I32", 1, 4},      {"I64", 1, 8},       {"F64", 1, 8},        {"IQ1_M", 256, 56},
+    {"BF16", 1, 2},       {nullptr, 0, 0},    {nullptr, 0, 0},    {nullptr, 0, 0},     {"TQ1_0", 256, 54},   {"TQ2_0", 256, 66},
+    {nullptr, 0, 0},      {nullptr, 0, 0},    {nullptr, 0, 0},    {"MXFP4", 32, 17},   {"NVFP4", 64, 36},    {"Q1_0", 128, 18},
 };
 
 // Bytes of a fixed-size value type; 0 for string / array; -1 for an unknown id.
 int scalar_size(uint32_t t) {
     switch (t) {
-    case 0: case 1: case 7: return 1;
-    case 2: case 3: return 2;
-    case 4: case 5: case 6: return 4;
-    case 10: case 11: case 12: return 8;
-    case 8: case 9: return 0;
-    default: return -1;
+        case 0:
+        case 1:
+        case 7: return 1;
+        case 2:
+        case 3: return 2;
+        case 4:
+        case 5:
+        case 6: return 4;
+        case 10:
+        case 11:
+        case 12: return 8;
+        case 8:
+        case 9: return 0;
+        default: return -1;
     }
 }
 
@@ -70,11 +76,11 @@ void GgufValue::wrong(const char *wanted) const {
              printable(key_).c_str(), type.c_str(), wanted);
 }
 
-#define STK_GGUF_GETTER(NAME, T, TYPE)                       \
-    T GgufValue::NAME() const {                              \
-        if (type_ != GgufType::TYPE) wrong(#NAME);           \
-        return load_le<T>(data_);                            \
-    }
+#define STK_GGUF_GETTER(NAME, T, TYPE)         \
+  T GgufValue::NAME() const {                  \
+    if (type_ != GgufType::TYPE) wrong(#NAME); \
+    return load_le<T>(data_);                  \
+  }
 STK_GGUF_GETTER(u8, uint8_t, U8)
 STK_GGUF_GETTER(i8, int8_t, I8)
 STK_GGUF_GETTER(u16, uint16_t, U16)
@@ -103,15 +109,27 @@ namespace {
 bool load_int(GgufType t, const uint8_t *p, int64_t *s, uint64_t *u, bool *is_signed) {
     *is_signed = true;
     switch (t) {
-    case GgufType::U8: *u = p[0]; *is_signed = false; return true;
-    case GgufType::U16: *u = load_le<uint16_t>(p); *is_signed = false; return true;
-    case GgufType::U32: *u = load_le<uint32_t>(p); *is_signed = false; return true;
-    case GgufType::U64: *u = load_le<uint64_t>(p); *is_signed = false; return true;
-    case GgufType::I8: *s = int8_t(p[0]); return true;
-    case GgufType::I16: *s = load_le<int16_t>(p); return true;
-    case GgufType::I32: *s = load_le<int32_t>(p); return true;
-    case GgufType::I64: *s = load_le<int64_t>(p); return true;
-    default: return false;
+        case GgufType::U8:
+            *u = p[0];
+            *is_signed = false;
+            return true;
+        case GgufType::U16:
+            *u = load_le<uint16_t>(p);
+            *is_signed = false;
+            return true;
+        case GgufType::U32:
+            *u = load_le<uint32_t>(p);
+            *is_signed = false;
+            return true;
+        case GgufType::U64:
+            *u = load_le<uint64_t>(p);
+            *is_signed = false;
+            return true;
+        case GgufType::I8: *s = int8_t(p[0]); return true;
+        case GgufType::I16: *s = load_le<int16_t>(p); return true;
+        case GgufType::I32: *s = load_le<int32_t>(p); return true;
+        case GgufType::I64: *s = load_le<int64_t>(p); return true;
+        default: return false;
     }
 }
 
@@ -123,8 +141,9 @@ uint64_t GgufValue::as_uint() const {
     bool sg;
     if (!load_int(type_, data_, &s, &u, &sg)) wrong("an integer");
     if (!sg) return u;
-    if (s < 0) throw_at(STK_E_CORRUPT, *path_, offset_, "key '%s': %lld where a count >= 0 was expected",
-                        printable(key_).c_str(), (long long)s);
+    if (s < 0)
+        throw_at(STK_E_CORRUPT, *path_, offset_, "key '%s': %lld where a count >= 0 was expected", printable(key_).c_str(),
+                 (long long)s);
     return uint64_t(s);
 }
 
@@ -135,8 +154,8 @@ int64_t GgufValue::as_int() const {
     if (!load_int(type_, data_, &s, &u, &sg)) wrong("an integer");
     if (sg) return s;
     if (u > uint64_t(INT64_MAX))
-        throw_at(STK_E_CORRUPT, *path_, offset_, "key '%s': %llu does not fit a signed 64-bit integer",
-                 printable(key_).c_str(), (unsigned long long)u);
+        throw_at(STK_E_CORRUPT, *path_, offset_, "key '%s': %llu does not fit a signed 64-bit integer", printable(key_).c_str(),
+                 (unsigned long long)u);
     return int64_t(u);
 }
 
@@ -283,8 +302,7 @@ struct GgufParser {
     void value(uint32_t t, std::string_view key, uint32_t depth) {
         const std::string k = printable(key);
         int sz = scalar_size(t);
-        if (sz < 0)
-            throw_at(STK_E_CORRUPT, path, pos - 4, "key '%s': unknown value type %u (GGUF defines 0..12)", k.c_str(), t);
+        if (sz < 0) throw_at(STK_E_CORRUPT, path, pos - 4, "key '%s': unknown value type %u (GGUF defines 0..12)", k.c_str(), t);
         if (sz > 0) {
             need(uint64_t(sz), "a metadata value");
             if (t == uint32_t(GgufType::BOOL) && d[pos] > 1)
@@ -318,8 +336,8 @@ struct GgufParser {
             if (et == uint32_t(GgufType::BOOL))
                 for (uint64_t i = 0; i < count; i++)
                     if (d[pos + i] > 1)
-                        throw_at(STK_E_CORRUPT, path, pos + i, "key '%s': bool element %llu is %u, neither 0 nor 1",
-                                 k.c_str(), (unsigned long long)i, d[pos + i]);
+                        throw_at(STK_E_CORRUPT, path, pos + i, "key '%s': bool element %llu is %u, neither 0 nor 1", k.c_str(),
+                                 (unsigned long long)i, d[pos + i]);
             pos += bytes;
             return;
         }
@@ -400,8 +418,7 @@ struct GgufParser {
             uint64_t kat = pos;
             std::string_view key = string("a metadata key");
             if (key.empty()) throw_at(STK_E_CORRUPT, path, kat, "metadata key %llu is empty", (unsigned long long)i);
-            if (s.by_key.count(key))
-                throw_at(STK_E_CORRUPT, path, kat, "duplicate metadata key '%s'", printable(key).c_str());
+            if (s.by_key.count(key)) throw_at(STK_E_CORRUPT, path, kat, "duplicate metadata key '%s'", printable(key).c_str());
             uint32_t t = u32("a value type");
             index_starts.push_back(s.index.size());
             value_at.push_back(pos);
@@ -459,8 +476,8 @@ struct GgufParser {
             uint64_t ne = 1;
             for (uint32_t j = 0; j < kGgufMaxDims; j++)
                 if (!mul_ok(ne, t.ne[j], &ne) || ne > uint64_t(INT64_MAX))
-                    throw_at(STK_E_DIMS_OVERFLOW, path, dims_at, "tensor '%s': the product of its dimensions overflows ggml's int64",
-                             pn.c_str());
+                    throw_at(STK_E_DIMS_OVERFLOW, path, dims_at,
+                             "tensor '%s': the product of its dimensions overflows ggml's int64", pn.c_str());
             if (t.ne[0] % ti->block != 0)
                 throw_at(STK_E_SIZE_MISMATCH, path, dims_at,
                          "tensor '%s': its first dimension %llu is not a multiple of %s's block of %u", pn.c_str(),
@@ -491,8 +508,10 @@ struct GgufParser {
                          "tensor '%s': data offset %llu %s (tensors follow each other in info order, each padded to %llu "
                          "bytes)",
                          pn.c_str(), (unsigned long long)rel[i],
-                         rel[i] < expected ? format("overlaps the previous tensor, which ends at %llu", (unsigned long long)expected).c_str()
-                                           : format("leaves a hole after the previous tensor, which ends at %llu", (unsigned long long)expected).c_str(),
+                         rel[i] < expected
+                             ? format("overlaps the previous tensor, which ends at %llu", (unsigned long long)expected).c_str()
+                             : format("leaves a hole after the previous tensor, which ends at %llu", (unsigned long long)expected)
+                                   .c_str(),
                          (unsigned long long)s.alignment);
             uint64_t abs, end;
             if (!add_ok(s.data_start, rel[i], &abs) || !add_ok(abs, t.n_bytes, &end) || end > n)
@@ -606,14 +625,15 @@ void GgufFile::open_split_set(std::vector<std::string> paths, bool from_names) {
             const GgufValue *c = shard_find(s, "split.count");
             const GgufValue *no = shard_find(s, "split.no");
             if (!c || !no)
-                throw_error(STK_E_CORRUPT, "%s: file %zu of a split set of %zu has no split.%s key", s.path.c_str(), i + 1,
-                            count, !c ? "count" : "no");
+                throw_error(STK_E_CORRUPT, "%s: file %zu of a split set of %zu has no split.%s key", s.path.c_str(), i + 1, count,
+                            !c ? "count" : "no");
             if (c->as_uint() != count)
                 throw_at(STK_E_CORRUPT, s.path, c->file_offset(), "split.count is %llu, but the set has %zu files",
                          (unsigned long long)c->as_uint(), count);
             if (no->as_uint() != i)
-                throw_at(STK_E_CORRUPT, s.path, no->file_offset(), "split.no is %llu, but this is file %zu of the set (expected %zu)",
-                         (unsigned long long)no->as_uint(), i + 1, i);
+                throw_at(STK_E_CORRUPT, s.path, no->file_offset(),
+                         "split.no is %llu, but this is file %zu of the set (expected %zu)", (unsigned long long)no->as_uint(),
+                         i + 1, i);
         } else if (split_count(s) > 1) {
             throw_error(STK_E_CORRUPT, "%s: split.count is %llu; open the whole split set", s.path.c_str(),
                         (unsigned long long)split_count(s));
@@ -660,8 +680,7 @@ const uint8_t *GgufFile::tensor_data(const GgufTensorInfo &t) const {
 size_t GgufFile::file_count() const { return shards_.size(); }
 const MappedFile &GgufFile::file(size_t i) const { return shards_.at(i)->file; }
 
-std::vector<GgufTensorInfo> gguf_validate(const uint8_t *data, uint64_t size, const std::string &path,
-                                          uint64_t *alignment) {
+std::vector<GgufTensorInfo> gguf_validate(const uint8_t *data, uint64_t size, const std::string &path, uint64_t *alignment) {
     GgufFile::Shard s;
     s.path = path;
     GgufParser p{data, size, 0, s.path, s};

@@ -24,22 +24,63 @@ constexpr uint32_t kGgufMaxArrayDepth = 16;  // nested arrays deeper than this a
 
 // Metadata value types (ids as stored).
 enum class GgufType : uint32_t {
-    U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7, STRING = 8, ARRAY = 9,
-    U64 = 10, I64 = 11, F64 = 12,
+    U8 = 0,
+    I8 = 1,
+    U16 = 2,
+    I16 = 3,
+    U32 = 4,
+    I32 = 5,
+    F32 = 6,
+    BOOL = 7,
+    STRING = 8,
+    ARRAY = 9,
+    U64 = 10,
+    I64 = 11,
+    F64 = 12,
 };
 const char *gguf_type_name(GgufType t);  // "u32", "string", "array", ...
 
 // ggml tensor types (ids as stored; gaps are ids ggml retired).
 enum class GgmlType : uint32_t {
-    F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9, Q2_K = 10, Q3_K = 11,
-    Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15, IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19,
-    IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22, IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28,
-    IQ1_M = 29, BF16 = 30, TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39, NVFP4 = 40, Q1_0 = 41,
+    F32 = 0,
+    F16 = 1,
+    Q4_0 = 2,
+    Q4_1 = 3,
+    Q5_0 = 6,
+    Q5_1 = 7,
+    Q8_0 = 8,
+    Q8_1 = 9,
+    Q2_K = 10,
+    Q3_K = 11,
+    Q4_K = 12,
+    Q5_K = 13,
+    Q6_K = 14,
+    Q8_K = 15,
+    IQ2_XXS = 16,
+    IQ2_XS = 17,
+    IQ3_XXS = 18,
+    IQ1_S = 19,
+    IQ4_NL = 20,
+    IQ3_S = 21,
+    IQ2_S = 22,
+    IQ4_XS = 23,
+    I8 = 24,
+    I16 = 25,
+    I32 = 26,
+    I64 = 27,
+    F64 = 28,
+    IQ1_M = 29,
+    BF16 = 30,
+    TQ1_0 = 34,
+    TQ2_0 = 35,
+    MXFP4 = 39,
+    NVFP4 = 40,
+    Q1_0 = 41,
 };
 struct GgmlTypeInfo {
-    const char *name;     // "Q4_K"
-    uint32_t block;       // elements per block
-    uint32_t block_bytes; // bytes per block
+    const char *name;      // "Q4_K"
+    uint32_t block;        // elements per block
+    uint32_t block_bytes;  // bytes per block
 };
 // Null for an id ggml does not define.
 const GgmlTypeInfo *ggml_type_info(uint32_t type);
@@ -66,8 +107,8 @@ public:
     int64_t i64() const;
     float f32() const;
     double f64() const;
-    bool boolean() const;            // refuses bytes other than 0 and 1
-    std::string_view str() const;    // raw bytes (GGUF strings are UTF-8, not checked here)
+    bool boolean() const;          // refuses bytes other than 0 and 1
+    std::string_view str() const;  // raw bytes (GGUF strings are UTF-8, not checked here)
     // Any integer type whose value is >= 0 / fits int64; any float type.  For readers that take
     // what writers disagree on (u32 vs i32 vs u64 counts).
     uint64_t as_uint() const;
@@ -75,9 +116,9 @@ public:
     double as_float() const;
 
     // Arrays.
-    GgufType elem_type() const;      // refuses a non-array
-    uint64_t size() const;           // element count; refuses a non-array
-    GgufValue at(uint64_t i) const;  // element i (O(1)); refuses i >= size()
+    GgufType elem_type() const;                     // refuses a non-array
+    uint64_t size() const;                          // element count; refuses a non-array
+    GgufValue at(uint64_t i) const;                 // element i (O(1)); refuses i >= size()
     std::vector<std::string_view> strings() const;  // an array of strings
     // An array of numbers converted to T (any integer or float element type; an integer that
     // does not fit T is refused).
@@ -92,9 +133,9 @@ private:
     const std::string *path_ = nullptr;
     std::string_view key_;
     GgufType type_ = GgufType::U8;
-    GgufType elem_ = GgufType::U8;  // arrays
-    uint64_t count_ = 0;            // arrays: elements; strings: bytes
-    const uint8_t *data_ = nullptr; // scalars: the value; strings: the bytes; arrays: element 0
+    GgufType elem_ = GgufType::U8;   // arrays
+    uint64_t count_ = 0;             // arrays: elements; strings: bytes
+    const uint8_t *data_ = nullptr;  // scalars: the value; strings: the bytes; arrays: element 0
     uint64_t offset_ = 0;
     // Arrays of strings / arrays: element i starts at data_ + index_[2 i]; a nested array's own
     // index starts at index_[2 i + 1].
@@ -111,13 +152,13 @@ struct GgufTensorInfo {
     std::string name;
     uint32_t n_dims = 0;
     uint64_t ne[kGgufMaxDims] = {1, 1, 1, 1};  // ggml order: ne[0] varies fastest; unused = 1
-    std::vector<uint64_t> shape;              // row-major (ne reversed, n_dims entries) as stk uses
-    uint32_t type = 0;                        // a GgmlType id (ggml_type_info() is non-null)
+    std::vector<uint64_t> shape;               // row-major (ne reversed, n_dims entries) as stk uses
+    uint32_t type = 0;                         // a GgmlType id (ggml_type_info() is non-null)
     uint64_t n_elements = 0;
-    uint64_t n_bytes = 0;                     // stored bytes: n_elements / block * block_bytes
-    uint32_t file_index = 0;                  // which split file holds the data
-    uint64_t data_offset = 0;                 // absolute offset of the first byte in that file
-    uint64_t info_offset = 0;                 // where its tensor info starts (for messages)
+    uint64_t n_bytes = 0;      // stored bytes: n_elements / block * block_bytes
+    uint32_t file_index = 0;   // which split file holds the data
+    uint64_t data_offset = 0;  // absolute offset of the first byte in that file
+    uint64_t info_offset = 0;  // where its tensor info starts (for messages)
 };
 
 // A GGUF model: one file, or every file of a split set.  Not copyable or movable (values point

@@ -89,7 +89,8 @@ Arch find_arch(const std::string &arch, const std::string &path) {
         if (f.gguf_archs && f.gguf_archs[0] && std::strcmp(f.name, a.family) == 0) return {&a, &f};
     std::string known;
     for (uint32_t i = 0; i < kFamilyCount; i++)
-        for (const char *const *g = kFamilyDefs[i]->gguf_archs; g && *g; g++) known += (known.empty() ? "" : ", ") + std::string(*g);
+        for (const char *const *g = kFamilyDefs[i]->gguf_archs; g && *g; g++)
+            known += (known.empty() ? "" : ", ") + std::string(*g);
     throw_error(STK_E_UNKNOWN_MODEL,
                 "%s: GGUF architecture '%s' (general.architecture) has no mapping to a HuggingFace model in stk "
                 "(GGUF architectures stk reads: %s)",
@@ -106,8 +107,14 @@ std::string arch_of(const GgufFile &f, const std::string &path) {
 struct Json {
     std::string s = "{";
     void key(const char *k) { s += (s.size() > 1 ? ", \"" : "\"") + std::string(k) + "\": "; }
-    void u(const char *k, uint64_t v) { key(k); s += std::to_string(v); }
-    void f(const char *k, double v) { key(k); s += format("%.17g", v); }
+    void u(const char *k, uint64_t v) {
+        key(k);
+        s += std::to_string(v);
+    }
+    void f(const char *k, double v) {
+        key(k);
+        s += format("%.17g", v);
+    }
     // A metadata float: an f32 as the shortest decimal that reads back to it (the converter wrote
     // config.json's 1e-05 as the f32 nearest it; this gives 1e-05 back, not 9.99999975e-06).
     void f(const char *k, const GgufValue &v) {
@@ -117,7 +124,10 @@ struct Json {
                                            : std::to_chars(buf, buf + sizeof buf, v.as_float());
         s.append(buf, r.ptr);
     }
-    void b(const char *k, bool v) { key(k); s += v ? "true" : "false"; }
+    void b(const char *k, bool v) {
+        key(k);
+        s += v ? "true" : "false";
+    }
     void str(const char *k, const std::string &v) {
         key(k);
         s += '"';
@@ -128,7 +138,10 @@ struct Json {
         }
         s += '"';
     }
-    void raw(const char *k, const std::string &v) { key(k); s += v; }
+    void raw(const char *k, const std::string &v) {
+        key(k);
+        s += v;
+    }
     std::string done() { return s + "}"; }
 };
 
@@ -205,8 +218,7 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
         j.u(A.names == Names::Llama && arch == "llama" ? "num_local_experts" : "num_experts", experts);
         if (const GgufValue *v = get("expert_used_count")) j.u("num_experts_per_tok", v->as_uint());
         if (const GgufValue *v = get("expert_feed_forward_length")) j.u("moe_intermediate_size", v->as_uint());
-        if (const GgufValue *v = get("expert_shared_feed_forward_length"))
-            j.u("shared_expert_intermediate_size", v->as_uint());
+        if (const GgufValue *v = get("expert_shared_feed_forward_length")) j.u("shared_expert_intermediate_size", v->as_uint());
         else if (const GgufTensorInfo *t = tensor(f, "blk.0.ffn_up_shexp.weight"); t && t->shape.size() == 2)
             j.u("shared_expert_intermediate_size", t->shape[0]);
         if (arch == "qwen2moe") j.b("norm_topk_prob", false);  // Qwen2MoeConfig's default
@@ -258,10 +270,10 @@ enum class Fix : uint8_t {
 };
 
 struct Mapped {
-    uint32_t raw = 0;        // index into the raw checkpoint's tensors
+    uint32_t raw = 0;  // index into the raw checkpoint's tensors
     Fix fix = Fix::None;
-    uint32_t heads = 0;      // Unpermute: heads of this projection
-    uint32_t expert = 0;     // Expert: which slice
+    uint32_t heads = 0;   // Unpermute: heads of this projection
+    uint32_t expert = 0;  // Expert: which slice
 };
 
 struct Rename {
@@ -271,14 +283,10 @@ struct Rename {
 
 // Layer tensors per name table (suffix .weight / .bias kept as is).
 const Rename kLlamaLayer[] = {
-    {"attn_norm", "model.layers.{L}.input_layernorm"},
-    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
-    {"attn_k", "model.layers.{L}.self_attn.k_proj"},
-    {"attn_v", "model.layers.{L}.self_attn.v_proj"},
-    {"attn_output", "model.layers.{L}.self_attn.o_proj"},
-    {"ffn_norm", "model.layers.{L}.post_attention_layernorm"},
-    {"ffn_gate", "model.layers.{L}.mlp.gate_proj"},
-    {"ffn_up", "model.layers.{L}.mlp.up_proj"},
+    {"attn_norm", "model.layers.{L}.input_layernorm"},    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
+    {"attn_k", "model.layers.{L}.self_attn.k_proj"},      {"attn_v", "model.layers.{L}.self_attn.v_proj"},
+    {"attn_output", "model.layers.{L}.self_attn.o_proj"}, {"ffn_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"ffn_gate", "model.layers.{L}.mlp.gate_proj"},       {"ffn_up", "model.layers.{L}.mlp.up_proj"},
     {"ffn_down", "model.layers.{L}.mlp.down_proj"},
 };
 const Rename kMixtralLayer[] = {
@@ -313,24 +321,18 @@ const Rename kGemma3Layer[] = {
     {"ffn_down", "model.layers.{L}.mlp.down_proj"},
 };
 const Rename kGpt2Layer[] = {
-    {"attn_norm", "h.{L}.ln_1"},        {"attn_qkv", "h.{L}.attn.c_attn"}, {"attn_output", "h.{L}.attn.c_proj"},
-    {"ffn_norm", "h.{L}.ln_2"},         {"ffn_up", "h.{L}.mlp.c_fc"},      {"ffn_down", "h.{L}.mlp.c_proj"},
+    {"attn_norm", "h.{L}.ln_1"}, {"attn_qkv", "h.{L}.attn.c_attn"}, {"attn_output", "h.{L}.attn.c_proj"},
+    {"ffn_norm", "h.{L}.ln_2"},  {"ffn_up", "h.{L}.mlp.c_fc"},      {"ffn_down", "h.{L}.mlp.c_proj"},
 };
 const Rename kNeoxLayer[] = {
-    {"attn_norm", "gpt_neox.layers.{L}.input_layernorm"},
-    {"attn_qkv", "gpt_neox.layers.{L}.attention.query_key_value"},
-    {"attn_output", "gpt_neox.layers.{L}.attention.dense"},
-    {"ffn_norm", "gpt_neox.layers.{L}.post_attention_layernorm"},
-    {"ffn_up", "gpt_neox.layers.{L}.mlp.dense_h_to_4h"},
-    {"ffn_down", "gpt_neox.layers.{L}.mlp.dense_4h_to_h"},
+    {"attn_norm", "gpt_neox.layers.{L}.input_layernorm"},   {"attn_qkv", "gpt_neox.layers.{L}.attention.query_key_value"},
+    {"attn_output", "gpt_neox.layers.{L}.attention.dense"}, {"ffn_norm", "gpt_neox.layers.{L}.post_attention_layernorm"},
+    {"ffn_up", "gpt_neox.layers.{L}.mlp.dense_h_to_4h"},    {"ffn_down", "gpt_neox.layers.{L}.mlp.dense_4h_to_h"},
 };
 const Rename kBloomLayer[] = {
-    {"attn_norm", "h.{L}.input_layernorm"},
-    {"attn_qkv", "h.{L}.self_attention.query_key_value"},
-    {"attn_output", "h.{L}.self_attention.dense"},
-    {"ffn_norm", "h.{L}.post_attention_layernorm"},
-    {"ffn_up", "h.{L}.mlp.dense_h_to_4h"},
-    {"ffn_down", "h.{L}.mlp.dense_4h_to_h"},
+    {"attn_norm", "h.{L}.input_layernorm"},        {"attn_qkv", "h.{L}.self_attention.query_key_value"},
+    {"attn_output", "h.{L}.self_attention.dense"}, {"ffn_norm", "h.{L}.post_attention_layernorm"},
+    {"ffn_up", "h.{L}.mlp.dense_h_to_4h"},         {"ffn_down", "h.{L}.mlp.dense_4h_to_h"},
 };
 const Rename kFalconLayer[] = {
     {"attn_norm", "transformer.h.{L}.input_layernorm"},  // ln_attn with new_decoder_architecture
@@ -350,7 +352,9 @@ struct Table {
 };
 
 template <size_t N>
-constexpr size_t count(const Rename (&)[N]) { return N; }
+constexpr size_t count(const Rename (&)[N]) {
+    return N;
+}
 
 Table table_for(const ArchDef &A, const std::string &arch) {
     switch (A.names) {
@@ -361,17 +365,18 @@ Table table_for(const ArchDef &A, const std::string &arch) {
             return t;
         }
         case Names::Gemma3:
-            return {kGemma3Layer, count(kGemma3Layer), nullptr, 0, "model.embed_tokens", nullptr, nullptr, "model.norm", "lm_head"};
+            return {kGemma3Layer, count(kGemma3Layer), nullptr,  0, "model.embed_tokens", nullptr,
+                    nullptr,      "model.norm",        "lm_head"};
         case Names::Gpt2: return {kGpt2Layer, count(kGpt2Layer), nullptr, 0, "wte", "wpe", nullptr, "ln_f", "lm_head"};
         case Names::GptNeox:
-            return {kNeoxLayer, count(kNeoxLayer), nullptr, 0, "gpt_neox.embed_in", nullptr, nullptr,
-                    "gpt_neox.final_layer_norm", "embed_out"};
+            return {kNeoxLayer, count(kNeoxLayer),           nullptr,    0, "gpt_neox.embed_in", nullptr,
+                    nullptr,    "gpt_neox.final_layer_norm", "embed_out"};
         case Names::Bloom:
-            return {kBloomLayer, count(kBloomLayer), nullptr, 0, "word_embeddings", nullptr, "word_embeddings_layernorm", "ln_f",
-                    "lm_head"};
+            return {kBloomLayer, count(kBloomLayer),          nullptr, 0,        "word_embeddings",
+                    nullptr,     "word_embeddings_layernorm", "ln_f",  "lm_head"};
         case Names::Falcon:
-            return {kFalconLayer, count(kFalconLayer), nullptr, 0, "transformer.word_embeddings", nullptr, nullptr,
-                    "transformer.ln_f", "lm_head"};
+            return {kFalconLayer, count(kFalconLayer), nullptr,  0, "transformer.word_embeddings", nullptr,
+                    nullptr,      "transformer.ln_f",  "lm_head"};
     }
     return {};
 }
@@ -532,7 +537,8 @@ GgufModel open_gguf_model(const std::string &path) {
         else if (stem == "output_norm") hf = T.final_norm;
         else if (stem == "output") hf = T.head;
         else if (stem == "rope_freqs") continue;  // llama.cpp's precomputed Llama 3 RoPE factors: the config's rope_scaling
-        if (hf.empty()) refuse(t, format("no HF name for it in the %s mapping (docs/format.md, \"GGUF input\")", arch.c_str()).c_str());
+        if (hf.empty())
+            refuse(t, format("no HF name for it in the %s mapping (docs/format.md, \"GGUF input\")", arch.c_str()).c_str());
 
         Mapped m;
         m.raw = i;

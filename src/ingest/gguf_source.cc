@@ -19,17 +19,17 @@ public:
             TensorRef r;
             r.name = t.name;
             switch (t.type) {
-            case uint32_t(GgmlType::F32): r.dtype = SrcDType::F32; break;
-            case uint32_t(GgmlType::F16): r.dtype = SrcDType::F16; break;
-            case uint32_t(GgmlType::BF16): r.dtype = SrcDType::BF16; break;
-            default:
-                if (!ggml::ggml_dequant_supported(t.type))
-                    throw_at(STK_E_UNSUPPORTED, file().path(), t.info_offset,
-                             "tensor '%s': ggml type %s is not supported (stk dequantises F32, F16, BF16, Q8_0, Q4_0, "
-                             "Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0)",
-                             printable(t.name).c_str(), ggml_type_name(t.type).c_str());
-                r.dtype = SrcDType::F32;
-                break;
+                case uint32_t(GgmlType::F32): r.dtype = SrcDType::F32; break;
+                case uint32_t(GgmlType::F16): r.dtype = SrcDType::F16; break;
+                case uint32_t(GgmlType::BF16): r.dtype = SrcDType::BF16; break;
+                default:
+                    if (!ggml::ggml_dequant_supported(t.type))
+                        throw_at(STK_E_UNSUPPORTED, file().path(), t.info_offset,
+                                 "tensor '%s': ggml type %s is not supported (stk dequantises F32, F16, BF16, Q8_0, Q4_0, "
+                                 "Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0)",
+                                 printable(t.name).c_str(), ggml_type_name(t.type).c_str());
+                    r.dtype = SrcDType::F32;
+                    break;
             }
             r.shape = t.shape;
             r.n_elements = t.n_elements;

@@ -122,8 +122,12 @@ uint8_t group_of(Role role, NormSlot slot, int32_t layer) {
 
 bool is_layer_role(Role r, NormSlot s) {
     switch (r) {
-        case Role::EMB: case Role::POS_EMB: case Role::LM_HEAD: case Role::LM_HEAD_B: return false;
-        case Role::LN_G: case Role::LN_B: return s != NormSlot::Final && s != NormSlot::Emb && s != NormSlot::None;
+        case Role::EMB:
+        case Role::POS_EMB:
+        case Role::LM_HEAD:
+        case Role::LM_HEAD_B: return false;
+        case Role::LN_G:
+        case Role::LN_B: return s != NormSlot::Final && s != NormSlot::Emb && s != NormSlot::None;
         default: return true;
     }
 }
@@ -180,15 +184,15 @@ void map_tensor(const ModelConfig &c, const std::string &cfg_src, const RoleMapp
         throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s): expert index %d, but %s says %u experts", src.name.c_str(),
                     src.file.c_str(), t.expert, cfg_src.c_str(), c.n_experts);
     if (known && is_layer_role(m.role == Role::QKV || m.role == Role::QKV_B ? Role::Q : m.role, t.slot) && t.layer < 0)
-        throw_error(STK_E_PARAM_COUNT, "tensor '%s': role %s needs a layer index (a (?P<layer>...) group)",
-                    src.name.c_str(), role_name(m.role));
+        throw_error(STK_E_PARAM_COUNT, "tensor '%s': role %s needs a layer index (a (?P<layer>...) group)", src.name.c_str(),
+                    role_name(m.role));
 
     // Source geometry.
     size_t rank = src.shape.size();
     if (rank > 2)
         throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s, offset %llu): shape %s; role %s needs a vector or a matrix",
-                    src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset,
-                    shape_str(src.shape).c_str(), role_name(m.role));
+                    src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset, shape_str(src.shape).c_str(),
+                    role_name(m.role));
     if (rank == 2) {
         t.src_rows = src.shape[0];
         t.src_cols = src.shape[1];
@@ -203,8 +207,8 @@ void map_tensor(const ModelConfig &c, const std::string &cfg_src, const RoleMapp
     if (m.role == Role::QKV || m.role == Role::QKV_B) {
         bool weight = m.role == Role::QKV;
         if ((weight && rank != 2) || (!weight && rank != 1))
-            throw_error(STK_E_PARAM_COUNT, "tensor '%s': fused %s with shape %s", src.name.c_str(),
-                        role_name(m.role), shape_str(src.shape).c_str());
+            throw_error(STK_E_PARAM_COUNT, "tensor '%s': fused %s with shape %s", src.name.c_str(), role_name(m.role),
+                        shape_str(src.shape).c_str());
         QkvLayout lay = rule.layout == QkvLayout::FromConfig ? c.qkv_layout : rule.layout;
         uint64_t total = (uint64_t(c.n_heads) + 2 * uint64_t(c.n_kv_heads)) * hd;
         uint64_t out_total = weight ? (t.transpose ? t.src_cols : t.src_rows) : t.src_rows;
@@ -213,15 +217,15 @@ void map_tensor(const ModelConfig &c, const std::string &cfg_src, const RoleMapp
             throw_error(STK_E_PARAM_COUNT, "tensor '%s': fused QKV but %s has no fused layout for %s", src.name.c_str(),
                         cfg_src.c_str(), c.model_type);
         if (lay == QkvLayout::PerHead && c.n_kv_heads != c.n_heads)
-            throw_error(STK_E_PARAM_COUNT, "tensor '%s': per-head fused QKV needs kv heads == heads (%u != %u)",
-                        src.name.c_str(), c.n_kv_heads, c.n_heads);
+            throw_error(STK_E_PARAM_COUNT, "tensor '%s': per-head fused QKV needs kv heads == heads (%u != %u)", src.name.c_str(),
+                        c.n_kv_heads, c.n_heads);
         if (out_total != total || (weight && in_dim != c.d_model))
             throw_error(STK_E_PARAM_COUNT,
                         "tensor '%s' (%s, offset %llu): fused QKV shape %s, but %s implies %llu outputs "
                         "((%u heads + 2 x %u kv heads) x %llu) over %u inputs%s",
-                        src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset,
-                        shape_str(src.shape).c_str(), cfg_src.c_str(), (unsigned long long)total, c.n_heads,
-                        c.n_kv_heads, (unsigned long long)hd, c.d_model, t.transpose ? " (stored [in, out])" : "");
+                        src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset, shape_str(src.shape).c_str(),
+                        cfg_src.c_str(), (unsigned long long)total, c.n_heads, c.n_kv_heads, (unsigned long long)hd, c.d_model,
+                        t.transpose ? " (stored [in, out])" : "");
         for (uint8_t p = 0; p < 3; p++) {
             PlanTensor s = t;
             s.role = split_role(m.role, p);
@@ -294,8 +298,7 @@ void check_against_config(const ModelConfig &c, const std::string &cfg_src, cons
     using Key = std::tuple<int, int, int32_t, int32_t>;
     std::map<Key, size_t> expected;
     std::vector<ExpectedTensor> exp = expected_tensors(c);
-    for (size_t i = 0; i < exp.size(); i++)
-        expected[Key(int(exp[i].role), int(exp[i].slot), exp[i].layer, exp[i].expert)] = i;
+    for (size_t i = 0; i < exp.size(); i++) expected[Key(int(exp[i].role), int(exp[i].slot), exp[i].layer, exp[i].expert)] = i;
     std::vector<int64_t> seen(exp.size(), -1);
     for (size_t i = 0; i < plan.size(); i++) {
         const PlanTensor &t = plan[i];
@@ -315,17 +318,16 @@ void check_against_config(const ModelConfig &c, const std::string &cfg_src, cons
                         t.name, tensors[t.source].file.c_str(), where(t).c_str(), cfg_src.c_str());
         const ExpectedTensor &e = exp[it->second];
         if (seen[it->second] >= 0)
-            throw_error(STK_E_PARAM_COUNT, "tensors '%s' and '%s' both map to %s", plan[size_t(seen[it->second])].name,
-                        t.name, where(t).c_str());
+            throw_error(STK_E_PARAM_COUNT, "tensors '%s' and '%s' both map to %s", plan[size_t(seen[it->second])].name, t.name,
+                        where(t).c_str());
         seen[it->second] = int64_t(i);
         bool ok = e.rank == t.rank && e.dims[0] == t.dims[0] && (e.rank == 1 || e.dims[1] == t.dims[1]);
         // Scalars and [1, n] vs [n]: a vector role stored as [n] only.
         if (!ok)
-            throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s, offset %llu): %s has shape %s%s, but %s implies %s",
-                        t.name, tensors[t.source].file.c_str(), (unsigned long long)tensors[t.source].file_offset,
-                        where(t).c_str(), dims_str(t.rank, t.dims).c_str(),
-                        t.transpose ? " (after transposing the stored [in, out])" : "", cfg_src.c_str(),
-                        dims_str(e.rank, e.dims).c_str());
+            throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s, offset %llu): %s has shape %s%s, but %s implies %s", t.name,
+                        tensors[t.source].file.c_str(), (unsigned long long)tensors[t.source].file_offset, where(t).c_str(),
+                        dims_str(t.rank, t.dims).c_str(), t.transpose ? " (after transposing the stored [in, out])" : "",
+                        cfg_src.c_str(), dims_str(e.rank, e.dims).c_str());
     }
     for (size_t i = 0; i < exp.size(); i++)
         if (seen[i] < 0) {
@@ -334,8 +336,8 @@ void check_against_config(const ModelConfig &c, const std::string &cfg_src, cons
             probe.slot = exp[i].slot;
             probe.layer = exp[i].layer;
             probe.expert = exp[i].expert;
-            throw_error(STK_E_PARAM_COUNT, "%s describes %s %s, but no tensor of the checkpoint maps to it",
-                        cfg_src.c_str(), where(probe).c_str(), dims_str(exp[i].rank, exp[i].dims).c_str());
+            throw_error(STK_E_PARAM_COUNT, "%s describes %s %s, but no tensor of the checkpoint maps to it", cfg_src.c_str(),
+                        where(probe).c_str(), dims_str(exp[i].rank, exp[i].dims).c_str());
         }
     S.n_params_expected = expected_param_count(c);
     if (S.n_params != S.n_params_expected) {
@@ -347,9 +349,8 @@ void check_against_config(const ModelConfig &c, const std::string &cfg_src, cons
                         "parameter)";
                 break;
             }
-        throw_error(STK_E_PARAM_COUNT, "the checkpoint holds %llu parameters, %s implies %llu%s",
-                    (unsigned long long)S.n_params, cfg_src.c_str(), (unsigned long long)S.n_params_expected,
-                    extra.c_str());
+        throw_error(STK_E_PARAM_COUNT, "the checkpoint holds %llu parameters, %s implies %llu%s", (unsigned long long)S.n_params,
+                    cfg_src.c_str(), (unsigned long long)S.n_params_expected, extra.c_str());
     }
 }
 
@@ -419,10 +420,8 @@ ModelLayout analyze_model(const ParsedConfig &pc, const std::vector<TensorRef> &
     }
     for (PlanTensor &t : plan) t.group = group_of(t.role, t.slot, t.layer);
 
-    if (c.family != kCustomFamily)
-        check_against_config(c, cfg_src, plan, tensors, S);
-    else
-        check_one_per_slot(plan);
+    if (c.family != kCustomFamily) check_against_config(c, cfg_src, plan, tensors, S);
+    else check_one_per_slot(plan);
     order_into_units(plan, L);
     L.tensors = std::move(plan);
     S.n_tensors = uint32_t(L.tensors.size());

@@ -30,20 +30,20 @@ struct PlanTensor {
     Role role = Role::NONE;      // never QKV / QKV_B: fused tensors are split
     NormSlot slot = NormSlot::None;
     QkvLayout layout = QkvLayout::Separate;  // != Separate: a part of a fused QKV tensor
-    uint8_t part = 0;            // 0 = Q, 1 = K, 2 = V
-    bool transpose = false;      // source stored [in, out]
-    bool buffer = false;         // not a parameter: never counted (inv_freq, masks, a tied copy)
-    bool tied = false;           // LM_HEAD that views the embedding (no tensor of its own)
-    bool streamed = false;       // visited by parse_tensors (has a role, is not a pure buffer)
-    uint8_t group = 0;           // 0 embeddings, 1 layers, 2 final norm, 3 head
+    uint8_t part = 0;                        // 0 = Q, 1 = K, 2 = V
+    bool transpose = false;                  // source stored [in, out]
+    bool buffer = false;                     // not a parameter: never counted (inv_freq, masks, a tied copy)
+    bool tied = false;                       // LM_HEAD that views the embedding (no tensor of its own)
+    bool streamed = false;                   // visited by parse_tensors (has a role, is not a pure buffer)
+    uint8_t group = 0;                       // 0 embeddings, 1 layers, 2 final norm, 3 head
     int32_t layer = kNoLayer;
     int32_t expert = kNoExpert;  // kSharedExpert for the MoE shared expert
     uint32_t rank = 0;           // logical rank: 1 or 2 (0: not streamed)
     uint64_t dims[2] = {0, 0};   // logical shape: [out, in] for matrices, [n] for vectors
     uint64_t n_elements = 0;
-    uint64_t src_rows = 0, src_cols = 0;  // the source viewed as [rows, cols] (vectors: [n, 1])
+    uint64_t src_rows = 0, src_cols = 0;               // the source viewed as [rows, cols] (vectors: [n, 1])
     uint32_t head_dim = 0, q_heads = 0, kv_heads = 0;  // fused layouts
-    uint32_t unit = 0;           // index of its stream unit
+    uint32_t unit = 0;                                 // index of its stream unit
 };
 
 // A run of consecutive streamed tensors converted together (embeddings, one layer, final, head).
@@ -51,29 +51,29 @@ struct PlanUnit {
     uint32_t first = 0, count = 0;  // into ModelPlan::tensors
     uint8_t group = 0;
     int32_t layer = kNoLayer;
-    uint64_t f32_bytes = 0;          // sum of align64(n_elements * 4) of its tensors
+    uint64_t f32_bytes = 0;  // sum of align64(n_elements * 4) of its tensors
 };
 
 struct NonfiniteRecord {
-    uint32_t tensor;      // index into ModelPlan::tensors
-    uint64_t element;     // logical element index of the first NaN/Inf
-    uint64_t count;       // non-finite values in that tensor
+    uint32_t tensor;   // index into ModelPlan::tensors
+    uint64_t element;  // logical element index of the first NaN/Inf
+    uint64_t count;    // non-finite values in that tensor
 };
 constexpr uint32_t kMaxNonfiniteRecords = 16;
 
 struct ModelPlan {
     ModelConfig config;
-    char format[32] = {};             // Checkpoint::format()
-    PlanTensor *tensors = nullptr;    // streamed ones first, in stream order; then the rest by name
+    char format[32] = {};           // Checkpoint::format()
+    PlanTensor *tensors = nullptr;  // streamed ones first, in stream order; then the rest by name
     uint32_t n_tensors = 0;
     uint32_t n_streamed = 0;
     PlanUnit *units = nullptr;
     uint32_t n_units = 0;
     uint32_t n_source_tensors = 0;
-    uint32_t n_buffers = 0;           // source tensors that are not parameters
-    uint32_t n_unmapped = 0;          // source tensors no rule matched
-    uint64_t n_params = 0;            // parameters in the checkpoint (buffers, tied copies excluded)
-    uint64_t n_params_expected = 0;   // what config.json implies (0: custom model, not derived)
+    uint32_t n_buffers = 0;          // source tensors that are not parameters
+    uint32_t n_unmapped = 0;         // source tensors no rule matched
+    uint64_t n_params = 0;           // parameters in the checkpoint (buffers, tied copies excluded)
+    uint64_t n_params_expected = 0;  // what config.json implies (0: custom model, not derived)
     uint64_t checkpoint_bytes = 0;
     uint64_t max_unit_f32_bytes = 0;  // the largest unit in f32: the arena's layer buffer
     uint64_t max_row_floats = 0;      // scratch for transposed sources (kTransposeBlock rows)
@@ -125,8 +125,7 @@ ModelPlan *copy_plan_to_arena(const ModelDescription &d, Arena &arena);
 // Seed 3.3 / 9.1: one layer's experts enumerated by the L2 norm of their router row (router:
 // [n_experts, cols] f32), largest first, ties by index; sums in double in a fixed order.
 // `norm_scratch` holds n_experts doubles; `order` receives the n_experts expert indices.
-void order_experts_by_router_norm(const float *router, uint32_t n_experts, uint64_t cols, double *norm_scratch,
-                                  uint32_t *order);
+void order_experts_by_router_norm(const float *router, uint32_t n_experts, uint64_t cols, double *norm_scratch, uint32_t *order);
 
 // Stored rows converted at once when transposing a [in, out] tensor.
 constexpr uint64_t kTransposeBlock = 32;

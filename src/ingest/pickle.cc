@@ -80,21 +80,21 @@ struct StorageDef {
     SrcDType dtype;
 };
 constexpr StorageDef kStorages[] = {
-    {"DoubleStorage", SrcDType::F64}, {"FloatStorage", SrcDType::F32},     {"HalfStorage", SrcDType::F16},
-    {"BFloat16Storage", SrcDType::BF16}, {"LongStorage", SrcDType::I64},   {"IntStorage", SrcDType::I32},
-    {"ShortStorage", SrcDType::I16},  {"CharStorage", SrcDType::I8},       {"ByteStorage", SrcDType::U8},
-    {"BoolStorage", SrcDType::BOOL},  {"UntypedStorage", SrcDType::U8},    {"Float8_e4m3fnStorage", SrcDType::F8_E4M3},
+    {"DoubleStorage", SrcDType::F64},          {"FloatStorage", SrcDType::F32},  {"HalfStorage", SrcDType::F16},
+    {"BFloat16Storage", SrcDType::BF16},       {"LongStorage", SrcDType::I64},   {"IntStorage", SrcDType::I32},
+    {"ShortStorage", SrcDType::I16},           {"CharStorage", SrcDType::I8},    {"ByteStorage", SrcDType::U8},
+    {"BoolStorage", SrcDType::BOOL},           {"UntypedStorage", SrcDType::U8}, {"Float8_e4m3fnStorage", SrcDType::F8_E4M3},
     {"Float8_e5m2Storage", SrcDType::F8_E5M2}, {"UInt16Storage", SrcDType::U16}, {"UInt32Storage", SrcDType::U32},
     {"UInt64Storage", SrcDType::U64},
 };
 
 struct Obj {
     Kind kind = Kind::None;
-    Fn fn = Fn::NotCallable;     // Global
-    int64_t i = 0;               // Bool, Int; Storage/Tensor: index into the result
+    Fn fn = Fn::NotCallable;  // Global
+    int64_t i = 0;            // Bool, Int; Storage/Tensor: index into the result
     double f = 0;
-    std::string s;               // Str, Bytes, Global name
-    std::vector<uint32_t> items; // Tuple, List, Set; Dict: key, value, key, value...
+    std::string s;                // Str, Bytes, Global name
+    std::vector<uint32_t> items;  // Tuple, List, Set; Dict: key, value, key, value...
 };
 
 class Unpickler {
@@ -387,8 +387,10 @@ private:
                 return make(std::move(o));
             }
             case Fn::Unsupported:
-                throw_error(STK_E_UNSUPPORTED, "%s: the pickle rebuilds a tensor with %s (sparse, quantized, meta or nested "
-                            "tensors are not read; offset %zu)", where_.c_str(), f.s.c_str(), op_);
+                throw_error(STK_E_UNSUPPORTED,
+                            "%s: the pickle rebuilds a tensor with %s (sparse, quantized, meta or nested "
+                            "tensors are not read; offset %zu)",
+                            where_.c_str(), f.s.c_str(), op_);
             case Fn::NotCallable: break;
         }
         throw_error(STK_E_UNSAFE_PICKLE, "%s: the pickle calls '%s', which is not an allowed callable (offset %zu)",
@@ -499,14 +501,14 @@ private:
                     push_new(std::move(o));
                     break;
                 }
-                case 'X': string_obj(Kind::Str, len32()); break;            // BINUNICODE
-                case 0x8c: string_obj(Kind::Str, *take(1)); break;          // SHORT_BINUNICODE
-                case 0x8d: string_obj(Kind::Str, len64()); break;           // BINUNICODE8
-                case 'T': string_obj(Kind::Str, len32()); break;            // BINSTRING (py2 str)
-                case 'U': string_obj(Kind::Str, *take(1)); break;           // SHORT_BINSTRING
-                case 'B': string_obj(Kind::Bytes, len32()); break;          // BINBYTES
-                case 'C': string_obj(Kind::Bytes, *take(1)); break;         // SHORT_BINBYTES
-                case 0x8e: string_obj(Kind::Bytes, len64()); break;         // BINBYTES8
+                case 'X': string_obj(Kind::Str, len32()); break;     // BINUNICODE
+                case 0x8c: string_obj(Kind::Str, *take(1)); break;   // SHORT_BINUNICODE
+                case 0x8d: string_obj(Kind::Str, len64()); break;    // BINUNICODE8
+                case 'T': string_obj(Kind::Str, len32()); break;     // BINSTRING (py2 str)
+                case 'U': string_obj(Kind::Str, *take(1)); break;    // SHORT_BINSTRING
+                case 'B': string_obj(Kind::Bytes, len32()); break;   // BINBYTES
+                case 'C': string_obj(Kind::Bytes, *take(1)); break;  // SHORT_BINBYTES
+                case 0x8e: string_obj(Kind::Bytes, len64()); break;  // BINBYTES8
                 case ')': {
                     Obj o;
                     o.kind = Kind::Tuple;
@@ -616,7 +618,8 @@ private:
                 case 'b': {  // BUILD: state on a dict (OrderedDict._metadata) or tensor is ignored
                     pop();
                     Kind k = get(top()).kind;
-                    if (k != Kind::Dict && k != Kind::Tensor) bad(STK_E_UNSAFE_PICKLE, "BUILD on an object that is not a dict or tensor");
+                    if (k != Kind::Dict && k != Kind::Tensor)
+                        bad(STK_E_UNSAFE_PICKLE, "BUILD on an object that is not a dict or tensor");
                     break;
                 }
                 default: {

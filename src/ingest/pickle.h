@@ -16,15 +16,15 @@
 namespace stk {
 
 struct PickledStorage {
-    std::string key;   // persistent id key: archive entry "<prefix>/data/<key>"
+    std::string key;  // persistent id key: archive entry "<prefix>/data/<key>"
     SrcDType dtype;
-    uint64_t numel;    // elements of the storage as the pickle states it
+    uint64_t numel;  // elements of the storage as the pickle states it
 };
 
 struct PickledTensor {
-    std::string name;         // dotted path of dict keys from the root ("model_state_dict.w")
-    uint32_t storage;         // index into PickleResult::storages
-    uint64_t offset = 0;      // storage offset, elements
+    std::string name;     // dotted path of dict keys from the root ("model_state_dict.w")
+    uint32_t storage;     // index into PickleResult::storages
+    uint64_t offset = 0;  // storage offset, elements
     std::vector<uint64_t> shape;
     std::vector<uint64_t> stride;  // elements
 };

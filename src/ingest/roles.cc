@@ -11,9 +11,9 @@
 namespace stk {
 
 static const char *const kRoleNames[kRoleCount] = {
-    "EMB", "Q", "K", "V", "O", "FFN_W1", "FFN_W2", "FFN_B1", "FFN_B2", "LN_G", "LN_B", "ROUTER_GATE",
-    "ROPE_ALPHA", "FFN_W3", "FFN_B3", "Q_B", "K_B", "V_B", "O_B", "POS_EMB", "LM_HEAD", "SHARED_GATE",
-    "LM_HEAD_B", "QKV", "QKV_B", "FFN_W13", "BUFFER", "NONE",
+    "EMB",     "Q",           "K",          "V",      "O",      "FFN_W1",  "FFN_W2", "FFN_B1", "FFN_B2", "LN_G",
+    "LN_B",    "ROUTER_GATE", "ROPE_ALPHA", "FFN_W3", "FFN_B3", "Q_B",     "K_B",    "V_B",    "O_B",    "POS_EMB",
+    "LM_HEAD", "SHARED_GATE", "LM_HEAD_B",  "QKV",    "QKV_B",  "FFN_W13", "BUFFER", "NONE",
 };
 
 const char *role_name(Role r) {
@@ -68,13 +68,12 @@ constexpr int kMaxGroups = 15;
 
 struct RoleMapper::Compiled {
     std::unique_ptr<RE2> re;
-    int layer_group = -1;   // capture index or -1
+    int layer_group = -1;  // capture index or -1
     int expert_group = -1;
     int n_groups = 0;
 };
 
-RoleMapper::RoleMapper(const std::vector<RoleRule> &user, const std::vector<RoleRule> &preset,
-                       const std::string &source) {
+RoleMapper::RoleMapper(const std::vector<RoleRule> &user, const std::vector<RoleRule> &preset, const std::string &source) {
     rules_ = user;
     rules_.insert(rules_.end(), preset.begin(), preset.end());
     // 3.2: first match wins; the order is (priority, pattern bytes); a stable sort keeps equal

@@ -17,6 +17,8 @@ struct ModelConfig;
 
 // The spec's 13 tags first, in the spec's order (the order parse_tensors visits a layer in),
 // then the extensions real checkpoints need (documented in docs/decisions.md).
+// A table: clang-format would put one value per line.
+// clang-format off
 enum class Role : uint8_t {
     EMB = 0, Q, K, V, O, FFN_W1, FFN_W2, FFN_B1, FFN_B2, LN_G, LN_B, ROUTER_GATE, ROPE_ALPHA,
     // extensions
@@ -33,6 +35,7 @@ enum class Role : uint8_t {
     BUFFER,       // not a parameter (attn.bias masks, masked_bias): skipped, not counted
     NONE,         // matched no rule
 };
+// clang-format on
 constexpr int kRoleCount = int(Role::NONE) + 1;
 const char *role_name(Role r);
 bool parse_role_name(const std::string &s, Role *out);
@@ -40,7 +43,17 @@ bool parse_role_name(const std::string &s, Role *out);
 // Which norm of a block an LN_G / LN_B is.
 // Attn / Ffn: the norm before each sublayer; PostAttn / PostFfn: on each sublayer's output
 // (Gemma 2/3 sandwich, OLMo2); QNorm / KNorm: on the queries and keys (Qwen3, Gemma 3, OLMo2).
-enum class NormSlot : uint8_t { None = 0, Attn = 1, Ffn = 2, Final = 3, Emb = 4, PostAttn = 5, PostFfn = 6, QNorm = 7, KNorm = 8 };
+enum class NormSlot : uint8_t {
+    None = 0,
+    Attn = 1,
+    Ffn = 2,
+    Final = 3,
+    Emb = 4,
+    PostAttn = 5,
+    PostFfn = 6,
+    QNorm = 7,
+    KNorm = 8
+};
 const char *norm_slot_name(NormSlot s);
 
 // Layout of a fused query_key_value tensor's output rows.
@@ -58,15 +71,15 @@ constexpr int32_t kNoExpert = -1;
 constexpr int32_t kSharedExpert = -2;
 
 struct RoleRule {
-    std::string pattern;   // RE2 syntax, must match the WHOLE name; groups (?P<layer>..) and
-                           // (?P<expert>..) give the indices
+    std::string pattern;  // RE2 syntax, must match the WHOLE name; groups (?P<layer>..) and
+                          // (?P<expert>..) give the indices
     Role role = Role::NONE;
     NormSlot slot = NormSlot::None;
     QkvLayout layout = QkvLayout::Separate;  // for QKV / QKV_B
-    bool transpose = false;  // stored [in, out] (GPT-2 Conv1D): transposed to [out, in]
-    bool shared = false;     // the MoE shared expert (expert index kSharedExpert)
-    bool buffer = false;     // a role-bearing buffer (rotary inv_freq): not a parameter
-    uint32_t priority = 0;   // order key before the pattern string
+    bool transpose = false;                  // stored [in, out] (GPT-2 Conv1D): transposed to [out, in]
+    bool shared = false;                     // the MoE shared expert (expert index kSharedExpert)
+    bool buffer = false;                     // a role-bearing buffer (rotary inv_freq): not a parameter
+    uint32_t priority = 0;                   // order key before the pattern string
 };
 
 struct RoleMatch {
@@ -83,8 +96,7 @@ class RoleMapper {
 public:
     // user rules first (their own priorities), then the preset; compiled once.  A pattern that
     // RE2 refuses is STK_E_BAD_JSON naming the pattern and `source`.
-    RoleMapper(const std::vector<RoleRule> &user, const std::vector<RoleRule> &preset,
-               const std::string &source);
+    RoleMapper(const std::vector<RoleRule> &user, const std::vector<RoleRule> &preset, const std::string &source);
     ~RoleMapper();
     RoleMapper(const RoleMapper &) = delete;
     RoleMapper &operator=(const RoleMapper &) = delete;

@@ -17,7 +17,6 @@ namespace stk {
 
 namespace {
 
-
 struct Raw {
     std::string name;
     SrcDType dtype;
@@ -71,21 +70,23 @@ Raw parse_tensor_info(std::string_view name, simdjson::dom::element v, const std
             size_t i = 0;
             for (dom::element e : a) {
                 if ((!e.is_int64() && !e.is_uint64()) || e.get_uint64().get(be[i]))
-                    throw_error(STK_E_BAD_JSON, "%s: tensor '%s': data_offsets entry is not a non-negative integer",
-                                path.c_str(), n.c_str());
+                    throw_error(STK_E_BAD_JSON, "%s: tensor '%s': data_offsets entry is not a non-negative integer", path.c_str(),
+                                n.c_str());
                 i++;
             }
             r.begin = be[0];
             r.end = be[1];
             have_offsets = true;
         } else {
-            throw_error(STK_E_BAD_JSON, "%s: tensor '%s': unknown key \"%s\" (expected dtype, shape, data_offsets)",
-                        path.c_str(), n.c_str(), printable(k).c_str());
+            throw_error(STK_E_BAD_JSON, "%s: tensor '%s': unknown key \"%s\" (expected dtype, shape, data_offsets)", path.c_str(),
+                        n.c_str(), printable(k).c_str());
         }
     }
     if (!have_dtype || !have_shape || !have_offsets)
         throw_error(STK_E_BAD_JSON, "%s: tensor '%s': missing %s", path.c_str(), n.c_str(),
-                    !have_dtype ? "dtype" : !have_shape ? "shape" : "data_offsets");
+                    !have_dtype   ? "dtype"
+                    : !have_shape ? "shape"
+                                  : "data_offsets");
     return r;
 }
 
@@ -118,8 +119,7 @@ SafetensorsHeader parse_safetensors(const uint8_t *data, uint64_t size, const st
         throw_error(STK_E_BAD_JSON, "%s: safetensors header (offset 8, %llu bytes) is not valid UTF-8 JSON: %s", path.c_str(),
                     (unsigned long long)n, error_message(err));
     dom::object root;
-    if (doc.get_object().get(root))
-        throw_error(STK_E_BAD_JSON, "%s: safetensors header is not a JSON object", path.c_str());
+    if (doc.get_object().get(root)) throw_error(STK_E_BAD_JSON, "%s: safetensors header is not a JSON object", path.c_str());
 
     std::vector<Raw> raws;
     std::unordered_set<std::string_view> seen;
@@ -152,9 +152,8 @@ SafetensorsHeader parse_safetensors(const uint8_t *data, uint64_t size, const st
 
     // The crate's validate(): sort by offsets, each tensor must start where the previous ended,
     // its length must equal shape x dtype, and the last must end at the end of the file.
-    std::sort(raws.begin(), raws.end(), [](const Raw &a, const Raw &b) {
-        return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-    });
+    std::sort(raws.begin(), raws.end(),
+              [](const Raw &a, const Raw &b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
     uint64_t expected = 0;
     h.tensors.reserve(raws.size());
     for (Raw &r : raws) {
@@ -192,8 +191,8 @@ SafetensorsHeader parse_safetensors(const uint8_t *data, uint64_t size, const st
         if (nb != r.end - r.begin)
             throw_error(STK_E_SIZE_MISMATCH,
                         "%s: tensor '%s': shape x %s is %llu bytes but data_offsets [%llu, %llu) hold %llu (file offset %llu)",
-                        path.c_str(), n.c_str(), src_dtype_name(t.dtype), (unsigned long long)nb,
-                        (unsigned long long)r.begin, (unsigned long long)r.end, (unsigned long long)(r.end - r.begin),
+                        path.c_str(), n.c_str(), src_dtype_name(t.dtype), (unsigned long long)nb, (unsigned long long)r.begin,
+                        (unsigned long long)r.end, (unsigned long long)(r.end - r.begin),
                         (unsigned long long)(h.data_start + r.begin));
         if (r.end > buffer_len)
             throw_error(STK_E_TRUNCATED,
@@ -228,9 +227,7 @@ public:
         header_ = parse_safetensors(file_.data(), file_.size(), path);
     }
     std::vector<TensorRef> &tensors() override { return header_.tensors; }
-    const uint8_t *bytes(const TensorRef &t, std::vector<uint8_t> &) const override {
-        return file_.data() + t.file_offset;
-    }
+    const uint8_t *bytes(const TensorRef &t, std::vector<uint8_t> &) const override { return file_.data() + t.file_offset; }
     const MappedFile &file() const override { return file_; }
     void release(const TensorRef &t) const override { file_.dont_need(t.file_offset, t.n_bytes); }
 

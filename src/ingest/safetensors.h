@@ -17,8 +17,8 @@ namespace stk {
 constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;  // the crate's MAX_HEADER_SIZE
 
 struct SafetensorsHeader {
-    uint64_t data_start = 0;                      // 8 + N: file offset of the data buffer
-    std::vector<TensorRef> tensors;               // in data order; file_offset absolute
+    uint64_t data_start = 0;                                    // 8 + N: file offset of the data buffer
+    std::vector<TensorRef> tensors;                             // in data order; file_offset absolute
     std::vector<std::pair<std::string, std::string>> metadata;  // __metadata__, in file order
 };
 

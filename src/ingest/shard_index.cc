@@ -24,8 +24,7 @@ std::vector<std::pair<std::string, std::string>> parse_shard_index(const std::st
     for (auto f : root)
         if (f.key == "weight_map") n_wm++;
     if (n_wm != 1) throw_error(STK_E_BAD_JSON, "%s: expected exactly one \"weight_map\" object, found %zu", path.c_str(), n_wm);
-    if (root["weight_map"].get_object().get(wm))
-        throw_error(STK_E_BAD_JSON, "%s: \"weight_map\" is not an object", path.c_str());
+    if (root["weight_map"].get_object().get(wm)) throw_error(STK_E_BAD_JSON, "%s: \"weight_map\" is not an object", path.c_str());
     std::vector<std::pair<std::string, std::string>> out;
     for (auto f : wm) {
         std::string_view shard;

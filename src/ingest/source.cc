@@ -40,8 +40,8 @@ void refuse_lfs_pointer(const uint8_t *data, uint64_t size, const std::string &p
                     "%s: this is a Git LFS pointer file (%llu bytes), not the checkpoint itself%s%s%s; the repository "
                     "was cloned without its LFS objects: run `git lfs pull` (or `git lfs install` then clone again) "
                     "in that repository to fetch the real file",
-                    path.c_str(), (unsigned long long)size, real_size.empty() ? "" : " (the real file has ",
-                    real_size.c_str(), real_size.empty() ? "" : " bytes)");
+                    path.c_str(), (unsigned long long)size, real_size.empty() ? "" : " (the real file has ", real_size.c_str(),
+                    real_size.empty() ? "" : " bytes)");
     }
 }
 

@@ -53,7 +53,8 @@ void check_entry_name(const std::string &name, const std::string &path, uint64_t
 }  // namespace
 
 std::vector<ZipEntry> parse_zip_directory(const uint8_t *d, uint64_t size, const std::string &path) {
-    if (size < 22) throw_error(STK_E_TRUNCATED, "%s: %llu bytes, too short for a zip archive", path.c_str(), (unsigned long long)size);
+    if (size < 22)
+        throw_error(STK_E_TRUNCATED, "%s: %llu bytes, too short for a zip archive", path.c_str(), (unsigned long long)size);
     // End of central directory: the last record whose comment runs exactly to the end of file.
     uint64_t eocd = UINT64_MAX;
     uint64_t lowest = size > 22 + 65535 ? size - 22 - 65535 : 0;
@@ -74,8 +75,10 @@ std::vector<ZipEntry> parse_zip_directory(const uint8_t *d, uint64_t size, const
         if (load_u32(d + eocd - 20 + 4) != 0 || load_u32(d + eocd - 20 + 16) > 1)
             throw_error(STK_E_UNSUPPORTED, "%s: multi-disk zip archives are not supported", path.c_str());
         if (z64 > eocd - 20 || eocd - 20 - z64 < 56 || load_u32(d + z64) != kSigEnd64)
-            throw_error(STK_E_CORRUPT, "%s: zip64 end-of-central-directory locator at offset %llu points to %llu, where "
-                        "there is no zip64 record", path.c_str(), (unsigned long long)(eocd - 20), (unsigned long long)z64);
+            throw_error(STK_E_CORRUPT,
+                        "%s: zip64 end-of-central-directory locator at offset %llu points to %llu, where "
+                        "there is no zip64 record",
+                        path.c_str(), (unsigned long long)(eocd - 20), (unsigned long long)z64);
         disk = load_u32(d + z64 + 16);
         cd_disk = load_u32(d + z64 + 20);
         n_disk = load_u64(d + z64 + 24);
@@ -126,7 +129,8 @@ std::vector<ZipEntry> parse_zip_directory(const uint8_t *d, uint64_t size, const
         while (xend - x >= 4) {
             uint16_t id = load_u16(x), len = load_u16(x + 2);
             if (uint64_t(xend - x - 4) < len)
-                throw_error(STK_E_CORRUPT, "%s: zip entry '%s': extra field runs past its end", path.c_str(), printable(e.name).c_str());
+                throw_error(STK_E_CORRUPT, "%s: zip entry '%s': extra field runs past its end", path.c_str(),
+                            printable(e.name).c_str());
             if (id == 0x0001) {
                 const uint8_t *q = x + 4, *qend = q + len;
                 auto next = [&](uint64_t *field) {
@@ -169,23 +173,31 @@ std::vector<ZipEntry> parse_zip_directory(const uint8_t *d, uint64_t size, const
             throw_error(STK_E_CORRUPT, "%s: zip entry '%s': local header at %llu runs into the central directory", path.c_str(),
                         printable(e.name).c_str(), (unsigned long long)lh);
         if (lnlen != nlen || std::memcmp(d + lh + 30, e.name.data(), size_t(nlen)) != 0 || lmethod != e.method)
-            throw_error(STK_E_CORRUPT, "%s: zip entry '%s': local header at offset %llu disagrees with the central directory "
-                        "(name or method)", path.c_str(), printable(e.name).c_str(), (unsigned long long)lh);
+            throw_error(STK_E_CORRUPT,
+                        "%s: zip entry '%s': local header at offset %llu disagrees with the central directory "
+                        "(name or method)",
+                        path.c_str(), printable(e.name).c_str(), (unsigned long long)lh);
         if (!(lflags & 0x08)) {
             uint32_t lcrc = load_u32(d + lh + 14), lc = load_u32(d + lh + 18), lu = load_u32(d + lh + 22);
             bool sizes_ok = (lc == 0xFFFFFFFF || lc == e.compressed_size) && (lu == 0xFFFFFFFF || lu == e.size);
             if (lcrc != e.crc32 || !sizes_ok)
-                throw_error(STK_E_CORRUPT, "%s: zip entry '%s': local header at offset %llu disagrees with the central "
-                            "directory (crc or sizes)", path.c_str(), printable(e.name).c_str(), (unsigned long long)lh);
+                throw_error(STK_E_CORRUPT,
+                            "%s: zip entry '%s': local header at offset %llu disagrees with the central "
+                            "directory (crc or sizes)",
+                            path.c_str(), printable(e.name).c_str(), (unsigned long long)lh);
         }
         e.data_offset = lh + 30 + lnlen + lxlen;
         if (e.compressed_size > cd_off - e.data_offset)
-            throw_error(STK_E_TRUNCATED, "%s: zip entry '%s': %llu bytes of data at offset %llu run past the central directory "
-                        "at %llu", path.c_str(), printable(e.name).c_str(), (unsigned long long)e.compressed_size,
+            throw_error(STK_E_TRUNCATED,
+                        "%s: zip entry '%s': %llu bytes of data at offset %llu run past the central directory "
+                        "at %llu",
+                        path.c_str(), printable(e.name).c_str(), (unsigned long long)e.compressed_size,
                         (unsigned long long)e.data_offset, (unsigned long long)cd_off);
         if (e.method == 8 && e.size / kMaxDeflateRatio > e.compressed_size + 1)
-            throw_error(STK_E_CORRUPT, "%s: DEFLATED zip entry '%s' claims %llu bytes from %llu compressed (more than "
-                        "DEFLATE can expand)", path.c_str(), printable(e.name).c_str(), (unsigned long long)e.size,
+            throw_error(STK_E_CORRUPT,
+                        "%s: DEFLATED zip entry '%s' claims %llu bytes from %llu compressed (more than "
+                        "DEFLATE can expand)",
+                        path.c_str(), printable(e.name).c_str(), (unsigned long long)e.size,
                         (unsigned long long)e.compressed_size);
         entries.push_back(std::move(e));
         p += 46 + nlen + xlen + clen;
@@ -193,7 +205,8 @@ std::vector<ZipEntry> parse_zip_directory(const uint8_t *d, uint64_t size, const
     // Entries must not overlap (overlapping entries are how zip bombs multiply their output).
     std::vector<const ZipEntry *> order;
     for (const ZipEntry &e : entries) order.push_back(&e);
-    std::sort(order.begin(), order.end(), [](const ZipEntry *a, const ZipEntry *b) { return a->local_header_offset < b->local_header_offset; });
+    std::sort(order.begin(), order.end(),
+              [](const ZipEntry *a, const ZipEntry *b) { return a->local_header_offset < b->local_header_offset; });
     for (size_t i = 1; i < order.size(); i++)
         if (order[i - 1]->data_offset + order[i - 1]->compressed_size > order[i]->local_header_offset)
             throw_error(STK_E_CORRUPT, "%s: zip entries '%s' and '%s' overlap (at offset %llu)", path.c_str(),
@@ -208,8 +221,8 @@ const uint8_t *zip_entry_bytes(const uint8_t *data, const ZipEntry &e, std::vect
     libdeflate_decompressor *dec = libdeflate_alloc_decompressor();
     if (!dec) throw_error(STK_E_NOMEM, "libdeflate_alloc_decompressor failed");
     size_t in_used = 0, out_got = 0;
-    libdeflate_result r = libdeflate_deflate_decompress_ex(dec, data + e.data_offset, size_t(e.compressed_size),
-                                                           scratch.data(), scratch.size(), &in_used, &out_got);
+    libdeflate_result r = libdeflate_deflate_decompress_ex(dec, data + e.data_offset, size_t(e.compressed_size), scratch.data(),
+                                                           scratch.size(), &in_used, &out_got);
     libdeflate_free_decompressor(dec);
     if (r != LIBDEFLATE_SUCCESS || out_got != e.size)
         throw_error(STK_E_CORRUPT, "%s: DEFLATED zip entry '%s' (data at offset %llu) does not inflate to its %llu bytes",
@@ -226,7 +239,7 @@ namespace {
 // A pickled view over a storage whose bytes start at file offset `storage_offset` (for messages;
 // `in_place`: the bytes are the file's own, so file_offset can point at the first element).
 TensorRef make_view_ref(const PickledTensor &pt, const PickledStorage &s, uint64_t storage_offset, bool in_place,
-                    const std::string &path) {
+                        const std::string &path) {
     TensorRef t;
     t.name = pt.name;
     t.dtype = s.dtype;
@@ -235,7 +248,8 @@ TensorRef make_view_ref(const PickledTensor &pt, const PickledStorage &s, uint64
     t.storage_index = pt.storage;
     const size_t es = src_dtype_size(s.dtype);
     const char *n = t.name.c_str();
-    if (pt.shape.size() > 64) throw_error(STK_E_UNSUPPORTED, "%s: tensor '%s' has rank %zu (> 64)", path.c_str(), n, pt.shape.size());
+    if (pt.shape.size() > 64)
+        throw_error(STK_E_UNSUPPORTED, "%s: tensor '%s' has rank %zu (> 64)", path.c_str(), n, pt.shape.size());
     uint64_t ne = 1;
     for (uint64_t d : pt.shape)
         if (!mul_ok(ne, d, &ne))
@@ -259,8 +273,9 @@ TensorRef make_view_ref(const PickledTensor &pt, const PickledStorage &s, uint64
     if (ne > 0 && last >= s.numel)
         throw_error(STK_E_SIZE_MISMATCH,
                     "%s: tensor '%s': view (offset %llu, last element %llu) does not fit in storage '%s' of %llu elements "
-                    "(entry at offset %llu)", path.c_str(), n, (unsigned long long)pt.offset, (unsigned long long)last,
-                    printable(s.key).c_str(), (unsigned long long)s.numel, (unsigned long long)storage_offset);
+                    "(entry at offset %llu)",
+                    path.c_str(), n, (unsigned long long)pt.offset, (unsigned long long)last, printable(s.key).c_str(),
+                    (unsigned long long)s.numel, (unsigned long long)storage_offset);
     // Views must not overlap themselves (no stride-0 broadcasts, no overlapping windows): then
     // every element is a distinct storage element, so a tensor is never larger than its
     // storage and a hostile file cannot make a few bytes stand for 2^60 elements.
@@ -272,7 +287,8 @@ TensorRef make_view_ref(const PickledTensor &pt, const PickledStorage &s, uint64
         uint64_t reach = 1;  // elements covered by the dims so far
         for (auto &[stride, sz] : dims) {
             if (stride < reach)
-                throw_error(STK_E_UNSUPPORTED, "%s: tensor '%s' is a self-overlapping view (stride %llu on a dimension of "
+                throw_error(STK_E_UNSUPPORTED,
+                            "%s: tensor '%s' is a self-overlapping view (stride %llu on a dimension of "
                             "size %llu, e.g. an expand()); save a contiguous copy (.contiguous() or .clone())",
                             path.c_str(), n, (unsigned long long)stride, (unsigned long long)sz);
             reach = stride * sz;  // stride <= last < numel: no overflow
@@ -334,12 +350,13 @@ private:
         if (auto bo = by_name.find(prefix + "byteorder"); bo != by_name.end()) {
             std::vector<uint8_t> bs;
             const ZipEntry &e = *bo->second;
-            if (e.size > 16) throw_error(STK_E_CORRUPT, "%s: '%s' is %llu bytes", path.c_str(), e.name.c_str(), (unsigned long long)e.size);
+            if (e.size > 16)
+                throw_error(STK_E_CORRUPT, "%s: '%s' is %llu bytes", path.c_str(), e.name.c_str(), (unsigned long long)e.size);
             const uint8_t *b = zip_entry_bytes(data, e, bs, path);
             std::string order(reinterpret_cast<const char *>(b), size_t(e.size));
             if (order != "little")
-                throw_error(STK_E_UNSUPPORTED, "%s: storages written in '%s' byte order (only little-endian is read)", path.c_str(),
-                            printable(order).c_str());
+                throw_error(STK_E_UNSUPPORTED, "%s: storages written in '%s' byte order (only little-endian is read)",
+                            path.c_str(), printable(order).c_str());
         }
         std::vector<uint8_t> pkl_scratch;
         const uint8_t *pb = zip_entry_bytes(data, *pkl, pkl_scratch, path);
@@ -356,10 +373,12 @@ private:
                             printable(s.key).c_str(), printable(name).c_str());
             uint64_t want;
             if (!mul_ok(s.numel, src_dtype_size(s.dtype), &want) || want != it->second->size)
-                throw_error(STK_E_SIZE_MISMATCH, "%s: storage '%s' (%s x %llu elements) needs %llu bytes but its entry '%s' "
-                            "(offset %llu) holds %llu", path.c_str(), printable(s.key).c_str(), src_dtype_name(s.dtype),
-                            (unsigned long long)s.numel, (unsigned long long)want, printable(name).c_str(),
-                            (unsigned long long)it->second->data_offset, (unsigned long long)it->second->size);
+                throw_error(STK_E_SIZE_MISMATCH,
+                            "%s: storage '%s' (%s x %llu elements) needs %llu bytes but its entry '%s' "
+                            "(offset %llu) holds %llu",
+                            path.c_str(), printable(s.key).c_str(), src_dtype_name(s.dtype), (unsigned long long)s.numel,
+                            (unsigned long long)want, printable(name).c_str(), (unsigned long long)it->second->data_offset,
+                            (unsigned long long)it->second->size);
             storages_.push_back(it->second);
         }
         for (PickledTensor &pt : pr.tensors) {

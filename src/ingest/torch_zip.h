@@ -17,12 +17,12 @@ namespace stk {
 
 struct ZipEntry {
     std::string name;
-    uint16_t method = 0;          // 0 STORED, 8 DEFLATED
+    uint16_t method = 0;  // 0 STORED, 8 DEFLATED
     uint32_t crc32 = 0;
     uint64_t compressed_size = 0;
-    uint64_t size = 0;            // uncompressed
+    uint64_t size = 0;  // uncompressed
     uint64_t local_header_offset = 0;
-    uint64_t data_offset = 0;     // first byte of the (compressed) data in the file
+    uint64_t data_offset = 0;  // first byte of the (compressed) data in the file
 };
 
 // Parse and validate the central directory of a zip held in [data, data+size): end of central
@@ -33,8 +33,7 @@ std::vector<ZipEntry> parse_zip_directory(const uint8_t *data, uint64_t size, co
 
 // The bytes of one entry: STORED entries point into the mapping; DEFLATED entries are inflated
 // with libdeflate into `scratch` (exactly entry.size bytes, CRC-checked).
-const uint8_t *zip_entry_bytes(const uint8_t *data, const ZipEntry &e, std::vector<uint8_t> &scratch,
-                               const std::string &path);
+const uint8_t *zip_entry_bytes(const uint8_t *data, const ZipEntry &e, std::vector<uint8_t> &scratch, const std::string &path);
 
 // A torch zip checkpoint as a Source (takes over the mapping).
 std::unique_ptr<Source> open_torch_zip(MappedFile file);

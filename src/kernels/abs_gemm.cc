@@ -19,8 +19,8 @@ void sgemm_block(uint64_t m, uint64_t n, uint64_t k, const float *A, uint64_t rs
     bli_rntm_init(&rntm);
     bli_rntm_set_num_threads(1, &rntm);
     float alpha = 1.0f;
-    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dim_t(m), dim_t(n), dim_t(k), &alpha, const_cast<float *>(A),
-                 inc_t(rsa), 1, const_cast<float *>(B), inc_t(rsb), 1, &beta, C, inc_t(rsc), 1, nullptr, &rntm);
+    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dim_t(m), dim_t(n), dim_t(k), &alpha, const_cast<float *>(A), inc_t(rsa),
+                 1, const_cast<float *>(B), inc_t(rsb), 1, &beta, C, inc_t(rsc), 1, nullptr, &rntm);
 }
 
 void pack_a_abs(const float *A, uint64_t lda, uint64_t m, uint64_t k0, uint64_t kc, float *out) {

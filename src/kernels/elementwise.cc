@@ -5,7 +5,7 @@
 // horizontal reduction, so the bytes do not depend on the target (tests/test_kernels.cc runs
 // every compiled target the CPU supports).
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
+#  pragma GCC optimize("fp-contract=off")
 #endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/elementwise.cc"
@@ -17,7 +17,7 @@
 #include "kernels/elementwise.h"
 
 #ifdef __clang__
-#pragma STDC FP_CONTRACT OFF
+#  pragma STDC FP_CONTRACT OFF
 #endif
 
 HWY_BEFORE_NAMESPACE();

@@ -29,9 +29,8 @@ void check_gemm(size_t m, size_t n, size_t k, const void *a, const void *b, cons
 // Both precisions through one body: validate (BLIS aborts on bad arguments), size a runtime
 // object with the job's threads, call the typed expert API (bli_dgemm_ex / bli_sgemm_ex).
 template <class T>
-void blis_gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, T alpha, const T *a, ptrdiff_t rs_a,
-               ptrdiff_t cs_a, const T *b, ptrdiff_t rs_b, ptrdiff_t cs_b, T beta, T *c, ptrdiff_t rs_c, ptrdiff_t cs_c,
-               unsigned threads) {
+void blis_gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, T alpha, const T *a, ptrdiff_t rs_a, ptrdiff_t cs_a,
+               const T *b, ptrdiff_t rs_b, ptrdiff_t cs_b, T beta, T *c, ptrdiff_t rs_c, ptrdiff_t cs_c, unsigned threads) {
     if (m == 0 || n == 0) {
         check_dim(m, "m");
         check_dim(n, "n");
@@ -44,24 +43,24 @@ void blis_gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, T alpha
     const trans_t ta = trans_a ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tb = trans_b ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
     T al = alpha, be = beta;
     if constexpr (sizeof(T) == sizeof(double))
-        bli_dgemm_ex(ta, tb, dim_t(m), dim_t(n), dim_t(k), &al, const_cast<T *>(a), inc_t(rs_a), inc_t(cs_a),
-                     const_cast<T *>(b), inc_t(rs_b), inc_t(cs_b), &be, c, inc_t(rs_c), inc_t(cs_c), nullptr, &rntm);
+        bli_dgemm_ex(ta, tb, dim_t(m), dim_t(n), dim_t(k), &al, const_cast<T *>(a), inc_t(rs_a), inc_t(cs_a), const_cast<T *>(b),
+                     inc_t(rs_b), inc_t(cs_b), &be, c, inc_t(rs_c), inc_t(cs_c), nullptr, &rntm);
     else
-        bli_sgemm_ex(ta, tb, dim_t(m), dim_t(n), dim_t(k), &al, const_cast<T *>(a), inc_t(rs_a), inc_t(cs_a),
-                     const_cast<T *>(b), inc_t(rs_b), inc_t(cs_b), &be, c, inc_t(rs_c), inc_t(cs_c), nullptr, &rntm);
+        bli_sgemm_ex(ta, tb, dim_t(m), dim_t(n), dim_t(k), &al, const_cast<T *>(a), inc_t(rs_a), inc_t(cs_a), const_cast<T *>(b),
+                     inc_t(rs_b), inc_t(cs_b), &be, c, inc_t(rs_c), inc_t(cs_c), nullptr, &rntm);
 }
 
 }  // namespace
 
-void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, double alpha, const double *a, ptrdiff_t rs_a,
-          ptrdiff_t cs_a, const double *b, ptrdiff_t rs_b, ptrdiff_t cs_b, double beta, double *c, ptrdiff_t rs_c,
-          ptrdiff_t cs_c, unsigned threads) {
+void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, double alpha, const double *a, ptrdiff_t rs_a, ptrdiff_t cs_a,
+          const double *b, ptrdiff_t rs_b, ptrdiff_t cs_b, double beta, double *c, ptrdiff_t rs_c, ptrdiff_t cs_c,
+          unsigned threads) {
     blis_gemm(trans_a, trans_b, m, n, k, alpha, a, rs_a, cs_a, b, rs_b, cs_b, beta, c, rs_c, cs_c, threads);
 }
 
-void sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float *a, ptrdiff_t rs_a,
-           ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float beta, float *c, ptrdiff_t rs_c,
-           ptrdiff_t cs_c, unsigned threads) {
+void sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a,
+           const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float beta, float *c, ptrdiff_t rs_c, ptrdiff_t cs_c,
+           unsigned threads) {
     blis_gemm(trans_a, trans_b, m, n, k, alpha, a, rs_a, cs_a, b, rs_b, cs_b, beta, c, rs_c, cs_c, threads);
 }
 

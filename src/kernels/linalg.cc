@@ -25,7 +25,8 @@ void check_lapack(lapack_int info, const char *routine) {
 }
 
 void check_work(size_t have, size_t need, const char *routine) {
-    if (have < need) throw_error(STK_E_INVALID_ARGUMENT, "linalg: %s needs %zu doubles of workspace, got %zu", routine, need, have);
+    if (have < need)
+        throw_error(STK_E_INVALID_ARGUMENT, "linalg: %s needs %zu doubles of workspace, got %zu", routine, need, have);
 }
 
 }  // namespace
@@ -39,11 +40,10 @@ void orthonormalize_columns(size_t m, size_t n, double *a, size_t lda, double *w
     check_work(work_len, qr_workspace(m, n), "dgeqrfp/dorgqr");
     double *tau = work, *w = work + n;
     lapack_int lw = lapack_int(work_len - n);
-    check_lapack(LAPACKE_dgeqrfp_work(LAPACK_COL_MAJOR, lapack_int(m), lapack_int(n), a, lapack_int(lda), tau, w, lw),
-                 "dgeqrfp");
-    check_lapack(LAPACKE_dorgqr_work(LAPACK_COL_MAJOR, lapack_int(m), lapack_int(n), lapack_int(n), a, lapack_int(lda),
-                                     tau, w, lw),
-                 "dorgqr");
+    check_lapack(LAPACKE_dgeqrfp_work(LAPACK_COL_MAJOR, lapack_int(m), lapack_int(n), a, lapack_int(lda), tau, w, lw), "dgeqrfp");
+    check_lapack(
+        LAPACKE_dorgqr_work(LAPACK_COL_MAJOR, lapack_int(m), lapack_int(n), lapack_int(n), a, lapack_int(lda), tau, w, lw),
+        "dorgqr");
 }
 
 double orthonormality_error(size_t m, size_t n, const double *q, size_t ldq) {
@@ -76,8 +76,8 @@ void general_eigenvalues(size_t n, double *a, size_t lda, double *wr, double *wi
     if (n == 0 || lda < n || !a || !wr || !wi) throw_error(STK_E_INVALID_ARGUMENT, "linalg: eigenvalues of %zu x %zu", n, n);
     check_work(work_len, gen_eig_workspace(n), "dgeev");
     double dummy = 0;
-    check_lapack(LAPACKE_dgeev_work(LAPACK_COL_MAJOR, 'N', 'N', lapack_int(n), a, lapack_int(lda), wr, wi, &dummy, 1,
-                                    &dummy, 1, work, lapack_int(work_len)),
+    check_lapack(LAPACKE_dgeev_work(LAPACK_COL_MAJOR, 'N', 'N', lapack_int(n), a, lapack_int(lda), wr, wi, &dummy, 1, &dummy, 1,
+                                    work, lapack_int(work_len)),
                  "dgeev");
 }
 
@@ -88,8 +88,8 @@ void least_squares(size_t m, size_t n, double *a, size_t lda, double *b, double 
     check_dim(n, "n");
     if (n == 0 || m < n || lda < m || !a || !b) throw_error(STK_E_INVALID_ARGUMENT, "linalg: least squares %zu x %zu", m, n);
     check_work(work_len, lstsq_workspace(m, n), "dgels");
-    check_lapack(LAPACKE_dgels_work(LAPACK_COL_MAJOR, 'N', lapack_int(m), lapack_int(n), 1, a, lapack_int(lda), b,
-                                    lapack_int(m), work, lapack_int(work_len)),
+    check_lapack(LAPACKE_dgels_work(LAPACK_COL_MAJOR, 'N', lapack_int(m), lapack_int(n), 1, a, lapack_int(lda), b, lapack_int(m),
+                                    work, lapack_int(work_len)),
                  "dgels");
 }
 

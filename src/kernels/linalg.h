@@ -22,13 +22,13 @@ namespace stk::kernels {
 // C = alpha * op(A) * op(B) + beta * C with explicit row and column strides (in elements), as
 // BLIS's typed API takes them: op(A) is m x k, op(B) is k x n, C is m x n.  trans_a / trans_b
 // transpose A / B first.  `threads` sets the rntm_t of this call only (no global state).
-void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, double alpha, const double *a, ptrdiff_t rs_a,
-          ptrdiff_t cs_a, const double *b, ptrdiff_t rs_b, ptrdiff_t cs_b, double beta, double *c, ptrdiff_t rs_c,
-          ptrdiff_t cs_c, unsigned threads);
+void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, double alpha, const double *a, ptrdiff_t rs_a, ptrdiff_t cs_a,
+          const double *b, ptrdiff_t rs_b, ptrdiff_t cs_b, double beta, double *c, ptrdiff_t rs_c, ptrdiff_t cs_c,
+          unsigned threads);
 // The same in single precision (BLIS sgemm): overlays' sketch passes over a layer's W_O.
-void sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float *a, ptrdiff_t rs_a,
-           ptrdiff_t cs_a, const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float beta, float *c, ptrdiff_t rs_c,
-           ptrdiff_t cs_c, unsigned threads);
+void sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a,
+           const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float beta, float *c, ptrdiff_t rs_c, ptrdiff_t cs_c,
+           unsigned threads);
 
 // Doubles of workspace orthonormalize_columns(m, n) needs (tau and LAPACK's work array).
 size_t qr_workspace(size_t m, size_t n);

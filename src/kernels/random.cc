@@ -10,7 +10,7 @@
 // GCC contracts a * b + c into an FMA in C++ by default (-ffp-contract=fast) wherever the
 // target has one (AVX2 / AVX-512 here, not SSE4): that would make the bytes target-dependent.
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
+#  pragma GCC optimize("fp-contract=off")
 #endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/random.cc"
@@ -21,7 +21,7 @@
 #include "kernels/random.h"
 
 #ifdef __clang__
-#pragma STDC FP_CONTRACT OFF
+#  pragma STDC FP_CONTRACT OFF
 #endif
 
 HWY_BEFORE_NAMESPACE();
@@ -44,8 +44,8 @@ HWY_INLINE VU MulLow64(VU a, VU b) {
     const hn::Repartition<uint32_t, DU> d32;
     const VU ah = hn::ShiftRight<32>(a), bh = hn::ShiftRight<32>(b);
     const VU lo = hn::MulEven(hn::BitCast(d32, a), hn::BitCast(d32, b));
-    const VU cross = hn::Add(hn::MulEven(hn::BitCast(d32, ah), hn::BitCast(d32, b)),
-                             hn::MulEven(hn::BitCast(d32, a), hn::BitCast(d32, bh)));
+    const VU cross =
+        hn::Add(hn::MulEven(hn::BitCast(d32, ah), hn::BitCast(d32, b)), hn::MulEven(hn::BitCast(d32, a), hn::BitCast(d32, bh)));
     return hn::Add(lo, hn::ShiftLeft<32>(cross));
 #endif
 }
@@ -83,9 +83,9 @@ HWY_INLINE VF Log(VF x) {
     const VF s = hn::Div(f, hn::Add(hn::Set(df, 2.0), f));
     const VF z = hn::Mul(s, s), w = hn::Mul(z, z);
     // R = z (Lg1 + w (Lg3 + w (Lg5 + w Lg7))) + w (Lg2 + w (Lg4 + w Lg6))
-    VF odd = hn::Add(hn::Set(df, 1.818357216161805012e-01), hn::Mul(w, hn::Set(df, 1.479819860511658591e-01)));  // Lg5 + w Lg7
-    odd = hn::Add(hn::Set(df, 2.857142874366239149e-01), hn::Mul(w, odd));                                       // Lg3 + w (...)
-    odd = hn::Add(hn::Set(df, 6.666666666666735130e-01), hn::Mul(w, odd));                                       // Lg1 + w (...)
+    VF odd = hn::Add(hn::Set(df, 1.818357216161805012e-01), hn::Mul(w, hn::Set(df, 1.479819860511658591e-01)));   // Lg5 + w Lg7
+    odd = hn::Add(hn::Set(df, 2.857142874366239149e-01), hn::Mul(w, odd));                                        // Lg3 + w (...)
+    odd = hn::Add(hn::Set(df, 6.666666666666735130e-01), hn::Mul(w, odd));                                        // Lg1 + w (...)
     VF even = hn::Add(hn::Set(df, 2.222219843214978396e-01), hn::Mul(w, hn::Set(df, 1.531383769920937332e-01)));  // Lg4 + w Lg6
     even = hn::Add(hn::Set(df, 3.999999999940941908e-01), hn::Mul(w, even));                                      // Lg2 + w (...)
     const VF R = hn::Add(hn::Mul(z, odd), hn::Mul(w, even));

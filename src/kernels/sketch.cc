@@ -18,7 +18,7 @@
 #include "kernels/sketch.h"
 
 #ifndef STK_KERNELS_SKETCH_ARGS
-#define STK_KERNELS_SKETCH_ARGS
+#  define STK_KERNELS_SKETCH_ARGS
 namespace stk::kernels {
 struct SketchArgs {
     const float *w;
@@ -79,8 +79,8 @@ HWY_INLINE void ProductBlock(const float *HWY_RESTRICT w, size_t ld_w, size_t n,
 
 // p[j, 0 .. V*N) += sum_r w[r, j] y[r, 0 .. V*N) for every j, r < R in order.
 template <size_t R, size_t V>
-HWY_INLINE void TransposedBlock(const float *HWY_RESTRICT w, size_t ld_w, size_t n, const float *HWY_RESTRICT y,
-                                size_t ld_y, float *HWY_RESTRICT p, size_t ld_p) {
+HWY_INLINE void TransposedBlock(const float *HWY_RESTRICT w, size_t ld_w, size_t n, const float *HWY_RESTRICT y, size_t ld_y,
+                                float *HWY_RESTRICT p, size_t ld_p) {
     const DF d;
     const size_t N = hn::Lanes(d);
     VF yv[R][V];
@@ -113,8 +113,7 @@ void TransposedR(size_t nv, const float *w, size_t ld_w, size_t n, const float *
 
 // Row count 1 .. kRows as a template argument.
 template <class D, size_t R = kRows, typename T = hn::TFromD<D>>
-void ProductRows(size_t rows, size_t nv, const float *w, size_t ld_w, size_t n, const T *x, size_t ld_x, T *y,
-                 size_t ld_y) {
+void ProductRows(size_t rows, size_t nv, const float *w, size_t ld_w, size_t n, const T *x, size_t ld_x, T *y, size_t ld_y) {
     if constexpr (R > 1)
         if (rows < R) return ProductRows<D, R - 1>(rows, nv, w, ld_w, n, x, ld_x, y, ld_y);
     ProductR<D, R>(nv, w, ld_w, n, x, ld_x, y, ld_y);
@@ -178,8 +177,8 @@ size_t LanesF64Impl() { return hn::Lanes(DD()); }
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include "core/error.h"
-#include "core/parallel.h"
+#  include "core/error.h"
+#  include "core/parallel.h"
 
 namespace stk::kernels {
 
@@ -191,14 +190,13 @@ HWY_EXPORT(SketchTargetName);
 
 const char *sketch_target() { return HWY_DYNAMIC_DISPATCH(SketchTargetName)(); }
 
-void sketch_pass(const float *w, size_t m, size_t n, size_t ld_w, const float *x, size_t ld_x, size_t cy, float *y,
-                 size_t ld_y, size_t ct, float *xt, size_t ld_xt, float *partials, unsigned threads) {
+void sketch_pass(const float *w, size_t m, size_t n, size_t ld_w, const float *x, size_t ld_x, size_t cy, float *y, size_t ld_y,
+                 size_t ct, float *xt, size_t ld_xt, float *partials, unsigned threads) {
     auto bad_stride = [](size_t ld, size_t cols) { return ld < cols || ld % kSketchAlign != 0; };
     if (!w || !y || m == 0 || n == 0 || ld_w < n || cy == 0 || bad_stride(ld_y, cy))
-        throw_error(STK_E_INVALID_ARGUMENT, "sketch_pass: bad W or Y (m %zu, n %zu, ld_w %zu, cy %zu, ld_y %zu)", m, n,
-                    ld_w, cy, ld_y);
-    if (x && bad_stride(ld_x, cy))
-        throw_error(STK_E_INVALID_ARGUMENT, "sketch_pass: X stride %zu for %zu columns", ld_x, cy);
+        throw_error(STK_E_INVALID_ARGUMENT, "sketch_pass: bad W or Y (m %zu, n %zu, ld_w %zu, cy %zu, ld_y %zu)", m, n, ld_w, cy,
+                    ld_y);
+    if (x && bad_stride(ld_x, cy)) throw_error(STK_E_INVALID_ARGUMENT, "sketch_pass: X stride %zu for %zu columns", ld_x, cy);
     if (xt && (!partials || ct == 0 || ct > cy || bad_stride(ld_xt, ct)))
         throw_error(STK_E_INVALID_ARGUMENT, "sketch_pass: bad X' (ct %zu of %zu, ld %zu)", ct, cy, ld_xt);
     const size_t lanes = HWY_DYNAMIC_DISPATCH(LanesImpl)();
@@ -206,9 +204,7 @@ void sketch_pass(const float *w, size_t m, size_t n, size_t ld_w, const float *x
         throw_error(STK_E_INTERNAL, "sketch_pass: %zu lanes do not divide the stride alignment", lanes);
     const SketchArgs a{w, m, n, ld_w, x, ld_x, cy, y, ld_y, xt ? ct : 0, xt, ld_xt, partials};
     const size_t t_n = std::max<size_t>(1, std::min<size_t>(threads, kSketchGroups));
-    auto run = [&](size_t t) {
-        HWY_DYNAMIC_DISPATCH(GroupsImpl)(&a, t * kSketchGroups / t_n, (t + 1) * kSketchGroups / t_n);
-    };
+    auto run = [&](size_t t) { HWY_DYNAMIC_DISPATCH(GroupsImpl)(&a, t * kSketchGroups / t_n, (t + 1) * kSketchGroups / t_n); };
     run_workers(unsigned(t_n), [&](unsigned t) { run(t); });
     if (!xt) return;
     // X' = P_0 + P_1 + ... in group order.
@@ -223,12 +219,12 @@ void sketch_pass(const float *w, size_t m, size_t n, size_t ld_w, const float *x
     }
 }
 
-void sketch_product_f64(const float *w, size_t m, size_t n, size_t ld_w, const double *x, size_t ld_x, size_t c,
-                        double *y, size_t ld_y, unsigned threads) {
+void sketch_product_f64(const float *w, size_t m, size_t n, size_t ld_w, const double *x, size_t ld_x, size_t c, double *y,
+                        size_t ld_y, unsigned threads) {
     if (!w || !x || !y || m == 0 || n == 0 || ld_w < n || c == 0 || ld_x < c || ld_y < c || ld_x % kSketchAlign ||
         ld_y % kSketchAlign)
-        throw_error(STK_E_INVALID_ARGUMENT, "sketch_product_f64: bad arguments (m %zu, n %zu, c %zu, ld %zu %zu %zu)", m, n,
-                    c, ld_w, ld_x, ld_y);
+        throw_error(STK_E_INVALID_ARGUMENT, "sketch_product_f64: bad arguments (m %zu, n %zu, c %zu, ld %zu %zu %zu)", m, n, c,
+                    ld_w, ld_x, ld_y);
     const size_t lanes = HWY_DYNAMIC_DISPATCH(LanesF64Impl)();
     if (lanes == 0 || kSketchAlign % lanes != 0)
         throw_error(STK_E_INTERNAL, "sketch_product_f64: %zu lanes do not divide the stride alignment", lanes);

@@ -39,14 +39,14 @@ inline size_t sketch_partials_floats(size_t n, size_t ld_xt) { return kSketchGro
 //  - xt != nullptr: X' (n x ct, stride ld_xt) = W^T Y[:, 0..ct), ct <= cy, using `partials`
 //    (sketch_partials_floats(n, ld_xt) floats).
 // Arguments are validated (STK_E_INVALID_ARGUMENT).  `threads` >= 1 std::threads, this call only.
-void sketch_pass(const float *w, size_t m, size_t n, size_t ld_w, const float *x, size_t ld_x, size_t cy, float *y,
-                 size_t ld_y, size_t ct, float *xt, size_t ld_xt, float *partials, unsigned threads);
+void sketch_pass(const float *w, size_t m, size_t n, size_t ld_w, const float *x, size_t ld_x, size_t cy, float *y, size_t ld_y,
+                 size_t ct, float *xt, size_t ld_xt, float *partials, unsigned threads);
 
 // Y (m x c, row stride ld_y, double) = W X for X (n x c, row stride ld_x, double), W's f32
 // entries widened exactly: every Y[i, c] the sum over j in order (rows split between threads).
 // The captured energy |A U|^2 and the overlays' Z need A U in double.
-void sketch_product_f64(const float *w, size_t m, size_t n, size_t ld_w, const double *x, size_t ld_x, size_t c,
-                        double *y, size_t ld_y, unsigned threads);
+void sketch_product_f64(const float *w, size_t m, size_t n, size_t ld_w, const double *x, size_t ld_x, size_t c, double *y,
+                        size_t ld_y, unsigned threads);
 
 // The target the dispatcher picked (for benches and tests).
 const char *sketch_target();

@@ -90,9 +90,7 @@ CurrentPointer parse_current(const char *p, size_t n, const std::string &path) {
     return out;
 }
 
-std::string encode_current(const std::string &name, const uint8_t curr_hash[32]) {
-    return name + " " + hex32(curr_hash) + "\n";
-}
+std::string encode_current(const std::string &name, const uint8_t curr_hash[32]) { return name + " " + hex32(curr_hash) + "\n"; }
 
 bool read_current(const std::string &root, CurrentPointer *out) {
     std::string path = root + "/" + kCurrentFileName;
@@ -111,10 +109,12 @@ std::string resolve_generation(const std::string &path, CurrentPointer *pointer,
     if (!read_current(path, &cp)) {
         const std::vector<std::string> names = entries(gens_dir(path));
         if (!names.empty())
-            throw_error(STK_E_NOT_FOUND, "%s: a generations root with %zu entr%s in %s/ but no %s: the pointer to the current "
-                                         "generation was deleted; the next stk convert into it points %s at the newest "
-                                         "generation that verifies", path.c_str(), names.size(), names.size() == 1 ? "y" : "ies",
-                        kGenerationsDirName, kCurrentFileName, kCurrentFileName);
+            throw_error(STK_E_NOT_FOUND,
+                        "%s: a generations root with %zu entr%s in %s/ but no %s: the pointer to the current "
+                        "generation was deleted; the next stk convert into it points %s at the newest "
+                        "generation that verifies",
+                        path.c_str(), names.size(), names.size() == 1 ? "y" : "ies", kGenerationsDirName, kCurrentFileName,
+                        kCurrentFileName);
         throw_error(STK_E_NOT_FOUND, "%s: a generations root with no current generation (no %s)", path.c_str(), kCurrentFileName);
     }
     if (pointer) *pointer = cp;
@@ -198,8 +198,10 @@ int lock_root(const std::string &root) {
         int e = errno;
         ::close(fd);
         if (e == EWOULDBLOCK)
-            throw_error(STK_E_IO, "%s is being written by another process (it holds %s); one writer at a time: wait for it "
-                                  "and retry", root.c_str(), path.c_str());
+            throw_error(STK_E_IO,
+                        "%s is being written by another process (it holds %s); one writer at a time: wait for it "
+                        "and retry",
+                        root.c_str(), path.c_str());
         errno = e;
         fail_errno("cannot lock " + path);
     }
@@ -364,13 +366,17 @@ void remove_generation(const std::string &root, const std::string &name, bool fo
     if (!g) throw_error(STK_E_NOT_FOUND, "%s/%s/%s: no such generation", root.c_str(), kGenerationsDirName, name.c_str());
     if (g->current) throw_error(STK_E_INVALID_ARGUMENT, "%s is the current generation: it is never removed", name.c_str());
     if (g->on_chain && older_on_chain && newer_on_chain && !force)
-        throw_error(STK_E_INVALID_ARGUMENT, "%s links an older and a newer generation of the chain stk check follows: removing it "
-                                            "cuts the chain; it is removed only when forced", name.c_str());
+        throw_error(STK_E_INVALID_ARGUMENT,
+                    "%s links an older and a newer generation of the chain stk check follows: removing it "
+                    "cuts the chain; it is removed only when forced",
+                    name.c_str());
     // Not while a reader holds it (stk check verifying it by path).
     const int held = lock_generation_exclusive(gens_dir(root) + "/" + name);
     if (held < 0)
-        throw_error(STK_E_IO, "%s/%s/%s is being read by another process (stk check, stk replay): not removed; try "
-                              "again when it is done", root.c_str(), kGenerationsDirName, name.c_str());
+        throw_error(STK_E_IO,
+                    "%s/%s/%s is being read by another process (stk check, stk replay): not removed; try "
+                    "again when it is done",
+                    root.c_str(), kGenerationsDirName, name.c_str());
     struct Close {
         int fd;
         ~Close() { ::close(fd); }
@@ -392,9 +398,10 @@ std::vector<std::string> gc_generations(const std::string &root, uint32_t keep, 
     bool has_current = false;
     for (const GenerationInfo &g : all) has_current |= g.current;
     if (!all.empty() && !has_current)
-        throw_error(STK_E_NOT_FOUND, "%s has %zu generation%s but no valid %s (deleted, or naming a generation that is not "
-                                     "there): gc would remove them all; nothing removed. The next stk convert into it "
-                                     "points %s at the newest generation that verifies",
+        throw_error(STK_E_NOT_FOUND,
+                    "%s has %zu generation%s but no valid %s (deleted, or naming a generation that is not "
+                    "there): gc would remove them all; nothing removed. The next stk convert into it "
+                    "points %s at the newest generation that verifies",
                     root.c_str(), all.size(), all.size() == 1 ? "" : "s", kCurrentFileName, kCurrentFileName);
     std::vector<std::string> removed;
     uint32_t kept = 0;

@@ -51,12 +51,12 @@ std::string resolve_generation(const std::string &path, CurrentPointer *pointer 
 struct GenerationInfo {
     std::string name;
     uint64_t seq = 0;
-    bool readable = false;     // the manifest decoded (curr_hash matched)
-    std::string error;         // why not
+    bool readable = false;  // the manifest decoded (curr_hash matched)
+    std::string error;      // why not
     uint8_t curr_hash[32] = {}, prev_hash[32] = {};
     uint64_t arrays = 0, bytes = 0;
     bool current = false;
-    bool on_chain = false;     // reached from CURRENT by following prev_hash
+    bool on_chain = false;  // reached from CURRENT by following prev_hash
 };
 // Every generations/<name> with a well-formed name, in seq order; current and on_chain set.
 std::vector<GenerationInfo> list_generations(const std::string &root);

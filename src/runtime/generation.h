@@ -33,7 +33,7 @@ struct stk_generation {
     std::unique_ptr<stk::ArrayReader> lin_mphf, lin_keys, lin_weights, lin_delta;
     stk::Mphf linear_mphf;
     stk::CuckooTable linear_delta;
-    uint64_t linear_count = 0;  // C
+    uint64_t linear_count = 0;                // C
     const uint8_t *linear_keys = nullptr;     // [C] u64 LE
     const uint8_t *linear_weights = nullptr;  // [C] f32 LE
     // The bridge's hub bitsets (absent when the generation has no bridge_hubs.bin: HUB lookups

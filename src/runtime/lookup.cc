@@ -48,13 +48,15 @@ void generation_array(const stk_generation &g, uint32_t index, stk_array_view &o
     {
         std::lock_guard<std::mutex> lock(g.views_mu);
         if (!g.views[index]) {
-            auto reader = std::make_unique<ArrayReader>(g.dir + "/" + kArraysDirName + "/" + e.name);  // header + payload checksums
+            auto reader =
+                std::make_unique<ArrayReader>(g.dir + "/" + kArraysDirName + "/" + e.name);  // header + payload checksums
             const ArrayHeader &h = reader->header();
-            bool same = uint16_t(h.dtype) == e.dtype && h.rank == e.rank && h.byte_len == e.byte_len &&
-                        h.crc32c == e.crc32c && h.sha256_low64 == e.sha256_low64 && h.flags == e.flags;
+            bool same = uint16_t(h.dtype) == e.dtype && h.rank == e.rank && h.byte_len == e.byte_len && h.crc32c == e.crc32c &&
+                        h.sha256_low64 == e.sha256_low64 && h.flags == e.flags;
             for (uint32_t i = 0; i < kMaxRank; i++) same = same && h.dims[i] == e.dims[i];
             if (!same)
-                throw_error(STK_E_SIZE_MISMATCH, "%s: header differs from the manifest entry of %s (dtype, dims, byte_len, flags or digests)",
+                throw_error(STK_E_SIZE_MISMATCH,
+                            "%s: header differs from the manifest entry of %s (dtype, dims, byte_len, flags or digests)",
                             reader->path().c_str(), e.name);
             g.views[index] = std::move(reader);
         }
@@ -97,7 +99,8 @@ void attach_linear(stk_generation &g, const uint8_t *mphf, size_t mphf_len, cons
     g.has_linear = false;
     g.linear_mphf = Mphf::load(mphf, mphf_len, "arrays/linear_mphf.bin");
     if (g.linear_mphf.kind != MphfKeyKind::U64 || g.linear_mphf.n_keys != c)
-        throw_error(STK_E_CORRUPT, "arrays/linear_mphf.bin: a u64-key function over %llu keys expected (linear_keys.bin), found %llu",
+        throw_error(STK_E_CORRUPT,
+                    "arrays/linear_mphf.bin: a u64-key function over %llu keys expected (linear_keys.bin), found %llu",
                     (unsigned long long)c, (unsigned long long)g.linear_mphf.n_keys);
     g.linear_delta = CuckooTable::load(delta, delta_len, "arrays/cuckoo_delta.bin");
     g.linear_keys = keys;
@@ -174,7 +177,8 @@ bool bridge_hub_bitset(const stk_generation &g, uint32_t token, uint32_t context
 
 static void put_value(const void *src, size_t len, void *value, size_t value_cap, size_t *value_len) {
     *value_len = len;
-    if (len > value_cap) throw_error(STK_E_INVALID_ARGUMENT, "stk_lookup: value needs %zu bytes, value_cap is %zu", len, value_cap);
+    if (len > value_cap)
+        throw_error(STK_E_INVALID_ARGUMENT, "stk_lookup: value needs %zu bytes, value_cap is %zu", len, value_cap);
     if (len) std::memcpy(value, src, len);
 }
 
@@ -186,49 +190,57 @@ void generation_lookup(const stk_generation &g, stk_lookup_kind kind, const void
     if (!value && value_cap) throw_error(STK_E_INVALID_ARGUMENT, "stk_lookup: value is NULL");
     switch (kind) {
         case STK_LOOKUP_TOKEN_ID:
-        case STK_LOOKUP_TOKEN_BYTES:
-            break;
+        case STK_LOOKUP_TOKEN_BYTES: break;
         case STK_LOOKUP_LINEAR: {
             if (!g.has_linear)
-                throw_error(STK_E_MISSING_ARRAY, "%s: arrays/linear_mphf.bin is absent: this generation has no linear dictionary "
-                                                 "(see the manifest's records)", g.dir.c_str());
+                throw_error(STK_E_MISSING_ARRAY,
+                            "%s: arrays/linear_mphf.bin is absent: this generation has no linear dictionary "
+                            "(see the manifest's records)",
+                            g.dir.c_str());
             if (key_len != 8) throw_error(STK_E_INVALID_ARGUMENT, "stk_lookup: LINEAR key is a u64 (8 bytes), got %zu", key_len);
             uint64_t k = load_le<uint64_t>(static_cast<const uint8_t *>(key));
             float v;
             if (!linear_find(g, k, &v, nullptr))
-                throw_error(STK_E_KEY_NOT_FOUND, "stk_lookup: linear key %016llx is in neither the base nor the delta (a dropped "
-                                                 "entry reads as 0)", (unsigned long long)k);
+                throw_error(STK_E_KEY_NOT_FOUND,
+                            "stk_lookup: linear key %016llx is in neither the base nor the delta (a dropped "
+                            "entry reads as 0)",
+                            (unsigned long long)k);
             put_value(&v, 4, value, value_cap, value_len);
             return;
         }
         case STK_LOOKUP_HUB: {
             if (!g.has_bridge)
-                throw_error(STK_E_MISSING_ARRAY, "%s: arrays/bridge_hubs.bin is absent: this generation has no bridge "
-                                                 "(see the manifest's records)", g.dir.c_str());
+                throw_error(STK_E_MISSING_ARRAY,
+                            "%s: arrays/bridge_hubs.bin is absent: this generation has no bridge "
+                            "(see the manifest's records)",
+                            g.dir.c_str());
             if (key_len != 8)
-                throw_error(STK_E_INVALID_ARGUMENT, "stk_lookup: HUB key is a u32 token id and a u32 context id (8 bytes), got %zu",
-                            key_len);
+                throw_error(STK_E_INVALID_ARGUMENT,
+                            "stk_lookup: HUB key is a u32 token id and a u32 context id (8 bytes), got %zu", key_len);
             const uint8_t *kb = static_cast<const uint8_t *>(key);
             const uint32_t token = load_le<uint32_t>(kb), context = load_le<uint32_t>(kb + 4);
             uint64_t words[3];
             if (!bridge_hub_bitset(g, token, context, words))
-                throw_error(STK_E_KEY_NOT_FOUND, "stk_lookup: HUB key (token %u, context %u) outside the %llu tokens and %u contexts",
-                            token, context, (unsigned long long)g.bridge_tokens, g.bridge_contexts);
+                throw_error(STK_E_KEY_NOT_FOUND,
+                            "stk_lookup: HUB key (token %u, context %u) outside the %llu tokens and %u contexts", token, context,
+                            (unsigned long long)g.bridge_tokens, g.bridge_contexts);
             uint8_t outb[24];
             for (uint32_t i = 0; i < g.bridge_w; i++) store_le<uint64_t>(outb + 8 * i, words[i]);
             put_value(outb, size_t(8) * g.bridge_w, value, value_cap, value_len);
             return;
         }
-        default:
-            throw_error(STK_E_INVALID_ARGUMENT, "stk_lookup: unknown lookup kind %d", int(kind));
+        default: throw_error(STK_E_INVALID_ARGUMENT, "stk_lookup: unknown lookup kind %d", int(kind));
     }
     if (!g.has_tokenizer)
-        throw_error(STK_E_MISSING_ARRAY, "%s: arrays/tokenizer_fst.bin is absent: this generation has no greedy tokenizer tables "
-                                         "(EXT mode or no tokenizer; see the manifest's invariant records)", g.dir.c_str());
+        throw_error(STK_E_MISSING_ARRAY,
+                    "%s: arrays/tokenizer_fst.bin is absent: this generation has no greedy tokenizer tables "
+                    "(EXT mode or no tokenizer; see the manifest's invariant records)",
+                    g.dir.c_str());
     if (kind == STK_LOOKUP_TOKEN_ID) {
         const uint8_t *p = static_cast<const uint8_t *>(key);
         if (key_len == 0 || key_len > g.tok.dec.l_tok)
-            throw_error(STK_E_KEY_NOT_FOUND, "stk_lookup: %zu-byte key: the tables hold pieces of 1..%u bytes", key_len, g.tok.dec.l_tok);
+            throw_error(STK_E_KEY_NOT_FOUND, "stk_lookup: %zu-byte key: the tables hold pieces of 1..%u bytes", key_len,
+                        g.tok.dec.l_tok);
         int64_t id = g.tok.find(p, key_len);
         if (id < 0) throw_error(STK_E_KEY_NOT_FOUND, "stk_lookup: no token has these %zu bytes", key_len);
         uint8_t out[4];
@@ -238,7 +250,8 @@ void generation_lookup(const stk_generation &g, stk_lookup_kind kind, const void
     }
     if (key_len != 4) throw_error(STK_E_INVALID_ARGUMENT, "stk_lookup: TOKEN_BYTES key is a u32 id (4 bytes), got %zu", key_len);
     uint32_t id = load_u32(key);
-    if (id >= g.tok.dec.n_tokens) throw_error(STK_E_KEY_NOT_FOUND, "stk_lookup: token id %u outside the %u tokens", id, g.tok.dec.n_tokens);
+    if (id >= g.tok.dec.n_tokens)
+        throw_error(STK_E_KEY_NOT_FOUND, "stk_lookup: token id %u outside the %u tokens", id, g.tok.dec.n_tokens);
     uint32_t len;
     const uint8_t *b = g.tok.dec.piece(id, &len);
     put_value(b, len, value, value_cap, value_len);

@@ -77,7 +77,8 @@ Replayer::Replayer(const stk_generation &g) : g_(g), manifest_(read_manifest(g.d
     if (exists(arrays + "prf_W.bin")) open_prf(arrays);
     else modules_[kReplayPrf].detail = disabled_reason(manifest_, {kFeaturePrf}, "prf_W.bin");
 
-    if (!exists(arrays + "overlays_H.bin")) modules_[kReplayOverlays].detail = disabled_reason(manifest_, {kFeatureOverlays}, "overlays_H.bin");
+    if (!exists(arrays + "overlays_H.bin"))
+        modules_[kReplayOverlays].detail = disabled_reason(manifest_, {kFeatureOverlays}, "overlays_H.bin");
     else if (!modules_[kReplayPrf].enabled) modules_[kReplayOverlays].detail = "needs the prf features, and prf is disabled";
     else open_overlays(arrays);
 
@@ -133,9 +134,10 @@ void Replayer::open_prf(const std::string &arrays) {
     for (uint64_t i = 0; i < L_ * r_; i++) s_[i] = s0[i];
     f_.assign(L_ * r_, 0.0);
     modules_[kReplayPrf].enabled = true;
-    modules_[kReplayPrf].detail = format("L %llu, r %llu, d_model %llu: whitened features of the token's probe, "
-                                         "denominator floored at beta_floor %g",
-                                         (unsigned long long)L_, (unsigned long long)r_, (unsigned long long)d_, beta_floor_);
+    modules_[kReplayPrf].detail = format(
+        "L %llu, r %llu, d_model %llu: whitened features of the token's probe, "
+        "denominator floored at beta_floor %g",
+        (unsigned long long)L_, (unsigned long long)r_, (unsigned long long)d_, beta_floor_);
 }
 
 void Replayer::open_overlays(const std::string &arrays) {
@@ -151,8 +153,8 @@ void Replayer::open_overlays(const std::string &arrays) {
     for (const ArrayHeader *a : {&h, &u, &z}) need(a->dtype == uint16_t(DType::F32), "overlay arrays must be f32");
     dc_.assign(dv_, 0.0);
     modules_[kReplayOverlays].enabled = true;
-    modules_[kReplayOverlays].detail = format("r_v %llu, d_v %llu: deltaC = U Z^T H^T f per layer", (unsigned long long)rv_,
-                                              (unsigned long long)dv_);
+    modules_[kReplayOverlays].detail =
+        format("r_v %llu, d_v %llu: deltaC = U Z^T H^T f per layer", (unsigned long long)rv_, (unsigned long long)dv_);
 }
 
 void Replayer::open_memory(const std::string &arrays) {
@@ -357,7 +359,9 @@ std::string Replayer::line(size_t i, const ReplayToken &t) const {
                     t.prf_feat_sum);
     if (modules_[kReplayOverlays].enabled) s += format(" | overlays |dC| %.9g", t.ov_norm);
     if (modules_[kReplayMemory].enabled) s += format(" | memory u %.9g y %.9g", t.mem_u, double(t.mem_y));
-    if (modules_[kReplayBridge].enabled) s += format(" | bridge ctx %u hub bits %u%s", t.hub_context, t.hub_bits, t.hub_outside ? " (token outside the bridge)" : "");
+    if (modules_[kReplayBridge].enabled)
+        s += format(" | bridge ctx %u hub bits %u%s", t.hub_context, t.hub_bits,
+                    t.hub_outside ? " (token outside the bridge)" : "");
     return s;
 }
 

@@ -21,9 +21,9 @@ namespace stk {
 enum ReplayModuleId { kReplayToken, kReplayLinear, kReplayPrf, kReplayOverlays, kReplayMemory, kReplayBridge, kReplayModules };
 
 struct ReplayModuleStatus {
-    const char *name;     // "token", "linear", "prf", "overlays", "memory", "bridge"
+    const char *name;  // "token", "linear", "prf", "overlays", "memory", "bridge"
     bool enabled = false;
-    std::string detail;   // enabled: what it walks; disabled: why (the manifest's record, or the absent array)
+    std::string detail;  // enabled: what it walks; disabled: why (the manifest's record, or the absent array)
 };
 
 // What one token did in each module (fields of a disabled module stay zero).
@@ -63,7 +63,7 @@ private:
     void open_prf(const std::string &arrays);
     void open_overlays(const std::string &arrays);
     void open_memory(const std::string &arrays);
-    void probe(uint32_t id, uint64_t n);     // x = the token's probe vector (first n entries)
+    void probe(uint32_t id, uint64_t n);  // x = the token's probe vector (first n entries)
     void linear_step(ReplayToken &t);
     void prf_step(ReplayToken &t);
     void overlays_step(ReplayToken &t);

@@ -155,8 +155,11 @@ uint32_t rope_angles(const ModelConfig &cfg, std::vector<double> &theta, std::st
             }
         }
     } else if (type == "yarn" && factor > 0 && orig > 0) {
-        const double fast = cfg.rope_beta_fast > 0 ? cfg.rope_beta_fast : 32, slow = cfg.rope_beta_slow > 0 ? cfg.rope_beta_slow : 1;
-        auto corr = [&](double rots) { return double(rot) * std::log(orig / (rots * 2 * M_PI)) / (2 * std::log(cfg.rope_theta)); };
+        const double fast = cfg.rope_beta_fast > 0 ? cfg.rope_beta_fast : 32,
+                     slow = cfg.rope_beta_slow > 0 ? cfg.rope_beta_slow : 1;
+        auto corr = [&](double rots) {
+            return double(rot) * std::log(orig / (rots * 2 * M_PI)) / (2 * std::log(cfg.rope_theta));
+        };
         double low = std::max(0.0, std::floor(corr(fast))), high = std::min(double(rot - 1), std::ceil(corr(slow)));
         if (low == high) high += 0.001;
         for (uint32_t i = 0; i < n; i++) {
@@ -279,8 +282,8 @@ SosFit fit_sos(const double *h, size_t n, uint32_t max_sections, double *work, s
         double *wi = w;
         w += order;
         for (uint32_t i = 0; i < order * order; i++) C[i] = 0;
-        for (uint32_t j = 0; j < order; j++) C[j * order + 0] = b[j];           // first row
-        for (uint32_t i = 1; i < order; i++) C[(i - 1) * order + i] = 1.0;     // sub-diagonal
+        for (uint32_t j = 0; j < order; j++) C[j * order + 0] = b[j];       // first row
+        for (uint32_t i = 1; i < order; i++) C[(i - 1) * order + i] = 1.0;  // sub-diagonal
         size_t ew = kernels::gen_eig_workspace(order);
         kernels::general_eigenvalues(order, C, order, wr, wi, w, ew);
         w += ew;

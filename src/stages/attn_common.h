@@ -80,8 +80,8 @@ constexpr uint32_t kOverlayPowerIters = 2;     // q power iterations
 
 // ---- Positional memory (seed 8) ---------------------------------------------------------------
 
-constexpr double kRopeRho = 0.995;     // 8.1 damping
-constexpr uint32_t kMaxSections = 6;   // 8.2: L <= 6
+constexpr double kRopeRho = 0.995;    // 8.1 damping
+constexpr uint32_t kMaxSections = 6;  // 8.2: L <= 6
 
 // RoPE angles theta_i = base^(-2i / rotary_dim), i < rotary_dim / 2, with the config's
 // rope_scaling applied as transformers initialises it (linear, llama3, yarn, longrope's long
@@ -94,9 +94,9 @@ void alibi_slopes(uint32_t n_heads, double *out);
 struct SosFit {
     uint32_t n_sections = 0;
     SosSection sections[kMaxSections];
-    double rel_l2 = 0;          // |h - fit| / |h| over the samples fitted
-    uint32_t scale_steps = 0;   // 18.3 multiplications by 0.95 applied (all sections)
-    uint32_t clamped = 0;       // poles still outside after 3 steps, moved to radius 0.999
+    double rel_l2 = 0;         // |h - fit| / |h| over the samples fitted
+    uint32_t scale_steps = 0;  // 18.3 multiplications by 0.95 applied (all sections)
+    uint32_t clamped = 0;      // poles still outside after 3 steps, moved to radius 0.999
     double max_radius = 0, min_radius = 0;
 };
 // Doubles of workspace fit_sos needs for n samples.

@@ -62,7 +62,6 @@ GuardTuple guard_tuple_load(const uint8_t in[kGuardTupleSize]) {
     return g;
 }
 
-
 double bridge_p99_abs(const float *x, size_t n, float *scratch) {
     if (n == 0) return 0;
     for (size_t i = 0; i < n; i++) scratch[i] = std::fabs(x[i]);
@@ -98,8 +97,8 @@ uint32_t bridge_quantize_row(const float *x, size_t n, float s, int16_t *q) {
     return clipped;
 }
 
-void bridge_guard_row(const int16_t *qin, const int16_t *qout, float s_in, float s_out, uint32_t h, uint32_t k,
-                      double beta, double *z, uint32_t *order, GuardTuple *out) {
+void bridge_guard_row(const int16_t *qin, const int16_t *qout, float s_in, float s_out, uint32_t h, uint32_t k, double beta,
+                      double *z, uint32_t *order, GuardTuple *out) {
     const double a = 1.0 / double(s_in), b = 1.0 / double(s_out);
     double mi = 0, mo = 0;
     for (uint32_t i = 0; i < h; i++) {
@@ -134,9 +133,9 @@ void bridge_guard_row(const int16_t *qin, const int16_t *qout, float s_in, float
     }
 }
 
-BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint32_t h, uint32_t k, uint32_t w,
-                         uint32_t n_ctx, double beta, const BridgeOut &out, float *scratch_f, double *scratch_d,
-                         uint32_t *scratch_u, ManifestDraft &m) {
+BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint32_t h, uint32_t k, uint32_t w, uint32_t n_ctx,
+                         double beta, const BridgeOut &out, float *scratch_f, double *scratch_d, uint32_t *scratch_u,
+                         ManifestDraft &m) {
     if (h < k + 1 || h != 64 * w || h > 65536 || v == 0 || n_ctx == 0 || (n_ctx & (n_ctx - 1)))
         throw_error(STK_E_INTERNAL, "bridge_build: h %u, k %u, w %u, v %llu, contexts %u", h, k, w, (unsigned long long)v, n_ctx);
     BridgeStats st;
@@ -227,16 +226,16 @@ BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint
     st.hubs_ok = bad_rows == 0 && st.hub_p99 <= k;
     draft_add_record(m, STK_STAGE_BRIDGE_INIT, st.hubs_ok ? kRecordInvariantPass : kRecordInvariantFail, kFeatureBridge,
                      st.hubs_ok ? STK_OK : STK_E_CORRUPT, st.hub_p99, k,
-                     "12.6 hub_and_p99 <= K over %u pairs (hubs of token|context row); %llu rows not 1-2 bits",
-                     kBridgeHubSamples, (unsigned long long)bad_rows);
+                     "12.6 hub_and_p99 <= K over %u pairs (hubs of token|context row); %llu rows not 1-2 bits", kBridgeHubSamples,
+                     (unsigned long long)bad_rows);
 
     // Guard tuples consistent: finite, U, V >= 0, hub < H; promoted => m > 0 and C_h < m;
     // m <= 0 => flagged negative, never promoted.
     uint64_t bad_tuples = 0;
     for (uint64_t i = 0; i < v * k; i++) {
         const GuardTuple g = guard_tuple_load(out.guard + i * kGuardTupleSize);
-        const bool finite = std::isfinite(g.m) && std::isfinite(g.c_h) && std::isfinite(g.u) && std::isfinite(g.v) &&
-                            std::isfinite(g.z);
+        const bool finite =
+            std::isfinite(g.m) && std::isfinite(g.c_h) && std::isfinite(g.u) && std::isfinite(g.v) && std::isfinite(g.z);
         const bool promoted = g.flags & kGuardPromoted, negative = g.flags & kGuardNegativeMargin;
         bool ok = finite && g.u >= 0 && g.v >= 0 && g.hub < h && (g.flags & ~3u) == 0;
         if (promoted && !(g.m > 0 && g.c_h < g.m)) ok = false;
@@ -266,8 +265,9 @@ BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint
         draft_add_record(m, STK_STAGE_BRIDGE_INIT, kRecordFeatureDisabled, kFeatureBridge, STK_E_CORRUPT, 0, 0,
                          "bridge disabled: a consistency check of its scales or hubs failed; no bridge array written");
     else if (!st.guard_ok)
-        draft_add_record(m, STK_STAGE_BRIDGE_INIT, kRecordFeatureDisabled, kFeatureO0Route, STK_E_CORRUPT, double(bad_tuples), 0,
-                         "guard shortcut disabled: the guard tuples failed their consistency check; bridge_guard.bin not written");
+        draft_add_record(
+            m, STK_STAGE_BRIDGE_INIT, kRecordFeatureDisabled, kFeatureO0Route, STK_E_CORRUPT, double(bad_tuples), 0,
+            "guard shortcut disabled: the guard tuples failed their consistency check; bridge_guard.bin not written");
     return st;
 }
 
@@ -288,7 +288,6 @@ void bridge_leg_scores(const float *rows, uint64_t v, uint64_t d, const float *g
 // ---- the stage --------------------------------------------------------------------------------
 
 namespace {
-
 
 struct BridgeSizes {
     uint64_t v = 0, d = 0, n_ctx = 0, layers = 0, experts = 0, row_floats = 1;
@@ -322,9 +321,9 @@ BridgeBuffers bridge_buffers(const BridgeSizes &z, Buffers &b, BridgeOut &out) {
     const uint64_t H = kBridgeHubs, vh = checked_mul(z.v, H, "bridge legs");
     BridgeBuffers o;
     o.emb = b.array<float>(checked_mul(z.v, z.d, "bridge embedding"));
-    o.G = b.array<float>(H * z.d);                 // G
-    o.GT = b.array<float>(H * z.d);                // G^T
-    o.x_in = b.array<float>(vh);                   // x_in
+    o.G = b.array<float>(H * z.d);                   // G
+    o.GT = b.array<float>(H * z.d);                  // G^T
+    o.x_in = b.array<float>(vh);                     // x_in
     o.x_out = z.head ? b.array<float>(vh) : o.x_in;  // x_out
     out.qin = b.array<int16_t>(vh);
     out.qout = b.array<int16_t>(vh);
@@ -333,10 +332,10 @@ BridgeBuffers bridge_buffers(const BridgeSizes &z, Buffers &b, BridgeOut &out) {
     out.hubs = b.array<uint64_t>(checked_mul(z.v + z.n_ctx, kBridgeW, "bridge hubs"));
     out.guard = b.array<uint8_t>(checked_mul(z.v * kBridgeK, kGuardTupleSize, "bridge guard"));
     o.peer = b.array<int16_t>(H);
-    o.router = b.array<float>(std::max<uint64_t>(z.experts * z.d, 1));               // one router
+    o.router = b.array<float>(std::max<uint64_t>(z.experts * z.d, 1));             // one router
     const uint64_t pool = checked_mul(z.layers, z.experts, "bridge router rows");  // every layer, router or not
-    o.norms = b.array<double>(std::max<uint64_t>(pool, 1));    // pooled norms
-    o.pooled = b.array<uint32_t>(std::max<uint64_t>(pool, 1));  // pooled order
+    o.norms = b.array<double>(std::max<uint64_t>(pool, 1));                        // pooled norms
+    o.pooled = b.array<uint32_t>(std::max<uint64_t>(pool, 1));                     // pooled order
     o.enorm = b.array<double>(std::max<uint64_t>(z.experts, 1));
     o.eorder = b.array<uint32_t>(std::max<uint64_t>(z.experts, 1));
     o.row_scratch = b.array<float>(z.row_floats);
@@ -368,8 +367,8 @@ void disable(Job &job, stk_status status, const char *why) {
     static const char kDisabled[] = "stk.bridge_init.disabled";
     StageDigest digest;
     digest.add(kDisabled, sizeof kDisabled);
-    draft_add_record(job.manifest, STK_STAGE_BRIDGE_INIT, kRecordFeatureDisabled, kFeatureBridge, status, 0, 0, "bridge disabled: %s",
-                     why);
+    draft_add_record(job.manifest, STK_STAGE_BRIDGE_INIT, kRecordFeatureDisabled, kFeatureBridge, status, 0, 0,
+                     "bridge disabled: %s", why);
     digest.finish(job.stages[STK_STAGE_BRIDGE_INIT]);
 }
 
@@ -387,9 +386,11 @@ void bridge_init_plan(const JobInputs &in, ArrayPlan &plan) {
     const BridgeArrays a = bridge_arrays(z);
     for (const ArraySpec *x : {&a.hubs, &a.qin, &a.s_in, &a.qout, &a.s_out}) plan.add(STK_STAGE_BRIDGE_INIT, *x);
     plan.add(STK_STAGE_BRIDGE_INIT, a.guard).presence = PlanPresence::Optional;
-    plan.arrays.back().reason = "written only if every guard tuple passes its consistency check (else the guard shortcut is disabled)";
+    plan.arrays.back().reason =
+        "written only if every guard tuple passes its consistency check (else the guard shortcut is disabled)";
     plan.add(STK_STAGE_BRIDGE_INIT, a.peer);
-    if (bridge_unsupported(z)) plan.disable_stage(STK_STAGE_BRIDGE_INIT, "bridge disabled: the model has no token embedding [vocab, d_model]");
+    if (bridge_unsupported(z))
+        plan.disable_stage(STK_STAGE_BRIDGE_INIT, "bridge disabled: the model has no token embedding [vocab, d_model]");
 }
 
 void bridge_init_run(Job &job) {
@@ -399,7 +400,8 @@ void bridge_init_run(Job &job) {
     const uint64_t H = kBridgeHubs, d = z.d, v = z.v;
     const unsigned threads = job.params.threads;
     if (bridge_unsupported(z)) return disable(job, STK_E_UNSUPPORTED, "the model has no token embedding [vocab, d_model]");
-    if (v > 0xFFFFFFFFull) throw_error(STK_E_UNSUPPORTED, "bridge_init: vocabulary of %llu ids; token ids are u32", (unsigned long long)v);
+    if (v > 0xFFFFFFFFull)
+        throw_error(STK_E_UNSUPPORTED, "bridge_init: vocabulary of %llu ids; token ids are u32", (unsigned long long)v);
 
     Arena &arena = job.arena;
     const size_t mark = arena.mark();
@@ -417,14 +419,14 @@ void bridge_init_run(Job &job) {
 
     // ---- 9.1 hubs: pooled router rows by norm, then pseudo-experts ----------------------------
     const uint32_t E = uint32_t(z.experts), L = plan.config.n_layers;
-    uint64_t n_rows = 0;  // pooled (layer, expert) rows: index = layer * E + expert
+    uint64_t n_rows = 0;                                           // pooled (layer, expert) rows: index = layer * E + expert
     std::vector<const PlanTensor *> routers_by_layer(L, nullptr);  // L pointers, before the stage's loops
     for (uint32_t i = 0; i < plan.n_streamed; i++) {
         const PlanTensor &t = plan.tensors[i];
         if (t.role != Role::ROUTER_GATE || t.rank != 2 || t.layer < 0 || t.expert != kNoExpert) continue;
         if (uint32_t(t.layer) >= L || t.dims[0] != E || t.dims[1] != d)
-            throw_error(STK_E_PARAM_COUNT, "bridge_init: router '%s' (layer %d) has shape [%llu, %llu]; expected [%u, %llu]", t.name,
-                        t.layer, (unsigned long long)t.dims[0], (unsigned long long)t.dims[1], E, (unsigned long long)d);
+            throw_error(STK_E_PARAM_COUNT, "bridge_init: router '%s' (layer %d) has shape [%llu, %llu]; expected [%u, %llu]",
+                        t.name, t.layer, (unsigned long long)t.dims[0], (unsigned long long)t.dims[1], E, (unsigned long long)d);
         routers_by_layer[t.layer] = &t;
     }
     for (uint32_t l = 0; l < L && E; l++) {
@@ -469,8 +471,8 @@ void bridge_init_run(Job &job) {
     if (z.head) {
         const PlanTensor *head = reader.find(Role::LM_HEAD, kNoLayer);
         if (!head || head->rank != 2 || head->dims[0] != v || head->dims[1] != d)
-            throw_error(STK_E_PARAM_COUNT, "bridge_init: the output embedding is missing or not [%llu, %llu]", (unsigned long long)v,
-                        (unsigned long long)d);
+            throw_error(STK_E_PARAM_COUNT, "bridge_init: the output embedding is missing or not [%llu, %llu]",
+                        (unsigned long long)v, (unsigned long long)d);
         reader.read(*head, emb, row_scratch);
         bridge_leg_scores(emb, v, d, GT, H, x_out, threads, kBridgeLegRowBlock);
     }
@@ -484,8 +486,8 @@ void bridge_init_run(Job &job) {
                      "9.1 hubs: %llu router rows of %u layers x %u experts (value), %llu pseudo-experts; out leg %s",
                      (unsigned long long)n_rows, E ? L : 0, E, (unsigned long long)(H - n_rows), z.head ? "lm_head" : "tied");
 
-    const BridgeStats st = bridge_build(x_in, x_out, v, uint32_t(H), kBridgeK, kBridgeW, uint32_t(z.n_ctx), kBridgeGuardSlack, out,
-                                        scratch_f, scratch_d, scratch_u, m);
+    const BridgeStats st = bridge_build(x_in, x_out, v, uint32_t(H), kBridgeK, kBridgeW, uint32_t(z.n_ctx), kBridgeGuardSlack,
+                                        out, scratch_f, scratch_d, scratch_u, m);
     if (!st.scales_ok || !st.hubs_ok) {
         arena.reset(mark);
         static const char kDisabled[] = "stk.bridge_init.disabled";
@@ -506,7 +508,9 @@ void bridge_init_run(Job &job) {
 
     StageDigest digest;
     const BridgeArrays arr = bridge_arrays(z);
-    auto write = [&](const ArraySpec &a, const void *payload) { job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, a, payload); };
+    auto write = [&](const ArraySpec &a, const void *payload) {
+        job_write_array(job, STK_STAGE_BRIDGE_INIT, digest, a, payload);
+    };
     write(arr.hubs, out.hubs);
     write(arr.qin, out.qin);
     write(arr.s_in, out.s_in);
@@ -530,8 +534,8 @@ void bridge_init_run(Job &job) {
     f.bridge.guard_margin_policy = 1;   // m = z_k - z_{K+1} - 2 eps_row; promoted iff m > 0 and C_h < m
     f.bridge.guard_eps_row_policy = 1;  // eps_row = 0.5 (1/s_in + 1/s_out) per token row
     f.bridge.store_load_max = st.pairs ? double(st.promoted) / double(st.pairs) : 0;
-    f.bridge.store_stash_max = 0;       // the guard table is dense and direct-indexed: no stash,
-    f.bridge.store_kick_max = 0;        // no kicks
+    f.bridge.store_stash_max = 0;  // the guard table is dense and direct-indexed: no stash,
+    f.bridge.store_kick_max = 0;   // no kicks
     f.capacity.slack = kBridgeGuardSlack;
     arena.reset(mark);
 }

@@ -26,21 +26,21 @@
 
 namespace stk {
 
-constexpr uint32_t kBridgeK = 4;                   // 14.5: guard pairs per token (K in {4, 6})
-constexpr uint32_t kBridgeW = 2;                   // 14.5: u64 words per leg (W in {2, 3})
-constexpr uint32_t kBridgeHubs = 64 * kBridgeW;    // H = H_bits
-constexpr double kBridgeGuardSlack = 0.01;         // beta: leg update bound per unit of the leg's sd
-constexpr double kBridgeP99Fraction = 0.8;         // spec-notes 16: p99 maps to 0.8 * 32767
-constexpr uint32_t kBridgeHubSamples = 4096;       // (token, context) pairs the 12.6 hub check draws
-constexpr uint32_t kStreamBridgeHub = 8;           // PRNG streams (seed 10.4), module = stage 8
+constexpr uint32_t kBridgeK = 4;                 // 14.5: guard pairs per token (K in {4, 6})
+constexpr uint32_t kBridgeW = 2;                 // 14.5: u64 words per leg (W in {2, 3})
+constexpr uint32_t kBridgeHubs = 64 * kBridgeW;  // H = H_bits
+constexpr double kBridgeGuardSlack = 0.01;       // beta: leg update bound per unit of the leg's sd
+constexpr double kBridgeP99Fraction = 0.8;       // spec-notes 16: p99 maps to 0.8 * 32767
+constexpr uint32_t kBridgeHubSamples = 4096;     // (token, context) pairs the 12.6 hub check draws
+constexpr uint32_t kStreamBridgeHub = 8;         // PRNG streams (seed 10.4), module = stage 8
 constexpr uint32_t kStreamBridgePeer = 0x108;
 constexpr uint32_t kStreamBridgeCheck = 0x208;
 constexpr uint32_t kStreamAcceptanceBridge = 0x1008;
 
 // Guard tuple flags.
-constexpr uint16_t kGuardPromoted = 1u << 0;       // the O(0) route may use this pair
-constexpr uint16_t kGuardNegativeMargin = 1u << 1; // m <= 0 (18.4): never promoted
-constexpr size_t kGuardTupleSize = 24;             // u16 hub, u16 flags, f32 m, C_h, U, V, z
+constexpr uint16_t kGuardPromoted = 1u << 0;        // the O(0) route may use this pair
+constexpr uint16_t kGuardNegativeMargin = 1u << 1;  // m <= 0 (18.4): never promoted
+constexpr size_t kGuardTupleSize = 24;              // u16 hub, u16 flags, f32 m, C_h, U, V, z
 
 struct GuardTuple {
     uint16_t hub = 0, flags = 0;
@@ -59,8 +59,8 @@ uint32_t bridge_quantize_row(const float *x, size_t n, float s, int16_t *q);
 
 // 9.4: the K guard tuples of one token from its quantized legs (h hubs, k < h).
 // z: h doubles, order: h u32 of scratch.
-void bridge_guard_row(const int16_t *qin, const int16_t *qout, float s_in, float s_out, uint32_t h, uint32_t k,
-                      double beta, double *z, uint32_t *order, GuardTuple *out);
+void bridge_guard_row(const int16_t *qin, const int16_t *qout, float s_in, float s_out, uint32_t h, uint32_t k, double beta,
+                      double *z, uint32_t *order, GuardTuple *out);
 
 // x[v, h] = rows[v, d] gt[d, h] (f32, BLIS sgemm) over a fixed grid of row_block-row blocks dealt
 // round-robin to `threads` threads: the grid does not depend on the thread count, so neither do
@@ -71,11 +71,11 @@ void bridge_leg_scores(const float *rows, uint64_t v, uint64_t d, const float *g
 
 // What bridge_build measured (records, tests, acceptance).
 struct BridgeStats {
-    uint64_t entries = 0, clipped = 0;   // quantized entries (both legs), clipped ones
-    double rms_err_p99 = 0;              // RMS dequantization error / RMS of x, p99 scaling
-    double rms_err_absmax = 0;           // the same with absmax scaling (spec-notes 16 comparison)
+    uint64_t entries = 0, clipped = 0;  // quantized entries (both legs), clipped ones
+    double rms_err_p99 = 0;             // RMS dequantization error / RMS of x, p99 scaling
+    double rms_err_absmax = 0;          // the same with absmax scaling (spec-notes 16 comparison)
     uint64_t pairs = 0, promoted = 0, negative = 0;
-    double hub_p99 = 0;                  // p99 over sampled pairs of popcount(HUB(t, c))
+    double hub_p99 = 0;  // p99 over sampled pairs of popcount(HUB(t, c))
     bool scales_ok = false, hubs_ok = false, guard_ok = false;
 };
 
@@ -89,9 +89,9 @@ struct BridgeOut {
     uint64_t *hubs;
     uint8_t *guard;
 };
-BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint32_t h, uint32_t k, uint32_t w,
-                         uint32_t n_ctx, double beta, const BridgeOut &out, float *scratch_f, double *scratch_d,
-                         uint32_t *scratch_u, ManifestDraft &m);
+BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint32_t h, uint32_t k, uint32_t w, uint32_t n_ctx,
+                         double beta, const BridgeOut &out, float *scratch_f, double *scratch_d, uint32_t *scratch_u,
+                         ManifestDraft &m);
 
 // Test hook: nonzero corrupts one guard tuple after it is built (forces the 12.6 guard check to
 // fail: the O(0) route is disabled and bridge_guard.bin is not written).

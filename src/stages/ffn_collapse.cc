@@ -60,8 +60,11 @@ uint32_t ffn_units(const ModelPlan &plan, FfnUnit *out) {
         FfnUnit &u = out[uint64_t(t.layer) * per_layer + expert_slot(t.expert, E)];
         u.layer = t.layer;
         u.expert = t.expert;
-        uint32_t *slot = t.role == Role::FFN_W1 ? &u.w1 : t.role == Role::FFN_W2 ? &u.w2 : t.role == Role::FFN_W3 ? &u.w3
-                       : t.role == Role::FFN_B1 ? &u.b1 : &u.b2;
+        uint32_t *slot = t.role == Role::FFN_W1   ? &u.w1
+                         : t.role == Role::FFN_W2 ? &u.w2
+                         : t.role == Role::FFN_W3 ? &u.w3
+                         : t.role == Role::FFN_B1 ? &u.b1
+                                                  : &u.b2;
         if (*slot != kNoTensor)
             throw_error(STK_E_PARAM_COUNT, "ffn_collapse: layer %d expert %d has two %s tensors ('%s', '%s')", t.layer, t.expert,
                         role_name(t.role), plan.tensors[*slot].name, t.name);
@@ -76,14 +79,15 @@ uint32_t ffn_units(const ModelPlan &plan, FfnUnit *out) {
         uint64_t order[kMaxExperts + 2];
         uint32_t k = 0;
         order[k++] = uint64_t(E) + 1;  // dense
-        for (uint32_t r = 0; r < E && r < kMaxExperts; r++) order[k++] = plan.expert_order ? plan.expert_order[uint64_t(L) * E + r] : r;
-        order[k++] = E;                // shared
+        for (uint32_t r = 0; r < E && r < kMaxExperts; r++)
+            order[k++] = plan.expert_order ? plan.expert_order[uint64_t(L) * E + r] : r;
+        order[k++] = E;  // shared
         for (uint32_t q = 0; q < k; q++) {
             FfnUnit u = row[order[q]];
             if (u.layer < 0) continue;
             if (u.w1 == kNoTensor || u.w2 == kNoTensor)
-                throw_error(STK_E_UNSUPPORTED, "ffn_collapse: layer %d expert %d has no %s tensor: cannot collapse it", u.layer, u.expert,
-                            u.w1 == kNoTensor ? "FFN_W1" : "FFN_W2");
+                throw_error(STK_E_UNSUPPORTED, "ffn_collapse: layer %d expert %d has no %s tensor: cannot collapse it", u.layer,
+                            u.expert, u.w1 == kNoTensor ? "FFN_W1" : "FFN_W2");
             const PlanTensor &w1 = plan.tensors[u.w1], &w2 = plan.tensors[u.w2];
             if (w1.rank != 2 || w1.dims[1] != d) bad_shape(w1, "[h, d_model]");
             u.hidden = w1.dims[0];
@@ -193,22 +197,22 @@ FfnScratch ffn_scratch(const Sizes &z, unsigned threads, Buffers &b) {
     FfnScratch o;
     o.units = b.array<FfnUnit>(z.units_max);
     const uint64_t hd = checked_mul(z.h_max, z.d, "ffn_collapse buffer");
-    o.w1 = b.array<float>(hd);                            // W1 (gate)
-    o.w3 = z.gated ? b.array<float>(hd) : nullptr;        // W3 (up)
-    o.w2 = b.array<float>(hd);                            // W2
-    o.b1 = b.array<float>(z.h_max + 1);                   // b1
-    o.b2 = b.array<float>(z.d + 1);                       // b2
-    o.bias = b.array<double>(z.d + 1);                    // bias accumulator
-    o.relu_b1 = b.array<double>(z.h_max + 1);             // relu(b1) in double
+    o.w1 = b.array<float>(hd);                      // W1 (gate)
+    o.w3 = z.gated ? b.array<float>(hd) : nullptr;  // W3 (up)
+    o.w2 = b.array<float>(hd);                      // W2
+    o.b1 = b.array<float>(z.h_max + 1);             // b1
+    o.b2 = b.array<float>(z.d + 1);                 // b2
+    o.bias = b.array<double>(z.d + 1);              // bias accumulator
+    o.relu_b1 = b.array<double>(z.h_max + 1);       // relu(b1) in double
     const uint64_t dd = checked_mul(z.d, z.d, "ffn_collapse map");
     o.S = b.array<float>(dd);
     o.Mp = b.array<float>(dd);
     o.Mm = b.array<float>(dd);
     o.gemm_scratch = b.array<float>(checked_mul(abs_gemm_scratch_floats(z.d), threads, "gemm scratch"));
     o.row_scratch = b.array<float>(z.row_floats);
-    o.order = b.array<uint32_t>(z.d + 1);                 // column order
-    o.rest = b.array<uint32_t>(z.d + 1);                  // rest order
-    o.in_top = b.array<uint8_t>(z.d + 1);                 // in top-L
+    o.order = b.array<uint32_t>(z.d + 1);  // column order
+    o.rest = b.array<uint32_t>(z.d + 1);   // rest order
+    o.in_top = b.array<uint8_t>(z.d + 1);  // in top-L
     return o;
 }
 
@@ -248,7 +252,8 @@ void ffn_collapse_run(Job &job) {
     const ModelDescription *desc = job.source;
     const bool allow_nonfinite = (job.params.flags & STK_JOB_ALLOW_NONFINITE) != 0;
     const Checkpoint &ckpt = *desc->checkpoint;
-    if (desc->plan.n_streamed != plan.n_streamed) throw_error(STK_E_INTERNAL, "ffn_collapse: the model changed since parse_tensors");
+    if (desc->plan.n_streamed != plan.n_streamed)
+        throw_error(STK_E_INTERNAL, "ffn_collapse: the model changed since parse_tensors");
     std::vector<uint8_t> inflate;
 
     Arena &arena = job.arena;

@@ -25,8 +25,8 @@ namespace stk {
 
 struct ModelPlan;
 
-constexpr double kLinearEps = 1e-6;          // energy share of a column the truncation may drop
-constexpr uint32_t kLinearDeltaCap = 64;     // delta entries per (sign, unit, column) at most
+constexpr double kLinearEps = 1e-6;       // energy share of a column the truncation may drop
+constexpr uint32_t kLinearDeltaCap = 64;  // delta entries per (sign, unit, column) at most
 constexpr uint32_t kLinearMaxUnits = 1u << 15;
 constexpr uint64_t kLinearMaxDim = 1u << 24;
 constexpr uint32_t kNoTensor = 0xFFFFFFFFu;
@@ -42,10 +42,10 @@ inline uint64_t linear_key_in(uint64_t k) { return k & 0xFFFFFFu; }
 // One FFN of the model: indices into ModelPlan::tensors (kNoTensor: absent).
 struct FfnUnit {
     int32_t layer = -1;
-    int32_t expert = -1;    // kNoExpert (dense), 0.. (routed, original index), kSharedExpert
-    uint32_t id = 0;        // the key's unit field: position in ffn_units() order
+    int32_t expert = -1;  // kNoExpert (dense), 0.. (routed, original index), kSharedExpert
+    uint32_t id = 0;      // the key's unit field: position in ffn_units() order
     uint32_t w1 = kNoTensor, w2 = kNoTensor, w3 = kNoTensor, b1 = kNoTensor, b2 = kNoTensor;
-    uint64_t hidden = 0;    // h
+    uint64_t hidden = 0;  // h
     bool gated() const { return w3 != kNoTensor; }
 };
 
@@ -60,11 +60,11 @@ uint32_t ffn_units(const ModelPlan &plan, FfnUnit *out);
 struct LinearHandoff {
     uint32_t d = 0, top_l = 0, n_units = 0;
     uint64_t n_base = 0, n_delta = 0;
-    uint64_t *base_keys = nullptr;    // in (unit, sign, column, rank) order
+    uint64_t *base_keys = nullptr;  // in (unit, sign, column, rank) order
     float *base_vals = nullptr;
-    uint64_t *delta_keys = nullptr;   // in (unit, sign, column, |value| rank) order
-    uint32_t *delta_vals = nullptr;   // f32 bits
-    float *bias = nullptr;            // [d]: seed 7.6's global bias (null: the model has no FFN biases)
+    uint64_t *delta_keys = nullptr;  // in (unit, sign, column, |value| rank) order
+    uint32_t *delta_vals = nullptr;  // f32 bits
+    float *bias = nullptr;           // [d]: seed 7.6's global bias (null: the model has no FFN biases)
     double bias_norm = 0;
     double trunc_col_max = 0;         // max over columns of sqrt(dropped energy / column energy)
     double trunc_total = 0;           // sqrt(sum dropped / sum energy) over all columns

@@ -21,10 +21,10 @@ struct StageRecord {
     uint64_t sha256_low64 = 0;
 };
 
-struct ModelPlan;      // ingest: what parse_tensors found (src/ingest/plan.h)
+struct ModelPlan;         // ingest: what parse_tensors found (src/ingest/plan.h)
 struct ModelDescription;  // ingest: config + mapped checkpoint + layout (src/ingest/model.h)
-struct TokenizerPlan;  // tokenizer stage inputs/outputs (src/tokenizer/plan.h)
-struct LinearHandoff;  // ffn_collapse -> mphf_cuckoo (src/stages/ffn_collapse.h)
+struct TokenizerPlan;     // tokenizer stage inputs/outputs (src/tokenizer/plan.h)
+struct LinearHandoff;     // ffn_collapse -> mphf_cuckoo (src/stages/ffn_collapse.h)
 
 // An array some stage published under <out_dir>/arrays/.
 struct WrittenArray {
@@ -46,14 +46,14 @@ struct Job {
     ModelDescription *source = nullptr;
     const char *in_dir = nullptr;
     const char *out_dir = nullptr;
-    Arena arena;              // everything the job allocates after stk_open
+    Arena arena;  // everything the job allocates after stk_open
     StageRecord stages[STK_STAGE_COUNT + 1];
     WrittenArray *arrays = nullptr;  // kMaxArrays slots in the arena
     uint32_t n_arrays = 0;
     ModelPlan *model = nullptr;
     TokenizerPlan *tokenizer = nullptr;
     LinearHandoff *linear = nullptr;
-    ManifestDraft manifest;   // scalar fields, P_gen, records: what manifest_emit publishes
+    ManifestDraft manifest;  // scalar fields, P_gen, records: what manifest_emit publishes
 
     // Publication into a generations root (STK_JOB_PUBLISH_ROOT, src/publish/generations.h):
     // out_dir is then the staging directory under `root`, and the check stage publishes it.
@@ -99,9 +99,9 @@ struct ArrayPlan;
 // One DAG stage: how much arena it needs for these inputs, how it runs, and what it publishes.
 struct StageDef {
     stk_stage id;
-    const char *name;               // the spec's name (15.2)
+    const char *name;                                      // the spec's name (15.2)
     void (*size)(const JobInputs &in, ArenaSizer &sizer);  // may be null: needs nothing
-    void (*run)(Job &job);          // null: not implemented
+    void (*run)(Job &job);                                 // null: not implemented
     // Appends the arrays the stage publishes for these inputs (stages/plan.h, `stk convert
     // --dry-run`); null: the stage publishes none.
     void (*plan)(const JobInputs &in, ArrayPlan &plan);

@@ -78,8 +78,8 @@ void manifest_emit_run(Job &job) {
         arrays.push_back(manifest_array_from_header(w.name, uint16_t(w.stage), w.header));
         std::string ap = out_dir + "/" + kArraysDirName + "/" + w.name;
         if (::stat(ap.c_str(), &st) != 0)
-            throw_error(STK_E_MISSING_ARRAY, "%s: array %s recorded by stage %s is missing; nothing published", ap.c_str(), w.name,
-                        find_stage(w.stage)->name);
+            throw_error(STK_E_MISSING_ARRAY, "%s: array %s recorded by stage %s is missing; nothing published", ap.c_str(),
+                        w.name, find_stage(w.stage)->name);
         if (uint64_t(st.st_size) != kArrayHeaderSize + w.header.byte_len)
             throw_error(STK_E_SIZE_MISMATCH, "%s: %llu bytes, expected %llu; nothing published", ap.c_str(),
                         (unsigned long long)st.st_size, (unsigned long long)(kArrayHeaderSize + w.header.byte_len));

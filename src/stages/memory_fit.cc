@@ -74,9 +74,7 @@ uint32_t mem_max_sections(const MemSizes &z) {
 }
 
 // The stage writes nothing when there is nothing to fit (seed 17.3).
-bool mem_nothing_to_fit(const MemSizes &z) {
-    return z.kind == PosKind::None || (z.kind == PosKind::Learned && z.samples < 5);
-}
+bool mem_nothing_to_fit(const MemSizes &z) { return z.kind == PosKind::None || (z.kind == PosKind::Learned && z.samples < 5); }
 
 // Seed 18.3 on the bank the stage is about to publish: while a pole lies on or outside the unit
 // circle, multiply every section's AR coefficients (a1, a2) by 0.95, at most 3 times, each
@@ -129,13 +127,15 @@ void memory_fit_plan(const JobInputs &in, ArrayPlan &plan) {
     const uint64_t n = mem_max_sections(z);
     const MemArrays a = mem_arrays(std::max<uint64_t>(n, 1));
     const bool exact = z.kind == PosKind::Rope;
-    const std::string why = exact ? "" : std::string("at most ") + std::to_string(n) + " sections: fit_sos keeps those the " +
-                                             pos_kind_name(z.kind) + " response needs";
+    const std::string why = exact ? ""
+                                  : std::string("at most ") + std::to_string(n) + " sections: fit_sos keeps those the " +
+                                        pos_kind_name(z.kind) + " response needs";
     plan.add(STK_STAGE_MEMORY_FIT, a.coeff, exact, why);
     plan.add(STK_STAGE_MEMORY_FIT, a.delaybuf, exact, why);
     if (mem_nothing_to_fit(z))
         plan.disable_stage(STK_STAGE_MEMORY_FIT, std::string("memory disabled: no positional encoding the stage fits (") +
-                                                     pos_kind_name(z.kind) + (z.kind == PosKind::Learned ? ", < 5 positions)" : ")"));
+                                                     pos_kind_name(z.kind) +
+                                                     (z.kind == PosKind::Learned ? ", < 5 positions)" : ")"));
 }
 
 void memory_fit_run(Job &job) {
@@ -152,8 +152,7 @@ void memory_fit_run(Job &job) {
         static const char kNone[] = "stk.memory_fit.none";
         digest.add(kNone, sizeof kNone);
         draft_add_record(m, STK_STAGE_MEMORY_FIT, kRecordFeatureDisabled, kFeatureMemory, STK_E_UNSUPPORTED, 0, 0,
-                         "memory disabled: the model has no positional encoding the stage fits (%s)",
-                         pos_kind_name(z.kind));
+                         "memory disabled: the model has no positional encoding the stage fits (%s)", pos_kind_name(z.kind));
         digest.finish(job.stages[STK_STAGE_MEMORY_FIT]);
         return;
     }
@@ -263,7 +262,8 @@ void memory_fit_run(Job &job) {
     f.memory.k = fit.n_sections;
     f.memory.pole_radius_min = min_r;
     if (!poles_ok || !states_ok)
-        throw_breach(poles_ok ? STK_E_NONFINITE : STK_E_INTERNAL, poles_ok ? "12.5 DF-II-T states bounded" : "12.5 pole radii < 1",
+        throw_breach(poles_ok ? STK_E_NONFINITE : STK_E_INTERNAL,
+                     poles_ok ? "12.5 DF-II-T states bounded" : "12.5 pole radii < 1",
                      poles_ok ? (std::isfinite(max_state) ? max_state : 0) : max_r, poles_ok ? kStateBound : 1,
                      "memory_fit: 12.5 failed (largest pole radius %.6f, max state %g)", max_r, max_state);
     digest.finish(job.stages[STK_STAGE_MEMORY_FIT]);

@@ -32,10 +32,10 @@ uint32_t g_linear_test_pilot_cap_attempts = 0;
 namespace {
 
 constexpr uint64_t kLinearSaltMaster = 0x4C494E4541523031ull;  // "LINEAR01"
-constexpr uint32_t kLinearModule = 5;                           // seed 10.4 module id of this stage
+constexpr uint32_t kLinearModule = 5;                          // seed 10.4 module id of this stage
 constexpr uint32_t kMaxMphfRetries = kMphfMaxRetries;
-constexpr uint32_t kMaxCuckooRetries = 4;                       // sizing load 0.90, 0.85, ... 0.70
-constexpr double kAcceptMape = 0.005;                           // 16.2 / 12.4 bound
+constexpr uint32_t kMaxCuckooRetries = 4;  // sizing load 0.90, 0.85, ... 0.70
+constexpr double kAcceptMape = 0.005;      // 16.2 / 12.4 bound
 
 MphfParams mphf_params(uint32_t attempt) { return mphf_params_at(stream_seed(kLinearSaltMaster, kLinearModule, 0), attempt); }
 
@@ -72,8 +72,9 @@ void mphf_cuckoo_plan(const JobInputs &in, ArrayPlan &plan) {
              "delta entries depend on the weights: bound at " + std::to_string(kLinearDeltaCap) + " per column (" +
                  std::to_string(o.max_delta) + " entries) and the lowest sizing load");
     if (o.n_units == 0)
-        plan.disable_stage(STK_STAGE_MPHF_CUCKOO, "linear disabled: the model has no FFN tensors (ffn_collapse and mphf_cuckoo "
-                                                  "are not implemented for it; publishing needs --partial)");
+        plan.disable_stage(STK_STAGE_MPHF_CUCKOO,
+                           "linear disabled: the model has no FFN tensors (ffn_collapse and mphf_cuckoo "
+                           "are not implemented for it; publishing needs --partial)");
 }
 
 void mphf_cuckoo_size(const JobInputs &in, ArenaSizer &s) {
@@ -169,7 +170,8 @@ void mphf_cuckoo_run(Job &job) {
         if (idx >= C || load_le<uint64_t>(keys + 8 * idx) != h.base_keys[e] ||
             std::memcmp(&weights[idx], &h.base_vals[e], 4) != 0)
             throw_breach(STK_E_INTERNAL, "12.4 base keys read back", double(e), double(C),
-                         "mphf_cuckoo: 12.4 check failed: base key %016llx does not read back", (unsigned long long)h.base_keys[e]);
+                         "mphf_cuckoo: 12.4 check failed: base key %016llx does not read back",
+                         (unsigned long long)h.base_keys[e]);
     }
     for (uint64_t e = 0; e < h.n_delta; e++) {
         uint32_t v = 0, probes = 0;

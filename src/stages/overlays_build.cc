@@ -58,7 +58,7 @@ constexpr uint64_t kMaxLayerRecords = 64;  // per-layer energy records up to thi
 struct OvSizes {
     AttnShape s;
     uint64_t r, rv, k, opt_n, row_floats, sk;  // sk: sketch columns of the first power iteration (k + rv)
-    uint64_t ld_k, ld_sk;                       // f32 row strides for k and sk columns
+    uint64_t ld_k, ld_sk;                      // f32 row strides for k and sk columns
     size_t work;
 };
 
@@ -107,10 +107,10 @@ OvBuffers ov_alloc(const OvSizes &z, Buffers &buf) {
     f(b.prf32, z.r * dm);
     f(b.out32, std::max<uint64_t>({z.r * z.rv, dv * z.rv, z.rv * z.rv}));
     f(b.xf, std::max(dm, dv) * z.ld_sk);  // the right-hand side of a sketch pass, f32 rows
-    f(b.yf, dm * z.ld_sk);                 // W_O times it
-    f(b.xt, dv * z.ld_k);                  // W_O^T times that
+    f(b.yf, dm * z.ld_sk);                // W_O times it
+    f(b.xt, dv * z.ld_k);                 // W_O^T times that
     f(b.part, kernels::sketch_partials_floats(size_t(dv), size_t(z.ld_k)));
-    d(b.A, z.opt_n ? dm * dv : 1);                 // W_O in double, for the optimum only
+    d(b.A, z.opt_n ? dm * dv : 1);                        // W_O in double, for the optimum only
     d(b.ud, dv * kernels::sketch_stride(size_t(z.rv)));   // U as double rows, for A U
     d(b.aud, dm * kernels::sketch_stride(size_t(z.rv)));  // A U as double rows
     d(b.omega, dm * z.k);
@@ -142,9 +142,9 @@ double frob2(const double *a, uint64_t n) {
 
 // What 12.3 / 18.2 saw over the stage's QR outputs.
 struct OrthoLog {
-    uint32_t reruns = 0;       // blocks that needed the 18.2 rerun
-    double after_rerun = 0;    // the worst error after a rerun
-    bool inject = false;       // test fault "overlays_ortho": spoil the next QR output once
+    uint32_t reruns = 0;     // blocks that needed the 18.2 rerun
+    double after_rerun = 0;  // the worst error after a rerun
+    bool inject = false;     // test fault "overlays_ortho": spoil the next QR output once
 };
 
 // Orthonormalize the m x n column-major block; 12.3 / 18.2: if it is not orthonormal to 1e-6,
@@ -196,8 +196,8 @@ double sketch_scale(double total) {
 // sketch rides along: its Omega is the first rv columns of ours, so its A^T Omega is the first
 // rv columns of Y's first pass (copied to spec_u and orthonormalized); its A U_spec is computed
 // in the first power iteration's pass (the extra rv columns) and *spec_cap set to its |.|^2.
-void range_finder(const OvSizes &z, OvBuffers &b, uint64_t k, uint32_t power, double scale, unsigned threads,
-                  OrthoLog *reran, double *spec_u, double *spec_cap) {
+void range_finder(const OvSizes &z, OvBuffers &b, uint64_t k, uint32_t power, double scale, unsigned threads, OrthoLog *reran,
+                  double *spec_u, double *spec_cap) {
     const uint64_t dm = z.s.d_model, dv = z.s.d_v, rv = z.rv, ldk = z.ld_k, lds = z.ld_sk;
     for (uint64_t i = 0; i < dm; i++) {  // Omega, row-major d_model x k, as f32 rows
         float *o = b.xf + i * ldk;
@@ -215,8 +215,7 @@ void range_finder(const OvSizes &z, OvBuffers &b, uint64_t k, uint32_t power, do
         if (it == 0)
             for (uint64_t i = 0; i < dv; i++)
                 for (uint64_t c = 0; c < rv; c++) b.xf[i * lds + k + c] = float(spec_u[c * dv + i] * scale);
-        kernels::sketch_pass(b.wo, dm, dv, dv, b.xf, lds, cols, b.yf, lds, k, power ? b.xt : nullptr, ldk, b.part,
-                             threads);
+        kernels::sketch_pass(b.wo, dm, dv, dv, b.xf, lds, cols, b.yf, lds, k, power ? b.xt : nullptr, ldk, b.part, threads);
         if (it == 0) {
             double s = 0;
             for (uint64_t i = 0; i < dm; i++)
@@ -419,8 +418,7 @@ void overlays_build_run(Job &job) {
         else
             draft_add_record(job.manifest, STK_STAGE_OVERLAYS, kRecordNote, kFeatureOverlays, STK_OK, share, spec_share,
                              "L%u U energy %.4f of |W_O|^2 (p=%u q=%u); spec sketch %.4f; optimum not computed (d > %llu)", l,
-                             share, kOverlayOversampling, kOverlayPowerIters, spec_share,
-                             (unsigned long long)kOptimumMaxDim);
+                             share, kOverlayOversampling, kOverlayPowerIters, spec_share, (unsigned long long)kOptimumMaxDim);
     }
     job_record_array(job, STK_STAGE_OVERLAYS, digest, out.h.name.c_str(), wh.finish());
     job_record_array(job, STK_STAGE_OVERLAYS, digest, out.u.name.c_str(), wu.finish());

@@ -49,9 +49,7 @@ uint64_t chunk_count(uint64_t n) { return (n + kChunkElements - 1) / kChunkEleme
 // A tensor whose logical f32 stream is a plain conversion of its stored elements (no transpose,
 // no fused-part gather) is read chunk by chunk in place; the others are materialised first.
 // Router gates are materialised too: their rows' norms order the experts.
-bool read_in_place(const PlanTensor &t) {
-    return !t.transpose && t.layout == QkvLayout::Separate && t.role != Role::ROUTER_GATE;
-}
+bool read_in_place(const PlanTensor &t) { return !t.transpose && t.layout == QkvLayout::Separate && t.role != Role::ROUTER_GATE; }
 
 // What one worker owns: a chunk in f32, its canonical encoding, and a SHA-256 context.
 struct WorkerScratch {
@@ -156,8 +154,8 @@ namespace {
 struct TensorWork {
     const PlanTensor *t = nullptr;
     const TensorRef *src = nullptr;
-    const uint8_t *bytes = nullptr;    // stored bytes (in-place tensors)
-    const float *values = nullptr;     // the materialised f32 stream (other tensors)
+    const uint8_t *bytes = nullptr;  // stored bytes (in-place tensors)
+    const float *values = nullptr;   // the materialised f32 stream (other tensors)
     ChunkResult *results = nullptr;
 };
 
@@ -225,10 +223,8 @@ void hash_chunk(const TensorWork &w, uint64_t c, WorkerScratch &ws, Sha256 &sha)
             std::memcpy(&b, v + i, 4);
             if (!f16_exact(b, &ws.half[i])) break;
         }
-        if (i == n)
-            tag = 'H', payload = ws.half, payload_bytes = size_t(n * 2);
-        else
-            tag = 'F', payload = v, payload_bytes = size_t(n * 4);
+        if (i == n) tag = 'H', payload = ws.half, payload_bytes = size_t(n * 2);
+        else tag = 'F', payload = v, payload_bytes = size_t(n * 4);
     }
     sha.update(&tag, 1);
     sha.update(payload, payload_bytes);
@@ -392,10 +388,8 @@ void parse_tensors_run(Job &job) {
                 if (count) {
                     if (!allow_nonfinite) {
                         float v;
-                        if (work.values)
-                            v = work.values[first];
-                        else
-                            convert_to_f32(src, bytes, first, 1, &v);
+                        if (work.values) v = work.values[first];
+                        else convert_to_f32(src, bytes, first, 1, &v);
                         refuse_nonfinite(t, src, first, v);
                     }
                     if (plan->nonfinite_tensors < kMaxNonfiniteRecords)
@@ -431,17 +425,16 @@ void parse_tensors_run(Job &job) {
                          (unsigned long long)plan->nonfinite_values, plan->nonfinite_tensors);
         for (uint32_t i = 0; i < plan->nonfinite_tensors && i < kMaxNonfiniteRecords; i++) {
             const NonfiniteRecord &r = plan->nonfinite[i];
-            draft_add_record(job.manifest, STK_STAGE_PARSE_TENSORS, kRecordNote, kFeatureNone, STK_E_NONFINITE,
-                             double(r.count), 0, "%s: %llu non-finite, first at element %llu",
-                             plan->tensors[r.tensor].name, (unsigned long long)r.count,
-                             (unsigned long long)r.element);
+            draft_add_record(job.manifest, STK_STAGE_PARSE_TENSORS, kRecordNote, kFeatureNone, STK_E_NONFINITE, double(r.count),
+                             0, "%s: %llu non-finite, first at element %llu", plan->tensors[r.tensor].name,
+                             (unsigned long long)r.count, (unsigned long long)r.element);
         }
     }
     // What the family does that the arrays cannot represent: recorded, never silent (issue 20).
     for (const std::string &a : model_approximations(plan->config)) {
-        Feature f = a.find("RoPE") != std::string::npos ? kFeatureMemory
-                  : a.find("head") != std::string::npos || a.find("embedding") != std::string::npos ? kFeatureBridge
-                                                                                                 : kFeaturePrf;
+        Feature f = a.find("RoPE") != std::string::npos                                               ? kFeatureMemory
+                    : a.find("head") != std::string::npos || a.find("embedding") != std::string::npos ? kFeatureBridge
+                                                                                                      : kFeaturePrf;
         draft_add_record(job.manifest, STK_STAGE_PARSE_TENSORS, kRecordNote, f, STK_OK, 0, 0, "%s", a.c_str());
     }
     // The unit buffer is scratch: later stages reuse that space.

@@ -37,8 +37,8 @@ bool stage_is_optional(stk_stage id) {
 
 stk_stage stage_depends_on(stk_stage id) {
     switch (id) {
-        case STK_STAGE_OVERLAYS: return STK_STAGE_PRF;               // reads prf_W.bin
-        case STK_STAGE_MPHF_CUCKOO: return STK_STAGE_FFN_COLLAPSE;   // places ffn_collapse's entries
+        case STK_STAGE_OVERLAYS: return STK_STAGE_PRF;              // reads prf_W.bin
+        case STK_STAGE_MPHF_CUCKOO: return STK_STAGE_FFN_COLLAPSE;  // places ffn_collapse's entries
         default: return stk_stage(STK_STAGE_COUNT + 1);
     }
 }
@@ -91,8 +91,8 @@ double finite_or_zero(double v) { return std::isfinite(v) ? v : 0.0; }
 void add_disabled_record(Job &job, stk_stage id, stk_status status, double value, double limit, const char *text) {
     ManifestDraft &d = job.manifest;
     if (d.n_records >= kMaxDraftRecords) d.n_records = kMaxDraftRecords - 1;
-    draft_add_record(d, id, kRecordFeatureDisabled, stage_feature(id), status, finite_or_zero(value), finite_or_zero(limit),
-                     "%s", text);
+    draft_add_record(d, id, kRecordFeatureDisabled, stage_feature(id), status, finite_or_zero(value), finite_or_zero(limit), "%s",
+                     text);
 }
 
 void mark_disabled(Job &job, stk_stage id, const char *canonical) {

@@ -53,14 +53,14 @@ struct PrfBuffers {
 PrfBuffers prf_buffers(const PrfSizes &z, Buffers &b) {
     const uint64_t d = z.s.d_model;
     PrfBuffers o;
-    o.wk = b.array<float>(z.s.d_kv * d);                            // W_K
-    o.row_scratch = b.array<float>(z.row_floats);                   // transpose scratch
-    o.diag = b.array<double>(d);                                    // whitening diagonal
-    o.sqrt_diag = b.array<double>(d);                               // its square roots
-    o.grow = b.array<double>(d * z.threads);                        // a Gaussian row per thread
-    o.prf = b.array<float>(z.r * d);                                // prf_W of one layer
-    o.row = b.array<float>(std::max<uint64_t>(z.r, z.s.d_v));       // a row of zeros / ones
-    o.expected = b.array<double>(z.s.n_layers);                     // expected denominators
+    o.wk = b.array<float>(z.s.d_kv * d);                       // W_K
+    o.row_scratch = b.array<float>(z.row_floats);              // transpose scratch
+    o.diag = b.array<double>(d);                               // whitening diagonal
+    o.sqrt_diag = b.array<double>(d);                          // its square roots
+    o.grow = b.array<double>(d * z.threads);                   // a Gaussian row per thread
+    o.prf = b.array<float>(z.r * d);                           // prf_W of one layer
+    o.row = b.array<float>(std::max<uint64_t>(z.r, z.s.d_v));  // a row of zeros / ones
+    o.expected = b.array<double>(z.s.n_layers);                // expected denominators
     return o;
 }
 
@@ -128,7 +128,8 @@ void prf_build_run(Job &job) {
         if (!std::isfinite(expected[l]))
             throw_breach(STK_E_UNSUPPORTED, "5.5 finite expected denominator", double(l), tau,
                          "layer %u: tensor '%s': a whitening diagonal entry reaches tau = %g, so the expected PRF "
-                         "denominator is infinite (W_K entries of magnitude ~sqrt(tau))", l, t.name, tau);
+                         "denominator is infinite (W_K entries of magnitude ~sqrt(tau))",
+                         l, t.name, tau);
         // Rows split between threads: draw k of the stream is addressed directly, so the bytes
         // do not depend on the split.
         for (uint64_t j = 0; j < d; j++) sqrt_diag[j] = std::sqrt(diag[j]);

@@ -112,8 +112,10 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     // (checked before the model is read: the cheapest refusal first).
     std::string manifest = std::string(p.out_dir) + "/sera_manifest.bin";
     if ((p.flags & STK_JOB_PUBLISH_ROOT) && file_exists(manifest))
-        throw_error(STK_E_OUTPUT_EXISTS, "%s holds a single generation (%s), not a generations root; publish into a new "
-                    "directory", p.out_dir, manifest.c_str());
+        throw_error(STK_E_OUTPUT_EXISTS,
+                    "%s holds a single generation (%s), not a generations root; publish into a new "
+                    "directory",
+                    p.out_dir, manifest.c_str());
     if (file_exists(manifest))
         throw_error(STK_E_OUTPUT_EXISTS, "%s already holds a published generation (%s); write to another directory", p.out_dir,
                     manifest.c_str());
@@ -159,8 +161,10 @@ static void check_arena_within_size(const Job &job, const StageDef &st, size_t u
     // Test fault arena_undersized:<stage>: the check as if the stage had declared nothing.
     const size_t bound = test_fault((std::string("arena_undersized:") + st.name).c_str()) ? 0 : declared.total();
     if (used > bound)
-        throw_error(STK_E_INTERNAL, "stage %s used %zu arena bytes, more than the %zu its sizing declares (a bug in the "
-                    "stage's buffer list; please report)", st.name, used, bound);
+        throw_error(STK_E_INTERNAL,
+                    "stage %s used %zu arena bytes, more than the %zu its sizing declares (a bug in the "
+                    "stage's buffer list; please report)",
+                    st.name, used, bound);
 }
 
 void throw_cancelled(const Job &job) {

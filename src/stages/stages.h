@@ -39,9 +39,9 @@ void check_stage_run(Job &job);
 namespace stk {
 // Publication into a generations root (publish_job.cc; STK_JOB_PUBLISH_ROOT).
 constexpr size_t kPublishPathSlack = 64;  // arena bytes per path beyond the root's length
-void publish_begin(Job &job);    // stk_open: lock, clean leftovers, staging dir, prev_hash
-void publish_job(Job &job);      // check stage, after it verified the staging directory
-void publish_release(Job &job);  // stk_close: drop an unpublished staging dir, unlock
+void publish_begin(Job &job);             // stk_open: lock, clean leftovers, staging dir, prev_hash
+void publish_job(Job &job);               // check stage, after it verified the staging directory
+void publish_release(Job &job);           // stk_close: drop an unpublished staging dir, unlock
 }  // namespace stk
 
 namespace stk {

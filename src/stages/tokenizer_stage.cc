@@ -32,7 +32,8 @@ namespace stk {
 namespace {
 
 // Files load_vocab_dir may read; their total size bounds everything the stage allocates.
-const char *const kTokenizerFiles[] = {"tokenizer.json", "vocab.json", "merges.txt", "encoder.json", "vocab.bpe", "tokenizer.model"};
+const char *const kTokenizerFiles[] = {"tokenizer.json", "vocab.json", "merges.txt",
+                                       "encoder.json",   "vocab.bpe",  "tokenizer.model"};
 
 uint64_t tokenizer_file_bytes(const char *dir, bool *any) {
     uint64_t total = 0;
@@ -57,8 +58,8 @@ uint64_t tokenizer_file_bytes(const char *dir, bool *any) {
     return total;
 }
 
-constexpr uint32_t kMaxMphfRetries = 8;       // 18.1: M grows by 5 % at most 8 times (x1.48)
-constexpr size_t kRoundTripBytes = 64 * 1024;  // 12.1: seeded random bytes through encode/decode
+constexpr uint32_t kMaxMphfRetries = 8;                           // 18.1: M grows by 5 % at most 8 times (x1.48)
+constexpr size_t kRoundTripBytes = 64 * 1024;                     // 12.1: seeded random bytes through encode/decode
 constexpr uint64_t kTokenizerSaltMaster = 0x544F4B454E495A45ull;  // "TOKENIZE"
 constexpr uint32_t kTokenizerModule = 2;                          // seed 10.4 stream module id
 
@@ -69,7 +70,9 @@ MphfParams table_params(uint32_t n, uint32_t attempt) { return mphf_params_at(ta
 
 // The arrays the stage publishes, in write order (the writer and the planner use these dims).
 ArraySpec dec_spec(uint64_t dec_size) { return {"tokenizer_fst.bin", DType::U8, {dec_size}}; }
-ArraySpec token_table_spec(uint32_t n, uint64_t table_size) { return {"T_" + std::to_string(n) + ".bin", DType::U8, {table_size}}; }
+ArraySpec token_table_spec(uint32_t n, uint64_t table_size) {
+    return {"T_" + std::to_string(n) + ".bin", DType::U8, {table_size}};
+}
 // The largest T_n blob over `keys` keys: TokenTable::serialized_size at the last 18.1 attempt.
 uint64_t token_table_bound(uint32_t n, uint64_t keys) {
     return kTokHeaderSize + mphf_serialized_size_bound(keys, table_params(n, kMaxMphfRetries)) + 4 * keys;
@@ -141,7 +144,8 @@ void fill_manifest(Job &job, const TokenizerPlan &p) {
         case TokenizerPlan::Mode::EXT:
             if (p.sp_ran)
                 draft_add_record(d, st, kRecordFeatureDisabled, kFeatureTokenizerFst, STK_E_SP_REJECTED, p.sp_verdict, 0,
-                                 "Sardinas-Patterson rejects the bytepieces, witness \"%.40s\": no token tables, EXT mode", p.sp_witness);
+                                 "Sardinas-Patterson rejects the bytepieces, witness \"%.40s\": no token tables, EXT mode",
+                                 p.sp_witness);
             else
                 draft_add_record(d, st, kRecordFeatureDisabled, kFeatureTokenizerFst, STK_E_UNSUPPORTED, p.vocab_model, 0,
                                  "not byte-level BPE: no token tables, EXT mode (the model's own tokenizer)");
@@ -190,16 +194,16 @@ size_t tokenizer_arena_bytes_for(uint64_t V, uint64_t B, uint32_t l_tok) {
     z.add(sizeof(TokenizerPlan), alignof(TokenizerPlan));
     z.add(sizeof(FstTables), alignof(FstTables));
     z.add(proposals_arena_size(uint32_t(std::min<uint64_t>(V, 0xFFFFFFFFu)), kDefaultPGen));
-    z.add_array<uint32_t>(V);         // candidate ids (kept until the stage ends)
-    z.add_array<uint64_t>(V + 1);     // bytepiece offsets
-    z.add(B);                         // bytepiece bytes
-    z.add(sp_arena_size(V, B));       // Sardinas-Patterson scratch
+    z.add_array<uint32_t>(V);      // candidate ids (kept until the stage ends)
+    z.add_array<uint64_t>(V + 1);  // bytepiece offsets
+    z.add(B);                      // bytepiece bytes
+    z.add(sp_arena_size(V, B));    // Sardinas-Patterson scratch
     z.add(DecTable::serialized_size(uint32_t(std::min<uint64_t>(V, 0xFFFFFFFFu)), B));
-    z.add(l_tok * 256 + 7 * V);       // kept T_n blobs (MPHF + ids), all lengths
-    z.add_array<KeyId>(V);            // one length's keys
+    z.add(l_tok * 256 + 7 * V);  // kept T_n blobs (MPHF + ids), all lengths
+    z.add_array<KeyId>(V);       // one length's keys
     z.add(mphf_build_arena_size(V, worst));
-    z.add(256 + 7 * V);               // one T_n blob before it moves down
-    z.add(kRoundTripBytes * 6);       // 12.1 round trip
+    z.add(256 + 7 * V);          // one T_n blob before it moves down
+    z.add(kRoundTripBytes * 6);  // 12.1 round trip
     return z.total();
 }
 
@@ -247,8 +251,9 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
         for (const std::string &p : vocab.pieces) bytes += p.size();
         size_t need = tokenizer_arena_bytes_for(V, bytes, L);
         if (A.remaining() < need)
-            throw_error(STK_E_ARENA_TOO_SMALL, "%s: the tokenizer stage needs %zu arena bytes for %u tokens (%llu bytes), %zu are left",
-                        src, need, V, (unsigned long long)bytes, A.remaining());
+            throw_error(STK_E_ARENA_TOO_SMALL,
+                        "%s: the tokenizer stage needs %zu arena bytes for %u tokens (%llu bytes), %zu are left", src, need, V,
+                        (unsigned long long)bytes, A.remaining());
     }
     StageDigest digest;
     plan->proposals = build_proposals(vocab, kDefaultPGen, A);
@@ -262,8 +267,9 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
     if (vocab.model != Vocab::Model::BPE_BYTE_LEVEL) {
         plan->mode = TokenizerPlan::Mode::EXT;
         std::snprintf(plan->invariant, sizeof plan->invariant,
-                      "tokenizer: %s is %s, not byte-level BPE: EXT mode (the model's own tokenizer), no token tables built; proposals emitted", src,
-                      model_name(vocab.model));
+                      "tokenizer: %s is %s, not byte-level BPE: EXT mode (the model's own tokenizer), no token tables built; "
+                      "proposals emitted",
+                      src, model_name(vocab.model));
         return finish();
     }
 
@@ -347,9 +353,9 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
     uint64_t total = 0;
     size_t dec_size = dec_size_for(vocab.pieces, &total, src);
     uint8_t *dec_blob = static_cast<uint8_t *>(A.alloc(dec_size, 64));
-    tables->dec = build_dec(vocab.pieces, L, plan->mode == TokenizerPlan::Mode::FST ? kDecFlagCertified : kDecFlagUncertified,
-                            vocab.unk_id >= 0 && uint32_t(vocab.unk_id) < V ? vocab.unk_id : -1, dec_blob, dec_size,
-                            "tokenizer_fst.bin");
+    tables->dec =
+        build_dec(vocab.pieces, L, plan->mode == TokenizerPlan::Mode::FST ? kDecFlagCertified : kDecFlagUncertified,
+                  vocab.unk_id >= 0 && uint32_t(vocab.unk_id) < V ? vocab.unk_id : -1, dec_blob, dec_size, "tokenizer_fst.bin");
     const ArraySpec dec_out = dec_spec(dec_size);
     job_write_array(job, STK_STAGE_TOKENIZER, digest, dec_out, dec_blob);
 
@@ -425,9 +431,10 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
         A.reset(mark);
     }
     if (plan->uncovered_bytes && !plan->invariant[0])
-        std::snprintf(plan->invariant, sizeof plan->invariant,
-                      "tokenizer: %u byte values have no single-byte token in %s: the greedy encoder emits the unk id %d for them",
-                      plan->uncovered_bytes, src, tables->dec.residual_id);
+        std::snprintf(
+            plan->invariant, sizeof plan->invariant,
+            "tokenizer: %u byte values have no single-byte token in %s: the greedy encoder emits the unk id %d for them",
+            plan->uncovered_bytes, src, tables->dec.residual_id);
     return finish();
 }
 
@@ -438,8 +445,9 @@ void tokenizer_stage_plan(const JobInputs &in, ArrayPlan &plan) {
     tokenizer_file_bytes(in.params.in_dir, &any);
     if (!any) {
         plan.add(st, dec_spec(0));
-        plan.disable_stage(st, "tokenizer disabled: no tokenizer file (tokenizer.json, vocab.json + merges.txt, "
-                               "tokenizer.model, or tokenizer.ggml.* keys in a GGUF) in the model");
+        plan.disable_stage(st,
+                           "tokenizer disabled: no tokenizer file (tokenizer.json, vocab.json + merges.txt, "
+                           "tokenizer.model, or tokenizer.ggml.* keys in a GGUF) in the model");
         return;
     }
     const Vocab vocab = load_vocab_dir(in.params.in_dir);
@@ -503,8 +511,10 @@ void tokenizer_stage_run(Job &job) {
         job.tokenizer = plan;
         plan->l_tok = job.params.l_tok;
         std::snprintf(plan->invariant, sizeof plan->invariant,
-                      "tokenizer: no tokenizer file (tokenizer.json, vocab.json + merges.txt, tokenizer.model, or a GGUF's tokenizer.ggml.* keys) in %s: "
-                      "tokenizer disabled", job.in_dir);
+                      "tokenizer: no tokenizer file (tokenizer.json, vocab.json + merges.txt, tokenizer.model, or a GGUF's "
+                      "tokenizer.ggml.* keys) in %s: "
+                      "tokenizer disabled",
+                      job.in_dir);
         fill_manifest(job, *plan);
         StageDigest digest;
         digest_record(digest, *plan);

@@ -42,10 +42,10 @@ bool U64Map::insert(uint64_t key, uint64_t value) {
 
 namespace {
 
-constexpr size_t kCacheMinSlots = 1u << 10;   // powers of two: grows by doubling at load 1/2
-constexpr size_t kCacheMaxSlots = 1u << 16;   // then cleared when half full
-constexpr size_t kCacheMaxKey = 64;           // longer words are not cached
-constexpr size_t kScanMax = 48;               // words up to this many symbols: O(n^2) scan
+constexpr size_t kCacheMinSlots = 1u << 10;  // powers of two: grows by doubling at load 1/2
+constexpr size_t kCacheMaxSlots = 1u << 16;  // then cleared when half full
+constexpr size_t kCacheMaxKey = 64;          // longer words are not cached
+constexpr size_t kScanMax = 48;              // words up to this many symbols: O(n^2) scan
 
 inline uint64_t pack_char(const uint8_t *p, int len) {
     uint64_t k = 0;
@@ -96,8 +96,9 @@ Tokenizer::Tokenizer(const Vocab &vocab) : v_(vocab), byte_level_(vocab.model ==
         score_rank.reserve(v_.merges.size());
         for (uint32_t r : v_.merge_results) {
             float s = v_.scores[r];
-            score_rank.push_back(uint32_t(std::lower_bound(distinct.begin(), distinct.end(), s, [](float a, float b) { return a > b; }) -
-                                          distinct.begin()));
+            score_rank.push_back(
+                uint32_t(std::lower_bound(distinct.begin(), distinct.end(), s, [](float a, float b) { return a > b; }) -
+                         distinct.begin()));
         }
     }
     for (size_t i = 0; i < v_.merges.size(); i++) {
@@ -116,8 +117,7 @@ Tokenizer::Tokenizer(const Vocab &vocab) : v_(vocab), byte_level_(vocab.model ==
     if (byte_level_) {
         for (uint32_t id = 0; id < n; id++) {
             const std::string &p = v_.pieces[id];
-            if (p.size() == 1 && byte_id_[uint8_t(p[0])] < 0 && !v_.special(id))
-                byte_id_[uint8_t(p[0])] = int32_t(id);
+            if (p.size() == 1 && byte_id_[uint8_t(p[0])] < 0 && !v_.special(id)) byte_id_[uint8_t(p[0])] = int32_t(id);
         }
         // Some vocabularies (GPT-NeoX) lack bytes that never occur in valid UTF-8 (0xC0, 0xF5..):
         // such a byte in the input becomes <unk> if there is one, else an error (byte_id_ = -1).
@@ -150,7 +150,8 @@ Tokenizer::Tokenizer(const Vocab &vocab) : v_(vocab), byte_level_(vocab.model ==
         has_added_ = true;
     }
     for (auto &list : added_by_byte_)
-        std::stable_sort(list.begin(), list.end(), [](const auto &a, const auto &b) { return a.content.size() > b.content.size(); });
+        std::stable_sort(list.begin(), list.end(),
+                         [](const auto &a, const auto &b) { return a.content.size() > b.content.size(); });
 
     cache_.assign(kCacheMinSlots, CacheSlot{0, 0, 0, 0, 0});
 }
@@ -161,7 +162,10 @@ Tokenizer::Tokenizer(const Vocab &vocab) : v_(vocab), byte_level_(vocab.model ==
 void Tokenizer::bpe(std::vector<uint32_t> &out) {
     size_t n = syms_.size();
     if (n == 0) return;
-    if (n == 1) { out.push_back(syms_[0]); return; }
+    if (n == 1) {
+        out.push_back(syms_[0]);
+        return;
+    }
     if (n <= kScanMax) bpe_scan(out);
     else bpe_heap(out);
 }
@@ -181,7 +185,10 @@ void Tokenizer::bpe_scan(std::vector<uint32_t> &out) {
         uint32_t best = UINT32_MAX;
         size_t bi = 0;
         for (size_t i = 0; i + 1 < m; i++)
-            if (rank[i] < best) { best = rank[i]; bi = i; }
+            if (rank[i] < best) {
+                best = rank[i];
+                bi = i;
+            }
         if (best == UINT32_MAX) break;
         id[bi] = res[bi];
         // drop symbol bi+1 and pair bi
@@ -253,8 +260,10 @@ void Tokenizer::bpe_heap(std::vector<uint32_t> &out) {
 // words
 
 void Tokenizer::missing_byte(uint8_t b) const {
-    throw_error(STK_E_INVALID_ARGUMENT, "%s: the input holds the byte 0x%02x, which this byte-level vocabulary has no token "
-                "for (it never occurs in valid UTF-8) and there is no <unk>", v_.source.c_str(), b);
+    throw_error(STK_E_INVALID_ARGUMENT,
+                "%s: the input holds the byte 0x%02x, which this byte-level vocabulary has no token "
+                "for (it never occurs in valid UTF-8) and there is no <unk>",
+                v_.source.c_str(), b);
 }
 
 void Tokenizer::symbols_of(std::string_view word) {
@@ -284,8 +293,10 @@ void Tokenizer::symbols_of(std::string_view word) {
             last_unk = false;
         } else {
             if (v_.unk_id < 0)
-                throw_error(STK_E_INVALID_ARGUMENT, "%s: the character at byte %zu of a word is not in the vocabulary, "
-                            "which has neither byte fallback nor <unk>", v_.source.c_str(), size_t(p - s));
+                throw_error(STK_E_INVALID_ARGUMENT,
+                            "%s: the character at byte %zu of a word is not in the vocabulary, "
+                            "which has neither byte fallback nor <unk>",
+                            v_.source.c_str(), size_t(p - s));
             if (!last_unk) syms_.push_back(uint32_t(v_.unk_id));  // fuse_unk
             last_unk = true;
         }
@@ -342,7 +353,8 @@ void Tokenizer::encode_word(std::string_view word, std::vector<uint32_t> &out, b
         slot = size_t(h) & (cache_.size() - 1);
         while (cache_[slot].key_len != 0) slot = (slot + 1) & (cache_.size() - 1);
     }
-    CacheSlot c{h, uint32_t(cache_keys_.size()), uint32_t(word.size()), uint32_t(cache_vals_.size()), uint32_t(out.size() - before)};
+    CacheSlot c{h, uint32_t(cache_keys_.size()), uint32_t(word.size()), uint32_t(cache_vals_.size()),
+                uint32_t(out.size() - before)};
     cache_keys_.append(word);
     cache_vals_.insert(cache_vals_.end(), out.begin() + before, out.end());
     cache_[slot] = c;
@@ -377,7 +389,10 @@ std::string_view Tokenizer::normalize(std::string_view seg) {
     using Op = Vocab::NormalizerOp;
     for (const Op &op : ops) {
         switch (op.kind) {
-            case Op::NFC: case Op::NFD: case Op::NFKC: case Op::NFKD: {
+            case Op::NFC:
+            case Op::NFD:
+            case Op::NFKC:
+            case Op::NFKD: {
                 if (is_ascii(norm_a_)) break;  // every normal form of ASCII is itself
                 int opts = UTF8PROC_STABLE;
                 if (op.kind == Op::NFC) opts |= UTF8PROC_COMPOSE;
@@ -431,9 +446,7 @@ void Tokenizer::encode_segment(std::string_view seg, bool first_segment, std::ve
     std::string_view text = normalize(seg);
     const Vocab::Pipeline &pl = v_.pipeline;
     switch (pl.pre_tokenizer) {
-        case Vocab::PreTokenizer::NONE:
-            encode_word(text, out, false);
-            return;
+        case Vocab::PreTokenizer::NONE: encode_word(text, out, false); return;
         case Vocab::PreTokenizer::BYTE_LEVEL: {
             if (pl.byte_level_add_prefix_space && !text.empty() && text[0] != ' ') {
                 word_buf_.assign(1, ' ');
@@ -494,8 +507,14 @@ void Tokenizer::encode(std::string_view text, std::vector<uint32_t> &out, bool a
             const auto &cands = added_by_byte_[uint8_t(text[i])];
             const Vocab::AddedToken *hit = nullptr;
             for (const auto &t : cands)
-                if (text.compare(i, t.content.size(), t.content) == 0) { hit = &t; break; }
-            if (!hit) { i++; continue; }
+                if (text.compare(i, t.content.size(), t.content) == 0) {
+                    hit = &t;
+                    break;
+                }
+            if (!hit) {
+                i++;
+                continue;
+            }
             encode_segment(text.substr(seg, i - seg), first, out);
             first = false;
             out.push_back(hit->id);

@@ -40,7 +40,9 @@ public:
     size_t size() const { return count_; }
 
 private:
-    struct Slot { uint64_t key, value; };
+    struct Slot {
+        uint64_t key, value;
+    };
     static uint64_t hash(uint64_t k) {
         k ^= k >> 33;
         k *= 0xFF51AFD7ED558CCDull;
@@ -73,9 +75,9 @@ public:
 private:
     void encode_segment(std::string_view seg, bool first_segment, std::vector<uint32_t> &out);
     void encode_word(std::string_view word, std::vector<uint32_t> &out, bool cacheable);
-    void symbols_of(std::string_view word);           // -> syms_
+    void symbols_of(std::string_view word);  // -> syms_
     [[noreturn]] void missing_byte(uint8_t b) const;
-    void bpe(std::vector<uint32_t> &out);             // syms_ -> out
+    void bpe(std::vector<uint32_t> &out);  // syms_ -> out
     void bpe_scan(std::vector<uint32_t> &out);
     void bpe_heap(std::vector<uint32_t> &out);
     uint64_t merge_of(uint32_t a, uint32_t b) const { return merges_.get((uint64_t(a) << 32) | b); }
@@ -83,14 +85,17 @@ private:
 
     const Vocab &v_;
     bool byte_level_;
-    U64Map merges_;      // (left << 32 | right) -> (rank << 32 | result)
-    U64Map chars_;       // SentencePiece-style: packed UTF-8 char -> id
-    int32_t byte_id_[256];  // byte-level: byte -> id of the single-byte token
+    U64Map merges_;                                              // (left << 32 | right) -> (rank << 32 | result)
+    U64Map chars_;                                               // SentencePiece-style: packed UTF-8 char -> id
+    int32_t byte_id_[256];                                       // byte-level: byte -> id of the single-byte token
     std::vector<std::vector<Vocab::AddedToken>> added_by_byte_;  // first byte -> tokens, longest first
     bool has_added_ = false;
 
     // word cache: (hash, key bytes) -> ids, cleared when full (output never depends on it)
-    struct CacheSlot { uint64_t hash; uint32_t key_off, key_len, val_off, val_len; };
+    struct CacheSlot {
+        uint64_t hash;
+        uint32_t key_off, key_len, val_off, val_len;
+    };
     std::vector<CacheSlot> cache_;
     std::string cache_keys_;
     std::vector<uint32_t> cache_vals_;
@@ -99,9 +104,14 @@ private:
 
     // reused buffers
     std::vector<uint32_t> syms_, ranks_, results_;
-    struct Node { uint32_t id; int32_t prev, next; };
+    struct Node {
+        uint32_t id;
+        int32_t prev, next;
+    };
     std::vector<Node> nodes_;
-    struct HeapItem { uint32_t rank, pos, result; };
+    struct HeapItem {
+        uint32_t rank, pos, result;
+    };
     std::vector<HeapItem> heap_;
     std::string norm_a_, norm_b_, word_buf_;
 };

@@ -91,8 +91,8 @@ void serialize_dec(const DecTable &d, uint8_t *out);
 // how many bytes (and the total piece bytes; STK_E_UNSUPPORTED past 4 GiB, naming `source`);
 // build_dec fills exactly that many bytes at out and returns the loaded (validated) view of them.
 size_t dec_size_for(const std::vector<std::string> &pieces, uint64_t *total_bytes, const char *source);
-DecTable build_dec(const std::vector<std::string> &pieces, uint32_t l_tok, uint32_t flags, int32_t residual_id,
-                   uint8_t *out, size_t out_size, const char *name);
+DecTable build_dec(const std::vector<std::string> &pieces, uint32_t l_tok, uint32_t flags, int32_t residual_id, uint8_t *out,
+                   size_t out_size, const char *name);
 void serialize_token_table(uint32_t n, const Mphf &m, const uint32_t *ids, uint8_t *out);
 
 // The whole set: Dec plus T_1..T_Ltok.

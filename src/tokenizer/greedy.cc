@@ -11,7 +11,8 @@ namespace stk {
 namespace {
 
 [[noreturn]] void no_token(const FstTables &t, uint8_t byte, size_t at) {
-    throw_error(STK_E_KEY_NOT_FOUND, "greedy encoder: byte 0x%02x at offset %zu has no token and the vocabulary has no unk", byte, at);
+    throw_error(STK_E_KEY_NOT_FOUND, "greedy encoder: byte 0x%02x at offset %zu has no token and the vocabulary has no unk", byte,
+                at);
 }
 
 // Up to 8 bytes at p as a little-endian u64, zero above byte n (never reads past p + n).
@@ -22,8 +23,8 @@ inline uint64_t load_upto8(const uint8_t *p, size_t n) {
 }
 
 // kKeep[n]: the low n bytes of a u64.
-constexpr uint64_t kKeep[9] = {0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFull, 0xFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFull,
-                               ~uint64_t(0)};
+constexpr uint64_t kKeep[9] = {
+    0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFull, 0xFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFull, ~uint64_t(0)};
 
 // RH_n of the n <= 8 bytes in the low bytes of w (the rest zero) without a loop: RH_8 of the
 // zero-padded word is RH_n * 257^(8-n) (seed 4.3's polynomial), and 257 is odd, so multiplying by
@@ -78,14 +79,20 @@ struct Encoder {
         uint64_t win;
         uint32_t id, len;  // len 0: empty
     };
-    static constexpr uint32_t kMemoLog2 = 10;     // 16 KiB on the stack: short texts
-    static constexpr uint32_t kBigMemoLog2 = 12;  // 64 KiB for long texts (kBigMemoMinBytes and more), on the heap: measured
-                                                  // on 24 MB of English (`stk tokenize`), 2^12 to 2^15 alike, ~5 % faster than 2^10
+    static constexpr uint32_t kMemoLog2 = 10;  // 16 KiB on the stack: short texts
+    static constexpr uint32_t kBigMemoLog2 =
+        12;  // 64 KiB for long texts (kBigMemoMinBytes and more), on the heap: measured
+             // on 24 MB of English (`stk tokenize`), 2^12 to 2^15 alike, ~5 % faster than 2^10
     MemoEntry *memo = nullptr;
     uint32_t memo_shift = 64 - kMemoLog2;
 
     Encoder(const FstTables &tables, const uint8_t *txt, size_t len)
-        : t(tables), text(txt), n(len), L(tables.dec.l_tok), filter(tables.filter), filter_mask(tables.filter_mask),
+        : t(tables),
+          text(txt),
+          n(len),
+          L(tables.dec.l_tok),
+          filter(tables.filter),
+          filter_mask(tables.filter_mask),
           filter_shift(tables.filter_shift) {
         for (uint32_t b = 0; b < 256; b++) {
             uint64_t m = 0;
@@ -259,7 +266,8 @@ size_t fst_decode(const FstTables &t, const uint32_t *ids, size_t n, uint8_t *ou
     size_t at = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] >= t.dec.n_tokens)
-            throw_error(STK_E_INVALID_ARGUMENT, "decode: token id %u at position %zu outside the %u tokens", ids[i], i, t.dec.n_tokens);
+            throw_error(STK_E_INVALID_ARGUMENT, "decode: token id %u at position %zu outside the %u tokens", ids[i], i,
+                        t.dec.n_tokens);
         uint32_t len;
         const uint8_t *p = t.dec.piece(ids[i], &len);
         if (len > out_cap - at) throw_error(STK_E_INVALID_ARGUMENT, "decode: output buffer of %zu bytes too small", out_cap);

@@ -23,22 +23,22 @@ struct TokenizerPlan {
         EXT = 3,              // external tokenizer: no FST (not byte-level BPE, or SP rejected)
     };
     Mode mode = Mode::ABSENT;
-    uint32_t l_tok = 0;            // manifest tokenizer.L_tok
+    uint32_t l_tok = 0;  // manifest tokenizer.L_tok
     uint32_t vocab_size = 0;
-    uint8_t vocab_model = 0;       // Vocab::Model
+    uint8_t vocab_model = 0;  // Vocab::Model
     // Sardinas-Patterson over the bytepieces (manifest tokenizer.sp_cert_digest)
     bool sp_ran = false;
-    uint8_t sp_verdict = 0;        // SpResult::Verdict
+    uint8_t sp_verdict = 0;  // SpResult::Verdict
     uint8_t sp_cert_digest[32] = {};
     uint64_t sp_work = 0;
-    char sp_witness[64] = {};      // printable rendering of the witness ("ab"), truncated
+    char sp_witness[64] = {};  // printable rendering of the witness ("ab"), truncated
     // Bytepieces and tables
-    uint32_t n_bytepieces = 0;     // distinct non-special pieces of 1..L_tok bytes
+    uint32_t n_bytepieces = 0;  // distinct non-special pieces of 1..L_tok bytes
     uint32_t pieces_per_length[hash::kMaxRollingLen + 1] = {};
-    uint32_t duplicate_pieces = 0; // ids whose bytes another (lower) id already has
-    uint32_t rh_collisions = 0;    // pieces dropped because RH_n collided with another piece
-    uint32_t mphf_retries = 0;     // 18.1: M += 5 % retries over all T_n
-    uint32_t uncovered_bytes = 0;  // byte values with no single-byte token
+    uint32_t duplicate_pieces = 0;  // ids whose bytes another (lower) id already has
+    uint32_t rh_collisions = 0;     // pieces dropped because RH_n collided with another piece
+    uint32_t mphf_retries = 0;      // 18.1: M += 5 % retries over all T_n
+    uint32_t uncovered_bytes = 0;   // byte values with no single-byte token
     // 12.1 checks
     uint32_t max_probes_per_byte = 0;  // measured; must be <= L_tok
     uint64_t roundtrip_bytes = 0;      // seeded random bytes encoded and decoded

@@ -5,14 +5,25 @@
 namespace stk::tok {
 
 int utf8_encode(uint32_t cp, char out[4]) {
-    if (cp < 0x80) { out[0] = char(cp); return 1; }
-    if (cp < 0x800) { out[0] = char(0xC0 | (cp >> 6)); out[1] = char(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x80) {
+        out[0] = char(cp);
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = char(0xC0 | (cp >> 6));
+        out[1] = char(0x80 | (cp & 0x3F));
+        return 2;
+    }
     if (cp < 0x10000) {
-        out[0] = char(0xE0 | (cp >> 12)); out[1] = char(0x80 | ((cp >> 6) & 0x3F)); out[2] = char(0x80 | (cp & 0x3F));
+        out[0] = char(0xE0 | (cp >> 12));
+        out[1] = char(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = char(0x80 | (cp & 0x3F));
         return 3;
     }
-    out[0] = char(0xF0 | (cp >> 18)); out[1] = char(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = char(0x80 | ((cp >> 6) & 0x3F)); out[3] = char(0x80 | (cp & 0x3F));
+    out[0] = char(0xF0 | (cp >> 18));
+    out[1] = char(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = char(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = char(0x80 | (cp & 0x3F));
     return 4;
 }
 
@@ -37,10 +48,15 @@ bool is_white_space(uint32_t cp) {
     // Unicode White_Space (PropList.txt), which is what \s means in Rust's regex, fancy-regex
     // (tiktoken) and Oniguruma (HF tokenizers).
     switch (cp) {
-        case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
-            return true;
-        default:
-            return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || (cp >= 0x2000 && cp <= 0x200A);
+        case 0x85:
+        case 0xA0:
+        case 0x1680:
+        case 0x2028:
+        case 0x2029:
+        case 0x202F:
+        case 0x205F:
+        case 0x3000: return true;
+        default: return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || (cp >= 0x2000 && cp <= 0x200A);
     }
 }
 
@@ -51,18 +67,23 @@ CharClass char_class(uint32_t cp) {
     if (cp > 0x10FFFF) return kOther;
     if (is_white_space(cp)) return kSpace;
     switch (utf8proc_category(utf8proc_int32_t(cp))) {
-        case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-        case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO:
-            return kLetter;
-        case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
-            return kNumber;
-        default:
-            return kOther;
+        case UTF8PROC_CATEGORY_LU:
+        case UTF8PROC_CATEGORY_LL:
+        case UTF8PROC_CATEGORY_LT:
+        case UTF8PROC_CATEGORY_LM:
+        case UTF8PROC_CATEGORY_LO: return kLetter;
+        case UTF8PROC_CATEGORY_ND:
+        case UTF8PROC_CATEGORY_NL:
+        case UTF8PROC_CATEGORY_NO: return kNumber;
+        default: return kOther;
     }
 }
 
 static inline CharClass class_at(const uint8_t *s, size_t n, size_t i, int *len) {
-    if (s[i] < 0x80) { *len = 1; return CharClass(kAscii.cls[s[i]]); }
+    if (s[i] < 0x80) {
+        *len = 1;
+        return CharClass(kAscii.cls[s[i]]);
+    }
     uint32_t cp;
     *len = utf8_next(s + i, s + n, &cp);
     return char_class(cp);

@@ -14,7 +14,10 @@ namespace stk::tok {
 constexpr uint32_t kInvalid = 0xFFFFFFFFu;
 inline int utf8_next(const uint8_t *p, const uint8_t *end, uint32_t *cp) {
     uint8_t b = p[0];
-    if (b < 0x80) { *cp = b; return 1; }
+    if (b < 0x80) {
+        *cp = b;
+        return 1;
+    }
     size_t left = size_t(end - p);
     if (b >= 0xC2 && b <= 0xDF && left >= 2 && (p[1] & 0xC0) == 0x80) {
         *cp = (uint32_t(b & 0x1F) << 6) | (p[1] & 0x3F);
@@ -22,11 +25,17 @@ inline int utf8_next(const uint8_t *p, const uint8_t *end, uint32_t *cp) {
     }
     if (b >= 0xE0 && b <= 0xEF && left >= 3 && (p[1] & 0xC0) == 0x80 && (p[2] & 0xC0) == 0x80) {
         uint32_t c = (uint32_t(b & 0x0F) << 12) | (uint32_t(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
-        if (c >= 0x800 && (c < 0xD800 || c > 0xDFFF)) { *cp = c; return 3; }
+        if (c >= 0x800 && (c < 0xD800 || c > 0xDFFF)) {
+            *cp = c;
+            return 3;
+        }
     }
     if (b >= 0xF0 && b <= 0xF4 && left >= 4 && (p[1] & 0xC0) == 0x80 && (p[2] & 0xC0) == 0x80 && (p[3] & 0xC0) == 0x80) {
         uint32_t c = (uint32_t(b & 0x07) << 18) | (uint32_t(p[1] & 0x3F) << 12) | (uint32_t(p[2] & 0x3F) << 6) | (p[3] & 0x3F);
-        if (c >= 0x10000 && c <= 0x10FFFF) { *cp = c; return 4; }
+        if (c >= 0x10000 && c <= 0x10FFFF) {
+            *cp = c;
+            return 4;
+        }
     }
     *cp = kInvalid;
     return 1;

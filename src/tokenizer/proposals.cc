@@ -37,7 +37,8 @@ Proposals build_proposals(const Vocab &v, uint32_t p_gen, Arena &arena) {
         p.source = ProposalSource::SCORES;
         uint32_t *order = arena.alloc_array<uint32_t>(V);
         for (uint32_t i = 0; i < V; i++) order[i] = i;
-        std::sort(order, order + V, [&](uint32_t a, uint32_t b) { return v.scores[a] != v.scores[b] ? v.scores[a] > v.scores[b] : a < b; });
+        std::sort(order, order + V,
+                  [&](uint32_t a, uint32_t b) { return v.scores[a] != v.scores[b] ? v.scores[a] > v.scores[b] : a < b; });
         for (uint32_t i = 0; i < V && p.count < want; i++) take(order[i]);
     } else {
         p.source = ProposalSource::SPLITMIX64;

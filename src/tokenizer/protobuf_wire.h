@@ -15,8 +15,8 @@ namespace stk::pb {
 
 struct Field {
     uint32_t number = 0;
-    uint8_t wire_type = 0;  // 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32
-    uint64_t varint = 0;    // wire types 0, 1, 5 (fixed values zero-extended)
+    uint8_t wire_type = 0;          // 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32
+    uint64_t varint = 0;            // wire types 0, 1, 5 (fixed values zero-extended)
     const uint8_t *data = nullptr;  // wire type 2
     uint64_t size = 0;              // wire type 2
     uint64_t offset = 0;            // absolute offset of the field's tag in the file
@@ -45,9 +45,9 @@ public:
             case 2: {
                 uint64_t len = varint("length");
                 if (len > uint64_t(end_ - p_))
-                    throw_error(STK_E_TRUNCATED, "%s: byte offset %llu: field %u claims %llu bytes, only %llu left in its message",
-                                file_.c_str(), (unsigned long long)f.offset, f.number, (unsigned long long)len,
-                                (unsigned long long)(end_ - p_));
+                    throw_error(STK_E_TRUNCATED,
+                                "%s: byte offset %llu: field %u claims %llu bytes, only %llu left in its message", file_.c_str(),
+                                (unsigned long long)f.offset, f.number, (unsigned long long)len, (unsigned long long)(end_ - p_));
                 f.data = p_;
                 f.size = len;
                 p_ += len;
@@ -81,7 +81,10 @@ public:
         expect(f, 0, what);
         return int32_t(uint32_t(f.varint));  // proto int32: low 32 bits (negatives are 10-byte varints)
     }
-    bool as_bool(const Field &f, const char *what) const { expect(f, 0, what); return f.varint != 0; }
+    bool as_bool(const Field &f, const char *what) const {
+        expect(f, 0, what);
+        return f.varint != 0;
+    }
     std::string_view as_bytes(const Field &f, const char *what) const {
         expect(f, 2, what);
         return std::string_view(reinterpret_cast<const char *>(f.data), size_t(f.size));
@@ -101,7 +104,8 @@ private:
             v |= uint64_t(b & 0x7F) << shift;
             if (!(b & 0x80)) return v;
         }
-        throw_error(STK_E_CORRUPT, "%s: byte offset %llu: %s longer than 10 bytes", file_.c_str(), (unsigned long long)offset(), what);
+        throw_error(STK_E_CORRUPT, "%s: byte offset %llu: %s longer than 10 bytes", file_.c_str(), (unsigned long long)offset(),
+                    what);
     }
     uint64_t fixed(int n) {
         if (uint64_t(end_ - p_) < uint64_t(n))

@@ -190,7 +190,7 @@ size_t sp_arena_size(uint64_t n, uint64_t total_bytes, uint64_t work_cap) {
     z.add_array<uint8_t>(states);
     z.add_array<uint8_t>(states);
     z.add_array<uint64_t>(states + work_cap + 1);
-    z.add_array<uint32_t>(states + 2);  // path
+    z.add_array<uint32_t>(states + 2);            // path
     z.add_array<uint32_t>(2 * (states + 2) + 2);  // replayed parses
     return z.total();
 }
@@ -201,7 +201,8 @@ SpResult sardinas_patterson(const uint8_t *blob, const uint64_t *offsets, uint32
         if (offsets[i + 1] <= offsets[i]) throw_error(STK_E_INVALID_ARGUMENT, "Sardinas-Patterson: codeword %u is empty", i);
         total += offsets[i + 1] - offsets[i];
     }
-    if (total > 0xFFFFFFF0ull) throw_error(STK_E_INVALID_ARGUMENT, "Sardinas-Patterson: %llu bytes of codewords", (unsigned long long)total);
+    if (total > 0xFFFFFFF0ull)
+        throw_error(STK_E_INVALID_ARGUMENT, "Sardinas-Patterson: %llu bytes of codewords", (unsigned long long)total);
     size_t mark = arena.mark();
     Search S{};
     S.blob = blob;
@@ -277,8 +278,9 @@ SpResult sardinas_patterson(const uint8_t *blob, const uint64_t *offsets, uint32
         wlen += S.cw_len(side[0][i]);
     }
     for (uint32_t i = 0; i < cnt[1]; i++) wlen_b += S.cw_len(side[1][i]);
-    if (wlen != wlen_b) throw_error(STK_E_INTERNAL, "Sardinas-Patterson: witness parses differ in length (%llu, %llu)",
-                                    (unsigned long long)wlen, (unsigned long long)wlen_b);
+    if (wlen != wlen_b)
+        throw_error(STK_E_INTERNAL, "Sardinas-Patterson: witness parses differ in length (%llu, %llu)", (unsigned long long)wlen,
+                    (unsigned long long)wlen_b);
     r.digest = sha.finish();
     uint32_t keep_w = uint32_t(std::min<uint64_t>(wlen, kWitnessCap));
     uint32_t keep_a = std::min(cnt[0], kParseCap), keep_b = std::min(cnt[1], kParseCap);

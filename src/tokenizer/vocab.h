@@ -12,9 +12,9 @@ namespace stk {
 
 struct Vocab {
     enum class Model : uint8_t {
-        BPE_BYTE_LEVEL,  // GPT-2 style: pieces are bytes via the byte-to-unicode map
-        BPE_SENTENCEPIECE, // SentencePiece / HF BPE with "▁" for spaces and optional byte_fallback
-        UNIGRAM,         // SentencePiece unigram (scores)
+        BPE_BYTE_LEVEL,     // GPT-2 style: pieces are bytes via the byte-to-unicode map
+        BPE_SENTENCEPIECE,  // SentencePiece / HF BPE with "▁" for spaces and optional byte_fallback
+        UNIGRAM,            // SentencePiece unigram (scores)
     };
     // SentencePiece's ModelProto.SentencePiece.Type values (pinned by sentencepiece_model.proto).
     enum class PieceType : uint8_t { NORMAL = 1, UNKNOWN = 2, CONTROL = 3, USER_DEFINED = 4, UNUSED = 5, BYTE = 6 };
@@ -31,13 +31,13 @@ struct Vocab {
     // priority is its result's score (higher first, equal scores: leftmost first), as
     // sentencepiece's bpe_model.cc does.  false: priority is the index in `merges`.
     bool merges_from_scores = false;
-    std::vector<uint8_t> is_special;                    // id -> 1 for added/special/control tokens
+    std::vector<uint8_t> is_special;  // id -> 1 for added/special/control tokens
     bool special(uint32_t id) const { return id < is_special.size() && is_special[id]; }
-    std::vector<uint8_t> piece_types;                   // id -> PieceType (NORMAL unless the file says)
-    int32_t byte_piece_ids[256];                        // byte -> id of <0xNN>, -1 if none
+    std::vector<uint8_t> piece_types;  // id -> PieceType (NORMAL unless the file says)
+    int32_t byte_piece_ids[256];       // byte -> id of <0xNN>, -1 if none
     bool byte_fallback = false;
     int32_t unk_id = -1, bos_id = -1, eos_id = -1;
-    std::string source;                                 // file it was read from (messages)
+    std::string source;  // file it was read from (messages)
 
     // Tokens matched in the raw input text before normalisation (tokenizer.json added_tokens,
     // SentencePiece USER_DEFINED pieces): leftmost-longest, never split by the model.
@@ -63,10 +63,10 @@ struct Vocab {
     struct Pipeline {
         std::vector<NormalizerOp> normalizers;
         PreTokenizer pre_tokenizer = PreTokenizer::NONE;
-        bool byte_level_regex = true;          // ByteLevel use_regex
+        bool byte_level_regex = true;  // ByteLevel use_regex
         bool byte_level_add_prefix_space = false;
         std::string metaspace_replacement = "\xE2\x96\x81";  // U+2581
-        uint8_t metaspace_prepend = 1;          // 0 never, 1 always, 2 first segment only
+        uint8_t metaspace_prepend = 1;                       // 0 never, 1 always, 2 first segment only
         bool metaspace_split = true;
         std::vector<uint32_t> prefix_ids, suffix_ids;  // post-processor (e.g. Llama's <s>)
         bool strip_leading_space_on_decode = false;    // SentencePiece dummy prefix / Prepend
@@ -75,7 +75,9 @@ struct Vocab {
         std::string unsupported;
     } pipeline;
 
-    Vocab() { for (int &b : byte_piece_ids) b = -1; }
+    Vocab() {
+        for (int &b : byte_piece_ids) b = -1;
+    }
     uint32_t size() const { return uint32_t(pieces.size()); }
 };
 

@@ -19,7 +19,6 @@
 
 namespace stk {
 
-
 namespace {
 
 size_t code_points(std::string_view s) {
@@ -39,7 +38,10 @@ bool is_byte_piece(std::string_view t, int *byte) {
 // ranked by the result's score (higher first), then the longer left part, then the longer right
 // part; splits of one token in (left id, right id) order before that (stable) sort.
 void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spell, const std::vector<double> &score) {
-    struct M { double score; uint32_t llen, rlen, left, right, result; };
+    struct M {
+        double score;
+        uint32_t llen, rlen, left, right, result;
+    };
     std::vector<M> all;
     for (uint32_t id = 0; id < spell.size(); id++) {
         const std::string &s = spell[id];
@@ -54,7 +56,8 @@ void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spel
             auto l = b.by_spelling.find(std::string_view(s).substr(0, i));
             auto r = b.by_spelling.find(std::string_view(s).substr(i));
             if (l == b.by_spelling.end() || r == b.by_spelling.end()) continue;
-            all.push_back({score[id], uint32_t(code_points(l->first)), uint32_t(code_points(r->first)), l->second, r->second, id});
+            all.push_back(
+                {score[id], uint32_t(code_points(l->first)), uint32_t(code_points(r->first)), l->second, r->second, id});
         }
         std::sort(all.begin() + ptrdiff_t(first), all.end(),
                   [](const M &a, const M &c) { return a.left != c.left ? a.left < c.left : a.right < c.right; });
@@ -90,20 +93,22 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
     if (const GgufValue *t = f.find("tokenizer.ggml.token_type")) {
         types = t->ints();
         if (types.size() != n)
-            throw_error(STK_E_CORRUPT, "%s: tokenizer.ggml.token_type has %zu entries for %zu tokens", name.c_str(),
-                        types.size(), n);
+            throw_error(STK_E_CORRUPT, "%s: tokenizer.ggml.token_type has %zu entries for %zu tokens", name.c_str(), types.size(),
+                        n);
     }
     std::vector<float> scores;
     if (const GgufValue *s = f.find("tokenizer.ggml.scores")) {
         scores = s->floats();
         if (scores.size() != n)
-            throw_error(STK_E_CORRUPT, "%s: tokenizer.ggml.scores has %zu entries for %zu tokens", name.c_str(), scores.size(), n);
+            throw_error(STK_E_CORRUPT, "%s: tokenizer.ggml.scores has %zu entries for %zu tokens", name.c_str(), scores.size(),
+                        n);
     }
     auto id_key = [&](const char *key) -> int32_t {
         const GgufValue *v = f.find(key);
         if (!v) return -1;
         uint64_t id = v->as_uint();
-        if (id >= n) throw_error(STK_E_CORRUPT, "%s: %s = %llu is outside the %zu tokens", name.c_str(), key, (unsigned long long)id, n);
+        if (id >= n)
+            throw_error(STK_E_CORRUPT, "%s: %s = %llu is outside the %zu tokens", name.c_str(), key, (unsigned long long)id, n);
         return int32_t(id);
     };
     auto flag = [&](const char *key, bool def) {
@@ -155,14 +160,16 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
         }
         // The reference splits text with another regex for these (GGUF_PRE_TOKENIZER_SPLITS).
         static const char *const kOtherSplits[] = {
-            "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano",
-            "dbrx", "smaug-bpe", "tekken", "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "qwen35",
-            "gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"};
+            "llama3",       "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",          "midm-2.0",  "lfm2",
+            "jina-v5-nano", "dbrx",     "smaug-bpe", "tekken",  "qwen2",     "deepseek-r1-qwen", "kormo",     "f2llmv2",
+            "megrez",       "qwen35",   "gpt-4o",    "llama4",  "kanana2",   "talkie",           "minimax-m2"};
         if (const GgufValue *pre = f.find("tokenizer.ggml.pre"))
             for (const char *o : kOtherSplits)
                 if (pre->str() == o)
-                    v.pipeline.unsupported = format("%s: tokenizer.ggml.pre '%s' splits text with a regex stk's byte-level "
-                                                    "pre-tokenizer (GPT-2's) does not implement", name.c_str(), o);
+                    v.pipeline.unsupported = format(
+                        "%s: tokenizer.ggml.pre '%s' splits text with a regex stk's byte-level "
+                        "pre-tokenizer (GPT-2's) does not implement",
+                        name.c_str(), o);
     } else {
         // SentencePiece-style BPE (LlamaTokenizer / GemmaTokenizer of transformers).
         const bool gemma = arch == "gemma" || arch == "gemma2" || arch == "gemma3";
@@ -222,7 +229,8 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
     v.bos_id = id_key("tokenizer.ggml.bos_token_id");
     v.eos_id = id_key("tokenizer.ggml.eos_token_id");
     if (kind == "gpt2" && v.unk_id < 0) v.unk_id = -1;
-    if (flag("tokenizer.ggml.add_bos_token", kind == "llama") && v.bos_id >= 0) v.pipeline.prefix_ids.push_back(uint32_t(v.bos_id));
+    if (flag("tokenizer.ggml.add_bos_token", kind == "llama") && v.bos_id >= 0)
+        v.pipeline.prefix_ids.push_back(uint32_t(v.bos_id));
     if (flag("tokenizer.ggml.add_eos_token", false) && v.eos_id >= 0) v.pipeline.suffix_ids.push_back(uint32_t(v.eos_id));
     return b.finish();
 }

@@ -15,9 +15,11 @@ namespace stk {
 
 GreedyTables::GreedyTables(const Vocab &vocab, uint32_t l_tok) {
     const uint32_t V = vocab.size(), L = l_tok;
-    if (L == 0 || L > hash::kMaxRollingLen) throw_error(STK_E_INVALID_ARGUMENT, "Ltok = %u: outside 1..%u", L, hash::kMaxRollingLen);
+    if (L == 0 || L > hash::kMaxRollingLen)
+        throw_error(STK_E_INVALID_ARGUMENT, "Ltok = %u: outside 1..%u", L, hash::kMaxRollingLen);
     if (vocab.model != Vocab::Model::BPE_BYTE_LEVEL)
-        throw_error(STK_E_UNSUPPORTED, "%s: the greedy encoder needs a byte-level BPE vocabulary (this one is tokenized in EXT mode)",
+        throw_error(STK_E_UNSUPPORTED,
+                    "%s: the greedy encoder needs a byte-level BPE vocabulary (this one is tokenized in EXT mode)",
                     vocab.source.c_str());
     tables = std::make_unique<FstTables>();
     std::vector<uint32_t> cand;
@@ -57,12 +59,15 @@ GreedyTables::GreedyTables(const Vocab &vocab, uint32_t l_tok) {
 
     // Dec
     dec_blob.resize(dec_size_for(vocab.pieces, &total, vocab.source.c_str()));
-    tables->dec = build_dec(vocab.pieces, L, kDecFlagUncertified,
-                            vocab.unk_id >= 0 && uint32_t(vocab.unk_id) < V ? vocab.unk_id : -1, dec_blob.data(),
-                            dec_blob.size(), "tokenizer_fst.bin (in memory)");
+    tables->dec =
+        build_dec(vocab.pieces, L, kDecFlagUncertified, vocab.unk_id >= 0 && uint32_t(vocab.unk_id) < V ? vocab.unk_id : -1,
+                  dec_blob.data(), dec_blob.size(), "tokenizer_fst.bin (in memory)");
 
     // T_1..T_L
-    struct KeyId { uint64_t key; uint32_t id; };
+    struct KeyId {
+        uint64_t key;
+        uint32_t id;
+    };
     size_t first = 0;
     for (uint32_t n = 1; n <= L; n++) {
         std::vector<KeyId> kid;
@@ -71,7 +76,8 @@ GreedyTables::GreedyTables(const Vocab &vocab, uint32_t l_tok) {
             kid.push_back({hash::rolling_hash(reinterpret_cast<const uint8_t *>(p.data()), n), cand[first]});
             first++;
         }
-        std::sort(kid.begin(), kid.end(), [](const KeyId &a, const KeyId &b) { return a.key != b.key ? a.key < b.key : a.id < b.id; });
+        std::sort(kid.begin(), kid.end(),
+                  [](const KeyId &a, const KeyId &b) { return a.key != b.key ? a.key < b.key : a.id < b.id; });
         kid.erase(std::unique(kid.begin(), kid.end(), [](const KeyId &a, const KeyId &b) { return a.key == b.key; }), kid.end());
         std::vector<uint64_t> keys(kid.size());
         for (size_t i = 0; i < kid.size(); i++) keys[i] = kid[i].key;

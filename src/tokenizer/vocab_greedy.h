@@ -21,7 +21,7 @@ struct GreedyTables {
 
 private:
     std::vector<uint8_t> dec_blob;
-    std::vector<uint64_t> accel;  // attach_greedy_accel
+    std::vector<uint64_t> accel;                    // attach_greedy_accel
     std::list<std::vector<uint8_t>> blobs, arenas;  // stable addresses
 };
 

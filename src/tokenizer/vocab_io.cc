@@ -65,7 +65,8 @@ void VocabBuilder::add_merge(std::string_view left, std::string_view right, std:
     auto it = by_spelling.find(joined);
     if (it == by_spelling.end())
         throw_error(STK_E_CORRUPT, "%s: %s: the merge of '%s' and '%s' gives '%s', which is not in the vocabulary",
-                    v.source.c_str(), where().c_str(), printable(left).c_str(), printable(right).c_str(), printable(joined).c_str());
+                    v.source.c_str(), where().c_str(), printable(left).c_str(), printable(right).c_str(),
+                    printable(joined).c_str());
     v.merges.emplace_back(l->second, r->second);
     v.merge_results.push_back(it->second);
 }
@@ -92,8 +93,9 @@ Vocab VocabBuilder::finish() {
         slots[e.id] = std::move(e.piece);
     }
     for (size_t i = 0; i < slots.size(); i++)
-        if (!have[i]) throw_error(STK_E_CORRUPT, "%s: token id %zu is missing (ids must be 0..%zu without gaps)",
-                                  v.source.c_str(), i, slots.size() - 1);
+        if (!have[i])
+            throw_error(STK_E_CORRUPT, "%s: token id %zu is missing (ids must be 0..%zu without gaps)", v.source.c_str(), i,
+                        slots.size() - 1);
     entries.clear();
     v.pieces = std::move(slots);
     size_t n = v.pieces.size();

@@ -52,13 +52,14 @@ Vocab parse_sentencepiece_model(const uint8_t *data, size_t size, const std::str
             float score = 0;
             int32_t type = 1;
             while (pr.next(g)) {
-                if (g.number == 1) { piece = pr.as_bytes(g, "SentencePiece.piece"); have_piece = true; }
-                else if (g.number == 2) score = pr.as_float(g, "SentencePiece.score");
+                if (g.number == 1) {
+                    piece = pr.as_bytes(g, "SentencePiece.piece");
+                    have_piece = true;
+                } else if (g.number == 2) score = pr.as_float(g, "SentencePiece.score");
                 else if (g.number == 3) type = pr.as_int32(g, "SentencePiece.type");
             }
             std::string where = format("piece %u at byte offset %llu", n, (unsigned long long)f.offset);
-            if (!have_piece || piece.empty())
-                throw_error(STK_E_CORRUPT, "%s: %s has no text", name.c_str(), where.c_str());
+            if (!have_piece || piece.empty()) throw_error(STK_E_CORRUPT, "%s: %s has no text", name.c_str(), where.c_str());
             if (type < 1 || type > 6)
                 throw_error(STK_E_CORRUPT, "%s: %s ('%s') has unknown type %d", name.c_str(), where.c_str(),
                             printable(piece).c_str(), type);
@@ -153,7 +154,10 @@ Vocab parse_sentencepiece_model(const uint8_t *data, size_t size, const std::str
     if (ts.model_type == 2) {  // BPE: merges from scores, as HF's SentencePieceExtractor
         v.model = Vocab::Model::BPE_SENTENCEPIECE;
         v.merges_from_scores = true;
-        struct M { float score; uint32_t result, left, right; };
+        struct M {
+            float score;
+            uint32_t result, left, right;
+        };
         std::vector<M> ms;
         for (uint32_t id = 0; id < n; id++) {
             uint8_t t = v.piece_types[id];

@@ -228,7 +228,8 @@ Vocab parse_tokenizer_json(const uint8_t *data, size_t size, const std::string &
         if (!unk.empty()) b.v.unk_id = int32_t(b.id_of(unk, "/model/unk_token"));
         std::string_view pre_s = get_str(model, "continuing_subword_prefix", name, "/model", false);
         std::string_view suf_s = get_str(model, "end_of_word_suffix", name, "/model", false);
-        if (!pre_s.empty() || !suf_s.empty()) c.unsupported("BPE continuing_subword_prefix / end_of_word_suffix are not supported");
+        if (!pre_s.empty() || !suf_s.empty())
+            c.unsupported("BPE continuing_subword_prefix / end_of_word_suffix are not supported");
         if (get_bool(model, "ignore_merges", false)) c.unsupported("BPE ignore_merges is not supported");
         dom::element dropout;
         if (model["dropout"].get(dropout) == SUCCESS && !dropout.is_null()) c.unsupported("BPE dropout is not supported");
@@ -291,9 +292,10 @@ Vocab parse_tokenizer_json(const uint8_t *data, size_t size, const std::string &
             uint64_t id;
             std::string_view content;
             if (t["id"].get_uint64().get(id) != SUCCESS || t["content"].get_string().get(content) != SUCCESS || content.empty())
-                throw_error(STK_E_BAD_JSON, "%s: /added_tokens/%zu: needs an \"id\" and a non-empty \"content\"", name.c_str(), i);
-            if (id >= kMaxVocabSize) throw_error(STK_E_CORRUPT, "%s: /added_tokens/%zu: id %llu too large", name.c_str(), i,
-                                                 (unsigned long long)id);
+                throw_error(STK_E_BAD_JSON, "%s: /added_tokens/%zu: needs an \"id\" and a non-empty \"content\"", name.c_str(),
+                            i);
+            if (id >= kMaxVocabSize)
+                throw_error(STK_E_CORRUPT, "%s: /added_tokens/%zu: id %llu too large", name.c_str(), i, (unsigned long long)id);
             bool special = get_bool(t, "special", false);
             // The piece of an added token is its text as is (never byte-level spelled).
             b.add(content, std::string(content), id, format("/added_tokens/%zu", i));

@@ -26,9 +26,17 @@ static const char *const kArchs[] = {"ArceeForCausalLM", nullptr};
 static const char *const kGguf[] = {"arcee", nullptr};
 
 extern const FamilyDef kArceeFamily = {
-    "arcee", kTypes, kArchs, kGguf,
+    "arcee",
+    kTypes,
+    kArchs,
+    kGguf,
     "llama attention, plain ReLU^2 FFN (up_proj, down_proj)",
-    "tests/fixtures/families/arcee", false, nullptr, arcee_defaults, nullptr, arcee_roles,
+    "tests/fixtures/families/arcee",
+    false,
+    nullptr,
+    arcee_defaults,
+    nullptr,
+    arcee_roles,
 };
 
 }  // namespace stk

@@ -35,9 +35,17 @@ static const char *const kArchs[] = {"BloomForCausalLM", nullptr};
 static const char *const kGguf[] = {"bloom", nullptr};
 
 extern const FamilyDef kBloomFamily = {
-    "bloom", kTypes, kArchs, kGguf,
+    "bloom",
+    kTypes,
+    kArchs,
+    kGguf,
     "fused query_key_value (per head), embedding LayerNorm, ALiBi",
-    "tests/data/models/bloom", true, nullptr, bloom_defaults, nullptr, bloom_roles,
+    "tests/data/models/bloom",
+    true,
+    nullptr,
+    bloom_defaults,
+    nullptr,
+    bloom_roles,
 };
 
 }  // namespace stk

@@ -29,9 +29,17 @@ static const char *const kArchs[] = {"CohereForCausalLM", nullptr};
 static const char *const kGguf[] = {"command-r", nullptr};
 
 extern const FamilyDef kCohereFamily = {
-    "cohere", kTypes, kArchs, kGguf,
+    "cohere",
+    kTypes,
+    kArchs,
+    kGguf,
     "parallel block under one bias-free LayerNorm, interleaved RoPE, gated SiLU, logit_scale",
-    "tests/fixtures/families/cohere", false, nullptr, cohere_defaults, nullptr, llama_roles,
+    "tests/fixtures/families/cohere",
+    false,
+    nullptr,
+    cohere_defaults,
+    nullptr,
+    llama_roles,
 };
 
 }  // namespace stk

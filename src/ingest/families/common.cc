@@ -113,15 +113,17 @@ std::vector<std::string> model_approximations(const ModelConfig &c) {
     uint32_t sliding = 0;
     for (uint32_t l = 0; l < c.n_layers; l++) sliding += c.layer_is_sliding(l) ? 1 : 0;
     if (c.sliding_window && sliding)
-        add("approx: sliding window %u on %u of %u layers: the stages treat them as full attention", c.sliding_window,
-            sliding, c.n_layers);
+        add("approx: sliding window %u on %u of %u layers: the stages treat them as full attention", c.sliding_window, sliding,
+            c.n_layers);
     if (c.rope_local_theta > 0 && sliding && c.rope_local_theta != c.rope_theta)
         add("approx: RoPE base %g of the sliding layers: memory_fit fits the global base %g", c.rope_local_theta, c.rope_theta);
-    if (c.attn_softcap > 0) add("approx: attention logits soft-capped at %g (tanh): the stages use them uncapped", c.attn_softcap);
+    if (c.attn_softcap > 0)
+        add("approx: attention logits soft-capped at %g (tanh): the stages use them uncapped", c.attn_softcap);
     if (c.final_softcap > 0) add("approx: output logits soft-capped at %g (tanh): the head is used uncapped", c.final_softcap);
     if (c.qk_norm != QkNorm::None)
         add("approx: q/k RMSNorm (%s) before attention: PRF and overlays use W_Q, W_K without it", qk_norm_name(c.qk_norm));
-    if (c.emb_multiplier != 1) add("approx: embedding scaled by %g in the model: arrays use the stored embedding", c.emb_multiplier);
+    if (c.emb_multiplier != 1)
+        add("approx: embedding scaled by %g in the model: arrays use the stored embedding", c.emb_multiplier);
     if (c.logit_scale != 1) add("approx: logits scaled by %g in the model: the head is used unscaled", c.logit_scale);
     if (c.residual_multiplier != 1)
         add("approx: sublayer outputs scaled by %g before the residual add: not in the arrays", c.residual_multiplier);

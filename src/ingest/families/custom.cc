@@ -15,9 +15,17 @@ static void no_roles(RoleRules &, const ModelConfig &) {}
 static const char *const kNone[] = {nullptr};
 
 extern const FamilyDef kCustomFamilyDef = {
-    "custom", kNone, kNone, kNone,
+    "custom",
+    kNone,
+    kNone,
+    kNone,
     "any other decoder-only model: user role patterns (stk_roles.json); no shape model to check against",
-    "tests/data/ingest", false, nullptr, custom_defaults, nullptr, no_roles,
+    "tests/data/ingest",
+    false,
+    nullptr,
+    custom_defaults,
+    nullptr,
+    no_roles,
 };
 
 }  // namespace stk

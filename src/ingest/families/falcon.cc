@@ -51,9 +51,8 @@ const char *const kGguf[] = {"falcon", nullptr};
 void bloom_roles(RoleRules &p, const ModelConfig &m);
 
 extern const FamilyDef kFalconFamily = {
-    "falcon", kTypes, kArchs, kGguf,
-    "fused query_key_value (multi-query or grouped)",
-    "", true, falcon_kv_heads, falcon_defaults, nullptr, bloom_roles,
+    "falcon",        kTypes,          kArchs,  kGguf,       "fused query_key_value (multi-query or grouped)", "", true,
+    falcon_kv_heads, falcon_defaults, nullptr, bloom_roles,
 };
 
 }  // namespace stk

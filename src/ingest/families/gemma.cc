@@ -24,9 +24,17 @@ static const char *const kArchs[] = {"GemmaForCausalLM", nullptr};
 static const char *const kGguf[] = {"gemma", nullptr};
 
 extern const FamilyDef kGemmaFamily = {
-    "gemma", kTypes, kArchs, kGguf,
+    "gemma",
+    kTypes,
+    kArchs,
+    kGguf,
     "as llama, with RMSNorm gain 1 + w, embedding x sqrt(d), gelu (tanh) gate, tied head",
-    "tests/fixtures/families/gemma", false, nullptr, gemma_defaults, gemma_finish, llama_roles,
+    "tests/fixtures/families/gemma",
+    false,
+    nullptr,
+    gemma_defaults,
+    gemma_finish,
+    llama_roles,
 };
 
 }  // namespace stk

@@ -35,10 +35,18 @@ static const char *const kArchs[] = {"Gemma2ForCausalLM", nullptr};
 static const char *const kGguf[] = {"gemma2", nullptr};
 
 extern const FamilyDef kGemma2Family = {
-    "gemma2", kTypes, kArchs, kGguf,
+    "gemma2",
+    kTypes,
+    kArchs,
+    kGguf,
     "Gemma with sandwich norms, tanh soft-capping of attention and output logits (approximated: uncapped), "
     "sliding window on every other layer (approximated: full attention)",
-    "tests/fixtures/families/gemma2", false, nullptr, gemma2_defaults, gemma2_finish, gemma_sandwich_roles,
+    "tests/fixtures/families/gemma2",
+    false,
+    nullptr,
+    gemma2_defaults,
+    gemma2_finish,
+    gemma_sandwich_roles,
 };
 
 }  // namespace stk

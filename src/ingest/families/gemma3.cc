@@ -18,10 +18,10 @@ static void gemma3_defaults(const ConfigReader &, const std::string &, ModelConf
     m.norm_offset = 1.0;
     m.post_norms = true;
     m.qk_norm = QkNorm::PerHead;
-    m.rope_theta = 1000000.0;       // Gemma3TextConfig.default_theta["global"]
-    m.rope_local_theta = 10000.0;   // ["local"]
+    m.rope_theta = 1000000.0;      // Gemma3TextConfig.default_theta["global"]
+    m.rope_local_theta = 10000.0;  // ["local"]
     m.sliding_window = 4096;
-    m.attn_scale = 1.0 / 16;       // query_pre_attn_scalar 256
+    m.attn_scale = 1.0 / 16;  // query_pre_attn_scalar 256
 }
 
 static void gemma3_finish(const ConfigReader &c, const std::string &, ModelConfig &m) {
@@ -62,10 +62,18 @@ static const char *const kArchs[] = {"Gemma3ForCausalLM", nullptr};
 static const char *const kGguf[] = {"gemma3", nullptr};
 
 extern const FamilyDef kGemma3Family = {
-    "gemma3", kTypes, kArchs, kGguf,
+    "gemma3",
+    kTypes,
+    kArchs,
+    kGguf,
     "sandwich RMSNorms with gain 1 + w, per-head q/k norms, embedding x sqrt(d), local/global RoPE bases, "
     "alternating sliding window (approximated: full attention)",
-    "tests/fixtures/families/gemma3", false, nullptr, gemma3_defaults, gemma3_finish, gemma_sandwich_roles,
+    "tests/fixtures/families/gemma3",
+    false,
+    nullptr,
+    gemma3_defaults,
+    gemma3_finish,
+    gemma_sandwich_roles,
 };
 
 }  // namespace stk

@@ -37,9 +37,17 @@ static const char *const kArchs[] = {"GPT2LMHeadModel", nullptr};
 static const char *const kGguf[] = {"gpt2", nullptr};
 
 extern const FamilyDef kGpt2Family = {
-    "gpt2", kTypes, kArchs, kGguf,
+    "gpt2",
+    kTypes,
+    kArchs,
+    kGguf,
     "Conv1D weights transposed to [out, in]; fused c_attn split into Q, K, V; learned positions",
-    "tests/data/models/gpt2", true, nullptr, gpt2_defaults, nullptr, gpt2_roles,
+    "tests/data/models/gpt2",
+    true,
+    nullptr,
+    gpt2_defaults,
+    nullptr,
+    gpt2_roles,
 };
 
 }  // namespace stk

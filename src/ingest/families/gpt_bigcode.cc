@@ -38,9 +38,17 @@ static const char *const kArchs[] = {"GPTBigCodeForCausalLM", nullptr};
 static const char *const kGguf[] = {"starcoder", nullptr};
 
 extern const FamilyDef kGptBigcodeFamily = {
-    "gpt_bigcode", kTypes, kArchs, kGguf,
+    "gpt_bigcode",
+    kTypes,
+    kArchs,
+    kGguf,
     "GPT-2 layout in nn.Linear, multi-query fused c_attn [Q; K; V]",
-    "tests/fixtures/families/gpt_bigcode", true, bigcode_kv_heads, bigcode_defaults, nullptr, bigcode_roles,
+    "tests/fixtures/families/gpt_bigcode",
+    true,
+    bigcode_kv_heads,
+    bigcode_defaults,
+    nullptr,
+    bigcode_roles,
 };
 
 }  // namespace stk

@@ -38,9 +38,17 @@ static const char *const kArchs[] = {"GPTNeoXForCausalLM", nullptr};
 static const char *const kGguf[] = {"gptneox", nullptr};
 
 extern const FamilyDef kGptNeoxFamily = {
-    "gpt_neox", kTypes, kArchs, kGguf,
+    "gpt_neox",
+    kTypes,
+    kArchs,
+    kGguf,
     "fused query_key_value (per head), parallel attention",
-    "tests/data/models/gpt_neox", true, nullptr, neox_defaults, nullptr, neox_roles,
+    "tests/data/models/gpt_neox",
+    true,
+    nullptr,
+    neox_defaults,
+    nullptr,
+    neox_roles,
 };
 
 }  // namespace stk

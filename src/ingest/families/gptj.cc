@@ -44,9 +44,17 @@ static const char *const kArchs[] = {"GPTJForCausalLM", nullptr};
 static const char *const kGguf[] = {"gptj", nullptr};
 
 extern const FamilyDef kGptjFamily = {
-    "gptj", kTypes, kArchs, kGguf,
+    "gptj",
+    kTypes,
+    kArchs,
+    kGguf,
     "parallel block, interleaved RoPE on rotary_dim, output bias",
-    "tests/fixtures/families/gptj", true, nullptr, gptj_defaults, gptj_finish, gptj_roles,
+    "tests/fixtures/families/gptj",
+    true,
+    nullptr,
+    gptj_defaults,
+    gptj_finish,
+    gptj_roles,
 };
 
 }  // namespace stk

@@ -21,9 +21,17 @@ static const char *const kArchs[] = {"GraniteForCausalLM", nullptr};
 static const char *const kGguf[] = {"granite", nullptr};
 
 extern const FamilyDef kGraniteFamily = {
-    "granite", kTypes, kArchs, kGguf,
+    "granite",
+    kTypes,
+    kArchs,
+    kGguf,
     "llama layout with embedding, attention, residual and logit multipliers",
-    "tests/fixtures/families/granite", false, nullptr, granite_defaults, nullptr, llama_roles,
+    "tests/fixtures/families/granite",
+    false,
+    nullptr,
+    granite_defaults,
+    nullptr,
+    llama_roles,
 };
 
 }  // namespace stk

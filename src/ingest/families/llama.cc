@@ -13,9 +13,17 @@ static const char *const kArchs[] = {"LlamaForCausalLM", nullptr};
 static const char *const kGguf[] = {"llama", nullptr};
 
 extern const FamilyDef kLlamaFamily = {
-    "llama", kTypes, kArchs, kGguf,
+    "llama",
+    kTypes,
+    kArchs,
+    kGguf,
     "gated FFN (gate W1, down W2, up W3), RMSNorm, RoPE, GQA",
-    "tests/data/models/llama", false, nullptr, llama_family_defaults, nullptr, llama_roles,
+    "tests/data/models/llama",
+    false,
+    nullptr,
+    llama_family_defaults,
+    nullptr,
+    llama_roles,
 };
 
 }  // namespace stk

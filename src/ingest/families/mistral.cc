@@ -13,9 +13,7 @@ static const char *const kArchs[] = {"MistralForCausalLM", nullptr};
 static const char *const kNone[] = {nullptr};  // GGUF writes Mistral as "llama"
 
 extern const FamilyDef kMistralFamily = {
-    "mistral", kTypes, kArchs, kNone,
-    "as llama",
-    "", false, nullptr, mistral_defaults, nullptr, llama_roles,
+    "mistral", kTypes, kArchs, kNone, "as llama", "", false, nullptr, mistral_defaults, nullptr, llama_roles,
 };
 
 }  // namespace stk

@@ -29,9 +29,17 @@ static const char *const kArchs[] = {"MixtralForCausalLM", nullptr};
 static const char *const kNone[] = {nullptr};  // GGUF writes Mixtral as "llama" with llama.expert_count
 
 extern const FamilyDef kMixtralFamily = {
-    "mixtral", kTypes, kArchs, kNone,
+    "mixtral",
+    kTypes,
+    kArchs,
+    kNone,
     "as llama, with MoE experts and a router",
-    "tests/data/models/mixtral", false, nullptr, mixtral_defaults, mixtral_finish, mixtral_roles,
+    "tests/data/models/mixtral",
+    false,
+    nullptr,
+    mixtral_defaults,
+    mixtral_finish,
+    mixtral_roles,
 };
 
 }  // namespace stk

@@ -37,7 +37,8 @@ static void mpt_finish(const ConfigReader &c, const std::string &, ModelConfig &
     uint64_t r = 4;
     c.u64("expansion_ratio", &r);
     if (r != 4)
-        throw_error(STK_E_UNSUPPORTED, "%s: MPT with \"expansion_ratio\": %llu is not converted (transformers builds 4 x d_model)",
+        throw_error(STK_E_UNSUPPORTED,
+                    "%s: MPT with \"expansion_ratio\": %llu is not converted (transformers builds 4 x d_model)",
                     c.source().c_str(), (unsigned long long)r);
     m.ffn_dim = 4ull * m.d_model;
 }
@@ -61,9 +62,17 @@ static const char *const kArchs[] = {"MptForCausalLM", nullptr};
 static const char *const kGguf[] = {"mpt", nullptr};
 
 extern const FamilyDef kMptFamily = {
-    "mpt", kTypes, kArchs, kGguf,
+    "mpt",
+    kTypes,
+    kArchs,
+    kGguf,
     "ALiBi, fused Wqkv [Q; K; V], bias-free LayerNorm and linears",
-    "tests/fixtures/families/mpt", true, nullptr, mpt_defaults, mpt_finish, mpt_roles,
+    "tests/fixtures/families/mpt",
+    true,
+    nullptr,
+    mpt_defaults,
+    mpt_finish,
+    mpt_roles,
 };
 
 }  // namespace stk

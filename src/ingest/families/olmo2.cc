@@ -34,9 +34,17 @@ static const char *const kArchs[] = {"Olmo2ForCausalLM", nullptr};
 static const char *const kGguf[] = {"olmo2", nullptr};
 
 extern const FamilyDef kOlmo2Family = {
-    "olmo2", kTypes, kArchs, kGguf,
+    "olmo2",
+    kTypes,
+    kArchs,
+    kGguf,
     "post-sublayer RMSNorms only, q/k RMSNorms over all heads",
-    "tests/fixtures/families/olmo2", false, nullptr, olmo2_defaults, nullptr, olmo2_roles,
+    "tests/fixtures/families/olmo2",
+    false,
+    nullptr,
+    olmo2_defaults,
+    nullptr,
+    olmo2_roles,
 };
 
 }  // namespace stk

@@ -26,9 +26,17 @@ static const char *const kArchs[] = {"OlmoeForCausalLM", nullptr};
 static const char *const kGguf[] = {"olmoe", nullptr};
 
 extern const FamilyDef kOlmoeFamily = {
-    "olmoe", kTypes, kArchs, kGguf,
+    "olmoe",
+    kTypes,
+    kArchs,
+    kGguf,
     "q/k RMSNorms over all heads, routed experts (softmax top-k)",
-    "tests/fixtures/families/olmoe", false, nullptr, olmoe_defaults, olmoe_finish, olmoe_roles,
+    "tests/fixtures/families/olmoe",
+    false,
+    nullptr,
+    olmoe_defaults,
+    olmoe_finish,
+    olmoe_roles,
 };
 
 }  // namespace stk

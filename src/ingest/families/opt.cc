@@ -47,9 +47,17 @@ static const char *const kArchs[] = {"OPTForCausalLM", nullptr};
 static const char *const kGguf[] = {nullptr};
 
 extern const FamilyDef kOptFamily = {
-    "opt", kTypes, kArchs, kGguf,
+    "opt",
+    kTypes,
+    kArchs,
+    kGguf,
     "learned positions offset by 2, LayerNorm, ReLU FFN, biases",
-    "tests/fixtures/families/opt", false, nullptr, opt_defaults, nullptr, opt_roles,
+    "tests/fixtures/families/opt",
+    false,
+    nullptr,
+    opt_defaults,
+    nullptr,
+    opt_roles,
 };
 
 }  // namespace stk

@@ -39,9 +39,17 @@ static const char *const kArchs[] = {"PhiForCausalLM", nullptr};
 static const char *const kGguf[] = {"phi2", nullptr};
 
 extern const FamilyDef kPhiFamily = {
-    "phi", kTypes, kArchs, kGguf,
+    "phi",
+    kTypes,
+    kArchs,
+    kGguf,
     "parallel block under one LayerNorm, partial rotary, biases, output bias",
-    "tests/fixtures/families/phi", true, nullptr, phi_defaults, nullptr, phi_roles,
+    "tests/fixtures/families/phi",
+    true,
+    nullptr,
+    phi_defaults,
+    nullptr,
+    phi_roles,
 };
 
 }  // namespace stk

@@ -30,9 +30,17 @@ static const char *const kArchs[] = {"Phi3ForCausalLM", nullptr};
 static const char *const kGguf[] = {"phi3", nullptr};
 
 extern const FamilyDef kPhi3Family = {
-    "phi3", kTypes, kArchs, kGguf,
+    "phi3",
+    kTypes,
+    kArchs,
+    kGguf,
     "fused qkv_proj [Q; K; V] and gate_up_proj [gate; up] split, RMSNorm, longrope",
-    "tests/fixtures/families/phi3", false, nullptr, phi3_defaults, nullptr, phi3_roles,
+    "tests/fixtures/families/phi3",
+    false,
+    nullptr,
+    phi3_defaults,
+    nullptr,
+    phi3_roles,
 };
 
 }  // namespace stk

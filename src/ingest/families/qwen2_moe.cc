@@ -33,9 +33,17 @@ static const char *const kArchs[] = {"Qwen2MoeForCausalLM", nullptr};
 static const char *const kGguf[] = {"qwen2moe", nullptr};
 
 extern const FamilyDef kQwen2MoeFamily = {
-    "qwen2_moe", kTypes, kArchs, kGguf,
+    "qwen2_moe",
+    kTypes,
+    kArchs,
+    kGguf,
     "MoE experts, a shared expert and its gate",
-    "tests/data/models/qwen2_moe", false, nullptr, qwen2_moe_defaults, qwen2_moe_finish, qwen2_moe_roles,
+    "tests/data/models/qwen2_moe",
+    false,
+    nullptr,
+    qwen2_moe_defaults,
+    qwen2_moe_finish,
+    qwen2_moe_roles,
 };
 
 }  // namespace stk

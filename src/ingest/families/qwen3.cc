@@ -19,9 +19,8 @@ static const char *const kArchs[] = {"Qwen3ForCausalLM", nullptr};
 static const char *const kGguf[] = {"qwen3", nullptr};
 
 extern const FamilyDef kQwen3Family = {
-    "qwen3", kTypes, kArchs, kGguf,
-    "as llama, with per-head q/k RMSNorms",
-    "tests/fixtures/families/qwen3", false, nullptr, qwen3_defaults, nullptr, qwen3_roles,
+    "qwen3", kTypes,         kArchs,  kGguf,       "as llama, with per-head q/k RMSNorms", "tests/fixtures/families/qwen3", false,
+    nullptr, qwen3_defaults, nullptr, qwen3_roles,
 };
 
 }  // namespace stk

@@ -26,9 +26,17 @@ static const char *const kArchs[] = {"Qwen3MoeForCausalLM", nullptr};
 static const char *const kGguf[] = {"qwen3moe", nullptr};
 
 extern const FamilyDef kQwen3MoeFamily = {
-    "qwen3_moe", kTypes, kArchs, kGguf,
+    "qwen3_moe",
+    kTypes,
+    kArchs,
+    kGguf,
     "Qwen3 attention with routed experts (softmax top-k)",
-    "tests/fixtures/families/qwen3_moe", false, nullptr, qwen3_moe_defaults, qwen3_moe_finish, qwen3_moe_roles,
+    "tests/fixtures/families/qwen3_moe",
+    false,
+    nullptr,
+    qwen3_moe_defaults,
+    qwen3_moe_finish,
+    qwen3_moe_roles,
 };
 
 }  // namespace stk

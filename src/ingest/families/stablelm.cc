@@ -23,9 +23,17 @@ static const char *const kArchs[] = {"StableLmForCausalLM", nullptr};
 static const char *const kGguf[] = {"stablelm", nullptr};
 
 extern const FamilyDef kStablelmFamily = {
-    "stablelm", kTypes, kArchs, kGguf,
+    "stablelm",
+    kTypes,
+    kArchs,
+    kGguf,
     "llama names with LayerNorm (bias), partial rotary, Q/K/V biases",
-    "tests/fixtures/families/stablelm", false, nullptr, stablelm_defaults, nullptr, llama_roles,
+    "tests/fixtures/families/stablelm",
+    false,
+    nullptr,
+    stablelm_defaults,
+    nullptr,
+    llama_roles,
 };
 
 }  // namespace stk

@@ -38,9 +38,17 @@ static const char *const kArchs[] = {"Starcoder2ForCausalLM", nullptr};
 static const char *const kGguf[] = {"starcoder2", nullptr};
 
 extern const FamilyDef kStarcoder2Family = {
-    "starcoder2", kTypes, kArchs, kGguf,
+    "starcoder2",
+    kTypes,
+    kArchs,
+    kGguf,
     "LayerNorm, biases, plain gelu FFN, GQA, sliding window (approximated: full attention)",
-    "tests/fixtures/families/starcoder2", false, nullptr, starcoder2_defaults, starcoder2_finish, starcoder2_roles,
+    "tests/fixtures/families/starcoder2",
+    false,
+    nullptr,
+    starcoder2_defaults,
+    starcoder2_finish,
+    starcoder2_roles,
 };
 
 }  // namespace stk
