@@ -52,6 +52,15 @@ struct Layer {
         const PlanTensor *t = find(role, slot, expert);
         return t ? read(*t) : Mat();
     }
+    // What the attention stages read (WeightReader): MLA's composed W_Q / W_K / W_V / W_O.
+    Mat stage(Role role) const {
+        WeightReader rd(*d.checkpoint, d.plan);
+        const PlanTensor *t = rd.find(role, layer);
+        if (!t) return Mat();
+        std::vector<float> out(t->n_elements), row(d.plan.max_row_floats + 1);
+        rd.read(*t, out.data(), row.data());
+        return Mat(out.begin(), out.end());
+    }
 };
 
 // y[T, rows] = x[T, cols] W^T + b
@@ -104,20 +113,45 @@ Mat ffn_block(const Layer &L, const ModelConfig &c, const Mat &x, size_t T) {
     Mat y(T * d, 0.0);
     std::vector<Mat> outs(E);
     for (size_t e = 0; e < E; e++) outs[e] = ffn(L, c, x, T, int32_t(e));
+    const bool sigmoid = !std::strcmp(c.router, "sigmoid_group_topk");
+    Mat bias = L.get(Role::ROUTER_B);
     for (size_t t = 0; t < T; t++) {
         std::vector<double> p(E);
         double mx = -INFINITY, sum = 0;
-        for (size_t e = 0; e < E; e++) mx = std::max(mx, logits[t * E + e]);
-        for (size_t e = 0; e < E; e++) sum += p[e] = std::exp(logits[t * E + e] - mx);
-        for (double &v : p) v /= sum;
+        if (sigmoid) {
+            for (size_t e = 0; e < E; e++) p[e] = 1 / (1 + std::exp(-logits[t * E + e]));
+        } else {
+            for (size_t e = 0; e < E; e++) mx = std::max(mx, logits[t * E + e]);
+            for (size_t e = 0; e < E; e++) sum += p[e] = std::exp(logits[t * E + e] - mx);
+            for (double &v : p) v /= sum;
+        }
+        // The choice: scores (+ V3's bias), only in the topk_group best groups (a group's score: its
+        // best expert, V2; the sum of its best two, V3).
+        std::vector<double> choice(p);
+        if (!bias.empty())
+            for (size_t e = 0; e < E; e++) choice[e] += bias[e];
+        if (c.n_group > 1) {
+            const size_t G = c.n_group, per = E / G;
+            std::vector<double> gs(G);
+            for (size_t g = 0; g < G; g++) {
+                std::vector<double> v(choice.begin() + long(g * per), choice.begin() + long((g + 1) * per));
+                std::sort(v.rbegin(), v.rend());
+                gs[g] = sigmoid ? v[0] + (per > 1 ? v[1] : 0) : v[0];
+            }
+            std::vector<size_t> go(G);
+            for (size_t g = 0; g < G; g++) go[g] = g;
+            std::stable_sort(go.begin(), go.end(), [&](size_t a, size_t b) { return gs[a] > gs[b]; });
+            for (size_t k = c.topk_group; k < G; k++)
+                for (size_t e = go[k] * per; e < (go[k] + 1) * per; e++) choice[e] = sigmoid ? -INFINITY : 0;
+        }
         std::vector<size_t> order(E);
         for (size_t e = 0; e < E; e++) order[e] = e;
-        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] > p[b]; });
+        std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return choice[a] > choice[b]; });
         double top = 0;
         for (size_t k = 0; k < c.top_k; k++) top += p[order[k]];
         for (size_t k = 0; k < c.top_k; k++) {
             size_t e = order[k];
-            double w = c.norm_topk_prob ? p[e] / top : p[e];
+            double w = (c.norm_topk_prob ? p[e] / (top + (sigmoid ? 1e-20 : 0)) : p[e]) * c.routed_scaling;
             for (size_t j = 0; j < d; j++) y[t * d + j] += w * outs[e][t * d + j];
         }
     }
@@ -143,11 +177,13 @@ void rms_groups(Mat &x, const Mat &w, size_t n, double eps, double offset) {
 void rope(Mat &x, size_t T, size_t heads, const ModelConfig &c, double theta) {
     const size_t hd = c.head_dim, rot = c.rotary_dim ? c.rotary_dim : hd, half = rot / 2;
     double factor = !std::strcmp(c.rope_scaling_type, "linear") && c.rope_scaling_factor > 0 ? c.rope_scaling_factor : 1;
+    std::vector<double> yarn;  // yarn's frequencies as memory_fit has them (checked against transformers below)
+    if (!std::strcmp(c.rope_scaling_type, "yarn")) rope_angles(c, yarn, nullptr);
     for (size_t t = 0; t < T; t++)
         for (size_t h = 0; h < heads; h++) {
             double *v = &x[(t * heads + h) * hd];
             for (size_t i = 0; i < half; i++) {
-                double inv = std::pow(theta, -2.0 * double(i) / double(rot)) / factor;
+                double inv = yarn.empty() ? std::pow(theta, -2.0 * double(i) / double(rot)) / factor : yarn[i];
                 double a = double(t) * inv, cs = std::cos(a), sn = std::sin(a);
                 size_t i0 = c.rope_interleaved ? 2 * i : i, i1 = c.rope_interleaved ? 2 * i + 1 : i + half;
                 double x0 = v[i0], x1 = v[i1];
@@ -157,11 +193,39 @@ void rope(Mat &x, size_t T, size_t heads, const ModelConfig &c, double theta) {
         }
 }
 
-Mat attention(const Layer &L, const ModelConfig &c, const Mat &x, size_t T) {
+// MLA: the per-token 1 / rms of the latent RMSNorms, which the composed W_Q / W_K / W_V leave out
+// (q: every row; k: the nope rows; v: every row), from the stored factors.
+void mla_rms(const Layer &L, const ModelConfig &c, const Mat &x, size_t T, Mat &q, Mat &k, Mat &v) {
+    const size_t H = c.n_heads, hd = c.head_dim, rope = c.qk_rope_dim, kr = c.kv_lora_rank;
+    auto inv_rms = [&](const Mat &W, size_t rows, size_t n) {
+        Mat y = linear(x, T, W, Mat(), rows), r(T);
+        for (size_t t = 0; t < T; t++) {
+            double ss = 0;
+            for (size_t i = 0; i < n; i++) ss += y[t * rows + i] * y[t * rows + i];
+            r[t] = 1 / std::sqrt(ss / double(n) + 1e-6);  // DeepseekV2RMSNorm's default eps
+        }
+        return r;
+    };
+    Mat rq = c.q_lora_rank ? inv_rms(L.get(Role::MLA_Q_A), c.q_lora_rank, c.q_lora_rank) : Mat(T, 1.0);
+    Mat rk = inv_rms(L.get(Role::MLA_KV_A), kr + rope, kr);
+    for (size_t t = 0; t < T; t++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t j = 0; j < hd; j++) {
+                q[(t * H + h) * hd + j] *= rq[t];
+                if (j >= rope) k[(t * H + h) * hd + j] *= rk[t];
+                v[(t * H + h) * hd + j] *= rk[t];
+            }
+}
+
+// exact_mla: apply the per-token 1 / rms the composed MLA matrices leave out (false: what the
+// stages' matrices alone compute).
+Mat attention(const Layer &L, const ModelConfig &c, const Mat &x, size_t T, bool exact_mla = true) {
     const size_t H = c.n_heads, KV = c.n_kv_heads, hd = c.head_dim, d = c.d_model;
-    Mat q = linear(x, T, L.get(Role::Q), L.get(Role::Q_B), H * hd);
-    Mat k = linear(x, T, L.get(Role::K), L.get(Role::K_B), KV * hd);
-    Mat v = linear(x, T, L.get(Role::V), L.get(Role::V_B), KV * hd);
+    auto w = [&](Role r) { return c.mla ? L.stage(r) : L.get(r); };
+    Mat q = linear(x, T, w(Role::Q), L.get(Role::Q_B), H * hd);
+    Mat k = linear(x, T, w(Role::K), L.get(Role::K_B), KV * hd);
+    Mat v = linear(x, T, w(Role::V), L.get(Role::V_B), KV * hd);
+    if (c.mla && exact_mla) mla_rms(L, c, x, T, q, k, v);
     if (c.qk_norm != QkNorm::None) {
         Mat qn = L.get(Role::LN_G, NormSlot::QNorm), kn = L.get(Role::LN_G, NormSlot::KNorm);
         assert_false(qn.empty() || kn.empty());
@@ -207,7 +271,7 @@ Mat attention(const Layer &L, const ModelConfig &c, const Mat &x, size_t T) {
                 for (size_t e = 0; e < hd; e++) ctx[(i * H + h) * hd + e] += s[j] / sum * v[(j * KV + g) * hd + e];
         }
     }
-    return linear(ctx, T, L.get(Role::O), L.get(Role::O_B), d);
+    return linear(ctx, T, w(Role::O), L.get(Role::O_B), d);
 }
 
 Mat json_mat(simdjson::dom::element e, size_t *rows) {
@@ -249,6 +313,9 @@ void check_family(const FamilyDef &f) {
         double e = rel_err(got, aout);
         print_message("%s layer %d attention: max rel error %.2e\n", f.name, L.layer, e);
         if (!(e < kTol)) fail_msg("%s layer %d: attention differs from transformers' (%.3g)", f.name, L.layer, e);
+        if (c.mla)  // the recorded approximation: the stages' composed matrices without the latent 1 / rms
+            print_message("%s layer %d attention from the composed W_Q/W_K/W_V/W_O alone: max rel error %.2e\n", f.name, L.layer,
+                          rel_err(attention(L, c, ain, T, false), aout));
         Mat fin = json_mat(rec["ffn_in"], &T), fout = json_mat(rec["ffn_out"], &T2);
         got = ffn_block(L, c, fin, T);
         e = rel_err(got, fout);

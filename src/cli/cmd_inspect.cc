@@ -104,13 +104,15 @@ static void print_json(const ModelDescription &d) {
                     t.expert >= 0               ? std::to_string(t.expert).c_str()
                     : t.expert == kSharedExpert ? "\"shared\""
                                                 : "null",
-                    t.streamed ? shape_json(t.dims, t.rank).c_str() : vec_json(r.shape).c_str(), src_dtype_name(r.dtype));
+                    t.streamed || t.composed ? shape_json(t.dims, t.rank).c_str() : vec_json(r.shape).c_str(),
+                    src_dtype_name(r.dtype));
         std::printf(", \"source_shape\": %s, \"parameter\": %s", vec_json(r.shape).c_str(),
                     (t.buffer || t.tied) ? "false" : "true");
         if (t.slot != NormSlot::None) std::printf(", \"norm\": \"%s\"", norm_slot_name(t.slot));
         if (t.transpose) std::printf(", \"transposed\": true");
         if (t.layout != QkvLayout::Separate) std::printf(", \"fused\": \"%s\"", qkv_layout_name(t.layout));
         if (t.tied) std::printf(", \"tied_to\": %s", json_escape(t.name).c_str());
+        if (t.composed) std::printf(", \"composed_from\": %s", json_escape(t.name).c_str());
         std::printf("}%s", i + 1 < p.n_tensors ? ", " : "");
     }
     std::printf("]}\n");
@@ -161,12 +163,13 @@ static void print_text(const ModelDescription &d) {
         if (t.slot != NormSlot::None) row.role += std::string("/") + norm_slot_name(t.slot);
         row.layer = t.layer >= 0 ? std::to_string(t.layer) : "-";
         row.expert = group_label(t);
-        row.shape = t.streamed ? shape_json(t.dims, t.rank) : vec_json(r.shape);
+        row.shape = t.streamed || t.composed ? shape_json(t.dims, t.rank) : vec_json(r.shape);
         row.dtype = src_dtype_name(r.dtype);
         // Short notes (--json has the full story: source_shape, fused, transposed).
         if (t.layout != QkvLayout::Separate) row.note += " slice of " + vec_json(r.shape);
         if (t.transpose) row.note += t.layout != QkvLayout::Separate ? ", transposed" : " transposed";
         if (t.tied) row.note += " tied to the embedding";
+        else if (t.composed) row.note += " (composed per head for the attention stages)";
         else if (t.buffer) row.note += " (buffer)";
         const std::string *cells[5] = {&row.name, &row.role, &row.layer, &row.expert, &row.shape};
         for (int k = 0; k < 5; k++) w[k] = cells[k]->size() > w[k] ? cells[k]->size() : w[k];

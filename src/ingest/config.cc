@@ -35,7 +35,7 @@ const char *qk_norm_name(QkNorm k) {
 }
 
 bool ModelConfig::layer_is_moe(uint32_t layer) const {
-    if (n_experts == 0) return false;
+    if (n_experts == 0 || layer < first_moe_layer) return false;
     for (uint32_t i = 0; i < n_dense_layers; i++)
         if (dense_layers[i] == layer) return false;
     // qwen2_moe: a layer is sparse when (layer + 1) % decoder_sparse_step == 0.
@@ -301,8 +301,6 @@ struct Refused {
     const char *model_type, *why;
 };
 const Refused kRefused[] = {
-    {"deepseek_v2", "multi-head latent attention (kv_a_proj_with_mqa, kv_b_proj) is not converted yet"},
-    {"deepseek_v3", "multi-head latent attention (kv_a_proj_with_mqa, kv_b_proj) is not converted yet"},
     {"gpt_oss",
      "its experts are stored as 3-D gate_up_proj / down_proj tensors (MXFP4 blocks on the hub) and its "
      "attention has sinks; neither is converted yet"},

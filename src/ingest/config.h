@@ -90,6 +90,17 @@ struct ModelConfig {
     double residual_multiplier = 1;  // each sublayer's output is scaled by this before the residual add (Granite)
     bool rope_interleaved = false;   // RoPE rotates pairs (2i, 2i+1) (GPT-J, Cohere), not (i, i + rotary_dim / 2)
 
+    // Multi-head latent attention (DeepSeek-V2/V3; mla false: none).  head_dim is then the stages'
+    // per-head width max(qk_nope + qk_rope, v_head_dim): the composed W_Q / W_K put each head's
+    // rotary part first (de-interleaved), W_V / W_O are padded with zero rows / columns to it.
+    bool mla = false;
+    bool mla_rope_interleaved = false;  // the stored rotary rows pair (2i, 2i+1) (V2; V3 rope_interleave)
+    uint32_t q_lora_rank = 0;           // 0: q_proj, no low-rank query
+    uint32_t kv_lora_rank = 0;
+    uint32_t qk_nope_dim = 0, qk_rope_dim = 0, v_head_dim = 0;
+    double mla_rope_gain = 1;   // yarn's cos/sin factor on the rotary rows (folded into W_Q, W_K)
+    uint32_t n_mtp_layers = 0;  // V3 num_nextn_predict_layers: extra layers after the model, listed as buffers
+
     // Mixture of experts (n_experts == 0: dense).
     uint32_t n_experts = 0;
     uint32_t top_k = 0;
@@ -100,6 +111,10 @@ struct ModelConfig {
     char router[24] = {};                // "softmax_topk"
     uint32_t moe_layer_step = 1;         // qwen2_moe decoder_sparse_step
     uint32_t n_dense_layers = 0;         // qwen2_moe mlp_only_layers (the first kMaxDenseLayerList)
+    uint32_t first_moe_layer = 0;        // DeepSeek first_k_dense_replace: layers before it are dense
+    double routed_scaling = 1;           // DeepSeek routed_scaling_factor: routed experts' weights x this
+    uint32_t n_group = 0, topk_group = 0;  // DeepSeek group-limited routing (0: none)
+    bool router_bias = false;              // DeepSeek-V3 e_score_correction_bias (Role::ROUTER_B)
     uint32_t dense_layers[kMaxDenseLayerList] = {};
 
     bool tied_embeddings = false;  // lm_head shares the token embedding

@@ -55,10 +55,25 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig &c) {
             norm_n(NormSlot::QNorm, L, c.qk_norm == QkNorm::PerHead ? hd : q);
             norm_n(NormSlot::KNorm, L, c.qk_norm == QkNorm::PerHead ? hd : kv);
         }
-        mat(Role::Q, L, kNoExpert, q, d);
-        mat(Role::K, L, kNoExpert, kv, d);
-        mat(Role::V, L, kNoExpert, kv, d);
-        mat(Role::O, L, kNoExpert, d, q);
+        if (c.mla) {
+            const uint64_t H = c.n_heads, qk = uint64_t(c.qk_nope_dim) + c.qk_rope_dim, kr = c.kv_lora_rank;
+            if (c.q_lora_rank) {
+                mat(Role::MLA_Q_A, L, kNoExpert, c.q_lora_rank, d);
+                norm_n(NormSlot::QLora, L, c.q_lora_rank);
+                mat(Role::MLA_Q_B, L, kNoExpert, H * qk, c.q_lora_rank);
+            } else {
+                mat(Role::Q, L, kNoExpert, H * qk, d);
+            }
+            mat(Role::MLA_KV_A, L, kNoExpert, kr + c.qk_rope_dim, d);
+            norm_n(NormSlot::KvLora, L, kr);
+            mat(Role::MLA_KV_B, L, kNoExpert, H * (uint64_t(c.qk_nope_dim) + c.v_head_dim), kr);
+            mat(Role::O, L, kNoExpert, d, H * c.v_head_dim);
+        } else {
+            mat(Role::Q, L, kNoExpert, q, d);
+            mat(Role::K, L, kNoExpert, kv, d);
+            mat(Role::V, L, kNoExpert, kv, d);
+            mat(Role::O, L, kNoExpert, d, q);
+        }
         if (c.qkv_bias) {
             vec(Role::Q_B, NormSlot::None, L, kNoExpert, q);
             vec(Role::K_B, NormSlot::None, L, kNoExpert, kv);
@@ -67,6 +82,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig &c) {
         if (c.o_bias) vec(Role::O_B, NormSlot::None, L, kNoExpert, d);
         if (c.layer_is_moe(l)) {
             mat(Role::ROUTER_GATE, L, kNoExpert, c.n_experts, d);
+            if (c.router_bias) vec(Role::ROUTER_B, NormSlot::None, L, kNoExpert, c.n_experts);
             for (uint32_t e = 0; e < c.n_experts; e++) ffn(L, int32_t(e), c.moe_ffn_dim, false);
             if (c.shared_expert_ffn_dim) ffn(L, kSharedExpert, c.shared_expert_ffn_dim, false);
             if (c.shared_expert_gate) mat(Role::SHARED_GATE, L, kNoExpert, 1, d);
@@ -396,6 +412,41 @@ void order_into_units(std::vector<PlanTensor> &plan, ModelLayout &L) {
     }
 }
 
+// MLA: the per-head W_Q, W_K, W_V, W_O the attention stages read, one entry each per layer,
+// composed on read from the layer's factors (stages/attn_common.cc).  Each names its main factor
+// (q_b_proj or q_proj, kv_b_proj, o_proj) for messages.
+void add_mla_composed(const ModelConfig &c, std::vector<PlanTensor> &plan) {
+    const uint64_t d = c.d_model, w = uint64_t(c.n_heads) * c.head_dim;
+    std::vector<int64_t> main_q(c.n_layers, -1), main_kv(c.n_layers, -1), main_o(c.n_layers, -1);
+    for (size_t i = 0; i < plan.size(); i++) {
+        const PlanTensor &t = plan[i];
+        if (!t.streamed || t.layer < 0 || t.expert != kNoExpert) continue;
+        if (t.role == Role::MLA_Q_B || t.role == Role::Q) main_q[size_t(t.layer)] = int64_t(i);
+        if (t.role == Role::MLA_KV_B) main_kv[size_t(t.layer)] = int64_t(i);
+        if (t.role == Role::O) main_o[size_t(t.layer)] = int64_t(i);
+    }
+    for (uint32_t l = 0; l < c.n_layers; l++) {
+        const Role roles[4] = {Role::Q, Role::K, Role::V, Role::O};
+        const int64_t from[4] = {main_q[l], main_kv[l], main_kv[l], main_o[l]};
+        for (int k = 0; k < 4; k++) {
+            if (from[k] < 0) throw_error(STK_E_INTERNAL, "MLA layer %u: a factor of %s is missing", l, role_name(roles[k]));
+            PlanTensor t;
+            t.name = plan[size_t(from[k])].name;
+            t.source = plan[size_t(from[k])].source;
+            t.role = roles[k];
+            t.layer = int32_t(l);
+            t.composed = true;
+            t.buffer = true;
+            t.group = 1;
+            t.rank = 2;
+            t.dims[0] = k == 3 ? d : w;
+            t.dims[1] = k == 3 ? w : d;
+            t.n_elements = w * d;
+            plan.push_back(t);
+        }
+    }
+}
+
 }  // namespace
 
 ModelLayout analyze_model(const ParsedConfig &pc, const std::vector<TensorRef> &tensors) {
@@ -422,6 +473,7 @@ ModelLayout analyze_model(const ParsedConfig &pc, const std::vector<TensorRef> &
 
     if (c.family != kCustomFamily) check_against_config(c, cfg_src, plan, tensors, S);
     else check_one_per_slot(plan);
+    if (c.mla) add_mla_composed(c, plan);
     order_into_units(plan, L);
     L.tensors = std::move(plan);
     S.n_tensors = uint32_t(L.tensors.size());

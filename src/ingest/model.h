@@ -34,6 +34,9 @@ struct PlanTensor {
     bool transpose = false;                  // source stored [in, out]
     bool buffer = false;                     // not a parameter: never counted (inv_freq, masks, a tied copy)
     bool tied = false;                       // LM_HEAD that views the embedding (no tensor of its own)
+    bool composed = false;                   // MLA: a per-head Q/K/V/O the stages read, composed from the
+                                             // layer's stored factors (not streamed, not counted);
+                                             // `name` / `source` are those of its main factor
     bool streamed = false;                   // visited by parse_tensors (has a role, is not a pure buffer)
     uint8_t group = 0;                       // 0 embeddings, 1 layers, 2 final norm, 3 head
     int32_t layer = kNoLayer;

@@ -29,6 +29,13 @@ enum class Role : uint8_t {
     LM_HEAD,      // output projection (tied to EMB when absent and the config says so)
     SHARED_GATE,  // qwen2_moe shared_expert_gate
     LM_HEAD_B,    // output projection bias (Phi-2, GPT-J)
+    // multi-head latent attention (DeepSeek-V2/V3): the stored low-rank factors; the stages read
+    // per-head Q, K, V (and a padded O) composed from them (PlanTensor::composed)
+    MLA_Q_A,      // q_a_proj [q_lora_rank, d]
+    MLA_Q_B,      // q_b_proj [heads * (nope + rope), q_lora_rank]
+    MLA_KV_A,     // kv_a_proj_with_mqa [kv_lora_rank + rope, d]
+    MLA_KV_B,     // kv_b_proj [heads * (nope + v), kv_lora_rank]
+    ROUTER_B,     // a per-expert bias added to the router scores for the choice only (DeepSeek-V3)
     // only in rules: split into Q/K/V (or Q_B/K_B/V_B) by the rule's layout
     QKV, QKV_B,
     FFN_W13,      // only in rules: a fused [gate; up] matrix (Phi-3 gate_up_proj) split into FFN_W1, FFN_W3
@@ -52,7 +59,9 @@ enum class NormSlot : uint8_t {
     PostAttn = 5,
     PostFfn = 6,
     QNorm = 7,
-    KNorm = 8
+    KNorm = 8,
+    QLora = 9,   // MLA q_a_layernorm (between q_a_proj and q_b_proj)
+    KvLora = 10  // MLA kv_a_layernorm (between kv_a_proj_with_mqa and kv_b_proj)
 };
 const char *norm_slot_name(NormSlot s);
 

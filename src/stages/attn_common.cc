@@ -38,7 +38,8 @@ void check_attention_params(const stk_job_params &p, const AttnShape &s) {
                     p.r, (unsigned long long)s.d_v, s.d_model);
 }
 
-WeightReader::WeightReader(const Checkpoint &ckpt, const ModelPlan &plan) : plan_(plan), ckpt_(ckpt) {
+WeightReader::WeightReader(const Checkpoint &ckpt, const ModelPlan &plan, unsigned threads)
+    : plan_(plan), ckpt_(ckpt), threads_(threads ? threads : 1) {
     // The plan's source indices point into this checkpoint's tensor list.
     for (uint32_t i = 0; i < plan.n_tensors; i++)
         if (plan.tensors[i].source >= ckpt_.tensors().size())
@@ -49,6 +50,11 @@ WeightReader::WeightReader(const Checkpoint &ckpt, const ModelPlan &plan) : plan
 WeightReader::~WeightReader() = default;
 
 const PlanTensor *WeightReader::find(Role role, int32_t layer) const {
+    if (plan_.config.mla)
+        for (uint32_t i = plan_.n_streamed; i < plan_.n_tensors; i++) {
+            const PlanTensor &t = plan_.tensors[i];
+            if (t.composed && t.role == role && t.layer == layer) return &t;
+        }
     for (uint32_t i = 0; i < plan_.n_streamed; i++) {
         const PlanTensor &t = plan_.tensors[i];
         if (t.role == role && t.layer == layer && t.expert == kNoExpert) return &t;
@@ -68,10 +74,112 @@ const PlanTensor &WeightReader::require(Role role, int32_t layer, uint64_t rows,
 }
 
 void WeightReader::read(const PlanTensor &t, float *out, float *row_scratch) {
+    if (t.composed) return compose_mla(t, out, row_scratch);
     const TensorRef &src = ckpt_.tensors()[t.source];
     const uint8_t *bytes = ckpt_.tensor_bytes(src, inflate_);
     materialize_f32(t, src, bytes, out, row_scratch);
     ckpt_.release(src);
+}
+
+const PlanTensor &WeightReader::factor(Role role, NormSlot slot, int32_t layer) const {
+    for (uint32_t i = 0; i < plan_.n_streamed; i++) {
+        const PlanTensor &t = plan_.tensors[i];
+        if (t.role == role && t.slot == slot && t.layer == layer && t.expert == kNoExpert) return t;
+    }
+    throw_error(STK_E_PARAM_COUNT, "layer %d has no %s%s%s tensor: the MLA attention is composed from it", int(layer),
+                role_name(role), slot == NormSlot::None ? "" : " ", norm_slot_name(slot));
+}
+
+void WeightReader::read_factor(Role role, NormSlot slot, int32_t layer, std::vector<float> &buf, float *row_scratch) {
+    const PlanTensor &t = factor(role, slot, layer);
+    buf.resize(size_t(t.n_elements));
+    read(t, buf.data(), row_scratch);
+}
+
+// The layout the stages read (family deepseek, ingest/families/deepseek.cc): head h holds rows
+// [h * hd, (h + 1) * hd): its rotary rows first - de-interleaved when the checkpoint pairs
+// (2i, 2i + 1), so that RoPE pairs (i, i + rope / 2) as for every other family; q and k are
+// permuted alike, so q . k is unchanged - times yarn's cos/sin factor, then the nope rows, then
+// zero rows up to hd.  V: the v rows, then zeros; O: the stored columns of head h, then zero columns.
+void WeightReader::compose_mla(const PlanTensor &t, float *out, float *row_scratch) {
+    const ModelConfig &c = plan_.config;
+    const uint64_t H = c.n_heads, hd = c.head_dim, nope = c.qk_nope_dim, rope = c.qk_rope_dim, vd = c.v_head_dim;
+    const uint64_t d = c.d_model, kr = c.kv_lora_rank, qk = nope + rope, kvw = nope + vd;
+    const int32_t l = t.layer;
+    const float gain = float(c.mla_rope_gain);
+    // Row p of the stored rotary block that composed rotary row j holds.
+    auto rot_src = [&](uint64_t j) { return !c.mla_rope_interleaved ? j : j < rope / 2 ? 2 * j : 2 * (j - rope / 2) + 1; };
+    auto zero_rows = [&](float *p, uint64_t rows) { std::memset(p, 0, size_t(rows * d) * sizeof(float)); };
+    // diag(g) A for the latent RMSNorm's gain g (rows of A).
+    auto fold_gain = [&](std::vector<float> &a, const std::vector<float> &g, uint64_t rows) {
+        for (uint64_t r = 0; r < rows; r++)
+            for (uint64_t j = 0; j < d; j++) a[size_t(r * d + j)] *= g[size_t(r)];
+    };
+    // out rows (m of them, stride d) = B[m, k] A[k, d] (row-major, B's rows ldb apart).
+    auto gemm = [&](uint64_t m, uint64_t k, const float *B, uint64_t ldb, const float *A, float *C) {
+        if (m == 0) return;
+        kernels::sgemm(false, false, size_t(m), size_t(d), size_t(k), 1.0f, B, ptrdiff_t(ldb), 1, A, ptrdiff_t(d), 1, 0.0f, C,
+                       ptrdiff_t(d), 1, threads_);
+    };
+    if (t.role == Role::O) {
+        read_factor(Role::O, NormSlot::None, l, fa_, row_scratch);  // [d, H * vd]
+        for (uint64_t r = 0; r < d; r++)
+            for (uint64_t h = 0; h < H; h++) {
+                float *dst = out + r * H * hd + h * hd;
+                std::memcpy(dst, fa_.data() + r * H * vd + h * vd, size_t(vd) * sizeof(float));
+                std::memset(dst + vd, 0, size_t(hd - vd) * sizeof(float));
+            }
+        return;
+    }
+    if (t.role == Role::Q) {
+        // Qfull[H * qk, d] = q_b diag(g) q_a, or the stored q_proj; head by head into tmp_.
+        const bool lora = c.q_lora_rank != 0;
+        const uint64_t qr = c.q_lora_rank;
+        if (lora) {
+            read_factor(Role::MLA_Q_A, NormSlot::None, l, fa_, row_scratch);
+            read_factor(Role::LN_G, NormSlot::QLora, l, fg_, row_scratch);
+            fold_gain(fa_, fg_, qr);
+            read_factor(Role::MLA_Q_B, NormSlot::None, l, fb_, row_scratch);
+        } else {
+            read_factor(Role::Q, NormSlot::None, l, fb_, row_scratch);  // the stored q_proj (streamed)
+        }
+        tmp_.resize(size_t(qk * d));
+        for (uint64_t h = 0; h < H; h++) {
+            const float *head = lora ? nullptr : fb_.data() + h * qk * d;
+            if (lora) {
+                gemm(qk, qr, fb_.data() + h * qk * qr, qr, fa_.data(), tmp_.data());
+                head = tmp_.data();
+            }
+            float *dst = out + h * hd * d;
+            for (uint64_t j = 0; j < rope; j++) {
+                const float *src = head + (nope + rot_src(j)) * d;
+                for (uint64_t x = 0; x < d; x++) dst[j * d + x] = src[x] * gain;
+            }
+            std::memcpy(dst + rope * d, head, size_t(nope * d) * sizeof(float));
+            zero_rows(dst + qk * d, hd - qk);
+        }
+        return;
+    }
+    // K and V: kv_b diag(g) kv_a[:kr], the shared rotary rows kv_a[kr:] in K.
+    read_factor(Role::MLA_KV_A, NormSlot::None, l, fa_, row_scratch);
+    read_factor(Role::LN_G, NormSlot::KvLora, l, fg_, row_scratch);
+    read_factor(Role::MLA_KV_B, NormSlot::None, l, fb_, row_scratch);
+    fold_gain(fa_, fg_, kr);
+    for (uint64_t h = 0; h < H; h++) {
+        float *dst = out + h * hd * d;
+        const float *b = fb_.data() + h * kvw * kr;
+        if (t.role == Role::K) {
+            for (uint64_t j = 0; j < rope; j++) {
+                const float *src = fa_.data() + (kr + rot_src(j)) * d;
+                for (uint64_t x = 0; x < d; x++) dst[j * d + x] = src[x] * gain;
+            }
+            gemm(nope, kr, b, kr, fa_.data(), dst + rope * d);
+            zero_rows(dst + qk * d, hd - qk);
+        } else {
+            gemm(vd, kr, b + nope * kr, kr, fa_.data(), dst);
+            zero_rows(dst + vd * d, hd - vd);
+        }
+    }
 }
 
 // ---- PRF --------------------------------------------------------------------------------------

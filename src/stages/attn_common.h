@@ -30,11 +30,16 @@ void check_attention_params(const stk_job_params &p, const AttnShape &s);
 // One plan tensor at a time, in f32 (src/ingest's materialize_f32), from the checkpoint the
 // plan was made from (the job's, opened once at stk_open: Job::source).  read() maps the
 // tensor's pages and hands them back, so the resident set stays at one tensor.
+//
+// MLA models (DeepSeek-V2/V3): Q, K, V, O are composed entries (PlanTensor::composed); read()
+// forms them from the layer's stored factors with BLIS sgemm on `threads` threads (BLIS splits
+// only m and n: the bytes do not depend on the count), the factors of one layer at a time in
+// the reader's own scratch (bounded by one layer's factors).
 class WeightReader {
 public:
-    WeightReader(const Checkpoint &ckpt, const ModelPlan &plan);
+    WeightReader(const Checkpoint &ckpt, const ModelPlan &plan, unsigned threads = 1);
     ~WeightReader();
-    // The dense (expert == none) tensor of `role` in `layer`, or null.
+    // The dense (expert == none) tensor of `role` in `layer`, or null (a composed one first).
     const PlanTensor *find(Role role, int32_t layer) const;
     // Like find, but a missing tensor or one whose shape is not rows x cols is STK_E_PARAM_COUNT
     // naming the tensor (or the role and layer).
@@ -43,9 +48,15 @@ public:
     void read(const PlanTensor &t, float *out, float *row_scratch);
 
 private:
+    const PlanTensor &factor(Role role, NormSlot slot, int32_t layer) const;
+    void read_factor(Role role, NormSlot slot, int32_t layer, std::vector<float> &buf, float *row_scratch);
+    void compose_mla(const PlanTensor &t, float *out, float *row_scratch);
+
     const ModelPlan &plan_;
     const Checkpoint &ckpt_;
+    unsigned threads_;
     std::vector<uint8_t> inflate_;
+    std::vector<float> fa_, fb_, fg_, tmp_;  // MLA factors of one layer
 };
 
 // ---- PRF (seed 5) -----------------------------------------------------------------------------

@@ -108,7 +108,7 @@ void prf_build_run(Job &job) {
     float *wk = buf.wk, *row_scratch = buf.row_scratch, *prf = buf.prf, *row = buf.row;
     double *diag = buf.diag, *sqrt_diag = buf.sqrt_diag, *grow = buf.grow, *expected = buf.expected;
 
-    WeightReader reader(*job.source->checkpoint, plan);
+    WeightReader reader(*job.source->checkpoint, plan, job.params.threads);
     // Every layer's W_K first: a missing or misshapen tensor is refused before a byte is written.
     for (uint32_t l = 0; l < L; l++) reader.require(Role::K, int32_t(l), s.d_kv, d);
 
