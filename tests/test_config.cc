@@ -231,9 +231,18 @@ static void refusals_name_what(void **) {
     });
     assert_contains(msg, "bitsandbytes");
     msg = test::expect_error(STK_E_UNSUPPORTED,
-                             [] { parse_model_config(R"({"model_type": "deepseek_v3", "hidden_size": 64})", "x/config.json"); });
-    assert_contains(msg, "deepseek_v3");
-    assert_contains(msg, "latent attention");
+                             [] { parse_model_config(R"({"model_type": "phimoe", "hidden_size": 64})", "x/config.json"); });
+    assert_contains(msg, "phimoe");
+    assert_contains(msg, "sparsemixer");
+    // MLA with biases on the low-rank factors: not composed, refused by name.
+    msg = test::expect_error(STK_E_UNSUPPORTED, [] {
+        parse_model_config(R"({"model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "vocab_size": 10, "intermediate_size": 8, "attention_bias": true, "kv_lora_rank": 8, "qk_nope_head_dim": 8,
+            "qk_rope_head_dim": 4, "v_head_dim": 8})",
+                           "x/config.json");
+    });
+    assert_contains(msg, "x/config.json");
+    assert_contains(msg, "attention_bias");
 }
 
 static void malformed_values_are_named(void **) {
