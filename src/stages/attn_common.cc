@@ -122,11 +122,13 @@ void WeightReader::compose_mla(const PlanTensor &t, float *out, float *row_scrat
                        ptrdiff_t(d), 1, threads_);
     };
     if (t.role == Role::O) {
-        read_factor(Role::O, NormSlot::None, l, fa_, row_scratch);  // [d, H * vd]
-        for (uint64_t r = 0; r < d; r++)
-            for (uint64_t h = 0; h < H; h++) {
+        // The stored [d, H * vd] read into out, then spread in place from the end (each head's
+        // columns move right, never over ones not yet moved): no scratch.
+        read(factor(Role::O, NormSlot::None, l), out, row_scratch);
+        for (uint64_t r = d; r-- > 0;)
+            for (uint64_t h = H; h-- > 0;) {
                 float *dst = out + r * H * hd + h * hd;
-                std::memcpy(dst, fa_.data() + r * H * vd + h * vd, size_t(vd) * sizeof(float));
+                std::memmove(dst, out + r * H * vd + h * vd, size_t(vd) * sizeof(float));
                 std::memset(dst + vd, 0, size_t(hd - vd) * sizeof(float));
             }
         return;
