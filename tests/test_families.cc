@@ -113,6 +113,32 @@ Mat ffn_block(const Layer &L, const ModelConfig &c, const Mat &x, size_t T) {
     Mat y(T * d, 0.0);
     std::vector<Mat> outs(E);
     for (size_t e = 0; e < E; e++) outs[e] = ffn(L, c, x, T, int32_t(e));
+    if (!std::strcmp(c.router, "sparsemixer")) {
+        // PhiMoE in eval (transformers' sparsemixer): the best expert, weighted by its softmax over
+        // the scores within 2 x jitter of it (relative to max(|s|, best)); then the same for the best
+        // of the rest (the first masked out).
+        const double band = 2 * c.router_jitter;
+        for (size_t t = 0; t < T; t++) {
+            const double *s = &logits[t * E];
+            std::vector<bool> out(E, false);
+            for (int pick = 0; pick < 2; pick++) {
+                size_t best = E;
+                for (size_t e = 0; e < E; e++)
+                    if (!out[e] && (best == E || s[e] > s[best])) best = e;
+                double sum = 0;
+                for (size_t e = 0; e < E; e++) {
+                    if (out[e]) continue;
+                    double factor = std::max(std::fabs(s[e]), s[best]);
+                    if ((s[best] - s[e]) / factor > band) continue;
+                    sum += std::exp(s[e] - s[best]);
+                }
+                double w = 1 / sum;
+                for (size_t j = 0; j < d; j++) y[t * d + j] += w * outs[best][t * d + j];
+                out[best] = true;
+            }
+        }
+        return y;
+    }
     const bool sigmoid = !std::strcmp(c.router, "sigmoid_group_topk");
     Mat bias = L.get(Role::ROUTER_B);
     for (size_t t = 0; t < T; t++) {

@@ -305,7 +305,6 @@ const Refused kRefused[] = {
      "its experts are stored as 3-D gate_up_proj / down_proj tensors (MXFP4 blocks on the hub) and its "
      "attention has sinks; neither is converted yet"},
     {"granitemoe", "its experts are stored as 3-D input_linear / output_linear tensors, not converted yet"},
-    {"phimoe", "its sparsemixer router is not the softmax top-k the FFN stages model; not converted yet"},
     {"internlm2",
      "its fused wqkv (grouped layout) needs trust_remote_code modelling that has no reference "
      "fixture here; not converted yet"},

@@ -114,6 +114,7 @@ struct ModelConfig {
     uint32_t first_moe_layer = 0;        // DeepSeek first_k_dense_replace: layers before it are dense
     double routed_scaling = 1;           // DeepSeek routed_scaling_factor: routed experts' weights x this
     uint32_t n_group = 0, topk_group = 0;  // DeepSeek group-limited routing (0: none)
+    double router_jitter = 0;              // PhiMoE sparsemixer's router_jitter_noise (its band is 2x this)
     bool router_bias = false;              // DeepSeek-V3 e_score_correction_bias (Role::ROUTER_B)
     uint32_t dense_layers[kMaxDenseLayerList] = {};
 

@@ -130,9 +130,11 @@ std::vector<std::string> model_approximations(const ModelConfig &c) {
     if (c.mla && (c.q_lora_rank || c.kv_lora_rank))
         add("approx: MLA latent RMSNorm%s: gains folded into W_%s, per-token 1/rms dropped", c.q_lora_rank ? "s" : "",
             c.q_lora_rank ? "Q/W_K/W_V" : "K/W_V (nope rows)");
-    if (c.n_experts && (std::strcmp(c.router, "softmax_topk") != 0 || c.routed_scaling != 1))
+    if (c.n_experts && c.n_group)
         add("approx: router %s (%u of %u groups, x%g): not modelled by the FFN stages", c.router, c.topk_group, c.n_group,
             c.routed_scaling);
+    else if (c.n_experts && (std::strcmp(c.router, "softmax_topk") != 0 || c.routed_scaling != 1))
+        add("approx: router %s (weights x%g): not modelled by the FFN stages", c.router, c.routed_scaling);
     return out;
 }
 
