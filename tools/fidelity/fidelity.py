@@ -53,7 +53,10 @@ def rel(err2, ref2):
 
 def corpora(tok, n_tokens):
     """English: the text of scripts/make_english_corpus.py (licences first); code: the repo's
-    C++ sources in sorted order.  Each gives n_tokens / 2 tokens, cut into CTX-token contexts."""
+    C++ sources in sorted order.  Each gives n_tokens / 2 tokens, cut into CTX-token contexts.
+    A tokenizer that starts every sequence with BOS (Gemma) gets BOS at the head of every
+    context, as the model saw in training; one that adds nothing (SmolLM2) gets plain slices."""
+    bos = tok.encode('').ids
     eng_path = '/tmp/stk-fidelity-english.txt'
     if not os.path.exists(eng_path):
         subprocess.run([sys.executable, os.path.join(REPO, 'scripts', 'make_english_corpus.py'), eng_path, '0.5'], check=True,
@@ -64,9 +67,10 @@ def corpora(tok, n_tokens):
                           glob.glob(os.path.join(REPO, 'src', '**', '*.h'), recursive=True)))
     out = []
     for kind, text in (('english', eng), ('code', code)):
-        ids = tok.encode(text[: 20 * n_tokens]).ids[: n_tokens // 2]
-        for i in range(0, len(ids) - CTX + 1, CTX):
-            out.append((kind, ids[i: i + CTX]))
+        n = CTX - len(bos)
+        ids = tok.encode(text[: 20 * n_tokens], add_special_tokens=False).ids[: n_tokens // 2 // CTX * n]
+        for i in range(0, len(ids) - n + 1, n):
+            out.append((kind, bos + ids[i: i + n]))
     return out
 
 
@@ -141,7 +145,7 @@ def mix64(x, seed=None):
 # PRF
 
 
-def prf_layer(x, v_heads, o_true, qr, kr, prf_W, r_list, beta_floor, hd, H, Hkv, per_head, rng, acc):
+def prf_layer(x, v_heads, o_true, qr, kr, prf_W, r_list, beta_floor, hd, H, Hkv, per_head, rng, acc, scale=None):
     """One layer, one context.  x [T, d] the attention input; v_heads [T, H, hd] values expanded to
     the query heads; o_true [T, H*hd] the model's attention output; qr/kr post-RoPE.
 
@@ -160,7 +164,8 @@ def prf_layer(x, v_heads, o_true, qr, kr, prf_W, r_list, beta_floor, hd, H, Hkv,
     ot = o_true.double()
     ref2 = float((ot ** 2).sum())
     # top-1 of each head (true attention)
-    s_true = torch.einsum('qhd,khd->hqk', qr, kr.repeat_interleave(H // Hkv, 1)) / math.sqrt(hd)
+    scale = hd ** -0.5 if scale is None else scale              # the model's own score scale
+    s_true = torch.einsum('qhd,khd->hqk', qr, kr.repeat_interleave(H // Hkv, 1)) * scale
     s_true = s_true.masked_fill(~causal, float('-inf'))
     top_true = s_true.argmax(-1)                                  # [H, T]
     valid = torch.arange(T) >= 1
@@ -205,14 +210,15 @@ def prf_layer(x, v_heads, o_true, qr, kr, prf_W, r_list, beta_floor, hd, H, Hkv,
     if not per_head:
         return
     # the best a random-feature map can do at the same r: PRF on the head's own q, k (the kernel
-    # exp(q.k/sqrt(hd)) itself), shifted per query row (the ratio is shift-invariant, no floor)
+    # exp(scale q.k) itself, scale = 1/sqrt(hd) or Gemma's query_pre_attn_scalar^-1/2), shifted
+    # per query row (the ratio is shift-invariant, no floor)
     r_max = r_list[-1]
     ke = kr.repeat_interleave(H // Hkv, 1)
-    st = math.sqrt(math.sqrt(hd))
+    st = math.sqrt(scale)
     for h in range(H):
         w = torch.from_numpy(rng.standard_normal((r_max, hd))).float()
-        qa = qr[:, h] @ w.T / st - (qr[:, h] ** 2).sum(-1, keepdim=True) / (2 * math.sqrt(hd))
-        ka = ke[:, h] @ w.T / st - (ke[:, h] ** 2).sum(-1, keepdim=True) / (2 * math.sqrt(hd))
+        qa = qr[:, h] @ w.T * st - (qr[:, h] ** 2).sum(-1, keepdim=True) * scale / 2
+        ka = ke[:, h] @ w.T * st - (ke[:, h] ** 2).sum(-1, keepdim=True) * scale / 2
         qa = (qa - qa.max(-1, keepdim=True).values).exp()
         ka = (ka - ka.max()).exp()
         Kc = torch.zeros(T, T)
@@ -351,6 +357,7 @@ def main():
     ap.add_argument('--head-layer-stride', type=int, default=3)
     ap.add_argument('--ffn-stride', type=int, default=2, help='keep every n-th token for the FFN fits')
     ap.add_argument('--lookup-layers', default='0,15,29')
+    ap.add_argument('--ffn-sparse-k', default='1,6,58', help='active-feature counts for the sparse reading of the dictionary')
     ap.add_argument('--cache', help='save the captures here after the forward passes (a pickle; large)')
     ap.add_argument('--from-cache', help='start from a --cache file instead of running the model')
     args = ap.parse_args()
@@ -364,7 +371,8 @@ def main():
     tok = Tokenizer.from_file(os.path.join(args.model, 'tokenizer.json'))
     d, L, H, Hkv, hd = m.d, m.L, m.H, m.Hkv, m.hd
     R['shape'] = dict(d_model=d, layers=L, heads=H, kv_heads=Hkv, head_dim=hd, ffn=m.layer(0, 'mlp.up_proj').shape[0],
-                      rope_theta=m.rope_theta, vocab=m.embed.shape[0])
+                      rope_theta=m.rope_theta, rope_local_theta=m.rope_local_theta, layer_types=m.layer_types,
+                      sliding_window=m.window, family=m.kind, vocab=m.embed.shape[0])
 
     names = ('R', 'ctxs', 'prf_W', 'r_list', 'beta_floor', 'rng', 'prf_acc', 'ffn_in', 'ffn_out', 'pair_e', 'token_ids',
              'prf_ctx', 'head_ctx', 'o_real')
@@ -378,9 +386,10 @@ def main():
         ctxs = corpora(tok, args.tokens)
         R['text'] = dict(contexts=len(ctxs), tokens=len(ctxs) * CTX, english=sum(k == 'english' for k, _ in ctxs),
                          code=sum(k == 'code' for k, _ in ctxs), context=CTX)
+        chat = ('<start_of_turn>user\nWhat is 2 + 2?<end_of_turn>\n<start_of_turn>model\n' if m.gemma else
+                '<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\n')
         prompts = ['The capital of France is Paris. The capital of Germany is',
-                   'def fibonacci(n):\n    if n < 2:\n        return n\n    return',
-                   '<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\n']
+                   'def fibonacci(n):\n    if n < 2:\n        return n\n    return', chat]
         chk = refmodel.check_against_transformers(args.model, m, [tok.encode(p).ids for p in prompts] + [ctxs[0][1], ctxs[-1][1]])
         for c, p in zip(chk, prompts + ['<english context 0>', '<code context>']):
             c['prompt'] = p
@@ -407,7 +416,7 @@ def main():
             prf_acc[l]['D'] = D_all[l]
         ffn_in = [[] for _ in range(L)]
         ffn_out = [[] for _ in range(L)]
-        pair_e = np.zeros(hd // 2)                 # memory: energy per rotary pair from real q, k
+        pair_e = np.zeros((L, hd // 2))            # memory: energy per layer and rotary pair from real q, k
         logits_top1 = []
         token_ids = []
         prf_ctx = set(range(0, len(ctxs), max(1, len(ctxs) // args.prf_contexts))[: args.prf_contexts]) if args.prf_contexts else set()
@@ -424,12 +433,12 @@ def main():
                 ffn_out[l].append(c['f_out'][:: args.ffn_stride].numpy())
                 qp = c['q'].view(CTX, H, 2, hd // 2)
                 kp = c['k'].repeat_interleave(H // Hkv, 1).view(CTX, H, 2, hd // 2)
-                pair_e += (qp.norm(dim=2) * kp.norm(dim=2)).sum((0, 1)).double().numpy()
+                pair_e[l] += (qp.norm(dim=2) * kp.norm(dim=2)).sum((0, 1)).double().numpy()
                 if ci in prf_ctx:
                     o_real[l].append(c['o'].double().numpy())
                     ve = c['v'].repeat_interleave(H // Hkv, 1)
                     prf_layer(c['x'], ve, c['o'], c['qr'], c['kr'], torch.from_numpy(prf_W[l].copy()), r_list, beta_floor,
-                              hd, H, Hkv, ci in head_ctx and l % args.head_layer_stride == 0, rng, prf_acc[l])
+                              hd, H, Hkv, ci in head_ctx and l % args.head_layer_stride == 0, rng, prf_acc[l], m.scale)
             log(f'context {ci + 1}/{len(ctxs)} ({kind})')
         R['text']['next_token_top1'] = float(np.mean(logits_top1))
         if args.cache:
@@ -486,7 +495,9 @@ def main():
                            out_rel_data=float(math.sqrt(max(ev[rv:].sum(), 0) / ev.sum())),
                            H_orth=float(np.abs(Hl.T @ Hl - np.eye(rv)).max())))
     log('overlays done')
-    R['overlays'] = dict(rows=ov, bytes={rv: L * (rv * 512 + H * hd * rv + rv * rv) * 4 for rv in sorted(rv_gens)},
+    ov_bytes = {rv: sum(sa.array_bytes(g, n) - 128 for n in ('overlays_U.bin', 'overlays_H.bin', 'overlays_DeltaW.bin'))
+                for rv, g in rv_gens.items()}
+    R['overlays'] = dict(rows=ov, bytes={rv: ov_bytes[rv] for rv in sorted(rv_gens)},
                          tokens=sum(len(x) for x in o_real[0]) * 0 + len(prf_ctx) * CTX)
     del o_real
 
@@ -532,15 +543,12 @@ def main():
                                              rel_lookup=rel(((orth_apply(Mlk[0], Mlk[1], Xt) - Yt) ** 2).sum(), y2)))
                     row['dict_lookup'] = lookup_check[-1]['rel_lookup']
         # sparse use (the spec's reading: a few active features): top-k |x_j| through the collapse
-        for k in (1, 6, 58):
+        for k in [int(x) for x in args.ffn_sparse_k.split(',')]:
             idx = np.argsort(-np.abs(Xt), 1)[:, :k]
             Xs = np.zeros_like(Xt)
             np.put_along_axis(Xs, idx, np.take_along_axis(Xt, idx, 1), 1)
             ys = orth_apply(Mp, Mm, Xs)
-            Xs_t = torch.from_numpy(Xs).float()
-            g = Xs_t @ m.layer(l, 'mlp.gate_proj').T
-            u = Xs_t @ m.layer(l, 'mlp.up_proj').T
-            yf = ((torch.nn.functional.silu(g) * u) @ m.layer(l, 'mlp.down_proj').T).double().numpy()
+            yf = m.ffn(l, torch.from_numpy(Xs).float()).double().numpy()
             row[f'sparse{k}_vs_ffn_sparse'] = rel(((ys - yf) ** 2).sum(), (yf ** 2).sum())
             row[f'sparse{k}_vs_true'] = rel(((ys - Yt) ** 2).sum(), y2)
             row[f'ffn_sparse{k}_vs_true'] = rel(((yf - Yt) ** 2).sum(), y2)
@@ -564,10 +572,14 @@ def main():
         log('ffn layer', l, {k: round(v, 3) for k, v in row.items() if isinstance(v, float) and k.startswith(('dict_12_64', 'ls_', 'collapse', 'dict_lookup'))})
     dict_bytes = sum(sa.array_bytes(args.gen, n) - 128 for n in ('linear_mphf.bin', 'linear_keys.bin', 'linear_weights.bin', 'cuckoo_delta.bin'))
     R['ffn'] = dict(rows=ffn, lookup_check=lookup_check, caps=caps_list, topls=topls, published_bytes=dict_bytes,
-                    published_entries=None, ffn_stride=args.ffn_stride)
+                    published_entries=None, ffn_stride=args.ffn_stride, sparse_k=[int(x) for x in args.ffn_sparse_k.split(',')])
     log('ffn done')
 
     # ---- memory
+    # The published bank fits one base (memory_fit: rope_theta, Gemma's global base).  Targets:
+    # the kernel of the layers that use that base, and where the model has a second (Gemma's
+    # sliding layers: rope_local_base_freq) the kernel of those layers with their own base and of
+    # every layer with its own base; plus 16.3's weight-energy target (every layer, global base).
     theta = m.inv_freq.numpy()
     pair_w = np.zeros(hd // 2)
     for l in range(L):
@@ -576,24 +588,48 @@ def main():
         for h in range(H):
             pair_w += np.linalg.norm(Wq[h], axis=(0, 2)) * np.linalg.norm(Wk[h // (H // Hkv)], axis=(0, 2))
     coeff = sa.read_array(args.gen, 'memory_coeff.bin')
-    mem = dict(theta_bar=float(theta.mean()), coeff=coeff.tolist(), windows={})
+    pair_e = np.asarray(pair_e)
+    if pair_e.ndim == 1:                          # a cache from before per-layer energies
+        pair_e = pair_e[None, :]
+    glob = [l for l in range(L) if m.layer_types[l] != 'sliding_attention']
+    loc = [l for l in range(L) if m.layer_types[l] == 'sliding_attention']
+
+    def kernel(layers, n, per_layer_base=True):
+        t = np.arange(n)
+        num = np.zeros(n)
+        den = 0.0
+        for l in layers:
+            th = m.layer_inv_freq(l).numpy() if per_layer_base else theta
+            e = pair_e[l] if pair_e.shape[0] == L else pair_e[0]
+            num += (e[None, :] * np.cos(np.outer(t, th))).sum(1)
+            den += e.sum()
+        return num / den
+
+    targets = {'activations': lambda n: kernel(glob if pair_e.shape[0] == L else [0], n),
+               'weights': lambda n: (pair_w[None, :] * np.cos(np.outer(np.arange(n), theta))).sum(1) / pair_w.sum()}
+    if loc and pair_e.shape[0] == L:
+        targets['activations, sliding layers, local base'] = lambda n: kernel(loc, n)
+        targets['activations, every layer, its own base'] = lambda n: kernel(range(L), n)
+    mem = dict(theta_bar=float(theta.mean()), coeff=coeff.tolist(), windows={}, rope_theta=m.rope_theta,
+               rope_local_theta=m.rope_local_theta, global_layers=glob, sliding_layers=loc,
+               fitted_base=m.rope_theta)
     for n in (32, 512):
         t = np.arange(n)
-        c_act = (pair_e[None, :] * np.cos(np.outer(t, theta))).sum(1) / pair_e.sum()
-        c_w = (pair_w[None, :] * np.cos(np.outer(t, theta))).sum(1) / pair_w.sum()
         pub = sos_response(coeff, n)
         w = {}
-        for tname, tgt in (('activations', c_act), ('weights', c_w)):
+        for tname, f in targets.items():
+            tgt = f(n)
             e = {'published AR(2)': cos_rel(pub, tgt), 'constant 1': cos_rel(np.ones(n), tgt),
                  '0.995^t': cos_rel(0.995 ** t, tgt)}
             for K in (1, 2, 3, 6):
                 e[f'least-squares fit, {K} section(s)'] = cos_rel(prony(tgt, K), tgt)
             w[tname] = e
         mem['windows'][n] = w
-    mem['curve'] = dict(t=list(range(512)), activations=((pair_e[None, :] * np.cos(np.outer(np.arange(512), theta))).sum(1) / pair_e.sum()).tolist(),
-                        published=sos_response(coeff, 512).tolist())
-    mem['pair_energy_activations'] = (pair_e / pair_e.sum()).tolist()
+    mem['curve'] = dict(t=list(range(512)), published=sos_response(coeff, 512).tolist(),
+                        **{k: f(512).tolist() for k, f in targets.items() if k != 'weights'})
+    mem['pair_energy_activations'] = (pair_e.sum(0) / pair_e.sum()).tolist()
     mem['pair_energy_weights'] = (pair_w / pair_w.sum()).tolist()
+    mem['pair_energy_per_layer'] = pair_e.tolist()          # memory_bank.py scores other banks from these
     R['memory'] = mem
 
     # ---- bridge

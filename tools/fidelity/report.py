@@ -30,17 +30,27 @@ def main():
     s = R['shape']
     md.append(f"Model: {name}: d_model {s['d_model']}, {s['layers']} layers, {s['heads']} heads ({s['kv_heads']} KV), "
               f"head_dim {s['head_dim']}, FFN {s['ffn']}, rope_theta {s['rope_theta']:g}, vocabulary {s['vocab']}.")
+    if s.get('rope_local_theta'):
+        lt = s['layer_types']
+        md.append(f"Layers {', '.join(str(i) for i, x in enumerate(lt) if x != 'sliding_attention')} use full attention with the "
+                  f"global RoPE base {s['rope_theta']:g}; the other {sum(x == 'sliding_attention' for x in lt)} a sliding window of "
+                  f"{s['sliding_window']} tokens with the local base {s['rope_local_theta']:g} (in 512-token contexts the window "
+                  f"covers every earlier position, so those layers attend like full ones here).")
     t = R['text']
     md.append(f"Text: {t['tokens']} tokens in {t['contexts']} contexts of {t['context']} ({t['english']} English, {t['code']} code); "
               f"the model's own next-token top-1 on it: {f(t['next_token_top1'])}.\n")
 
     md.append('### Reference forward pass against transformers\n')
-    md.append('| input | tokens | max abs logit diff | largest abs logit | argmax agreement | next-token rank agreement | next-token top-1 | last position top 5 (ours) |')
-    md.append('|---|---:|---:|---:|---:|---:|---:|---|')
+    hid = 'hidden_max_abs_diff' in R['reference_check'][0]
+    md.append('| input | tokens | max abs logit diff | largest abs logit | ' +
+              ('hidden states: max abs diff / largest abs value / worst rel L2 | ' if hid else '') +
+              'argmax agreement | next-token rank agreement | next-token top-1 | last position top 5 (ours) |')
+    md.append('|---|---:|---:|---:|' + ('---:|' if hid else '') + '---:|---:|---:|---|')
     for c in R['reference_check']:
         p = c['prompt'].replace('\n', '\\n').replace('|', '\\|')
         top5 = ', '.join(repr(x).replace('|', '\\|') for x in c['last_top5_ref_text'])
-        md.append(f"| `{p[:60]}` | {c['tokens']} | {c['max_abs_diff']:.2e} | {c['max_abs_logit']:.1f} | {f(c['argmax_agree'])} | "
+        hcol = (f"{c['hidden_max_abs_diff']:.2e} / {c['hidden_max_abs']:.3g} / {c['hidden_max_rel_l2']:.1e} | " if hid else '')
+        md.append(f"| `{p[:60]}` | {c['tokens']} | {c['max_abs_diff']:.2e} | {c['max_abs_logit']:.1f} | {hcol}{f(c['argmax_agree'])} | "
                   f"{f(c['rank_agree'])} | {f(c['top1_next_ref'])} | {top5} |")
 
     # PRF
@@ -50,7 +60,7 @@ def main():
     md.append('\n### PRF attention\n')
     md.append(f"{P['contexts']} contexts ({P['contexts'] * t['context']} tokens), every layer; beta_floor {P['beta_floor']}. "
               f"prf_W at r < 2048 is the prefix of the r = 2048 conversion's (checked: {R['prf_nested']}).\n")
-    md.append('| r | prf_W bytes | state bytes (R, s) | KV-cache tokens in the same bytes | runtime PRF vs true attention (rel L2, mean over layers) | top-1 agreement | vs its own kernel exp(x^T D y / tau) (sampling error) | per-head PRF on the real q, k (rel L2, every ' + str(P['head_layer_stride']) + 'th layer) | its top-1 |')
+    md.append('| r | prf_W bytes | state bytes (R, s) | KV-cache tokens in the same bytes | runtime PRF vs true attention (rel L2, mean over layers) | top-1 agreement | vs its own kernel exp(x^T D y / tau) (sampling error) | per-head PRF on the real q, k (rel L2, layers 0, ' + str(P['head_layer_stride']) + ', ' + str(2 * P['head_layer_stride']) + ', ...) | its top-1 |')
     md.append('|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
     for r in rl:
         rs = str(r)
@@ -131,7 +141,9 @@ def main():
         md.append('|---:|---:|---:|---:|---:|---:|')
         for c in lc:
             md.append(f"| {c['layer']} | {c['emulated']} | {c['found']} | {c['stray_of_20000']} | {c['max_abs_diff']:.2e} | {f(c['rel_lookup'])} |")
-    md.append('\nDense use (every feature active, `y = sum_j |x_j| M^sign(x_j)[:, j]`), median over layers (worst layer; two layers, 11 and 28, have a few tokens with outsized FFN outputs that no linear fit follows):\n')
+    outs = [str(x['layer']) for x in fr if x['ls_dense'] > 1.5]
+    md.append('\nDense use (every feature active, `y = sum_j |x_j| M^sign(x_j)[:, j]`), median over layers (worst layer' +
+              (f"; layer(s) {', '.join(outs)} have a few tokens with outsized FFN outputs that no linear fit follows" if outs else '') + '):\n')
     md.append('| map | entries per layer | rel L2 vs the true FFN output |')
     md.append('|---|---:|---:|')
 
@@ -152,7 +164,7 @@ def main():
     md.append('\nSparse use (the spec\'s reading: only the k largest |x_j| active), the exact collapse:\n')
     md.append('| k active | collapse vs the FFN on the same sparse input | collapse vs the true output | the FFN on the sparse input vs the true output |')
     md.append('|---:|---:|---:|---:|')
-    for k in (1, 6, 58):
+    for k in F.get('sparse_k', [1, 6, 58]):
         md.append(f"| {k} | {mean_worst(f'sparse{k}_vs_ffn_sparse')} | {mean_worst(f'sparse{k}_vs_true')} | {mean_worst(f'ffn_sparse{k}_vs_true')} |")
     md.append('\nPer layer (dense use):\n')
     md.append('| layer | input rms | dictionary (12, 64) | via stk_lookup | exact collapse | LS dictionary form, same entries | LS dictionary form, all | LS linear |')
@@ -185,23 +197,46 @@ def main():
     # memory
     M = R['memory']
     md.append('\n### Positional memory\n')
+    two = 'rope_local_theta' in M and M['rope_local_theta']
     md.append(f"Target: the RoPE kernel sum_i e_i cos(theta_i t) / sum_i e_i, e_i the energy of rotary pair i in the real pre-RoPE q, k "
               f"(|q_i| |k_i| summed over tokens, heads, layers), beside 16.3's weight-energy target. Published bank: {M['coeff']}.\n")
+    if two:
+        md.append(f"The bank fits one base: the global {M['rope_theta']:g} (layers {', '.join(map(str, M['global_layers']))}); the first table's "
+                  f"target is those layers' kernel. The {len(M['sliding_layers'])} sliding layers rotate with the local base "
+                  f"{M['rope_local_theta']:g}: the second table measures the same bank against their kernel, and against every "
+                  f"layer's kernel with its own base.\n")
     md.append('| filter | bytes | cosine, 32 steps | rel L2, 32 | cosine, 512 | rel L2, 512 | (weights target) cosine 32 / rel L2 512 |')
     md.append('|---|---:|---:|---:|---:|---:|---:|')
+
+    def nbytes(k):
+        return '32' if 'AR(2)' in k else (str(32 * int(k.split(', ')[1].split()[0])) if 'section' in k else '-')
     for k in M['windows']['32']['activations']:
         a32 = M['windows']['32']['activations'][k]
         a512 = M['windows']['512']['activations'][k]
         w32 = M['windows']['32']['weights'][k]
         w512 = M['windows']['512']['weights'][k]
-        nb = '32' if 'AR(2)' in k else (str(32 * int(k.split(', ')[1].split()[0])) if 'section' in k else '-')
-        md.append(f"| {k} | {nb} | {f(a32[0], 4)} | {f(a32[1], 4)} | {f(a512[0], 4)} | {f(a512[1], 4)} | {f(w32[0], 4)} / {f(w512[1], 4)} |")
+        md.append(f"| {k} | {nbytes(k)} | {f(a32[0], 4)} | {f(a32[1], 4)} | {f(a512[0], 4)} | {f(a512[1], 4)} | {f(w32[0], 4)} / {f(w512[1], 4)} |")
+    extra = [t for t in M['windows']['32'] if t not in ('activations', 'weights')]
+    if extra:
+        md.append('')
+        md.append('| filter | bytes | ' + ' | '.join(f'{t}: cosine 32 / rel L2 32 / cosine 512 / rel L2 512' for t in extra) + ' |')
+        md.append('|---|---:|' + '---:|' * len(extra))
+        for k in M['windows']['32']['activations']:
+            cells = []
+            for t in extra:
+                a32, a512 = M['windows']['32'][t][k], M['windows']['512'][t][k]
+                cells.append(f"{f(a32[0], 4)} / {f(a32[1], 4)} / {f(a512[0], 4)} / {f(a512[1], 4)}")
+            md.append(f"| {k} | {nbytes(k)} | " + ' | '.join(cells) + ' |')
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(M['curve']['t'], M['curve']['activations'], label='RoPE kernel (real q, k energies)')
-    ax.plot(M['curve']['t'], M['curve']['published'], label='published AR(2)')
+    for k, v in M['curve'].items():
+        if k == 't':
+            continue
+        lab = 'published AR(2)' if k == 'published' else ('RoPE kernel (real q, k energies' + (', global layers)' if two else ')')
+                                                           if k == 'activations' else 'RoPE kernel, ' + k.replace('activations, ', ''))
+        ax.plot(M['curve']['t'], v, label=lab)
     ax.set_xlabel('offset t (tokens)')
     ax.set_title(f'{name}: memory')
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out, 'memory.png'), dpi=90)
     plt.close(fig)
