@@ -195,6 +195,98 @@ static void tokenizer_json_matches_hf_tokenizers(void **) {
     }
 }
 
+// The other byte-level splits (Llama 3, Qwen2, Qwen3.5, GPT-4o, Tekken, and GPT-2's as a Split)
+// against HF tokenizers' Split(Regex) on English, code, Unicode corner cases and random text:
+// the pre-token boundaries, then the ids GPT-2's vocabulary gives behind each split read from a
+// tokenizer.json Sequence [Split, ByteLevel] (tests/data/tokenizer/split_reference.py).
+static void splits_match_hf_tokenizers(void **) {
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc = parser.load(test::test_data("tokenizer/split_reference.json"));
+    std::vector<uint8_t> raw = test::read_bytes(test::third_party_data("gpt2/hf-dir/tokenizer.json"));
+    const std::string gpt2_json(raw.begin(), raw.end());
+    const std::string old_pre =
+        "\"pre_tokenizer\": {\n    \"type\": \"ByteLevel\",\n    \"add_prefix_space\": false,\n"
+        "    \"trim_offsets\": true,\n    \"use_regex\": true\n  }";
+    const size_t at = gpt2_json.find(old_pre);
+    assert_true(at != std::string::npos);
+    size_t checked_ends = 0, checked_ids = 0;
+    for (auto [name_key, info] : doc["splits"].get_object()) {
+        const std::string name{name_key};
+        tok::Split split;
+        assert_true(tok::split_for_regex(std::string_view(info["regex"]), &split));
+        assert_string_equal(tok::split_name(split), name.c_str());
+        std::string json = gpt2_json;
+        json.replace(at, old_pre.size(), "\"pre_tokenizer\": " + std::string(std::string_view(info["pre_tokenizer"])));
+        Vocab v = parse_tokenizer_json(reinterpret_cast<const uint8_t *>(json.data()), json.size(), name + ".tokenizer.json");
+        assert_true(v.pipeline.unsupported.empty());
+        assert_true(v.model == Vocab::Model::BPE_BYTE_LEVEL);
+        assert_true(v.pipeline.byte_level_split == split);
+        Tokenizer t(v);
+        for (auto entry : doc["texts"].get_array()) {
+            const std::string text{std::string_view(entry["text"])};
+            const std::string title{std::string_view(entry["name"])};
+            std::vector<uint64_t> want, got;
+            for (auto x : entry["pretoken_ends"][name].get_array()) want.push_back(uint64_t(x));
+            const uint8_t *s = reinterpret_cast<const uint8_t *>(text.data());
+            for (size_t i = 0; i < text.size();) got.push_back(i = tok::pretoken_end(split, s, text.size(), i));
+            for (size_t k = 0; k < std::min(got.size(), want.size()); k++)
+                if (got[k] != want[k]) {
+                    size_t from = k ? size_t(want[k - 1]) : 0;
+                    print_error("%s, %s: pre-token %zu from byte %zu ends at %llu, HF tokenizers at %llu: '%s'\n", name.c_str(),
+                                title.c_str(), k, from, (unsigned long long)got[k], (unsigned long long)want[k],
+                                text.substr(from, 24).c_str());
+                    fail();
+                }
+            assert_int_equal(got.size(), want.size());
+            checked_ends += want.size();
+            std::vector<uint32_t> want_ids, ids;
+            for (auto x : entry["token_ids"][name].get_array()) want_ids.push_back(uint32_t(uint64_t(x)));
+            t.encode(text, ids, false);
+            if (ids != want_ids) print_error("%s, %s: ids differ from HF tokenizers'\n", name.c_str(), title.c_str());
+            assert_ids_equal(ids, want_ids);
+            assert_string_equal(t.decode(ids.data(), ids.size()).c_str(), text.c_str());
+            checked_ids += want_ids.size();
+        }
+    }
+    assert_true(checked_ends > 10000 && checked_ids > 10000);
+}
+
+static void split_names(void **) {
+    tok::Split s = tok::Split::GPT2;
+    const std::pair<const char *, tok::Split> want[] = {
+        {"llama-bpe", tok::Split::LLAMA3},       {"llama3", tok::Split::LLAMA3}, {"llama-v3", tok::Split::LLAMA3},
+        {"smaug-bpe", tok::Split::LLAMA3},       {"dbrx", tok::Split::LLAMA3},   {"qwen2", tok::Split::QWEN2},
+        {"deepseek-r1-qwen", tok::Split::QWEN2}, {"qwen35", tok::Split::QWEN35}, {"gpt-4o", tok::Split::GPT4O},
+        {"llama4", tok::Split::GPT4O},           {"tekken", tok::Split::TEKKEN}};
+    for (const auto &[pre, split] : want) {
+        assert_true(tok::split_for_gguf_pre(pre, &s));
+        assert_true(s == split);
+    }
+    // Names transformers' GGUF loader does not map keep GPT-2's split (its GPT2Tokenizer default).
+    assert_false(tok::split_for_gguf_pre("default", &s));
+    assert_false(tok::split_for_gguf_pre("gpt2", &s));
+    assert_false(tok::split_for_regex("\\s+", &s));
+}
+
+// A tokenizer.json Split that stk does not implement is read (the vocabulary serves the stage)
+// but encoding is refused, naming the regex.
+static void unknown_split_is_refused(void **) {
+    std::vector<uint8_t> raw = test::read_bytes(test::third_party_data("gpt2/hf-dir/tokenizer.json"));
+    std::string json(raw.begin(), raw.end());
+    const std::string old_pre =
+        "\"type\": \"ByteLevel\",\n    \"add_prefix_space\": false,\n    \"trim_offsets\": true,\n    \"use_regex\": true";
+    size_t at = json.find(old_pre);
+    assert_true(at != std::string::npos);
+    json.replace(
+        at, old_pre.size(),
+        "\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\p{N}{1,5}|x\"}, "
+        "\"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", \"use_regex\": false}]");
+    Vocab v = parse_tokenizer_json(reinterpret_cast<const uint8_t *>(json.data()), json.size(), "odd.tokenizer.json");
+    assert_true(v.model == Vocab::Model::BPE_BYTE_LEVEL);
+    std::string msg = test::expect_error(STK_E_UNSUPPORTED, [&] { Tokenizer t(v); });
+    assert_contains(msg, "odd.tokenizer.json: pre-tokenizer Split with the regex '\\p{N}{1,5}|x' is not supported");
+}
+
 // stk tokenize end to end: ids, JSON shape, exit codes.
 static std::string run(const std::string &args, int *rc) {
     const char *bin = std::getenv("STK_BIN");
@@ -276,6 +368,9 @@ int main() {
         cmocka_unit_test(gpt2_round_trips_random_bytes),
         cmocka_unit_test(decode_refuses_bad_id),
         cmocka_unit_test(tokenizer_json_matches_hf_tokenizers),
+        cmocka_unit_test(splits_match_hf_tokenizers),
+        cmocka_unit_test(split_names),
+        cmocka_unit_test(unknown_split_is_refused),
         cmocka_unit_test(cli_tokenize),
         cmocka_unit_test(unigram_encoding_is_not_implemented),
     };

@@ -459,8 +459,16 @@ void Tokenizer::encode_segment(std::string_view seg, bool first_segment, std::ve
             }
             const uint8_t *s = reinterpret_cast<const uint8_t *>(text.data());
             size_t n = text.size();
+            if (pl.byte_level_split == tok::Split::GPT2) {  // the common case, called directly
+                for (size_t i = 0; i < n;) {
+                    size_t e = tok::gpt2_pretoken_end(s, n, i);
+                    encode_word(text.substr(i, e - i), out, true);
+                    i = e;
+                }
+                return;
+            }
             for (size_t i = 0; i < n;) {
-                size_t e = tok::gpt2_pretoken_end(s, n, i);
+                size_t e = tok::pretoken_end(pl.byte_level_split, s, n, i);
                 encode_word(text.substr(i, e - i), out, true);
                 i = e;
             }

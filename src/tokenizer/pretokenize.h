@@ -1,10 +1,11 @@
 // Pre-tokenizers and the Unicode facts they need: UTF-8 decoding, the character classes of the
-// GPT-2 split (letter / number / whitespace / other), the GPT-2 split itself written by hand (the
-// regex has a lookahead, which RE2 lacks), and GPT-2's byte <-> unicode map.
+// splits (letter / number / whitespace / mark / other), the split regexes of byte-level BPE
+// written by hand (they have a lookahead, which RE2 lacks), and GPT-2's byte <-> unicode map.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace stk::tok {
 
@@ -53,6 +54,33 @@ CharClass char_class(uint32_t cp);
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 // Returns the end of the pre-token that starts at s[i] (i < n); always > i.
 size_t gpt2_pretoken_end(const uint8_t *s, size_t n, size_t i);
+
+// The regexes byte-level BPE vocabularies split text with before their merges, by the name of the
+// model family that introduced each.  Each is matched exactly as HF tokenizers' Split (Oniguruma)
+// matches it: leftmost alternative first, backtracking, \s = Unicode White_Space, \p{..} =
+// general categories (utf8proc), (?i:...) with Unicode case folding (so 'S and U+017F match 's).
+enum class Split : uint8_t {
+    GPT2,    // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+    LLAMA3,  // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*
+             //   |\s*[\r\n]+|\s+(?!\S)|\s+
+    QWEN2,   // LLAMA3 with \p{N} (one digit per pre-token)
+    QWEN35,  // QWEN2 with \p{M} counted with the letters: [\p{L}\p{M}]+ and [^\s\p{L}\p{M}\p{N}]+
+    GPT4O,   // [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|..|'d)?
+             //   |[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|..|'d)?
+             //   |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+    TEKKEN,  // GPT4O without the contractions and with \p{N} (one digit per pre-token)
+};
+// "gpt2", "llama3", ...: for messages and `stk inspect`.
+const char *split_name(Split s);
+// The split a GGUF tokenizer.ggml.pre names, as transformers' GGUF loader maps it
+// (GGUF_PRE_TOKENIZER_SPLITS; a name it does not list keeps GPT-2's split).  false: not listed.
+bool split_for_gguf_pre(std::string_view pre, Split *out);
+// The split a tokenizer.json Split pre-tokenizer's Regex pattern is (the exact pattern text).
+bool split_for_regex(std::string_view pattern, Split *out);
+
+// The end of the pre-token that starts at s[i] (i < n) under `split`; always > i.  Bytes that are
+// not well-formed UTF-8 are single characters of no class (never produced from a Rust/Python str).
+size_t pretoken_end(Split split, const uint8_t *s, size_t n, size_t i);
 
 // GPT-2's bytes_to_unicode(): the code point that stands for byte b in vocab.json / merges.txt.
 uint32_t byte_to_unicode(uint8_t b);

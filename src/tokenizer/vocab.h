@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/pretokenize.h"
+
 namespace stk {
 
 struct Vocab {
@@ -57,13 +59,14 @@ struct Vocab {
     };
     enum class PreTokenizer : uint8_t {
         NONE,        // the whole (normalised) segment is one word
-        BYTE_LEVEL,  // GPT-2 regex split (when byte_level_regex) then bytes -> byte tokens
+        BYTE_LEVEL,  // a regex split (byte_level_split, when byte_level_regex) then bytes -> byte tokens
         METASPACE,   // ' ' -> replacement, optional prefix, split before each replacement
     };
     struct Pipeline {
         std::vector<NormalizerOp> normalizers;
         PreTokenizer pre_tokenizer = PreTokenizer::NONE;
-        bool byte_level_regex = true;  // ByteLevel use_regex
+        bool byte_level_regex = true;                    // ByteLevel use_regex, or a Split before it
+        tok::Split byte_level_split = tok::Split::GPT2;  // which regex (GGUF tokenizer.ggml.pre, tokenizer.json Split)
         bool byte_level_add_prefix_space = false;
         std::string metaspace_replacement = "\xE2\x96\x81";  // U+2581
         uint8_t metaspace_prepend = 1;                       // 0 never, 1 always, 2 first segment only

@@ -1,9 +1,9 @@
 // The tokenizer a GGUF's metadata describes (tokenizer.ggml.*), built the way the reference,
 // transformers' GGUF loader (integrations/gguf/gguf_tokenizer_mapping.py), builds it:
 //   - model "gpt2": byte-level BPE (GPT2Tokenizer: the GPT-2 split, merges from the file); tokens
-//     marked CONTROL (3) become special added tokens, USER_DEFINED (4) plain added tokens.  A
-//     tokenizer.ggml.pre that the reference gives another split regex (qwen2, llama-bpe, ...) is
-//     read but encoding is refused, naming it: stk's byte-level pre-tokenizer is GPT-2's.
+//     marked CONTROL (3) become special added tokens, USER_DEFINED (4) plain added tokens.
+//     tokenizer.ggml.pre picks the split regex as the reference's GGUF_PRE_TOKENIZER_SPLITS does
+//     (llama-bpe -> Llama 3's, qwen2 -> Qwen2's, gpt-4o, tekken, ...; tok::split_for_gguf_pre).
 //   - model "llama": SentencePiece-style BPE with byte fallback; merges from the file, else derived
 //     from the vocabulary as transformers' generate_merges does (by score; for Gemma by position,
 //     after respelling tokens of spaces with U+2581).  Gemma: spaces -> U+2581, no prefix
@@ -158,18 +158,10 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
                             name.c_str(), i, detail::printable(ms[i]).c_str());
             b.add_merge(ms[i].substr(0, sp), ms[i].substr(sp + 1), "tokenizer.ggml.merges[", i);
         }
-        // The reference splits text with another regex for these (GGUF_PRE_TOKENIZER_SPLITS).
-        static const char *const kOtherSplits[] = {
-            "llama3",       "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",          "midm-2.0",  "lfm2",
-            "jina-v5-nano", "dbrx",     "smaug-bpe", "tekken",  "qwen2",     "deepseek-r1-qwen", "kormo",     "f2llmv2",
-            "megrez",       "qwen35",   "gpt-4o",    "llama4",  "kanana2",   "talkie",           "minimax-m2"};
+        // The regex text is split with before the merges: transformers' GGUF loader maps
+        // tokenizer.ggml.pre to it (a name it does not list, like "default", keeps GPT-2's).
         if (const GgufValue *pre = f.find("tokenizer.ggml.pre"))
-            for (const char *o : kOtherSplits)
-                if (pre->str() == o)
-                    v.pipeline.unsupported = format(
-                        "%s: tokenizer.ggml.pre '%s' splits text with a regex stk's byte-level "
-                        "pre-tokenizer (GPT-2's) does not implement",
-                        name.c_str(), o);
+            tok::split_for_gguf_pre(pre->str(), &v.pipeline.byte_level_split);
     } else {
         // SentencePiece-style BPE (LlamaTokenizer / GemmaTokenizer of transformers).
         const bool gemma = arch == "gemma" || arch == "gemma2" || arch == "gemma3";

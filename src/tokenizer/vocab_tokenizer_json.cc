@@ -90,6 +90,29 @@ void read_metaspace(dom::element p, Ctx &c, const char *path) {
     c.pl.strip_leading_space_on_decode = c.pl.metaspace_prepend != 0;
 }
 
+// Sequence [Split (a known regex, Isolated), ByteLevel (use_regex false)]: how Llama 3, Qwen2,
+// GPT-4o-style and Tekken tokenizer.json files write their split.  false: not that shape.
+bool read_split_then_byte_level(dom::element split, dom::element bl, Ctx &c, const char *path) {
+    if (get_str(split, "type", c.file, path) != "Split" || get_str(bl, "type", c.file, path) != "ByteLevel") return false;
+    std::string_view regex, behavior = get_str(split, "behavior", c.file, path, false);
+    c.pl.pre_tokenizer = Vocab::PreTokenizer::BYTE_LEVEL;  // the model kind depends on it
+    if (split["pattern"]["Regex"].get_string().get(regex) != SUCCESS) {
+        c.unsupported("pre-tokenizer Split with a String pattern is not supported");
+    } else if (!tok::split_for_regex(regex, &c.pl.byte_level_split)) {
+        c.unsupported(
+            format("pre-tokenizer Split with the regex '%s' is not supported (stk implements the splits of "
+                   "GPT-2, Llama 3, Qwen2, Qwen3.5, GPT-4o and Tekken)",
+                   printable(regex).c_str()));
+    } else if (behavior != "Isolated" || get_bool(split, "invert", false)) {
+        c.unsupported("pre-tokenizer Split other than behavior Isolated, invert false is not supported");
+    } else if (get_bool(bl, "use_regex", true) || get_bool(bl, "add_prefix_space", false)) {
+        c.unsupported("ByteLevel after a Split with use_regex or add_prefix_space is not supported");
+    }
+    c.pl.byte_level_regex = true;
+    c.pl.byte_level_add_prefix_space = false;
+    return true;
+}
+
 void read_pre_tokenizer(dom::element p, Ctx &c, const char *path, int depth = 0) {
     if (p.is_null()) return;
     if (depth > 4) bad(c.file, path, "pre-tokenizers nested too deeply");
@@ -104,6 +127,7 @@ void read_pre_tokenizer(dom::element p, Ctx &c, const char *path, int depth = 0)
         dom::array list;
         if (p["pretokenizers"].get_array().get(list) != SUCCESS) bad(c.file, path, "Sequence without a \"pretokenizers\" array");
         if (list.size() == 1) return read_pre_tokenizer(list.at(0).value_unsafe(), c, path, depth + 1);
+        if (list.size() == 2 && read_split_then_byte_level(list.at(0).value_unsafe(), list.at(1).value_unsafe(), c, path)) return;
         // Read what there is (the model kind depends on it), refuse to encode.
         for (dom::element x : list) {
             std::string_view t = get_str(x, "type", c.file, path);

@@ -9,7 +9,9 @@
 #     (tests/data/tokenizer/gguf_*_reference.json);
 #   - stk convert (time and peak RSS from /usr/bin/time -v), stk check, and the acceptance table
 #     (stk check --acceptance --json --model), printed into the test log;
-#   - the DeepSeek-R1-Distill-Qwen-7B parts, which are not a whole file, refused naming the end.
+#   - the DeepSeek-R1-Distill-Qwen-7B parts, which are not a whole file, refused naming the end;
+#     their metadata copied alone (tests/real/gguf_metadata_only.py): the Qwen2 tokenizer against
+#     transformers' GGUF loader.
 # Exit 77 (meson: skipped), with a SKIPPED line saying why, when the models are not fetched.
 # Usage: real_models.sh STK GGUF_MODEL_DUMP GGUF_DUMP PYTHON SOURCE_ROOT
 set -eu
@@ -92,6 +94,32 @@ if [ -f "$deepseek" ]; then
   "$stk" inspect --in "$deepseek" >"$tmp/ds.out" 2>"$tmp/ds.err" || rc=$?
   if [ "$rc" = 0 ]; then echo "FAIL: the 2-part DeepSeek file was accepted"; exit 1; fi
   echo "refused (exit $rc): $(head -c 300 "$tmp/ds.err")"
+
+  # Its metadata (the whole Qwen2 tokenizer, tokenizer.ggml.pre deepseek-r1-qwen) is intact: copied
+  # into a file with no tensors, its ids must equal transformers' GGUF loader's on real text.  Without
+  # special tokens: transformers respells the BOS token and adds it as a new id past the vocabulary
+  # (scripts/make_gguf_tokenizer_references.py); stk puts tokenizer.ggml.bos_token_id first.
+  echo "== DeepSeek-R1-Distill-Qwen-7B tokenizer (Qwen2 split) against transformers' GGUF loader"
+  "$py" "$root/tests/real/gguf_metadata_only.py" "$deepseek" "$tmp/ds-meta.gguf"
+  for t in sp_text.txt unicode_text.txt hf_reference.js; do
+    for special in no yes; do
+      flag=--no-special; [ "$special" = yes ] && flag=
+      "$stk" tokenize --in "$tmp/ds-meta.gguf" $flag --text "$root/tests/data/tokenizer/$t" >"$tmp/ids" 2>"$tmp/err" ||
+        { echo "FAIL: stk tokenize deepseek $t: $(cat "$tmp/err")"; exit 1; }
+      "$py" - "$root/tests/data/tokenizer/gguf_deepseek_reference.json" "$t" "$tmp/ids" "$special" <<'PY'
+import json, sys
+ref = json.load(open(sys.argv[1]))
+want = [x for x in ref["texts"] if x["text_file"] == sys.argv[2]][0]["token_ids_no_special"]
+if sys.argv[4] == "yes":
+    want = [151646] + want  # tokenizer.ggml.bos_token_id, add_bos_token true
+got = [int(x) for x in open(sys.argv[3]).read().split()]
+if got != want:
+    i = next((k for k in range(min(len(got), len(want))) if got[k] != want[k]), min(len(got), len(want)))
+    sys.exit(f"FAIL: deepseek {sys.argv[2]}: ids differ from transformers at {i}: stk {got[i:i+8]} ref {want[i:i+8]}")
+print(f"ok deepseek {sys.argv[2]} (special tokens: {sys.argv[4]}): {len(got)} ids equal to transformers'")
+PY
+    done
+  done
 else
   echo "SKIPPED: DeepSeek parts not fetched"
 fi

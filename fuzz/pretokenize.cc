@@ -1,0 +1,80 @@
+// Fuzz the byte-level split regexes written by hand (tokenizer/pretokenize.cc): the first byte
+// picks the split, the rest is the text (any bytes, valid UTF-8 or not).  Checks: every pre-token
+// ends past its start, inside the text, on a character boundary; a pre-token holding a \p{N}
+// character holds only those, at most 3 (Llama 3, GPT-4o) or 1 (Qwen2, Qwen3.5, Tekken); then
+// the byte-level encoder over a 256-byte vocabulary with that split decodes back to the text,
+// the same with a warm word cache.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/pretokenize.h"
+#include "tokenizer/vocab_io.h"
+
+namespace {
+
+using stk::tok::Split;
+
+const Split kSplits[] = {Split::GPT2, Split::LLAMA3, Split::QWEN2, Split::QWEN35, Split::GPT4O, Split::TEKKEN};
+
+// Every byte as a token, and two merges (" t" and "he") so words go through the merge loop.
+stk::Vocab byte_vocab() {
+    std::string json = "{", merges = "#version: 0.2\n";
+    char buf[4];
+    auto spell = [&](uint8_t b) {
+        std::string s(buf, size_t(stk::tok::utf8_encode(stk::tok::byte_to_unicode(b), buf)));
+        return s == "\"" ? std::string("\\\"") : s == "\\" ? std::string("\\\\") : s;
+    };
+    for (int b = 0; b < 256; b++) json += "\"" + spell(uint8_t(b)) + "\": " + std::to_string(b) + ", ";
+    json += "\"" + spell(' ') + "t\": 256, \"he\": 257}";
+    merges += spell(' ') + " t\nh e\n";
+    return stk::parse_gpt2_vocab(json, merges, "fuzz.vocab.json", "fuzz.merges.txt");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size == 0) return 0;
+    const Split split = kSplits[data[0] % 6];
+    const uint8_t *s = data + 1;
+    const size_t n = size - 1;
+    const int max_digits = split == Split::LLAMA3 || split == Split::GPT4O ? 3 : 1;
+    for (size_t i = 0; i < n;) {
+        const size_t e = stk::tok::pretoken_end(split, s, n, i);
+        if (e <= i || e > n) __builtin_trap();
+        int digits = 0, others = 0;
+        size_t j = i;
+        while (j < e) {
+            uint32_t cp;
+            j += size_t(stk::tok::utf8_next(s + j, s + n, &cp));
+            if (cp != stk::tok::kInvalid && stk::tok::char_class(cp) == stk::tok::kNumber) digits++;
+            else others++;
+        }
+        if (j != e) __builtin_trap();  // not on a character boundary
+        if (split != Split::GPT2 && digits && (others || digits > max_digits)) __builtin_trap();
+        i = e;
+    }
+    static const stk::Vocab base = byte_vocab();
+    static stk::Vocab v[6];
+    static bool ready = false;
+    if (!ready) {
+        for (int k = 0; k < 6; k++) {
+            v[k] = base;
+            v[k].pipeline.byte_level_split = kSplits[k];
+        }
+        ready = true;
+    }
+    try {
+        stk::Tokenizer t(v[data[0] % 6]);
+        const std::string text(reinterpret_cast<const char *>(s), n);
+        std::vector<uint32_t> a, b;
+        t.encode(text, a, false);
+        t.encode(text, b, false);
+        if (a != b || t.decode(a.data(), a.size()) != text) __builtin_trap();
+    } catch (const stk::Error &) {
+        __builtin_trap();  // every byte has a token: nothing to refuse
+    }
+    return 0;
+}
