@@ -11,7 +11,6 @@
 #include "core/error.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/pretokenize.h"
-#include "tokenizer/vocab_io.h"
 
 namespace {
 
@@ -21,16 +20,18 @@ const Split kSplits[] = {Split::GPT2, Split::LLAMA3, Split::QWEN2, Split::QWEN35
 
 // Every byte as a token, and two merges (" t" and "he") so words go through the merge loop.
 stk::Vocab byte_vocab() {
-    std::string json = "{", merges = "#version: 0.2\n";
-    char buf[4];
-    auto spell = [&](uint8_t b) {
-        std::string s(buf, size_t(stk::tok::utf8_encode(stk::tok::byte_to_unicode(b), buf)));
-        return s == "\"" ? std::string("\\\"") : s == "\\" ? std::string("\\\\") : s;
-    };
-    for (int b = 0; b < 256; b++) json += "\"" + spell(uint8_t(b)) + "\": " + std::to_string(b) + ", ";
-    json += "\"" + spell(' ') + "t\": 256, \"he\": 257}";
-    merges += spell(' ') + " t\nh e\n";
-    return stk::parse_gpt2_vocab(json, merges, "fuzz.vocab.json", "fuzz.merges.txt");
+    stk::Vocab v;
+    v.model = stk::Vocab::Model::BPE_BYTE_LEVEL;
+    v.pipeline.pre_tokenizer = stk::Vocab::PreTokenizer::BYTE_LEVEL;
+    v.source = "fuzz byte vocabulary";
+    for (int b = 0; b < 256; b++) v.pieces.push_back(std::string(1, char(b)));
+    v.pieces.push_back(" t");
+    v.pieces.push_back("he");
+    v.merges = {{' ', 't'}, {'h', 'e'}};
+    v.merge_results = {256, 257};
+    v.is_special.assign(v.pieces.size(), 0);
+    v.piece_types.assign(v.pieces.size(), uint8_t(stk::Vocab::PieceType::NORMAL));
+    return v;
 }
 
 }  // namespace
