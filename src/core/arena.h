@@ -99,6 +99,15 @@ public:
         }
         return arena_->alloc(size_t(n), 64);
     }
+    // n bytes for a library call that allocates inside them itself (mphf_build_u64, cuckoo_build):
+    // a sub-arena over them, so the call's peak is inside what the stage declares; empty while sizing.
+    Arena region(uint64_t n) {
+        if (sizer_) {
+            sizer_->add(size_t(n), 64);
+            return Arena();
+        }
+        return Arena(arena_->alloc(size_t(n), 64), size_t(n));
+    }
     bool sizing() const { return sizer_ != nullptr; }
 
 private:

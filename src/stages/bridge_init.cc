@@ -273,7 +273,8 @@ BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint
 
 void bridge_leg_scores(const float *rows, uint64_t v, uint64_t d, const float *gt, uint64_t h, float *x, unsigned threads,
                        uint64_t row_block) {
-    if (row_block == 0) throw_error(STK_E_INTERNAL, "bridge_leg_scores: row_block 0");
+    if (row_block == 0 || threads == 0)
+        throw_error(STK_E_INTERNAL, "bridge_leg_scores: row_block %llu, threads %u", (unsigned long long)row_block, threads);
     const uint64_t blocks = (v + row_block - 1) / row_block;
     auto body = [&](unsigned t, unsigned n) {
         for (uint64_t b = t; b < blocks; b += n) {
@@ -281,7 +282,7 @@ void bridge_leg_scores(const float *rows, uint64_t v, uint64_t d, const float *g
             plain_sgemm(m, h, d, rows + r0 * d, d, gt, h, x + r0 * h, h, 1);
         }
     };
-    const unsigned n = unsigned(std::min<uint64_t>(threads ? threads : 1, blocks ? blocks : 1));
+    const unsigned n = unsigned(std::min<uint64_t>(threads, blocks ? blocks : 1));  // threads: normalize_params
     run_workers(n, [&](unsigned t) { body(t, n); });  // once per leg
 }
 

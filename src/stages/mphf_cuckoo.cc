@@ -57,6 +57,37 @@ LinearArrays linear_arrays(uint64_t mphf_bytes, uint64_t n_base, uint64_t delta_
             {"cuckoo_delta.bin", DType::U8, {delta_bytes}}};
 }
 
+// The stage's buffers, declared once: sized in mphf_cuckoo_size over the most entries
+// ffn_collapse can hand on, allocated in mphf_cuckoo_run over those it did.  The two builders
+// allocate inside their own region, at the size of their largest retry (the lowest cuckoo sizing
+// load, the MPHF's last 18.1 growth); a failed attempt's memory is reused by the next.
+struct LinearSizes {
+    uint64_t n_base, n_delta;
+};
+struct LinearBuffers {
+    Arena cuckoo, mphf;               // cuckoo_build / mphf_build_u64: structures and scratch
+    uint8_t *delta_blob, *mphf_blob;  // their serialized forms (cuckoo_delta.bin, linear_mphf.bin)
+    uint64_t delta_cap, mphf_cap;     // the bytes those hold
+    uint8_t *keys, *seen;             // linear_keys.bin; which MPHF indices are taken (12.4)
+    float *weights;                   // linear_weights.bin
+};
+LinearBuffers linear_buffers(const LinearSizes &z, Buffers &b) {
+    const CuckooParams last_cuckoo = cuckoo_params(kMaxCuckooRetries - 1);
+    const MphfParams last_mphf = mphf_params(kMaxMphfRetries);
+    const uint64_t c = z.n_base ? z.n_base : 1;
+    LinearBuffers o;
+    o.cuckoo = b.region(cuckoo_build_arena_size(z.n_delta, last_cuckoo));
+    o.delta_cap = cuckoo_serialized_size_for(z.n_delta, last_cuckoo);
+    o.delta_blob = b.array<uint8_t>(o.delta_cap ? o.delta_cap : 1);
+    o.mphf = b.region(mphf_build_arena_size(z.n_base, last_mphf));
+    o.mphf_cap = mphf_serialized_size_bound(z.n_base, last_mphf);
+    o.mphf_blob = b.array<uint8_t>(o.mphf_cap ? o.mphf_cap : 1);
+    o.keys = b.array<uint8_t>(checked_mul(c, 8, "linear keys"));
+    o.weights = b.array<float>(c);
+    o.seen = b.array<uint8_t>(c);
+    return o;
+}
+
 }  // namespace
 
 void mphf_cuckoo_plan(const JobInputs &in, ArrayPlan &plan) {
@@ -78,18 +109,10 @@ void mphf_cuckoo_plan(const JobInputs &in, ArrayPlan &plan) {
 }
 
 void mphf_cuckoo_size(const JobInputs &in, ArenaSizer &s) {
-    const stk_job_params &params = in.params;
-    const ModelDescription *d = in.model;
     uint64_t max_base = 0, max_delta = 0;
-    linear_capacity(d->plan, params.top_l, &max_base, &max_delta);
-    // Outputs + the largest attempt's scratch (a failed attempt's memory is released).
-    s.add(mphf_build_arena_size(max_base, mphf_params(kMaxMphfRetries)), 64);
-    s.add(mphf_build_arena_size(max_base, mphf_params(kMaxMphfRetries)) + 4096, 64);  // serialized
-    s.add(cuckoo_build_arena_size(max_delta, cuckoo_params(kMaxCuckooRetries - 1)), 64);
-    s.add(cuckoo_build_arena_size(max_delta, cuckoo_params(kMaxCuckooRetries - 1)) + 4096, 64);  // serialized
-    s.add_array<uint8_t>(checked_mul(max_base ? max_base : 1, 8, "linear keys"));
-    s.add_array<float>(max_base ? max_base : 1);
-    s.add_array<uint8_t>(max_base ? max_base : 1);
+    linear_capacity(in.model->plan, in.params.top_l, &max_base, &max_delta);
+    Buffers b(s);
+    linear_buffers({max_base, max_delta}, b);
 }
 
 void mphf_cuckoo_run(Job &job) {
@@ -102,9 +125,9 @@ void mphf_cuckoo_run(Job &job) {
         throw_error(STK_E_STAGE_ORDER, "mphf_cuckoo: ffn_collapse handed nothing on");
     }
     const LinearHandoff &h = *job.linear;
-    Arena &arena = job.arena;
     ManifestDraft &m = job.manifest;
-    const size_t mark = arena.mark();
+    Buffers alloc(job.arena);
+    LinearBuffers buf = linear_buffers({h.n_base, h.n_delta}, alloc);
 
     // The delta table first: it does not depend on the MPHF (18.1 leaves it byte-identical).
     CuckooTable table;
@@ -113,17 +136,19 @@ void mphf_cuckoo_run(Job &job) {
     uint32_t cuckoo_attempts = 0;
     for (;; cuckoo_attempts++) {
         cp = cuckoo_params(cuckoo_attempts);
-        size_t before = arena.mark();
+        buf.cuckoo.reset(0);
         try {
-            table = cuckoo_build(h.delta_keys, h.delta_vals, size_t(h.n_delta), cp, arena, &rep);
+            table = cuckoo_build(h.delta_keys, h.delta_vals, size_t(h.n_delta), cp, buf.cuckoo, &rep);
             break;
         } catch (const Error &e) {
             if (e.status() != STK_E_TABLE_FULL || cuckoo_attempts + 1 >= kMaxCuckooRetries) throw;
-            arena.reset(before);
         }
     }
     const size_t delta_bytes = table.serialized_size();
-    uint8_t *delta_blob = static_cast<uint8_t *>(arena.alloc(delta_bytes ? delta_bytes : 1, 64));
+    if (delta_bytes > buf.delta_cap)
+        throw_error(STK_E_INTERNAL, "mphf_cuckoo: the delta table takes %zu bytes, over its bound %llu", delta_bytes,
+                    (unsigned long long)buf.delta_cap);
+    uint8_t *delta_blob = buf.delta_blob;
     table.serialize(delta_blob);
 
     // The MPHF, with seed 18.1 on an exhausted search.
@@ -132,24 +157,25 @@ void mphf_cuckoo_run(Job &job) {
     for (;; retries++) {
         MphfParams mp = mphf_params(retries);
         if (g_linear_test_pilot_cap && retries < g_linear_test_pilot_cap_attempts) mp.pilot_cap = g_linear_test_pilot_cap;
-        size_t before = arena.mark();
+        buf.mphf.reset(0);
         try {
-            f = mphf_build_u64(h.base_keys, size_t(h.n_base), mp, arena);
+            f = mphf_build_u64(h.base_keys, size_t(h.n_base), mp, buf.mphf);
             break;
         } catch (const Error &e) {
             if (e.status() != STK_E_MPHF_EXHAUSTED || retries >= kMaxMphfRetries) throw;
-            arena.reset(before);
         }
     }
     const size_t mphf_bytes = f.serialized_size();
-    uint8_t *mphf_blob = static_cast<uint8_t *>(arena.alloc(mphf_bytes, 64));
+    if (mphf_bytes > buf.mphf_cap)
+        throw_error(STK_E_INTERNAL, "mphf_cuckoo: the MPHF takes %zu bytes, over its bound %llu", mphf_bytes,
+                    (unsigned long long)buf.mphf_cap);
+    uint8_t *mphf_blob = buf.mphf_blob;
     f.serialize(mphf_blob);
 
     // Base arrays at the MPHF index; 12.4: the function is a bijection on the keys.
     const uint64_t C = h.n_base;
-    uint8_t *keys = arena.alloc_array<uint8_t>(size_t(C * 8));
-    float *weights = arena.alloc_array<float>(size_t(C));
-    uint8_t *seen = arena.alloc_array<uint8_t>(size_t(C));
+    uint8_t *keys = buf.keys, *seen = buf.seen;
+    float *weights = buf.weights;
     for (uint64_t e = 0; e < C; e++) {
         uint64_t idx = f.index_u64(h.base_keys[e]);
         if (idx >= C || seen[idx])
@@ -224,7 +250,6 @@ void mphf_cuckoo_run(Job &job) {
     draft_add_record(m, st, ok ? kRecordInvariantPass : kRecordInvariantFail, kFeatureLinear, ok ? STK_OK : STK_E_INTERNAL,
                      h.trunc_col_max, kAcceptMape,
                      "12.4: base+delta vs exact collapse: worst column rel L2 (value); entries read back bit-exact");
-    (void)mark;
 }
 
 }  // namespace stk

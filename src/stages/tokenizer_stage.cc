@@ -88,18 +88,126 @@ void render_witness(const uint8_t *w, uint32_t len, char *out, size_t cap) {
     out[at] = 0;
 }
 
-// Moves `size` bytes built at src (above `mark`) down to the mark and keeps only them.
-uint8_t *keep_at_mark(Arena &a, size_t mark, const uint8_t *src, size_t size) {
-    a.reset(mark);
-    uint8_t *dst = static_cast<uint8_t *>(a.alloc(size, 64));
-    std::memmove(dst, src, size);
-    return dst;
-}
-
 struct KeyId {
     uint64_t key;
     uint32_t id;
 };
+
+// ---- The stage's buffers, declared once ------------------------------------------------------
+// Sized by tokenizer_stage_size (through tokenizer_arena_bytes_for) and allocated by
+// tokenizer_stage_build from the same counts.  The phases that follow each other (Sardinas-
+// Patterson, then one T_n at a time, then the 12.1 round trip) share one scratch region, reset
+// between them; what the stage keeps (plan, proposals, candidates, Dec, every T_n) is outside it.
+struct TokSizes {
+    uint64_t V = 0, B = 0;                         // tokens; their piece bytes
+    uint32_t L = 0;                                // L_tok
+    uint64_t keys[hash::kMaxRollingLen + 1] = {};  // at most this many T_n keys (bytepieces of n bytes)
+};
+// From the vocabulary itself (what the stage will meet).
+TokSizes tok_sizes(const Vocab &v, uint32_t L) {
+    TokSizes z;
+    z.V = v.size();
+    z.L = L;
+    for (uint32_t id = 0; id < z.V; id++) {
+        const size_t n = v.pieces[id].size();
+        z.B += n;
+        if (n >= 1 && n <= L && n <= hash::kMaxRollingLen && !v.special(id)) z.keys[n]++;
+    }
+    return z;
+}
+// From counts alone (a file not read yet): every length may hold every token.
+TokSizes tok_sizes_bound(uint64_t V, uint64_t B, uint32_t L) {
+    TokSizes z;
+    z.V = V;
+    z.B = B;
+    z.L = L;
+    for (uint32_t n = 1; n <= L && n <= hash::kMaxRollingLen; n++) z.keys[n] = V;
+    return z;
+}
+
+struct SpScratch {  // Sardinas-Patterson over the bytepieces
+    uint64_t *off;
+    uint8_t *blob;
+    Arena sp;
+};
+SpScratch sp_scratch(const TokSizes &z, Buffers &b) {
+    SpScratch o;
+    o.off = b.array<uint64_t>(z.V + 1);                 // bytepiece offsets
+    o.blob = static_cast<uint8_t *>(b.bytes(z.B + 1));  // bytepiece bytes
+    o.sp = b.region(sp_arena_size(z.V, z.B));
+    return o;
+}
+struct TableScratch {  // one T_n: its keys, the MPHF build (largest 18.1 attempt), the ids
+    KeyId *kid;
+    uint64_t *keys;
+    Arena mphf;
+    uint32_t *ids;
+};
+TableScratch table_scratch(uint32_t n, uint64_t k, Buffers &b) {
+    TableScratch o;
+    const uint64_t k1 = k ? k : 1;
+    o.kid = b.array<KeyId>(k1);
+    o.keys = b.array<uint64_t>(k1);
+    o.mphf = b.region(mphf_build_arena_size(k, table_params(n, kMaxMphfRetries)));
+    o.ids = b.array<uint32_t>(k1);
+    return o;
+}
+struct RoundTrip {  // 12.1: seeded bytes, their ids, the bytes decoded back
+    uint8_t *text, *back;
+    uint32_t *ids;
+};
+RoundTrip round_trip(Buffers &b) {
+    RoundTrip o;
+    o.text = static_cast<uint8_t *>(b.bytes(kRoundTripBytes));
+    o.ids = b.array<uint32_t>(kRoundTripBytes);
+    o.back = static_cast<uint8_t *>(b.bytes(kRoundTripBytes));
+    return o;
+}
+// The scratch region: the largest of the phases.
+uint64_t scratch_bytes(const TokSizes &z) {
+    auto bytes_of = [](auto &&declare) {
+        ArenaSizer s;
+        Buffers b(s);
+        declare(b);
+        return uint64_t(s.total());
+    };
+    uint64_t most = bytes_of([&](Buffers &b) { sp_scratch(z, b); });
+    most = std::max(most, bytes_of([&](Buffers &b) { round_trip(b); }));
+    for (uint32_t n = 1; n <= z.L && n <= hash::kMaxRollingLen; n++)
+        most = std::max(most, bytes_of([&](Buffers &b) { table_scratch(n, z.keys[n], b); }));
+    return most;
+}
+
+struct TokBuffers {
+    TokenizerPlan *plan;
+    Arena proposals;  // build_proposals: the P_gen ids (kept) and its scratch
+    uint32_t *cand;   // bytepiece candidates, sorted
+    FstTables *tables;
+    uint8_t *dec_blob;                          // tokenizer_fst.bin
+    uint64_t dec_cap;                           // its bytes
+    uint8_t *t_blob[hash::kMaxRollingLen + 1];  // T_n.bin, each at its 18.1 bound
+    Arena scratch;                              // the phases above, one at a time
+};
+TokBuffers tok_buffers(const TokSizes &z, Buffers &b) {
+    TokBuffers o{};
+    o.plan = b.array<TokenizerPlan>(1);
+    o.proposals = b.region(proposals_arena_size(uint32_t(std::min<uint64_t>(z.V, 0xFFFFFFFFu)), kDefaultPGen));
+    o.cand = b.array<uint32_t>(z.V ? z.V : 1);
+    o.tables = b.array<FstTables>(1);
+    o.dec_cap = DecTable::serialized_size(uint32_t(std::min<uint64_t>(z.V, 0xFFFFFFFFu)), z.B);
+    o.dec_blob = static_cast<uint8_t *>(b.bytes(o.dec_cap));
+    for (uint32_t n = 1; n <= z.L && n <= hash::kMaxRollingLen; n++)
+        o.t_blob[n] = static_cast<uint8_t *>(b.bytes(token_table_bound(n, z.keys[n])));
+    o.scratch = b.region(scratch_bytes(z));
+    return o;
+}
+
+size_t arena_bytes_of(const TokSizes &z) {
+    ArenaSizer s;
+    Buffers b(s);
+    tok_buffers(z, b);
+    return s.total();
+}
 
 // The stage's own canonical record, fed to its digest after its arrays (all modes): mode u8,
 // L_tok u32, SP verdict u8, sp_cert_digest[32], P_gen u32, the P_gen ids u32 (all LE).
@@ -187,25 +295,9 @@ const char *model_name(Vocab::Model m) {
 
 }  // namespace
 
-size_t tokenizer_arena_bytes_for(uint64_t V, uint64_t B, uint32_t l_tok) {
-    MphfParams worst;
-    worst.m_scale = 1.4775;  // 1.05^8
-    ArenaSizer z;
-    z.add(sizeof(TokenizerPlan), alignof(TokenizerPlan));
-    z.add(sizeof(FstTables), alignof(FstTables));
-    z.add(proposals_arena_size(uint32_t(std::min<uint64_t>(V, 0xFFFFFFFFu)), kDefaultPGen));
-    z.add_array<uint32_t>(V);      // candidate ids (kept until the stage ends)
-    z.add_array<uint64_t>(V + 1);  // bytepiece offsets
-    z.add(B);                      // bytepiece bytes
-    z.add(sp_arena_size(V, B));    // Sardinas-Patterson scratch
-    z.add(DecTable::serialized_size(uint32_t(std::min<uint64_t>(V, 0xFFFFFFFFu)), B));
-    z.add(l_tok * 256 + 7 * V);  // kept T_n blobs (MPHF + ids), all lengths
-    z.add_array<KeyId>(V);       // one length's keys
-    z.add(mphf_build_arena_size(V, worst));
-    z.add(256 + 7 * V);          // one T_n blob before it moves down
-    z.add(kRoundTripBytes * 6);  // 12.1 round trip
-    return z.total();
-}
+size_t tokenizer_arena_bytes_for(uint64_t V, uint64_t B, uint32_t l_tok) { return arena_bytes_of(tok_sizes_bound(V, B, l_tok)); }
+
+size_t tokenizer_arena_bytes_for(const Vocab &vocab, uint32_t l_tok) { return arena_bytes_of(tok_sizes(vocab, l_tok)); }
 
 size_t tokenizer_arena_bytes(uint64_t file_bytes, uint32_t l_tok) {
     // Every vocabulary entry takes at least 4 bytes of any supported file; piece bytes never
@@ -224,39 +316,35 @@ void tokenizer_stage_size(const JobInputs &in, ArenaSizer &s) {
     // otherwise plan gigabytes.  The vocabulary is read now; a file that does not parse keeps
     // the file-size bound (the stage then refuses it, naming the file).
     size_t need = 0;
-    if (guard([&] {
-            const Vocab vocab = load_vocab_dir(p.in_dir);
-            uint64_t piece_bytes = 0;
-            for (const std::string &x : vocab.pieces) piece_bytes += x.size();
-            need = tokenizer_arena_bytes_for(vocab.size(), piece_bytes, p.l_tok);
-        }) != STK_OK)
+    if (guard([&] { need = tokenizer_arena_bytes_for(load_vocab_dir(p.in_dir), p.l_tok); }) != STK_OK)
         need = tokenizer_arena_bytes(bytes, p.l_tok);
     s.add(need);
 }
 
 TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
     Arena &A = job.arena;
-    TokenizerPlan *plan = new (A.alloc(sizeof(TokenizerPlan), alignof(TokenizerPlan))) TokenizerPlan();
-    job.tokenizer = plan;
     const uint32_t V = vocab.size(), L = job.params.l_tok;
     const char *src = vocab.source.c_str();
+    if (L == 0 || L > hash::kMaxRollingLen) throw_error(STK_E_INVALID_ARGUMENT, "Ltok = %u: outside 1..64", L);
+    const TokSizes z = tok_sizes(vocab, L);
+    {
+        // Refuse now, before any array is written, if the arena cannot hold the stage.
+        size_t need = arena_bytes_of(z);
+        if (A.remaining() < need)
+            throw_error(STK_E_ARENA_TOO_SMALL,
+                        "%s: the tokenizer stage needs %zu arena bytes for %u tokens (%llu bytes), %zu are left", src, need, V,
+                        (unsigned long long)z.B, A.remaining());
+    }
+    Buffers alloc(A);
+    TokBuffers buf = tok_buffers(z, alloc);
+    TokenizerPlan *plan = buf.plan;
+    job.tokenizer = plan;
     plan->l_tok = L;
     plan->vocab_size = V;
     plan->vocab_model = uint8_t(vocab.model);
     if (V == 0) throw_error(STK_E_CORRUPT, "%s: the vocabulary has no tokens", src);
-    if (L == 0 || L > hash::kMaxRollingLen) throw_error(STK_E_INVALID_ARGUMENT, "Ltok = %u: outside 1..64", L);
-    {
-        // Refuse now, before any array is written, if the arena cannot hold the worst case.
-        uint64_t bytes = 0;
-        for (const std::string &p : vocab.pieces) bytes += p.size();
-        size_t need = tokenizer_arena_bytes_for(V, bytes, L);
-        if (A.remaining() < need)
-            throw_error(STK_E_ARENA_TOO_SMALL,
-                        "%s: the tokenizer stage needs %zu arena bytes for %u tokens (%llu bytes), %zu are left", src, need, V,
-                        (unsigned long long)bytes, A.remaining());
-    }
     StageDigest digest;
-    plan->proposals = build_proposals(vocab, kDefaultPGen, A);
+    plan->proposals = build_proposals(vocab, kDefaultPGen, buf.proposals);
 
     auto finish = [&]() -> TokenizerPlan & {
         fill_manifest(job, *plan);
@@ -275,7 +363,7 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
 
     // Bytepieces: distinct non-special pieces of 1..L bytes, sorted by (length, bytes, id) so
     // that equal bytes keep their lowest id.
-    uint32_t *cand = A.alloc_array<uint32_t>(V);
+    uint32_t *cand = buf.cand;
     uint32_t nc = 0;
     for (uint32_t id = 0; id < V; id++) {
         size_t len = vocab.pieces[id].size();
@@ -306,17 +394,17 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
 
     // Sardinas-Patterson over the bytepieces (4.2).
     {
-        size_t mark = A.mark();
-        uint64_t *off = A.alloc_array<uint64_t>(size_t(nb) + 1);
-        uint64_t total = 0;
-        for (uint32_t i = 0; i < nb; i++) total += vocab.pieces[cand[i]].size();
-        uint8_t *blob = static_cast<uint8_t *>(A.alloc(total + 1, 8));
+        buf.scratch.reset(0);
+        Buffers scratch(buf.scratch);
+        SpScratch sc = sp_scratch(z, scratch);
+        uint64_t *off = sc.off;
+        uint8_t *blob = sc.blob;
         for (uint32_t i = 0; i < nb; i++) {
             const std::string &p = vocab.pieces[cand[i]];
             std::memcpy(blob + off[i], p.data(), p.size());
             off[i + 1] = off[i] + p.size();
         }
-        SpResult r = sardinas_patterson(blob, off, nb, A);
+        SpResult r = sardinas_patterson(blob, off, nb, sc.sp);
         plan->sp_ran = true;
         plan->sp_verdict = r.verdict;
         plan->sp_work = r.work;
@@ -343,16 +431,18 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
         } else {
             plan->mode = TokenizerPlan::Mode::FST;
         }
-        A.reset(mark);
     }
     if (plan->mode == TokenizerPlan::Mode::EXT) return finish();
 
     // Dec: every id's bytes (tokenizer_fst.bin).
-    FstTables *tables = new (A.alloc(sizeof(FstTables), alignof(FstTables))) FstTables();
+    FstTables *tables = buf.tables;
     plan->tables = tables;
     uint64_t total = 0;
     size_t dec_size = dec_size_for(vocab.pieces, &total, src);
-    uint8_t *dec_blob = static_cast<uint8_t *>(A.alloc(dec_size, 64));
+    if (dec_size > buf.dec_cap)
+        throw_error(STK_E_INTERNAL, "%s: tokenizer_fst.bin takes %zu bytes, over its bound %llu", src, dec_size,
+                    (unsigned long long)buf.dec_cap);
+    uint8_t *dec_blob = buf.dec_blob;
     tables->dec =
         build_dec(vocab.pieces, L, plan->mode == TokenizerPlan::Mode::FST ? kDecFlagCertified : kDecFlagUncertified,
                   vocab.unk_id >= 0 && uint32_t(vocab.unk_id) < V ? vocab.unk_id : -1, dec_blob, dec_size, "tokenizer_fst.bin");
@@ -364,8 +454,11 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
     for (uint32_t n = 1; n <= L; n++) {
         uint32_t k = 0;
         while (first + k < nb && vocab.pieces[cand[first + k]].size() == n) k++;
-        size_t mark = A.mark();
-        KeyId *kid = A.alloc_array<KeyId>(std::max<uint32_t>(k, 1));
+        buf.scratch.reset(0);
+        Buffers scratch(buf.scratch);
+        TableScratch sc = table_scratch(n, z.keys[n], scratch);
+        if (k > z.keys[n]) throw_error(STK_E_INTERNAL, "%s: %u bytepieces of %u bytes, more than counted", src, k, n);
+        KeyId *kid = sc.kid;
         for (uint32_t i = 0; i < k; i++) {
             const std::string &p = vocab.pieces[cand[first + i]];
             kid[i] = {hash::rolling_hash(reinterpret_cast<const uint8_t *>(p.data()), n), cand[first + i]};
@@ -380,24 +473,26 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
             }
             kid[kk++] = kid[i];
         }
-        uint64_t *keys = A.alloc_array<uint64_t>(std::max<uint32_t>(kk, 1));
+        uint64_t *keys = sc.keys;
         for (uint32_t i = 0; i < kk; i++) keys[i] = kid[i].key;
         Mphf f;
         for (uint32_t attempt = 0;; attempt++) {
+            sc.mphf.reset(0);
             try {
-                f = mphf_build_u64(keys, kk, table_params(n, attempt), A);  // 18.1: M += 5 % per attempt
+                f = mphf_build_u64(keys, kk, table_params(n, attempt), sc.mphf);  // 18.1: M += 5 % per attempt
                 break;
             } catch (const Error &e) {
                 if (e.status() != STK_E_MPHF_EXHAUSTED || attempt == kMaxMphfRetries) throw;
                 plan->mphf_retries++;  // rerun only this structure
             }
         }
-        uint32_t *ids = A.alloc_array<uint32_t>(std::max<uint32_t>(kk, 1));
+        uint32_t *ids = sc.ids;
         for (uint32_t i = 0; i < kk; i++) ids[f.index_u64(kid[i].key)] = kid[i].id;
         size_t tsize = TokenTable::serialized_size(f);
-        uint8_t *tmp = static_cast<uint8_t *>(A.alloc(tsize, 64));
-        serialize_token_table(n, f, ids, tmp);
-        uint8_t *blob = keep_at_mark(A, mark, tmp, tsize);
+        if (tsize > token_table_bound(n, z.keys[n]))
+            throw_error(STK_E_INTERNAL, "%s: T_%u takes %zu bytes, over its bound", src, n, tsize);
+        uint8_t *blob = buf.t_blob[n];
+        serialize_token_table(n, f, ids, blob);
         const ArraySpec t_out = token_table_spec(n, tsize);
         tables->t[n] = TokenTable::load(blob, tsize, n, tables->dec, t_out.name.c_str());
         job_write_array(job, STK_STAGE_TOKENIZER, digest, t_out, blob);
@@ -406,15 +501,16 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
     // 12.1: probe bound and Greedy == Decode on seeded random bytes (drawn from the bytes that
     // have a single-byte token, so that decoding is exact).
     {
-        size_t mark = A.mark();
+        buf.scratch.reset(0);
+        Buffers scratch(buf.scratch);
         uint8_t alphabet[256];
         uint32_t na = 0;
         for (int b = 0; b < 256; b++)
             if (covered[b]) alphabet[na++] = uint8_t(b);
         if (na > 0) {
-            uint8_t *text = static_cast<uint8_t *>(A.alloc(kRoundTripBytes, 64));
-            uint32_t *ids = A.alloc_array<uint32_t>(kRoundTripBytes);
-            uint8_t *back = static_cast<uint8_t *>(A.alloc(kRoundTripBytes, 64));
+            const RoundTrip rt = round_trip(scratch);
+            uint8_t *text = rt.text, *back = rt.back;
+            uint32_t *ids = rt.ids;
             uint64_t state = stream_seed(kTokenizerSaltMaster, kTokenizerModule, 0xFFFF);
             for (size_t i = 0; i < kRoundTripBytes; i++) text[i] = alphabet[hash::fastrange(splitmix64_next(&state), na)];
             GreedyStats gs;
@@ -428,7 +524,6 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
                              "tokenizer 12.1 check failed: %u probes at one byte (L_tok %u), round trip %s", gs.max_probes_at, L,
                              plan->roundtrip_ok ? "ok" : "differs");
         }
-        A.reset(mark);
     }
     if (plan->uncovered_bytes && !plan->invariant[0])
         std::snprintf(

@@ -54,9 +54,13 @@ struct TokenizerPlan {
 // Arena bytes the stage may need for tokenizer files of file_bytes bytes in total (a bound:
 // pieces, their bytes and the vocabulary size are each bounded by the file bytes).
 size_t tokenizer_arena_bytes(uint64_t file_bytes, uint32_t l_tok);
-// The same for a vocabulary already read: n_tokens tokens of piece_bytes bytes in all.  The stage
-// checks it before writing anything (STK_E_ARENA_TOO_SMALL, nothing written).
+// The same from counts: n_tokens tokens of piece_bytes bytes in all (a bound: every length may
+// hold every token).
 size_t tokenizer_arena_bytes_for(uint64_t n_tokens, uint64_t piece_bytes, uint32_t l_tok);
+// Exactly what the stage allocates for this vocabulary (its buffer list run against a sizer): what
+// tokenizer_stage_size declares and what the stage checks before writing anything
+// (STK_E_ARENA_TOO_SMALL, nothing written).
+size_t tokenizer_arena_bytes_for(const Vocab &vocab, uint32_t l_tok);
 
 // The stage body over a vocabulary already read (src/stages/tokenizer_stage.cc).  Writes the
 // arrays, records the plan on job.tokenizer and returns it.
