@@ -230,10 +230,6 @@ static void refusals_name_what(void **) {
         parse_model_config(R"({"model_type": "llama", "quantization_config": {"load_in_4bit": true}})", "x/config.json");
     });
     assert_contains(msg, "bitsandbytes");
-    msg = test::expect_error(STK_E_UNSUPPORTED,
-                             [] { parse_model_config(R"({"model_type": "granitemoe", "hidden_size": 64})", "x/config.json"); });
-    assert_contains(msg, "granitemoe");
-    assert_contains(msg, "3-D");
     // MLA with biases on the low-rank factors: not composed, refused by name.
     msg = test::expect_error(STK_E_UNSUPPORTED, [] {
         parse_model_config(R"({"model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,

@@ -176,6 +176,31 @@ static void shape_mismatch_names_the_tensor(void **) {
     assert_contains(msg, "layer index 12");
 }
 
+// GraniteMoE's 3-D stacked experts and DeepSeek's MLA factors: hostile shapes refused naming the tensor.
+static void stacked_and_mla_shapes_refused(void **) {
+    const std::string dir = test::test_data("../fixtures/families/");
+    for (const char *fam : {"granitemoe", "deepseek_v3"}) {
+        std::unique_ptr<ModelDescription> d = describe_model(dir + fam);
+        std::vector<TensorRef> tensors = d->checkpoint->tensors();
+        const char *victim = std::strcmp(fam, "granitemoe") == 0 ? "model.layers.1.block_sparse_moe.input_linear.weight"
+                                                                 : "model.layers.1.self_attn.kv_b_proj.weight";
+        for (TensorRef &t : tensors)
+            if (t.name == victim)
+                t = ref(t.name,
+                        std::strcmp(fam, "granitemoe") == 0 ? std::vector<uint64_t>{3, 64, 64} : std::vector<uint64_t>{120, 32});
+        std::string msg = test::expect_error(STK_E_PARAM_COUNT, [&] { analyze_model(d->parsed, tensors); });
+        assert_contains(msg, victim);
+        // Expert views: each expert's W1 / W3 is a slice of the stacked tensor, rows e * 2F (+ F for W3).
+        if (std::strcmp(fam, "granitemoe") == 0) {
+            const PlanTensor *w3 = find(d->layout, Role::FFN_W3, 1, 2);
+            assert_non_null(w3);
+            assert_int_equal(w3->row0, 2 * 64);
+            assert_int_equal(w3->dims[0], 32);
+            assert_int_equal(w3->part, 1);
+        }
+    }
+}
+
 static void llama_family_presets(void **) {
     ParsedConfig cfg = shared_cfg("derived-mixtral-8x7b-v0.1.config.json");
     RoleMapper m(cfg.user_rules, preset_rules(cfg.config), cfg.source);
@@ -404,6 +429,7 @@ int main() {
         cmocka_unit_test(gpt2_small_plan),
         cmocka_unit_test(gpt2_with_transformer_prefix),
         cmocka_unit_test(shape_mismatch_names_the_tensor),
+        cmocka_unit_test(stacked_and_mla_shapes_refused),
         cmocka_unit_test(llama_family_presets),
         cmocka_unit_test(user_rules_first_match_and_lexical_ties),
         cmocka_unit_test(custom_model_with_user_rules),

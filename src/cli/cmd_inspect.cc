@@ -166,7 +166,7 @@ static void print_text(const ModelDescription &d) {
         row.shape = t.streamed || t.composed ? shape_json(t.dims, t.rank) : vec_json(r.shape);
         row.dtype = src_dtype_name(r.dtype);
         // Short notes (--json has the full story: source_shape, fused, transposed).
-        if (t.layout != QkvLayout::Separate) row.note += " slice of " + vec_json(r.shape);
+        if (t.layout != QkvLayout::Separate || r.shape.size() == 3) row.note += " slice of " + vec_json(r.shape);
         if (t.transpose) row.note += t.layout != QkvLayout::Separate ? ", transposed" : " transposed";
         if (t.tied) row.note += " tied to the embedding";
         else if (t.composed) row.note += " (composed per head for the attention stages)";

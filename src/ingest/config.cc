@@ -304,7 +304,6 @@ const Refused kRefused[] = {
     {"gpt_oss",
      "its experts are stored as 3-D gate_up_proj / down_proj tensors (MXFP4 blocks on the hub) and its "
      "attention has sinks; neither is converted yet"},
-    {"granitemoe", "its experts are stored as 3-D input_linear / output_linear tensors, not converted yet"},
     {"internlm2",
      "its fused wqkv (grouped layout) needs trust_remote_code modelling that has no reference "
      "fixture here; not converted yet"},

@@ -205,6 +205,50 @@ void map_tensor(const ModelConfig &c, const std::string &cfg_src, const RoleMapp
 
     // Source geometry.
     size_t rank = src.shape.size();
+    if (rank == 3 && rule.stacked) {
+        // One 2-D view per expert; the whole tensor's parameters were counted once above.
+        const uint64_t E = src.shape[0], R = src.shape[1], C = src.shape[2];
+        if (E != c.n_experts || t.expert != kNoExpert || t.transpose)
+            throw_error(STK_E_PARAM_COUNT,
+                        "tensor '%s' (%s, offset %llu): stacked experts of shape %s, but %s says %u experts (role %s)",
+                        src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset, shape_str(src.shape).c_str(),
+                        cfg_src.c_str(), c.n_experts, role_name(m.role));
+        for (uint32_t e = 0; e < E; e++) {
+            PlanTensor v = t;
+            v.expert = int32_t(e);
+            v.src_rows = E * R;
+            v.src_cols = C;
+            v.row0 = e * R;
+            v.rank = 2;
+            if (m.role == Role::FFN_W13) {
+                const uint64_t f = c.ffn_dim_for(v.expert);
+                if (R != 2 * f || C != c.d_model)
+                    throw_error(STK_E_PARAM_COUNT,
+                                "tensor '%s' (%s, offset %llu): stacked gate/up shape %s, but %s implies [%u, 2 x %llu, %u]",
+                                src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset,
+                                shape_str(src.shape).c_str(), cfg_src.c_str(), c.n_experts, (unsigned long long)f, c.d_model);
+                for (uint8_t p = 0; p < 2; p++) {
+                    PlanTensor s = v;
+                    s.role = p == 0 ? Role::FFN_W1 : Role::FFN_W3;
+                    s.layout = QkvLayout::Concat;
+                    s.part = p;
+                    s.head_dim = 1;
+                    s.q_heads = s.kv_heads = uint32_t(f);
+                    s.dims[0] = f;
+                    s.dims[1] = C;
+                    s.n_elements = f * C;
+                    st.plan.push_back(s);
+                }
+            } else {
+                v.role = m.role;
+                v.dims[0] = R;
+                v.dims[1] = C;
+                v.n_elements = R * C;
+                st.plan.push_back(v);
+            }
+        }
+        return;
+    }
     if (rank > 2)
         throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s, offset %llu): shape %s; role %s needs a vector or a matrix",
                     src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset, shape_str(src.shape).c_str(),
@@ -570,14 +614,14 @@ void order_experts_by_router_norm(const float *router, uint32_t n_experts, uint6
 void materialize_f32(const PlanTensor &t, const TensorRef &src, const uint8_t *bytes, float *out, float *row_scratch) {
     const uint64_t rows = t.dims[0];
     if (!t.transpose) {
+        const uint64_t cols = t.rank == 2 ? t.dims[1] : 1;
         if (t.layout == QkvLayout::Separate) {
-            convert_to_f32(src, bytes, 0, t.n_elements, out);
+            convert_to_f32(src, bytes, t.row0 * cols, t.n_elements, out);
             return;
         }
-        const uint64_t cols = t.rank == 2 ? t.dims[1] : 1;
         for (uint64_t r = 0; r < rows;) {
             uint64_t run = fused_run(t, r, rows);
-            convert_to_f32(src, bytes, fused_row(t, r) * cols, run * cols, out + r * cols);
+            convert_to_f32(src, bytes, (t.row0 + fused_row(t, r)) * cols, run * cols, out + r * cols);
             r += run;
         }
         return;

@@ -88,6 +88,8 @@ struct RoleRule {
     bool transpose = false;                  // stored [in, out] (GPT-2 Conv1D): transposed to [out, in]
     bool shared = false;                     // the MoE shared expert (expert index kSharedExpert)
     bool buffer = false;                     // a role-bearing buffer (rotary inv_freq): not a parameter
+    bool stacked = false;                    // a 3-D [experts, out, in] tensor: one view per expert
+                                             // (GraniteMoE input_linear / output_linear)
     uint32_t priority = 0;                   // order key before the pattern string
 };
 

@@ -7,14 +7,14 @@ extern const FamilyDef kCustomFamilyDef, kGpt2Family, kLlamaFamily, kMistralFami
     kGptNeoxFamily, kBloomFamily, kFalconFamily, kGemma3Family, kQwen3Family, kQwen3MoeFamily, kGemmaFamily, kGemma2Family,
     kPhi3Family, kPhiFamily, kOlmo2Family, kOlmoeFamily, kStablelmFamily, kStarcoder2Family, kGptBigcodeFamily, kGptjFamily,
     kOptFamily, kCohereFamily, kGraniteFamily, kMptFamily, kArceeFamily,
-    kDeepseekV2Family, kDeepseekV3Family, kPhimoeFamily;
+    kDeepseekV2Family, kDeepseekV3Family, kPhimoeFamily, kGranitemoeFamily;
 
 const FamilyDef *const kFamilyDefs[] = {
     &kCustomFamilyDef,  &kGpt2Family,  &kLlamaFamily,  &kMistralFamily, &kMixtralFamily, &kQwen2Family,    &kQwen2MoeFamily,
     &kGptNeoxFamily,    &kBloomFamily, &kFalconFamily, &kGemma3Family,  &kQwen3Family,   &kQwen3MoeFamily, &kGemmaFamily,
     &kGemma2Family,     &kPhi3Family,  &kPhiFamily,    &kOlmo2Family,   &kOlmoeFamily,   &kStablelmFamily, &kStarcoder2Family,
     &kGptBigcodeFamily, &kGptjFamily,  &kOptFamily,    &kCohereFamily,  &kGraniteFamily, &kMptFamily,      &kArceeFamily,
-    &kDeepseekV2Family, &kDeepseekV3Family, &kPhimoeFamily,
+    &kDeepseekV2Family, &kDeepseekV3Family, &kPhimoeFamily, &kGranitemoeFamily,
 };
 const uint32_t kFamilyCount = uint32_t(sizeof kFamilyDefs / sizeof kFamilyDefs[0]);
 
