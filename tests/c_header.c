@@ -41,6 +41,120 @@ static stk_status (*const f_generation_array_count)(const stk_generation *, uint
 static stk_status (*const f_generation_array_at)(const stk_generation *, uint32_t, stk_array_view *) = &stk_generation_array_at;
 static stk_status (*const f_generation_array_find)(const stk_generation *, const char *,
                                                    stk_array_view *) = &stk_generation_array_find;
+/* Experimental: what the stk command reads (plan, manifest, roots). */
+static const char *(*const f_dtype_name)(uint32_t) = &stk_dtype_name;
+static stk_status (*const f_model_gguf_path)(const char *, char *, size_t, size_t *) = &stk_model_gguf_path;
+static stk_status (*const f_plan_open)(const stk_job_params *, stk_plan **) = &stk_plan_open;
+static void (*const f_plan_close)(stk_plan *) = &stk_plan_close;
+static stk_status (*const f_plan_get_info)(const stk_plan *, stk_plan_info *) = &stk_plan_get_info;
+static stk_status (*const f_plan_array_at)(const stk_plan *, uint32_t, stk_plan_array *) = &stk_plan_array_at;
+static stk_status (*const f_plan_stage_info)(const stk_plan *, stk_stage, stk_plan_stage *) = &stk_plan_stage_info;
+static stk_status (*const f_manifest_open)(const char *, stk_manifest **) = &stk_manifest_open;
+static void (*const f_manifest_close)(stk_manifest *) = &stk_manifest_close;
+static stk_status (*const f_manifest_get_info)(const stk_manifest *, stk_manifest_info *) = &stk_manifest_get_info;
+static stk_status (*const f_manifest_array_at)(const stk_manifest *, uint32_t, stk_manifest_array *) = &stk_manifest_array_at;
+static stk_status (*const f_manifest_record_at)(const stk_manifest *, uint32_t, stk_manifest_record *) = &stk_manifest_record_at;
+static stk_status (*const f_manifest_stage_at)(const stk_manifest *, stk_stage, stk_manifest_stage *) = &stk_manifest_stage_at;
+static stk_status (*const f_root_probe)(const char *, stk_root_info *) = &stk_root_probe;
+static stk_status (*const f_root_list)(const char *, stk_generation_list **) = &stk_root_list;
+static stk_status (*const f_root_chain)(const char *, stk_generation_list **) = &stk_root_chain;
+static stk_status (*const f_generation_list_count)(const stk_generation_list *, uint32_t *) = &stk_generation_list_count;
+static stk_status (*const f_generation_list_at)(const stk_generation_list *, uint32_t,
+                                                stk_generation_entry *) = &stk_generation_list_at;
+static void (*const f_generation_list_close)(stk_generation_list *) = &stk_generation_list_close;
+static stk_status (*const f_root_gc)(const char *, uint32_t, stk_gc_result **) = &stk_root_gc;
+static stk_status (*const f_root_remove)(const char *, const char *, uint32_t, stk_gc_result **) = &stk_root_remove;
+static stk_status (*const f_gc_result_counts)(const stk_gc_result *, uint32_t *, uint32_t *, uint32_t *) = &stk_gc_result_counts;
+static const char *(*const f_gc_result_removed)(const stk_gc_result *, uint32_t) = &stk_gc_result_removed;
+static const char *(*const f_gc_result_in_use)(const stk_gc_result *, uint32_t) = &stk_gc_result_in_use;
+static void (*const f_gc_result_close)(stk_gc_result *) = &stk_gc_result_close;
+static stk_status (*const f_locate_damage)(const char *, const char *, uint64_t *, char *, size_t) = &stk_locate_damage;
+
+/* The experimental calls of the stk command, each called: refusals of NULL, of a wrong
+ * struct_size and of a path that is not there (tests/test_api.cc runs them on real roots). */
+static int cli_calls(void) {
+    int failures = 0;
+    char path[64];
+    size_t len = 1;
+    uint32_t a = 0, b = 0, c = 0;
+    uint64_t offset = 0;
+    stk_plan *plan = NULL;
+    stk_plan_info plan_info;
+    stk_plan_array plan_array;
+    stk_plan_stage plan_stage;
+    stk_manifest *manifest = NULL;
+    stk_manifest_info manifest_info;
+    stk_manifest_array manifest_array;
+    stk_manifest_record record;
+    stk_manifest_stage manifest_stage;
+    stk_root_info root;
+    stk_generation_list *list = NULL;
+    stk_generation_entry entry;
+    stk_gc_result *gc = NULL;
+    stk_job_params params;
+    if (!f_dtype_name || !f_model_gguf_path || !f_plan_open || !f_plan_close || !f_plan_get_info || !f_plan_array_at ||
+        !f_plan_stage_info || !f_manifest_open || !f_manifest_close || !f_manifest_get_info || !f_manifest_array_at ||
+        !f_manifest_record_at || !f_manifest_stage_at || !f_root_probe || !f_root_list || !f_root_chain ||
+        !f_generation_list_count || !f_generation_list_at || !f_generation_list_close || !f_root_gc || !f_root_remove ||
+        !f_gc_result_counts || !f_gc_result_removed || !f_gc_result_in_use || !f_gc_result_close || !f_locate_damage)
+        failures++;
+    if (strcmp(stk_dtype_name(2), "f32") != 0 || strcmp(stk_dtype_name(99), "unknown") != 0) failures++;
+    if (stk_model_gguf_path("/nonexistent-stk-c-header", path, sizeof path, &len) != STK_OK || len != 0 || path[0]) failures++;
+    if (stk_model_gguf_path(NULL, path, sizeof path, &len) != STK_E_INVALID_ARGUMENT) failures++;
+    memset(&params, 0, sizeof params);
+    params.struct_size = sizeof params;
+    params.in_dir = "/nonexistent-stk-c-header";
+    params.out_dir = "/nonexistent-stk-c-header-out";
+    if (stk_plan_open(&params, &plan) != STK_E_NOT_FOUND || plan != NULL) failures++;
+    params.struct_size = 8;
+    if (stk_plan_open(&params, &plan) != STK_E_STRUCT_SIZE) failures++;
+    stk_plan_close(NULL);
+    memset(&plan_info, 0, sizeof plan_info);
+    plan_info.struct_size = sizeof plan_info;
+    if (stk_plan_get_info(NULL, &plan_info) != STK_E_INVALID_ARGUMENT) failures++;
+    memset(&plan_array, 0, sizeof plan_array);
+    plan_array.struct_size = sizeof plan_array;
+    if (stk_plan_array_at(NULL, 0, &plan_array) != STK_E_INVALID_ARGUMENT) failures++;
+    memset(&plan_stage, 0, sizeof plan_stage);
+    plan_stage.struct_size = sizeof plan_stage;
+    if (stk_plan_stage_info(NULL, STK_STAGE_PRF, &plan_stage) != STK_E_INVALID_ARGUMENT) failures++;
+    if (stk_manifest_open("/nonexistent-stk-c-header", &manifest) != STK_E_NOT_FOUND || manifest != NULL) failures++;
+    stk_manifest_close(NULL);
+    memset(&manifest_info, 0, sizeof manifest_info);
+    manifest_info.struct_size = sizeof manifest_info;
+    if (stk_manifest_get_info(NULL, &manifest_info) != STK_E_INVALID_ARGUMENT) failures++;
+    memset(&manifest_array, 0, sizeof manifest_array);
+    manifest_array.struct_size = sizeof manifest_array;
+    if (stk_manifest_array_at(NULL, 0, &manifest_array) != STK_E_INVALID_ARGUMENT) failures++;
+    memset(&record, 0, sizeof record);
+    record.struct_size = sizeof record;
+    if (stk_manifest_record_at(NULL, 0, &record) != STK_E_INVALID_ARGUMENT) failures++;
+    memset(&manifest_stage, 0, sizeof manifest_stage);
+    manifest_stage.struct_size = sizeof manifest_stage;
+    if (stk_manifest_stage_at(NULL, STK_STAGE_PRF, &manifest_stage) != STK_E_INVALID_ARGUMENT) failures++;
+    memset(&root, 0xff, sizeof root);
+    root.struct_size = sizeof root;
+    if (stk_root_probe("/nonexistent-stk-c-header", &root) != STK_OK || root.is_root || root.needs_repair) failures++;
+    root.struct_size = 4;
+    if (stk_root_probe("/nonexistent-stk-c-header", &root) != STK_E_STRUCT_SIZE) failures++;
+    if (stk_root_list("/nonexistent-stk-c-header", &list) != STK_E_NOT_FOUND || list != NULL) failures++;
+    if (stk_root_chain("/nonexistent-stk-c-header", &list) != STK_E_NOT_FOUND || list != NULL) failures++;
+    if (stk_generation_list_count(NULL, &a) != STK_E_INVALID_ARGUMENT) failures++;
+    memset(&entry, 0, sizeof entry);
+    entry.struct_size = sizeof entry;
+    if (stk_generation_list_at(NULL, 0, &entry) != STK_E_INVALID_ARGUMENT) failures++;
+    stk_generation_list_close(NULL);
+    if (stk_root_gc(NULL, 2, &gc) != STK_E_INVALID_ARGUMENT) failures++;
+    if (stk_root_gc("/nonexistent-stk-c-header", 0, &gc) != STK_E_INVALID_ARGUMENT || gc != NULL) failures++;
+    if (stk_root_remove("/nonexistent-stk-c-header", "x", 0x80, &gc) != STK_E_INVALID_ARGUMENT) failures++;
+    if (stk_gc_result_counts(NULL, &a, &b, &c) != STK_E_INVALID_ARGUMENT) failures++;
+    if (stk_gc_result_removed(NULL, 0) != NULL || stk_gc_result_in_use(NULL, 0) != NULL) failures++;
+    stk_gc_result_close(NULL);
+    if (stk_locate_damage(NULL, "x", &offset, path, sizeof path) != STK_E_INVALID_ARGUMENT) failures++;
+    if (stk_locate_damage("/nonexistent-stk-c-header", "arrays/x.bin", &offset, path, sizeof path) != STK_E_KEY_NOT_FOUND)
+        failures++;
+    return failures;
+}
 
 typedef char struct_size_first[offsetof(stk_job_params, struct_size) == 0 ? 1 : -1];
 typedef char report_size_first[offsetof(stk_verify_report, struct_size) == 0 ? 1 : -1];
@@ -119,6 +233,7 @@ int main(void) {
     view.struct_size = sizeof view;
     if (stk_generation_array_at(NULL, 0, &view) != STK_E_INVALID_ARGUMENT) failures++;
     if (stk_generation_array_find(NULL, "x", &view) != STK_E_INVALID_ARGUMENT) failures++;
+    failures += cli_calls();
     printf("c_header: %d failures\n", failures);
     return failures ? 1 : 0;
 }

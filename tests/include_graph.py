@@ -17,7 +17,21 @@ import os
 import re
 import sys
 
-PUBLIC = "stk"  # include/stk/stk.h: every layer may include the public header
+PUBLIC = "stk"  # include/stk/*.h: every layer may include the public headers
+
+# Includes that the layer table no longer allows but that files still make while they move to
+# the public API (issue 21: the stk command compiles against include/stk/ alone).  Per file, the
+# folders it may still include.  The list only shrinks: an entry the file no longer needs is an
+# error, so each is removed as its file is converted, until the list is empty.
+TRANSITIONAL = {
+    "cli/cli.cc": {"core"},  # stk::Error, for resolve_model_dir until the commands below use resolve_model_path
+    "cli/cmd_export.cc": {"core", "format"},
+    "cli/cmd_inspect.cc": {"core", "format", "publish", "ingest"},
+    "cli/cmd_models.cc": {"core", "ingest"},
+    "cli/cmd_replay.cc": {"core", "runtime"},
+    "cli/cmd_tokenize.cc": {"core", "tokenizer"},
+    "cli/inspect_lwt.cc": {"core", "format"},
+}
 
 TABLE_MARK = "<!-- include-graph -->"
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -78,6 +92,7 @@ def main():
             errors.append(f"docs/decisions.md: the layer table has a row for {d}, but src/{d} does not exist")
 
     graph = {}  # "folder/file" -> [(line, "folder/file")], for the circle check
+    used = {f: set() for f in TRANSITIONAL}  # the transitional allowances actually needed
     for d in folders:
         for dirpath, _, files in os.walk(os.path.join(src, d)):
             for name in sorted(files):
@@ -104,11 +119,18 @@ def main():
                         edges.append((n, target))
                         if top == d:
                             continue
+                        if top in TRANSITIONAL.get(rel, ()):
+                            used[rel].add(top)
+                            continue
                         if d in table and top not in table[d][1]:
                             layer = table[d][0]
                             t_layer = table[top][0] if top in table else "?"
                             how = "up a layer" if isinstance(t_layer, int) and t_layer >= layer else "not in its row"
                             errors.append(f"{where}: {d} (layer {layer}) includes {target} ({top}, layer {t_layer}): {how}")
+
+    for f, tops in sorted(TRANSITIONAL.items()):
+        for t in sorted(tops - used[f]):
+            errors.append(f"tests/include_graph.py: src/{f} no longer includes {t}/: remove it from TRANSITIONAL")
 
     # Circles among files: depth-first search, reporting each circle once.
     state = {}

@@ -428,6 +428,269 @@ STK_API stk_status stk_stage_get_info(const stk_job *job, stk_stage stage, stk_s
  * on the same job (from another thread); the numbers are a snapshot. */
 STK_API stk_status stk_job_progress(const stk_job *job, uint64_t *out_done, uint64_t *out_total, const char **out_unit);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Experimental: what the stk command reads (model paths, the plan, manifests, roots).         */
+/* Everything `stk convert`, `stk check` and `stk generations` print comes from these calls.  */
+
+/* On-disk names of a published generation and a generations root (docs/format.md). */
+#  define STK_MANIFEST_FILE_NAME "sera_manifest.bin" /* GEN/sera_manifest.bin */
+#  define STK_ARRAYS_DIR_NAME "arrays"               /* GEN/arrays/<name> */
+#  define STK_ARRAY_HEADER_BYTES 128                 /* an array file = header + payload */
+#  define STK_CURRENT_FILE_NAME "CURRENT"            /* ROOT/CURRENT */
+#  define STK_GENERATIONS_DIR_NAME "generations"     /* ROOT/generations/<name>/ */
+#  define STK_LOCK_FILE_NAME "LOCK"                  /* ROOT/LOCK, held by the one writer */
+#  define STK_STAGING_PREFIX ".staging-"             /* ROOT/.staging-<pid>-<n>/: a conversion being built */
+
+/* The short name of an array dtype ("f32", "q8_8", ...; stk_array_view's list), "unknown" for a
+ * value outside 1..9.  Threads: any. */
+STK_API const char *stk_dtype_name(uint32_t dtype);
+
+/* The GGUF file a model path names, or "" when it is not a GGUF model: a file that starts with
+ * the GGUF magic, or a directory without config.json holding exactly one GGUF model (for a split
+ * set, its first file).  Writes the path NUL-terminated into out (out_cap bytes) and its length
+ * to *out_len (STK_E_INVALID_ARGUMENT when out_cap is too small; *out_len says how much is
+ * needed, without the NUL).  A directory holding several GGUF models is refused, naming them.
+ * Threads: any. */
+STK_API stk_status stk_model_gguf_path(const char *path, char *out, size_t out_cap, size_t *out_len);
+
+/* The plan of a conversion, from the model's metadata, the tokenizer files and the options alone
+ * (`stk convert --dry-run`): the normalised options, the model, the arena, and every array each
+ * stage will publish.  Reads no weights and writes nothing.  A library-owned handle. */
+typedef struct stk_plan stk_plan;
+
+typedef struct stk_plan_info {
+    size_t struct_size; /* sizeof(stk_plan_info) */
+    /* the options as the job will use them (defaults applied, the default rv clamped on a narrow
+       model) */
+    uint32_t r, rv, l_tok, top_l, threads;
+    uint32_t n_layers;
+    uint32_t n_tensors;   /* tensors of the checkpoint that the plan streams or maps */
+    uint32_t array_count; /* entries for stk_plan_array_at, disabled ones included */
+    uint64_t n_params;
+    uint64_t checkpoint_bytes;
+    uint64_t arena_bytes;            /* = stk_job_arena_size */
+    uint64_t largest_unit_f32_bytes; /* the largest layer converted to f32 while it streams */
+    uint64_t expected_peak_bytes;    /* arena_bytes + largest_unit_f32_bytes */
+    /* totals over the arrays: written (certainly), optional (on some data), disabled (not
+       written, not counted below); the payload split into exact sizes and upper bounds */
+    uint64_t arrays_written, arrays_optional, arrays_disabled;
+    uint64_t payload_exact_bytes, payload_bound_bytes;
+    uint64_t file_bytes; /* payloads and headers of the written and optional arrays */
+    char model_type[32]; /* config.json's model_type, NUL-terminated */
+    char format[32];     /* the checkpoint's container ("safetensors", "gguf", ...) */
+} stk_plan_info;
+
+/* Whether a planned array will be written. */
+typedef enum stk_plan_presence {
+    STK_PLAN_WRITTEN = 0,  /* written (unless the failure policy disables its stage) */
+    STK_PLAN_OPTIONAL = 1, /* written only on some data (reason says when) */
+    STK_PLAN_DISABLED = 2  /* not written: the inputs or options switch it off (reason says why) */
+} stk_plan_presence;
+
+typedef struct stk_plan_array {
+    size_t struct_size; /* sizeof(stk_plan_array) */
+    char name[64];      /* file name under arrays/, NUL-terminated */
+    uint32_t stage;     /* stk_stage */
+    uint32_t dtype;     /* as stk_array_view */
+    uint32_t rank;
+    uint32_t exact;    /* 0: dims and bytes are upper bounds (sizes that depend on the values) */
+    uint32_t presence; /* stk_plan_presence */
+    uint32_t reserved;
+    uint64_t dims[5];       /* dims[0..rank) */
+    uint64_t payload_bytes; /* 0 for a disabled array of unknown size */
+    uint64_t file_bytes;    /* payload + STK_ARRAY_HEADER_BYTES */
+    const char *reason;     /* why not exact / optional / disabled ("; "-separated clauses; "" when
+                               written exactly); valid until stk_plan_close */
+} stk_plan_array;
+
+typedef struct stk_plan_stage {
+    size_t struct_size;   /* sizeof(stk_plan_stage) */
+    uint32_t implemented; /* 0: this build has no such stage (its feature will be disabled) */
+    uint32_t arrays;      /* arrays it will or may write (disabled ones not counted) */
+    uint64_t arena_bytes; /* its share of the arena (what its sizing asks for, before alignment) */
+} stk_plan_stage;
+
+/* Plan a job with these parameters, as stk_job_arena_size reads them (out_dir counts: the arena
+ * holds its name; nothing is written there).  Refuses what stk_job_arena_size refuses.
+ * Threads: any; a plan is read-only once open (the calls below may run at once on it). */
+STK_API stk_status stk_plan_open(const stk_job_params *params, stk_plan **out_plan);
+/* NULL is a no-op.  Threads: no other call on this plan may be running. */
+STK_API void stk_plan_close(stk_plan *plan);
+STK_API stk_status stk_plan_get_info(const stk_plan *plan, stk_plan_info *out);
+/* Planned array `index` (0-based; stages in DAG order, each stage's arrays in write order;
+ * STK_E_KEY_NOT_FOUND past the end). */
+STK_API stk_status stk_plan_array_at(const stk_plan *plan, uint32_t index, stk_plan_array *out);
+/* One stage of the plan (STK_E_INVALID_ARGUMENT for an unknown stage). */
+STK_API stk_status stk_plan_stage_info(const stk_plan *plan, stk_stage stage, stk_plan_stage *out);
+
+/* A generation's manifest, decoded and validated (magic, schema digest, every bound, curr_hash),
+ * without reading the arrays (stk_verify does that).  A library-owned handle. */
+typedef struct stk_manifest stk_manifest;
+
+typedef struct stk_manifest_info {
+    size_t struct_size;        /* sizeof(stk_manifest_info) */
+    uint8_t curr_hash[32];     /* SHA-256 of the manifest before it: the generation's identity */
+    uint8_t prev_hash[32];     /* the generation it replaced; zeros for a root's first */
+    uint8_t schema_sha256[32]; /* the schema digest */
+    uint32_t array_count;
+    uint32_t record_count;
+    uint32_t pgen_count;
+    uint32_t abi_flags;     /* 1: fused multiply-adds, 2: flush-to-zero */
+    uint64_t payload_bytes; /* the arrays' byte_len summed */
+    /* tokenizer fields (docs/format.md, "Manifest") */
+    uint32_t tokenizer_mode; /* 0 disabled, 1 fst certified, 2 fst uncertified, 3 ext wrapper */
+    uint32_t tokenizer_l_tok;
+    uint32_t tokenizer_s_norm;
+    uint32_t tokenizer_l_norm;
+    uint32_t tokenizer_vocab_size;
+    uint32_t tokenizer_unicode_policy; /* 0 none, 1 byte-level, 2 sentencepiece, 3 raw utf-8 */
+    uint8_t tokenizer_sp_cert_digest[32];
+    uint32_t prf_r;       /* PRF rank (0: the feature is disabled) */
+    uint32_t overlays_rv; /* overlay rank (0: disabled) */
+} stk_manifest_info;
+
+typedef struct stk_manifest_array {
+    size_t struct_size; /* sizeof(stk_manifest_array) */
+    char name[64];      /* file name under arrays/, NUL-terminated */
+    uint32_t stage;     /* the stk_stage that wrote it */
+    uint32_t dtype;     /* as stk_array_view */
+    uint32_t rank;
+    uint32_t flags;
+    uint64_t dims[5];
+    uint64_t byte_len; /* payload bytes */
+    uint64_t sha256_low64;
+    uint32_t crc32c;
+    uint32_t reserved;
+} stk_manifest_array;
+
+/* A stage's state in the manifest's stage table (values as stored). */
+typedef enum stk_manifest_stage_state {
+    STK_MANIFEST_STAGE_PENDING = 0,         /* runs after the manifest is written (check) */
+    STK_MANIFEST_STAGE_RAN = 1,             /* ran, feature enabled */
+    STK_MANIFEST_STAGE_NOT_IMPLEMENTED = 2, /* did not exist: wrote nothing, feature disabled */
+    STK_MANIFEST_STAGE_DISABLED = 3,        /* ran, disabled its feature (a record says why) */
+    STK_MANIFEST_STAGE_FAILED = 4           /* failed, feature disabled (a record says why) */
+} stk_manifest_stage_state;
+
+typedef struct stk_manifest_stage {
+    size_t struct_size; /* sizeof(stk_manifest_stage) */
+    uint32_t state;     /* stk_manifest_stage_state */
+    uint32_t crc32c;
+    uint64_t sha256_low64;
+} stk_manifest_stage;
+
+/* The kind of a manifest record (values as stored). */
+typedef enum stk_record_kind {
+    STK_RECORD_FEATURE_DISABLED = 1,
+    STK_RECORD_INVARIANT_PASS = 2,
+    STK_RECORD_INVARIANT_FAIL = 3,
+    STK_RECORD_NOTE = 4 /* e.g. "approx: ..." from parse_tensors: what the arrays cannot represent */
+} stk_record_kind;
+
+typedef struct stk_manifest_record {
+    size_t struct_size; /* sizeof(stk_manifest_record) */
+    uint32_t stage;     /* stk_stage */
+    uint32_t kind;      /* stk_record_kind */
+    uint32_t feature;   /* docs/format.md, "Manifest": 0 none, 1 tokenizer_fst ... 8 o0_route */
+    uint32_t status;    /* the stk_status that caused it (0 for a pass) */
+    double value;       /* measured value */
+    double bound;       /* the bound it was held to */
+    char text[128];     /* printable ASCII, NUL-terminated */
+} stk_manifest_record;
+
+/* Read a manifest: `path` is a generation directory, a generations root (its CURRENT generation,
+ * read once) or the manifest file itself.  Threads: any; read-only once open (any number of the
+ * calls below may run at once on it). */
+STK_API stk_status stk_manifest_open(const char *path, stk_manifest **out_manifest);
+/* NULL is a no-op.  Threads: no other call on this manifest may be running. */
+STK_API void stk_manifest_close(stk_manifest *manifest);
+STK_API stk_status stk_manifest_get_info(const stk_manifest *manifest, stk_manifest_info *out);
+/* Entry `index` of the array table / the record table, in manifest order (STK_E_KEY_NOT_FOUND
+ * past the end); the stage table's row of `stage` (STK_E_INVALID_ARGUMENT for an unknown one). */
+STK_API stk_status stk_manifest_array_at(const stk_manifest *manifest, uint32_t index, stk_manifest_array *out);
+STK_API stk_status stk_manifest_record_at(const stk_manifest *manifest, uint32_t index, stk_manifest_record *out);
+STK_API stk_status stk_manifest_stage_at(const stk_manifest *manifest, stk_stage stage, stk_manifest_stage *out);
+
+/* Generations roots: what a root holds, its generations, and their removal. */
+typedef struct stk_root_info {
+    size_t struct_size;    /* sizeof(stk_root_info) */
+    uint32_t is_root;      /* the directory holds CURRENT or generations/ */
+    uint32_t needs_repair; /* it holds generations but no usable CURRENT (none, unreadable, or
+                              naming a generation that is not there): the next stk_open of
+                              the root points CURRENT at the newest generation that verifies */
+} stk_root_info;
+
+/* What `path` is; a path that does not exist is no root (not an error).  Threads: any. */
+STK_API stk_status stk_root_probe(const char *path, stk_root_info *out);
+
+typedef struct stk_generation_list stk_generation_list;
+
+typedef struct stk_generation_entry {
+    size_t struct_size; /* sizeof(stk_generation_entry) */
+    char name[64];      /* "<seq>-<16 hex digits of curr_hash>", NUL-terminated */
+    uint64_t seq;
+    uint32_t readable; /* its manifest decoded and its curr_hash matched (else see error) */
+    uint32_t current;  /* CURRENT names it */
+    uint32_t on_chain; /* reached from CURRENT by following prev_hash */
+    uint32_t reserved;
+    uint8_t curr_hash[32];
+    uint8_t prev_hash[32]; /* zeros: the root's first generation */
+    uint64_t arrays;       /* arrays its manifest lists */
+    uint64_t bytes;        /* their payload bytes */
+    const char *error;     /* why it is not readable, "" if it is; valid until the list is closed */
+} stk_generation_entry;
+
+/* Every generation of a root (generations/<name> with a well-formed name), in publication
+ * order.  STK_E_NOT_FOUND when root is not a generations root.  Takes no lock (a snapshot).
+ * Threads: any. */
+STK_API stk_status stk_root_list(const char *root, stk_generation_list **out_list);
+/* The published history: from CURRENT back through prev_hash over the generations present,
+ * newest first (each verified as stk_check follows it: a link to a generation that is not older,
+ * or a CURRENT whose hash is not its generation's, is STK_E_CHECKSUM).  The last one's prev_hash
+ * is zero (the root's first generation) or names one that was removed.  Threads: any. */
+STK_API stk_status stk_root_chain(const char *root, stk_generation_list **out_list);
+STK_API stk_status stk_generation_list_count(const stk_generation_list *list, uint32_t *out_count);
+/* Entry `index` (STK_E_KEY_NOT_FOUND past the end).  Threads: any, on a list no call closes. */
+STK_API stk_status stk_generation_list_at(const stk_generation_list *list, uint32_t index, stk_generation_entry *out);
+/* NULL is a no-op. */
+STK_API void stk_generation_list_close(stk_generation_list *list);
+
+/* What a removal did: the generations removed, those a reader held (kept for the next gc), and
+ * how many leftovers of crashed writers went first.  A library-owned handle. */
+typedef struct stk_gc_result stk_gc_result;
+
+#  define STK_REMOVE_FORCE 0x1u /* stk_root_remove: also a chain member that would cut the chain */
+
+/* Under the root's lock (STK_E_IO while a writer holds it): remove the leftovers of crashed
+ * writers, then every generation off the chain and every chain member beyond the newest `keep`
+ * (keep >= 1: the current one always stays; 0 is STK_E_INVALID_ARGUMENT).  A generation a
+ * reader has open (stk_generation_open, stk_verify) stays, named in the result's in_use list.
+ * Threads: any (the lock serialises writers, in this process and others). */
+STK_API stk_status stk_root_gc(const char *root, uint32_t keep, stk_gc_result **out_result);
+/* The same lock and leftovers, then remove generation `name`: never the current one, and a chain
+ * member with older and newer chain members present (it would cut the chain) only with
+ * STK_REMOVE_FORCE; both refusals are STK_E_INVALID_ARGUMENT, and a generation a reader holds
+ * is STK_E_IO.  Threads: as stk_root_gc. */
+STK_API stk_status stk_root_remove(const char *root, const char *name, uint32_t flags, stk_gc_result **out_result);
+/* Counts of the result.  Threads: any. */
+STK_API stk_status stk_gc_result_counts(const stk_gc_result *result, uint32_t *out_removed, uint32_t *out_in_use,
+                                        uint32_t *out_leftovers);
+/* Name `index` of the removed generations / of those kept because a reader held them; NULL past
+ * the end.  Valid until stk_gc_result_close.  Threads: any. */
+STK_API const char *stk_gc_result_removed(const stk_gc_result *result, uint32_t index);
+STK_API const char *stk_gc_result_in_use(const stk_gc_result *result, uint32_t index);
+/* NULL is a no-op. */
+STK_API void stk_gc_result_close(stk_gc_result *result);
+
+/* A payload that failed its checksum (stk_verify's failed_file under a root,
+ * "generations/<name>/arrays/<file>"): another generation of the root whose manifest lists the
+ * same array with the same digests, and whose file verifies, is compared byte by byte with the
+ * damaged one.  On success *out_offset is the first byte that differs (from the start of the
+ * file, header included) and witness the name of that generation (NUL-terminated, witness_cap
+ * bytes).  STK_E_KEY_NOT_FOUND when no generation holds an intact copy (or `file` is not an
+ * array of one of the root's generations).  Reads only.  Threads: any. */
+STK_API stk_status stk_locate_damage(const char *root, const char *file, uint64_t *out_offset, char *witness, size_t witness_cap);
+
 #endif /* STK_EXPERIMENTAL */
 
 #ifdef __cplusplus

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "cli/cli.h"
-#include "publish/generations.h"
+#include "stk/stk.h"
 
 namespace stk::cli {
 
@@ -109,9 +109,9 @@ int remove_leftovers() {
         if (here == 0) break;
     }
     if (g_armed.created_dir) {
-        ::unlinkat(dfd, kLockFileName, 0);
+        ::unlinkat(dfd, STK_LOCK_FILE_NAME, 0);
         ::unlinkat(dfd, "CURRENT.tmp", 0);
-        ::unlinkat(dfd, kGenerationsDirName, AT_REMOVEDIR);  // only if empty
+        ::unlinkat(dfd, STK_GENERATIONS_DIR_NAME, AT_REMOVEDIR);  // only if empty
     }
     ::close(dfd);
     if (g_armed.created_dir) ::rmdir(g_armed.dir);  // only if empty
@@ -205,8 +205,8 @@ Cleanup::~Cleanup() {
 }
 
 void remove_created_root(const std::string &dir) {
-    ::unlink((dir + "/" + kLockFileName).c_str());
-    ::rmdir((dir + "/" + kGenerationsDirName).c_str());  // only if empty
+    ::unlink((dir + "/" + STK_LOCK_FILE_NAME).c_str());
+    ::rmdir((dir + "/" + STK_GENERATIONS_DIR_NAME).c_str());  // only if empty
     ::rmdir(dir.c_str());                                // only if empty
 }
 

@@ -11,8 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/error.h"
-#include "ingest/gguf_model.h"
+#include "core/error.h"  // stk::Error, for resolve_model_dir only (see cli.h)
 
 namespace stk::cli {
 
@@ -221,6 +220,21 @@ std::string hex_bytes(const std::string &s) {
     return out;
 }
 
+std::string hex_hash(const uint8_t h[32]) { return hex_bytes(std::string(reinterpret_cast<const char *>(h), 32)); }
+
+std::string format(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    va_list again;
+    va_copy(again, ap);
+    int n = std::vsnprintf(nullptr, 0, fmt, ap);
+    va_end(ap);
+    std::string out(n > 0 ? size_t(n) : 0, '\0');
+    if (n > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, again);
+    va_end(again);
+    return out;
+}
+
 void Json::key(const char *k) {
     if (!body_.empty()) body_ += ", ";
     body_ += json_escape(k) + ": ";
@@ -310,6 +324,13 @@ int report_failure(const char *command, stk_status s, bool json) {
     return code;
 }
 
+int report_error(const char *command, stk_status s, const std::string &message, bool json) {
+    int code = exit_code_for(s);
+    if (json) json_result(command, code, s, message).print();
+    std::fprintf(stderr, "stk %s: %s: %s\n", command, stk_status_str(s), message.c_str());
+    return code;
+}
+
 int report_usage(const char *command, const std::string &message, bool json) {
     if (json) json_result(*command ? command : "stk", kExitUsage, STK_E_INVALID_ARGUMENT, message).print();
     if (*command) std::fprintf(stderr, "stk %s: %s (see stk %s --help)\n", command, message.c_str(), command);
@@ -367,39 +388,68 @@ static std::vector<std::string> list_dirs(const std::string &dir) {
     return out;
 }
 
-std::string resolve_model_dir(const std::string &in) {
+stk_status gguf_model_path(const std::string &path, std::string *gguf) {
+    char buf[4096];
+    size_t len = 0;
+    stk_status s = stk_model_gguf_path(path.c_str(), buf, sizeof buf, &len);
+    if (s == STK_OK) *gguf = buf;
+    return s;
+}
+
+// A HuggingFace cache repo folder (models--org--name): refs/main names the snapshot, else the
+// only one.
+static stk_status cache_snapshot(const std::string &in, const std::string &dir, std::string *out, std::string *error) {
+    std::string rev;
+    if (FILE *f = std::fopen((dir + "/refs/main").c_str(), "r")) {
+        char buf[128] = {};
+        if (std::fgets(buf, sizeof buf, f)) rev = buf;
+        std::fclose(f);
+        while (!rev.empty() && (rev.back() == '\n' || rev.back() == '\r' || rev.back() == ' ')) rev.pop_back();
+    }
+    std::vector<std::string> snaps = list_dirs(dir + "/snapshots");
+    if (rev.empty() || rev.find('/') != std::string::npos || !is_dir(dir + "/snapshots/" + rev)) {
+        if (snaps.size() != 1) {
+            *error = format(
+                "--in %s is a HuggingFace cache folder with %zu snapshots and no usable refs/main; name "
+                "one: --in %s/snapshots/<revision>",
+                in.c_str(), snaps.size(), dir.c_str());
+            return STK_E_NOT_FOUND;
+        }
+        rev = snaps[0];
+    }
+    *out = dir + "/snapshots/" + rev;
+    return STK_OK;
+}
+
+stk_status resolve_model_path(const std::string &in, std::string *out, std::string *error) {
     struct stat st;
-    if (::stat(in.c_str(), &st) != 0) throw_error(STK_E_NOT_FOUND, "--in %s: no such file or directory", in.c_str());
+    if (::stat(in.c_str(), &st) != 0) {
+        *error = format("--in %s: no such file or directory", in.c_str());
+        return STK_E_NOT_FOUND;
+    }
     if (!S_ISDIR(st.st_mode)) {
         // A GGUF holds the whole model (weights, config, tokenizer): the file itself.
-        if (!gguf_model_file(in).empty()) return in;
+        std::string gguf;
+        if (stk_status s = gguf_model_path(in, &gguf); s != STK_OK) {
+            *error = stk_last_error();
+            return s;
+        }
         // A single checkpoint file: the model is the directory around it.
         size_t slash = in.find_last_of('/');
         // (The caller names what it misses there: config.json, the tokenizer files.)
-        return slash == std::string::npos ? "." : slash == 0 ? "/" : in.substr(0, slash);
+        *out = !gguf.empty() ? in : slash == std::string::npos ? "." : slash == 0 ? "/" : in.substr(0, slash);
+        return STK_OK;
     }
     std::string dir = in;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    // A HuggingFace cache repo folder (models--org--name): refs/main names the snapshot.
-    if (!file_exists_plain(dir + "/config.json") && is_dir(dir + "/snapshots")) {
-        std::string rev;
-        if (FILE *f = std::fopen((dir + "/refs/main").c_str(), "r")) {
-            char buf[128] = {};
-            if (std::fgets(buf, sizeof buf, f)) rev = buf;
-            std::fclose(f);
-            while (!rev.empty() && (rev.back() == '\n' || rev.back() == '\r' || rev.back() == ' ')) rev.pop_back();
-        }
-        std::vector<std::string> snaps = list_dirs(dir + "/snapshots");
-        if (rev.empty() || rev.find('/') != std::string::npos || !is_dir(dir + "/snapshots/" + rev)) {
-            if (snaps.size() != 1)
-                throw_error(STK_E_NOT_FOUND,
-                            "--in %s is a HuggingFace cache folder with %zu snapshots and no usable refs/main; name "
-                            "one: --in %s/snapshots/<revision>",
-                            in.c_str(), snaps.size(), dir.c_str());
-            rev = snaps[0];
-        }
-        return dir + "/snapshots/" + rev;
-    }
+    if (!file_exists_plain(dir + "/config.json") && is_dir(dir + "/snapshots")) return cache_snapshot(in, dir, out, error);
+    *out = dir;
+    return STK_OK;
+}
+
+std::string resolve_model_dir(const std::string &in) {
+    std::string dir, error;
+    if (stk_status s = resolve_model_path(in, &dir, &error); s != STK_OK) throw Error(s, error);
     return dir;
 }
 

@@ -89,6 +89,8 @@ Json json_result(const char *command, int exit_code, stk_status status, const st
 // Report a failed library call: "stk COMMAND: <status string>: <stk_last_error()>" on stderr
 // and, with json, the result object on stdout.  Returns the exit code.
 int report_failure(const char *command, stk_status s, bool json);
+// The same for a refusal the command itself decided: `message` in place of stk_last_error().
+int report_error(const char *command, stk_status s, const std::string &message, bool json);
 // A usage error: the message (and "see stk COMMAND --help") on stderr, the result object with
 // "error": "usage" on stdout when json.  Returns kExitUsage.
 int report_usage(const char *command, const std::string &message, bool json);
@@ -97,6 +99,10 @@ int report_usage(const char *command, const std::string &message, bool json);
 std::string json_escape(const std::string &s);
 // Lower-case hex of bytes.
 std::string hex_bytes(const std::string &s);
+// Lower-case hex of a 32-byte hash (curr_hash, prev_hash): 64 digits.
+std::string hex_hash(const uint8_t h[32]);
+// printf into a std::string.
+std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // text broken at spaces into lines that end by column `width`; every line after the first starts
 // with indent spaces; the first starts at first_column (default: indent, i.e. the caller printed a
 // label of that width).  For long messages on a terminal.
@@ -107,9 +113,14 @@ std::string human_bytes(uint64_t n);
 // --in as the help says it: a model directory; a single file in one (a checkpoint, a tokenizer
 // file: its directory is used, with config.json and the tokenizer files beside it); a GGUF file (itself: it
 // holds the config and the tokenizer); a HuggingFace cache folder
-// models--org--name (its snapshot: refs/main, or the only one).  Throws stk::Error
-// (STK_E_NOT_FOUND naming exactly what is missing).
+// models--org--name (its snapshot: refs/main, or the only one).  On failure returns the status
+// (STK_E_NOT_FOUND naming exactly what is missing) with the message in *error.
+stk_status resolve_model_path(const std::string &in, std::string *dir, std::string *error);
+// The same, throwing stk::Error: for the commands not yet on the public API alone (it goes when
+// the last of them moves to resolve_model_path).
 std::string resolve_model_dir(const std::string &in);
+// The GGUF file `path` names, or "" (stk_model_gguf_path; the message in stk_last_error()).
+stk_status gguf_model_path(const std::string &path, std::string *gguf);
 // A regular file (or a link to one) exists at path.
 bool file_exists_plain(const std::string &path);
 

@@ -3,14 +3,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
-#include "acceptance/runner.h"
 #include "cli/cli.h"
-#include "core/error.h"
-#include "core/mapped_file.h"
-#include "format/array.h"
-#include "format/manifest.h"
-#include "publish/generations.h"
+#include "stk/stk.h"
+#include "stk/stk_acceptance.h"
 
 namespace stk::cli {
 
@@ -52,43 +50,77 @@ static int check_exit_code(stk_status s) {
     return exit_code_for(s);
 }
 
-// For a damaged array of a root's generation (rel = "generations/NAME/arrays/X.bin"): another
-// generation of the root whose manifest lists X with the same digests and whose file hashes to
-// them; the first byte where the two files differ.  False when there is none.
+// For a damaged array of a root's generation (rel = "generations/NAME/arrays/X.bin"): the first
+// byte where it differs from an intact copy in another generation (stk_locate_damage).
 static bool locate_damage(const std::string &out, const std::string &rel, uint64_t *at, std::string *witness) {
-    const std::string gens = std::string(kGenerationsDirName) + "/";
-    const size_t arrays = rel.find("/arrays/");
-    if (rel.compare(0, gens.size(), gens) != 0 || arrays == std::string::npos) return false;
-    const std::string name = rel.substr(gens.size(), arrays - gens.size()), file = rel.substr(arrays + 8);
-    bool found = false;
-    guard([&] {
-        const Manifest bad = read_manifest(out + "/" + gens + name + "/" + kManifestFileName);
-        const ManifestArray *want = nullptr;
-        for (const ManifestArray &a : bad.arrays)
-            if (file == a.name) want = &a;
-        if (!want) return;
-        const MappedFile damaged(out + "/" + rel, false);
-        for (const GenerationInfo &g : list_generations(out)) {
-            if (g.name == name || !g.readable) continue;
-            const Manifest other = read_manifest(out + "/" + gens + g.name + "/" + kManifestFileName);
-            for (const ManifestArray &a : other.arrays) {
-                if (file != a.name || a.sha256_low64 != want->sha256_low64 || a.crc32c != want->crc32c ||
-                    a.byte_len != want->byte_len)
-                    continue;
-                ArrayReader good(out + "/" + gens + g.name + "/arrays/" + a.name, true);  // it must verify itself
-                const uint8_t *p = good.payload() - kArrayHeaderSize;
-                const uint64_t n = std::min<uint64_t>(damaged.size(), kArrayHeaderSize + a.byte_len);
-                for (uint64_t i = 0; i < n; i++)
-                    if (p[i] != damaged.data()[i]) {
-                        *at = i;
-                        *witness = g.name;
-                        found = true;
-                        return;
-                    }
-            }
-        }
-    });
-    return found;
+    char who[128];
+    if (stk_locate_damage(out.c_str(), rel.c_str(), at, who, sizeof who) != STK_OK) return false;
+    *witness = who;
+    return true;
+}
+
+// The chain of a root, newest first (stk_root_chain).
+static stk_status root_chain(const std::string &out, std::vector<stk_generation_entry> *chain) {
+    stk_generation_list *list = nullptr;
+    stk_status s = stk_root_chain(out.c_str(), &list);
+    uint32_t n = 0;
+    if (s == STK_OK) s = stk_generation_list_count(list, &n);
+    for (uint32_t i = 0; s == STK_OK && i < n; i++) {
+        stk_generation_entry e{};
+        e.struct_size = sizeof e;
+        s = stk_generation_list_at(list, i, &e);
+        e.error = nullptr;  // points into the list, closed below
+        chain->push_back(e);
+    }
+    stk_generation_list_close(list);
+    return s;
+}
+
+// --acceptance on the verified generation `dir`: the table (or the JSON object), and the verdict
+// as the exit code.
+static int run_acceptance_rows(const std::string &out, const std::string &dir, const std::string &model, const char *line,
+                               const stk_verify_report &report, bool json) {
+    stk_acceptance_params ap{};
+    ap.struct_size = sizeof ap;
+    ap.generation_dir = dir.c_str();
+    ap.model_dir = model.c_str();
+    ap.threads = 1;  // the suites run single-threaded (their figures are seeded, not timed)
+    // A --model that is not the generation's source would fail rows for the wrong reason.
+    // Refused before any row runs: exit 1 (the input was refused), not a usage error.
+    stk_status st = stk_acceptance_check_model(&ap);
+    if (st == STK_E_INVALID_ARGUMENT) {
+        if (json) json_result("check", kExitFailed, st, stk_last_error()).str("out", out).print();
+        std::fprintf(stderr, "stk check: %s\n", stk_last_error());
+        return kExitFailed;
+    }
+    if (st != STK_OK) return report_failure("check", st, json);
+    stk_acceptance *result = nullptr;
+    uint32_t rows = 0, passed = 0;
+    const char *table = nullptr, *table_json = nullptr;
+    st = stk_acceptance_run(&ap, &result);
+    if (st == STK_OK) st = stk_acceptance_summary(result, &rows, &passed);
+    if (st == STK_OK) st = stk_acceptance_table(result, &table);
+    if (st == STK_OK) st = stk_acceptance_json(result, &table_json);
+    if (st != STK_OK) {
+        stk_acceptance_close(result);
+        return report_failure("check", st, json);
+    }
+    int code = passed ? kExitOk : kExitFailed;
+    if (json) {
+        json_result("check", code, STK_OK,  // verified; the verdict is the exit code and "ok"
+                    std::string(line) + (passed ? "; acceptance passed" : "; acceptance FAILED (a gating row failed)"))
+            .str("out", out)
+            .unum("arrays", report.arrays_checked)
+            .unum("bytes", report.bytes_checked)
+            .raw("acceptance", table_json)
+            .print();
+    } else {
+        std::printf("stk check: %s\n", line);
+        std::fputs(table, stdout);
+        std::printf("stk check: acceptance %s\n", passed ? "PASSED (every gating row)" : "FAILED (a gating row failed)");
+    }
+    stk_acceptance_close(result);
+    return code;
 }
 
 int cmd_check(int argc, char **argv) {
@@ -150,66 +182,38 @@ int cmd_check(int argc, char **argv) {
         return code;
     }
     // A root: the chain of generations, from CURRENT back through prev_hash.
-    std::vector<GenerationInfo> chain;
-    bool root = is_generations_root(out) && !file_exists_plain(out + "/" + kManifestFileName);
+    std::vector<stk_generation_entry> chain;
+    stk_root_info ri{};
+    ri.struct_size = sizeof ri;
+    bool root =
+        stk_root_probe(out.c_str(), &ri) == STK_OK && ri.is_root && !file_exists_plain(out + "/" + STK_MANIFEST_FILE_NAME);
     if (root) {
-        s = guard([&] { chain = check_root_chain(out); });
+        s = root_chain(out, &chain);
         if (s != STK_OK) {
             int code = check_exit_code(s);
-            if (json) json_result("check", code, s, stk_last_error()).str("out", out).str("file", kCurrentFileName).print();
+            if (json) json_result("check", code, s, stk_last_error()).str("out", out).str("file", STK_CURRENT_FILE_NAME).print();
             std::fprintf(stderr, "stk check: %s: chain: %s\n", stk_status_str(s), stk_last_error());
             return code;
         }
     }
     std::string chain_text;
     if (root) {
-        chain_text = "; current generation " + chain.front().name + ", chain of " + std::to_string(chain.size()) + " generation" +
-                     (chain.size() == 1 ? "" : "s") + " linked back from CURRENT";
+        chain_text = "; current generation " + std::string(chain.front().name) + ", chain of " + std::to_string(chain.size()) +
+                     " generation" + (chain.size() == 1 ? "" : "s") + " linked back from CURRENT";
         static const uint8_t zero[32] = {};
         if (std::memcmp(chain.back().prev_hash, zero, 32) != 0) chain_text += " (the oldest names a removed predecessor)";
     }
     std::vector<std::string> chain_names;
-    for (const GenerationInfo &g : chain) chain_names.push_back(json_escape(g.name));
+    for (const stk_generation_entry &g : chain) chain_names.push_back(json_escape(g.name));
     char line[1024];
     std::snprintf(line, sizeof line, "%s: OK, manifest and %u arrays verified, %llu bytes (%s) in %.3f s (%.2f GB/s)",
                   out.c_str(), report.arrays_checked, (unsigned long long)report.bytes_checked,
                   human_bytes(report.bytes_checked).c_str(), secs, gbps);
     std::string full_line = std::string(line) + chain_text;
     std::snprintf(line, sizeof line, "%s", full_line.c_str());
-    if (acceptance) {
-        AcceptanceContext ctx;
-        ctx.out_dir = root ? out + "/" + kGenerationsDirName + "/" + chain.front().name : out;
-        ctx.model_dir = model;
-        ctx.threads = 1;  // the suites run single-threaded (their figures are seeded, not timed)
-        std::vector<AcceptanceRow> rows;
-        // A --model that is not the generation's source would fail rows for the wrong reason.
-        // Refused before any row runs: exit 1 (the input was refused), not a usage error.
-        stk_status st = guard([&] { acceptance_check_model(ctx); });
-        if (st == STK_E_INVALID_ARGUMENT) {
-            if (json) json_result("check", kExitFailed, st, stk_last_error()).str("out", out).print();
-            std::fprintf(stderr, "stk check: %s\n", stk_last_error());
-            return kExitFailed;
-        }
-        if (st != STK_OK) return report_failure("check", st, json);
-        st = guard([&] { rows = run_acceptance(ctx); });
-        if (st != STK_OK) return report_failure("check", st, json);
-        bool passed = acceptance_passed(rows);
-        int code = passed ? kExitOk : kExitFailed;
-        if (json) {
-            json_result("check", code, STK_OK,  // verified; the verdict is the exit code and "ok"
-                        std::string(line) + (passed ? "; acceptance passed" : "; acceptance FAILED (a gating row failed)"))
-                .str("out", out)
-                .unum("arrays", report.arrays_checked)
-                .unum("bytes", report.bytes_checked)
-                .raw("acceptance", acceptance_json(rows))
-                .print();
-        } else {
-            std::printf("stk check: %s\n", line);
-            print_acceptance_table(stdout, rows);
-            std::printf("stk check: acceptance %s\n", passed ? "PASSED (every gating row)" : "FAILED (a gating row failed)");
-        }
-        return code;
-    }
+    if (acceptance)
+        return run_acceptance_rows(out, root ? out + "/" + STK_GENERATIONS_DIR_NAME + "/" + chain.front().name : out, model, line,
+                                   report, json);
     if (json) {
         json_result("check", kExitOk, STK_OK, line)
             .str("out", out)
@@ -218,7 +222,7 @@ int cmd_check(int argc, char **argv) {
             .real("seconds", secs)
             .real("gb_per_s", gbps)
             .boolean("root", root)
-            .str_or_null("generation", root ? chain.front().name.c_str() : nullptr)
+            .str_or_null("generation", root ? chain.front().name : nullptr)
             .raw("chain", json_array(chain_names))
             .print();
     } else {

@@ -20,14 +20,7 @@
 
 #include "cli/cleanup.h"
 #include "cli/cli.h"
-#include "core/error.h"
-#include "format/array.h"
-#include "ingest/gguf_model.h"
-#include "format/manifest.h"
-#include "publish/generations.h"
-#include "ingest/model.h"
-#include "stages/job.h"
-#include "stages/plan.h"
+#include "stk/stk.h"
 
 namespace stk::cli {
 
@@ -195,142 +188,168 @@ static const char *feature_of_stage(stk_stage s) {
 }
 
 // "[L, r, d]" of a planned array.
-static std::string dims_text(const ArraySpec &a) {
+static std::string dims_text(const stk_plan_array &a) {
     std::string t = "[";
     for (uint32_t i = 0; i < a.rank; i++) t += (i ? ", " : "") + std::to_string(a.dims[i]);
     return t + "]";
+}
+
+static const char *presence_name(uint32_t p) {
+    return p == STK_PLAN_OPTIONAL ? "optional" : p == STK_PLAN_DISABLED ? "disabled" : "written";
+}
+
+// What --dry-run prints, read from the library's plan (stk_plan_*).
+struct DryPlan {
+    stk_plan *plan = nullptr;  // the arrays' reasons point into it
+    ~DryPlan() { stk_plan_close(plan); }
+    stk_plan_info info{};
+    std::vector<stk_plan_array> arrays;
+    stk_plan_stage stages[STK_STAGE_COUNT] = {};
+    uint64_t payload = 0;  // exact + bounded
+    bool all_exact = true;
+};
+
+static stk_status load_plan(const stk_job_params &params, DryPlan &d) {
+    stk_status s = stk_plan_open(&params, &d.plan);
+    const stk_plan *plan = d.plan;
+    d.info.struct_size = sizeof d.info;
+    if (s == STK_OK) s = stk_plan_get_info(plan, &d.info);
+    for (uint32_t i = 0; s == STK_OK && i < d.info.array_count; i++) {
+        stk_plan_array a{};
+        a.struct_size = sizeof a;
+        s = stk_plan_array_at(plan, i, &a);
+        d.arrays.push_back(a);
+    }
+    for (int i = 0; s == STK_OK && i < STK_STAGE_COUNT; i++) {
+        d.stages[i].struct_size = sizeof d.stages[i];
+        s = stk_plan_stage_info(plan, stk_stage(i + 1), &d.stages[i]);
+    }
+    d.payload = d.info.payload_exact_bytes + d.info.payload_bound_bytes;
+    d.all_exact = d.info.payload_bound_bytes == 0;
+    return s;
+}
+
+static void print_dry_run_json(const std::string &in, const std::string &out, const DryPlan &d, const std::string &msg) {
+    const stk_plan_info &i = d.info;
+    std::vector<std::string> stages, list;
+    for (int k = 0; k < STK_STAGE_COUNT; k++) {
+        Json st;
+        st.str("stage", stk_stage_name(stk_stage(k + 1))).str("status", d.stages[k].implemented ? "will_run" : "not_implemented");
+        st.unum("arrays", d.stages[k].arrays);
+        stages.push_back(st.text());
+    }
+    for (const stk_plan_array &a : d.arrays) {
+        std::vector<std::string> shape;
+        for (uint32_t k = 0; k < a.rank; k++) shape.push_back(std::to_string(a.dims[k]));
+        Json j;
+        j.str("name", a.name).str("stage", stk_stage_name(stk_stage(a.stage))).str("dtype", stk_dtype_name(a.dtype));
+        j.raw("shape", json_array(shape)).unum("bytes", a.payload_bytes).unum("file_bytes", a.file_bytes);
+        j.boolean("exact", a.exact).str("status", presence_name(a.presence)).str("reason", a.reason ? a.reason : "");
+        list.push_back(j.text());
+    }
+    Json t;
+    t.unum("arrays", i.arrays_written + i.arrays_optional).unum("written", i.arrays_written).unum("optional", i.arrays_optional);
+    t.unum("disabled", i.arrays_disabled).unum("bytes", d.payload).unum("bytes_exact", i.payload_exact_bytes);
+    t.unum("bytes_bound", i.payload_bound_bytes).unum("file_bytes", i.file_bytes).boolean("exact", d.all_exact);
+    json_result("convert", kExitOk, STK_OK, msg)
+        .boolean("dry_run", true)
+        .str("in", in)
+        .str("out", out)
+        .str("model_type", i.model_type)
+        .unum("n_layers", i.n_layers)
+        .unum("n_tensors", i.n_tensors)
+        .unum("n_params", i.n_params)
+        .unum("checkpoint_bytes", i.checkpoint_bytes)
+        .unum("arena_bytes", i.arena_bytes)
+        .unum("largest_layer_f32_bytes", i.largest_unit_f32_bytes)
+        .unum("expected_peak_bytes", i.expected_peak_bytes)
+        .unum("r", i.r)
+        .unum("rv", i.rv)
+        .unum("ltok", i.l_tok)
+        .unum("topl", i.top_l)
+        .raw("stages", json_array(stages))
+        .raw("arrays", json_array(list))
+        .raw("array_totals", t.text())
+        .print();
+}
+
+// The head of the text plan: model, arena, peak, options, totals.
+static void print_dry_run_head(const std::string &in, const std::string &out, const DryPlan &d) {
+    const stk_plan_info &i = d.info;
+    const char *le = d.all_exact ? "" : "<= ";
+    std::printf("stk convert --dry-run: the plan; nothing is written\n");
+    std::printf("in           %s\n", in.c_str());
+    std::printf("out          %s (not created)\n", out.c_str());
+    std::printf("model        %s, %u layers, %" PRIu64 " parameters, %u tensors\n", i.model_type, i.n_layers, i.n_params,
+                i.n_tensors);
+    std::printf("checkpoint   %s (%s)\n", human_bytes(i.checkpoint_bytes).c_str(), i.format);
+    std::printf("arena        %s (%zu bytes, allocated once before the first stage)\n", human_bytes(i.arena_bytes).c_str(),
+                size_t(i.arena_bytes));
+    std::printf("peak memory  about %s (arena + the largest layer in f32, %s)\n", human_bytes(i.expected_peak_bytes).c_str(),
+                human_bytes(i.largest_unit_f32_bytes).c_str());
+    std::printf("options      r %u, rv %u, ltok %u, topl %u, threads %u\n", i.r, i.rv, i.l_tok, i.top_l, i.threads);
+    std::printf("output       %" PRIu64 " arrays%s, %s%s payload, %s%s in files (header included)\n",
+                i.arrays_written + i.arrays_optional,
+                i.arrays_optional ? (" (" + std::to_string(i.arrays_optional) + " optional)").c_str() : "", le,
+                human_bytes(d.payload).c_str(), le, human_bytes(i.file_bytes).c_str());
+    if (!d.all_exact)
+        std::printf("%s\n", wrap("of which " + human_bytes(i.payload_exact_bytes) + " exact and <= " +
+                                     human_bytes(i.payload_bound_bytes) + " bounded (sizes that depend on the values)",
+                                 13, 100, 13)
+                                .insert(0, 13, ' ')
+                                .c_str());
+    if (i.arrays_disabled)
+        std::printf("             %" PRIu64 " array%s disabled (not written, not counted)\n", i.arrays_disabled,
+                    i.arrays_disabled == 1 ? "" : "s");
+}
+
+// One stage's arrays in the text plan, then its notes (each "; "-separated clause once).
+static void print_dry_run_stage(const DryPlan &d, int k) {
+    const stk_stage id = stk_stage(k + 1);
+    std::printf("%s%s\n", stk_stage_name(id), d.stages[k].implemented ? "" : "  (not implemented: its feature will be disabled)");
+    std::vector<std::string> notes;
+    for (const stk_plan_array &a : d.arrays) {
+        if (a.stage != uint32_t(id)) continue;
+        const char *b = a.exact ? "" : "<= ";
+        const char *state = a.presence == STK_PLAN_WRITTEN ? "" : a.presence == STK_PLAN_OPTIONAL ? "  optional" : "  disabled";
+        // A disabled array of unknown size (no tokenizer file): no sizes to show.
+        const bool unknown = a.presence == STK_PLAN_DISABLED && a.payload_bytes == 0;
+        std::printf("  %-22s %-5s %-22s %12s %12s%s\n", a.name, stk_dtype_name(a.dtype),
+                    unknown ? "-" : (b + dims_text(a)).c_str(), unknown ? "-" : (b + human_bytes(a.payload_bytes)).c_str(),
+                    unknown ? "-" : (b + human_bytes(a.file_bytes)).c_str(), state);
+        const std::string reason = a.reason ? a.reason : "";
+        for (size_t at = 0; at < reason.size();) {
+            size_t end = reason.find("; ", at);
+            if (end == std::string::npos) end = reason.size();
+            std::string clause = reason.substr(at, end - at);
+            if (std::find(notes.begin(), notes.end(), clause) == notes.end()) notes.push_back(clause);
+            at = end + 2;
+        }
+    }
+    for (const std::string &n : notes) std::printf("    %s\n", wrap("- " + n, 6).c_str());
 }
 
 // --dry-run: the plan, from the model described once (config, tensor layout) and the tokenizer
 // files: stages, every array each stage will publish with its dtype, dims and bytes (exact, or
 // an upper bound marked "<="), arena bytes and the expected peak.  Writes nothing.
 static int dry_run(const std::string &in, const std::string &out, const stk_job_params &params, bool json) {
-    std::unique_ptr<ModelDescription> d;
-    size_t arena_bytes = 0;
-    ArrayPlan arrays;
-    ArrayPlanTotals tot;
-    stk_job_params p{};
-    stk_status s = guard([&] {
-        p = normalize_params(params);
-        d = describe_model(p.in_dir);
-        p = normalize_params_for(params, *d);  // the default rv clamped on a narrow model
-        const JobInputs inputs{p, d.get()};
-        arena_bytes = job_arena_size_for(inputs);
-        arrays = plan_job_arrays(inputs);
-        tot = plan_totals(arrays);
-    });
+    DryPlan d;
+    stk_status s = load_plan(params, d);
     if (s != STK_OK) return report_failure("convert", s, json);
-    const ModelPlan &plan = d->plan;
-    // Peak: the arena, plus one layer converted to f32 while it streams.
-    const uint64_t peak = uint64_t(arena_bytes) + plan.max_unit_f32_bytes;
-    const uint64_t payload = tot.payload();
-    const bool all_exact = tot.payload_bound == 0;
-    const char *le = all_exact ? "" : "<= ";
-    const StageDef *table = stage_table();
-    auto stage_arrays = [&](stk_stage id) {
-        size_t n = 0;
-        for (const PlannedArray &a : arrays.arrays) n += a.stage == id && a.presence != PlanPresence::Disabled;
-        return n;
-    };
-    std::string msg = "dry run: nothing written; " + std::to_string(plan.n_tensors) + " tensors (" +
-                      human_bytes(plan.checkpoint_bytes) + ") of " + plan.config.model_type + "; " +
-                      std::to_string(tot.arrays()) + " arrays, " + le + human_bytes(payload) + "; arena " +
-                      human_bytes(arena_bytes) + ", expected peak " + human_bytes(peak);
+    const stk_plan_info &i = d.info;
+    std::string msg = "dry run: nothing written; " + std::to_string(i.n_tensors) + " tensors (" +
+                      human_bytes(i.checkpoint_bytes) + ") of " + i.model_type + "; " +
+                      std::to_string(i.arrays_written + i.arrays_optional) + " arrays, " + (d.all_exact ? "" : "<= ") +
+                      human_bytes(d.payload) + "; arena " + human_bytes(i.arena_bytes) + ", expected peak " +
+                      human_bytes(i.expected_peak_bytes);
     if (json) {
-        std::vector<std::string> stages, list;
-        for (int i = 0; i < STK_STAGE_COUNT; i++) {
-            Json st;
-            st.str("stage", table[i].name).str("status", table[i].run ? "will_run" : "not_implemented");
-            st.unum("arrays", stage_arrays(table[i].id));
-            stages.push_back(st.text());
-        }
-        for (const PlannedArray &a : arrays.arrays) {
-            std::vector<std::string> shape;
-            for (uint32_t i = 0; i < a.spec.rank; i++) shape.push_back(std::to_string(a.spec.dims[i]));
-            Json j;
-            j.str("name", a.spec.name).str("stage", stk_stage_name(a.stage)).str("dtype", dtype_name(uint16_t(a.spec.dtype)));
-            j.raw("shape", json_array(shape)).unum("bytes", a.spec.payload_bytes()).unum("file_bytes", a.spec.file_bytes());
-            j.boolean("exact", a.exact).str("status", plan_presence_name(a.presence)).str("reason", a.reason);
-            list.push_back(j.text());
-        }
-        Json t;
-        t.unum("arrays", tot.arrays()).unum("written", tot.written).unum("optional", tot.optional);
-        t.unum("disabled", tot.disabled).unum("bytes", payload).unum("bytes_exact", tot.payload_exact);
-        t.unum("bytes_bound", tot.payload_bound).unum("file_bytes", tot.file_bytes).boolean("exact", all_exact);
-        json_result("convert", kExitOk, STK_OK, msg)
-            .boolean("dry_run", true)
-            .str("in", in)
-            .str("out", out)
-            .str("model_type", plan.config.model_type)
-            .unum("n_layers", plan.config.n_layers)
-            .unum("n_tensors", plan.n_tensors)
-            .unum("n_params", plan.n_params)
-            .unum("checkpoint_bytes", plan.checkpoint_bytes)
-            .unum("arena_bytes", arena_bytes)
-            .unum("largest_layer_f32_bytes", plan.max_unit_f32_bytes)
-            .unum("expected_peak_bytes", peak)
-            .unum("r", p.r)
-            .unum("rv", p.rv)
-            .unum("ltok", p.l_tok)
-            .unum("topl", p.top_l)
-            .raw("stages", json_array(stages))
-            .raw("arrays", json_array(list))
-            .raw("array_totals", t.text())
-            .print();
-        return kExitOk;
-    }
-    std::printf("stk convert --dry-run: the plan; nothing is written\n");
-    std::printf("in           %s\n", in.c_str());
-    std::printf("out          %s (not created)\n", out.c_str());
-    std::printf("model        %s, %u layers, %" PRIu64 " parameters, %u tensors\n", plan.config.model_type, plan.config.n_layers,
-                plan.n_params, plan.n_tensors);
-    std::printf("checkpoint   %s (%s)\n", human_bytes(plan.checkpoint_bytes).c_str(), plan.format);
-    std::printf("arena        %s (%zu bytes, allocated once before the first stage)\n", human_bytes(arena_bytes).c_str(),
-                arena_bytes);
-    std::printf("peak memory  about %s (arena + the largest layer in f32, %s)\n", human_bytes(peak).c_str(),
-                human_bytes(plan.max_unit_f32_bytes).c_str());
-    std::printf("options      r %u, rv %u, ltok %u, topl %u, threads %u\n", p.r, p.rv, p.l_tok, p.top_l, p.threads);
-    std::printf("output       %" PRIu64 " arrays%s, %s%s payload, %s%s in files (header included)\n", tot.arrays(),
-                tot.optional ? (" (" + std::to_string(tot.optional) + " optional)").c_str() : "", le,
-                human_bytes(payload).c_str(), le, human_bytes(tot.file_bytes).c_str());
-    if (!all_exact)
-        std::printf("%s\n", wrap("of which " + human_bytes(tot.payload_exact) + " exact and <= " +
-                                     human_bytes(tot.payload_bound) + " bounded (sizes that depend on the values)",
-                                 13, 100, 13)
-                                .insert(0, 13, ' ')
-                                .c_str());
-    if (tot.disabled)
-        std::printf("             %" PRIu64 " array%s disabled (not written, not counted)\n", tot.disabled,
-                    tot.disabled == 1 ? "" : "s");
-    std::printf("\nstages and their arrays, in order (\"<=\": an upper bound; file = payload + %zu-byte header):\n",
-                kArrayHeaderSize);
-    std::printf("  %-22s %-5s %-22s %12s %12s\n", "array", "dtype", "dims", "payload", "file");
-    for (int i = 0; i < STK_STAGE_COUNT; i++) {
-        const stk_stage id = table[i].id;
-        std::printf("%s%s\n", table[i].name, table[i].run ? "" : "  (not implemented: its feature will be disabled)");
-        std::vector<std::string> notes;
-        for (const PlannedArray &a : arrays.arrays) {
-            if (a.stage != id) continue;
-            const char *b = a.exact ? "" : "<= ";
-            const char *state = a.presence == PlanPresence::Written    ? ""
-                                : a.presence == PlanPresence::Optional ? "  optional"
-                                                                       : "  disabled";
-            // A disabled array of unknown size (no tokenizer file): no sizes to show.
-            const bool unknown = a.presence == PlanPresence::Disabled && a.spec.payload_bytes() == 0;
-            std::printf("  %-22s %-5s %-22s %12s %12s%s\n", a.spec.name.c_str(), dtype_name(uint16_t(a.spec.dtype)),
-                        unknown ? "-" : (b + dims_text(a.spec)).c_str(),
-                        unknown ? "-" : (b + human_bytes(a.spec.payload_bytes())).c_str(),
-                        unknown ? "-" : (b + human_bytes(a.spec.file_bytes())).c_str(), state);
-            // Each clause ("; "-separated) once per stage: arrays of a stage share most of them.
-            for (size_t at = 0; at < a.reason.size();) {
-                size_t end = a.reason.find("; ", at);
-                if (end == std::string::npos) end = a.reason.size();
-                std::string clause = a.reason.substr(at, end - at);
-                if (std::find(notes.begin(), notes.end(), clause) == notes.end()) notes.push_back(clause);
-                at = end + 2;
-            }
-        }
-        for (const std::string &n : notes) std::printf("    %s\n", wrap("- " + n, 6).c_str());
+        print_dry_run_json(in, out, d, msg);
+    } else {
+        print_dry_run_head(in, out, d);
+        std::printf("\nstages and their arrays, in order (\"<=\": an upper bound; file = payload + %d-byte header):\n",
+                    STK_ARRAY_HEADER_BYTES);
+        std::printf("  %-22s %-5s %-22s %12s %12s\n", "array", "dtype", "dims", "payload", "file");
+        for (int k = 0; k < STK_STAGE_COUNT; k++) print_dry_run_stage(d, k);
     }
     return kExitOk;
 }
@@ -429,38 +448,35 @@ int convert_options(int argc, char **argv, ConvertOptions &o) {
     struct stat st;
     o.out_existed = ::stat(out.c_str(), &st) == 0;
     if (o.out_existed) {
-        if (!S_ISDIR(st.st_mode)) {
-            set_last_error(format("--out %s exists and is not a directory", out.c_str()));
-            return report_failure("convert", STK_E_OUTPUT_EXISTS, json);
-        }
-        if (file_exists_plain(out + "/" + kManifestFileName)) {
-            set_last_error(
-                format("--out %s already holds a published generation (%s) directly: it is a generation "
-                       "directory, not a generations root; choose a new --out",
-                       out.c_str(), kManifestFileName));
-            return report_failure("convert", STK_E_OUTPUT_EXISTS, json);
-        }
+        if (!S_ISDIR(st.st_mode))
+            return report_error("convert", STK_E_OUTPUT_EXISTS, format("--out %s exists and is not a directory", out.c_str()),
+                                json);
+        if (file_exists_plain(out + "/" + STK_MANIFEST_FILE_NAME))
+            return report_error("convert", STK_E_OUTPUT_EXISTS,
+                                format("--out %s already holds a published generation (%s) directly: it is a generation "
+                                       "directory, not a generations root; choose a new --out",
+                                       out.c_str(), STK_MANIFEST_FILE_NAME),
+                                json);
     }
-    stk_status s = guard([&] { o.model_dir = resolve_model_dir(in); });
-    if (s != STK_OK) return report_failure("convert", s, json);
+    std::string error;
+    stk_status s = resolve_model_path(in, &o.model_dir, &error);
+    if (s != STK_OK) return report_error("convert", s, error, json);
     const std::string &model_dir = o.model_dir;
     std::string gguf;
-    s = guard([&] { gguf = gguf_model_file(model_dir); });
+    s = gguf_model_path(model_dir, &gguf);
     if (s != STK_OK) return report_failure("convert", s, json);
-    if (gguf.empty() && !file_exists_plain(model_dir + "/config.json")) {
-        set_last_error(
-            format("--in %s: no config.json in %s and no .gguf (expected a HuggingFace model directory or a "
-                   "GGUF file)",
-                   in.c_str(), model_dir.c_str()));
-        return report_failure("convert", STK_E_NOT_FOUND, json);
-    }
-    if (out_inside(out, model_dir)) {
-        set_last_error(
-            format("--out %s is the model directory %s or inside it: the root's CURRENT, LOCK and generations/ "
-                   "would be written among the model's files; choose a directory outside it",
-                   out.c_str(), model_dir.c_str()));
-        return report_failure("convert", STK_E_INVALID_ARGUMENT, json);
-    }
+    if (gguf.empty() && !file_exists_plain(model_dir + "/config.json"))
+        return report_error("convert", STK_E_NOT_FOUND,
+                            format("--in %s: no config.json in %s and no .gguf (expected a HuggingFace model directory or a "
+                                   "GGUF file)",
+                                   in.c_str(), model_dir.c_str()),
+                            json);
+    if (out_inside(out, model_dir))
+        return report_error("convert", STK_E_INVALID_ARGUMENT,
+                            format("--out %s is the model directory %s or inside it: the root's CURRENT, LOCK and generations/ "
+                                   "would be written among the model's files; choose a directory outside it",
+                                   out.c_str(), model_dir.c_str()),
+                            json);
     p.in_dir = model_dir.c_str();
     p.out_dir = out.c_str();
     p.flags |= STK_JOB_PUBLISH_ROOT;  // --out is a generations root: the check stage publishes
@@ -553,6 +569,34 @@ struct ConvertReport {
     uint32_t rv = 0;  // the manifest's overlay rank (the default clamped on a narrow model)
 };
 
+// What the published manifest says: its hashes, arrays and bytes, the overlay rank, and the
+// approximations parse_tensors recorded ("approx: " notes).
+static void read_published(ConvertReport &rep) {
+    stk_manifest *m = nullptr;
+    stk_manifest_info mi{};
+    mi.struct_size = sizeof mi;
+    if (stk_manifest_open(rep.gen_dir.c_str(), &m) != STK_OK || stk_manifest_get_info(m, &mi) != STK_OK) {
+        stk_manifest_close(m);
+        return;
+    }
+    rep.published = true;
+    rep.generation = hex_hash(mi.curr_hash);
+    static const uint8_t zero[32] = {};
+    if (std::memcmp(mi.prev_hash, zero, 32) != 0) rep.previous = hex_hash(mi.prev_hash);
+    rep.n_arrays = mi.array_count;
+    rep.rv = mi.overlays_rv;
+    rep.bytes = mi.payload_bytes;
+    for (uint32_t i = 0; i < mi.record_count; i++) {
+        stk_manifest_record rec{};
+        rec.struct_size = sizeof rec;
+        if (stk_manifest_record_at(m, i, &rec) != STK_OK) continue;
+        std::string text = rec.text;
+        if (rec.stage == STK_STAGE_PARSE_TENSORS && rec.kind == STK_RECORD_NOTE && text.rfind("approx: ", 0) == 0)
+            rep.approximations.push_back(text.substr(8));
+    }
+    stk_manifest_close(m);
+}
+
 ConvertReport convert_report(stk_job *job, const ConvertOptions &o, const ConvertRun &run) {
     ConvertReport rep;
     stk_job_info &info = rep.info;
@@ -592,27 +636,13 @@ ConvertReport convert_report(stk_job *job, const ConvertOptions &o, const Conver
     if (run.exit_code == kExitOk && stk_job_generation_dir(job, &published_dir) == STK_OK) {
         rep.gen_dir = published_dir;
         rep.gen_name = rep.gen_dir.substr(rep.gen_dir.rfind('/') + 1);
-        Manifest m;
-        if (guard([&] { m = read_manifest(rep.gen_dir + "/" + kManifestFileName); }) == STK_OK) {
-            rep.published = true;
-            rep.generation = hex32(m.curr_hash);
-            static const uint8_t zero[32] = {};
-            if (std::memcmp(m.prev_hash, zero, 32) != 0) rep.previous = hex32(m.prev_hash);
-            rep.n_arrays = m.arrays.size();
-            rep.rv = m.fields.overlays.r_v;
-            for (const ManifestArray &a : m.arrays) rep.bytes += a.byte_len;
-            for (const ManifestRecord &rec : m.records) {
-                std::string text(rec.text, strnlen(rec.text, sizeof rec.text));
-                if (rec.stage == STK_STAGE_PARSE_TENSORS && rec.kind == kRecordNote && text.rfind("approx: ", 0) == 0)
-                    rep.approximations.push_back(text.substr(8));
-            }
-        }
+        read_published(rep);
     }
     if (rep.published && o.p.rv == 0 && rep.rv != 0 && rep.rv != 12)
         warnings.push_back("--rv: the default 12 exceeds min(r, d_v, d_model) for this model: the overlay rank is " +
                            std::to_string(rep.rv) + " (recorded in the manifest)");
     if (rep.published && o.repairs_current)
-        warnings.push_back(o.out + "/" + kCurrentFileName +
+        warnings.push_back(o.out + "/" + STK_CURRENT_FILE_NAME +
                            " was missing or named a generation that is not there: it "
                            "was first pointed at the newest generation that verifies (" +
                            rep.previous.substr(0, 16) + "...), and the new generation chains onto it");
@@ -675,8 +705,8 @@ void print_convert_json(const ConvertOptions &o, const ConvertRun &run, const Co
 // The summary of a published generation (stderr, also with --json: stdout holds only the JSON).
 void print_convert_summary(const ConvertOptions &o, const ConvertReport &rep) {
     std::fprintf(stderr, "stk convert: published generation %s\n", rep.generation.c_str());
-    std::fprintf(stderr, "  output      %s (%s, arrays/), now current in %s/%s\n", rep.gen_dir.c_str(), kManifestFileName,
-                 o.out.c_str(), kCurrentFileName);
+    std::fprintf(stderr, "  output      %s (%s, arrays/), now current in %s/%s\n", rep.gen_dir.c_str(), STK_MANIFEST_FILE_NAME,
+                 o.out.c_str(), STK_CURRENT_FILE_NAME);
     std::fprintf(stderr, "  previous    %s\n",
                  rep.previous.empty() ? "none (the root's first generation)" : rep.previous.c_str());
     std::fprintf(stderr, "  arrays      %zu, %s (%llu bytes of payload)\n", rep.n_arrays, human_bytes(rep.bytes).c_str(),
@@ -709,17 +739,18 @@ int cmd_convert(int argc, char **argv) {
     if (s != STK_OK) return report_failure("convert", s, o.json);
     size_t alloc_bytes = (arena_bytes + 63) / 64 * 64;
     void *arena = std::aligned_alloc(64, alloc_bytes ? alloc_bytes : 64);
-    if (!arena) {
-        set_last_error(
-            format("cannot allocate the %zu-byte arena the conversion of %s needs (stk convert --dry-run "
-                   "shows the plan)",
-                   arena_bytes, o.model_dir.c_str()));
-        return report_failure("convert", STK_E_ARENA_TOO_SMALL, o.json);
-    }
+    if (!arena)
+        return report_error("convert", STK_E_ARENA_TOO_SMALL,
+                            format("cannot allocate the %zu-byte arena the conversion of %s needs (stk convert --dry-run "
+                                   "shows the plan)",
+                                   arena_bytes, o.model_dir.c_str()),
+                            o.json);
     // A root whose CURRENT is gone: stk_open points it at the newest generation that verifies.
-    o.repairs_current = o.out_existed && current_needs_repair(o.out);
+    stk_root_info root{};
+    root.struct_size = sizeof root;
+    o.repairs_current = o.out_existed && stk_root_probe(o.out.c_str(), &root) == STK_OK && root.needs_repair;
     // Ctrl-C / SIGTERM from here on: this run's staging directory goes, and a root it created.
-    Cleanup cleanup("convert", o.out, std::string(kStagingPrefix) + std::to_string(::getpid()) + "-", !o.out_existed, o.json);
+    Cleanup cleanup("convert", o.out, std::string(STK_STAGING_PREFIX) + std::to_string(::getpid()) + "-", !o.out_existed, o.json);
     stk_job *job = nullptr;
     s = stk_open(&o.p, arena, arena_bytes, &job);
     if (s != STK_OK) {

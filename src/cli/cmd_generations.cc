@@ -6,9 +6,7 @@
 #include <vector>
 
 #include "cli/cli.h"
-#include "core/error.h"
-#include "format/manifest.h"
-#include "publish/generations.h"
+#include "stk/stk.h"
 
 namespace stk::cli {
 
@@ -38,122 +36,172 @@ static const char kHelp[] =
     "exit codes: 0 ok, 1 refused (the current generation, a chain link), 2 usage, 5 no such root,\n"
     "the root is locked, or an I/O error\n";
 
-static std::string hex16_of(const uint8_t h[32]) { return hex32(h).substr(0, 16); }
+static std::string hex16_of(const uint8_t h[32]) { return hex_hash(h).substr(0, 16); }
 
-int cmd_generations(int argc, char **argv) {
+namespace {
+
+struct GenerationsOptions {
+    std::string root, remove;
+    uint32_t keep = 2;
+    bool json = false, gc = false, force = false;
+};
+
+// One generation as listed; the error text copied out of the list.
+struct Listed {
+    stk_generation_entry e{};
+    std::string error;
+};
+
+// What --gc / --remove did.
+struct Removal {
+    std::vector<std::string> removed, in_use;
+    uint32_t leftovers = 0;
+};
+
+// Returns -1 to go on, else the exit code (help, usage).
+int generations_options(int argc, char **argv, GenerationsOptions &o) {
     Args args(argc, argv, 2);
     if (args.flag("help")) {
         std::fputs(kHelp, stdout);
         return kExitOk;
     }
-    std::string root = args.get("root"), remove = args.get("remove");
-    uint32_t keep = args.get_u32("keep", 2);
-    bool json = args.flag("json"), gc = args.flag("gc"), force = args.flag("force");
+    o.root = args.get("root"), o.remove = args.get("remove");
+    o.keep = args.get_u32("keep", 2);
+    o.json = args.flag("json"), o.gc = args.flag("gc"), o.force = args.flag("force");
+    const bool json = o.json;
     if (!args.finish("generations", 1)) return kExitUsage;
     if (!args.positional().empty()) {
-        if (!root.empty())
+        if (!o.root.empty())
             return report_usage("generations", "the root is given twice (--root and '" + args.positional()[0] + "')", json);
-        root = args.positional()[0];
+        o.root = args.positional()[0];
     }
-    if (root.empty()) return report_usage("generations", "ROOT is required", json);
-    if (gc && !remove.empty()) return report_usage("generations", "--gc and --remove go separately", json);
-    if (args.has("keep") && !gc) return report_usage("generations", "--keep goes with --gc", json);
-    if (force && remove.empty()) return report_usage("generations", "--force goes with --remove", json);
-    if (gc && keep == 0) return report_usage("generations", "--keep is at least 1 (the current generation stays)", json);
-    if (!is_generations_root(root)) {
-        set_last_error(
-            format("%s is not a generations root (no %s, no %s/)", root.c_str(), kCurrentFileName, kGenerationsDirName));
-        return report_failure("generations", STK_E_NOT_FOUND, json);
-    }
+    if (o.root.empty()) return report_usage("generations", "ROOT is required", json);
+    if (o.gc && !o.remove.empty()) return report_usage("generations", "--gc and --remove go separately", json);
+    if (args.has("keep") && !o.gc) return report_usage("generations", "--keep goes with --gc", json);
+    if (o.force && o.remove.empty()) return report_usage("generations", "--force goes with --remove", json);
+    if (o.gc && o.keep == 0) return report_usage("generations", "--keep is at least 1 (the current generation stays)", json);
+    return -1;
+}
 
-    std::vector<std::string> removed, in_use;
-    uint32_t leftovers = 0;
-    if (gc || !remove.empty()) {
-        stk_status s = guard([&] {
-            int fd = lock_root(root);
-            try {
-                leftovers = clean_leftovers(root);
-                if (gc) removed = gc_generations(root, keep, &in_use);
-                else {
-                    remove_generation(root, remove, force);
-                    removed.push_back(remove);
-                }
-            } catch (...) {
-                unlock_root(fd);
-                throw;
-            }
-            unlock_root(fd);
-        });
-        if (s == STK_E_INVALID_ARGUMENT) {  // a refused removal (the current one, a chain link): not a usage error
-            std::string msg = stk_last_error();
-            if (msg.find("only when forced") != std::string::npos) msg += " (--force removes it anyway)";
-            if (json) json_result("generations", kExitFailed, s, msg).str("root", root).print();
-            std::fprintf(stderr, "stk generations: %s: %s\n", stk_status_str(s), msg.c_str());
-            return kExitFailed;
-        }
-        if (s != STK_OK) return report_failure("generations", s, json);
+// --gc or --remove (stk_root_gc / stk_root_remove).  Returns -1 to go on, else the exit code.
+int remove_generations(const GenerationsOptions &o, Removal &r) {
+    stk_gc_result *res = nullptr;
+    stk_status s = o.gc ? stk_root_gc(o.root.c_str(), o.keep, &res)
+                        : stk_root_remove(o.root.c_str(), o.remove.c_str(), o.force ? STK_REMOVE_FORCE : 0, &res);
+    if (s == STK_E_INVALID_ARGUMENT) {  // a refused removal (the current one, a chain link): not a usage error
+        std::string msg = stk_last_error();
+        if (msg.find("only when forced") != std::string::npos) msg += " (--force removes it anyway)";
+        if (o.json) json_result("generations", kExitFailed, s, msg).str("root", o.root).print();
+        std::fprintf(stderr, "stk generations: %s: %s\n", stk_status_str(s), msg.c_str());
+        return kExitFailed;
     }
+    if (s != STK_OK) return report_failure("generations", s, o.json);
+    uint32_t n_removed = 0, n_in_use = 0;
+    stk_gc_result_counts(res, &n_removed, &n_in_use, &r.leftovers);
+    for (uint32_t i = 0; i < n_removed; i++) r.removed.push_back(stk_gc_result_removed(res, i));
+    for (uint32_t i = 0; i < n_in_use; i++) r.in_use.push_back(stk_gc_result_in_use(res, i));
+    stk_gc_result_close(res);
+    return -1;
+}
 
-    std::vector<GenerationInfo> gens;
-    stk_status s = guard([&] { gens = list_generations(root); });
-    if (s != STK_OK) return report_failure("generations", s, json);
-    std::string current;
-    for (const GenerationInfo &g : gens)
-        if (g.current) current = g.name;
-    std::string msg = root + ": " + std::to_string(gens.size()) + " generation" + (gens.size() == 1 ? "" : "s") +
-                      (current.empty() ? ", none current" : ", current " + current);
-    if (gc || !remove.empty())
-        msg +=
-            "; removed " + std::to_string(removed.size()) + " generation" + (removed.size() == 1 ? "" : "s") +
-            (leftovers ? " and " + std::to_string(leftovers) + " leftover" + (leftovers == 1 ? "" : "s") + " of crashed writers"
-                       : "");
-    if (json) {
-        std::vector<std::string> items, rem;
-        for (const GenerationInfo &g : gens) {
-            Json j;
-            j.str("name", g.name).unum("seq", g.seq).boolean("current", g.current).boolean("on_chain", g.on_chain);
-            if (g.readable) {
-                j.str("curr_hash", hex32(g.curr_hash))
-                    .str("prev_hash", hex32(g.prev_hash))
-                    .unum("arrays", g.arrays)
-                    .unum("bytes", g.bytes);
-            } else {
-                j.null("curr_hash").null("prev_hash").null("arrays").null("bytes");
-            }
-            j.str_or_null("error", g.error.c_str());
-            items.push_back(j.text());
-        }
-        std::vector<std::string> busy;
-        for (const std::string &r : removed) rem.push_back(json_escape(r));
-        for (const std::string &r : in_use) busy.push_back(json_escape(r));
-        json_result("generations", kExitOk, STK_OK, msg)
-            .str("root", root)
-            .str_or_null("current", current.c_str())
-            .raw("generations", json_array(items))
-            .raw("removed", json_array(rem))
-            .raw("in_use", json_array(busy))
-            .unum("leftovers_removed", leftovers)
-            .print();
-        return kExitOk;
+stk_status list_root(const std::string &root, std::vector<Listed> *gens) {
+    stk_generation_list *list = nullptr;
+    stk_status s = stk_root_list(root.c_str(), &list);
+    uint32_t n = 0;
+    if (s == STK_OK) s = stk_generation_list_count(list, &n);
+    for (uint32_t i = 0; s == STK_OK && i < n; i++) {
+        Listed g;
+        g.e.struct_size = sizeof g.e;
+        s = stk_generation_list_at(list, i, &g.e);
+        g.error = g.e.error ? g.e.error : "";
+        g.e.error = nullptr;  // points into the list, closed below
+        gens->push_back(g);
     }
-    for (const std::string &r : removed) std::fprintf(stderr, "stk generations: removed %s\n", r.c_str());
-    for (const std::string &r : in_use)
-        std::fprintf(stderr, "stk generations: kept %s: another process is reading it (the next --gc removes it)\n", r.c_str());
+    stk_generation_list_close(list);
+    return s;
+}
+
+void print_generations_json(const GenerationsOptions &o, const std::vector<Listed> &gens, const Removal &r,
+                            const std::string &current, const std::string &msg) {
+    std::vector<std::string> items, rem, busy;
+    for (const Listed &l : gens) {
+        const stk_generation_entry &g = l.e;
+        Json j;
+        j.str("name", g.name).unum("seq", g.seq).boolean("current", g.current).boolean("on_chain", g.on_chain);
+        if (g.readable) {
+            j.str("curr_hash", hex_hash(g.curr_hash))
+                .str("prev_hash", hex_hash(g.prev_hash))
+                .unum("arrays", g.arrays)
+                .unum("bytes", g.bytes);
+        } else {
+            j.null("curr_hash").null("prev_hash").null("arrays").null("bytes");
+        }
+        j.str_or_null("error", l.error.c_str());
+        items.push_back(j.text());
+    }
+    for (const std::string &x : r.removed) rem.push_back(json_escape(x));
+    for (const std::string &x : r.in_use) busy.push_back(json_escape(x));
+    json_result("generations", kExitOk, STK_OK, msg)
+        .str("root", o.root)
+        .str_or_null("current", current.c_str())
+        .raw("generations", json_array(items))
+        .raw("removed", json_array(rem))
+        .raw("in_use", json_array(busy))
+        .unum("leftovers_removed", r.leftovers)
+        .print();
+}
+
+void print_generations_text(const std::vector<Listed> &gens, const Removal &r, const std::string &msg) {
+    for (const std::string &x : r.removed) std::fprintf(stderr, "stk generations: removed %s\n", x.c_str());
+    for (const std::string &x : r.in_use)
+        std::fprintf(stderr, "stk generations: kept %s: another process is reading it (the next --gc removes it)\n", x.c_str());
     std::printf("%s\n", msg.c_str());
     if (!gens.empty())
         std::printf("  %-24s %-7s %-5s %6s %10s  %-16s  %s\n", "name", "current", "chain", "arrays", "bytes", "curr_hash",
                     "prev_hash");
     static const uint8_t zero[32] = {};
-    for (const GenerationInfo &g : gens) {
+    for (const Listed &l : gens) {
+        const stk_generation_entry &g = l.e;
         if (!g.readable) {
-            std::printf("  %-24s %-7s %-5s unreadable: %s\n", g.name.c_str(), g.current ? "yes" : "-", "-", g.error.c_str());
+            std::printf("  %-24s %-7s %-5s unreadable: %s\n", g.name, g.current ? "yes" : "-", "-", l.error.c_str());
             continue;
         }
-        std::printf("  %-24s %-7s %-5s %6llu %10s  %-16s  %s\n", g.name.c_str(), g.current ? "yes" : "-",
-                    g.on_chain ? "yes" : "-", (unsigned long long)g.arrays, human_bytes(g.bytes).c_str(),
-                    hex16_of(g.curr_hash).c_str(),
+        std::printf("  %-24s %-7s %-5s %6llu %10s  %-16s  %s\n", g.name, g.current ? "yes" : "-", g.on_chain ? "yes" : "-",
+                    (unsigned long long)g.arrays, human_bytes(g.bytes).c_str(), hex16_of(g.curr_hash).c_str(),
                     std::memcmp(g.prev_hash, zero, 32) ? hex16_of(g.prev_hash).c_str() : "(first)");
     }
+}
+
+}  // namespace
+
+int cmd_generations(int argc, char **argv) {
+    GenerationsOptions o;
+    if (int code = generations_options(argc, argv, o); code >= 0) return code;
+    stk_root_info ri{};
+    ri.struct_size = sizeof ri;
+    if (stk_root_probe(o.root.c_str(), &ri) != STK_OK || !ri.is_root)
+        return report_error("generations", STK_E_NOT_FOUND,
+                            format("%s is not a generations root (no %s, no %s/)", o.root.c_str(), STK_CURRENT_FILE_NAME,
+                                   STK_GENERATIONS_DIR_NAME),
+                            o.json);
+    Removal r;
+    const bool removing = o.gc || !o.remove.empty();
+    if (removing)
+        if (int code = remove_generations(o, r); code >= 0) return code;
+    std::vector<Listed> gens;
+    if (stk_status s = list_root(o.root, &gens); s != STK_OK) return report_failure("generations", s, o.json);
+    std::string current;
+    for (const Listed &l : gens)
+        if (l.e.current) current = l.e.name;
+    std::string msg = o.root + ": " + std::to_string(gens.size()) + " generation" + (gens.size() == 1 ? "" : "s") +
+                      (current.empty() ? ", none current" : ", current " + current);
+    if (removing)
+        msg += "; removed " + std::to_string(r.removed.size()) + " generation" + (r.removed.size() == 1 ? "" : "s") +
+               (r.leftovers
+                    ? " and " + std::to_string(r.leftovers) + " leftover" + (r.leftovers == 1 ? "" : "s") + " of crashed writers"
+                    : "");
+    if (o.json) print_generations_json(o, gens, r, current, msg);
+    else print_generations_text(gens, r, msg);
     return kExitOk;
 }
 

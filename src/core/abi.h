@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "stk/stk.h"
+#include "stk/stk_acceptance.h"
 
 namespace stk {
 
@@ -41,6 +42,32 @@ constexpr AbiStruct abi_of(const stk_array_view *) { return {STK_ABI_END(stk_arr
 constexpr AbiStruct abi_of(const stk_lwt_tensor *) { return {STK_ABI_END(stk_lwt_tensor, data), "stk_lwt_tensor"}; }
 constexpr AbiStruct abi_of(const stk_job_info *) { return {STK_ABI_END(stk_job_info, tokenizer_reason), "stk_job_info"}; }
 constexpr AbiStruct abi_of(const stk_stage_info *) { return {STK_ABI_END(stk_stage_info, reason), "stk_stage_info"}; }
+// Experimental tier: what the stk command reads (plan, manifest, roots) and the acceptance runner.
+constexpr AbiStruct abi_of(const stk_plan_info *) { return {STK_ABI_END(stk_plan_info, format), "stk_plan_info"}; }
+constexpr AbiStruct abi_of(const stk_plan_array *) { return {STK_ABI_END(stk_plan_array, reason), "stk_plan_array"}; }
+constexpr AbiStruct abi_of(const stk_plan_stage *) { return {STK_ABI_END(stk_plan_stage, arena_bytes), "stk_plan_stage"}; }
+constexpr AbiStruct abi_of(const stk_manifest_info *) {
+    return {STK_ABI_END(stk_manifest_info, overlays_rv), "stk_manifest_info"};
+}
+constexpr AbiStruct abi_of(const stk_manifest_array *) {
+    return {STK_ABI_END(stk_manifest_array, reserved), "stk_manifest_array"};
+}
+constexpr AbiStruct abi_of(const stk_manifest_stage *) {
+    return {STK_ABI_END(stk_manifest_stage, sha256_low64), "stk_manifest_stage"};
+}
+constexpr AbiStruct abi_of(const stk_manifest_record *) {
+    return {STK_ABI_END(stk_manifest_record, text), "stk_manifest_record"};
+}
+constexpr AbiStruct abi_of(const stk_root_info *) { return {STK_ABI_END(stk_root_info, needs_repair), "stk_root_info"}; }
+constexpr AbiStruct abi_of(const stk_generation_entry *) {
+    return {STK_ABI_END(stk_generation_entry, error), "stk_generation_entry"};
+}
+constexpr AbiStruct abi_of(const stk_acceptance_params *) {
+    return {STK_ABI_END(stk_acceptance_params, threads), "stk_acceptance_params"};
+}
+constexpr AbiStruct abi_of(const stk_acceptance_row *) {
+    return {STK_ABI_END(stk_acceptance_row, skipped), "stk_acceptance_row"};
+}
 #undef STK_ABI_END
 
 // Checks struct_size and, for a newer caller's struct, that the bytes past sizeof(T) are zero.

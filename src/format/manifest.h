@@ -23,8 +23,8 @@ namespace stk {
 
 constexpr uint32_t kManifestMagic = 0x5345524Du;   // "SERM": bytes 4D 52 45 53
 constexpr uint32_t kManifestEndian = 0x01020304u;  // bytes 04 03 02 01 in a little-endian file
-constexpr const char *kManifestFileName = "sera_manifest.bin";
-constexpr const char *kArraysDirName = "arrays";
+constexpr const char *kManifestFileName = STK_MANIFEST_FILE_NAME;  // stk.h names the files for front ends
+constexpr const char *kArraysDirName = STK_ARRAYS_DIR_NAME;
 
 constexpr uint32_t kAbiFma = 1u << 0;  // kernels contract a*b+c into fused multiply-adds
 constexpr uint32_t kAbiFtz = 1u << 1;  // flush-to-zero / denormals-are-zero was on

@@ -16,12 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "stk/stk.h"
+
 namespace stk {
 
-constexpr const char *kCurrentFileName = "CURRENT";
-constexpr const char *kGenerationsDirName = "generations";
-constexpr const char *kLockFileName = "LOCK";
-constexpr const char *kStagingPrefix = ".staging-";
+constexpr const char *kCurrentFileName = STK_CURRENT_FILE_NAME;  // stk.h names the files for front ends
+constexpr const char *kGenerationsDirName = STK_GENERATIONS_DIR_NAME;
+constexpr const char *kLockFileName = STK_LOCK_FILE_NAME;
+constexpr const char *kStagingPrefix = STK_STAGING_PREFIX;
 constexpr const char *kTrashPrefix = ".trash-";
 constexpr size_t kMaxCurrentBytes = 128;
 
