@@ -649,10 +649,11 @@ STK_API stk_status stk_root_list(const char *root, stk_generation_list **out_lis
  * or a CURRENT whose hash is not its generation's, is STK_E_CHECKSUM).  The last one's prev_hash
  * is zero (the root's first generation) or names one that was removed.  Threads: any. */
 STK_API stk_status stk_root_chain(const char *root, stk_generation_list **out_list);
+/* How many entries, and entry `index` (STK_E_KEY_NOT_FOUND past the end).  A list is a
+ * read-only snapshot: threads: any, several at once on one list. */
 STK_API stk_status stk_generation_list_count(const stk_generation_list *list, uint32_t *out_count);
-/* Entry `index` (STK_E_KEY_NOT_FOUND past the end).  Threads: any, on a list no call closes. */
 STK_API stk_status stk_generation_list_at(const stk_generation_list *list, uint32_t index, stk_generation_entry *out);
-/* NULL is a no-op. */
+/* NULL is a no-op.  Threads: no other call on this list may be running. */
 STK_API void stk_generation_list_close(stk_generation_list *list);
 
 /* What a removal did: the generations removed, those a reader held (kept for the next gc), and
@@ -679,7 +680,7 @@ STK_API stk_status stk_gc_result_counts(const stk_gc_result *result, uint32_t *o
  * the end.  Valid until stk_gc_result_close.  Threads: any. */
 STK_API const char *stk_gc_result_removed(const stk_gc_result *result, uint32_t index);
 STK_API const char *stk_gc_result_in_use(const stk_gc_result *result, uint32_t index);
-/* NULL is a no-op. */
+/* NULL is a no-op.  Threads: no other call on this result may be running. */
 STK_API void stk_gc_result_close(stk_gc_result *result);
 
 /* A payload that failed its checksum (stk_verify's failed_file under a root,

@@ -37,10 +37,10 @@ STK_API stk_status stk_acceptance_check_model(const stk_acceptance_params *param
  * is read-only (the calls below may run at once on it). */
 typedef struct stk_acceptance stk_acceptance;
 STK_API stk_status stk_acceptance_run(const stk_acceptance_params *params, stk_acceptance **out_result);
-/* NULL is a no-op. */
+/* NULL is a no-op.  Threads: no other call on this result may be running. */
 STK_API void stk_acceptance_close(stk_acceptance *result);
 
-/* How many rows, and whether every gating row passed (1) or one failed (0). */
+/* How many rows, and whether every gating row passed (1) or one failed (0).  Threads: any. */
 STK_API stk_status stk_acceptance_summary(const stk_acceptance *result, uint32_t *out_rows, uint32_t *out_passed);
 
 typedef struct stk_acceptance_row {
@@ -57,12 +57,12 @@ typedef struct stk_acceptance_row {
 } stk_acceptance_row;
 
 /* Row `index` (STK_E_KEY_NOT_FOUND past the end); its strings are valid until
- * stk_acceptance_close. */
+ * stk_acceptance_close.  Threads: any. */
 STK_API stk_status stk_acceptance_row_at(const stk_acceptance *result, uint32_t index, stk_acceptance_row *out);
 
 /* The rows as the table `stk check --acceptance` prints (test | measured | threshold | verdict |
  * definition, one line each) and as its JSON value ({"passed": ..., "rows": [...]}, docs/cli.md).
- * NUL-terminated, valid until stk_acceptance_close. */
+ * NUL-terminated, valid until stk_acceptance_close.  Threads: any. */
 STK_API stk_status stk_acceptance_table(const stk_acceptance *result, const char **out_text);
 STK_API stk_status stk_acceptance_json(const stk_acceptance *result, const char **out_json);
 
