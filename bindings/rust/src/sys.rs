@@ -224,6 +224,188 @@ pub struct stk_stage_info {
     pub reason: [c_char; 128],
 }
 
+// What the stk command reads (experimental): the plan, manifests, generations roots.
+
+/// stk_plan_presence.
+pub type stk_plan_presence = c_uint;
+pub const STK_PLAN_WRITTEN: stk_plan_presence = 0;
+pub const STK_PLAN_OPTIONAL: stk_plan_presence = 1;
+pub const STK_PLAN_DISABLED: stk_plan_presence = 2;
+
+/// stk_manifest_stage_state.
+pub type stk_manifest_stage_state = c_uint;
+pub const STK_MANIFEST_STAGE_PENDING: stk_manifest_stage_state = 0;
+pub const STK_MANIFEST_STAGE_RAN: stk_manifest_stage_state = 1;
+pub const STK_MANIFEST_STAGE_NOT_IMPLEMENTED: stk_manifest_stage_state = 2;
+pub const STK_MANIFEST_STAGE_DISABLED: stk_manifest_stage_state = 3;
+pub const STK_MANIFEST_STAGE_FAILED: stk_manifest_stage_state = 4;
+
+/// stk_record_kind.
+pub type stk_record_kind = c_uint;
+pub const STK_RECORD_FEATURE_DISABLED: stk_record_kind = 1;
+pub const STK_RECORD_INVARIANT_PASS: stk_record_kind = 2;
+pub const STK_RECORD_INVARIANT_FAIL: stk_record_kind = 3;
+pub const STK_RECORD_NOTE: stk_record_kind = 4;
+
+pub const STK_REMOVE_FORCE: u32 = 0x1;
+pub const STK_ARRAY_HEADER_BYTES: u32 = 128;
+
+#[repr(C)]
+pub struct stk_plan {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct stk_manifest {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct stk_generation_list {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct stk_gc_result {
+    _private: [u8; 0],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_plan_info {
+    pub struct_size: usize,
+    pub r: u32,
+    pub rv: u32,
+    pub l_tok: u32,
+    pub top_l: u32,
+    pub threads: u32,
+    pub n_layers: u32,
+    pub n_tensors: u32,
+    pub array_count: u32,
+    pub n_params: u64,
+    pub checkpoint_bytes: u64,
+    pub arena_bytes: u64,
+    pub largest_unit_f32_bytes: u64,
+    pub expected_peak_bytes: u64,
+    pub arrays_written: u64,
+    pub arrays_optional: u64,
+    pub arrays_disabled: u64,
+    pub payload_exact_bytes: u64,
+    pub payload_bound_bytes: u64,
+    pub file_bytes: u64,
+    pub model_type: [c_char; 32],
+    pub format: [c_char; 32],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_plan_array {
+    pub struct_size: usize,
+    pub name: [c_char; 64],
+    pub stage: u32,
+    pub dtype: u32,
+    pub rank: u32,
+    pub exact: u32,
+    pub presence: u32,
+    pub reserved: u32,
+    pub dims: [u64; 5],
+    pub payload_bytes: u64,
+    pub file_bytes: u64,
+    pub reason: *const c_char,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_plan_stage {
+    pub struct_size: usize,
+    pub implemented: u32,
+    pub arrays: u32,
+    pub arena_bytes: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_manifest_info {
+    pub struct_size: usize,
+    pub curr_hash: [u8; 32],
+    pub prev_hash: [u8; 32],
+    pub schema_sha256: [u8; 32],
+    pub array_count: u32,
+    pub record_count: u32,
+    pub pgen_count: u32,
+    pub abi_flags: u32,
+    pub payload_bytes: u64,
+    pub tokenizer_mode: u32,
+    pub tokenizer_l_tok: u32,
+    pub tokenizer_s_norm: u32,
+    pub tokenizer_l_norm: u32,
+    pub tokenizer_vocab_size: u32,
+    pub tokenizer_unicode_policy: u32,
+    pub tokenizer_sp_cert_digest: [u8; 32],
+    pub prf_r: u32,
+    pub overlays_rv: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_manifest_array {
+    pub struct_size: usize,
+    pub name: [c_char; 64],
+    pub stage: u32,
+    pub dtype: u32,
+    pub rank: u32,
+    pub flags: u32,
+    pub dims: [u64; 5],
+    pub byte_len: u64,
+    pub sha256_low64: u64,
+    pub crc32c: u32,
+    pub reserved: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_manifest_stage {
+    pub struct_size: usize,
+    pub state: u32,
+    pub crc32c: u32,
+    pub sha256_low64: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_manifest_record {
+    pub struct_size: usize,
+    pub stage: u32,
+    pub kind: u32,
+    pub feature: u32,
+    pub status: u32,
+    pub value: f64,
+    pub bound: f64,
+    pub text: [c_char; 128],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_root_info {
+    pub struct_size: usize,
+    pub is_root: u32,
+    pub needs_repair: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_generation_entry {
+    pub struct_size: usize,
+    pub name: [c_char; 64],
+    pub seq: u64,
+    pub readable: u32,
+    pub current: u32,
+    pub on_chain: u32,
+    pub reserved: u32,
+    pub curr_hash: [u8; 32],
+    pub prev_hash: [u8; 32],
+    pub arrays: u64,
+    pub bytes: u64,
+    pub error: *const c_char,
+}
+
 extern "C" {
     pub fn stk_status_str(status: stk_status) -> *const c_char;
     pub fn stk_last_error() -> *const c_char;
@@ -291,6 +473,49 @@ extern "C" {
         out_done: *mut u64,
         out_total: *mut u64,
         out_unit: *mut *const c_char,
+    ) -> stk_status;
+    // Experimental tier: what the stk command reads.
+    pub fn stk_dtype_name(dtype: u32) -> *const c_char;
+    pub fn stk_model_gguf_path(path: *const c_char, out: *mut c_char, out_cap: usize, out_len: *mut usize) -> stk_status;
+    pub fn stk_plan_open(params: *const stk_job_params, out_plan: *mut *mut stk_plan) -> stk_status;
+    pub fn stk_plan_close(plan: *mut stk_plan);
+    pub fn stk_plan_get_info(plan: *const stk_plan, out: *mut stk_plan_info) -> stk_status;
+    pub fn stk_plan_array_at(plan: *const stk_plan, index: u32, out: *mut stk_plan_array) -> stk_status;
+    pub fn stk_plan_stage_info(plan: *const stk_plan, stage: stk_stage, out: *mut stk_plan_stage) -> stk_status;
+    pub fn stk_manifest_open(path: *const c_char, out_manifest: *mut *mut stk_manifest) -> stk_status;
+    pub fn stk_manifest_close(manifest: *mut stk_manifest);
+    pub fn stk_manifest_get_info(manifest: *const stk_manifest, out: *mut stk_manifest_info) -> stk_status;
+    pub fn stk_manifest_array_at(manifest: *const stk_manifest, index: u32, out: *mut stk_manifest_array) -> stk_status;
+    pub fn stk_manifest_record_at(manifest: *const stk_manifest, index: u32, out: *mut stk_manifest_record) -> stk_status;
+    pub fn stk_manifest_stage_at(manifest: *const stk_manifest, stage: stk_stage, out: *mut stk_manifest_stage) -> stk_status;
+    pub fn stk_root_probe(path: *const c_char, out: *mut stk_root_info) -> stk_status;
+    pub fn stk_root_list(root: *const c_char, out_list: *mut *mut stk_generation_list) -> stk_status;
+    pub fn stk_root_chain(root: *const c_char, out_list: *mut *mut stk_generation_list) -> stk_status;
+    pub fn stk_generation_list_count(list: *const stk_generation_list, out_count: *mut u32) -> stk_status;
+    pub fn stk_generation_list_at(list: *const stk_generation_list, index: u32, out: *mut stk_generation_entry) -> stk_status;
+    pub fn stk_generation_list_close(list: *mut stk_generation_list);
+    pub fn stk_root_gc(root: *const c_char, keep: u32, out_result: *mut *mut stk_gc_result) -> stk_status;
+    pub fn stk_root_remove(
+        root: *const c_char,
+        name: *const c_char,
+        flags: u32,
+        out_result: *mut *mut stk_gc_result,
+    ) -> stk_status;
+    pub fn stk_gc_result_counts(
+        result: *const stk_gc_result,
+        out_removed: *mut u32,
+        out_in_use: *mut u32,
+        out_leftovers: *mut u32,
+    ) -> stk_status;
+    pub fn stk_gc_result_removed(result: *const stk_gc_result, index: u32) -> *const c_char;
+    pub fn stk_gc_result_in_use(result: *const stk_gc_result, index: u32) -> *const c_char;
+    pub fn stk_gc_result_close(result: *mut stk_gc_result);
+    pub fn stk_locate_damage(
+        root: *const c_char,
+        file: *const c_char,
+        out_offset: *mut u64,
+        witness: *mut c_char,
+        witness_cap: usize,
     ) -> stk_status;
 }
 

@@ -125,6 +125,18 @@ fn every_header_constant_matches_sys() {
         ("STK_STAGE_STATE_DONE", sys::STK_STAGE_STATE_DONE as u64),
         ("STK_STAGE_STATE_DISABLED", sys::STK_STAGE_STATE_DISABLED as u64),
         ("STK_STAGE_STATE_NOT_IMPLEMENTED", sys::STK_STAGE_STATE_NOT_IMPLEMENTED as u64),
+        ("STK_PLAN_WRITTEN", sys::STK_PLAN_WRITTEN as u64),
+        ("STK_PLAN_OPTIONAL", sys::STK_PLAN_OPTIONAL as u64),
+        ("STK_PLAN_DISABLED", sys::STK_PLAN_DISABLED as u64),
+        ("STK_MANIFEST_STAGE_PENDING", sys::STK_MANIFEST_STAGE_PENDING as u64),
+        ("STK_MANIFEST_STAGE_RAN", sys::STK_MANIFEST_STAGE_RAN as u64),
+        ("STK_MANIFEST_STAGE_NOT_IMPLEMENTED", sys::STK_MANIFEST_STAGE_NOT_IMPLEMENTED as u64),
+        ("STK_MANIFEST_STAGE_DISABLED", sys::STK_MANIFEST_STAGE_DISABLED as u64),
+        ("STK_MANIFEST_STAGE_FAILED", sys::STK_MANIFEST_STAGE_FAILED as u64),
+        ("STK_RECORD_FEATURE_DISABLED", sys::STK_RECORD_FEATURE_DISABLED as u64),
+        ("STK_RECORD_INVARIANT_PASS", sys::STK_RECORD_INVARIANT_PASS as u64),
+        ("STK_RECORD_INVARIANT_FAIL", sys::STK_RECORD_INVARIANT_FAIL as u64),
+        ("STK_RECORD_NOTE", sys::STK_RECORD_NOTE as u64),
     ]
     .into_iter()
     .collect();
@@ -155,7 +167,7 @@ fn every_header_function_is_declared() {
             assert!(src.contains(&format!("pub fn {name}(")), "sys.rs does not declare {name}");
         }
     }
-    assert_eq!(n, 31, "functions declared in stk.h");
+    assert_eq!(n, 57, "functions declared in stk.h");
 }
 
 /// sizeof/offsetof as the C compiler computes them, compared with repr(C) here.  Skipped (with a
