@@ -230,6 +230,19 @@ static void refusals_name_what(void **) {
         parse_model_config(R"({"model_type": "llama", "quantization_config": {"load_in_4bit": true}})", "x/config.json");
     });
     assert_contains(msg, "bitsandbytes");
+    // Block-scaled fp8 is read (its block size kept); a static activation scheme is refused.
+    const std::string fp8 = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "vocab_size": 10, "intermediate_size": 8, "quantization_config": {"activation_scheme": "SCHEME", "fmt": "e4m3",
+            "quant_method": "fp8", "weight_block_size": [128, 64]}})";
+    auto with = [&](const char *scheme) {
+        std::string t = fp8;
+        return t.replace(t.find("SCHEME"), 6, scheme);
+    };
+    ModelConfig q = parse_model_config(with("dynamic"), "x/config.json").config;
+    assert_int_equal(q.fp8_block[0], 128);
+    assert_int_equal(q.fp8_block[1], 64);
+    msg = test::expect_error(STK_E_UNSUPPORTED, [&] { parse_model_config(with("static"), "x/config.json"); });
+    assert_contains(msg, "activation_scheme 'static'");
     // MLA with biases on the low-rank factors: not composed, refused by name.
     msg = test::expect_error(STK_E_UNSUPPORTED, [] {
         parse_model_config(R"({"model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,

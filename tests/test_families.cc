@@ -394,12 +394,36 @@ void rope_scaling_matches_transformers(void **) {
     assert_int_equal(n, 4);
 }
 
+// DeepSeek-V3 as the hub ships it: block-scaled fp8 matrices (tests/fixtures/fp8/generate.py
+// quantises the deepseek_v3 fixture).  Same parameters as the bf16 model (the scales are buffers),
+// q_a_proj read bytes-equal to transformers' dequantisation, the MLA composition runs on it.
+void fp8_deepseek_v3_model(void **) {
+    std::unique_ptr<ModelDescription> q = describe_model(test::test_data("../fixtures/fp8/deepseek_v3"));
+    std::unique_ptr<ModelDescription> b = describe_model(test::test_data("../fixtures/families/deepseek_v3"));
+    assert_int_equal(q->plan.config.fp8_block[0], 128);
+    assert_int_equal(q->plan.n_params, b->plan.n_params);
+    assert_int_equal(q->plan.n_params, q->plan.n_params_expected);
+    assert_true(q->plan.n_buffers > b->plan.n_buffers);
+    Layer L{*q, 1};
+    Mat got = L.get(Role::MLA_Q_A);
+    auto ref = open_checkpoint(test::test_data("../fixtures/fp8/deepseek_v3/reference.safetensors"));
+    const TensorRef &r = ref->tensors().at(0);
+    std::vector<uint8_t> scratch;
+    std::vector<float> want(r.n_elements);
+    convert_to_f32(r, ref->tensor_bytes(r, scratch), 0, r.n_elements, want.data());
+    assert_int_equal(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); i++) assert_true(float(got[i]) == want[i]);
+    Mat k = L.stage(Role::K);
+    assert_int_equal(k.size(), uint64_t(q->plan.config.n_heads) * q->plan.config.head_dim * q->plan.config.d_model);
+}
+
 }  // namespace
 
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_family_matches_transformers),
         cmocka_unit_test(rope_scaling_matches_transformers),
+        cmocka_unit_test(fp8_deepseek_v3_model),
     };
     return cmocka_run_group_tests_name("families", tests, nullptr, nullptr);
 }

@@ -313,6 +313,60 @@ static void bad_shards(void **) {
     assert_contains(m, "'w' appears twice");
 }
 
+// F8 block-scaled weights (quantization_config quant_method "fp8") against transformers' own
+// dequantisation (tests/fixtures/fp8/generate.py): bytes exact, whole and from mid-tensor offsets.
+static void fp8_block_scaled_exact(void **) {
+    const std::string dir = test::test_data("../fixtures/fp8/");
+    auto ck = open_checkpoint(dir + "good/model.safetensors");
+    auto ref = open_checkpoint(dir + "good/reference.safetensors");
+    attach_fp8_scales(*ck, 128, 128);
+    std::vector<uint8_t> s1, s2;
+    int n = 0;
+    for (const TensorRef &r : ref->tensors()) {
+        const TensorRef *t = ck->find(r.name);
+        assert_non_null(t);
+        assert_non_null(t->block_scale.get());
+        std::vector<float> got(t->n_elements), want(r.n_elements);
+        assert_int_equal(t->n_elements, r.n_elements);
+        convert_to_f32(*t, ck->tensor_bytes(*t, s1), 0, t->n_elements, got.data());
+        convert_to_f32(r, ref->tensor_bytes(r, s2), 0, r.n_elements, want.data());
+        assert_memory_equal(got.data(), want.data(), got.size() * 4);
+        // A chunk that starts mid-row and mid-block (parse_tensors converts 64 Ki-element chunks).
+        const uint64_t first = t->n_elements / 3 + 5, count = t->n_elements / 2;
+        std::vector<float> part(count);
+        convert_to_f32(*t, ck->tensor_bytes(*t, s1), first, count, part.data());
+        assert_memory_equal(part.data(), want.data() + first, count * 4);
+        n++;
+    }
+    assert_int_equal(n, 3);
+    const TensorRef *plain = ck->find("n.weight");
+    assert_non_null(plain);
+    assert_null(plain->block_scale.get());
+
+    std::string msg = test::expect_error(STK_E_CORRUPT, [&] {
+        auto bad = open_checkpoint(dir + "bad_shape/model.safetensors");
+        attach_fp8_scales(*bad, 128, 128);
+    });
+    assert_contains(msg, "bad_shape/model.safetensors");
+    assert_contains(msg, "a.weight_scale_inv");
+    assert_contains(msg, "[2, 3]");
+    assert_contains(msg, "F32 [2, 2]");
+    msg = test::expect_error(STK_E_CORRUPT, [&] {
+        auto bad = open_checkpoint(dir + "missing/model.safetensors");
+        attach_fp8_scales(*bad, 128, 128);
+    });
+    assert_contains(msg, "missing/model.safetensors");
+    assert_contains(msg, "'a.weight'");
+    assert_contains(msg, "a.weight_scale_inv");
+    // The block size the config names must give the scale grid: 64 x 128 blocks need [4, 2].
+    msg = test::expect_error(STK_E_CORRUPT, [&] {
+        auto bad = open_checkpoint(dir + "good/model.safetensors");
+        attach_fp8_scales(*bad, 64, 128);
+    });
+    assert_contains(msg, "a.weight_scale_inv");
+    assert_contains(msg, "F32 [4, 2]");
+}
+
 static void lfs_pointer(void **) {
     std::string p = test::third_party_data("tensors/pythia_model.safetensors.LFS_POINTER");
     std::string m = open_fails(STK_E_LFS_POINTER, p);
@@ -334,6 +388,7 @@ int main() {
         cmocka_unit_test(shared_files_load_with_values),
         cmocka_unit_test(shared_values_by_hand),
         cmocka_unit_test(all_dtypes_exact),
+        cmocka_unit_test(fp8_block_scaled_exact),
         cmocka_unit_test(sharded_values),
         cmocka_unit_test(bad_truncated),
         cmocka_unit_test(bad_header_cap),

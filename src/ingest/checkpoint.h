@@ -50,6 +50,11 @@ struct TensorRef {
     // first element inside that storage.  Unused for safetensors.
     uint32_t storage_index = 0;
     uint64_t storage_byte_offset = 0;
+    // F8 block-scaled weights (config.json quantization_config quant_method "fp8", as DeepSeek-V3
+    // and Qwen3-FP8 ship): the <name>_scale_inv grid in f32, one value per block_rows x block_cols
+    // block (the last ones cut short), multiplied in by convert_to_f32 (attach_fp8_scales).
+    std::shared_ptr<const std::vector<float>> block_scale;
+    uint32_t block_rows = 0, block_cols = 0;
 };
 
 class Checkpoint {
@@ -59,6 +64,8 @@ public:
     virtual const char *format() const = 0;
     // Every tensor of the checkpoint, in a fixed deterministic order (sorted by name).
     virtual const std::vector<TensorRef> &tensors() const = 0;
+    // The same list, for attach_fp8_scales (readers that cannot hold F8 scales refuse).
+    virtual std::vector<TensorRef> &mutable_tensors();
     // The raw stored bytes of a tensor (n_bytes long).  For STORED/mapped data this points into
     // the mapping; for compressed zip entries the bytes are inflated into `scratch` (resized),
     // which the caller provides so memory stays bounded by one tensor.
@@ -82,6 +89,14 @@ std::unique_ptr<Checkpoint> open_checkpoint(const std::string &path);
 // returned by tensor_bytes) to f32, honouring strides.  Integer types convert by value; BOOL to
 // 0/1; F8 formats per the OCP spec.
 void convert_to_f32(const TensorRef &t, const uint8_t *bytes, uint64_t first, uint64_t count, float *out);
+
+// quantization_config quant_method "fp8" with weight_block_size [block_rows, block_cols]: every
+// "<w>_scale_inv" (F32 / BF16 [ceil(rows / block_rows), ceil(cols / block_cols)]) is read and
+// attached to its F8 weight "<w>" (2-D F8_E4M3 / F8_E5M2), which convert_to_f32 then returns as
+// f32(w) x f32(scale) rounded once to f32, as transformers' fp8 dequantisation computes it in
+// float32.  A scale of the wrong shape or dtype, a scale without its weight, or an F8 tensor
+// without a scale is STK_E_CORRUPT naming the file and the tensor.
+void attach_fp8_scales(Checkpoint &ck, uint32_t block_rows, uint32_t block_cols);
 
 // Parse a dtype name as safetensors spells it ("BF16"); false if unknown.
 bool parse_src_dtype(const char *name, size_t len, SrcDType *out);

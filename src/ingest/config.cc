@@ -309,13 +309,39 @@ const Refused kRefused[] = {
      "fixture here; not converted yet"},
 };
 
-// quantization_config: only what is dequantised exactly may pass.
-void refuse_quantized(const ConfigReader &c, const std::string &source) {
+// quantization_config: only what is dequantised exactly may pass: block-scaled fp8 (dynamic
+// activations, e4m3 weights, a weight_block_size), read into m.fp8_block.
+void refuse_quantized(const ConfigReader &c, const std::string &source, ModelConfig &m) {
     object q;
     if (!c.object("quantization_config", &q)) return;
     ConfigReader r(q, source);
     std::string method;
     r.str("quant_method", &method);
+    if (method == "fp8") {
+        std::string act = "dynamic", fmt = "e4m3";
+        r.str("activation_scheme", &act);
+        r.str("fmt", &fmt);
+        simdjson::dom::array bs;
+        uint64_t b[2] = {0, 0};
+        int n = 0;
+        if (r.array("weight_block_size", &bs))
+            for (element e : bs) {
+                uint64_t v = 0;
+                if (n >= 2 || e.get_uint64().get(v) || v == 0 || v > (1u << 20)) {
+                    n = 3;
+                    break;
+                }
+                b[n++] = v;
+            }
+        if (act != "dynamic" || fmt != "e4m3" || n != 2)
+            throw_error(STK_E_UNSUPPORTED,
+                        "%s: \"quantization_config\" fp8 with activation_scheme '%s', fmt '%s' and %s weight_block_size: stk "
+                        "dequantises block-scaled fp8 only (dynamic activations, e4m3, a [rows, cols] block size)",
+                        source.c_str(), act.c_str(), fmt.c_str(), n == 2 ? "a" : "no valid");
+        m.fp8_block[0] = uint32_t(b[0]);
+        m.fp8_block[1] = uint32_t(b[1]);
+        return;
+    }
     if (method.empty()) {
         bool b4 = false, b8 = false;
         r.boolean("load_in_4bit", &b4);
@@ -324,8 +350,8 @@ void refuse_quantized(const ConfigReader &c, const std::string &source) {
     }
     throw_error(STK_E_UNSUPPORTED,
                 "%s: \"quantization_config\" says quant_method '%s': stk reads float checkpoints (F32, F16, BF16, GGUF "
-                "blocks) and does not dequantise GPTQ, AWQ, bitsandbytes or other packed formats; convert the "
-                "unquantised model",
+                "blocks, block-scaled fp8) and does not dequantise GPTQ, AWQ, bitsandbytes or other packed formats; "
+                "convert the unquantised model",
                 source.c_str(), method.empty() ? "(none)" : method.c_str());
 }
 
@@ -333,7 +359,7 @@ void step_family(Ctx &x) {
     for (const Refused &r : kRefused)
         if (x.model_type == r.model_type)
             throw_error(STK_E_UNSUPPORTED, "%s: model_type '%s': %s", x.source.c_str(), r.model_type, r.why);
-    refuse_quantized(x.c, x.source);
+    refuse_quantized(x.c, x.source, x.m);
     if (x.m.family == kCustomFamily && x.out.user_rules.empty())
         throw_error(STK_E_UNKNOWN_MODEL,
                     "%s: model_type '%s' has no built-in role preset (presets: %s). Supply role patterns: add "

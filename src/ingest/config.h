@@ -118,6 +118,10 @@ struct ModelConfig {
     bool router_bias = false;              // DeepSeek-V3 e_score_correction_bias (Role::ROUTER_B)
     uint32_t dense_layers[kMaxDenseLayerList] = {};
 
+    // quantization_config quant_method "fp8" (DeepSeek-V3, Qwen3-FP8): F8 weights with
+    // <name>_scale_inv block scales of fp8_block[0] x fp8_block[1] (0: not block-scaled fp8).
+    uint32_t fp8_block[2] = {0, 0};
+
     bool tied_embeddings = false;  // lm_head shares the token embedding
     bool parallel_attn = false;    // attention and FFN read the same input (NeoX, Falcon)
     bool qkv_bias = false;

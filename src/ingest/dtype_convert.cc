@@ -1,5 +1,7 @@
 #include "ingest/dtype_convert.h"
 
+#include <algorithm>
+
 #include <cmath>
 #if defined(__x86_64__)
 #  include <cpuid.h>
@@ -126,12 +128,74 @@ void convert_contiguous(SrcDType t, const uint8_t *src, uint64_t count, float *o
     }
 }
 
+std::vector<TensorRef> &Checkpoint::mutable_tensors() {
+    throw_error(STK_E_UNSUPPORTED, "%s checkpoints cannot carry F8 block scales", format());
+}
+
+// f32(w) x f32(scale of w's block), one rounding, in element order (the arithmetic of
+// transformers' Fp8Dequantize / _dequantize_fp8_weight in float32).
+static void convert_block_scaled(const TensorRef &t, const uint8_t *bytes, uint64_t first, uint64_t count, float *out) {
+    const uint64_t cols = t.shape[1], scols = (cols + t.block_cols - 1) / t.block_cols;
+    const float *scale = t.block_scale->data();
+    for (uint64_t i = 0; i < count; i++) {
+        const uint64_t e = first + i, r = e / cols, c = e % cols;
+        out[i] = element_to_f32(t.dtype, bytes + e) * scale[(r / t.block_rows) * scols + c / t.block_cols];
+    }
+}
+
+void attach_fp8_scales(Checkpoint &ck, uint32_t br, uint32_t bc) {
+    if (br == 0 || bc == 0) throw_error(STK_E_INVALID_ARGUMENT, "F8 block size %u x %u", br, bc);
+    std::vector<TensorRef> &ts = ck.mutable_tensors();
+    static const std::string kSuffix = "_scale_inv";
+    std::vector<uint8_t> scratch;
+    for (const TensorRef &s : ts) {
+        if (s.name.size() <= kSuffix.size() || s.name.compare(s.name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
+            continue;
+        const std::string wname = s.name.substr(0, s.name.size() - kSuffix.size());
+        auto it =
+            std::lower_bound(ts.begin(), ts.end(), wname, [](const TensorRef &a, const std::string &n) { return a.name < n; });
+        if (it == ts.end() || it->name != wname)
+            throw_error(STK_E_CORRUPT, "%s: tensor '%s' (offset %llu): an F8 block scale without its weight '%s'", s.file.c_str(),
+                        s.name.c_str(), (unsigned long long)s.file_offset, wname.c_str());
+        TensorRef &w = *it;
+        if ((w.dtype != SrcDType::F8_E4M3 && w.dtype != SrcDType::F8_E5M2) || w.shape.size() != 2 || !w.strides.empty())
+            throw_error(STK_E_CORRUPT, "%s: tensor '%s' has a block scale '%s' but is %s of rank %zu, not a 2-D F8 matrix",
+                        w.file.c_str(), w.name.c_str(), s.name.c_str(), src_dtype_name(w.dtype), w.shape.size());
+        const uint64_t gr = (w.shape[0] + br - 1) / br, gc = (w.shape[1] + bc - 1) / bc;
+        if (s.shape.size() != 2 || s.shape[0] != gr || s.shape[1] != gc ||
+            (s.dtype != SrcDType::F32 && s.dtype != SrcDType::BF16)) {
+            std::string shape = "[";
+            for (size_t i = 0; i < s.shape.size(); i++) shape += (i ? ", " : "") + std::to_string(s.shape[i]);
+            throw_error(STK_E_CORRUPT,
+                        "%s: tensor '%s' (offset %llu): %s scale of shape %s], but weight '%s' [%llu, %llu] in %u x %u blocks "
+                        "needs F32 [%llu, %llu]",
+                        s.file.c_str(), s.name.c_str(), (unsigned long long)s.file_offset, src_dtype_name(s.dtype), shape.c_str(),
+                        w.name.c_str(), (unsigned long long)w.shape[0], (unsigned long long)w.shape[1], br, bc,
+                        (unsigned long long)gr, (unsigned long long)gc);
+        }
+        auto grid = std::make_shared<std::vector<float>>(size_t(gr * gc));
+        convert_to_f32(s, ck.tensor_bytes(s, scratch), 0, gr * gc, grid->data());
+        ck.release(s);
+        w.block_scale = grid;
+        w.block_rows = br;
+        w.block_cols = bc;
+    }
+    for (const TensorRef &w : ts)
+        if ((w.dtype == SrcDType::F8_E4M3 || w.dtype == SrcDType::F8_E5M2) && !w.block_scale)
+            throw_error(STK_E_CORRUPT,
+                        "%s: tensor '%s' (offset %llu) is %s without a '%s_scale_inv': quantization_config says block-scaled "
+                        "fp8",
+                        w.file.c_str(), w.name.c_str(), (unsigned long long)w.file_offset, src_dtype_name(w.dtype),
+                        w.name.c_str());
+}
+
 void convert_to_f32(const TensorRef &t, const uint8_t *bytes, uint64_t first, uint64_t count, float *out) {
     uint64_t end;
     if (!add_ok(first, count, &end) || end > t.n_elements)
         throw_error(STK_E_INVALID_ARGUMENT, "%s: tensor '%s': elements [%llu, +%llu) outside its %llu elements", t.file.c_str(),
                     t.name.c_str(), (unsigned long long)first, (unsigned long long)count, (unsigned long long)t.n_elements);
     if (count == 0) return;
+    if (t.block_scale) return convert_block_scaled(t, bytes, first, count, out);
     size_t es = src_dtype_size(t.dtype);
     if (t.strides.empty()) {
         convert_contiguous(t.dtype, bytes + first * es, count, out);

@@ -534,6 +534,8 @@ std::unique_ptr<ModelDescription> describe_model(const std::string &dir) {
     } else {
         d->parsed = load_model_config(dir);
         d->checkpoint = open_checkpoint(dir);
+        const ModelConfig &c = d->parsed.config;
+        if (c.fp8_block[0]) attach_fp8_scales(*d->checkpoint, c.fp8_block[0], c.fp8_block[1]);
     }
     d->layout = analyze_model(d->parsed, d->checkpoint->tensors());
     d->plan = d->layout.summary;

@@ -61,6 +61,8 @@ const char *qkv_layout_name(QkvLayout l) {
 
 std::vector<RoleRule> preset_rules(const ModelConfig &cfg) {
     RoleRules r;
+    // Block-scaled fp8: the scales are folded into their weights when read (attach_fp8_scales).
+    if (cfg.fp8_block[0]) r.add(".*\\.weight_scale_inv", Role::BUFFER);
     family_def(cfg.family).roles(r, cfg);
     return r.rules;
 }

@@ -67,6 +67,7 @@ public:
     }
     const char *format() const override { return format_.c_str(); }
     const std::vector<TensorRef> &tensors() const override { return tensors_; }
+    std::vector<TensorRef> &mutable_tensors() override { return tensors_; }
     const uint8_t *tensor_bytes(const TensorRef &t, std::vector<uint8_t> &scratch) const override {
         if (t.source_index >= sources_.size())
             throw_error(STK_E_INVALID_ARGUMENT, "tensor '%s': source %u does not exist", t.name.c_str(), t.source_index);
