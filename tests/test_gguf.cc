@@ -150,7 +150,8 @@ static void valid_file_reads(void **) {
     assert_int_equal(ts[2].n_bytes, 68);
     assert_int_equal(ts[2].n_elements, 64);
 
-    // The checkpoint view: sorted names, F32 mapped, Q8_0 dequantised to F32.
+    // The checkpoint view: sorted names, F32 mapped, Q8_0 mapped as blocks that convert_to_f32
+    // dequantises, any range of them.
     auto ck = open_checkpoint(p);
     assert_string_equal(ck->format(), "gguf");
     assert_int_equal(ck->tensors().size(), 3);
@@ -158,10 +159,19 @@ static void valid_file_reads(void **) {
     assert_int_equal(int(q->dtype), int(SrcDType::F32));
     assert_true((q->shape == std::vector<uint64_t>{2, 32}));
     assert_int_equal(q->n_bytes, 256);
+    assert_int_equal(q->ggml_type, 8);  // Q8_0
     std::vector<uint8_t> scratch;
-    const float *qv = reinterpret_cast<const float *>(ck->tensor_bytes(*q, scratch));
+    const uint8_t *qb = ck->tensor_bytes(*q, scratch);
+    assert_true(scratch.empty());  // no f32 copy of the tensor
+    float qv[64];
+    convert_to_f32(*q, qb, 0, 64, qv);
     for (int r = 0; r < 2; r++)
         for (int i = 0; i < 32; i++) assert_true(qv[r * 32 + i] == 0.5f * float(i - 16 + r));
+    float part[40];  // across the block boundary, starting and ending inside a block
+    convert_to_f32(*q, qb, 5, 40, part);
+    for (int k = 0; k < 40; k++) assert_true(part[k] == qv[5 + k]);
+    convert_to_f32(*q, qb, 33, 1, part);
+    assert_true(part[0] == qv[33]);
     const TensorRef *a = ck->find("a");
     float av[8];
     convert_to_f32(*a, ck->tensor_bytes(*a, scratch), 0, 8, av);

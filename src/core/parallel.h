@@ -48,7 +48,7 @@ void run_workers(unsigned n, Fn &&fn) {
 // started once, the caller is worker 0; run(fn) as run_workers.
 class WorkerPool {
 public:
-    explicit WorkerPool(unsigned n) : n_(n ? n : 1) {
+    explicit WorkerPool(unsigned n) : n_(n ? n : 1), errors_(n_) {  // sized once: run() allocates nothing
         for (unsigned i = 1; i < n_; i++) threads_.emplace_back([this, i] { loop(i); });
     }
     ~WorkerPool() {

@@ -71,7 +71,8 @@ public:
         if (!source_chunk_) source_chunk_ = 8;
         elem_bytes_ = r.n_elements ? r.n_bytes / r.n_elements : 0;
         contiguous_ = r.strides.empty() && elem_bytes_ > 0;
-        zero_copy_ = contiguous_ && r.dtype == SrcDType::F32 && reinterpret_cast<uintptr_t>(bytes) % alignof(float) == 0;
+        zero_copy_ =
+            contiguous_ && r.dtype == SrcDType::F32 && !r.ggml_type && reinterpret_cast<uintptr_t>(bytes) % alignof(float) == 0;
     }
     // Elements per chunk (a multiple of 8 but for the last), stored and source order.
     uint64_t chunk_elements() const { return chunk_; }

@@ -55,6 +55,11 @@ struct TensorRef {
     // block (the last ones cut short), multiplied in by convert_to_f32 (attach_fp8_scales).
     std::shared_ptr<const std::vector<float>> block_scale;
     uint32_t block_rows = 0, block_cols = 0;
+    // GGUF: the stored bytes are blocks of this ggml type (its numeric id; format/ggml_dequant.h),
+    // which convert_to_f32 dequantises range by range, so no reader needs an f32 copy of the
+    // whole tensor.  dtype is then F32 (the values' type) and n_bytes their f32 size.  0: the
+    // stored bytes are elements of dtype.
+    uint32_t ggml_type = 0;
 };
 
 class Checkpoint {

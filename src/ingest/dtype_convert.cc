@@ -12,10 +12,13 @@
 #include "core/bytes.h"
 #include "core/checked.h"
 #include "core/error.h"
+#include "format/ggml_dequant.h"
 
 namespace stk {
 
 namespace {
+constexpr uint64_t kMaxGgmlBlock = 256;  // the K-quants' QK_K, ggml's largest block
+
 struct DTypeInfo {
     const char *name;
     size_t size;
@@ -189,6 +192,36 @@ void attach_fp8_scales(Checkpoint &ck, uint32_t br, uint32_t bc) {
                         w.name.c_str());
 }
 
+// Elements [first, first + count) of a tensor stored as ggml blocks: whole blocks straight into
+// `out`, a partial block at either end through a block on the stack (every block dequantises on
+// its own, so any split gives the same values).
+static void convert_ggml_blocks(const TensorRef &t, const uint8_t *bytes, uint64_t first, uint64_t count, float *out) {
+    const uint64_t B = ggml::ggml_dequant_block(t.ggml_type), BB = ggml::ggml_dequant_block_bytes(t.ggml_type);
+    if (!B || B > kMaxGgmlBlock)
+        throw_error(STK_E_INTERNAL, "%s: tensor '%s': no dequantiser for ggml type %u", t.file.c_str(), t.name.c_str(),
+                    t.ggml_type);
+    const auto dequant = [&](uint64_t block, uint64_t n_blocks, float *to) {
+        if (!ggml::ggml_dequantize(t.ggml_type, bytes + block * BB, n_blocks, to))
+            throw_error(STK_E_INTERNAL, "%s: tensor '%s': no dequantiser for ggml type %u", t.file.c_str(), t.name.c_str(),
+                        t.ggml_type);
+    };
+    float block[kMaxGgmlBlock];
+    uint64_t done = 0;
+    if (first % B) {
+        dequant(first / B, 1, block);
+        const uint64_t skip = first % B, k = std::min<uint64_t>(B - skip, count);
+        std::memcpy(out, block + skip, size_t(k) * 4);
+        done = k;
+    }
+    const uint64_t whole = (count - done) / B;
+    if (whole) dequant((first + done) / B, whole, out + done);
+    done += whole * B;
+    if (done < count) {
+        dequant((first + done) / B, 1, block);
+        std::memcpy(out + done, block, size_t(count - done) * 4);
+    }
+}
+
 void convert_to_f32(const TensorRef &t, const uint8_t *bytes, uint64_t first, uint64_t count, float *out) {
     uint64_t end;
     if (!add_ok(first, count, &end) || end > t.n_elements)
@@ -196,6 +229,7 @@ void convert_to_f32(const TensorRef &t, const uint8_t *bytes, uint64_t first, ui
                     t.name.c_str(), (unsigned long long)first, (unsigned long long)count, (unsigned long long)t.n_elements);
     if (count == 0) return;
     if (t.block_scale) return convert_block_scaled(t, bytes, first, count, out);
+    if (t.ggml_type) return convert_ggml_blocks(t, bytes, first, count, out);
     size_t es = src_dtype_size(t.dtype);
     if (t.strides.empty()) {
         convert_contiguous(t.dtype, bytes + first * es, count, out);

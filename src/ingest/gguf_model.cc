@@ -13,6 +13,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/float16.h"
+#include "format/ggml_dequant.h"
 #include "ingest/family.h"
 #include "ingest/gguf.h"
 #include "ingest/source.h"
@@ -401,6 +402,17 @@ bool split_suffix(const std::string &name, std::string *stem, std::string *suffi
     return false;
 }
 
+// Stored bytes of `n` elements of t from a block boundary (n a whole number of its blocks when
+// t is quantised: GGUF rows are).
+uint64_t stored_bytes(const TensorRef &t, uint64_t n) {
+    if (!t.ggml_type) return checked_mul(n, src_dtype_size(t.dtype), "tensor bytes");
+    const uint64_t block = ggml::ggml_dequant_block(t.ggml_type);
+    if (!block || n % block)
+        throw_error(STK_E_UNSUPPORTED, "%s: tensor '%s': %llu elements are not whole ggml blocks of %llu", t.file.c_str(),
+                    t.name.c_str(), (unsigned long long)n, (unsigned long long)block);
+    return checked_mul(n / block, ggml::ggml_dequant_block_bytes(t.ggml_type), "tensor bytes");
+}
+
 // The GGUF checkpoint under HF names: each tensor a view of one raw GGUF tensor and a fix.
 class GgufCheckpoint final : public Checkpoint {
 public:
@@ -421,32 +433,39 @@ public:
         const TensorRef &out = tensors_[i];
         const TensorRef &src = raw_->tensors()[m.raw];
         if (m.fix == Fix::None) return raw_->tensor_bytes(src, scratch);
-        // The stored bytes (mapped, or dequantised into `tmp`), then the fix into `scratch`.
-        thread_local std::vector<uint8_t> tmp;
-        const uint8_t *in = raw_->tensor_bytes(src, tmp);
-        const size_t es = src_dtype_size(src.dtype);
-        if (m.fix == Fix::Expert) {
-            const uint64_t off = checked_mul(uint64_t(m.expert), out.n_bytes, "expert offset");
-            if (in != tmp.data()) return in + off;  // mapped: a view, no copy
-            scratch.resize(out.n_bytes);
-            std::memcpy(scratch.data(), in + off, out.n_bytes);
-            return scratch.data();
-        }
-        scratch.resize(out.n_bytes);
-        uint8_t *dst = scratch.data();
+        const uint8_t *in = raw_->tensor_bytes(src, scratch);  // mapped: scratch stays unused
+        // Bytes per stored row (ggml blocks stay blocks: a GGUF row is a whole number of them).
+        const uint64_t cols = src.shape.size() >= 2 ? src.shape.back() : 1;
+        const uint64_t row_bytes = stored_bytes(src, cols);
+        if (m.fix == Fix::Expert) return in + checked_mul(uint64_t(m.expert), stored_bytes(src, out.n_elements), "expert offset");
         if (m.fix == Fix::MinusOne) {
-            float *o = reinterpret_cast<float *>(dst);
+            scratch.resize(out.n_bytes);
+            float *o = reinterpret_cast<float *>(scratch.data());
             convert_to_f32(src, in, 0, src.n_elements, o);
             for (uint64_t k = 0; k < src.n_elements; k++) o[k] -= 1.0f;
-            return dst;
+            return scratch.data();
         }
         if (m.fix == Fix::Transpose) {
-            const uint64_t rows = src.shape[0], cols = src.shape[1];  // stored [out, in]
+            // GPT-2's [in, out] weights: element by element, so a quantised source goes to f32
+            // first (the view then says plain F32: describe() clears its ggml_type).
+            std::vector<uint8_t> deq;
+            if (src.ggml_type) {
+                deq.resize(size_t(checked_mul(src.n_elements, 4, "tensor bytes")));
+                convert_to_f32(src, in, 0, src.n_elements, reinterpret_cast<float *>(deq.data()));
+                in = deq.data();
+            }
+            const size_t es = src.ggml_type ? 4 : src_dtype_size(src.dtype);
+            const uint64_t rows = src.shape[0];  // stored [out, in]
+            scratch.resize(out.n_bytes);
+            uint8_t *dst = scratch.data();
             for (uint64_t r = 0; r < rows; r++)
                 for (uint64_t c = 0; c < cols; c++) std::memcpy(dst + (c * rows + r) * es, in + (r * cols + c) * es, es);
             return dst;
         }
-        const uint64_t rows = src.shape[0], row_bytes = (src.shape.size() == 2 ? src.shape[1] : 1) * es;
+        // Unpermute and Qkv move whole rows: their stored bytes, blocks or elements.
+        const uint64_t rows = src.shape[0];
+        scratch.resize(size_t(checked_mul(rows, row_bytes, "tensor bytes")));
+        uint8_t *dst = scratch.data();
         for (uint64_t r = 0; r < rows; r++) std::memcpy(dst + r * row_bytes, in + source_row(m, r, rows) * row_bytes, row_bytes);
         return dst;
     }
@@ -554,7 +573,7 @@ GgufModel open_gguf_model(const std::string &path) {
             for (uint64_t e = 0; e < t.shape[0]; e++) {
                 TensorRef x = h;
                 x.name = subst(hf.c_str(), layer, e) + suffix;
-                x.file_offset = t.file_offset + e * h.n_bytes;
+                x.file_offset = t.file_offset + e * stored_bytes(t, h.n_elements);
                 m.expert = uint32_t(e);
                 mapped.emplace_back(x, m);
             }
@@ -575,11 +594,13 @@ GgufModel open_gguf_model(const std::string &path) {
                    (std::strcmp(part, "attn_qkv") == 0 || std::strcmp(part, "attn_output") == 0 ||
                     std::strcmp(part, "ffn_up") == 0 || std::strcmp(part, "ffn_down") == 0)) {
             m.fix = Fix::Transpose;
+            h.ggml_type = 0;  // transposed in f32 (tensor_bytes)
             h.shape = {t.shape[1], t.shape[0]};
         } else if (part && std::strcmp(part, "ffn_gate_inp_shexp") == 0 && t.shape.size() == 1) {
             h.shape = {1, t.shape[0]};  // llama.cpp stores Qwen2-MoE's [1, d] shared-expert gate as [d]
         } else if (A.norm_plus_one && weight && ends_with(stem, "norm")) {
             m.fix = Fix::MinusOne;
+            h.ggml_type = 0;
             h.dtype = SrcDType::F32;
             h.n_bytes = h.span_bytes = checked_mul(h.n_elements, 4, "tensor bytes");
         }

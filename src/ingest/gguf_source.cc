@@ -28,12 +28,14 @@ public:
                                  "tensor '%s': ggml type %s is not supported (stk dequantises F32, F16, BF16, Q8_0, Q4_0, "
                                  "Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0)",
                                  printable(t.name).c_str(), ggml_type_name(t.type).c_str());
-                    r.dtype = SrcDType::F32;
+                    r.dtype = SrcDType::F32;  // the values' type: convert_to_f32 dequantises the blocks
+                    r.ggml_type = t.type;
                     break;
             }
             r.shape = t.shape;
             r.n_elements = t.n_elements;
-            r.n_bytes = t.n_elements * src_dtype_size(r.dtype);  // <= 4x the stored elements, checked by the parser
+            r.n_bytes = t.n_elements *
+                        src_dtype_size(r.dtype);  // f32 bytes when quantised: <= 4x the stored elements, checked by the parser
             r.span_bytes = r.n_bytes;
             r.file = file().path();
             r.file_offset = t.data_offset;
@@ -43,18 +45,10 @@ public:
     }
     const char *kind() const override { return "gguf"; }
     std::vector<TensorRef> &tensors() override { return tensors_; }
-    const uint8_t *bytes(const TensorRef &ref, std::vector<uint8_t> &scratch) const override {
-        const GgufTensorInfo &t = g_->tensors().at(ref.storage_index);
-        const uint8_t *raw = g_->tensor_data(t);
-        if (t.type == uint32_t(GgmlType::F32) || t.type == uint32_t(GgmlType::F16) || t.type == uint32_t(GgmlType::BF16))
-            return raw;
-        // Quantised: f32 into the caller's scratch (one tensor: the memory bound).
-        scratch.resize(size_t(ref.n_bytes));
-        const uint64_t n_blocks = t.n_elements / ggml::ggml_dequant_block(t.type);
-        if (!ggml::ggml_dequantize(t.type, raw, n_blocks, reinterpret_cast<float *>(scratch.data())))
-            throw_error(STK_E_INTERNAL, "%s: tensor '%s': no dequantiser for %s", file().path().c_str(),
-                        printable(t.name).c_str(), ggml_type_name(t.type).c_str());
-        return scratch.data();
+    // The mapped bytes, blocks included: a quantised tensor is dequantised by its readers range by
+    // range (convert_to_f32), never here into a copy of the whole tensor.
+    const uint8_t *bytes(const TensorRef &ref, std::vector<uint8_t> &) const override {
+        return g_->tensor_data(g_->tensors().at(ref.storage_index));
     }
     const MappedFile &file() const override { return g_->file(index_); }
     void release(const TensorRef &ref) const override {

@@ -184,6 +184,10 @@ void WeightReader::compose_mla(const PlanTensor &t, float *out, float *row_scrat
     }
 }
 
+const uint8_t *WeightReader::stored_bytes(const PlanTensor &t) { return ckpt_.tensor_bytes(ckpt_.tensors()[t.source], inflate_); }
+
+void WeightReader::release(const PlanTensor &t) { ckpt_.release(ckpt_.tensors()[t.source]); }
+
 // ---- PRF --------------------------------------------------------------------------------------
 
 double prf_tau(const AttnShape &s) { return std::sqrt(double(s.head_dim)); }

@@ -46,6 +46,10 @@ public:
     const PlanTensor &require(Role role, int32_t layer, uint64_t rows, uint64_t cols) const;
     // out: n_elements floats; row_scratch: plan.max_row_floats floats (at least 1).
     void read(const PlanTensor &t, float *out, float *row_scratch);
+    // The tensor's stored bytes (mapped; inflated for a compressed zip entry), for convert_to_f32
+    // on ranges of them; valid until the next call.  release(t) when done.
+    const uint8_t *stored_bytes(const PlanTensor &t);
+    void release(const PlanTensor &t);
 
 private:
     const PlanTensor &factor(Role role, NormSlot slot, int32_t layer) const;

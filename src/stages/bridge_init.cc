@@ -271,19 +271,29 @@ BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint
     return st;
 }
 
-void bridge_leg_scores(const float *rows, uint64_t v, uint64_t d, const float *gt, uint64_t h, float *x, unsigned threads,
-                       uint64_t row_block) {
+void bridge_leg_scores(const LegRows &rows_of, uint64_t v, uint64_t d, const float *gt, uint64_t h, float *x, unsigned threads,
+                       uint64_t row_block, float *bufs) {
     if (row_block == 0 || threads == 0)
         throw_error(STK_E_INTERNAL, "bridge_leg_scores: row_block %llu, threads %u", (unsigned long long)row_block, threads);
     const uint64_t blocks = (v + row_block - 1) / row_block;
-    auto body = [&](unsigned t, unsigned n) {
+    const unsigned n = unsigned(std::min<uint64_t>(threads, blocks ? blocks : 1));  // threads: normalize_params
+    run_workers(n, [&](unsigned t) {  // once per leg
+        float *buf = bufs ? bufs + uint64_t(t) * row_block * d : nullptr;
         for (uint64_t b = t; b < blocks; b += n) {
             const uint64_t r0 = b * row_block, m = std::min(row_block, v - r0);
-            plain_sgemm(m, h, d, rows + r0 * d, d, gt, h, x + r0 * h, h, 1);
+            plain_sgemm(m, h, d, rows_of(r0, m, buf), d, gt, h, x + r0 * h, h, 1);
         }
-    };
-    const unsigned n = unsigned(std::min<uint64_t>(threads, blocks ? blocks : 1));  // threads: normalize_params
-    run_workers(n, [&](unsigned t) { body(t, n); });  // once per leg
+    });
+}
+
+void bridge_leg_scores(const float *rows, uint64_t v, uint64_t d, const float *gt, uint64_t h, float *x, unsigned threads,
+                       uint64_t row_block) {
+    bridge_leg_scores([&](uint64_t r0, uint64_t, float *) { return rows + r0 * d; }, v, d, gt, h, x, threads, row_block, nullptr);
+}
+
+unsigned bridge_leg_workers(unsigned threads, uint64_t v, uint64_t row_block) {
+    const uint64_t blocks = (v + row_block - 1) / row_block;
+    return unsigned(std::max<uint64_t>(1, std::min<uint64_t>({threads ? threads : 1, blocks, kBridgeLegMaxWorkers})));
 }
 
 // ---- the stage --------------------------------------------------------------------------------
@@ -292,8 +302,14 @@ namespace {
 
 struct BridgeSizes {
     uint64_t v = 0, d = 0, n_ctx = 0, layers = 0, experts = 0, row_floats = 1;
-    bool head = false;  // an untied output embedding
+    bool head = false;     // an untied output embedding
+    bool streamed = true;  // both embeddings read by row blocks (no [V, d] f32 copy)
+    unsigned leg_workers = 1;
 };
+
+// A tensor whose rows are runs of its stored elements (no transpose, no fused-part gather): the
+// legs read it block by block.
+bool rows_in_place(const PlanTensor &t) { return !t.transpose && !t.composed && t.layout == QkvLayout::Separate; }
 
 BridgeSizes bridge_sizes(const ModelPlan &plan) {
     BridgeSizes z;
@@ -302,12 +318,17 @@ BridgeSizes bridge_sizes(const ModelPlan &plan) {
     z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
     for (uint32_t i = 0; i < plan.n_streamed; i++) {
         const PlanTensor &t = plan.tensors[i];
-        if (t.role == Role::EMB && t.rank == 2 && t.layer == kNoLayer) z.v = t.dims[0];
-        if (t.role == Role::LM_HEAD && !t.tied) z.head = true;
+        if (t.role == Role::EMB && t.rank == 2 && t.layer == kNoLayer) z.v = t.dims[0], z.streamed &= rows_in_place(t);
+        if (t.role == Role::LM_HEAD && !t.tied) z.head = true, z.streamed &= rows_in_place(t);
         if (t.role == Role::ROUTER_GATE && t.rank == 2 && t.layer >= 0 && t.expert == kNoExpert)
             z.experts = std::max(z.experts, t.dims[0]);
     }
     z.n_ctx = bridge_context_count(z.v);
+    return z;
+}
+BridgeSizes bridge_sizes(const ModelPlan &plan, unsigned threads) {
+    BridgeSizes z = bridge_sizes(plan);
+    z.leg_workers = bridge_leg_workers(threads, z.v, kBridgeLegRowBlock);
     return z;
 }
 
@@ -321,7 +342,9 @@ struct BridgeBuffers {
 BridgeBuffers bridge_buffers(const BridgeSizes &z, Buffers &b, BridgeOut &out) {
     const uint64_t H = kBridgeHubs, vh = checked_mul(z.v, H, "bridge legs");
     BridgeBuffers o;
-    o.emb = b.array<float>(checked_mul(z.v, z.d, "bridge embedding"));
+    // Streamed: one row block per leg worker; else the whole embedding in f32.
+    o.emb = b.array<float>(z.streamed ? checked_mul(uint64_t(z.leg_workers) * kBridgeLegRowBlock, z.d, "bridge rows")
+                                      : checked_mul(z.v, z.d, "bridge embedding"));
     o.G = b.array<float>(H * z.d);                   // G
     o.GT = b.array<float>(H * z.d);                  // G^T
     o.x_in = b.array<float>(vh);                     // x_in
@@ -379,7 +402,7 @@ void bridge_init_size(const JobInputs &in, ArenaSizer &s) {
     if (!in.model) return;
     Buffers b(s);
     BridgeOut unused;
-    bridge_buffers(bridge_sizes(in.model->plan), b, unused);
+    bridge_buffers(bridge_sizes(in.model->plan, in.params.threads), b, unused);
 }
 
 void bridge_init_plan(const JobInputs &in, ArrayPlan &plan) {
@@ -397,7 +420,7 @@ void bridge_init_plan(const JobInputs &in, ArrayPlan &plan) {
 void bridge_init_run(Job &job) {
     if (!job.model) throw_error(STK_E_STAGE_ORDER, "bridge_init needs parse_tensors' plan");
     const ModelPlan &plan = *job.model;
-    const BridgeSizes z = bridge_sizes(plan);
+    const BridgeSizes z = bridge_sizes(plan, job.params.threads);
     const uint64_t H = kBridgeHubs, d = z.d, v = z.v;
     const unsigned threads = job.params.threads;
     if (bridge_unsupported(z)) return disable(job, STK_E_UNSUPPORTED, "the model has no token embedding [vocab, d_model]");
@@ -467,15 +490,30 @@ void bridge_init_run(Job &job) {
     const PlanTensor *emb_t = reader.find(Role::EMB, kNoLayer);
     if (!emb_t || emb_t->rank != 2 || emb_t->dims[1] != d)
         throw_error(STK_E_PARAM_COUNT, "bridge_init: the token embedding is missing or not [vocab, %llu]", (unsigned long long)d);
-    reader.read(*emb_t, emb, row_scratch);
-    bridge_leg_scores(emb, v, d, GT, H, x_in, threads, kBridgeLegRowBlock);
+    // One leg: the tensor's rows block by block from its stored bytes (each worker converts its
+    // own block), or, for a tensor stored transposed or fused, the whole of it in f32 first.
+    auto leg = [&](const PlanTensor &t, float *x) {
+        if (!z.streamed) {
+            reader.read(t, emb, row_scratch);
+            return bridge_leg_scores(emb, v, d, GT, H, x, threads, kBridgeLegRowBlock);
+        }
+        const uint8_t *bytes = reader.stored_bytes(t);
+        const TensorRef &src = job.source->checkpoint->tensors()[t.source];
+        bridge_leg_scores(
+            [&](uint64_t r0, uint64_t rows, float *buf) {
+                convert_to_f32(src, bytes, r0 * d, rows * d, buf);
+                return static_cast<const float *>(buf);
+            },
+            v, d, GT, H, x, z.leg_workers, kBridgeLegRowBlock, emb);
+        reader.release(t);
+    };
+    leg(*emb_t, x_in);
     if (z.head) {
         const PlanTensor *head = reader.find(Role::LM_HEAD, kNoLayer);
         if (!head || head->rank != 2 || head->dims[0] != v || head->dims[1] != d)
             throw_error(STK_E_PARAM_COUNT, "bridge_init: the output embedding is missing or not [%llu, %llu]",
                         (unsigned long long)v, (unsigned long long)d);
-        reader.read(*head, emb, row_scratch);
-        bridge_leg_scores(emb, v, d, GT, H, x_out, threads, kBridgeLegRowBlock);
+        leg(*head, x_out);
     }
     for (const float *x : {x_in, x_out})
         for (uint64_t i = 0; i < v * H; i++)

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "format/manifest.h"
 #include "hash/hub_bits.h"
@@ -68,6 +69,15 @@ void bridge_guard_row(const int16_t *qin, const int16_t *qout, float s_in, float
 constexpr uint64_t kBridgeLegRowBlock = 2048;
 void bridge_leg_scores(const float *rows, uint64_t v, uint64_t d, const float *gt, uint64_t h, float *x, unsigned threads,
                        uint64_t row_block);
+// The same with the rows fetched block by block: rows_of(r0, m, buf) returns rows [r0, r0 + m)
+// in f32 (in buf, room for row_block * d floats, or elsewhere); worker w passes bufs + w * row_block
+// * d.  The same grid and products: the same bytes as the whole-matrix form.
+using LegRows = std::function<const float *(uint64_t r0, uint64_t m, float *buf)>;
+void bridge_leg_scores(const LegRows &rows_of, uint64_t v, uint64_t d, const float *gt, uint64_t h, float *x, unsigned threads,
+                       uint64_t row_block, float *bufs);
+// Workers (and row-block buffers) of the streamed form: min(threads, blocks, this).
+constexpr unsigned kBridgeLegMaxWorkers = 8;
+unsigned bridge_leg_workers(unsigned threads, uint64_t v, uint64_t row_block);
 
 // What bridge_build measured (records, tests, acceptance).
 struct BridgeStats {

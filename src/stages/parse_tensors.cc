@@ -17,10 +17,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
-#include <thread>
+#include <functional>
 #include <vector>
 
 #include "core/bytes.h"
@@ -28,6 +26,7 @@
 #include "core/checksum.h"
 #include "core/error.h"
 #include "core/float16.h"
+#include "core/parallel.h"
 #include "ingest/model.h"
 #include "stages/outputs.h"
 #include "stages/stages.h"
@@ -233,88 +232,34 @@ void hash_chunk(const TensorWork &w, uint64_t c, WorkerScratch &ws, Sha256 &sha)
     std::memcpy(r.digest, sha.finish().bytes, 32);
 }
 
-// The workers: `threads - 1` threads beside the caller, started once before the tensor loop.
-// run() hands out the chunks of one tensor by an atomic counter and returns when all are hashed;
-// each chunk's result lands in its own slot, so the digest does not depend on who hashed what.
+// The workers (core/parallel.h's pool: `threads - 1` threads beside the caller, started once
+// before the tensor loop).  run() hands out the chunks of one tensor by an atomic counter and
+// returns when all are hashed; each chunk's result lands in its own slot, so the digest does not
+// depend on who hashed what.  A worker's error is rethrown by the pool once all have finished.
 class ChunkWorkers {
 public:
-    ChunkWorkers(WorkerScratch *scratch, uint32_t workers) : scratch_(scratch), n_(workers) {
-        for (uint32_t i = 1; i < n_; i++) threads_.emplace_back([this, i] { loop(i); });
-    }
-    ~ChunkWorkers() {
-        {
-            std::lock_guard<std::mutex> g(mu_);
-            stop_ = true;
-            generation_++;
-        }
-        cv_.notify_all();
-        for (std::thread &th : threads_) th.join();
-    }
+    ChunkWorkers(WorkerScratch *scratch, uint32_t workers)
+        : scratch_(scratch), pool_(workers), drain_([this](unsigned w) { drain(w); }) {}
     void run(const TensorWork &w, uint64_t chunks) {
         work_ = &w;
         chunks_ = chunks;
         next_.store(0, std::memory_order_relaxed);
-        if (chunks > 1 && n_ > 1) {
-            {
-                std::lock_guard<std::mutex> g(mu_);
-                busy_ = n_ - 1;
-                generation_++;
-            }
-            cv_.notify_all();
-        }
-        drain(0);
-        if (chunks > 1 && n_ > 1) {
-            std::unique_lock<std::mutex> g(mu_);
-            done_cv_.wait(g, [this] { return busy_ == 0; });
-        }
-        if (failed_) {
-            failed_ = false;
-            throw Error(error_status_, error_text_);
-        }
+        if (chunks > 1) pool_.run(drain_);
+        else drain(0);
     }
 
 private:
-    void drain(uint32_t id) {
-        for (uint64_t c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks_;) {
-            try {
-                hash_chunk(*work_, c, scratch_[id], sha_[id]);
-            } catch (const Error &e) {
-                std::lock_guard<std::mutex> g(error_mu_);
-                if (!failed_) error_status_ = e.status(), error_text_ = e.what(), failed_ = true;
-            }
-        }
-    }
-    void loop(uint32_t id) {
-        uint64_t seen = 0;
-        for (;;) {
-            {
-                std::unique_lock<std::mutex> g(mu_);
-                cv_.wait(g, [&] { return generation_ != seen; });
-                seen = generation_;
-                if (stop_) return;
-            }
-            drain(id);
-            {
-                std::lock_guard<std::mutex> g(mu_);
-                if (--busy_ == 0) done_cv_.notify_one();
-            }
-        }
+    void drain(unsigned id) {
+        for (uint64_t c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks_;)
+            hash_chunk(*work_, c, scratch_[id], sha_[id]);
     }
     WorkerScratch *scratch_;
-    uint32_t n_;
     Sha256 sha_[kMaxWorkers];  // one context per worker, held in place (no allocation)
-    std::vector<std::thread> threads_;
-    std::mutex mu_, error_mu_;
-    std::condition_variable cv_, done_cv_;
-    uint64_t generation_ = 0;
-    uint32_t busy_ = 0;
-    bool stop_ = false;
+    WorkerPool pool_;
+    const std::function<void(unsigned)> drain_;  // built once: the loop allocates nothing
     const TensorWork *work_ = nullptr;
     uint64_t chunks_ = 0;
     std::atomic<uint64_t> next_{0};
-    bool failed_ = false;
-    stk_status error_status_ = STK_OK;
-    std::string error_text_;
 };
 
 }  // namespace
