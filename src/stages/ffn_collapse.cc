@@ -6,6 +6,7 @@
 // biases.  Stage digest: "stk.ffn_collapse.v1" NUL, u64 n_base, n_delta, then the base keys
 // (u64 LE) and values (f32 LE), the delta keys and values, then linear_bias.bin's name and header.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "core/bytes.h"
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "ingest/model.h"
 #include "kernels/abs_gemm.h"
 #include "stages/ffn_collapse.h"
@@ -192,7 +194,29 @@ struct FfnScratch {
     double *bias, *relu_b1;
     uint32_t *order, *rest;
     uint8_t *in_top;
+    double *energy, *dropped;
+    uint32_t *n_delta, *delta_vals;
+    uint64_t *delta_keys;
 };
+unsigned selection_workers(unsigned threads) { return std::max(1u, std::min(threads, 64u)); }
+
+// d x d in place: a[i][j] <-> a[j][i], by tiles (the tile pairs dealt round-robin to the workers),
+// so that the selection reads a column of a map as a contiguous row.
+void transpose_square(float *a, uint64_t d, unsigned threads) {
+    constexpr uint64_t kTile = 64;
+    const uint64_t nt = (d + kTile - 1) / kTile, pairs = nt * (nt + 1) / 2;
+    const unsigned n = unsigned(std::min<uint64_t>(threads ? threads : 1, pairs));
+    run_workers(n, [&](unsigned w) {
+        uint64_t k = 0;
+        for (uint64_t bi = 0; bi < nt; bi++)
+            for (uint64_t bj = bi; bj < nt; bj++, k++) {
+                if (k % n != w) continue;
+                const uint64_t i1 = std::min(d, (bi + 1) * kTile), j1 = std::min(d, (bj + 1) * kTile);
+                for (uint64_t i = bi * kTile; i < i1; i++)
+                    for (uint64_t j = bi == bj ? i + 1 : bj * kTile; j < j1; j++) std::swap(a[i * d + j], a[j * d + i]);
+            }
+    });
+}
 FfnScratch ffn_scratch(const Sizes &z, unsigned threads, Buffers &b) {
     FfnScratch o;
     o.units = b.array<FfnUnit>(z.units_max);
@@ -210,9 +234,18 @@ FfnScratch ffn_scratch(const Sizes &z, unsigned threads, Buffers &b) {
     o.Mm = b.array<float>(dd);
     o.gemm_scratch = b.array<float>(checked_mul(abs_gemm_scratch_floats(z.d), threads, "gemm scratch"));
     o.row_scratch = b.array<float>(z.row_floats);
-    o.order = b.array<uint32_t>(z.d + 1);  // column order
-    o.rest = b.array<uint32_t>(z.d + 1);   // rest order
-    o.in_top = b.array<uint8_t>(z.d + 1);  // in top-L
+    // The column selection's workers: each its own order / rest / in-top scratch; per (column,
+    // sign) the energies and the delta entries, merged in column order afterwards.
+    const uint64_t sel = selection_workers(threads);
+    o.order = b.array<uint32_t>(checked_mul(z.d + 1, sel, "ffn_collapse order"));  // column order
+    o.rest = b.array<uint32_t>(checked_mul(z.d + 1, sel, "ffn_collapse order"));   // rest order
+    o.in_top = b.array<uint8_t>(checked_mul(z.d + 1, sel, "ffn_collapse order"));  // in top-L
+    const uint64_t cols = checked_mul(z.d, 2, "ffn_collapse columns");
+    o.energy = b.array<double>(cols);
+    o.dropped = b.array<double>(cols);
+    o.n_delta = b.array<uint32_t>(cols);
+    o.delta_keys = b.array<uint64_t>(checked_mul(cols, kLinearDeltaCap, "ffn_collapse delta"));
+    o.delta_vals = b.array<uint32_t>(checked_mul(cols, kLinearDeltaCap, "ffn_collapse delta"));
     return o;
 }
 
@@ -282,8 +315,6 @@ void ffn_collapse_run(Job &job) {
     float *w1 = sc.w1, *w3 = sc.w3, *w2 = sc.w2, *b1 = sc.b1, *b2 = sc.b2, *S = sc.S, *Mp = sc.Mp, *Mm = sc.Mm;
     float *gemm_scratch = sc.gemm_scratch, *row_scratch = sc.row_scratch;
     double *bias = sc.bias, *relu_b1 = sc.relu_b1;
-    uint32_t *order = sc.order, *rest = sc.rest;
-    uint8_t *in_top = sc.in_top;
 
     const uint64_t L = h->top_l;
     const uint64_t cap = std::min<uint64_t>(kLinearDeltaCap, d - L);
@@ -337,66 +368,105 @@ void ffn_collapse_run(Job &job) {
             }
         }
 
-        for (uint64_t j = 0; j < d; j++) {
-            // Top-L outputs of column j of S: larger S first, ties by smaller index.
-            for (uint32_t i = 0; i < d; i++) order[i] = i;
-            auto by_s = [&](uint32_t a, uint32_t b) {
-                float sa = S[a * d + j], sb = S[b * d + j];
-                return sa != sb ? sa > sb : a < b;
-            };
-            if (L < d) std::nth_element(order, order + L, order + d, by_s);
-            std::sort(order, order + L, by_s);
-            std::memset(in_top, 0, d);
-            for (uint64_t r = 0; r < L; r++) in_top[order[r]] = 1;
-            for (uint32_t s = 0; s < 2; s++) {
-                const float *M = s ? Mm : Mp;
-                double energy = 0, kept = 0;
-                for (uint64_t r = 0; r < L; r++) {
-                    const uint32_t i = order[r];
-                    const float v = M[i * d + j];
-                    h->base_keys[h->n_base] = linear_key(s, u.id, i, j);
-                    h->base_vals[h->n_base] = v;
-                    h->n_base++;
-                    kept += double(v) * double(v);
-                }
-                uint32_t nr = 0;
-                for (uint32_t i = 0; i < d; i++)
-                    if (!in_top[i]) rest[nr++] = i;
-                for (uint64_t i = 0; i < d; i++) energy += double(M[i * d + j]) * double(M[i * d + j]);
-                auto by_mag = [&](uint32_t a, uint32_t b) {
-                    float va = std::fabs(M[a * d + j]), vb = std::fabs(M[b * d + j]);
-                    return va != vb ? va > vb : a < b;
+        // Columns of the maps as rows, then the selection of every column: workers take
+        // contiguous column ranges; the entries land in per-(column, sign) slots and are merged in
+        // column order below, so the bytes do not depend on the thread count.
+        transpose_square(S, d, threads);
+        transpose_square(Mp, d, threads);
+        transpose_square(Mm, d, threads);
+        const uint64_t base0 = h->n_base;
+        const unsigned sel = unsigned(std::min<uint64_t>(selection_workers(threads), d));
+        std::atomic<uint64_t> dropped_entries{0};
+        run_workers(sel, [&](unsigned w) {
+            uint64_t nonzero_dropped = 0;
+            uint32_t *order = sc.order + w * (d + 1), *rest = sc.rest + w * (d + 1);
+            uint8_t *in_top = sc.in_top + w * (d + 1);
+            for (uint64_t j = d * w / sel; j < d * (w + 1) / sel; j++) {
+                // Top-L outputs of column j of S: larger S first, ties by smaller index.
+                const float *Sj = S + j * d;
+                for (uint32_t i = 0; i < d; i++) order[i] = i;
+                auto by_s = [&](uint32_t a, uint32_t b) {
+                    float sa = Sj[a], sb = Sj[b];
+                    return sa != sb ? sa > sb : a < b;
                 };
-                const uint64_t take_max = std::min<uint64_t>(cap, nr);
-                if (take_max < nr) std::nth_element(rest, rest + take_max, rest + nr, by_mag);
-                std::sort(rest, rest + take_max, by_mag);
-                double left = energy - kept;  // energy outside the base
-                uint64_t t = 0;
-                while (t < take_max && left > kLinearEps * energy) {
-                    const float v = M[rest[t] * d + j];
-                    if (v == 0.0f) break;
-                    h->delta_keys[h->n_delta] = linear_key(s, u.id, rest[t], j);
-                    h->delta_vals[h->n_delta] = load_le<uint32_t>(reinterpret_cast<const uint8_t *>(&v));
-                    h->n_delta++;
-                    const float a = std::fabs(v);
-                    if (!have_tau || a < tau_lo) tau_lo = a;
-                    if (!have_tau || a > tau_hi) tau_hi = a;
-                    have_tau = true;
-                    left -= double(v) * double(v);
-                    t++;
+                if (L < d) std::nth_element(order, order + L, order + d, by_s);
+                std::sort(order, order + L, by_s);
+                std::memset(in_top, 0, d);
+                for (uint64_t r = 0; r < L; r++) in_top[order[r]] = 1;
+                for (uint32_t s = 0; s < 2; s++) {
+                    const float *Mj = (s ? Mm : Mp) + j * d;
+                    const uint64_t slot = j * 2 + s;
+                    double energy = 0, kept = 0;
+                    uint64_t at = base0 + slot * L;
+                    for (uint64_t r = 0; r < L; r++, at++) {
+                        const uint32_t i = order[r];
+                        const float v = Mj[i];
+                        h->base_keys[at] = linear_key(s, u.id, i, j);
+                        h->base_vals[at] = v;
+                        kept += double(v) * double(v);
+                    }
+                    uint32_t nr = 0;
+                    for (uint32_t i = 0; i < d; i++)
+                        if (!in_top[i]) rest[nr++] = i;
+                    for (uint64_t i = 0; i < d; i++) energy += double(Mj[i]) * double(Mj[i]);
+                    auto by_mag = [&](uint32_t a, uint32_t b) {
+                        float va = std::fabs(Mj[a]), vb = std::fabs(Mj[b]);
+                        return va != vb ? va > vb : a < b;
+                    };
+                    const uint64_t take_max = std::min<uint64_t>(cap, nr);
+                    if (take_max < nr) std::nth_element(rest, rest + take_max, rest + nr, by_mag);
+                    std::sort(rest, rest + take_max, by_mag);
+                    double left = energy - kept;  // energy outside the base
+                    uint64_t t = 0;
+                    uint64_t *dk = sc.delta_keys + slot * kLinearDeltaCap;
+                    uint32_t *dv = sc.delta_vals + slot * kLinearDeltaCap;
+                    while (t < take_max && left > kLinearEps * energy) {
+                        const float v = Mj[rest[t]];
+                        if (v == 0.0f) break;
+                        dk[t] = linear_key(s, u.id, rest[t], j);
+                        dv[t] = load_le<uint32_t>(reinterpret_cast<const uint8_t *>(&v));
+                        left -= double(v) * double(v);
+                        t++;
+                    }
+                    sc.n_delta[slot] = uint32_t(t);
+                    // What is left, summed exactly (not by subtraction) for the record.
+                    double dropped = 0;
+                    for (uint64_t q = t; q < nr; q++) {
+                        const float v = Mj[rest[q]];
+                        dropped += double(v) * double(v);
+                        nonzero_dropped += v != 0.0f;
+                    }
+                    sc.energy[slot] = energy;
+                    sc.dropped[slot] = dropped;
+                    // A capped column: its count travels in the top bit of n_delta.
+                    if (t == take_max && t < nr && dropped > kLinearEps * energy) sc.n_delta[slot] |= 0x80000000u;
                 }
-                // What is left, summed exactly (not by subtraction) for the record.
-                double dropped = 0;
-                for (uint64_t q = t; q < nr; q++) {
-                    const float v = M[rest[q] * d + j];
-                    dropped += double(v) * double(v);
-                    h->dropped += v != 0.0f;
-                }
-                if (t == take_max && t < nr && dropped > kLinearEps * energy) h->capped_columns++;
-                energy_all += energy;
-                dropped_all += dropped;
-                if (energy > 0) col_max = std::max(col_max, std::sqrt(dropped / energy));
             }
+            dropped_entries += nonzero_dropped;
+        });
+        h->dropped += dropped_entries.load();
+        // The merge, in column order: the same entries and sums as one thread column by column.
+        h->n_base = base0 + 2 * d * L;
+        for (uint64_t slot = 0; slot < 2 * d; slot++) {
+            const uint32_t t = sc.n_delta[slot] & 0x7FFFFFFFu;
+            if (sc.n_delta[slot] >> 31) h->capped_columns++;
+            const uint64_t *dk = sc.delta_keys + slot * kLinearDeltaCap;
+            const uint32_t *dv = sc.delta_vals + slot * kLinearDeltaCap;
+            for (uint32_t q = 0; q < t; q++) {
+                h->delta_keys[h->n_delta] = dk[q];
+                h->delta_vals[h->n_delta] = dv[q];
+                h->n_delta++;
+                float v;
+                std::memcpy(&v, &dv[q], 4);
+                const float a = std::fabs(v);
+                if (!have_tau || a < tau_lo) tau_lo = a;
+                if (!have_tau || a > tau_hi) tau_hi = a;
+                have_tau = true;
+            }
+            const double energy = sc.energy[slot], dropped = sc.dropped[slot];
+            energy_all += energy;
+            dropped_all += dropped;
+            if (energy > 0) col_max = std::max(col_max, std::sqrt(dropped / energy));
         }
     }
     h->trunc_col_max = col_max;
