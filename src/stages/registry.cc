@@ -1,3 +1,6 @@
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -167,6 +170,19 @@ static void check_arena_within_size(const Job &job, const StageDef &st, size_t u
                     st.name, used, bound);
 }
 
+// The arena pages a stage used above what it keeps go back to the kernel (MADV_DONTNEED: they read
+// as zeros when a later stage touches them again).  Without this, every page any stage ever touched
+// stays resident to the end: the 7B convert's check stage ran on top of ffn_collapse's 0.9 GiB of
+// dead scratch.  The bytes above the arena's top are dead by definition (Arena::reset).
+static void release_stage_scratch(Arena &arena) {
+    const size_t used = arena.used(), peak = arena.peak();
+    if (peak <= used) return;
+    const uintptr_t top = reinterpret_cast<uintptr_t>(arena.alloc(0, 1));  // base + used: allocates nothing
+    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+    const uintptr_t from = (top + page - 1) / page * page, to = (top + (peak - used)) / page * page;
+    if (to > from) ::madvise(reinterpret_cast<void *>(from), size_t(to - from), MADV_DONTNEED);
+}
+
 void throw_cancelled(const Job &job) {
     throw_error(STK_E_CANCELLED, "%s: the job was cancelled (stk_job_cancel); nothing was published",
                 job.root ? job.root : job.out_dir);
@@ -200,6 +216,7 @@ void job_run_stage(Job &job, stk_stage id) {
     try {
         st->run(job);
         check_arena_within_size(job, *st, used_before);
+        release_stage_scratch(job.arena);
         if (test_fault((std::string("breach:") + st->name).c_str()))
             throw_breach(STK_E_INTERNAL, "test fault", 1, 0, "STK_TEST_FAULT=breach:%s", st->name);
     } catch (const Error &e) {
