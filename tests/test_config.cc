@@ -2,6 +2,8 @@
 // parameter count each implies (checked against the published model sizes), and the refusals
 // (encoder-decoder, unknown model_type, malformed values) with their messages.
 // (Library headers before test_util.h: cmocka defines a fail() macro that <ios> collides with.)
+#include <cmath>
+
 #include "core/mapped_file.h"
 #include "ingest/config.h"
 #include "ingest/model.h"
@@ -220,6 +222,44 @@ static void gemma3_configs(void **) {
     assert_int_equal(expected_param_count(m), 268098176ull);
 }
 
+// openai/gpt-oss-20b's config.json as the hub ships it (MXFP4 experts): the parameter count of its
+// checkpoint, 20,914,757,184 (the 3-D experts with their biases, router bias, attention sinks).
+static void gpt_oss_hub_config(void **) {
+    const char *hub = R"({"architectures": ["GptOssForCausalLM"], "attention_bias": true, "attention_dropout": 0.0,
+        "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2880,
+        "initial_context_length": 4096, "initializer_range": 0.02, "intermediate_size": 2880,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention",
+        "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention",
+        "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention",
+        "sliding_attention", "full_attention", "sliding_attention", "full_attention", "sliding_attention",
+        "full_attention", "sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        "max_position_embeddings": 131072, "model_type": "gpt_oss", "num_attention_heads": 64,
+        "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_key_value_heads": 8, "num_local_experts": 32,
+        "output_router_logits": false, "pad_token_id": 199999, "quantization_config": {"modules_to_not_convert":
+        ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"],
+        "quant_method": "mxfp4"}, "rms_norm_eps": 1e-05, "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0,
+        "factor": 32.0, "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false},
+        "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
+        "tie_word_embeddings": false, "transformers_version": "4.55.0.dev0", "use_cache": true, "vocab_size": 201088})";
+    ModelConfig m = parse_model_config(hub, "gpt-oss-20b/config.json").config;
+    assert_true(m.mxfp4 && m.attn_sinks && m.router_bias && m.expert_bias && !m.rope_yarn_truncate);
+    assert_true(m.swiglu_limit == 7.0 && m.gated_up_offset == 1.0 && m.sliding_window == 128 && m.norm_topk_prob);
+    assert_true(std::fabs(m.rope_attn_factor - (0.1 * std::log(32.0) + 1)) < 1e-12);
+    for (uint32_t l = 0; l < 24; l++) assert_int_equal(m.layer_is_sliding(l), l % 2 == 0);
+    assert_int_equal(expected_param_count(m), 20914757184ull);
+    std::string all;
+    for (const std::string &a : model_approximations(m)) all += a + "\n";
+    assert_contains(all, "approx: a learned sink logit per head");
+    assert_contains(all, "approx: sliding window 128 on 12 of 24 layers");
+    assert_contains(all, "approx: experts' SwiGLU clamped at 7 with up + 1");
+    std::string msg = test::expect_error(STK_E_UNSUPPORTED, [&] {
+        std::string t = hub;
+        t.insert(1, "\"swiglu_alpha\": 2.0, ");
+        parse_model_config(t, "x/config.json");
+    });
+    assert_contains(msg, "\"swiglu_alpha\" 2");
+}
+
 // Quantised checkpoints stk does not dequantise, and architectures it does not convert yet, are
 // refused by name before any tensor is read.
 static void refusals_name_what(void **) {
@@ -243,6 +283,11 @@ static void refusals_name_what(void **) {
     assert_int_equal(q.fp8_block[1], 64);
     msg = test::expect_error(STK_E_UNSUPPORTED, [&] { parse_model_config(with("static"), "x/config.json"); });
     assert_contains(msg, "activation_scheme 'static'");
+    msg = test::expect_error(STK_E_UNSUPPORTED, [] {
+        parse_model_config(R"({"model_type": "llama", "quantization_config": {"quant_method": "awq", "bits": 4}})",
+                           "x/config.json");
+    });
+    assert_contains(msg, "\"quantization_config\" says quant_method 'awq'");
     // MLA with biases on the low-rank factors: not composed, refused by name.
     msg = test::expect_error(STK_E_UNSUPPORTED, [] {
         parse_model_config(R"({"model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -310,6 +355,7 @@ int main() {
         cmocka_unit_test(unknown_model_type_says_how_to_supply_roles),
         cmocka_unit_test(user_roles_in_config_and_roles_file),
         cmocka_unit_test(gemma3_configs),
+        cmocka_unit_test(gpt_oss_hub_config),
         cmocka_unit_test(refusals_name_what),
         cmocka_unit_test(malformed_values_are_named),
         cmocka_unit_test(bad_role_rules),

@@ -80,6 +80,7 @@ double act(const std::string &a, double z) {
     if (a == "relu") return z > 0 ? z : 0;
     if (a == "relu2") return z > 0 ? z * z : 0;
     if (a == "silu" || a == "swish") return z / (1 + std::exp(-z));
+    if (a == "quick_gelu") return z / (1 + std::exp(-1.702 * z));
     if (a == "gelu" || a == "gelu_python") return 0.5 * z * (1 + std::erf(z / std::sqrt(2.0)));
     if (a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast")
         return 0.5 * z * (1 + std::tanh(0.7978845608028654 * (z + 0.044715 * z * z * z)));
@@ -99,7 +100,9 @@ Mat ffn(const Layer &L, const ModelConfig &c, const Mat &x, size_t T, int32_t ex
     if (c.ffn_kind == FfnKind::Gated) {
         assert_false(w3.empty());
         Mat u = linear(x, T, w3, b3, f);
-        for (size_t i = 0; i < h.size(); i++) h[i] = act(c.activation, h[i]) * u[i];
+        const double lim = c.swiglu_limit > 0 ? c.swiglu_limit : INFINITY;  // gpt-oss's clamped SwiGLU
+        for (size_t i = 0; i < h.size(); i++)
+            h[i] = act(c.activation, std::min(h[i], lim)) * (std::max(-lim, std::min(u[i], lim)) + c.gated_up_offset);
     } else {
         for (double &v : h) v = act(c.activation, v);
     }
@@ -109,7 +112,10 @@ Mat ffn(const Layer &L, const ModelConfig &c, const Mat &x, size_t T, int32_t ex
 Mat ffn_block(const Layer &L, const ModelConfig &c, const Mat &x, size_t T) {
     if (!c.layer_is_moe(uint32_t(L.layer))) return ffn(L, c, x, T, kNoExpert);
     const size_t E = c.n_experts, d = c.d_model;
-    Mat logits = linear(x, T, L.get(Role::ROUTER_GATE), Mat(), E);
+    // ROUTER_B: DeepSeek-V3's bias joins the choice only; gpt-oss's is added to the logits.
+    const bool choice_bias = !std::strcmp(c.router, "sigmoid_group_topk");
+    assert_int_equal(c.router_bias, !L.get(Role::ROUTER_B).empty());
+    Mat logits = linear(x, T, L.get(Role::ROUTER_GATE), choice_bias ? Mat() : L.get(Role::ROUTER_B), E);
     Mat y(T * d, 0.0);
     std::vector<Mat> outs(E);
     for (size_t e = 0; e < E; e++) outs[e] = ffn(L, c, x, T, int32_t(e));
@@ -140,7 +146,7 @@ Mat ffn_block(const Layer &L, const ModelConfig &c, const Mat &x, size_t T) {
         return y;
     }
     const bool sigmoid = !std::strcmp(c.router, "sigmoid_group_topk");
-    Mat bias = L.get(Role::ROUTER_B);
+    Mat bias = choice_bias ? L.get(Role::ROUTER_B) : Mat();
     for (size_t t = 0; t < T; t++) {
         std::vector<double> p(E);
         double mx = -INFINITY, sum = 0;
@@ -200,17 +206,20 @@ void rms_groups(Mat &x, const Mat &w, size_t n, double eps, double offset) {
     }
 }
 
+// The angles come from rope_angles (checked against transformers' own in
+// rope_scaling_matches_transformers below); cos and sin carry YaRN's attention factor.
 void rope(Mat &x, size_t T, size_t heads, const ModelConfig &c, double theta) {
     const size_t hd = c.head_dim, rot = c.rotary_dim ? c.rotary_dim : hd, half = rot / 2;
-    double factor = !std::strcmp(c.rope_scaling_type, "linear") && c.rope_scaling_factor > 0 ? c.rope_scaling_factor : 1;
-    std::vector<double> yarn;  // yarn's frequencies as memory_fit has them (checked against transformers below)
-    if (!std::strcmp(c.rope_scaling_type, "yarn")) rope_angles(c, yarn, nullptr);
+    ModelConfig base = c;
+    base.rope_theta = theta;
+    std::vector<double> inv;
+    assert_int_equal(rope_angles(base, inv, nullptr), half);
+    const double gain = c.mla ? 1 : c.rope_attn_factor;  // MLA: folded into the composed W_Q, W_K
     for (size_t t = 0; t < T; t++)
         for (size_t h = 0; h < heads; h++) {
             double *v = &x[(t * heads + h) * hd];
             for (size_t i = 0; i < half; i++) {
-                double inv = yarn.empty() ? std::pow(theta, -2.0 * double(i) / double(rot)) / factor : yarn[i];
-                double a = double(t) * inv, cs = std::cos(a), sn = std::sin(a);
+                double a = double(t) * inv[i], cs = std::cos(a) * gain, sn = std::sin(a) * gain;
                 size_t i0 = c.rope_interleaved ? 2 * i : i, i1 = c.rope_interleaved ? 2 * i + 1 : i + half;
                 double x0 = v[i0], x1 = v[i1];
                 v[i0] = x0 * cs - x1 * sn;
@@ -273,8 +282,11 @@ Mat attention(const Layer &L, const ModelConfig &c, const Mat &x, size_t T, bool
         for (uint32_t i = 0; i < cp; i++) slopes[i] = std::pow(base, double(i + 1));
         double extra = std::pow(2.0, -std::pow(2.0, -(std::log2(double(2 * cp)) - 3)));
         for (uint32_t i = 0; i < H - cp; i++) slopes[cp + i] = std::pow(extra, double(2 * i + 1));
+        for (double &s : slopes) s *= c.alibi_scale;
     }
     const double scale = c.attn_scale > 0 ? c.attn_scale : 1 / std::sqrt(double(hd));
+    const Mat sinks = L.get(Role::ATTN_SINK);  // gpt-oss: one more logit per head in each softmax
+    assert_int_equal(c.attn_sinks, !sinks.empty());
     Mat ctx(T * H * hd, 0.0);
     for (size_t h = 0; h < H; h++) {
         const size_t g = h / (H / KV);
@@ -291,7 +303,8 @@ Mat attention(const Layer &L, const ModelConfig &c, const Mat &x, size_t T, bool
                 s[j] = a;
                 mx = std::max(mx, a);
             }
-            double sum = 0;
+            if (!sinks.empty()) mx = std::max(mx, sinks[h]);
+            double sum = sinks.empty() ? 0 : std::exp(sinks[h] - mx);
             for (size_t j = 0; j <= i; j++) sum += s[j] = std::isinf(s[j]) ? 0 : std::exp(s[j] - mx);
             for (size_t j = 0; j <= i; j++)
                 for (size_t e = 0; e < hd; e++) ctx[(i * H + h) * hd + e] += s[j] / sum * v[(j * KV + g) * hd + e];
@@ -322,8 +335,9 @@ double rel_err(const Mat &a, const Mat &b) {
 
 constexpr double kTol = 2e-4;  // float32 sums in transformers vs double here
 
-void check_family(const FamilyDef &f) {
-    const std::string dir = test::test_data(std::string("../") + (f.fixture + std::strlen("tests/")));
+void check_family(const FamilyDef &f, const char *fixture = nullptr) {
+    if (!fixture) fixture = f.fixture;
+    const std::string dir = test::test_data(std::string("../") + (fixture + std::strlen("tests/")));
     std::unique_ptr<ModelDescription> d = describe_model(dir);
     const ModelConfig &c = d->plan.config;
     assert_string_equal(family_name(c.family), f.name);
@@ -360,12 +374,17 @@ void every_family_matches_transformers(void **) {
         check_family(f);
         n++;
     }
+    // The same family as the hub ships it: gpt-oss's experts in MXFP4 blocks, loaded by transformers
+    // through its own dequantisation (Mxfp4Config(dequantize=True)).
+    check_family(family_def(family_by_name("gpt_oss")), "tests/fixtures/families/gpt_oss_mxfp4");
+    // Falcon's older RW layout (per-head fused QKV, ALiBi, sequential block) beside the new decoder.
+    check_family(family_def(family_by_name("falcon")), "tests/fixtures/families/falcon_rw");
     print_message("%d families checked against transformers\n", n);
     assert_true(n > 0);
 }
 
 // memory_fit's RoPE angles against transformers' own initialisers (rope_reference.json): llama3
-// (Llama 3.1), yarn (Qwen2.5), linear, longrope at the full context (Phi-3 128k).
+// (Llama 3.1), yarn (Qwen2.5; gpt-oss's untruncated yarn), linear, longrope at the full context (Phi-3 128k).
 void rope_scaling_matches_transformers(void **) {
     const std::string path = test::test_data("../fixtures/families/rope_reference.json");
     std::string text = read_small_file(path, 1 << 20);
@@ -391,7 +410,7 @@ void rope_scaling_matches_transformers(void **) {
             fail_msg("%.*s: RoPE angles differ from transformers' (%.3g)", int(kv.key.size()), kv.key.data(), worst);
         n++;
     }
-    assert_int_equal(n, 4);
+    assert_int_equal(n, 5);
 }
 
 // DeepSeek-V3 as the hub ships it: block-scaled fp8 matrices (tests/fixtures/fp8/generate.py

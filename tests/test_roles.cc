@@ -190,11 +190,11 @@ static void stacked_and_mla_shapes_refused(void **) {
                         std::strcmp(fam, "granitemoe") == 0 ? std::vector<uint64_t>{3, 64, 64} : std::vector<uint64_t>{120, 32});
         std::string msg = test::expect_error(STK_E_PARAM_COUNT, [&] { analyze_model(d->parsed, tensors); });
         assert_contains(msg, victim);
-        // Expert views: each expert's W1 / W3 is a slice of the stacked tensor, rows e * 2F (+ F for W3).
+        // Expert views: each expert's W1 / W3 is a slice of the stacked tensor from element e * 2F * D (+ F rows for W3).
         if (std::strcmp(fam, "granitemoe") == 0) {
             const PlanTensor *w3 = find(d->layout, Role::FFN_W3, 1, 2);
             assert_non_null(w3);
-            assert_int_equal(w3->row0, 2 * 64);
+            assert_int_equal(w3->src_offset, 2 * 64 * 64);  // expert 2 of [E, 2F = 64, D = 64]
             assert_int_equal(w3->dims[0], 32);
             assert_int_equal(w3->part, 1);
         }

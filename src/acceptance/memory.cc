@@ -122,6 +122,7 @@ void acceptance_memory(const AcceptanceContext &ctx, std::vector<AcceptanceRow> 
     } else if (cfg.positions == PosKind::Alibi) {
         std::vector<double> slopes(cfg.n_heads);
         alibi_slopes(cfg.n_heads, slopes.data());
+        for (double &s : slopes) s *= cfg.alibi_scale;
         sur.assign(kWindow, 0.0);
         for (size_t t = 0; t < kWindow; t++) {
             for (double sl : slopes) sur[t] += std::exp(-sl * double(t));

@@ -27,6 +27,7 @@ enum class SrcDType : uint8_t {
     U16,
     U8,
     BOOL,
+    MXFP4,  // never stored as such: a NAME_blocks + NAME_scales pair made one tensor (ingest/mxfp4.h)
 };
 const char *src_dtype_name(SrcDType t);  // "BF16", ...
 size_t src_dtype_size(SrcDType t);       // bytes per element
@@ -60,6 +61,9 @@ struct TensorRef {
     // whole tensor.  dtype is then F32 (the values' type) and n_bytes their f32 size.  0: the
     // stored bytes are elements of dtype.
     uint32_t ggml_type = 0;
+    // MXFP4 only: the scales start this many bytes from the blocks' first byte, in the same
+    // mapped file (ingest/mxfp4.h checked both lie inside it).
+    int64_t aux_offset = 0;
 };
 
 class Checkpoint {

@@ -183,7 +183,7 @@ std::vector<RoleRule> rules_from_element(element v, const std::string &source) {
             throw_error(STK_E_BAD_JSON,
                         "%s: role pattern '%s': unknown role '%.*s' (roles: EMB Q K V O FFN_W1 FFN_W2 FFN_W3 FFN_B1 "
                         "FFN_B2 FFN_B3 LN_G LN_B ROUTER_GATE ROPE_ALPHA Q_B K_B V_B O_B POS_EMB LM_HEAD SHARED_GATE "
-                        "LM_HEAD_B QKV QKV_B FFN_W13 BUFFER)",
+                        "LM_HEAD_B ROUTER_B ATTN_SINK QKV QKV_B FFN_W13 FFN_B13 BUFFER)",
                         source.c_str(), pattern.c_str(), int(s.size()), s.data());
         return r;
     };
@@ -223,12 +223,15 @@ std::vector<RoleRule> rules_from_element(element v, const std::string &source) {
             c.boolean("transpose", &r.transpose);
             c.boolean("shared_expert", &r.shared);
             c.boolean("buffer", &r.buffer);
+            c.boolean("stacked_experts", &r.stacked);
             if (c.str("layout", &layout)) {
                 if (layout == "qkv_concat") r.layout = QkvLayout::Concat;
                 else if (layout == "qkv_heads") r.layout = QkvLayout::PerHead;
                 else if (layout == "qkv_grouped") r.layout = QkvLayout::Grouped;
+                else if (layout == "interleaved") r.layout = QkvLayout::Interleaved;
                 else
-                    throw_error(STK_E_BAD_JSON, "%s: role pattern '%s': layout '%s' is not qkv_concat, qkv_heads or qkv_grouped",
+                    throw_error(STK_E_BAD_JSON,
+                                "%s: role pattern '%s': layout '%s' is not qkv_concat, qkv_heads, qkv_grouped or interleaved",
                                 source.c_str(), r.pattern.c_str(), layout.c_str());
             }
             if ((r.role == Role::QKV || r.role == Role::QKV_B) && r.layout == QkvLayout::Separate)
@@ -296,21 +299,8 @@ std::string known_types() {
     return s;
 }
 
-// Architectures stk knows and does not convert yet: refused by name, never half-converted.
-struct Refused {
-    const char *model_type, *why;
-};
-const Refused kRefused[] = {
-    {"gpt_oss",
-     "its experts are stored as 3-D gate_up_proj / down_proj tensors (MXFP4 blocks on the hub) and its "
-     "attention has sinks; neither is converted yet"},
-    {"internlm2",
-     "its fused wqkv (grouped layout) needs trust_remote_code modelling that has no reference "
-     "fixture here; not converted yet"},
-};
-
 // quantization_config: only what is dequantised exactly may pass: block-scaled fp8 (dynamic
-// activations, e4m3 weights, a weight_block_size), read into m.fp8_block.
+// activations, e4m3 weights, a weight_block_size), read into m.fp8_block; MXFP4 (ingest/mxfp4.h).
 void refuse_quantized(const ConfigReader &c, const std::string &source, ModelConfig &m) {
     object q;
     if (!c.object("quantization_config", &q)) return;
@@ -342,6 +332,10 @@ void refuse_quantized(const ConfigReader &c, const std::string &source, ModelCon
         m.fp8_block[1] = uint32_t(b[1]);
         return;
     }
+    if (method == "mxfp4") {
+        m.mxfp4 = true;
+        return;
+    }
     if (method.empty()) {
         bool b4 = false, b8 = false;
         r.boolean("load_in_4bit", &b4);
@@ -350,15 +344,12 @@ void refuse_quantized(const ConfigReader &c, const std::string &source, ModelCon
     }
     throw_error(STK_E_UNSUPPORTED,
                 "%s: \"quantization_config\" says quant_method '%s': stk reads float checkpoints (F32, F16, BF16, GGUF "
-                "blocks, block-scaled fp8) and does not dequantise GPTQ, AWQ, bitsandbytes or other packed formats; "
+                "blocks, block-scaled fp8, MXFP4) and does not dequantise GPTQ, AWQ, bitsandbytes or other packed formats; "
                 "convert the unquantised model",
                 source.c_str(), method.empty() ? "(none)" : method.c_str());
 }
 
 void step_family(Ctx &x) {
-    for (const Refused &r : kRefused)
-        if (x.model_type == r.model_type)
-            throw_error(STK_E_UNSUPPORTED, "%s: model_type '%s': %s", x.source.c_str(), r.model_type, r.why);
     refuse_quantized(x.c, x.source, x.m);
     if (x.m.family == kCustomFamily && x.out.user_rules.empty())
         throw_error(STK_E_UNKNOWN_MODEL,
@@ -487,6 +478,20 @@ void step_positions(Ctx &x) {
         r.f64("high_freq_factor", &m.rope_high_freq_factor);
         r.f64("beta_fast", &m.rope_beta_fast);
         r.f64("beta_slow", &m.rope_beta_slow);
+        if (type == "yarn") {
+            r.boolean("truncate", &m.rope_yarn_truncate);
+            // transformers' attention_factor: given, else 0.1 ln(factor) + 1 (as a ratio of two
+            // such terms when mscale and mscale_all_dim are both given).
+            double af = 0, ms = 0, ms_all = 0, f = m.rope_scaling_factor;
+            auto mscale = [&](double k) { return f <= 1 ? 1.0 : 0.1 * k * std::log(f) + 1.0; };
+            if (r.f64("attention_factor", &af)) m.rope_attn_factor = af;
+            else if (r.f64("mscale", &ms) && r.f64("mscale_all_dim", &ms_all) && ms != 0 && ms_all != 0)
+                m.rope_attn_factor = mscale(ms) / mscale(ms_all);
+            else m.rope_attn_factor = mscale(1);
+            if (!(m.rope_attn_factor > 0 && m.rope_attn_factor < 1e3))
+                throw_error(STK_E_BAD_JSON, "%s: yarn attention factor %g is not in (0, 1000)", source.c_str(),
+                            m.rope_attn_factor);
+        }
         simdjson::dom::array lf;
         if (type == "longrope" && r.array("long_factor", &lf)) {
             for (element e : lf) {

@@ -77,6 +77,8 @@ struct ModelConfig {
     uint64_t rope_original_max = 0;                              // original_max_position_embeddings (llama3, yarn, longrope)
     double rope_low_freq_factor = 0, rope_high_freq_factor = 0;  // llama3
     double rope_beta_fast = 0, rope_beta_slow = 0;               // yarn (0: 32 and 1)
+    bool rope_yarn_truncate = true;                              // yarn: correction range rounded to whole dims
+    double rope_attn_factor = 1;                                 // yarn: cos and sin are scaled by this (mscale)
     uint32_t n_rope_long_factor = 0;                             // longrope long_factor (one per rotary pair)
     float rope_long_factor[256] = {};
     uint64_t max_positions = 0;                   // max_position_embeddings / n_positions (0: not stated)
@@ -89,6 +91,8 @@ struct ModelConfig {
     double logit_scale = 1;          // the output logits are multiplied by this (Cohere logit_scale, Granite 1/logits_scaling)
     double residual_multiplier = 1;  // each sublayer's output is scaled by this before the residual add (Granite)
     bool rope_interleaved = false;   // RoPE rotates pairs (2i, 2i+1) (GPT-J, Cohere), not (i, i + rotary_dim / 2)
+    double alibi_scale = 1;          // the ALiBi bias is scaled with the logits (Falcon-RW: head_dim^-1/2)
+    bool attn_sinks = false;         // one learned logit per head joins each softmax (gpt-oss; ATTN_SINK)
 
     // Multi-head latent attention (DeepSeek-V2/V3; mla false: none).  head_dim is then the stages'
     // per-head width max(qk_nope + qk_rope, v_head_dim): the composed W_Q / W_K put each head's
@@ -108,6 +112,9 @@ struct ModelConfig {
     uint64_t shared_expert_ffn_dim = 0;  // qwen2_moe shared expert (0: none)
     bool shared_expert_gate = false;     // qwen2_moe: sigmoid gate on the shared expert
     bool norm_topk_prob = false;         // renormalise the top-k router weights
+    bool expert_bias = false;            // routed experts carry FFN biases (gpt-oss)
+    double swiglu_limit = 0;             // gpt-oss: gate clamped to <= limit, up to [-limit, limit] (0: none)
+    double gated_up_offset = 0;          // gpt-oss: act(gate) * (up + offset)
     char router[24] = {};                // "softmax_topk"
     uint32_t moe_layer_step = 1;         // qwen2_moe decoder_sparse_step
     uint32_t n_dense_layers = 0;         // qwen2_moe mlp_only_layers (the first kMaxDenseLayerList)
@@ -115,7 +122,7 @@ struct ModelConfig {
     double routed_scaling = 1;           // DeepSeek routed_scaling_factor: routed experts' weights x this
     uint32_t n_group = 0, topk_group = 0;  // DeepSeek group-limited routing (0: none)
     double router_jitter = 0;              // PhiMoE sparsemixer's router_jitter_noise (its band is 2x this)
-    bool router_bias = false;              // DeepSeek-V3 e_score_correction_bias (Role::ROUTER_B)
+    bool router_bias = false;              // Role::ROUTER_B: DeepSeek-V3 e_score_correction_bias, gpt-oss router.bias
     uint32_t dense_layers[kMaxDenseLayerList] = {};
 
     // quantization_config quant_method "fp8" (DeepSeek-V3, Qwen3-FP8): F8 weights with
@@ -132,6 +139,7 @@ struct ModelConfig {
     bool lm_head_bias = false;                   // the output projection has a bias (Phi-2, GPT-J)
     uint32_t pos_offset = 0;                     // learned position table rows before position 0 (OPT: 2)
     QkvLayout qkv_layout = QkvLayout::Separate;  // how a fused query_key_value is laid out
+    bool mxfp4 = false;                          // quantization_config "mxfp4": NAME_blocks + NAME_scales (ingest/mxfp4.h)
 
     bool layer_is_sliding(uint32_t layer) const { return layer < kMaxLayers && (sliding_layers[layer / 8] >> (layer % 8)) & 1; }
     // True if layer i routes through experts (qwen2_moe may keep some layers dense).

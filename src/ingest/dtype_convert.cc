@@ -13,6 +13,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "format/ggml_dequant.h"
+#include "ingest/mxfp4.h"
 
 namespace stk {
 
@@ -23,13 +24,14 @@ struct DTypeInfo {
     const char *name;
     size_t size;
 };
-// Indexed by SrcDType.
+// Indexed by SrcDType.  MXFP4 is packed (4.25 bits a value): its "size" 1 only keeps byte
+// arithmetic in messages finite.
 constexpr DTypeInfo kDTypes[] = {
     {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I64", 8},  {"I32", 4},
-    {"I16", 2}, {"I8", 1},  {"U64", 8}, {"U32", 4},  {"U16", 2},     {"U8", 1},      {"BOOL", 1},
+    {"I16", 2}, {"I8", 1},  {"U64", 8}, {"U32", 4},  {"U16", 2},     {"U8", 1},      {"BOOL", 1}, {"MXFP4", 1},
 };
 constexpr size_t kNumDTypes = sizeof kDTypes / sizeof kDTypes[0];
-static_assert(kNumDTypes == size_t(SrcDType::BOOL) + 1, "kDTypes follows SrcDType");
+static_assert(kNumDTypes == size_t(SrcDType::MXFP4) + 1, "kDTypes follows SrcDType");
 }  // namespace
 
 const char *src_dtype_name(SrcDType t) {
@@ -44,6 +46,7 @@ size_t src_dtype_size(SrcDType t) {
 
 bool parse_src_dtype(const char *name, size_t len, SrcDType *out) {
     for (size_t i = 0; i < kNumDTypes; i++) {
+        if (SrcDType(i) == SrcDType::MXFP4) continue;  // no file names it: made by wrap_mxfp4 only
         if (std::strlen(kDTypes[i].name) == len && std::memcmp(kDTypes[i].name, name, len) == 0) {
             *out = SrcDType(i);
             return true;
@@ -69,6 +72,7 @@ float element_to_f32(SrcDType t, const uint8_t *p) {
         case SrcDType::U16: return float(load_u16(p));
         case SrcDType::U8: return float(*p);
         case SrcDType::BOOL: return *p ? 1.0f : 0.0f;
+        case SrcDType::MXFP4: break;  // a value depends on its index: convert_to_f32 only
     }
     throw_error(STK_E_INTERNAL, "element_to_f32: dtype %d", int(t));
 }
@@ -230,6 +234,7 @@ void convert_to_f32(const TensorRef &t, const uint8_t *bytes, uint64_t first, ui
     if (count == 0) return;
     if (t.block_scale) return convert_block_scaled(t, bytes, first, count, out);
     if (t.ggml_type) return convert_ggml_blocks(t, bytes, first, count, out);
+    if (t.dtype == SrcDType::MXFP4) return mxfp4_to_f32(bytes, bytes + t.aux_offset, first, count, out);
     size_t es = src_dtype_size(t.dtype);
     if (t.strides.empty()) {
         convert_contiguous(t.dtype, bytes + first * es, count, out);

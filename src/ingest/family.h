@@ -98,6 +98,12 @@ void copy_config_str(char *dst, size_t cap, const std::string &s);
 void set_activation(ModelConfig &m, const char *act);
 // The llama layout of tensor names (model.layers.N.self_attn.q_proj, mlp.gate_proj, ...), shared
 // by the families that kept it.
+// model.embed_tokens (EMB), model.norm (final), lm_head.
+void llama_ends_roles(RoleRules &r);
+// self_attn.q_proj / k_proj / v_proj / o_proj (weights and biases) under prefix `lp`.
+void llama_qkvo_roles(RoleRules &r, const std::string &lp);
+// mlp.gate_proj (W1), up_proj (W3), down_proj (W2) under prefix `lp`.
+void llama_mlp_roles(RoleRules &r, const std::string &lp);
 // The two norms and q/k/v/o of a Llama-style layer under prefix `lp` (no FFN).
 void llama_attention_roles(RoleRules &r, const std::string &lp);
 void llama_layer_roles(RoleRules &r, const std::string &lp);
@@ -106,6 +112,8 @@ void llama_roles(RoleRules &r, const ModelConfig &m);
 void llama_defaults(ModelConfig &m);
 // attention_bias / mlp_bias as LlamaConfig reads them.
 void llama_bias_keys(const ConfigReader &c, ModelConfig &m);
+// "sliding_window" (when set and > 0) on every layer (Mistral-7B-v0.1, Starcoder2).
+void read_sliding_window_all(const ConfigReader &c, ModelConfig &m);
 // Layers that attend through a sliding window: layer_types ("sliding_attention" /
 // "full_attention"), else every layer but each `pattern`-th (Gemma 3's sliding_window_pattern).
 void read_sliding_layers(const ConfigReader &c, ModelConfig &m, uint32_t pattern);

@@ -9,6 +9,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "ingest/gguf_model.h"
+#include "ingest/mxfp4.h"
 
 namespace stk {
 
@@ -30,7 +31,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig &c) {
         if (c.norm == NormKind::LayerNorm && c.norm_bias) vec(Role::LN_B, s, layer, kNoExpert, n);
     };
     auto norm = [&](NormSlot s, int32_t layer) { norm_n(s, layer, d); };
-    auto ffn = [&](int32_t layer, int32_t expert, uint64_t f, bool bias) {
+    auto ffn = [&](int32_t layer, int32_t expert, uint64_t f, bool bias) {  // bias: B1, B2 (and B3)
         mat(Role::FFN_W1, layer, expert, f, d);
         mat(Role::FFN_W2, layer, expert, d, f);
         if (c.ffn_kind == FfnKind::Gated) mat(Role::FFN_W3, layer, expert, f, d);
@@ -74,6 +75,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig &c) {
             mat(Role::V, L, kNoExpert, kv, d);
             mat(Role::O, L, kNoExpert, d, q);
         }
+        if (c.attn_sinks) vec(Role::ATTN_SINK, NormSlot::None, L, kNoExpert, c.n_heads);
         if (c.qkv_bias) {
             vec(Role::Q_B, NormSlot::None, L, kNoExpert, q);
             vec(Role::K_B, NormSlot::None, L, kNoExpert, kv);
@@ -83,7 +85,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig &c) {
         if (c.layer_is_moe(l)) {
             mat(Role::ROUTER_GATE, L, kNoExpert, c.n_experts, d);
             if (c.router_bias) vec(Role::ROUTER_B, NormSlot::None, L, kNoExpert, c.n_experts);
-            for (uint32_t e = 0; e < c.n_experts; e++) ffn(L, int32_t(e), c.moe_ffn_dim, false);
+            for (uint32_t e = 0; e < c.n_experts; e++) ffn(L, int32_t(e), c.moe_ffn_dim, c.expert_bias);
             if (c.shared_expert_ffn_dim) ffn(L, kSharedExpert, c.shared_expert_ffn_dim, false);
             if (c.shared_expert_gate) mat(Role::SHARED_GATE, L, kNoExpert, 1, d);
         } else {
@@ -161,6 +163,8 @@ struct MapState {
     int32_t emb_index = -1;
     bool have_head = false;
 };
+void map_view(const ModelConfig &c, const std::string &cfg_src, const RoleRule &rule, Role role, const TensorRef &src,
+              const std::vector<uint64_t> &shape, PlanTensor t, ModelPlan &S, MapState &st);
 void map_tensor(const ModelConfig &c, const std::string &cfg_src, const RoleMapper &mapper, const TensorRef &src, uint32_t i,
                 ModelPlan &S, MapState &st) {
     const bool known = c.family != kCustomFamily;
@@ -202,72 +206,53 @@ void map_tensor(const ModelConfig &c, const std::string &cfg_src, const RoleMapp
     if (known && is_layer_role(m.role == Role::QKV || m.role == Role::QKV_B ? Role::Q : m.role, t.slot) && t.layer < 0)
         throw_error(STK_E_PARAM_COUNT, "tensor '%s': role %s needs a layer index (a (?P<layer>...) group)", src.name.c_str(),
                     role_name(m.role));
-
-    // Source geometry.
-    size_t rank = src.shape.size();
-    if (rank == 3 && rule.stacked) {
-        // One 2-D view per expert; the whole tensor's parameters were counted once above.
-        const uint64_t E = src.shape[0], R = src.shape[1], C = src.shape[2];
-        if (E != c.n_experts || t.expert != kNoExpert || t.transpose)
-            throw_error(STK_E_PARAM_COUNT,
-                        "tensor '%s' (%s, offset %llu): stacked experts of shape %s, but %s says %u experts (role %s)",
-                        src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset, shape_str(src.shape).c_str(),
-                        cfg_src.c_str(), c.n_experts, role_name(m.role));
-        for (uint32_t e = 0; e < E; e++) {
-            PlanTensor v = t;
-            v.expert = int32_t(e);
-            v.src_rows = E * R;
-            v.src_cols = C;
-            v.row0 = e * R;
-            v.rank = 2;
-            if (m.role == Role::FFN_W13) {
-                const uint64_t f = c.ffn_dim_for(v.expert);
-                if (R != 2 * f || C != c.d_model)
-                    throw_error(STK_E_PARAM_COUNT,
-                                "tensor '%s' (%s, offset %llu): stacked gate/up shape %s, but %s implies [%u, 2 x %llu, %u]",
-                                src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset,
-                                shape_str(src.shape).c_str(), cfg_src.c_str(), c.n_experts, (unsigned long long)f, c.d_model);
-                for (uint8_t p = 0; p < 2; p++) {
-                    PlanTensor s = v;
-                    s.role = p == 0 ? Role::FFN_W1 : Role::FFN_W3;
-                    s.layout = QkvLayout::Concat;
-                    s.part = p;
-                    s.head_dim = 1;
-                    s.q_heads = s.kv_heads = uint32_t(f);
-                    s.dims[0] = f;
-                    s.dims[1] = C;
-                    s.n_elements = f * C;
-                    st.plan.push_back(s);
-                }
-            } else {
-                v.role = m.role;
-                v.dims[0] = R;
-                v.dims[1] = C;
-                v.n_elements = R * C;
-                st.plan.push_back(v);
-            }
-        }
+    if (!rule.stacked) {
+        map_view(c, cfg_src, rule, m.role, src, src.shape, t, S, st);
         return;
     }
+    // Every expert along the first axis: one view per expert, each its contiguous slice.
+    if (src.shape.size() < 2 || src.shape[0] != c.n_experts || t.expert != kNoExpert)
+        throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s, offset %llu): shape %s; role %s stacks %u experts along its first axis",
+                    src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset, shape_str(src.shape).c_str(),
+                    role_name(m.role), c.n_experts);
+    const std::vector<uint64_t> slice(src.shape.begin() + 1, src.shape.end());
+    const uint64_t slice_elems = src.n_elements / c.n_experts;
+    for (uint32_t e = 0; e < c.n_experts; e++) {
+        PlanTensor v = t;
+        v.expert = int32_t(e);
+        v.src_offset = slice_elems * e;
+        map_view(c, cfg_src, rule, m.role, src, slice, v, S, st);
+    }
+}
+
+// The plan entries of one view of a source (the whole tensor, or one expert's slice of shape
+// `shape`): split fused layouts, logical shape.
+void map_view(const ModelConfig &c, const std::string &cfg_src, const RoleRule &rule, Role role, const TensorRef &src,
+              const std::vector<uint64_t> &shape, PlanTensor t, ModelPlan &S, MapState &st) {
+    const uint64_t hd = c.head_dim;
+    uint64_t view_elems = 1;
+    for (uint64_t n : shape) view_elems *= n;  // a part of src.n_elements: no overflow
+    // Source geometry.
+    size_t rank = shape.size();
     if (rank > 2)
         throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s, offset %llu): shape %s; role %s needs a vector or a matrix",
                     src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset, shape_str(src.shape).c_str(),
-                    role_name(m.role));
+                    role_name(role));
     if (rank == 2) {
-        t.src_rows = src.shape[0];
-        t.src_cols = src.shape[1];
+        t.src_rows = shape[0];
+        t.src_cols = shape[1];
     } else {
-        t.src_rows = rank == 1 ? src.shape[0] : 1;
+        t.src_rows = rank == 1 ? shape[0] : 1;
         t.src_cols = 1;
     }
     if (t.transpose && rank != 2)
         throw_error(STK_E_PARAM_COUNT, "tensor '%s': shape %s cannot be transposed (role %s, a [in, out] matrix)",
-                    src.name.c_str(), shape_str(src.shape).c_str(), role_name(m.role));
+                    src.name.c_str(), shape_str(src.shape).c_str(), role_name(role));
 
-    if (m.role == Role::QKV || m.role == Role::QKV_B) {
-        bool weight = m.role == Role::QKV;
+    if (role == Role::QKV || role == Role::QKV_B) {
+        bool weight = role == Role::QKV;
         if ((weight && rank != 2) || (!weight && rank != 1))
-            throw_error(STK_E_PARAM_COUNT, "tensor '%s': fused %s with shape %s", src.name.c_str(), role_name(m.role),
+            throw_error(STK_E_PARAM_COUNT, "tensor '%s': fused %s with shape %s", src.name.c_str(), role_name(role),
                         shape_str(src.shape).c_str());
         QkvLayout lay = rule.layout == QkvLayout::FromConfig ? c.qkv_layout : rule.layout;
         uint64_t total = (uint64_t(c.n_heads) + 2 * uint64_t(c.n_kv_heads)) * hd;
@@ -288,7 +273,7 @@ void map_tensor(const ModelConfig &c, const std::string &cfg_src, const RoleMapp
                         t.transpose ? " (stored [in, out])" : "");
         for (uint8_t p = 0; p < 3; p++) {
             PlanTensor s = t;
-            s.role = split_role(m.role, p);
+            s.role = split_role(role, p);
             s.layout = lay;
             s.part = p;
             s.head_dim = c.head_dim;
@@ -303,32 +288,33 @@ void map_tensor(const ModelConfig &c, const std::string &cfg_src, const RoleMapp
         }
         return;
     }
-    if (m.role == Role::FFN_W13) {
-        // [gate rows; up rows]: the first half is W1, the second W3 (the Concat layout with one-row
-        // "heads").
+    if (role == Role::FFN_W13 || role == Role::FFN_B13) {
+        // [gate rows; up rows] (the Concat layout with one-row "heads"), or gate and up rows
+        // alternating (Interleaved): W1 and W3, or their biases.
+        const bool weight = role == Role::FFN_W13;
         const uint64_t out_total = t.transpose ? t.src_cols : t.src_rows, in_dim = t.transpose ? t.src_rows : t.src_cols;
         const uint64_t f = c.ffn_dim_for(t.expert);
-        if (rank != 2 || out_total != 2 * f || in_dim != c.d_model)
-            throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s, offset %llu): fused gate/up shape %s, but %s implies [2 x %llu, %u]",
+        if (rank != (weight ? 2u : 1u) || out_total != 2 * f || (weight && in_dim != c.d_model))
+            throw_error(STK_E_PARAM_COUNT, "tensor '%s' (%s, offset %llu): fused gate/up shape %s, but %s implies [2 x %llu%s]",
                         src.name.c_str(), src.file.c_str(), (unsigned long long)src.file_offset, shape_str(src.shape).c_str(),
-                        cfg_src.c_str(), (unsigned long long)f, c.d_model);
+                        cfg_src.c_str(), (unsigned long long)f, weight ? (", " + std::to_string(c.d_model)).c_str() : "");
         for (uint8_t p = 0; p < 2; p++) {
             PlanTensor s = t;
-            s.role = p == 0 ? Role::FFN_W1 : Role::FFN_W3;
-            s.layout = QkvLayout::Concat;
+            s.role = weight ? (p == 0 ? Role::FFN_W1 : Role::FFN_W3) : (p == 0 ? Role::FFN_B1 : Role::FFN_B3);
+            s.layout = rule.layout == QkvLayout::Interleaved ? QkvLayout::Interleaved : QkvLayout::Concat;
             s.part = p;
             s.head_dim = 1;
             s.q_heads = uint32_t(f);
             s.kv_heads = uint32_t(f);
-            s.rank = 2;
+            s.rank = weight ? 2 : 1;
             s.dims[0] = f;
-            s.dims[1] = in_dim;
-            s.n_elements = f * in_dim;
+            s.dims[1] = weight ? in_dim : 0;
+            s.n_elements = weight ? f * in_dim : f;
             st.plan.push_back(s);
         }
         return;
     }
-    t.role = m.role;
+    t.role = role;
     if (rank == 2) {
         t.rank = 2;
         t.dims[0] = t.transpose ? t.src_cols : t.src_rows;
@@ -337,7 +323,7 @@ void map_tensor(const ModelConfig &c, const std::string &cfg_src, const RoleMapp
         t.rank = 1;
         t.dims[0] = t.src_rows;
     }
-    t.n_elements = src.n_elements;
+    t.n_elements = view_elems;
     if (t.role == Role::EMB && st.emb_index < 0) st.emb_index = int32_t(st.plan.size());
     if (t.role == Role::LM_HEAD) {
         st.have_head = true;
@@ -536,6 +522,7 @@ std::unique_ptr<ModelDescription> describe_model(const std::string &dir) {
         d->checkpoint = open_checkpoint(dir);
         const ModelConfig &c = d->parsed.config;
         if (c.fp8_block[0]) attach_fp8_scales(*d->checkpoint, c.fp8_block[0], c.fp8_block[1]);
+        if (d->parsed.config.mxfp4) d->checkpoint = wrap_mxfp4(std::move(d->checkpoint));
     }
     d->layout = analyze_model(d->parsed, d->checkpoint->tensors());
     d->plan = d->layout.summary;
@@ -587,6 +574,7 @@ static inline uint64_t fused_row(const PlanTensor &t, uint64_t r) {
             return (t.part == 0 ? 0 : t.part == 1 ? q : q + kv) + r;
         }
         case QkvLayout::PerHead: return ((r / hd) * 3 + t.part) * hd + r % hd;
+        case QkvLayout::Interleaved: return 2 * r + t.part;
         case QkvLayout::Grouped: {
             uint64_t qpk = t.q_heads / t.kv_heads, head = r / hd, j = r % hd;
             if (t.part == 0) return ((head / qpk) * (qpk + 2) + head % qpk) * hd + j;
@@ -599,6 +587,7 @@ static inline uint64_t fused_row(const PlanTensor &t, uint64_t r) {
 // How many logical rows from r on map to consecutive source rows.
 static inline uint64_t fused_run(const PlanTensor &t, uint64_t r, uint64_t rows) {
     if (t.layout == QkvLayout::Concat || t.layout == QkvLayout::Separate) return rows - r;
+    if (t.layout == QkvLayout::Interleaved) return 1;
     return t.head_dim - r % t.head_dim;
 }
 
@@ -614,16 +603,16 @@ void order_experts_by_router_norm(const float *router, uint32_t n_experts, uint6
 }
 
 void materialize_f32(const PlanTensor &t, const TensorRef &src, const uint8_t *bytes, float *out, float *row_scratch) {
-    const uint64_t rows = t.dims[0];
+    const uint64_t rows = t.dims[0], base = t.src_offset;
     if (!t.transpose) {
-        const uint64_t cols = t.rank == 2 ? t.dims[1] : 1;
         if (t.layout == QkvLayout::Separate) {
-            convert_to_f32(src, bytes, t.row0 * cols, t.n_elements, out);
+            convert_to_f32(src, bytes, base, t.n_elements, out);
             return;
         }
+        const uint64_t cols = t.rank == 2 ? t.dims[1] : 1;
         for (uint64_t r = 0; r < rows;) {
             uint64_t run = fused_run(t, r, rows);
-            convert_to_f32(src, bytes, (t.row0 + fused_row(t, r)) * cols, run * cols, out + r * cols);
+            convert_to_f32(src, bytes, base + fused_row(t, r) * cols, run * cols, out + r * cols);
             r += run;
         }
         return;
@@ -634,7 +623,7 @@ void materialize_f32(const PlanTensor &t, const TensorRef &src, const uint8_t *b
     const uint64_t in = t.dims[1], width = t.src_cols;
     for (uint64_t c0 = 0; c0 < in; c0 += kTransposeBlock) {
         const uint64_t nb = in - c0 < kTransposeBlock ? in - c0 : kTransposeBlock;
-        convert_to_f32(src, bytes, c0 * width, nb * width, row_scratch);
+        convert_to_f32(src, bytes, base + c0 * width, nb * width, row_scratch);
         for (uint64_t r = 0; r < rows; r++) {
             const uint64_t sr = t.layout == QkvLayout::Separate ? r : fused_row(t, r);
             float *dst = out + r * in + c0;

@@ -45,8 +45,7 @@ struct PlanTensor {
     uint64_t dims[2] = {0, 0};   // logical shape: [out, in] for matrices, [n] for vectors
     uint64_t n_elements = 0;
     uint64_t src_rows = 0, src_cols = 0;               // the source viewed as [rows, cols] (vectors: [n, 1])
-    uint64_t row0 = 0;  // first source row of this view: expert e of a stacked 3-D [E, R, C] tensor is rows
-                        // [e * R, (e + 1) * R) of it seen as [E * R, C]
+    uint64_t src_offset = 0;                           // element where that view starts (one expert of a stacked tensor)
     uint32_t head_dim = 0, q_heads = 0, kv_heads = 0;  // fused layouts
     uint32_t unit = 0;                                 // index of its stream unit
 };

@@ -11,10 +11,10 @@
 namespace stk {
 
 static const char *const kRoleNames[kRoleCount] = {
-    "EMB",      "Q",       "K",           "V",           "O",         "FFN_W1",  "FFN_W2",  "FFN_B1",   "FFN_B2",
-    "LN_G",     "LN_B",    "ROUTER_GATE", "ROPE_ALPHA",  "FFN_W3",    "FFN_B3",  "Q_B",     "K_B",      "V_B",
-    "O_B",      "POS_EMB", "LM_HEAD",     "SHARED_GATE", "LM_HEAD_B", "MLA_Q_A", "MLA_Q_B", "MLA_KV_A", "MLA_KV_B",
-    "ROUTER_B", "QKV",     "QKV_B",       "FFN_W13",     "BUFFER",    "NONE",
+    "EMB",      "Q",         "K",           "V",           "O",         "FFN_W1",  "FFN_W2",  "FFN_B1",   "FFN_B2",
+    "LN_G",     "LN_B",      "ROUTER_GATE", "ROPE_ALPHA",  "FFN_W3",    "FFN_B3",  "Q_B",     "K_B",      "V_B",
+    "O_B",      "POS_EMB",   "LM_HEAD",     "SHARED_GATE", "LM_HEAD_B", "MLA_Q_A", "MLA_Q_B", "MLA_KV_A", "MLA_KV_B",
+    "ROUTER_B", "ATTN_SINK", "QKV",         "QKV_B",       "FFN_W13",   "FFN_B13", "BUFFER",  "NONE",
 };
 
 const char *role_name(Role r) {
@@ -54,6 +54,7 @@ const char *qkv_layout_name(QkvLayout l) {
         case QkvLayout::Concat: return "qkv_concat";
         case QkvLayout::PerHead: return "qkv_heads";
         case QkvLayout::Grouped: return "qkv_grouped";
+        case QkvLayout::Interleaved: return "interleaved";
         case QkvLayout::FromConfig: return "config";
     }
     return "?";

@@ -35,10 +35,12 @@ enum class Role : uint8_t {
     MLA_Q_B,      // q_b_proj [heads * (nope + rope), q_lora_rank]
     MLA_KV_A,     // kv_a_proj_with_mqa [kv_lora_rank + rope, d]
     MLA_KV_B,     // kv_b_proj [heads * (nope + v), kv_lora_rank]
-    ROUTER_B,     // a per-expert bias added to the router scores for the choice only (DeepSeek-V3)
+    ROUTER_B,     // a per-expert router bias: for the choice only (DeepSeek-V3), added to the logits (gpt-oss)
+    ATTN_SINK,    // one learned logit per head added to each softmax (gpt-oss attention sinks)
     // only in rules: split into Q/K/V (or Q_B/K_B/V_B) by the rule's layout
     QKV, QKV_B,
     FFN_W13,      // only in rules: a fused [gate; up] matrix (Phi-3 gate_up_proj) split into FFN_W1, FFN_W3
+    FFN_B13,      // only in rules: its fused bias, split into FFN_B1, FFN_B3
     BUFFER,       // not a parameter (attn.bias masks, masked_bias): skipped, not counted
     NONE,         // matched no rule
 };
@@ -71,6 +73,7 @@ enum class QkvLayout : uint8_t {
     Concat,        // [Q rows; K rows; V rows]            (GPT-2 c_attn, Falcon multi-query)
     PerHead,       // [heads, 3, head_dim]                 (GPT-NeoX, Bloom, Falcon-RW)
     Grouped,       // [kv_heads, q_per_kv + 2, head_dim]   (Falcon new_decoder_architecture)
+    Interleaved,   // FFN_W13 only: [gate 0, up 0, gate 1, up 1, ...] (gpt-oss gate_up_proj)
     FromConfig,    // presets: use ModelConfig::qkv_layout
 };
 const char *qkv_layout_name(QkvLayout l);
@@ -88,8 +91,8 @@ struct RoleRule {
     bool transpose = false;                  // stored [in, out] (GPT-2 Conv1D): transposed to [out, in]
     bool shared = false;                     // the MoE shared expert (expert index kSharedExpert)
     bool buffer = false;                     // a role-bearing buffer (rotary inv_freq): not a parameter
-    bool stacked = false;                    // a 3-D [experts, out, in] tensor: one view per expert
-                                             // (GraniteMoE input_linear / output_linear)
+    bool stacked = false;                    // every expert's tensor along the first axis (gpt-oss [E, ...]):
+                                             // one plan entry per expert, each a view of its slice
     uint32_t priority = 0;                   // order key before the pattern string
 };
 

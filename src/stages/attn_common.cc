@@ -274,7 +274,9 @@ uint32_t rope_angles(const ModelConfig &cfg, std::vector<double> &theta, std::st
         auto corr = [&](double rots) {
             return double(rot) * std::log(orig / (rots * 2 * M_PI)) / (2 * std::log(cfg.rope_theta));
         };
-        double low = std::max(0.0, std::floor(corr(fast))), high = std::min(double(rot - 1), std::ceil(corr(slow)));
+        double low = corr(fast), high = corr(slow);
+        if (cfg.rope_yarn_truncate) low = std::floor(low), high = std::ceil(high);  // gpt-oss: "truncate": false
+        low = std::max(0.0, low), high = std::min(double(rot - 1), high);
         if (low == high) high += 0.001;
         for (uint32_t i = 0; i < n; i++) {
             const double ramp = std::min(1.0, std::max(0.0, (double(i) - low) / (high - low)));

@@ -191,6 +191,7 @@ void memory_fit_run(Job &job) {
         if (z.kind == PosKind::Alibi) {
             std::vector<double> slopes(cfg.n_heads);
             alibi_slopes(cfg.n_heads, slopes.data());
+            for (double &s : slopes) s *= cfg.alibi_scale;
             for (size_t t = 0; t < n; t++) {
                 double acc = 0;
                 for (uint32_t hh = 0; hh < cfg.n_heads; hh++) acc += std::exp(-slopes[hh] * double(t));

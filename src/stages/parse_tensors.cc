@@ -49,7 +49,7 @@ uint64_t chunk_count(uint64_t n) { return (n + kChunkElements - 1) / kChunkEleme
 // no fused-part gather) is read chunk by chunk in place; the others are materialised first.
 // Router gates are materialised too: their rows' norms order the experts.
 bool read_in_place(const PlanTensor &t) {
-    return !t.transpose && t.layout == QkvLayout::Separate && t.row0 == 0 && t.role != Role::ROUTER_GATE;
+    return !t.transpose && t.layout == QkvLayout::Separate && t.src_offset == 0 && t.role != Role::ROUTER_GATE;
 }
 
 // What one worker owns: a chunk in f32, its canonical encoding, and a SHA-256 context.
@@ -136,7 +136,7 @@ uint64_t find_nonfinite(const float *v, uint64_t n) {
 [[noreturn]] void refuse_nonfinite(const PlanTensor &t, const TensorRef &src, uint64_t idx, float v) {
     uint64_t r = t.rank == 2 ? idx / t.dims[1] : idx, c = t.rank == 2 ? idx % t.dims[1] : 0;
     // Byte offset of the element in the source file (exact for untransformed tensors).
-    uint64_t src_elem = t.transpose ? c * t.src_cols + r : t.row0 * t.src_cols + idx;
+    uint64_t src_elem = t.transpose ? c * t.src_cols + r : t.src_offset + idx;
     uint64_t off = src.file_offset + src_elem * src_dtype_size(src.dtype);
     throw_error(STK_E_NONFINITE,
                 "%s: tensor '%s' (%s%s%s) element [%llu, %llu] is %s (near byte offset %llu); refused by the conversion "

@@ -13,12 +13,10 @@ static void arcee_defaults(const ConfigReader &c, const std::string &, ModelConf
 
 static void arcee_roles(RoleRules &p, const ModelConfig &) {
     const std::string lp = "model\\.layers\\." STK_LAYER "\\.";
-    p.add("model\\.embed_tokens\\.weight", Role::EMB);
+    llama_ends_roles(p);
     llama_attention_roles(p, lp);
     p.linear(lp + "mlp\\.up_proj", Role::FFN_W1, Role::FFN_B1);
     p.linear(lp + "mlp\\.down_proj", Role::FFN_W2, Role::FFN_B2);
-    p.norm("model\\.norm", NormSlot::Final);
-    p.add("lm_head\\.weight", Role::LM_HEAD);
 }
 
 static const char *const kTypes[] = {"arcee", nullptr};

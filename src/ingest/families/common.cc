@@ -27,21 +27,35 @@ void RoleRules::linear(const std::string &stem, Role w, Role b, bool transpose) 
     add(stem + "\\.bias", b);
 }
 
-void llama_attention_roles(RoleRules &p, const std::string &lp) {
-    p.norm(lp + "input_layernorm", NormSlot::Attn);
-    p.norm(lp + "post_attention_layernorm", NormSlot::Ffn);
+void llama_ends_roles(RoleRules &p) {
+    p.add("model\\.embed_tokens\\.weight", Role::EMB);
+    p.norm("model\\.norm", NormSlot::Final);
+    p.add("lm_head\\.weight", Role::LM_HEAD);
+}
+
+void llama_qkvo_roles(RoleRules &p, const std::string &lp) {
     p.linear(lp + "self_attn\\.q_proj", Role::Q, Role::Q_B);
     p.linear(lp + "self_attn\\.k_proj", Role::K, Role::K_B);
     p.linear(lp + "self_attn\\.v_proj", Role::V, Role::V_B);
     p.linear(lp + "self_attn\\.o_proj", Role::O, Role::O_B);
 }
 
-void llama_layer_roles(RoleRules &p, const std::string &lp) {
-    llama_attention_roles(p, lp);
-    p.add(lp + "self_attn\\.rotary_emb\\.inv_freq", Role::ROPE_ALPHA).buffer = true;
+void llama_mlp_roles(RoleRules &p, const std::string &lp) {
     p.linear(lp + "mlp\\.gate_proj", Role::FFN_W1, Role::FFN_B1);
     p.linear(lp + "mlp\\.up_proj", Role::FFN_W3, Role::FFN_B3);
     p.linear(lp + "mlp\\.down_proj", Role::FFN_W2, Role::FFN_B2);
+}
+
+void llama_attention_roles(RoleRules &p, const std::string &lp) {
+    p.norm(lp + "input_layernorm", NormSlot::Attn);
+    p.norm(lp + "post_attention_layernorm", NormSlot::Ffn);
+    llama_qkvo_roles(p, lp);
+}
+
+void llama_layer_roles(RoleRules &p, const std::string &lp) {
+    llama_attention_roles(p, lp);
+    p.add(lp + "self_attn\\.rotary_emb\\.inv_freq", Role::ROPE_ALPHA).buffer = true;
+    llama_mlp_roles(p, lp);
 }
 
 void qk_norm_roles(RoleRules &p, const std::string &ap) {
@@ -57,10 +71,8 @@ void moe_mlp_roles(RoleRules &p, const std::string &mp, const char *router, cons
 }
 
 void llama_roles(RoleRules &p, const ModelConfig &) {
-    p.add("model\\.embed_tokens\\.weight", Role::EMB);
+    llama_ends_roles(p);
     llama_layer_roles(p, "model\\.layers\\." STK_LAYER "\\.");
-    p.norm("model\\.norm", NormSlot::Final);
-    p.add("lm_head\\.weight", Role::LM_HEAD);
 }
 
 void llama_defaults(ModelConfig &m) {
@@ -77,6 +89,14 @@ void llama_bias_keys(const ConfigReader &c, ModelConfig &m) {
     if (c.boolean("attention_bias", &b)) m.qkv_bias = m.o_bias = b;
     b = false;
     if (c.boolean("mlp_bias", &b)) m.mlp_bias = b;
+}
+
+void read_sliding_window_all(const ConfigReader &c, ModelConfig &m) {
+    uint64_t v;
+    if (c.u64("sliding_window", &v) && v > 0) {
+        m.sliding_window = uint32_t(v < kMaxPositions ? v : kMaxPositions);
+        for (uint32_t l = 0; l < m.n_layers; l++) m.sliding_layers[l / 8] |= uint8_t(1u << (l % 8));
+    }
 }
 
 void read_sliding_layers(const ConfigReader &c, ModelConfig &m, uint32_t pattern) {
@@ -125,6 +145,13 @@ std::vector<std::string> model_approximations(const ModelConfig &c) {
     if (c.emb_multiplier != 1)
         add("approx: embedding scaled by %g in the model: arrays use the stored embedding", c.emb_multiplier);
     if (c.logit_scale != 1) add("approx: logits scaled by %g in the model: the head is used unscaled", c.logit_scale);
+    if (c.attn_sinks) add("approx: a learned sink logit per head joins each attention softmax: the stages use none");
+    if (c.swiglu_limit > 0 || c.gated_up_offset != 0)
+        add("approx: experts' SwiGLU clamped at %g with up + %g: the FFN arrays use the unclamped W1, W3, W2", c.swiglu_limit,
+            c.gated_up_offset);
+    if (c.rope_attn_factor != 1 && !c.mla)  // MLA folds it into the composed W_Q, W_K
+        add("approx: YaRN scales cos and sin by %g (logits x %g): the arrays use unscaled q, k", c.rope_attn_factor,
+            c.rope_attn_factor * c.rope_attn_factor);
     if (c.residual_multiplier != 1)
         add("approx: sublayer outputs scaled by %g before the residual add: not in the arrays", c.residual_multiplier);
     if (c.mla && (c.q_lora_rank || c.kv_lora_rank))

@@ -1,6 +1,8 @@
 // Falcon (tiiuae/falcon-7b, falcon-40b; the older RefinedWeb / RefinedWebModel types): parallel
 // attention and FFN, fused query_key_value as multi-query [Q; K; V], per head, or grouped
 // (new_decoder_architecture), RoPE or ALiBi.
+#include <cmath>
+
 #include "ingest/family.h"
 
 namespace stk {
@@ -34,6 +36,8 @@ void falcon_defaults(const ConfigReader &c, const std::string &model_type, Model
     c.boolean("alibi", &alibi);
     m.qkv_bias = m.o_bias = m.mlp_bias = bias;
     m.positions = alibi ? PosKind::Alibi : PosKind::Rope;
+    // FalconAttention adds the ALiBi bias before multiplying by head_dim^-1/2 (Bloom adds it after).
+    if (alibi) m.alibi_scale = 1.0 / std::sqrt(double(m.head_dim));
     m.rope_theta = 10000.0;
     m.qkv_layout = a.new_arch ? QkvLayout::Grouped : a.multi_query ? QkvLayout::Concat : QkvLayout::PerHead;
     set_activation(m, "gelu");
@@ -51,8 +55,17 @@ const char *const kGguf[] = {"falcon", nullptr};
 void bloom_roles(RoleRules &p, const ModelConfig &m);
 
 extern const FamilyDef kFalconFamily = {
-    "falcon",        kTypes,          kArchs,  kGguf,       "fused query_key_value (multi-query or grouped)", "", true,
-    falcon_kv_heads, falcon_defaults, nullptr, bloom_roles,
+    "falcon",
+    kTypes,
+    kArchs,
+    kGguf,
+    "fused query_key_value (multi-query or grouped)",
+    "tests/fixtures/families/falcon",
+    true,
+    falcon_kv_heads,
+    falcon_defaults,
+    nullptr,
+    bloom_roles,
 };
 
 }  // namespace stk

@@ -17,11 +17,7 @@ static void mixtral_finish(const ConfigReader &c, const std::string &, ModelConf
 
 static void mixtral_roles(RoleRules &p, const ModelConfig &m) {
     llama_roles(p, m);
-    const std::string lp = "model\\.layers\\." STK_LAYER "\\.block_sparse_moe\\.";
-    p.add(lp + "gate\\.weight", Role::ROUTER_GATE);
-    p.add(lp + "experts\\." STK_EXPERT "\\.w1\\.weight", Role::FFN_W1);
-    p.add(lp + "experts\\." STK_EXPERT "\\.w2\\.weight", Role::FFN_W2);
-    p.add(lp + "experts\\." STK_EXPERT "\\.w3\\.weight", Role::FFN_W3);
+    moe_mlp_roles(p, "model\\.layers\\." STK_LAYER "\\.block_sparse_moe\\.", "gate", "w1", "w3", "w2");
 }
 
 static const char *const kTypes[] = {"mixtral", nullptr};

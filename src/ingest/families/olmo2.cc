@@ -14,19 +14,12 @@ static void olmo2_defaults(const ConfigReader &c, const std::string &, ModelConf
 
 static void olmo2_roles(RoleRules &p, const ModelConfig &) {
     const std::string lp = "model\\.layers\\." STK_LAYER "\\.";
-    p.add("model\\.embed_tokens\\.weight", Role::EMB);
+    llama_ends_roles(p);
     p.norm(lp + "post_attention_layernorm", NormSlot::PostAttn);
     p.norm(lp + "post_feedforward_layernorm", NormSlot::PostFfn);
     qk_norm_roles(p, lp + "self_attn\\.");
-    p.linear(lp + "self_attn\\.q_proj", Role::Q, Role::Q_B);
-    p.linear(lp + "self_attn\\.k_proj", Role::K, Role::K_B);
-    p.linear(lp + "self_attn\\.v_proj", Role::V, Role::V_B);
-    p.linear(lp + "self_attn\\.o_proj", Role::O, Role::O_B);
-    p.linear(lp + "mlp\\.gate_proj", Role::FFN_W1, Role::FFN_B1);
-    p.linear(lp + "mlp\\.up_proj", Role::FFN_W3, Role::FFN_B3);
-    p.linear(lp + "mlp\\.down_proj", Role::FFN_W2, Role::FFN_B2);
-    p.norm("model\\.norm", NormSlot::Final);
-    p.add("lm_head\\.weight", Role::LM_HEAD);
+    llama_qkvo_roles(p, lp);
+    llama_mlp_roles(p, lp);
 }
 
 static const char *const kTypes[] = {"olmo2", nullptr};

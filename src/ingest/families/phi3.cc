@@ -13,7 +13,7 @@ static void phi3_defaults(const ConfigReader &c, const std::string &, ModelConfi
 
 static void phi3_roles(RoleRules &p, const ModelConfig &) {
     const std::string lp = "model\\.layers\\." STK_LAYER "\\.";
-    p.add("model\\.embed_tokens\\.weight", Role::EMB);
+    llama_ends_roles(p);
     p.norm(lp + "input_layernorm", NormSlot::Attn);
     p.norm(lp + "post_attention_layernorm", NormSlot::Ffn);
     p.add(lp + "self_attn\\.qkv_proj\\.weight", Role::QKV).layout = QkvLayout::Concat;
@@ -21,8 +21,6 @@ static void phi3_roles(RoleRules &p, const ModelConfig &) {
     p.linear(lp + "self_attn\\.o_proj", Role::O, Role::O_B);
     p.add(lp + "mlp\\.gate_up_proj\\.weight", Role::FFN_W13);
     p.linear(lp + "mlp\\.down_proj", Role::FFN_W2, Role::FFN_B2);
-    p.norm("model\\.norm", NormSlot::Final);
-    p.add("lm_head\\.weight", Role::LM_HEAD);
 }
 
 static const char *const kTypes[] = {"phi3", nullptr};

@@ -13,7 +13,8 @@ static const char *const kArchs[] = {"Qwen2ForCausalLM", nullptr};
 static const char *const kGguf[] = {"qwen2", nullptr};
 
 extern const FamilyDef kQwen2Family = {
-    "qwen2", kTypes, kArchs, kGguf, "as llama, with Q/K/V biases", "", false, nullptr, qwen2_defaults, nullptr, llama_roles,
+    "qwen2", kTypes,         kArchs,  kGguf,       "as llama, with Q/K/V biases", "tests/fixtures/families/qwen2", false,
+    nullptr, qwen2_defaults, nullptr, llama_roles,
 };
 
 }  // namespace stk

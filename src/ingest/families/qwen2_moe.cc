@@ -18,10 +18,7 @@ static void qwen2_moe_finish(const ConfigReader &c, const std::string &, ModelCo
 static void qwen2_moe_roles(RoleRules &p, const ModelConfig &m) {
     llama_roles(p, m);
     const std::string lp = "model\\.layers\\." STK_LAYER "\\.mlp\\.";
-    p.add(lp + "gate\\.weight", Role::ROUTER_GATE);
-    p.add(lp + "experts\\." STK_EXPERT "\\.gate_proj\\.weight", Role::FFN_W1);
-    p.add(lp + "experts\\." STK_EXPERT "\\.up_proj\\.weight", Role::FFN_W3);
-    p.add(lp + "experts\\." STK_EXPERT "\\.down_proj\\.weight", Role::FFN_W2);
+    moe_mlp_roles(p, lp, "gate", "gate_proj", "up_proj", "down_proj");
     p.add(lp + "shared_expert\\.gate_proj\\.weight", Role::FFN_W1).shared = true;
     p.add(lp + "shared_expert\\.up_proj\\.weight", Role::FFN_W3).shared = true;
     p.add(lp + "shared_expert\\.down_proj\\.weight", Role::FFN_W2).shared = true;

@@ -15,13 +15,7 @@ static void starcoder2_defaults(const ConfigReader &c, const std::string &, Mode
     set_activation(m, "gelu_pytorch_tanh");
 }
 
-static void starcoder2_finish(const ConfigReader &c, const std::string &, ModelConfig &m) {
-    uint64_t v;
-    if (c.u64("sliding_window", &v) && v > 0) {
-        m.sliding_window = uint32_t(v < kMaxPositions ? v : kMaxPositions);
-        for (uint32_t l = 0; l < m.n_layers; l++) m.sliding_layers[l / 8] |= uint8_t(1u << (l % 8));
-    }
-}
+static void starcoder2_finish(const ConfigReader &c, const std::string &, ModelConfig &m) { read_sliding_window_all(c, m); }
 
 static void starcoder2_roles(RoleRules &p, const ModelConfig &) {
     const std::string lp = "model\\.layers\\." STK_LAYER "\\.";

@@ -6,15 +6,16 @@ namespace stk {
 extern const FamilyDef kCustomFamilyDef, kGpt2Family, kLlamaFamily, kMistralFamily, kMixtralFamily, kQwen2Family, kQwen2MoeFamily,
     kGptNeoxFamily, kBloomFamily, kFalconFamily, kGemma3Family, kQwen3Family, kQwen3MoeFamily, kGemmaFamily, kGemma2Family,
     kPhi3Family, kPhiFamily, kOlmo2Family, kOlmoeFamily, kStablelmFamily, kStarcoder2Family, kGptBigcodeFamily, kGptjFamily,
-    kOptFamily, kCohereFamily, kGraniteFamily, kMptFamily, kArceeFamily,
-    kDeepseekV2Family, kDeepseekV3Family, kPhimoeFamily, kGranitemoeFamily;
+    kOptFamily, kCohereFamily, kGraniteFamily, kMptFamily, kArceeFamily, kDeepseekV2Family, kDeepseekV3Family, kPhimoeFamily,
+    kGranitemoeFamily, kGptOssFamily, kInternlm2Family;
 
 const FamilyDef *const kFamilyDefs[] = {
-    &kCustomFamilyDef,  &kGpt2Family,  &kLlamaFamily,  &kMistralFamily, &kMixtralFamily, &kQwen2Family,    &kQwen2MoeFamily,
-    &kGptNeoxFamily,    &kBloomFamily, &kFalconFamily, &kGemma3Family,  &kQwen3Family,   &kQwen3MoeFamily, &kGemmaFamily,
-    &kGemma2Family,     &kPhi3Family,  &kPhiFamily,    &kOlmo2Family,   &kOlmoeFamily,   &kStablelmFamily, &kStarcoder2Family,
-    &kGptBigcodeFamily, &kGptjFamily,  &kOptFamily,    &kCohereFamily,  &kGraniteFamily, &kMptFamily,      &kArceeFamily,
-    &kDeepseekV2Family, &kDeepseekV3Family, &kPhimoeFamily, &kGranitemoeFamily,
+    &kCustomFamilyDef, &kGpt2Family,       &kLlamaFamily,      &kMistralFamily,    &kMixtralFamily,    &kQwen2Family,
+    &kQwen2MoeFamily,  &kGptNeoxFamily,    &kBloomFamily,      &kFalconFamily,     &kGemma3Family,     &kQwen3Family,
+    &kQwen3MoeFamily,  &kGemmaFamily,      &kGemma2Family,     &kPhi3Family,       &kPhiFamily,        &kOlmo2Family,
+    &kOlmoeFamily,     &kStablelmFamily,   &kStarcoder2Family, &kGptBigcodeFamily, &kGptjFamily,       &kOptFamily,
+    &kCohereFamily,    &kGraniteFamily,    &kMptFamily,        &kArceeFamily,      &kDeepseekV2Family, &kDeepseekV3Family,
+    &kPhimoeFamily,    &kGranitemoeFamily, &kGptOssFamily,     &kInternlm2Family,
 };
 const uint32_t kFamilyCount = uint32_t(sizeof kFamilyDefs / sizeof kFamilyDefs[0]);
 
