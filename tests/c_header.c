@@ -156,6 +156,41 @@ static int cli_calls(void) {
     return failures;
 }
 
+static stk_status (*const f_path_kind_of)(const char *, uint32_t *) = &stk_path_kind_of;
+static const char *(*const f_dtype_name)(uint32_t) = &stk_dtype_name;
+static const char *(*const f_lwt_dtype_name)(uint32_t) = &stk_lwt_dtype_name;
+static int (*const f_lwt_dtype_is_float)(uint32_t) = &stk_lwt_dtype_is_float;
+static stk_status (*const f_lwt_dtype_parse)(const char *, uint32_t *) = &stk_lwt_dtype_parse;
+static stk_status (*const f_model_open)(const char *, stk_model **) = &stk_model_open;
+static void (*const f_model_close)(stk_model *) = &stk_model_close;
+static stk_status (*const f_model_get_info)(const stk_model *, stk_model_info *) = &stk_model_get_info;
+static stk_status (*const f_model_tensor_at)(const stk_model *, uint32_t, stk_model_tensor *) = &stk_model_tensor_at;
+static uint32_t (*const f_family_count)(void) = &stk_family_count;
+static stk_status (*const f_family_at)(uint32_t, stk_family_info *) = &stk_family_at;
+static stk_status (*const f_tokenizer_open)(const stk_tokenizer_params *, stk_tokenizer **) = &stk_tokenizer_open;
+static void (*const f_tokenizer_close)(stk_tokenizer *) = &stk_tokenizer_close;
+static stk_status (*const f_tokenizer_get_info)(const stk_tokenizer *, stk_tokenizer_info *) = &stk_tokenizer_get_info;
+static stk_status (*const f_tokenizer_encode)(stk_tokenizer *, const char *, size_t, uint32_t, const uint32_t **,
+                                              size_t *) = &stk_tokenizer_encode;
+static stk_status (*const f_tokenizer_decode)(stk_tokenizer *, const uint32_t *, size_t, const char **,
+                                              size_t *) = &stk_tokenizer_decode;
+static stk_status (*const f_tokenizer_piece)(const stk_tokenizer *, uint32_t, const char **, size_t *) = &stk_tokenizer_piece;
+static stk_status (*const f_replay_run)(const stk_generation *, const stk_replay_params *, stk_replay **) = &stk_replay_run;
+static void (*const f_replay_close)(stk_replay *) = &stk_replay_close;
+static stk_status (*const f_replay_get_info)(const stk_replay *, stk_replay_info *) = &stk_replay_get_info;
+static stk_status (*const f_replay_module_at)(const stk_replay *, uint32_t, stk_replay_module *) = &stk_replay_module_at;
+static stk_status (*const f_replay_token_at)(const stk_replay *, uint64_t, stk_replay_token *) = &stk_replay_token_at;
+static stk_status (*const f_manifest_open)(const char *, stk_manifest **) = &stk_manifest_open;
+static void (*const f_manifest_close)(stk_manifest *) = &stk_manifest_close;
+static stk_status (*const f_manifest_get_info)(const stk_manifest *, stk_manifest_info *) = &stk_manifest_get_info;
+static stk_status (*const f_manifest_stage_get)(const stk_manifest *, stk_stage, stk_manifest_stage *) = &stk_manifest_stage_get;
+static stk_status (*const f_manifest_array_at)(const stk_manifest *, uint32_t, stk_manifest_array *) = &stk_manifest_array_at;
+static stk_status (*const f_manifest_record_at)(const stk_manifest *, uint32_t, stk_manifest_record *) = &stk_manifest_record_at;
+static stk_status (*const f_array_file_verify)(const char *, stk_array_file_info *) = &stk_array_file_verify;
+static stk_status (*const f_lwt_open_flags)(const char *, uint32_t, stk_lwt **) = &stk_lwt_open_flags;
+static stk_status (*const f_lwt_get_header)(const stk_lwt *, stk_lwt_header *) = &stk_lwt_get_header;
+static stk_status (*const f_lwt_config_at)(const stk_lwt *, uint32_t, const char **, uint64_t *) = &stk_lwt_config_at;
+
 typedef char struct_size_first[offsetof(stk_job_params, struct_size) == 0 ? 1 : -1];
 typedef char report_size_first[offsetof(stk_verify_report, struct_size) == 0 ? 1 : -1];
 
@@ -181,6 +216,13 @@ int main(void) {
         !f_lwt_info || !f_lwt_tensor_at || !f_lwt_find || !f_lwt_read_f32 || !f_job_get_info || !f_stage_get_info ||
         !f_job_progress || !f_job_cancel || !f_generation_dir || !f_generation_array_count || !f_generation_array_at ||
         !f_generation_array_find)
+        failures++;
+    if (!f_path_kind_of || !f_dtype_name || !f_lwt_dtype_name || !f_lwt_dtype_is_float || !f_lwt_dtype_parse || !f_model_open ||
+        !f_model_close || !f_model_get_info || !f_model_tensor_at || !f_family_count || !f_family_at || !f_tokenizer_open ||
+        !f_tokenizer_close || !f_tokenizer_get_info || !f_tokenizer_encode || !f_tokenizer_decode || !f_tokenizer_piece ||
+        !f_replay_run || !f_replay_close || !f_replay_get_info || !f_replay_module_at || !f_replay_token_at || !f_manifest_open ||
+        !f_manifest_close || !f_manifest_get_info || !f_manifest_stage_get || !f_manifest_array_at || !f_manifest_record_at ||
+        !f_array_file_verify || !f_lwt_open_flags || !f_lwt_get_header || !f_lwt_config_at)
         failures++;
     if (stk_version_number() != STK_VERSION_NUMBER) failures++;
     if (strcmp(stk_version_string(), STK_VERSION_STRING) != 0) failures++;
@@ -234,6 +276,75 @@ int main(void) {
     if (stk_generation_array_at(NULL, 0, &view) != STK_E_INVALID_ARGUMENT) failures++;
     if (stk_generation_array_find(NULL, "x", &view) != STK_E_INVALID_ARGUMENT) failures++;
     failures += cli_calls();
+    /* stk inspect / tokenize / replay / export / --list-models (tests/test_inspect_api.cc runs
+     * them on real inputs) */
+    {
+        stk_model *model = NULL;
+        stk_tokenizer *tok = NULL;
+        stk_replay *replay = NULL;
+        stk_model_info model_info;
+        stk_model_tensor model_tensor;
+        stk_family_info family;
+        stk_tokenizer_params tok_params;
+        stk_tokenizer_info tok_info;
+        stk_replay_params replay_params;
+        stk_replay_info replay_info;
+        stk_replay_module replay_module;
+        stk_replay_token replay_token;
+        stk_array_file_info array_file;
+        stk_lwt_header lwt_header;
+        const uint32_t *ids = NULL;
+        uint32_t kind = 99, dtype = 0;
+        uint64_t config_value = 0;
+        if (stk_path_kind_of("/nonexistent-stk-c-header", &kind) != STK_OK || kind != STK_PATH_OTHER) failures++;
+        if (strcmp(stk_dtype_name(2), "f32") != 0) failures++;
+        if (strcmp(stk_lwt_dtype_name(STK_LWT_I4), "int4") != 0 || stk_lwt_dtype_is_float(STK_LWT_I4) != 0) failures++;
+        if (stk_lwt_dtype_parse("float16", &dtype) != STK_OK || dtype != STK_LWT_F16) failures++;
+        if (stk_model_open("/nonexistent-stk-c-header", &model) != STK_E_NOT_FOUND || model != NULL) failures++;
+        stk_model_close(NULL);
+        memset(&model_info, 0, sizeof model_info);
+        model_info.struct_size = sizeof model_info;
+        if (stk_model_get_info(NULL, &model_info) != STK_E_INVALID_ARGUMENT) failures++;
+        memset(&model_tensor, 0, sizeof model_tensor);
+        model_tensor.struct_size = sizeof model_tensor;
+        if (stk_model_tensor_at(NULL, 0, &model_tensor) != STK_E_INVALID_ARGUMENT) failures++;
+        memset(&family, 0, sizeof family);
+        family.struct_size = sizeof family;
+        if (stk_family_count() == 0 || stk_family_at(0, &family) != STK_OK || family.name == NULL) failures++;
+        if (stk_family_at(stk_family_count(), &family) != STK_E_INVALID_ARGUMENT) failures++;
+        memset(&tok_params, 0, sizeof tok_params);
+        tok_params.struct_size = sizeof tok_params;
+        tok_params.path = "/nonexistent-stk-c-header";
+        if (stk_tokenizer_open(&tok_params, &tok) == STK_OK || tok != NULL) failures++;
+        stk_tokenizer_close(NULL);
+        memset(&tok_info, 0, sizeof tok_info);
+        tok_info.struct_size = sizeof tok_info;
+        if (stk_tokenizer_get_info(NULL, &tok_info) != STK_E_INVALID_ARGUMENT) failures++;
+        if (stk_tokenizer_encode(NULL, "a", 1, 0, &ids, &bytes) != STK_E_INVALID_ARGUMENT) failures++;
+        if (stk_tokenizer_decode(NULL, &count, 1, &text, &bytes) != STK_E_INVALID_ARGUMENT) failures++;
+        if (stk_tokenizer_piece(NULL, 0, &text, &bytes) != STK_E_INVALID_ARGUMENT) failures++;
+        memset(&replay_params, 0, sizeof replay_params);
+        replay_params.struct_size = sizeof replay_params;
+        if (stk_replay_run(NULL, &replay_params, &replay) != STK_E_INVALID_ARGUMENT || replay != NULL) failures++;
+        stk_replay_close(NULL);
+        memset(&replay_info, 0, sizeof replay_info);
+        replay_info.struct_size = sizeof replay_info;
+        if (stk_replay_get_info(NULL, &replay_info) != STK_E_INVALID_ARGUMENT) failures++;
+        memset(&replay_module, 0, sizeof replay_module);
+        replay_module.struct_size = sizeof replay_module;
+        if (stk_replay_module_at(NULL, 0, &replay_module) != STK_E_INVALID_ARGUMENT) failures++;
+        memset(&replay_token, 0, sizeof replay_token);
+        replay_token.struct_size = sizeof replay_token;
+        if (stk_replay_token_at(NULL, 0, &replay_token) != STK_E_INVALID_ARGUMENT) failures++;
+        memset(&array_file, 0, sizeof array_file);
+        array_file.struct_size = sizeof array_file;
+        if (stk_array_file_verify("/nonexistent-stk-c-header.bin", &array_file) != STK_E_NOT_FOUND) failures++;
+        if (stk_lwt_open_flags("/nonexistent-stk-c-header.lwt", STK_LWT_OPEN_NO_CRC, &lwt) != STK_E_NOT_FOUND) failures++;
+        memset(&lwt_header, 0, sizeof lwt_header);
+        lwt_header.struct_size = sizeof lwt_header;
+        if (stk_lwt_get_header(NULL, &lwt_header) != STK_E_INVALID_ARGUMENT) failures++;
+        if (stk_lwt_config_at(NULL, 0, &text, &config_value) != STK_E_INVALID_ARGUMENT) failures++;
+    }
     printf("c_header: %d failures\n", failures);
     return failures ? 1 : 0;
 }

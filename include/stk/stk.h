@@ -363,6 +363,7 @@ typedef struct stk_lwt_tensor {
     float scale;         /* 1 for float dtypes */
     uint32_t zero_point; /* unsigned dtypes; else 0 */
     const void *data;    /* the packed bytes inside the mapping (valid until stk_lwt_close) */
+    uint64_t offset;     /* of the packed bytes, from the start of the data section */
 } stk_lwt_tensor;
 
 /* Number of tensors, and the whole header JSON (points into the mapping). */
@@ -547,6 +548,12 @@ typedef struct stk_manifest_info {
     uint8_t tokenizer_sp_cert_digest[32];
     uint32_t prf_r;       /* PRF rank (0: the feature is disabled) */
     uint32_t overlays_rv; /* overlay rank (0: disabled) */
+    /* where it was read (valid until stk_manifest_close) */
+    const char *dir;           /* the generation directory */
+    const char *manifest_path; /* its sera_manifest.bin */
+    uint32_t published;        /* 1: dir sits in a generations root's generations/ (it was published,
+                                  so the check stage passed it) */
+    uint32_t first;            /* 1: the first generation of its root (prev_hash all zero) */
 } stk_manifest_info;
 
 typedef struct stk_manifest_array {
@@ -691,6 +698,297 @@ STK_API void stk_gc_result_close(stk_gc_result *result);
  * bytes).  STK_E_KEY_NOT_FOUND when no generation holds an intact copy (or `file` is not an
  * array of one of the root's generations).  Reads only.  Threads: any. */
 STK_API stk_status stk_locate_damage(const char *root, const char *file, uint64_t *out_offset, char *witness, size_t witness_cap);
+
+/* ---- What `stk inspect`, `stk tokenize`, `stk replay`, `stk export` and `stk --list-models`
+ * read: paths, model descriptions, tokenizers, replays, manifests, the family table. ---- */
+
+/* What a path names, in the order `stk inspect` asks (the first that holds wins). */
+typedef enum stk_path_kind {
+    STK_PATH_OTHER = 0,      /* none of these (a model directory, a checkpoint, or nothing at all) */
+    STK_PATH_GENERATION = 1, /* a directory holding sera_manifest.bin */
+    STK_PATH_ROOT = 2,       /* a generations root (CURRENT or generations/) */
+    STK_PATH_LWT = 3,        /* a regular file named *.lwt, or one starting with the .lwt magic */
+    STK_PATH_ARRAY = 4,      /* a regular file starting with the Sera array magic */
+    STK_PATH_GGUF = 5        /* a regular file starting with the GGUF magic */
+} stk_path_kind;
+
+/* Which of stk_path_kind `path` is (reads at most 8 bytes of a file; a missing path is
+ * STK_PATH_OTHER, not an error).  Threads: any. */
+STK_API stk_status stk_path_kind_of(const char *path, uint32_t *out_kind);
+
+/* Names of the .lwt dtype codes ("float32", ...), NULL for an unknown code (static strings), and
+ * whether an .lwt dtype is a float type (no scale or zero point).  The Sera array dtypes' names:
+ * stk_dtype_name above.  Threads: any. */
+STK_API const char *stk_lwt_dtype_name(uint32_t lwt_dtype);
+STK_API int stk_lwt_dtype_is_float(uint32_t lwt_dtype);
+/* The stk_lwt_dtype of a full name ("bfloat16"; ASCII case ignored): STK_E_INVALID_ARGUMENT for
+ * any other string.  Threads: any. */
+STK_API stk_status stk_lwt_dtype_parse(const char *name, uint32_t *out_lwt_dtype);
+
+/* -- Model descriptions: a model directory, a checkpoint's directory, or a GGUF, as the
+ * conversion would read it (config normalised, every tensor with its role), from the headers and
+ * the config only, never the weights. */
+
+typedef struct stk_model stk_model;
+
+/* Threads: any.  The calls below only read: any number may run at once on one model. */
+STK_API stk_status stk_model_open(const char *path, stk_model **out_model);
+/* Threads: no other call on this model may be running. */
+STK_API void stk_model_close(stk_model *model);
+
+/* Strings point into the model (valid until stk_model_close); "" where the config says nothing. */
+typedef struct stk_model_info {
+    size_t struct_size;     /* sizeof(stk_model_info) */
+    const char *model_type; /* config.json "model_type" (or the GGUF's architecture) */
+    const char *family;     /* the built-in preset ("custom": user role patterns) */
+    const char *format;     /* the checkpoint format ("safetensors", "gguf", ...) */
+    uint64_t checkpoint_bytes;
+    uint32_t n_layers, d_model, n_heads, n_kv_heads, head_dim;
+    uint32_t rotary_dim; /* rotated dims per head (RoPE) */
+    uint64_t vocab_size;
+    uint64_t ffn_dim;
+    const char *ffn_kind;   /* "plain", "gated", ... */
+    const char *activation; /* "gelu_new", "silu", ... */
+    const char *norm;       /* "layernorm", "rmsnorm", ... */
+    double norm_eps;
+    const char *positions;    /* "none", "learned", "rope", "alibi" */
+    uint32_t rope;            /* 1 when positions is RoPE */
+    uint32_t tied_embeddings; /* 1 when the head is the token embedding */
+    double rope_theta;        /* 0 without RoPE */
+    const char *rope_scaling; /* "" none; "linear", "yarn", "llama3", ... */
+    double rope_scaling_factor;
+    uint64_t max_positions;    /* 0: not stated */
+    uint32_t n_experts, top_k; /* 0: dense */
+    uint64_t moe_ffn_dim;      /* per expert */
+    uint64_t shared_expert_ffn_dim;
+    const char *router;         /* "" dense */
+    uint32_t parallel_attn;     /* 1: attention and FFN read the same input */
+    uint32_t n_tensors;         /* entries for stk_model_tensor_at */
+    const char *qkv_layout;     /* how a fused query_key_value is laid out ("separate": not fused) */
+    uint64_t n_params;          /* parameters (buffers and tied copies excluded) */
+    uint64_t n_params_expected; /* what the config implies; 0 for a custom model */
+    uint32_t n_source_tensors, n_buffers, n_unmapped;
+    uint64_t max_layer_f32_bytes; /* the largest layer in f32 */
+} stk_model_info;
+
+STK_API stk_status stk_model_get_info(const stk_model *model, stk_model_info *out);
+
+#  define STK_NO_LAYER (-1)
+#  define STK_NO_EXPERT (-1)
+#  define STK_SHARED_EXPERT (-2) /* the MoE shared expert */
+
+/* One tensor of the checkpoint as the conversion maps it (a fused QKV shows as its three
+ * parts).  Strings and shapes point into the model (valid until stk_model_close). */
+typedef struct stk_model_tensor {
+    size_t struct_size;    /* sizeof(stk_model_tensor) */
+    const char *name;      /* as stored */
+    const char *role;      /* "Q", "FFN_W1", ...; NULL: no role */
+    const char *norm_slot; /* a norm's slot ("attn", ...); NULL for other tensors */
+    const char *fused;     /* the fused layout it is a part of; NULL when not fused */
+    const char *dtype;     /* the stored dtype ("BF16", ...) */
+    int32_t layer;         /* STK_NO_LAYER outside the layers */
+    int32_t expert;        /* STK_NO_EXPERT, STK_SHARED_EXPERT, or the expert's index */
+    uint32_t rank;         /* of shape: the logical shape the conversion streams ([out, in]) */
+    uint32_t source_rank;  /* of source_shape: as stored */
+    const uint64_t *shape;
+    const uint64_t *source_shape;
+    uint32_t parameter;  /* 1: counted as a parameter (not a buffer, not a tied copy) */
+    uint32_t buffer;     /* 1: a buffer (inv_freq, masks), not a parameter */
+    uint32_t transposed; /* 1: stored [in, out] */
+    uint32_t tied;       /* 1: the head that views the token embedding */
+    uint32_t composed;   /* 1: composed per head from stored factors for the attention stages
+                            (MLA); shape is the composed one */
+} stk_model_tensor;
+
+/* Tensor `index` (0..n_tensors): the streamed ones in stream order, then the rest by name. */
+STK_API stk_status stk_model_tensor_at(const stk_model *model, uint32_t index, stk_model_tensor *out);
+
+/* -- The family table: the model families with a built-in role preset, in --list-models order. */
+
+/* Number of families (stk_family_at's indexes).  Threads: any. */
+STK_API uint32_t stk_family_count(void);
+
+/* Static strings; lists end with NULL. */
+typedef struct stk_family_info {
+    size_t struct_size;                    /* sizeof(stk_family_info) */
+    const char *name;                      /* stk's name ("llama") */
+    const char *const *model_types;        /* config.json "model_type" values that select it */
+    const char *const *architectures;      /* config.json "architectures" entries */
+    const char *const *gguf_architectures; /* GGUF general.architecture values */
+    const char *summary;                   /* one line: the layout, what is exact */
+    const char *fixture;                   /* the test model it is checked on; "" none yet */
+    const char *const *roles;              /* the roles its preset maps, sorted ("FFN_W1", ...) */
+} stk_family_info;
+
+/* Family `index` (STK_E_INVALID_ARGUMENT past the end).  Threads: any. */
+STK_API stk_status stk_family_at(uint32_t index, stk_family_info *out);
+
+/* -- Tokenizers: a model's own encoder, or the greedy tables built in memory. */
+
+typedef enum stk_tokenize_kind {
+    STK_TOKENIZE_BPE = 1,   /* the real encoder (BPE / SentencePiece): HF tokenizers' ids */
+    STK_TOKENIZE_GREEDY = 2 /* greedy longest match over the token tables (byte-level BPE only),
+                               built even where the certification rejects the vocabulary */
+} stk_tokenize_kind;
+
+typedef struct stk_tokenizer_params {
+    size_t struct_size; /* sizeof(stk_tokenizer_params) */
+    const char *path;   /* a model directory (tokenizer.json, vocab.json + merges.txt, encoder.json
+                           + vocab.bpe, or tokenizer.model) or a GGUF */
+    uint32_t kind;      /* stk_tokenize_kind; 0 = BPE */
+    uint32_t l_tok;     /* GREEDY: longest piece the tables hold, bytes (0 = 8, at most 64) */
+} stk_tokenizer_params;
+
+typedef struct stk_tokenizer stk_tokenizer;
+
+/* Threads: any.  A tokenizer is used by one thread at a time (encoding keeps a cache). */
+STK_API stk_status stk_tokenizer_open(const stk_tokenizer_params *params, stk_tokenizer **out_tok);
+/* Threads: no other call on this tokenizer may be running. */
+STK_API void stk_tokenizer_close(stk_tokenizer *tok);
+
+typedef struct stk_tokenizer_info {
+    size_t struct_size;     /* sizeof(stk_tokenizer_info) */
+    const char *source;     /* the path of the file it was read from (valid until close) */
+    uint32_t kind;          /* stk_tokenize_kind */
+    uint32_t vocab_size;    /* ids 0..vocab_size */
+    uint32_t longest_piece; /* bytes of the longest piece */
+    uint32_t l_tok;         /* GREEDY: the tables' longest piece; 0 for BPE */
+} stk_tokenizer_info;
+
+/* Threads: any, also during encode. */
+STK_API stk_status stk_tokenizer_get_info(const stk_tokenizer *tok, stk_tokenizer_info *out);
+
+#  define STK_TOKENIZE_ADD_SPECIAL 0x1u /* BPE: the post-processor's special ids (Llama's <s>) */
+
+/* Encode len bytes of text: *out_ids points to *out_count ids owned by the tokenizer, valid until
+ * the next encode, decode or close on it.  Threads: one call on a tokenizer at a time. */
+STK_API stk_status stk_tokenizer_encode(stk_tokenizer *tok, const char *text, size_t len, uint32_t flags,
+                                        const uint32_t **out_ids, size_t *out_count);
+/* Decode ids to bytes (*out_text, *out_len; owned as above; not NUL-terminated).  An id outside
+ * the vocabulary is STK_E_INVALID_ARGUMENT naming its position.  Threads: as encode. */
+STK_API stk_status stk_tokenizer_decode(stk_tokenizer *tok, const uint32_t *ids, size_t count, const char **out_text,
+                                        size_t *out_len);
+/* The bytes of one id's piece as they appear in decoded text (valid until close); summing the
+ * lengths of the ids gives each token's byte offset where the pieces concatenate to the text
+ * (GREEDY always).  Threads: any, also during encode. */
+STK_API stk_status stk_tokenizer_piece(const stk_tokenizer *tok, uint32_t id, const char **out_bytes, size_t *out_len);
+
+/* -- Replay: a prompt's tokens walked through the O(1) path of every module a generation holds
+ * (docs/decisions.md, "stk replay"). */
+
+typedef struct stk_replay_params {
+    size_t struct_size;    /* sizeof(stk_replay_params) */
+    const char *prompt;    /* the text to tokenize and replay */
+    size_t prompt_len;     /* bytes of prompt */
+    const char *model_dir; /* the model, to tokenize a generation built in EXT mode; NULL if none */
+} stk_replay_params;
+
+typedef struct stk_replay stk_replay;
+
+/* Tokenize (the generation's greedy tables, else the model's own tokenizer) and walk every token;
+ * everything below reads the result.  gen must outlive the replay.  Threads: any (gen is only
+ * read).  The calls below only read: any number may run at once on one replay. */
+STK_API stk_status stk_replay_run(const stk_generation *gen, const stk_replay_params *params, stk_replay **out_replay);
+/* Threads: no other call on this replay may be running. */
+STK_API void stk_replay_close(stk_replay *replay);
+
+typedef struct stk_replay_info {
+    size_t struct_size; /* sizeof(stk_replay_info) */
+    const char *mode;   /* how the prompt was tokenized: "greedy" or "ext" */
+    uint64_t n_tokens;
+    uint32_t n_modules;         /* stk_replay_module_at's indexes, in walk order */
+    uint32_t lookup_mismatches; /* greedy: tokens whose TOKEN_ID(TOKEN_BYTES(id)) is not id */
+    const char *state_digest;   /* SHA-256 (hex) of every step and the final states */
+} stk_replay_info;
+
+STK_API stk_status stk_replay_get_info(const stk_replay *replay, stk_replay_info *out);
+
+/* The modules, in the order they are walked (stk_replay_module_at's index). */
+typedef enum stk_replay_module_id {
+    STK_REPLAY_TOKEN = 0,
+    STK_REPLAY_LINEAR = 1,
+    STK_REPLAY_PRF = 2,
+    STK_REPLAY_OVERLAYS = 3,
+    STK_REPLAY_MEMORY = 4,
+    STK_REPLAY_BRIDGE = 5
+} stk_replay_module_id;
+
+typedef struct stk_replay_module {
+    size_t struct_size; /* sizeof(stk_replay_module) */
+    const char *name;   /* "token", "linear", "prf", "overlays", "memory", "bridge" */
+    uint32_t enabled;
+    const char *detail; /* enabled: what it walks; disabled: why */
+} stk_replay_module;
+
+STK_API stk_status stk_replay_module_at(const stk_replay *replay, uint32_t index, stk_replay_module *out);
+
+/* What one token did in each module (the fields of a disabled module are zero). */
+typedef struct stk_replay_token {
+    size_t struct_size; /* sizeof(stk_replay_token) */
+    uint32_t id;
+    uint32_t round_trip; /* greedy: TOKEN_ID(bytes) == id */
+    const char *bytes;   /* the token's bytes (not NUL-terminated) */
+    size_t bytes_len;
+    const char *line; /* the diagnostic line, identical for identical generations */
+    /* linear: unit, input, sign; outputs read through the dictionary */
+    uint32_t lin_unit, lin_input, lin_sign, lin_base, lin_delta, lin_zero, lin_probes;
+    uint32_t prf_floored; /* prf: layers whose denominator hit beta_floor */
+    double lin_norm;
+    double prf_den0, prf_feature_sum; /* prf: layer 0's denominator, the sum of all features */
+    double overlays_delta_norm;
+    double mem_u;                   /* memory: input u_t */
+    double mem_y;                   /* memory: output y_t (an f32) */
+    uint32_t hub_context, hub_bits; /* bridge: the context and the set bits of HUB(token, context) */
+    uint32_t hub_outside;           /* the bridge has no row for this id */
+} stk_replay_token;
+
+/* Token `index` (valid until stk_replay_close). */
+STK_API stk_status stk_replay_token_at(const stk_replay *replay, uint64_t index, stk_replay_token *out);
+
+/* -- One Sera array file: its header decoded and validated and its payload hashed against it
+ * (STK_E_CHECKSUM, STK_E_TRUNCATED, ... naming the file otherwise).  Threads: any. */
+typedef struct stk_array_file_info {
+    size_t struct_size; /* sizeof(stk_array_file_info) */
+    uint32_t dtype;     /* stk_dtype_name */
+    uint32_t rank;
+    uint64_t dims[5];
+    uint64_t byte_len;     /* payload bytes */
+    uint64_t header_bytes; /* where the payload starts */
+    uint32_t crc32c;
+    uint32_t flags;
+    uint64_t sha256_low64;
+} stk_array_file_info;
+
+STK_API stk_status stk_array_file_verify(const char *path, stk_array_file_info *out);
+
+/* -- .lwt files, more: open without the CRC pass (to report a mismatch rather than refuse), and
+ * the header's fields. */
+#  define STK_LWT_OPEN_NO_CRC 0x1u
+
+/* As stk_lwt_open; flags STK_LWT_OPEN_*.  Threads: any. */
+STK_API stk_status stk_lwt_open_flags(const char *path, uint32_t flags, stk_lwt **out_lwt);
+
+typedef struct stk_lwt_header {
+    size_t struct_size;     /* sizeof(stk_lwt_header) */
+    uint32_t version;       /* 1 (every tensor float32) or 2 */
+    uint32_t entry_bytes;   /* bytes per index entry */
+    uint32_t old_layout;    /* 1: a version-1 file with 224-byte entries (written before version 2) */
+    uint32_t tied_lm_head;  /* 1: the head is the token embedding (not stored) */
+    const char *model_type; /* strings valid until stk_lwt_close */
+    const char *dtype;      /* the dtype the export chose for matrices */
+    uint64_t tensor_count, parameter_count;
+    uint64_t data_bytes, data_offset, file_bytes;
+    uint32_t data_crc32;     /* what the header says */
+    uint32_t crc32_computed; /* the CRC32 of the data section (computed now if open skipped it) */
+    uint32_t n_config;       /* the header's config entries, for stk_lwt_config_at */
+} stk_lwt_header;
+
+/* Threads: any, several at once. */
+STK_API stk_status stk_lwt_get_header(const stk_lwt *lwt, stk_lwt_header *out);
+/* Config entry `index` of the header, in the order written ("n_layer", 2).  Threads: any,
+ * several at once. */
+STK_API stk_status stk_lwt_config_at(const stk_lwt *lwt, uint32_t index, const char **out_key, uint64_t *out_value);
+
 
 #endif /* STK_EXPERIMENTAL */
 

@@ -11,7 +11,7 @@
 using namespace stk;
 
 struct stk_lwt {
-    explicit stk_lwt(const char *path) : file(path) {}
+    stk_lwt(const char *path, bool verify_crc) : file(path, verify_crc) {}
     LwtFile file;
 };
 
@@ -30,6 +30,7 @@ void fill(const stk_lwt *lwt, const LwtTensor &t, stk_lwt_tensor *out) {
     v.scale = t.quant.scale;
     v.zero_point = t.quant.zero_point;
     v.data = lwt->file.tensor_data(t);
+    v.offset = t.offset;
     abi_write(out, v);
 }
 
@@ -80,7 +81,54 @@ STK_API stk_status stk_lwt_open(const char *path, stk_lwt **out_lwt) {
     return guard([&] {
         if (!path || !out_lwt) throw_error(STK_E_INVALID_ARGUMENT, "stk_lwt_open: NULL argument");
         *out_lwt = nullptr;
-        *out_lwt = new stk_lwt(path);
+        *out_lwt = new stk_lwt(path, true);
+    });
+}
+
+STK_API stk_status stk_lwt_open_flags(const char *path, uint32_t flags, stk_lwt **out_lwt) {
+    return guard([&] {
+        if (!path || !out_lwt) throw_error(STK_E_INVALID_ARGUMENT, "stk_lwt_open_flags: NULL argument");
+        *out_lwt = nullptr;
+        if (flags & ~STK_LWT_OPEN_NO_CRC) throw_error(STK_E_INVALID_ARGUMENT, "stk_lwt_open_flags: unknown flags 0x%x", flags);
+        *out_lwt = new stk_lwt(path, (flags & STK_LWT_OPEN_NO_CRC) == 0);
+    });
+}
+
+STK_API stk_status stk_lwt_get_header(const stk_lwt *lwt, stk_lwt_header *out) {
+    return guard([&] {
+        if (!lwt || !out) throw_error(STK_E_INVALID_ARGUMENT, "stk_lwt_get_header: NULL argument");
+        abi_check_out(out);
+        const LwtHeader &h = lwt->file.header();
+        stk_lwt_header v;
+        std::memset(&v, 0, sizeof v);
+        v.struct_size = sizeof v;
+        v.version = h.version;
+        v.entry_bytes = uint32_t(h.entry_bytes);
+        v.old_layout = h.version == 1 && h.entry_bytes != kLwtEntryBytesV1 ? 1 : 0;
+        v.tied_lm_head = h.tied_lm_head ? 1 : 0;
+        v.model_type = h.model_type.c_str();
+        v.dtype = h.dtype.c_str();
+        v.tensor_count = h.tensor_count;
+        v.parameter_count = h.parameter_count;
+        v.data_bytes = h.total_bytes;
+        v.data_offset = lwt->file.data_offset();
+        v.file_bytes = lwt->file.file_size();
+        v.data_crc32 = h.data_crc32;
+        v.crc32_computed = lwt->file.computed_crc32();  // computed once, then kept
+        v.n_config = uint32_t(h.config.size());
+        abi_write(out, v);
+    });
+}
+
+STK_API stk_status stk_lwt_config_at(const stk_lwt *lwt, uint32_t index, const char **out_key, uint64_t *out_value) {
+    return guard([&] {
+        if (!lwt || !out_key || !out_value) throw_error(STK_E_INVALID_ARGUMENT, "stk_lwt_config_at: NULL argument");
+        const auto &config = lwt->file.header().config;
+        if (index >= config.size())
+            throw_error(STK_E_INVALID_ARGUMENT, "%s: config index %u, the header has %zu", lwt->file.name().c_str(), index,
+                        config.size());
+        *out_key = config[index].first.c_str();
+        *out_value = config[index].second;
     });
 }
 

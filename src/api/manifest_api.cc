@@ -10,6 +10,7 @@
 #include "core/abi.h"
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/output_file.h"
 #include "format/manifest.h"
 #include "publish/generations.h"
 #include "stk/stk.h"
@@ -19,6 +20,8 @@ using namespace stk;
 struct stk_manifest {
     Manifest m;
     uint64_t payload_bytes = 0;
+    std::string dir, path;  // the generation directory and the manifest file read
+    bool published = false;
 };
 
 namespace {
@@ -30,6 +33,13 @@ std::string manifest_path(const char *path) {
     return path;
 }
 
+// Published: the generation sits in a root's generations/ (stk publishes only what the check
+// stage verified).
+bool is_published(const std::string &dir) {
+    const std::string parent = dir_of(dir);
+    return base_of(parent) == kGenerationsDirName && is_generations_root(dir_of(parent));
+}
+
 }  // namespace
 
 extern "C" {
@@ -39,7 +49,10 @@ STK_API stk_status stk_manifest_open(const char *path, stk_manifest **out_manife
         if (!path || !out_manifest) throw_error(STK_E_INVALID_ARGUMENT, "stk_manifest_open: NULL argument");
         *out_manifest = nullptr;
         auto h = std::make_unique<stk_manifest>();
-        h->m = read_manifest(manifest_path(path));
+        h->path = manifest_path(path);
+        h->dir = dir_of(h->path);
+        h->published = is_published(h->dir);
+        h->m = read_manifest(h->path);
         for (const ManifestArray &a : h->m.arrays) h->payload_bytes = checked_add(h->payload_bytes, a.byte_len, "payload bytes");
         *out_manifest = h.release();
     });
@@ -67,6 +80,11 @@ STK_API stk_status stk_manifest_get_info(const stk_manifest *manifest, stk_manif
         v.tokenizer_mode = t.mode, v.tokenizer_l_tok = t.l_tok, v.tokenizer_s_norm = t.s_norm, v.tokenizer_l_norm = t.l_norm;
         v.tokenizer_vocab_size = t.vocab_size, v.tokenizer_unicode_policy = t.unicode_policy;
         std::memcpy(v.tokenizer_sp_cert_digest, t.sp_cert_digest, 32);
+        v.dir = manifest->dir.c_str();
+        v.manifest_path = manifest->path.c_str();
+        v.published = manifest->published ? 1 : 0;
+        v.first = 1;
+        for (uint8_t b : m.prev_hash) v.first = v.first && b == 0;
         v.prf_r = m.fields.prf.r;
         v.overlays_rv = m.fields.overlays.r_v;
         abi_write(out, v);

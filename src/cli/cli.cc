@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/error.h"  // stk::Error, for resolve_model_dir only (see cli.h)
 
 namespace stk::cli {
 
@@ -447,10 +446,14 @@ stk_status resolve_model_path(const std::string &in, std::string *out, std::stri
     return STK_OK;
 }
 
-std::string resolve_model_dir(const std::string &in) {
-    std::string dir, error;
-    if (stk_status s = resolve_model_path(in, &dir, &error); s != STK_OK) throw Error(s, error);
-    return dir;
+int resolve_model_arg(const char *command, const std::string &in, bool json, std::string *dir) {
+    std::string message;
+    stk_status s = resolve_model_path(in, dir, &message);
+    if (s == STK_OK) return kExitOk;
+    const int code = exit_code_for(s);
+    if (json) json_result(command, code, s, message).print();
+    std::fprintf(stderr, "stk %s: %s: %s\n", command, stk_status_str(s), message.c_str());
+    return code;
 }
 
 bool file_exists_plain(const std::string &path) {

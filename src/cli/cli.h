@@ -116,11 +116,11 @@ std::string human_bytes(uint64_t n);
 // models--org--name (its snapshot: refs/main, or the only one).  On failure returns the status
 // (STK_E_NOT_FOUND naming exactly what is missing) with the message in *error.
 stk_status resolve_model_path(const std::string &in, std::string *dir, std::string *error);
-// The same, throwing stk::Error: for the commands not yet on the public API alone (it goes when
-// the last of them moves to resolve_model_path).
-std::string resolve_model_dir(const std::string &in);
 // The GGUF file `path` names, or "" (stk_model_gguf_path; the message in stk_last_error()).
 stk_status gguf_model_path(const std::string &path, std::string *gguf);
+// resolve_model_path, a failure reported as report_failure does ("stk COMMAND: STATUS: message" on
+// stderr, the result object on stdout with json): kExitOk, or the exit code.
+int resolve_model_arg(const char *command, const std::string &in, bool json, std::string *dir);
 // A regular file (or a link to one) exists at path.
 bool file_exists_plain(const std::string &path);
 

@@ -8,8 +8,7 @@
 
 #include "cli/cleanup.h"
 #include "cli/cli.h"
-#include "core/error.h"
-#include "format/lowbit.h"
+#include "cli/text.h"
 
 namespace stk::cli {
 
@@ -49,11 +48,11 @@ static const struct {
                      {"i8", "int8"},     {"q8", "int8"},      {"u8", "uint8"},    {"i4", "int4"},      {"q4", "int4"},
                      {"u4", "uint4"},    {"i2", "int2"},      {"u2", "uint2"}};
 
-static bool parse_dtype_arg(std::string name, LwtDType *out) {
+static bool parse_dtype_arg(std::string name, uint32_t *out) {
     for (char &c : name) c = char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
     for (const auto &a : kDTypeAliases)
         if (name == a.alias) name = a.name;
-    return parse_lwt_dtype(name, out);
+    return stk_lwt_dtype_parse(name.c_str(), out) == STK_OK;
 }
 
 int cmd_export(int argc, char **argv) {
@@ -83,23 +82,23 @@ int cmd_export(int argc, char **argv) {
                             "--out - (stdout) is not supported: the .lwt is written in place and renamed when "
                             "complete; give a file name",
                             json);
-    LwtDType dt;
+    uint32_t dt = 0;
     if (!parse_dtype_arg(dtype, &dt)) {
         std::string names;
-        for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++)
-            names += std::string(c > kLwtDTypeFirst ? ", " : "") + lwt_dtype_name(LwtDType(c));
+        for (uint32_t c = STK_LWT_F32; stk_lwt_dtype_name(c); c++)
+            names += std::string(c > STK_LWT_F32 ? ", " : "") + stk_lwt_dtype_name(c);
         return report_usage(
             "export",
             "unknown --dtype '" + dtype + "': one of " + names + " (short: f32, f16, bf16, i8/q8, u8, i4/q4, u4, i2, u2)", json);
     }
     std::string model_dir;
-    stk_status s = guard([&] { model_dir = resolve_model_dir(in); });
-    if (s != STK_OK) return report_failure("export", s, json);
+    if (int code = resolve_model_arg("export", in, json, &model_dir)) return code;
+    stk_status s = STK_OK;
     stk_export_params p = {};
     p.struct_size = sizeof p;
     p.in_dir = model_dir.c_str();
     p.out_path = out.c_str();
-    p.dtype = uint32_t(dt);
+    p.dtype = dt;
     p.threads = threads;
     stk_export_report r = {};
     r.struct_size = sizeof r;
@@ -114,19 +113,19 @@ int cmd_export(int argc, char **argv) {
     }
     if (s != STK_OK) return report_failure("export", s, json);
     std::string summary =
-        format("wrote %s: %" PRIu64 " tensors, %" PRIu64 " parameters, %" PRIu64 " bytes, matrices %s, data crc32 %08x%s",
-               out.c_str(), r.tensors, r.parameters, r.file_bytes, lwt_dtype_name(dt), r.data_crc32,
-               r.tied_lm_head ? ", lm_head tied to wte (not stored)" : "");
+        strf("wrote %s: %" PRIu64 " tensors, %" PRIu64 " parameters, %" PRIu64 " bytes, matrices %s, data crc32 %08x%s",
+             out.c_str(), r.tensors, r.parameters, r.file_bytes, stk_lwt_dtype_name(dt), r.data_crc32,
+             r.tied_lm_head ? ", lm_head tied to wte (not stored)" : "");
     if (json)
         json_result("export", kExitOk, STK_OK, summary)
             .str("in", model_dir)
             .str("out", out)
-            .str("dtype", lwt_dtype_name(dt))
-            .num("version", dt == LwtDType::F32 ? 1 : 2)
+            .str("dtype", stk_lwt_dtype_name(dt))
+            .num("version", dt == STK_LWT_F32 ? 1 : 2)
             .unum("tensors", r.tensors)
             .unum("parameters", r.parameters)
             .unum("file_bytes", r.file_bytes)
-            .str("data_crc32", format("%08x", r.data_crc32))
+            .str("data_crc32", hex8(r.data_crc32))
             .boolean("tied_lm_head", r.tied_lm_head)
             .print();
     else std::printf("%s\n", summary.c_str());

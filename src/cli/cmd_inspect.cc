@@ -6,17 +6,12 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/cli.h"
-#include "core/bytes.h"
-#include "core/error.h"
-#include "core/output_file.h"
-#include "format/array.h"
-#include "format/manifest.h"
-#include "publish/generations.h"
-#include "ingest/model.h"
+#include "cli/text.h"
 
 namespace stk::cli {
 
@@ -55,98 +50,88 @@ static std::string shape_json(const uint64_t *d, uint32_t rank) {
     for (uint32_t i = 0; i < rank; i++) s += (i ? ", " : "") + std::to_string(d[i]);
     return s + "]";
 }
-static std::string vec_json(const std::vector<uint64_t> &v) { return shape_json(v.data(), uint32_t(v.size())); }
 
-static std::string group_label(const PlanTensor &t) {
+static std::string group_label(const stk_model_tensor &t) {
     if (t.expert >= 0) return std::to_string(t.expert);
-    if (t.expert == kSharedExpert) return "shared";
+    if (t.expert == STK_SHARED_EXPERT) return "shared";
     return "-";
 }
 
-static void print_json(const ModelDescription &d) {
-    const ModelPlan &p = d.plan;
-    const ModelConfig &c = p.config;
-    const auto &refs = d.checkpoint->tensors();
+static void print_json(const stk_model_info &c, const std::vector<stk_model_tensor> &tensors) {
     std::string head = json_result("inspect", kExitOk, STK_OK, "model " + std::string(c.model_type)).text();
     head.pop_back();  // the object goes on below
     std::printf("%s, \"kind\": \"model\", \"model_type\": %s, \"family\": %s, \"format\": %s, \"checkpoint_bytes\": %" PRIu64
                 ", ",
-                head.c_str(), json_escape(c.model_type).c_str(), json_escape(family_name(c.family)).c_str(),
-                json_escape(p.format).c_str(), p.checkpoint_bytes);
+                head.c_str(), json_escape(c.model_type).c_str(), json_escape(c.family).c_str(), json_escape(c.format).c_str(),
+                c.checkpoint_bytes);
     std::printf(
         "\"n_layers\": %u, \"d_model\": %u, \"n_heads\": %u, \"n_kv_heads\": %u, \"head_dim\": %u, "
         "\"vocab_size\": %" PRIu64 ", ",
         c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size);
     std::printf("\"ffn_dim\": %" PRIu64 ", \"ffn_kind\": \"%s\", \"activation\": %s, \"norm\": \"%s\", \"norm_eps\": %.17g, ",
-                c.ffn_dim, ffn_kind_name(c.ffn_kind), json_escape(c.activation).c_str(), norm_kind_name(c.norm), c.norm_eps);
+                c.ffn_dim, c.ffn_kind, json_escape(c.activation).c_str(), c.norm, c.norm_eps);
     std::printf(
         "\"positions\": \"%s\", \"rope_theta\": %.17g, \"rotary_dim\": %u, \"rope_scaling\": %s, "
         "\"rope_scaling_factor\": %.17g, \"max_positions\": %" PRIu64 ", ",
-        pos_kind_name(c.positions), c.positions == PosKind::Rope ? c.rope_theta : 0.0, c.rotary_dim,
-        c.rope_scaling_type[0] ? json_escape(c.rope_scaling_type).c_str() : "null", c.rope_scaling_factor, c.max_positions);
+        c.positions, c.rope_theta, c.rotary_dim, c.rope_scaling[0] ? json_escape(c.rope_scaling).c_str() : "null",
+        c.rope_scaling_factor, c.max_positions);
     std::printf("\"n_experts\": %u, \"top_k\": %u, \"moe_ffn_dim\": %" PRIu64 ", \"shared_expert_ffn_dim\": %" PRIu64
                 ", \"router\": %s, ",
                 c.n_experts, c.top_k, c.moe_ffn_dim, c.shared_expert_ffn_dim,
                 c.router[0] ? json_escape(c.router).c_str() : "null");
     std::printf("\"tied_embeddings\": %s, \"parallel_attn\": %s, \"qkv_layout\": \"%s\", ", c.tied_embeddings ? "true" : "false",
-                c.parallel_attn ? "true" : "false", qkv_layout_name(c.qkv_layout));
+                c.parallel_attn ? "true" : "false", c.qkv_layout);
     std::printf("\"n_params\": %" PRIu64 ", \"n_params_expected\": %" PRIu64
                 ", \"n_source_tensors\": %u, "
                 "\"n_buffers\": %u, \"n_unmapped\": %u, \"max_layer_f32_bytes\": %" PRIu64 ", ",
-                p.n_params, p.n_params_expected, p.n_source_tensors, p.n_buffers, p.n_unmapped, p.max_unit_f32_bytes);
+                c.n_params, c.n_params_expected, c.n_source_tensors, c.n_buffers, c.n_unmapped, c.max_layer_f32_bytes);
     std::printf("\"tensors\": [");
-    for (uint32_t i = 0; i < p.n_tensors; i++) {
-        const PlanTensor &t = p.tensors[i];
-        const TensorRef &r = refs[t.source];
-        std::string role = t.role == Role::NONE ? "null" : json_escape(role_name(t.role));
+    for (size_t i = 0; i < tensors.size(); i++) {
+        const stk_model_tensor &t = tensors[i];
+        std::string role = t.role ? json_escape(t.role) : "null";
         std::printf("{\"name\": %s, \"role\": %s, \"layer\": %s, \"expert\": %s, \"shape\": %s, \"dtype\": \"%s\"",
                     json_escape(t.name).c_str(), role.c_str(), t.layer >= 0 ? std::to_string(t.layer).c_str() : "null",
-                    t.expert >= 0               ? std::to_string(t.expert).c_str()
-                    : t.expert == kSharedExpert ? "\"shared\""
-                                                : "null",
-                    t.streamed || t.composed ? shape_json(t.dims, t.rank).c_str() : vec_json(r.shape).c_str(),
-                    src_dtype_name(r.dtype));
-        std::printf(", \"source_shape\": %s, \"parameter\": %s", vec_json(r.shape).c_str(),
-                    (t.buffer || t.tied) ? "false" : "true");
-        if (t.slot != NormSlot::None) std::printf(", \"norm\": \"%s\"", norm_slot_name(t.slot));
-        if (t.transpose) std::printf(", \"transposed\": true");
-        if (t.layout != QkvLayout::Separate) std::printf(", \"fused\": \"%s\"", qkv_layout_name(t.layout));
+                    t.expert >= 0                   ? std::to_string(t.expert).c_str()
+                    : t.expert == STK_SHARED_EXPERT ? "\"shared\""
+                                                    : "null",
+                    shape_json(t.shape, t.rank).c_str(), t.dtype);
+        std::printf(", \"source_shape\": %s, \"parameter\": %s", shape_json(t.source_shape, t.source_rank).c_str(),
+                    t.parameter ? "true" : "false");
+        if (t.norm_slot) std::printf(", \"norm\": \"%s\"", t.norm_slot);
+        if (t.transposed) std::printf(", \"transposed\": true");
+        if (t.fused) std::printf(", \"fused\": \"%s\"", t.fused);
         if (t.tied) std::printf(", \"tied_to\": %s", json_escape(t.name).c_str());
         if (t.composed) std::printf(", \"composed_from\": %s", json_escape(t.name).c_str());
-        std::printf("}%s", i + 1 < p.n_tensors ? ", " : "");
+        std::printf("}%s", i + 1 < tensors.size() ? ", " : "");
     }
     std::printf("]}\n");
 }
 
-static void print_text(const ModelDescription &d) {
-    const ModelPlan &p = d.plan;
-    const ModelConfig &c = p.config;
-    const auto &refs = d.checkpoint->tensors();
-    std::printf("model_type      %s (preset: %s)\n", c.model_type, family_name(c.family));
-    std::printf("checkpoint      %s, %s (%" PRIu64 " bytes)\n", p.format, human_bytes(p.checkpoint_bytes).c_str(),
-                p.checkpoint_bytes);
+static void print_text(const stk_model_info &c, const std::vector<stk_model_tensor> &tensors) {
+    std::printf("model_type      %s (preset: %s)\n", c.model_type, c.family);
+    std::printf("checkpoint      %s, %s (%" PRIu64 " bytes)\n", c.format, human_bytes(c.checkpoint_bytes).c_str(),
+                c.checkpoint_bytes);
     std::printf("layers          %u\n", c.n_layers);
     std::printf("d_model         %u\n", c.d_model);
     std::printf("heads           %u (kv %u, head_dim %u)\n", c.n_heads, c.n_kv_heads, c.head_dim);
     std::printf("vocab           %" PRIu64 "\n", c.vocab_size);
-    std::printf("ffn             %s %" PRIu64 ", %s\n", ffn_kind_name(c.ffn_kind), c.ffn_dim, c.activation);
-    std::printf("norm            %s, eps %g%s\n", norm_kind_name(c.norm), c.norm_eps,
-                c.parallel_attn ? ", parallel attention" : "");
-    if (c.positions == PosKind::Rope)
+    std::printf("ffn             %s %" PRIu64 ", %s\n", c.ffn_kind, c.ffn_dim, c.activation);
+    std::printf("norm            %s, eps %g%s\n", c.norm, c.norm_eps, c.parallel_attn ? ", parallel attention" : "");
+    if (c.rope)
         std::printf("positions       rope, theta %g, %u rotated dims%s%s\n", c.rope_theta, c.rotary_dim,
-                    c.rope_scaling_type[0] ? ", scaling " : "", c.rope_scaling_type);
-    else std::printf("positions       %s\n", pos_kind_name(c.positions));
+                    c.rope_scaling[0] ? ", scaling " : "", c.rope_scaling);
+    else std::printf("positions       %s\n", c.positions);
     if (c.max_positions) std::printf("max positions   %" PRIu64 "\n", c.max_positions);
     if (c.n_experts)
         std::printf("experts         %u, top-%u, ffn %" PRIu64 "%s\n", c.n_experts, c.top_k, c.moe_ffn_dim,
                     c.shared_expert_ffn_dim ? (", shared expert ffn " + std::to_string(c.shared_expert_ffn_dim)).c_str() : "");
     std::printf("tied embeddings %s\n", c.tied_embeddings ? "yes" : "no");
-    std::printf("parameters      %" PRIu64 "%s\n", p.n_params,
-                p.n_params_expected ? " (= what config.json implies)" : " (custom model: not derived from config)");
-    std::printf("buffers         %u tensors (not parameters)\n", p.n_buffers);
-    if (p.n_unmapped) std::printf("unmapped        %u tensors (no role)\n", p.n_unmapped);
-    std::printf("largest layer   %s in f32 (%" PRIu64 " bytes)\n\n", human_bytes(p.max_unit_f32_bytes).c_str(),
-                p.max_unit_f32_bytes);
+    std::printf("parameters      %" PRIu64 "%s\n", c.n_params,
+                c.n_params_expected ? " (= what config.json implies)" : " (custom model: not derived from config)");
+    std::printf("buffers         %u tensors (not parameters)\n", c.n_buffers);
+    if (c.n_unmapped) std::printf("unmapped        %u tensors (no role)\n", c.n_unmapped);
+    std::printf("largest layer   %s in f32 (%" PRIu64 " bytes)\n\n", human_bytes(c.max_layer_f32_bytes).c_str(),
+                c.max_layer_f32_bytes);
     // Columns as wide as their widest cell (names at most 52), so that rows fit 100 columns.
     struct Row {
         std::string name, role, layer, expert, shape, dtype, note;
@@ -154,20 +139,18 @@ static void print_text(const ModelDescription &d) {
     std::vector<Row> rows;
     Row head{"tensor", "role", "layer", "expert", "shape", "dtype", ""};
     size_t w[5] = {head.name.size(), head.role.size(), head.layer.size(), head.expert.size(), head.shape.size()};
-    for (uint32_t i = 0; i < p.n_tensors; i++) {
-        const PlanTensor &t = p.tensors[i];
-        const TensorRef &r = refs[t.source];
+    for (const stk_model_tensor &t : tensors) {
         Row row;
         row.name = t.name;
-        row.role = t.role == Role::NONE ? "-" : role_name(t.role);
-        if (t.slot != NormSlot::None) row.role += std::string("/") + norm_slot_name(t.slot);
+        row.role = t.role ? t.role : "-";
+        if (t.norm_slot) row.role += std::string("/") + t.norm_slot;
         row.layer = t.layer >= 0 ? std::to_string(t.layer) : "-";
         row.expert = group_label(t);
-        row.shape = t.streamed || t.composed ? shape_json(t.dims, t.rank) : vec_json(r.shape);
-        row.dtype = src_dtype_name(r.dtype);
+        row.shape = shape_json(t.shape, t.rank);
+        row.dtype = t.dtype;
         // Short notes (--json has the full story: source_shape, fused, transposed).
-        if (t.layout != QkvLayout::Separate || r.shape.size() == 3) row.note += " slice of " + vec_json(r.shape);
-        if (t.transpose) row.note += t.layout != QkvLayout::Separate ? ", transposed" : " transposed";
+        if (t.fused || t.source_rank == 3) row.note += " slice of " + shape_json(t.source_shape, t.source_rank);
+        if (t.transposed) row.note += t.fused ? ", transposed" : " transposed";
         if (t.tied) row.note += " tied to the embedding";
         else if (t.composed) row.note += " (composed per head for the attention stages)";
         else if (t.buffer) row.note += " (buffer)";
@@ -184,77 +167,48 @@ static void print_text(const ModelDescription &d) {
     for (const Row &r : rows) print_row(r);
 }
 
-static const char *stage_state_name(uint16_t s) {
-    switch (s) {
-        case kStagePending: return "pending";
-        case kStageRan: return "ran";
-        case kStageNotImplemented: return "not_implemented";
-        case kStageDisabled: return "disabled";
-        case kStageFailed: return "failed";
+// A model: its description (stk_model_open), as text or JSON.
+static int inspect_model(const std::string &in, bool json) {
+    std::string dir;
+    if (int code = resolve_model_arg("inspect", in, json, &dir)) return code;
+    stk_model *model = nullptr;
+    stk_status s = stk_model_open(dir.c_str(), &model);
+    if (s != STK_OK) return report_failure("inspect", s, json);
+    std::unique_ptr<stk_model, void (*)(stk_model *)> hold(model, stk_model_close);
+    stk_model_info info = {};
+    info.struct_size = sizeof info;
+    s = stk_model_get_info(model, &info);
+    std::vector<stk_model_tensor> tensors;
+    for (uint32_t i = 0; s == STK_OK && i < info.n_tensors; i++) {
+        stk_model_tensor t = {};
+        t.struct_size = sizeof t;
+        s = stk_model_tensor_at(model, i, &t);
+        tensors.push_back(t);
     }
-    return "?";
+    if (s != STK_OK) return report_failure("inspect", s, json);
+    if (json) print_json(info, tensors);
+    else print_text(info, tensors);
+    return kExitOk;
 }
-static const char *record_kind_name(uint16_t k) {
-    switch (k) {
-        case kRecordFeatureDisabled: return "feature_disabled";
-        case kRecordInvariantPass: return "invariant_pass";
-        case kRecordInvariantFail: return "invariant_fail";
-        case kRecordNote: return "note";
-    }
-    return "?";
-}
-static const char *tokenizer_mode_name(uint32_t m) {
-    static const char *kNames[] = {"disabled", "fst", "fst_uncertified", "ext"};
-    return m < 4 ? kNames[m] : "?";
-}
-static std::string dims_text(const ManifestArray &a) {
+
+static std::string dims_text(const stk_manifest_array &a) {
     std::string s;
-    for (uint16_t i = 0; i < a.rank && i < 5; i++) s += (i ? "x" : "") + std::to_string(a.dims[i]);
+    for (uint32_t i = 0; i < a.rank && i < 5; i++) s += (i ? "x" : "") + std::to_string(a.dims[i]);
     return s.empty() ? "-" : s;
-}
-static std::string hex8(uint32_t v) {
-    char b[16];
-    std::snprintf(b, sizeof b, "%08x", v);
-    return b;
-}
-static std::string hex16(uint64_t v) {
-    char b[24];
-    std::snprintf(b, sizeof b, "%016llx", (unsigned long long)v);
-    return b;
-}
-
-// The manifest is written before the check stage runs (its own digest is curr_hash, which it
-// cannot hold), so it records check "pending" and manifest_emit's digest as zeros.  A generation
-// in a root's generations/ was published, and stk publishes only what the check stage verified.
-// A Sera array file: a regular file whose first 4 bytes are the array magic.
-static bool is_array_file(const std::string &path) {
-    if (!file_exists_plain(path)) return false;
-    FILE *f = std::fopen(path.c_str(), "rb");
-    if (!f) return false;
-    uint8_t b[4] = {};
-    const bool ok = std::fread(b, 1, 4, f) == 4 && load_le<uint32_t>(b) == kArrayMagic;
-    std::fclose(f);
-    return ok;
-}
-
-static bool published_in_root(const std::string &dir) {
-    const std::string parent = dir_of(dir);
-    return base_of(parent) == kGenerationsDirName && is_generations_root(dir_of(parent));
 }
 
 // A single array file (ROOT/generations/NAME/arrays/X.bin): its header, verified payload.
 static int inspect_array_file(const std::string &path, bool json) {
-    ArrayHeader h;
-    stk_status s = guard([&] {
-        ArrayReader r(path, true);
-        h = r.header();
-    });
+    stk_array_file_info h = {};
+    h.struct_size = sizeof h;
+    stk_status s = stk_array_file_verify(path.c_str(), &h);
     if (s != STK_OK) {
         int code = s >= STK_E_TRUNCATED && s <= 39 ? kExitVerifyFailed : exit_code_for(s);
         if (json) json_result("inspect", code, s, stk_last_error()).str("kind", "array").str("path", path).print();
         std::fprintf(stderr, "stk inspect: %s: %s\n", stk_status_str(s), stk_last_error());
         return code;
     }
+    const char *dtype = stk_dtype_name(h.dtype);  // the reader validated it
     std::vector<std::string> dims;
     std::string shape;
     for (uint32_t i = 0; i < h.rank; i++) {
@@ -262,10 +216,10 @@ static int inspect_array_file(const std::string &path, bool json) {
         shape += (i ? "x" : "") + dims.back();
     }
     if (json) {
-        json_result("inspect", kExitOk, STK_OK, path + ": " + dtype_name(h.dtype) + " [" + shape + "], payload verified")
+        json_result("inspect", kExitOk, STK_OK, path + ": " + dtype + " [" + shape + "], payload verified")
             .str("kind", "array")
             .str("path", path)
-            .str("dtype", dtype_name(h.dtype))
+            .str("dtype", dtype)
             .raw("shape", json_array(dims))
             .unum("bytes", h.byte_len)
             .str("crc32c", hex8(h.crc32c))
@@ -276,127 +230,179 @@ static int inspect_array_file(const std::string &path, bool json) {
         return kExitOk;
     }
     std::printf("array           %s\n", path.c_str());
-    std::printf("dtype           %s\n", dtype_name(h.dtype));
+    std::printf("dtype           %s\n", dtype);
     std::printf("shape           %s (rank %u)\n", shape.c_str(), h.rank);
-    std::printf("payload         %s (%llu bytes at offset %zu)\n", human_bytes(h.byte_len).c_str(),
-                (unsigned long long)h.byte_len, kArrayHeaderSize);
+    std::printf("payload         %s (%llu bytes at offset %llu)\n", human_bytes(h.byte_len).c_str(),
+                (unsigned long long)h.byte_len, (unsigned long long)h.header_bytes);
     std::printf("crc32c          %08x\nsha256_low64    %016llx\n", h.crc32c, (unsigned long long)h.sha256_low64);
     std::printf("flags           0x%x\n", h.flags);
     std::printf("\nThe header was decoded and validated and the payload hashed: both checksums match.\n");
     return kExitOk;
 }
 
+// The names `stk inspect` prints for the manifest's codes (stk_manifest_stage_state,
+// stk_record_kind, the tokenizer mode).
+static const char *stage_state_name(uint32_t s) {
+    switch (s) {
+        case STK_MANIFEST_STAGE_PENDING: return "pending";
+        case STK_MANIFEST_STAGE_RAN: return "ran";
+        case STK_MANIFEST_STAGE_NOT_IMPLEMENTED: return "not_implemented";
+        case STK_MANIFEST_STAGE_DISABLED: return "disabled";
+        case STK_MANIFEST_STAGE_FAILED: return "failed";
+    }
+    return "?";
+}
+
+static const char *record_kind_name(uint32_t k) {
+    switch (k) {
+        case STK_RECORD_FEATURE_DISABLED: return "feature_disabled";
+        case STK_RECORD_INVARIANT_PASS: return "invariant_pass";
+        case STK_RECORD_INVARIANT_FAIL: return "invariant_fail";
+        case STK_RECORD_NOTE: return "note";
+    }
+    return "?";
+}
+
+static const char *tokenizer_mode_name(uint32_t m) {
+    static const char *const kNames[] = {"disabled", "fst", "fst_uncertified", "ext"};
+    return m < 4 ? kNames[m] : "?";
+}
+
 // A published generation: what its manifest says.
 // root: the generations root the generation was resolved from ("" for a generation directory).
-static int inspect_generation(const std::string &dir, bool json, const std::string &root = "") {
-    Manifest m;
-    std::string path = dir + "/" + kManifestFileName;
-    stk_status s = guard([&] { m = read_manifest(path); });
+// The manifest is written before the check stage runs (its own digest is curr_hash, which it
+// cannot hold), so it records check "pending" and manifest_emit's digest as zeros.  A generation
+// in a root's generations/ was published, and stk publishes only what the check stage verified.
+static int inspect_generation(const std::string &in, bool json, const std::string &root = "") {
+    stk_manifest *mf = nullptr;
+    stk_status s = stk_manifest_open(in.c_str(), &mf);
     if (s != STK_OK) return report_failure("inspect", s, json);
-    uint64_t bytes = 0;
-    for (const ManifestArray &a : m.arrays) bytes += a.byte_len;
-    bool first = true;
-    for (uint8_t b : m.prev_hash) first = first && b == 0;
-    const auto &t = m.fields.tokenizer;
-    const bool published = published_in_root(dir);
-    // What the manifest's stage table cannot say about itself (see published_in_root).
+    std::unique_ptr<stk_manifest, void (*)(stk_manifest *)> hold(mf, stk_manifest_close);
+    stk_manifest_info m = {};
+    m.struct_size = sizeof m;
+    std::vector<stk_manifest_stage> stages;
+    std::vector<stk_manifest_array> arrays;
+    std::vector<stk_manifest_record> records;
+    s = stk_manifest_get_info(mf, &m);
+    for (int i = 1; s == STK_OK && i <= STK_STAGE_COUNT; i++) {
+        stk_manifest_stage v = {};
+        v.struct_size = sizeof v;
+        s = stk_manifest_stage_at(mf, stk_stage(i), &v);
+        stages.push_back(v);
+    }
+    for (uint32_t i = 0; s == STK_OK && i < m.array_count; i++) {
+        stk_manifest_array v = {};
+        v.struct_size = sizeof v;
+        s = stk_manifest_array_at(mf, i, &v);
+        arrays.push_back(v);
+    }
+    for (uint32_t i = 0; s == STK_OK && i < m.record_count; i++) {
+        stk_manifest_record v = {};
+        v.struct_size = sizeof v;
+        s = stk_manifest_record_at(mf, i, &v);
+        records.push_back(v);
+    }
+    if (s != STK_OK) return report_failure("inspect", s, json);
+    const std::string dir = m.dir, path = m.manifest_path;
+    const std::string curr = hex_digest(m.curr_hash, 32), prev = hex_digest(m.prev_hash, 32);
+    const uint64_t bytes = m.payload_bytes;
+    const bool first = m.first, published = m.published;
+        // What the manifest's stage table cannot say about itself (see above).
     auto stage_note = [&](int i) -> std::string {
         if (i + 1 == STK_STAGE_MANIFEST_EMIT) return "its digest is curr_hash: a file cannot hold its own hash";
-        if (i + 1 == STK_STAGE_CHECK && m.stages[i].state == kStagePending)
+        if (i + 1 == STK_STAGE_CHECK && stages[i].state == STK_MANIFEST_STAGE_PENDING)
             return published ? "passed: the manifest is written before check runs; a published generation passed it"
                              : "recorded before check ran (stk check verifies it now)";
         return "";
     };
     if (json) {
-        std::vector<std::string> stages, arrays, records;
-        for (int i = 0; i < int(kManifestStages); i++) {
+        std::vector<std::string> sj, aj, rj;
+        for (int i = 0; i < STK_STAGE_COUNT; i++) {
             Json j;
-            j.str("stage", stk_stage_name(stk_stage(i + 1))).str("state", stage_state_name(m.stages[i].state));
-            j.str("crc32c", hex8(m.stages[i].crc32c)).str("sha256_low64", hex16(m.stages[i].sha256_low64));
+            j.str("stage", stk_stage_name(stk_stage(i + 1))).str("state", stage_state_name(stages[i].state));
+            j.str("crc32c", hex8(stages[i].crc32c)).str("sha256_low64", hex16(stages[i].sha256_low64));
             j.str("note", stage_note(i));
-            stages.push_back(j.text());
+            sj.push_back(j.text());
         }
-        for (const ManifestArray &a : m.arrays) {
+        for (const stk_manifest_array &a : arrays) {
             std::vector<std::string> dims;
-            for (uint16_t i = 0; i < a.rank && i < 5; i++) dims.push_back(std::to_string(a.dims[i]));
+            for (uint32_t i = 0; i < a.rank && i < 5; i++) dims.push_back(std::to_string(a.dims[i]));
             Json j;
-            j.str("name", a.name).str("stage", stk_stage_name(stk_stage(a.stage))).str("dtype", dtype_name(a.dtype));
+            j.str("name", a.name).str("stage", stk_stage_name(stk_stage(a.stage))).str("dtype", stk_dtype_name(a.dtype));
             j.raw("shape", json_array(dims)).unum("bytes", a.byte_len).str("crc32c", hex8(a.crc32c));
             j.str("sha256_low64", hex16(a.sha256_low64)).unum("flags", a.flags);
-            arrays.push_back(j.text());
+            aj.push_back(j.text());
         }
-        for (const ManifestRecord &r : m.records) {
+        for (const stk_manifest_record &r : records) {
             Json j;
             j.str("stage", stk_stage_name(stk_stage(r.stage))).str("kind", record_kind_name(r.kind));
             j.unum("feature", r.feature).unum("status_code", r.status).real("value", r.value).real("bound", r.bound);
             j.str("text", r.text);
-            records.push_back(j.text());
+            rj.push_back(j.text());
         }
         Json tok;
-        tok.str("mode", tokenizer_mode_name(t.mode)).unum("mode_code", t.mode).unum("ltok", t.l_tok);
-        tok.unum("vocab_size", t.vocab_size).unum("s_norm", t.s_norm).unum("l_norm", t.l_norm);
+        tok.str("mode", tokenizer_mode_name(m.tokenizer_mode)).unum("mode_code", m.tokenizer_mode).unum("ltok", m.tokenizer_l_tok);
+        tok.unum("vocab_size", m.tokenizer_vocab_size).unum("s_norm", m.tokenizer_s_norm).unum("l_norm", m.tokenizer_l_norm);
         json_result("inspect", kExitOk, STK_OK,
-                    "generation " + hex32(m.curr_hash).substr(0, 16) + ": " + std::to_string(m.arrays.size()) + " arrays, " +
-                        human_bytes(bytes))
+                    "generation " + curr.substr(0, 16) + ": " + std::to_string(arrays.size()) + " arrays, " + human_bytes(bytes))
             .str("kind", "generation")
             .str("out", dir)
             .str_or_null("root", root.c_str())
-            .str("generation", hex32(m.curr_hash))
-            .str_or_null("previous", first ? nullptr : hex32(m.prev_hash).c_str())
-            .unum("arrays_count", m.arrays.size())
+            .str("generation", curr)
+            .str_or_null("previous", first ? nullptr : prev.c_str())
+            .unum("arrays_count", arrays.size())
             .unum("bytes", bytes)
-            .unum("n_pgen", m.p_gen.size())
+            .unum("n_pgen", m.pgen_count)
             .raw("tokenizer", tok.text())
-            .raw("stages", json_array(stages))
-            .raw("arrays", json_array(arrays))
-            .raw("records", json_array(records))
+            .raw("stages", json_array(sj))
+            .raw("arrays", json_array(aj))
+            .raw("records", json_array(rj))
             .print();
         return kExitOk;
     }
-    std::printf("generation      %s\n", hex32(m.curr_hash).c_str());
-    std::printf("previous        %s\n", first ? "none (the first generation of its root)" : hex32(m.prev_hash).c_str());
+    std::printf("generation      %s\n", curr.c_str());
+    std::printf("previous        %s\n", first ? "none (the first generation of its root)" : prev.c_str());
     if (!root.empty()) {
         std::printf("root            %s (current generation)\n", root.c_str());
         std::printf("manifest        %s\n", path.substr(root.size() + 1).c_str());
     } else {
         std::printf("manifest        %s\n", path.c_str());
     }
-    std::printf("arrays          %zu, %s (%llu bytes)\n", m.arrays.size(), human_bytes(bytes).c_str(), (unsigned long long)bytes);
-    std::printf("tokenizer       %s, L_tok %u, vocab %u, %zu proposal ids\n", tokenizer_mode_name(t.mode), t.l_tok, t.vocab_size,
-                m.p_gen.size());
+    std::printf("arrays          %zu, %s (%llu bytes)\n", arrays.size(), human_bytes(bytes).c_str(), (unsigned long long)bytes);
+    std::printf("tokenizer       %s, L_tok %u, vocab %u, %u proposal ids\n", tokenizer_mode_name(m.tokenizer_mode), m.tokenizer_l_tok,
+                m.tokenizer_vocab_size, m.pgen_count);
     std::printf("\n%-24s %-16s %-8s %s\n", "stage", "state", "crc32c", "sha256_low64");
-    for (int i = 0; i < int(kManifestStages); i++) {
+    for (int i = 0; i < STK_STAGE_COUNT; i++) {
         const char *name = stk_stage_name(stk_stage(i + 1));
         if (i + 1 == STK_STAGE_MANIFEST_EMIT) {
-            std::printf("%-24s %-16s = curr_hash (%s...)\n", name, stage_state_name(m.stages[i].state),
-                        hex32(m.curr_hash).substr(0, 16).c_str());
-        } else if (i + 1 == STK_STAGE_CHECK && m.stages[i].state == kStagePending) {
+            std::printf("%-24s %-16s = curr_hash (%s...)\n", name, stage_state_name(stages[i].state), curr.substr(0, 16).c_str());
+        } else if (i + 1 == STK_STAGE_CHECK && stages[i].state == STK_MANIFEST_STAGE_PENDING) {
             std::printf("%-24s %-16s %s\n", name, published ? "passed" : "pending",
                         published ? "(published, so verified; the manifest predates it)"
                                   : "(recorded before check ran: stk check verifies it)");
         } else {
-            std::printf("%-24s %-16s %08x %016llx\n", name, stage_state_name(m.stages[i].state), m.stages[i].crc32c,
-                        (unsigned long long)m.stages[i].sha256_low64);
+            std::printf("%-24s %-16s %08x %016llx\n", name, stage_state_name(stages[i].state), stages[i].crc32c,
+                        (unsigned long long)stages[i].sha256_low64);
         }
     }
-    if (!m.arrays.empty()) {
+    if (!arrays.empty()) {
         // Arrays come in stage order: each stage's name (whole) heads its arrays, so that rows
         // fit 100 columns without cutting a name.
         std::printf("\n  %-26s %-5s %-16s %10s %-8s %s\n", "array (under its stage)", "dtype", "shape", "size", "crc32c",
                     "sha256_low64");
-        uint16_t shown = 0;
-        for (const ManifestArray &a : m.arrays) {
+        uint32_t shown = 0;
+        for (const stk_manifest_array &a : arrays) {
             if (a.stage != shown) std::printf("%s\n", stk_stage_name(stk_stage(shown = a.stage)));
-            std::printf("  %-26s %-5s %-16s %10s %08x %016llx\n", a.name, dtype_name(a.dtype), dims_text(a).c_str(),
+            std::printf("  %-26s %-5s %-16s %10s %08x %016llx\n", a.name, stk_dtype_name(a.dtype), dims_text(a).c_str(),
                         human_bytes(a.byte_len).c_str(), a.crc32c, (unsigned long long)a.sha256_low64);
         }
     }
     std::printf("\nThe manifest was decoded and validated; stk check also hashes every array.\n");
-    if (!m.records.empty()) {
+    if (!records.empty()) {
         std::printf("\nrecords\n");
         // kind and stage in columns, the text wrapped under its own column so that rows fit 100
         // characters; value and bound when the record holds them.
-        for (const ManifestRecord &r : m.records) {
+        for (const stk_manifest_record &r : records) {
             char head[64];
             std::snprintf(head, sizeof head, "  %-16s %-24s ", record_kind_name(r.kind), stk_stage_name(stk_stage(r.stage)));
             std::string text = r.text;
@@ -426,21 +432,15 @@ int cmd_inspect(int argc, char **argv) {
         in = args.positional()[0];
     }
     if (in.empty()) return report_usage("inspect", "--in PATH (or a plain PATH) is required", json);
-    if (file_exists_plain(in + "/" + kManifestFileName)) return inspect_generation(in, json);
-    if (is_generations_root(in)) {  // a root: its current generation (CURRENT read once)
-        std::string dir;
-        stk_status rs = guard([&] { dir = resolve_generation(in); });
-        if (rs != STK_OK) return report_failure("inspect", rs, json);
-        return inspect_generation(dir, json, in);
+    uint32_t kind = STK_PATH_OTHER;
+    if (stk_status s = stk_path_kind_of(in.c_str(), &kind); s != STK_OK) return report_failure("inspect", s, json);
+    switch (kind) {
+        case STK_PATH_GENERATION: return inspect_generation(in, json);
+        case STK_PATH_ROOT: return inspect_generation(in, json, in);  // its current generation (CURRENT read once)
+        case STK_PATH_LWT: return inspect_lwt(in, json);
+        case STK_PATH_ARRAY: return inspect_array_file(in, json);
     }
-    if (is_lwt_file(in)) return inspect_lwt(in, json);
-    if (is_array_file(in)) return inspect_array_file(in, json);
-    std::unique_ptr<ModelDescription> d;
-    stk_status s = guard([&] { d = describe_model(resolve_model_dir(in)); });
-    if (s != STK_OK) return report_failure("inspect", s, json);
-    if (json) print_json(*d);
-    else print_text(*d);
-    return kExitOk;
+    return inspect_model(in, json);
 }
 
 }  // namespace stk::cli

@@ -7,10 +7,6 @@
 #include <vector>
 
 #include "cli/cli.h"
-#include "core/checksum.h"
-#include "core/error.h"
-#include "runtime/generation.h"
-#include "runtime/replay.h"
 
 namespace stk::cli {
 
@@ -79,41 +75,49 @@ int cmd_replay(int argc, char **argv) {
     }
     std::unique_ptr<stk_generation, void (*)(stk_generation *)> hold(gen, stk_generation_close);
 
-    std::vector<uint32_t> ids;
-    std::vector<std::string> texts;  // EXT mode: each token's text from the model's vocabulary
-    std::string mode;
-    s = guard([&] { ids = replay_token_ids(*gen, prompt, in.empty() ? in : resolve_model_dir(in), false, &mode, &texts); });
+    std::string model_dir;
+    if (!in.empty())
+        if (int code = resolve_model_arg("replay", in, json, &model_dir)) return code;
+    // The per-token O(1) path over every module the generation holds (stk_replay_run).
+    stk_replay_params rp = {};
+    rp.struct_size = sizeof rp;
+    rp.prompt = prompt.data();
+    rp.prompt_len = prompt.size();
+    rp.model_dir = in.empty() ? nullptr : model_dir.c_str();
+    stk_replay *replay = nullptr;
+    s = stk_replay_run(gen, &rp, &replay);
     if (s != STK_OK) return report_failure("replay", s, json);
-
-    // The per-token O(1) path over every module the generation holds (src/runtime/replay.cc).
-    std::vector<ReplayToken> rows;
-    std::vector<std::string> lines;
-    std::string digest;
-    std::unique_ptr<Replayer> rp;
-    s = guard([&] {
-        rp = std::make_unique<Replayer>(*gen);
-        for (uint32_t id : ids) {
-            rows.push_back(rp->step(id));
-            lines.push_back(rp->line(rows.size() - 1, rows.back()));
-            // The generation has no token tables in EXT mode: the text comes from the tokenizer
-            // (after line(): the diagnostic line and the digest are the generation's alone).
-            if (rows.size() <= texts.size()) rows.back().bytes = texts[rows.size() - 1];
-        }
-        digest = rp->finish_digest();
-    });
+    std::unique_ptr<stk_replay, void (*)(stk_replay *)> hold_replay(replay, stk_replay_close);
+    stk_replay_info info = {};
+    info.struct_size = sizeof info;
+    std::vector<stk_replay_module> mods;
+    std::vector<stk_replay_token> rows;
+    s = stk_replay_get_info(replay, &info);
+    for (uint32_t m = 0; s == STK_OK && m < info.n_modules; m++) {
+        stk_replay_module v = {};
+        v.struct_size = sizeof v;
+        s = stk_replay_module_at(replay, m, &v);
+        mods.push_back(v);
+    }
+    for (uint64_t i = 0; s == STK_OK && i < info.n_tokens; i++) {
+        stk_replay_token v = {};
+        v.struct_size = sizeof v;
+        s = stk_replay_token_at(replay, i, &v);
+        rows.push_back(v);
+    }
     if (s != STK_OK) return report_failure("replay", s, json);
-    const std::vector<ReplayModuleStatus> &mods = rp->modules();
+    const std::string mode = info.mode;
+    const std::string digest = info.state_digest;
+    auto bytes_of = [](const stk_replay_token &r) { return std::string(r.bytes, r.bytes_len); };
 
-    size_t mismatches = 0;
-    for (const ReplayToken &r : rows)
-        if (mode == "greedy" && !r.round_trip) mismatches++;
+    size_t mismatches = info.lookup_mismatches;
     int code = mismatches ? kExitVerifyFailed : kExitOk;
     if (json) {
         std::vector<std::string> toks, dis, mj;
         for (size_t i = 0; i < rows.size(); i++) {
-            const ReplayToken &r = rows[i];
+            const stk_replay_token &r = rows[i];
             Json t;
-            t.unum("id", r.id).str("bytes", r.bytes).str("hex", hex_bytes(r.bytes));
+            t.unum("id", r.id).str("bytes", bytes_of(r)).str("hex", hex_bytes(bytes_of(r)));
             if (mode == "greedy") t.boolean("lookup_round_trip", r.round_trip);
             else t.null("lookup_round_trip");
             auto module = [&](int m, const std::function<void(Json &)> &fill) {
@@ -125,22 +129,22 @@ int cmd_replay(int argc, char **argv) {
                 fill(j);
                 t.raw(mods[m].name, j.text());
             };
-            module(kReplayLinear, [&](Json &j) {
+            module(STK_REPLAY_LINEAR, [&](Json &j) {
                 j.unum("unit", r.lin_unit).unum("input", r.lin_input).unum("sign", r.lin_sign).unum("base", r.lin_base);
                 j.unum("delta", r.lin_delta).unum("zero", r.lin_zero).unum("max_probes", r.lin_probes).real("norm", r.lin_norm);
             });
-            module(kReplayPrf, [&](Json &j) {
-                j.real("den_layer0", r.prf_den0).unum("floored_layers", r.prf_floored).real("feature_sum", r.prf_feat_sum);
+            module(STK_REPLAY_PRF, [&](Json &j) {
+                j.real("den_layer0", r.prf_den0).unum("floored_layers", r.prf_floored).real("feature_sum", r.prf_feature_sum);
             });
-            module(kReplayOverlays, [&](Json &j) { j.real("delta_norm", r.ov_norm); });
-            module(kReplayMemory, [&](Json &j) { j.real("u", r.mem_u).real("y", double(r.mem_y)); });
-            module(kReplayBridge, [&](Json &j) {
+            module(STK_REPLAY_OVERLAYS, [&](Json &j) { j.real("delta_norm", r.overlays_delta_norm); });
+            module(STK_REPLAY_MEMORY, [&](Json &j) { j.real("u", r.mem_u).real("y", r.mem_y); });
+            module(STK_REPLAY_BRIDGE, [&](Json &j) {
                 j.unum("context", r.hub_context).unum("hub_bits", r.hub_bits).boolean("outside_table", r.hub_outside);
             });
-            t.str("line", lines[i]);
+            t.str("line", r.line);
             toks.push_back(t.text());
         }
-        for (const ReplayModuleStatus &m : mods) {
+        for (const stk_replay_module &m : mods) {
             Json j;
             j.str("name", m.name).str("state", m.enabled ? "enabled" : "disabled").str("detail", m.detail);
             mj.push_back(j.text());
@@ -159,9 +163,9 @@ int cmd_replay(int argc, char **argv) {
             .print();
     } else {
         std::printf("generation %s, tokenizer mode %s, %zu tokens\n", out.c_str(), mode.c_str(), rows.size());
-        for (const ReplayModuleStatus &m : mods)
-            std::printf("module %-9s %-8s %s\n", m.name, m.enabled ? "enabled" : "disabled", m.detail.c_str());
-        for (size_t i = 0; i < rows.size(); i++) std::printf("%s  \"%s\"\n", lines[i].c_str(), printable(rows[i].bytes).c_str());
+        for (const stk_replay_module &m : mods)
+            std::printf("module %-9s %-8s %s\n", m.name, m.enabled ? "enabled" : "disabled", m.detail);
+        for (size_t i = 0; i < rows.size(); i++) std::printf("%s  \"%s\"\n", rows[i].line, printable(bytes_of(rows[i])).c_str());
         std::printf("state digest %s\n", digest.c_str());
     }
     return code;

@@ -1,27 +1,23 @@
 // stk tokenize --in MODEL_DIR (--text FILE | --prompt TEXT) [--mode bpe|greedy] [--json]: encode
 // text with a model directory's tokenizer (the real BPE / SentencePiece encoder, or the greedy
 // encoder of spec 4.5 over tables built in memory) and print the ids.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
-#include <new>
 #include <cstring>
 #include <memory>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include <sys/mman.h>
-
 #include "cli/cli.h"
-#include "core/error.h"
-#include "core/mapped_file.h"
-#include "tokenizer/bpe.h"
-#include "tokenizer/fst_tables.h"
-#include "tokenizer/greedy.h"
-#include "tokenizer/vocab_greedy.h"
-#include "tokenizer/vocab_io.h"
 
 namespace stk::cli {
 
@@ -91,21 +87,52 @@ private:
     std::unique_ptr<char[]> buf_owner_{new char[kCap]};  // on the heap: the printer is a local
     char *const buf_ = buf_owner_.get();
 };
-// An uninitialised buffer of n ids in 2 MiB-aligned memory marked for transparent huge pages
-// (where the kernel has them on madvise, as Debian's default): the encoder's writes fault in a
-// 2 MiB page at a time instead of 4 KiB (a 24 MB greedy run: 15.2 K page faults -> 6.3 K).
-struct FreeDeleter {
-    void operator()(uint32_t *p) const { std::free(p); }
+// The --text file mapped read-only (the encoders read it in place: no copy of a large text).
+class TextFile {
+public:
+    ~TextFile() {
+        if (data_ && size_) ::munmap(data_, size_);
+    }
+    // "" on success, else the message and *status (worded as the library's file errors).
+    std::string open(const std::string &path, stk_status *status) {
+        auto fail = [&](const std::string &what) {
+            const int e = errno;
+            *status = e == ENOENT ? STK_E_NOT_FOUND : STK_E_IO;
+            return what + ": " + std::strerror(e);
+        };
+        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return fail("cannot open " + path);
+        struct stat st;
+        if (::fstat(fd, &st) != 0) {
+            std::string m = fail("cannot stat " + path);
+            ::close(fd);
+            return m;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            ::close(fd);
+            *status = STK_E_IO;
+            return path + ": not a regular file";
+        }
+        size_ = size_t(st.st_size);
+        if (size_) {
+            void *p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (p == MAP_FAILED) {
+                std::string m = fail("cannot map " + path);
+                ::close(fd);
+                size_ = 0;
+                return m;
+            }
+            data_ = p;
+        }
+        ::close(fd);
+        return "";
+    }
+    std::string_view view() const { return std::string_view(static_cast<const char *>(data_), data_ ? size_ : 0); }
+
+private:
+    void *data_ = nullptr;
+    size_t size_ = 0;
 };
-using HugeBuffer = std::unique_ptr<uint32_t[], FreeDeleter>;
-HugeBuffer huge_page_buffer(size_t n) {
-    constexpr size_t kHuge = size_t(2) << 20;
-    const size_t bytes = (n * sizeof(uint32_t) + kHuge - 1) / kHuge * kHuge;
-    void *p = std::aligned_alloc(kHuge, bytes);
-    if (!p) throw std::bad_alloc();
-    ::madvise(p, bytes, MADV_HUGEPAGE);  // a hint: ignored where not supported
-    return HugeBuffer(static_cast<uint32_t *>(p));
-}
 
 // Below this many ids, formatting each is cheaper than the table (~0.5 ms for GPT-2's 50257).
 constexpr size_t kPrecomputeFrom = 1u << 16;
@@ -159,53 +186,53 @@ int cmd_tokenize(int argc, char **argv) {
         return report_usage("tokenize", "needs --in PATH and exactly one of --text FILE / --prompt TEXT", json);
     if (mode != "bpe" && mode != "greedy") return report_usage("tokenize", "--mode is bpe or greedy, not '" + mode + "'", json);
 
-    std::vector<uint32_t> bpe_ids;
-    HugeBuffer greedy_ids;  // uninitialised: only the pages the encoder writes are touched
-    const uint32_t *ids = nullptr;
-    size_t n_ids = 0, n_vocab = 0;
-    std::string source, decoded;
-    stk_status s = guard([&] {
-        std::string stdin_text;
-        MappedFile mapped;
-        std::string_view text = prompt;
-        if (has_text) {
-            if (text_file == "-") {
-                char buf[65536];
-                size_t n;
-                while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) stdin_text.append(buf, n);
-                text = stdin_text;
-            } else {
-                mapped = MappedFile(text_file);
-                text = std::string_view(reinterpret_cast<const char *>(mapped.data()), size_t(mapped.size()));
-            }
-        }
-        Vocab v = load_vocab_dir(resolve_model_dir(in));
-        source = v.source;
-        n_vocab = v.pieces.size();
-        if (mode == "bpe") {
-            Tokenizer t(v);
-            // about one id per byte at most: reserved, not touched, so the vector never regrows
-            // (each regrowth copied the ids and faulted in fresh pages)
-            bpe_ids.reserve(text.size() + 64);
-            t.encode(text, bpe_ids, !no_special);
-            ids = bpe_ids.data();
-            n_ids = bpe_ids.size();
-            if (decode) decoded = t.decode(ids, n_ids);
+    std::string stdin_text;
+    TextFile mapped;
+    std::string_view text = prompt;
+    if (has_text) {
+        if (text_file == "-") {
+            char buf[65536];
+            size_t n;
+            while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) stdin_text.append(buf, n);
+            text = stdin_text;
         } else {
-            GreedyTables g(v, ltok);
-            // at most one id per byte
-            greedy_ids = huge_page_buffer(text.size() + 1);
-            n_ids = greedy_encode(*g.tables, reinterpret_cast<const uint8_t *>(text.data()), text.size(), greedy_ids.get());
-            ids = greedy_ids.get();
-            if (decode) {
-                size_t longest = 0;
-                for (const std::string &p : v.pieces) longest = p.size() > longest ? p.size() : longest;
-                decoded.resize(n_ids * longest);
-                decoded.resize(fst_decode(*g.tables, ids, n_ids, reinterpret_cast<uint8_t *>(decoded.data()), decoded.size()));
+            stk_status fs = STK_OK;
+            std::string err = mapped.open(text_file, &fs);
+            if (!err.empty()) {
+                const int code = exit_code_for(fs);
+                if (json) json_result("tokenize", code, fs, err).print();
+                std::fprintf(stderr, "stk tokenize: %s: %s\n", stk_status_str(fs), err.c_str());
+                return code;
             }
+            text = mapped.view();
         }
-    });
+    }
+    std::string model;
+    if (int code = resolve_model_arg("tokenize", in, json, &model)) return code;
+    stk_tokenizer_params tp = {};
+    tp.struct_size = sizeof tp;
+    tp.path = model.c_str();
+    tp.kind = mode == "bpe" ? STK_TOKENIZE_BPE : STK_TOKENIZE_GREEDY;
+    tp.l_tok = ltok;
+    stk_tokenizer *tok = nullptr;
+    stk_status s = stk_tokenizer_open(&tp, &tok);
     if (s != STK_OK) return report_failure("tokenize", s, json);
+    std::unique_ptr<stk_tokenizer, void (*)(stk_tokenizer *)> hold(tok, stk_tokenizer_close);
+    stk_tokenizer_info info = {};
+    info.struct_size = sizeof info;
+    const uint32_t *ids = nullptr;
+    size_t n_ids = 0;
+    const char *dec = nullptr;
+    size_t dec_len = 0;
+    s = stk_tokenizer_get_info(tok, &info);
+    if (s == STK_OK)
+        s = stk_tokenizer_encode(tok, text.data(), text.size(), no_special ? 0 : STK_TOKENIZE_ADD_SPECIAL, &ids, &n_ids);
+    // decode's buffer is the tokenizer's own, apart from encode's ids
+    if (s == STK_OK && decode) s = stk_tokenizer_decode(tok, ids, n_ids, &dec, &dec_len);
+    if (s != STK_OK) return report_failure("tokenize", s, json);
+    const std::string source = info.source;
+    const size_t n_vocab = info.vocab_size;
+    const std::string decoded = decode ? std::string(dec, dec_len) : std::string();
 
     if (json) {
         // The object up to "ids", the ids streamed, then the rest: the same bytes Json would print.

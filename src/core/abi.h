@@ -47,11 +47,25 @@ constexpr AbiStruct abi_of(const stk_plan_info *) { return {STK_ABI_END(stk_plan
 constexpr AbiStruct abi_of(const stk_plan_array *) { return {STK_ABI_END(stk_plan_array, reason), "stk_plan_array"}; }
 constexpr AbiStruct abi_of(const stk_plan_stage *) { return {STK_ABI_END(stk_plan_stage, arena_bytes), "stk_plan_stage"}; }
 constexpr AbiStruct abi_of(const stk_manifest_info *) {
-    return {STK_ABI_END(stk_manifest_info, overlays_rv), "stk_manifest_info"};
+    return {STK_ABI_END(stk_manifest_info, first), "stk_manifest_info"};
 }
 constexpr AbiStruct abi_of(const stk_manifest_array *) {
     return {STK_ABI_END(stk_manifest_array, reserved), "stk_manifest_array"};
+// What `stk inspect`, `tokenize`, `replay` and `--list-models` read (src/api/inspect_api.cc,
+// tokenizer_api.cc, lwt_api.cc).
+constexpr AbiStruct abi_of(const stk_model_info *) {
+    return {STK_ABI_END(stk_model_info, max_layer_f32_bytes), "stk_model_info"};
 }
+constexpr AbiStruct abi_of(const stk_model_tensor *) { return {STK_ABI_END(stk_model_tensor, composed), "stk_model_tensor"}; }
+constexpr AbiStruct abi_of(const stk_family_info *) { return {STK_ABI_END(stk_family_info, roles), "stk_family_info"}; }
+constexpr AbiStruct abi_of(const stk_tokenizer_params *) {
+    return {STK_ABI_END(stk_tokenizer_params, l_tok), "stk_tokenizer_params"};
+}
+constexpr AbiStruct abi_of(const stk_tokenizer_info *) { return {STK_ABI_END(stk_tokenizer_info, l_tok), "stk_tokenizer_info"}; }
+constexpr AbiStruct abi_of(const stk_replay_params *) { return {STK_ABI_END(stk_replay_params, model_dir), "stk_replay_params"}; }
+constexpr AbiStruct abi_of(const stk_replay_info *) { return {STK_ABI_END(stk_replay_info, state_digest), "stk_replay_info"}; }
+constexpr AbiStruct abi_of(const stk_replay_module *) { return {STK_ABI_END(stk_replay_module, detail), "stk_replay_module"}; }
+constexpr AbiStruct abi_of(const stk_replay_token *) { return {STK_ABI_END(stk_replay_token, hub_outside), "stk_replay_token"}; }
 constexpr AbiStruct abi_of(const stk_manifest_stage *) {
     return {STK_ABI_END(stk_manifest_stage, sha256_low64), "stk_manifest_stage"};
 }
@@ -68,6 +82,10 @@ constexpr AbiStruct abi_of(const stk_acceptance_params *) {
 constexpr AbiStruct abi_of(const stk_acceptance_row *) {
     return {STK_ABI_END(stk_acceptance_row, skipped), "stk_acceptance_row"};
 }
+constexpr AbiStruct abi_of(const stk_array_file_info *) {
+    return {STK_ABI_END(stk_array_file_info, sha256_low64), "stk_array_file_info"};
+}
+constexpr AbiStruct abi_of(const stk_lwt_header *) { return {STK_ABI_END(stk_lwt_header, n_config), "stk_lwt_header"}; }
 #undef STK_ABI_END
 
 // Checks struct_size and, for a newer caller's struct, that the bytes past sizeof(T) are zero.

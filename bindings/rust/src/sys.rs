@@ -5,7 +5,7 @@
 #![allow(non_camel_case_types)]
 
 use std::marker::{PhantomData, PhantomPinned};
-use std::os::raw::{c_char, c_uint, c_void};
+use std::os::raw::{c_char, c_int, c_uint, c_void};
 
 pub const STK_VERSION_MAJOR: u32 = 0;
 pub const STK_VERSION_MINOR: u32 = 1;
@@ -183,6 +183,7 @@ pub struct stk_lwt_tensor {
     pub scale: f32,
     pub zero_point: u32,
     pub data: *const c_void,
+    pub offset: u64,
 }
 
 // The experimental tier of stk.h (`#ifdef STK_EXPERIMENTAL`): may change in any release; the
@@ -341,6 +342,10 @@ pub struct stk_manifest_info {
     pub tokenizer_sp_cert_digest: [u8; 32],
     pub prf_r: u32,
     pub overlays_rv: u32,
+    pub dir: *const c_char,
+    pub manifest_path: *const c_char,
+    pub published: u32,
+    pub first: u32,
 }
 
 #[repr(C)]
@@ -404,6 +409,248 @@ pub struct stk_generation_entry {
     pub arrays: u64,
     pub bytes: u64,
     pub error: *const c_char,
+}
+
+// What `stk inspect`, `tokenize`, `replay`, `export` and `--list-models` read (experimental tier).
+
+/// stk_path_kind.
+pub type stk_path_kind = c_uint;
+pub const STK_PATH_OTHER: stk_path_kind = 0;
+pub const STK_PATH_GENERATION: stk_path_kind = 1;
+pub const STK_PATH_ROOT: stk_path_kind = 2;
+pub const STK_PATH_LWT: stk_path_kind = 3;
+pub const STK_PATH_ARRAY: stk_path_kind = 4;
+pub const STK_PATH_GGUF: stk_path_kind = 5;
+
+/// Opaque handle of a model description.
+#[repr(C)]
+pub struct stk_model {
+    _private: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_model_info {
+    pub struct_size: usize,
+    pub model_type: *const c_char,
+    pub family: *const c_char,
+    pub format: *const c_char,
+    pub checkpoint_bytes: u64,
+    pub n_layers: u32,
+    pub d_model: u32,
+    pub n_heads: u32,
+    pub n_kv_heads: u32,
+    pub head_dim: u32,
+    pub rotary_dim: u32,
+    pub vocab_size: u64,
+    pub ffn_dim: u64,
+    pub ffn_kind: *const c_char,
+    pub activation: *const c_char,
+    pub norm: *const c_char,
+    pub norm_eps: f64,
+    pub positions: *const c_char,
+    pub rope: u32,
+    pub tied_embeddings: u32,
+    pub rope_theta: f64,
+    pub rope_scaling: *const c_char,
+    pub rope_scaling_factor: f64,
+    pub max_positions: u64,
+    pub n_experts: u32,
+    pub top_k: u32,
+    pub moe_ffn_dim: u64,
+    pub shared_expert_ffn_dim: u64,
+    pub router: *const c_char,
+    pub parallel_attn: u32,
+    pub n_tensors: u32,
+    pub qkv_layout: *const c_char,
+    pub n_params: u64,
+    pub n_params_expected: u64,
+    pub n_source_tensors: u32,
+    pub n_buffers: u32,
+    pub n_unmapped: u32,
+    pub max_layer_f32_bytes: u64,
+}
+
+pub const STK_NO_LAYER: i32 = -1;
+pub const STK_NO_EXPERT: i32 = -1;
+pub const STK_SHARED_EXPERT: i32 = -2;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_model_tensor {
+    pub struct_size: usize,
+    pub name: *const c_char,
+    pub role: *const c_char,
+    pub norm_slot: *const c_char,
+    pub fused: *const c_char,
+    pub dtype: *const c_char,
+    pub layer: i32,
+    pub expert: i32,
+    pub rank: u32,
+    pub source_rank: u32,
+    pub shape: *const u64,
+    pub source_shape: *const u64,
+    pub parameter: u32,
+    pub buffer: u32,
+    pub transposed: u32,
+    pub tied: u32,
+    pub composed: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_family_info {
+    pub struct_size: usize,
+    pub name: *const c_char,
+    pub model_types: *const *const c_char,
+    pub architectures: *const *const c_char,
+    pub gguf_architectures: *const *const c_char,
+    pub summary: *const c_char,
+    pub fixture: *const c_char,
+    pub roles: *const *const c_char,
+}
+
+/// stk_tokenize_kind.
+pub type stk_tokenize_kind = c_uint;
+pub const STK_TOKENIZE_BPE: stk_tokenize_kind = 1;
+pub const STK_TOKENIZE_GREEDY: stk_tokenize_kind = 2;
+pub const STK_TOKENIZE_ADD_SPECIAL: u32 = 0x1;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_tokenizer_params {
+    pub struct_size: usize,
+    pub path: *const c_char,
+    pub kind: u32,
+    pub l_tok: u32,
+}
+
+/// Opaque handle of a tokenizer.
+#[repr(C)]
+pub struct stk_tokenizer {
+    _private: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_tokenizer_info {
+    pub struct_size: usize,
+    pub source: *const c_char,
+    pub kind: u32,
+    pub vocab_size: u32,
+    pub longest_piece: u32,
+    pub l_tok: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_replay_params {
+    pub struct_size: usize,
+    pub prompt: *const c_char,
+    pub prompt_len: usize,
+    pub model_dir: *const c_char,
+}
+
+/// Opaque handle of a replay.
+#[repr(C)]
+pub struct stk_replay {
+    _private: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_replay_info {
+    pub struct_size: usize,
+    pub mode: *const c_char,
+    pub n_tokens: u64,
+    pub n_modules: u32,
+    pub lookup_mismatches: u32,
+    pub state_digest: *const c_char,
+}
+
+/// stk_replay_module_id.
+pub type stk_replay_module_id = c_uint;
+pub const STK_REPLAY_TOKEN: stk_replay_module_id = 0;
+pub const STK_REPLAY_LINEAR: stk_replay_module_id = 1;
+pub const STK_REPLAY_PRF: stk_replay_module_id = 2;
+pub const STK_REPLAY_OVERLAYS: stk_replay_module_id = 3;
+pub const STK_REPLAY_MEMORY: stk_replay_module_id = 4;
+pub const STK_REPLAY_BRIDGE: stk_replay_module_id = 5;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_replay_module {
+    pub struct_size: usize,
+    pub name: *const c_char,
+    pub enabled: u32,
+    pub detail: *const c_char,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_replay_token {
+    pub struct_size: usize,
+    pub id: u32,
+    pub round_trip: u32,
+    pub bytes: *const c_char,
+    pub bytes_len: usize,
+    pub line: *const c_char,
+    pub lin_unit: u32,
+    pub lin_input: u32,
+    pub lin_sign: u32,
+    pub lin_base: u32,
+    pub lin_delta: u32,
+    pub lin_zero: u32,
+    pub lin_probes: u32,
+    pub prf_floored: u32,
+    pub lin_norm: f64,
+    pub prf_den0: f64,
+    pub prf_feature_sum: f64,
+    pub overlays_delta_norm: f64,
+    pub mem_u: f64,
+    pub mem_y: f64,
+    pub hub_context: u32,
+    pub hub_bits: u32,
+    pub hub_outside: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_array_file_info {
+    pub struct_size: usize,
+    pub dtype: u32,
+    pub rank: u32,
+    pub dims: [u64; 5],
+    pub byte_len: u64,
+    pub header_bytes: u64,
+    pub crc32c: u32,
+    pub flags: u32,
+    pub sha256_low64: u64,
+}
+
+pub const STK_LWT_OPEN_NO_CRC: u32 = 0x1;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct stk_lwt_header {
+    pub struct_size: usize,
+    pub version: u32,
+    pub entry_bytes: u32,
+    pub old_layout: u32,
+    pub tied_lm_head: u32,
+    pub model_type: *const c_char,
+    pub dtype: *const c_char,
+    pub tensor_count: u64,
+    pub parameter_count: u64,
+    pub data_bytes: u64,
+    pub data_offset: u64,
+    pub file_bytes: u64,
+    pub data_crc32: u32,
+    pub crc32_computed: u32,
+    pub n_config: u32,
 }
 
 extern "C" {
@@ -517,6 +764,58 @@ extern "C" {
         witness: *mut c_char,
         witness_cap: usize,
     ) -> stk_status;
+    pub fn stk_path_kind_of(path: *const c_char, out_kind: *mut u32) -> stk_status;
+    pub fn stk_lwt_dtype_name(lwt_dtype: u32) -> *const c_char;
+    pub fn stk_lwt_dtype_is_float(lwt_dtype: u32) -> c_int;
+    pub fn stk_lwt_dtype_parse(name: *const c_char, out_lwt_dtype: *mut u32) -> stk_status;
+    pub fn stk_model_open(path: *const c_char, out_model: *mut *mut stk_model) -> stk_status;
+    pub fn stk_model_close(model: *mut stk_model);
+    pub fn stk_model_get_info(model: *const stk_model, out: *mut stk_model_info) -> stk_status;
+    pub fn stk_model_tensor_at(model: *const stk_model, index: u32, out: *mut stk_model_tensor) -> stk_status;
+    pub fn stk_family_count() -> u32;
+    pub fn stk_family_at(index: u32, out: *mut stk_family_info) -> stk_status;
+    pub fn stk_tokenizer_open(params: *const stk_tokenizer_params, out_tok: *mut *mut stk_tokenizer) -> stk_status;
+    pub fn stk_tokenizer_close(tok: *mut stk_tokenizer);
+    pub fn stk_tokenizer_get_info(tok: *const stk_tokenizer, out: *mut stk_tokenizer_info) -> stk_status;
+    pub fn stk_tokenizer_encode(
+        tok: *mut stk_tokenizer,
+        text: *const c_char,
+        len: usize,
+        flags: u32,
+        out_ids: *mut *const u32,
+        out_count: *mut usize,
+    ) -> stk_status;
+    pub fn stk_tokenizer_decode(
+        tok: *mut stk_tokenizer,
+        ids: *const u32,
+        count: usize,
+        out_text: *mut *const c_char,
+        out_len: *mut usize,
+    ) -> stk_status;
+    pub fn stk_tokenizer_piece(
+        tok: *const stk_tokenizer,
+        id: u32,
+        out_bytes: *mut *const c_char,
+        out_len: *mut usize,
+    ) -> stk_status;
+    pub fn stk_replay_run(
+        gen: *const stk_generation,
+        params: *const stk_replay_params,
+        out_replay: *mut *mut stk_replay,
+    ) -> stk_status;
+    pub fn stk_replay_close(replay: *mut stk_replay);
+    pub fn stk_replay_get_info(replay: *const stk_replay, out: *mut stk_replay_info) -> stk_status;
+    pub fn stk_replay_module_at(replay: *const stk_replay, index: u32, out: *mut stk_replay_module) -> stk_status;
+    pub fn stk_replay_token_at(replay: *const stk_replay, index: u64, out: *mut stk_replay_token) -> stk_status;
+    pub fn stk_array_file_verify(path: *const c_char, out: *mut stk_array_file_info) -> stk_status;
+    pub fn stk_lwt_open_flags(path: *const c_char, flags: u32, out_lwt: *mut *mut stk_lwt) -> stk_status;
+    pub fn stk_lwt_get_header(lwt: *const stk_lwt, out: *mut stk_lwt_header) -> stk_status;
+    pub fn stk_lwt_config_at(
+        lwt: *const stk_lwt,
+        index: u32,
+        out_key: *mut *const c_char,
+        out_value: *mut u64,
+    ) -> stk_status;
 }
 
 // The C sizes on LP64 targets (x86_64, aarch64 Linux): a mismatch fails the build.  Field
@@ -527,7 +826,18 @@ const _: () = {
     assert!(std::mem::size_of::<stk_verify_report>() == 288);
     assert!(std::mem::size_of::<stk_export_params>() == 40);
     assert!(std::mem::size_of::<stk_export_report>() == 40);
-    assert!(std::mem::size_of::<stk_lwt_tensor>() == 240);
+    assert!(std::mem::size_of::<stk_lwt_tensor>() == 248);
     assert!(std::mem::size_of::<stk_job_info>() == 536);
     assert!(std::mem::size_of::<stk_stage_info>() == 152);
+    assert!(std::mem::size_of::<stk_model_info>() == 248);
+    assert!(std::mem::size_of::<stk_model_tensor>() == 104);
+    assert!(std::mem::size_of::<stk_family_info>() == 64);
+    assert!(std::mem::size_of::<stk_tokenizer_params>() == 24);
+    assert!(std::mem::size_of::<stk_tokenizer_info>() == 32);
+    assert!(std::mem::size_of::<stk_replay_params>() == 32);
+    assert!(std::mem::size_of::<stk_replay_info>() == 40);
+    assert!(std::mem::size_of::<stk_replay_module>() == 32);
+    assert!(std::mem::size_of::<stk_replay_token>() == 136);
+    assert!(std::mem::size_of::<stk_array_file_info>() == 88);
+    assert!(std::mem::size_of::<stk_lwt_header>() == 96);
 };

@@ -137,6 +137,20 @@ fn every_header_constant_matches_sys() {
         ("STK_RECORD_INVARIANT_PASS", sys::STK_RECORD_INVARIANT_PASS as u64),
         ("STK_RECORD_INVARIANT_FAIL", sys::STK_RECORD_INVARIANT_FAIL as u64),
         ("STK_RECORD_NOTE", sys::STK_RECORD_NOTE as u64),
+        ("STK_PATH_OTHER", sys::STK_PATH_OTHER as u64),
+        ("STK_PATH_GENERATION", sys::STK_PATH_GENERATION as u64),
+        ("STK_PATH_ROOT", sys::STK_PATH_ROOT as u64),
+        ("STK_PATH_LWT", sys::STK_PATH_LWT as u64),
+        ("STK_PATH_ARRAY", sys::STK_PATH_ARRAY as u64),
+        ("STK_PATH_GGUF", sys::STK_PATH_GGUF as u64),
+        ("STK_TOKENIZE_BPE", sys::STK_TOKENIZE_BPE as u64),
+        ("STK_TOKENIZE_GREEDY", sys::STK_TOKENIZE_GREEDY as u64),
+        ("STK_REPLAY_TOKEN", sys::STK_REPLAY_TOKEN as u64),
+        ("STK_REPLAY_LINEAR", sys::STK_REPLAY_LINEAR as u64),
+        ("STK_REPLAY_PRF", sys::STK_REPLAY_PRF as u64),
+        ("STK_REPLAY_OVERLAYS", sys::STK_REPLAY_OVERLAYS as u64),
+        ("STK_REPLAY_MEMORY", sys::STK_REPLAY_MEMORY as u64),
+        ("STK_REPLAY_BRIDGE", sys::STK_REPLAY_BRIDGE as u64),
     ]
     .into_iter()
     .collect();
