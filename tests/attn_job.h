@@ -20,7 +20,7 @@ struct AttnRun {
     std::unique_ptr<uint8_t[]> mem;
     stk_job *job = nullptr;
     std::string out;
-    AttnRun(const std::string &model, uint32_t r, uint32_t rv, uint32_t threads, stk_stage last) {
+    AttnRun(const std::string &model, uint32_t r, uint32_t rv, uint32_t threads, stk_stage last, uint32_t flags = 0) {
         out = make_temp_dir("attn") + "/out";
         stk_job_params p{};
         p.struct_size = sizeof p;
@@ -29,6 +29,7 @@ struct AttnRun {
         p.r = r;
         p.rv = rv;
         p.threads = threads;
+        p.flags = flags;
         size_t n = 0;
         assert_int_equal(stk_job_arena_size(&p, &n), STK_OK);
         mem.reset(new uint8_t[n]);

@@ -202,11 +202,55 @@ static void acceptance_memory_rows(void **) {
     }
 }
 
+// --memory-fit lsq (STK_JOB_MEMORY_FIT_LSQ): the RoPE bank is fit_sos of the weights' RoPE
+// kernel (the 16.3 surrogate), published in SOS mode; 16.3 then reports it as the published bank,
+// with the same score as its own least-squares fit of the 512-step window, and far above the
+// spec's AR(2) of the default conversion.
+static void rope_lsq_fits_the_weights_kernel(void **) {
+    auto row_value = [](const std::vector<AcceptanceRow> &rows, const std::string &test) -> double {
+        for (const AcceptanceRow &r : rows)
+            if (r.test == test) return r.value;
+        fail_msg("no row %s", test.c_str());
+        return NAN;
+    };
+    std::vector<AcceptanceRow> spec_rows, lsq_rows;
+    {
+        AttnRun run(model_dir("llama"), 16, 4, 1, STK_STAGE_CHECK);
+        AcceptanceContext ctx;
+        ctx.out_dir = run.out;
+        ctx.model_dir = model_dir("llama");
+        acceptance_memory(ctx, spec_rows);
+    }
+    AttnRun run(model_dir("llama"), 16, 4, 1, STK_STAGE_CHECK, STK_JOB_MEMORY_FIT_LSQ);
+    const ManifestFields &f = run.j().manifest.fields;
+    assert_int_equal(f.memory.mode, 1);
+    assert_int_equal(f.memory.q, 1);
+    ArrayHeader h;
+    std::vector<double> c = read_f64(run.path("memory_coeff.bin"), &h);
+    assert_int_equal(h.dims[1], 4);
+    assert_true(h.dims[0] >= 1 && h.dims[0] <= 6);
+    assert_int_equal(f.memory.l, h.dims[0]);
+    AcceptanceContext ctx;
+    ctx.out_dir = run.out;
+    ctx.model_dir = model_dir("llama");
+    acceptance_memory(ctx, lsq_rows);
+    const double pub512 = row_value(lsq_rows, "16.3 cos@512 published-lsq-SOS-fit");
+    const double fit512 = row_value(lsq_rows, "16.3 cos@512 least-squares-SOS-fit");
+    const double ar2_512 = row_value(spec_rows, "16.3 cos@512 published-spec-AR(2)");
+    if (std::fabs(pub512 - fit512) > 1e-12) fail_msg("published %.17g vs 16.3's own fit %.17g", pub512, fit512);
+    // (the fixture: 8 rotary pairs at base 1e4, six sections reach cosine 0.946 over 512 steps)
+    if (!(pub512 > 0.9 && pub512 > ar2_512 + 0.5)) fail_msg("lsq cos@512 %g, spec AR(2) %g", pub512, ar2_512);
+    const double l2 = row_value(lsq_rows, "16.3 relL2@512 published-lsq-SOS-fit");
+    const double l2_cst = row_value(lsq_rows, "16.3 relL2@512 baseline-constant");
+    if (!(l2 < l2_cst)) fail_msg("lsq relL2@512 %g vs the constant's %g", l2, l2_cst);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(rope_models_get_the_spec_ar2),         cmocka_unit_test(alibi_fit_matches_exact_response),
         cmocka_unit_test(learned_fit_error_recorded_honestly),  cmocka_unit_test(fit_sos_recovers_known_response),
         cmocka_unit_test(runtime_step_matches_plain_recursion), cmocka_unit_test(acceptance_memory_rows),
+        cmocka_unit_test(rope_lsq_fits_the_weights_kernel),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -157,6 +157,8 @@ STK_API const char *stk_stage_name(stk_stage stage);
 #define STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER 0x1u /* build the greedy FST even if SP rejects */
 #define STK_JOB_ALLOW_NONFINITE 0x2u             /* record NaN/Inf weights instead of refusing */
 #define STK_JOB_PUBLISH_ROOT 0x4u                /* out_dir is a generations root (see below) */
+/* RoPE memory: a least-squares SOS bank of the weights' RoPE kernel, not the spec's AR(2) */
+#define STK_JOB_MEMORY_FIT_LSQ 0x8u
 
 typedef struct stk_job_params {
     size_t struct_size;  /* sizeof(stk_job_params) */

@@ -64,7 +64,7 @@ std::string convert(const std::string &model_dir, const std::string &out, stk_jo
 }
 
 // The parameters of a published generation: its seed_digest over (r, rv, l_tok, top_l, flags,
-// master seed 0) searched over top_l 1..256, l_tok 1..64 and every combination of the three
+// master seed 0) searched over top_l 1..256, l_tok 1..64 and every combination of the four
 // flags (STK_JOB_PUBLISH_ROOT included: `stk convert` always sets it), with r and r_v from the
 // manifest (their defaults when prf / overlays were not produced).
 bool recover_params(const Manifest &m, stk_job_params *out) {
@@ -72,7 +72,7 @@ bool recover_params(const Manifest &m, stk_job_params *out) {
     p.struct_size = sizeof p;
     p.r = m.fields.prf.r ? m.fields.prf.r : 512;
     p.rv = m.fields.overlays.r_v ? m.fields.overlays.r_v : 12;
-    for (uint32_t flags = 0; flags < 8; flags++)
+    for (uint32_t flags = 0; flags < 16; flags++)
         for (uint32_t l_tok = 1; l_tok <= 64; l_tok++)
             for (uint32_t top_l = 1; top_l <= 256; top_l++) {
                 p.flags = flags;

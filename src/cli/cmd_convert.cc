@@ -46,6 +46,8 @@ static const char kHelp[] =
     "  --rv N          overlay rank (default 12, at most 64)\n"
     "  --ltok N        longest token piece in bytes (default 8, at most 64); also --Ltok\n"
     "  --topl N        FFN top-L (default 12, at most 256); also --topL\n"
+    "  --memory-fit spec|lsq  RoPE memory: the spec's AR(2) (default) or a least-squares bank\n"
+    "                  (up to 6 sections) of the RoPE kernel the weights imply\n"
     "  --threads N     worker threads (default 1, at most 1024); the output bytes do not\n"
     "                  depend on it\n"
     "  --partial       publish even if some stages are not implemented yet (they are recorded\n"
@@ -430,6 +432,10 @@ int convert_options(int argc, char **argv, ConvertOptions &o) {
     const bool json = o.json;
     if (args.flag("allow-uncertified-tokenizer")) p.flags |= STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER;
     if (args.flag("allow-nonfinite")) p.flags |= STK_JOB_ALLOW_NONFINITE;
+    const std::string memory_fit = args.get("memory-fit");
+    if (memory_fit == "lsq") p.flags |= STK_JOB_MEMORY_FIT_LSQ;
+    if (!memory_fit.empty() && memory_fit != "lsq" && memory_fit != "spec")
+        return report_usage("convert", "--memory-fit " + memory_fit + ": expected spec or lsq", json);
     if (!args.finish("convert", 2)) return kExitUsage;
     const auto &pos = args.positional();
     if (!pos.empty()) {

@@ -239,6 +239,36 @@ double expected_denominator(const double *d, uint64_t n, double tau) {
 
 // ---- Positional memory ------------------------------------------------------------------------
 
+void rope_energy_kernel(WeightReader &reader, const AttnShape &s, const std::vector<double> &theta, size_t n, float *wq,
+                        float *wk, float *row_scratch, double *h) {
+    const size_t half = theta.size();  // pair i = rows (i, i + rotary_dim / 2) of a head block
+    std::vector<double> e(half, 0.0);
+    auto row2 = [&](const float *W, uint64_t row) {
+        double a = 0;
+        for (uint64_t j = 0; j < s.d_model; j++) a += double(W[row * s.d_model + j]) * double(W[row * s.d_model + j]);
+        return a;
+    };
+    for (uint32_t l = 0; l < s.n_layers; l++) {
+        reader.read(reader.require(Role::Q, int32_t(l), s.d_v, s.d_model), wq, row_scratch);
+        reader.read(reader.require(Role::K, int32_t(l), s.d_kv, s.d_model), wk, row_scratch);
+        for (uint32_t head = 0; head < s.n_heads; head++) {
+            const uint32_t kvh = head / (s.n_heads / s.n_kv_heads);
+            for (size_t i = 0; i < half; i++) {
+                double qn = row2(wq, uint64_t(head) * s.head_dim + i) + row2(wq, uint64_t(head) * s.head_dim + i + half);
+                double kn = row2(wk, uint64_t(kvh) * s.head_dim + i) + row2(wk, uint64_t(kvh) * s.head_dim + i + half);
+                e[i] += std::sqrt(qn * kn);
+            }
+        }
+    }
+    double et = 0;
+    for (double x : e) et += x;
+    for (size_t t = 0; t < n; t++) {
+        double acc = 0;
+        for (size_t i = 0; i < half; i++) acc += e[i] * std::cos(theta[i] * double(t));
+        h[t] = et > 0 ? acc / et : 0;
+    }
+}
+
 uint32_t rope_angles(const ModelConfig &cfg, std::vector<double> &theta, std::string *note) {
     // transformers' rope initialisers (modeling_rope_utils), the angles at the model's full context.
     const uint32_t rot = cfg.rotary_dim ? cfg.rotary_dim : cfg.head_dim;

@@ -4,6 +4,10 @@
 //   RoPE:    the spec's AR(2): poles rho e^{+-i theta_bar}, rho = 0.995, theta_bar the mean of
 //            the rotary angles (rope_theta, rotary_dim, linear rope_scaling); ARMA mode, p = 2,
 //            q = 0, one section {b0 = 1, b1 = 0, a1 = 2 rho cos theta_bar, a2 = -rho^2}.
+//            With STK_JOB_MEMORY_FIT_LSQ (stk convert --memory-fit lsq): the RoPE kernel the
+//            weights imply (rope_energy_kernel, 16.3's surrogate), t < 512, fitted by fit_sos
+//            (at most 6 sections), SOS mode like ALiBi (docs/decisions.md "Fidelity on real
+//            models": the AR(2) is far from that kernel on real models).
 //   ALiBi:   the head-averaged attention factor h(t) = mean_h exp(-slope_h t), t < 512, fitted
 //            by fit_sos (at most 6 sections); SOS mode, p = 2, q = 1.
 //   Learned: h(t) = mean_i <P_i, P_{i+t}> / mean_i |P_i|^2 over the position embedding rows
@@ -35,13 +39,15 @@ constexpr double kStateBound = 1e6;
 
 struct MemSizes {
     PosKind kind = PosKind::None;
-    uint64_t n_pos = 0, d = 0, samples = 0, row_floats = 1;
+    bool rope_lsq = false;  // RoPE fitted by least squares (STK_JOB_MEMORY_FIT_LSQ)
+    uint64_t n_pos = 0, d = 0, samples = 0, row_floats = 1, d_v = 0, d_kv = 0;
 };
 
-MemSizes mem_sizes(const ModelPlan &plan) {
+MemSizes mem_sizes(const ModelPlan &plan, const stk_job_params &params) {
     MemSizes z;
     const ModelConfig &c = plan.config;
     z.kind = c.positions;
+    z.rope_lsq = z.kind == PosKind::Rope && (params.flags & STK_JOB_MEMORY_FIT_LSQ);
     z.d = c.d_model;
     z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
     if (z.kind == PosKind::Rope && !(c.rope_theta > 1))
@@ -49,6 +55,12 @@ MemSizes mem_sizes(const ModelPlan &plan) {
     if (z.kind == PosKind::Rope && (c.head_dim < 2 || (c.rotary_dim ? c.rotary_dim : c.head_dim) < 2))
         throw_error(STK_E_BAD_JSON, "config: head_dim %u / rotary_dim %u leave no rotary pair", c.head_dim, c.rotary_dim);
     if (z.kind == PosKind::Alibi) z.samples = kAlibiSamples;
+    if (z.rope_lsq) {
+        const AttnShape s = attn_shape(c);
+        z.samples = kAlibiSamples;  // the same 512-step window 16.3 scores
+        z.d_v = s.d_v;
+        z.d_kv = s.d_kv;
+    }
     if (z.kind == PosKind::Learned) {
         for (uint32_t i = 0; i < plan.n_streamed; i++)
             if (plan.tensors[i].role == Role::POS_EMB) z.n_pos = plan.tensors[i].dims[0];
@@ -68,7 +80,7 @@ MemArrays mem_arrays(uint64_t n_sections) {
 
 // Sections the fit may keep: RoPE's AR(2) is one; fit_sos keeps at most this many otherwise.
 uint32_t mem_max_sections(const MemSizes &z) {
-    if (z.kind == PosKind::Rope) return 1;
+    if (z.kind == PosKind::Rope && !z.rope_lsq) return 1;
     if (z.kind == PosKind::Learned) return uint32_t(std::min<uint64_t>(kMaxSections, z.samples ? (z.samples - 1) / 4 : 0));
     return kMaxSections;
 }
@@ -102,6 +114,7 @@ void apply_18_3(Job &job, SosFit &fit) {
 struct MemBuffers {
     double *h, *work;
     float *pos, *rows;  // learned position tables only
+    float *wq, *wk;     // one layer's W_Q and W_K: RoPE least squares only
 };
 MemBuffers mem_buffers(const MemSizes &z, Buffers &b) {
     MemBuffers o{};
@@ -109,6 +122,11 @@ MemBuffers mem_buffers(const MemSizes &z, Buffers &b) {
     o.work = b.array<double>(fit_sos_workspace(size_t(z.samples ? z.samples : 1)));
     if (z.kind == PosKind::Learned) {
         o.pos = b.array<float>(z.n_pos * z.d);
+        o.rows = b.array<float>(z.row_floats);
+    }
+    if (z.rope_lsq) {
+        o.wq = b.array<float>(z.d_v * z.d);
+        o.wk = b.array<float>(z.d_kv * z.d);
         o.rows = b.array<float>(z.row_floats);
     }
     return o;
@@ -119,17 +137,18 @@ MemBuffers mem_buffers(const MemSizes &z, Buffers &b) {
 void memory_fit_size(const JobInputs &in, ArenaSizer &s) {
     const ModelDescription *d = in.model;
     Buffers b(s);
-    mem_buffers(mem_sizes(d->plan), b);
+    mem_buffers(mem_sizes(d->plan, in.params), b);
 }
 
 void memory_fit_plan(const JobInputs &in, ArrayPlan &plan) {
-    const MemSizes z = mem_sizes(in.model->plan);
+    const MemSizes z = mem_sizes(in.model->plan, in.params);
     const uint64_t n = mem_max_sections(z);
     const MemArrays a = mem_arrays(std::max<uint64_t>(n, 1));
-    const bool exact = z.kind == PosKind::Rope;
-    const std::string why = exact ? ""
-                                  : std::string("at most ") + std::to_string(n) + " sections: fit_sos keeps those the " +
-                                        pos_kind_name(z.kind) + " response needs";
+    const bool exact = z.kind == PosKind::Rope && !z.rope_lsq;
+    const std::string why =
+        exact ? ""
+              : std::string("at most ") + std::to_string(n) + " sections: fit_sos keeps those the " +
+                    (z.rope_lsq ? std::string("RoPE kernel") : std::string(pos_kind_name(z.kind)) + " response") + " needs";
     plan.add(STK_STAGE_MEMORY_FIT, a.coeff, exact, why);
     plan.add(STK_STAGE_MEMORY_FIT, a.delaybuf, exact, why);
     if (mem_nothing_to_fit(z))
@@ -142,7 +161,7 @@ void memory_fit_run(Job &job) {
     if (!job.model) throw_error(STK_E_STAGE_ORDER, "memory_fit needs parse_tensors' plan");
     const ModelPlan &plan = *job.model;
     const ModelConfig &cfg = plan.config;
-    const MemSizes z = mem_sizes(plan);
+    const MemSizes z = mem_sizes(plan, job.params);
     ManifestDraft &m = job.manifest;
     StageDigest digest;
 
@@ -166,7 +185,7 @@ void memory_fit_run(Job &job) {
 
     SosFit fit;
     uint32_t mode = 0, p = 2, q = 0;
-    if (z.kind == PosKind::Rope) {
+    if (z.kind == PosKind::Rope && !z.rope_lsq) {
         std::vector<double> theta;  // at most head_dim / 2 angles, before the stage's loops
         std::string note;
         uint32_t n = rope_angles(cfg, theta, &note);
@@ -188,7 +207,16 @@ void memory_fit_run(Job &job) {
     } else {
         const size_t n = size_t(z.samples);
         uint32_t max_sections = mem_max_sections(z);
-        if (z.kind == PosKind::Alibi) {
+        if (z.rope_lsq) {
+            std::vector<double> theta;  // at most head_dim / 2 angles
+            std::string note;
+            rope_angles(cfg, theta, &note);
+            WeightReader reader(*job.source->checkpoint, plan);
+            rope_energy_kernel(reader, attn_shape(cfg), theta, n, buf.wq, buf.wk, buf.rows, h);
+            if (!note.empty())
+                draft_add_record(m, STK_STAGE_MEMORY_FIT, kRecordNote, kFeatureMemory, STK_OK, cfg.rope_scaling_factor, 0, "%s",
+                                 note.c_str());
+        } else if (z.kind == PosKind::Alibi) {
             std::vector<double> slopes(cfg.n_heads);
             alibi_slopes(cfg.n_heads, slopes.data());
             for (double &s : slopes) s *= cfg.alibi_scale;
@@ -223,7 +251,8 @@ void memory_fit_run(Job &job) {
         q = 1;
         draft_add_record(m, STK_STAGE_MEMORY_FIT, kRecordNote, kFeatureMemory, STK_OK, fit.rel_l2, 0,
                          "%s: %u sections fit h(t), t < %zu, relative L2 %.3g (18.3 scalings %u, clamped %u)",
-                         pos_kind_name(z.kind), fit.n_sections, n, fit.rel_l2, fit.scale_steps, fit.clamped);
+                         z.rope_lsq ? "RoPE (least squares of the weights' kernel)" : pos_kind_name(z.kind), fit.n_sections, n,
+                         fit.rel_l2, fit.scale_steps, fit.clamped);
     }
 
     apply_18_3(job, fit);

@@ -54,7 +54,8 @@ stk_job_params normalize_params(const stk_job_params &in) {
     if (p.l_tok > 64) throw_error(STK_E_INVALID_ARGUMENT, "Ltok = %u: at most 64", p.l_tok);
     if (p.top_l > 256) throw_error(STK_E_INVALID_ARGUMENT, "topL = %u: at most 256", p.top_l);
     if (p.threads > 1024) throw_error(STK_E_INVALID_ARGUMENT, "threads = %u: at most 1024", p.threads);
-    if (p.flags & ~uint32_t(STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER | STK_JOB_ALLOW_NONFINITE | STK_JOB_PUBLISH_ROOT))
+    if (p.flags &
+        ~uint32_t(STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER | STK_JOB_ALLOW_NONFINITE | STK_JOB_PUBLISH_ROOT | STK_JOB_MEMORY_FIT_LSQ))
         throw_error(STK_E_INVALID_ARGUMENT, "unknown job flags 0x%x", p.flags);
     return p;
 }
