@@ -66,6 +66,7 @@ pub const STK_STAGE_COUNT: u32 = 10;
 pub const STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER: u32 = 0x1;
 pub const STK_JOB_ALLOW_NONFINITE: u32 = 0x2;
 pub const STK_JOB_PUBLISH_ROOT: u32 = 0x4;
+pub const STK_JOB_MEMORY_FIT_LSQ: u32 = 0x8;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
