@@ -157,7 +157,6 @@ static int cli_calls(void) {
 }
 
 static stk_status (*const f_path_kind_of)(const char *, uint32_t *) = &stk_path_kind_of;
-static const char *(*const f_dtype_name)(uint32_t) = &stk_dtype_name;
 static const char *(*const f_lwt_dtype_name)(uint32_t) = &stk_lwt_dtype_name;
 static int (*const f_lwt_dtype_is_float)(uint32_t) = &stk_lwt_dtype_is_float;
 static stk_status (*const f_lwt_dtype_parse)(const char *, uint32_t *) = &stk_lwt_dtype_parse;
@@ -180,12 +179,6 @@ static void (*const f_replay_close)(stk_replay *) = &stk_replay_close;
 static stk_status (*const f_replay_get_info)(const stk_replay *, stk_replay_info *) = &stk_replay_get_info;
 static stk_status (*const f_replay_module_at)(const stk_replay *, uint32_t, stk_replay_module *) = &stk_replay_module_at;
 static stk_status (*const f_replay_token_at)(const stk_replay *, uint64_t, stk_replay_token *) = &stk_replay_token_at;
-static stk_status (*const f_manifest_open)(const char *, stk_manifest **) = &stk_manifest_open;
-static void (*const f_manifest_close)(stk_manifest *) = &stk_manifest_close;
-static stk_status (*const f_manifest_get_info)(const stk_manifest *, stk_manifest_info *) = &stk_manifest_get_info;
-static stk_status (*const f_manifest_stage_get)(const stk_manifest *, stk_stage, stk_manifest_stage *) = &stk_manifest_stage_get;
-static stk_status (*const f_manifest_array_at)(const stk_manifest *, uint32_t, stk_manifest_array *) = &stk_manifest_array_at;
-static stk_status (*const f_manifest_record_at)(const stk_manifest *, uint32_t, stk_manifest_record *) = &stk_manifest_record_at;
 static stk_status (*const f_array_file_verify)(const char *, stk_array_file_info *) = &stk_array_file_verify;
 static stk_status (*const f_lwt_open_flags)(const char *, uint32_t, stk_lwt **) = &stk_lwt_open_flags;
 static stk_status (*const f_lwt_get_header)(const stk_lwt *, stk_lwt_header *) = &stk_lwt_get_header;
@@ -221,7 +214,7 @@ int main(void) {
         !f_model_close || !f_model_get_info || !f_model_tensor_at || !f_family_count || !f_family_at || !f_tokenizer_open ||
         !f_tokenizer_close || !f_tokenizer_get_info || !f_tokenizer_encode || !f_tokenizer_decode || !f_tokenizer_piece ||
         !f_replay_run || !f_replay_close || !f_replay_get_info || !f_replay_module_at || !f_replay_token_at || !f_manifest_open ||
-        !f_manifest_close || !f_manifest_get_info || !f_manifest_stage_get || !f_manifest_array_at || !f_manifest_record_at ||
+        !f_manifest_close || !f_manifest_get_info || !f_manifest_stage_at || !f_manifest_array_at || !f_manifest_record_at ||
         !f_array_file_verify || !f_lwt_open_flags || !f_lwt_get_header || !f_lwt_config_at)
         failures++;
     if (stk_version_number() != STK_VERSION_NUMBER) failures++;
