@@ -53,32 +53,6 @@ bool ends_with(const std::string &s, const char *tail) {
     return s.size() > n && s.compare(s.size() - n, n, tail) == 0;
 }
 
-const char *stage_state_name(uint16_t s) {
-    switch (s) {
-        case kStagePending: return "pending";
-        case kStageRan: return "ran";
-        case kStageNotImplemented: return "not_implemented";
-        case kStageDisabled: return "disabled";
-        case kStageFailed: return "failed";
-    }
-    return "?";
-}
-
-const char *record_kind_name(uint16_t k) {
-    switch (k) {
-        case kRecordFeatureDisabled: return "feature_disabled";
-        case kRecordInvariantPass: return "invariant_pass";
-        case kRecordInvariantFail: return "invariant_fail";
-        case kRecordNote: return "note";
-    }
-    return "?";
-}
-
-const char *tokenizer_mode_name(uint32_t m) {
-    static const char *const kNames[] = {"disabled", "fst", "fst_uncertified", "ext"};
-    return m < 4 ? kNames[m] : "?";
-}
-
 // The roles a family's preset maps, fused roles shown as their parts; sorted, NULL-terminated.
 // Built once per family (the table is static).
 struct FamilyRoles {
