@@ -98,12 +98,14 @@ STK_API stk_status stk_path_kind_of(const char *path, uint32_t *out_kind) {
         if (!path || !out_kind) throw_error(STK_E_INVALID_ARGUMENT, "stk_path_kind_of: NULL argument");
         const std::string p = path;
         uint32_t kind = STK_PATH_OTHER;
+        // A root and a GGUF are what stk_root_probe and stk_model_gguf_path say they are (one test
+        // each); only a regular file asks gguf_model_file, so a directory of models is no error.
         if (file_exists(p + "/" + kManifestFileName)) kind = STK_PATH_GENERATION;
         else if (is_generations_root(p)) kind = STK_PATH_ROOT;
         // A regular file named *.lwt is one even with a wrong magic (its reader refuses it then).
         else if ((ends_with(p, ".lwt") && file_exists(p)) || starts_with(p, kLwtMagic, sizeof kLwtMagic)) kind = STK_PATH_LWT;
         else if (unsigned char m[4]; store_le<uint32_t>(m, kArrayMagic), starts_with(p, m, 4)) kind = STK_PATH_ARRAY;
-        else if (starts_with(p, "GGUF", 4)) kind = STK_PATH_GGUF;
+        else if (file_exists(p) && !gguf_model_file(p).empty()) kind = STK_PATH_GGUF;
         *out_kind = kind;
     });
 }

@@ -456,6 +456,23 @@ int resolve_model_arg(const char *command, const std::string &in, bool json, std
     return code;
 }
 
+stk_status root_generations(stk_status (*list)(const char *, stk_generation_list **), const std::string &root,
+                            std::vector<Generation> *out) {
+    stk_generation_list *l = nullptr;
+    stk_status s = list(root.c_str(), &l);
+    uint32_t n = 0;
+    if (s == STK_OK) s = stk_generation_list_count(l, &n);
+    for (stk_generation_entry &e : read_entries(stk_generation_list_at, l, n, &s)) {
+        Generation g;
+        g.error = e.error ? e.error : "";
+        e.error = nullptr;
+        g.e = e;
+        out->push_back(std::move(g));
+    }
+    stk_generation_list_close(l);
+    return s;
+}
+
 bool file_exists_plain(const std::string &path) {
     struct stat st;
     return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);

@@ -103,6 +103,9 @@ std::string hex_bytes(const std::string &s);
 std::string hex_hash(const uint8_t h[32]);
 // printf into a std::string.
 std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// A crc32c (8 digits) and the low 64 bits of a SHA-256 (16 digits), as the manifest shows them.
+inline std::string hex8(uint32_t v) { return format("%08x", v); }
+inline std::string hex16(uint64_t v) { return format("%016llx", (unsigned long long)v); }
 // text broken at spaces into lines that end by column `width`; every line after the first starts
 // with indent spaces; the first starts at first_column (default: indent, i.e. the caller printed a
 // label of that width).  For long messages on a terminal.
@@ -121,6 +124,36 @@ stk_status gguf_model_path(const std::string &path, std::string *gguf);
 // resolve_model_path, a failure reported as report_failure does ("stk COMMAND: STATUS: message" on
 // stderr, the result object on stdout with json): kExitOk, or the exit code.
 int resolve_model_arg(const char *command, const std::string &in, bool json, std::string *dir);
+// Entries 0..n-1 of a list behind a handle, each a versioned struct that at(i, &v) fills (its
+// struct_size set first).  Reads while *s is STK_OK and leaves the first failure in *s for the
+// caller to report.
+template <class T, class At>
+std::vector<T> read_entries(uint64_t n, stk_status *s, At &&at) {
+    std::vector<T> out;
+    for (uint64_t i = 0; *s == STK_OK && i < n; i++) {
+        T v = {};
+        v.struct_size = sizeof v;
+        *s = at(i, &v);
+        out.push_back(v);
+    }
+    return out;
+}
+// The same over an stk_*_at function indexed from 0 (stk_manifest_array_at, stk_replay_token_at...).
+template <class Handle, class Index, class T>
+std::vector<T> read_entries(stk_status (*at)(const Handle *, Index, T *), const Handle *h, uint64_t n, stk_status *s) {
+    return read_entries<T>(n, s, [&](uint64_t i, T *v) { return at(h, Index(i), v); });
+}
+
+// One generation of a root as stk_root_list / stk_root_chain give it, with its error text copied:
+// e.error is NULL (it pointed into the list, which is closed).
+struct Generation {
+    stk_generation_entry e{};
+    std::string error;  // "" when the generation has none
+};
+// The generations that `list` (stk_root_list or stk_root_chain) gives for root, in its order.
+stk_status root_generations(stk_status (*list)(const char *, stk_generation_list **), const std::string &root,
+                            std::vector<Generation> *out);
+
 // A regular file (or a link to one) exists at path.
 bool file_exists_plain(const std::string &path);
 

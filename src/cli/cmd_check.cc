@@ -59,23 +59,6 @@ static bool locate_damage(const std::string &out, const std::string &rel, uint64
     return true;
 }
 
-// The chain of a root, newest first (stk_root_chain).
-static stk_status root_chain(const std::string &out, std::vector<stk_generation_entry> *chain) {
-    stk_generation_list *list = nullptr;
-    stk_status s = stk_root_chain(out.c_str(), &list);
-    uint32_t n = 0;
-    if (s == STK_OK) s = stk_generation_list_count(list, &n);
-    for (uint32_t i = 0; s == STK_OK && i < n; i++) {
-        stk_generation_entry e{};
-        e.struct_size = sizeof e;
-        s = stk_generation_list_at(list, i, &e);
-        e.error = nullptr;  // points into the list, closed below
-        chain->push_back(e);
-    }
-    stk_generation_list_close(list);
-    return s;
-}
-
 // --acceptance on the verified generation `dir`: the table (or the JSON object), and the verdict
 // as the exit code.
 static int run_acceptance_rows(const std::string &out, const std::string &dir, const std::string &model, const char *line,
@@ -182,13 +165,11 @@ int cmd_check(int argc, char **argv) {
         return code;
     }
     // A root: the chain of generations, from CURRENT back through prev_hash.
-    std::vector<stk_generation_entry> chain;
-    stk_root_info ri{};
-    ri.struct_size = sizeof ri;
-    bool root =
-        stk_root_probe(out.c_str(), &ri) == STK_OK && ri.is_root && !file_exists_plain(out + "/" + STK_MANIFEST_FILE_NAME);
+    std::vector<Generation> chain;  // newest first
+    uint32_t kind = STK_PATH_OTHER;
+    const bool root = stk_path_kind_of(out.c_str(), &kind) == STK_OK && kind == STK_PATH_ROOT;
     if (root) {
-        s = root_chain(out, &chain);
+        s = root_generations(stk_root_chain, out, &chain);
         if (s != STK_OK) {
             int code = check_exit_code(s);
             if (json) json_result("check", code, s, stk_last_error()).str("out", out).str("file", STK_CURRENT_FILE_NAME).print();
@@ -198,13 +179,13 @@ int cmd_check(int argc, char **argv) {
     }
     std::string chain_text;
     if (root) {
-        chain_text = "; current generation " + std::string(chain.front().name) + ", chain of " + std::to_string(chain.size()) +
+        chain_text = "; current generation " + std::string(chain.front().e.name) + ", chain of " + std::to_string(chain.size()) +
                      " generation" + (chain.size() == 1 ? "" : "s") + " linked back from CURRENT";
         static const uint8_t zero[32] = {};
-        if (std::memcmp(chain.back().prev_hash, zero, 32) != 0) chain_text += " (the oldest names a removed predecessor)";
+        if (std::memcmp(chain.back().e.prev_hash, zero, 32) != 0) chain_text += " (the oldest names a removed predecessor)";
     }
     std::vector<std::string> chain_names;
-    for (const stk_generation_entry &g : chain) chain_names.push_back(json_escape(g.name));
+    for (const Generation &g : chain) chain_names.push_back(json_escape(g.e.name));
     char line[1024];
     std::snprintf(line, sizeof line, "%s: OK, manifest and %u arrays verified, %llu bytes (%s) in %.3f s (%.2f GB/s)",
                   out.c_str(), report.arrays_checked, (unsigned long long)report.bytes_checked,
@@ -212,8 +193,8 @@ int cmd_check(int argc, char **argv) {
     std::string full_line = std::string(line) + chain_text;
     std::snprintf(line, sizeof line, "%s", full_line.c_str());
     if (acceptance)
-        return run_acceptance_rows(out, root ? out + "/" + STK_GENERATIONS_DIR_NAME + "/" + chain.front().name : out, model, line,
-                                   report, json);
+        return run_acceptance_rows(out, root ? out + "/" + STK_GENERATIONS_DIR_NAME + "/" + chain.front().e.name : out, model,
+                                   line, report, json);
     if (json) {
         json_result("check", kExitOk, STK_OK, line)
             .str("out", out)
@@ -222,7 +203,7 @@ int cmd_check(int argc, char **argv) {
             .real("seconds", secs)
             .real("gb_per_s", gbps)
             .boolean("root", root)
-            .str_or_null("generation", root ? chain.front().name : nullptr)
+            .str_or_null("generation", root ? chain.front().e.name : nullptr)
             .raw("chain", json_array(chain_names))
             .print();
     } else {

@@ -216,12 +216,7 @@ static stk_status load_plan(const stk_job_params &params, DryPlan &d) {
     const stk_plan *plan = d.plan;
     d.info.struct_size = sizeof d.info;
     if (s == STK_OK) s = stk_plan_get_info(plan, &d.info);
-    for (uint32_t i = 0; s == STK_OK && i < d.info.array_count; i++) {
-        stk_plan_array a{};
-        a.struct_size = sizeof a;
-        s = stk_plan_array_at(plan, i, &a);
-        d.arrays.push_back(a);
-    }
+    d.arrays = read_entries(stk_plan_array_at, plan, d.info.array_count, &s);
     for (int i = 0; s == STK_OK && i < STK_STAGE_COUNT; i++) {
         d.stages[i].struct_size = sizeof d.stages[i];
         s = stk_plan_stage_info(plan, stk_stage(i + 1), &d.stages[i]);
@@ -457,7 +452,7 @@ int convert_options(int argc, char **argv, ConvertOptions &o) {
         if (!S_ISDIR(st.st_mode))
             return report_error("convert", STK_E_OUTPUT_EXISTS, format("--out %s exists and is not a directory", out.c_str()),
                                 json);
-        if (file_exists_plain(out + "/" + STK_MANIFEST_FILE_NAME))
+        if (uint32_t kind; stk_path_kind_of(out.c_str(), &kind) == STK_OK && kind == STK_PATH_GENERATION)
             return report_error("convert", STK_E_OUTPUT_EXISTS,
                                 format("--out %s already holds a published generation (%s) directly: it is a generation "
                                        "directory, not a generations root; choose a new --out",

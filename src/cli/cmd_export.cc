@@ -8,7 +8,6 @@
 
 #include "cli/cleanup.h"
 #include "cli/cli.h"
-#include "cli/text.h"
 
 namespace stk::cli {
 
@@ -113,9 +112,9 @@ int cmd_export(int argc, char **argv) {
     }
     if (s != STK_OK) return report_failure("export", s, json);
     std::string summary =
-        strf("wrote %s: %" PRIu64 " tensors, %" PRIu64 " parameters, %" PRIu64 " bytes, matrices %s, data crc32 %08x%s",
-             out.c_str(), r.tensors, r.parameters, r.file_bytes, stk_lwt_dtype_name(dt), r.data_crc32,
-             r.tied_lm_head ? ", lm_head tied to wte (not stored)" : "");
+        format("wrote %s: %" PRIu64 " tensors, %" PRIu64 " parameters, %" PRIu64 " bytes, matrices %s, data crc32 %08x%s",
+               out.c_str(), r.tensors, r.parameters, r.file_bytes, stk_lwt_dtype_name(dt), r.data_crc32,
+               r.tied_lm_head ? ", lm_head tied to wte (not stored)" : "");
     if (json)
         json_result("export", kExitOk, STK_OK, summary)
             .str("in", model_dir)

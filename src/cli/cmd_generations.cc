@@ -46,12 +46,6 @@ struct GenerationsOptions {
     bool json = false, gc = false, force = false;
 };
 
-// One generation as listed; the error text copied out of the list.
-struct Listed {
-    stk_generation_entry e{};
-    std::string error;
-};
-
 // What --gc / --remove did.
 struct Removal {
     std::vector<std::string> removed, in_use;
@@ -104,27 +98,10 @@ int remove_generations(const GenerationsOptions &o, Removal &r) {
     return -1;
 }
 
-stk_status list_root(const std::string &root, std::vector<Listed> *gens) {
-    stk_generation_list *list = nullptr;
-    stk_status s = stk_root_list(root.c_str(), &list);
-    uint32_t n = 0;
-    if (s == STK_OK) s = stk_generation_list_count(list, &n);
-    for (uint32_t i = 0; s == STK_OK && i < n; i++) {
-        Listed g;
-        g.e.struct_size = sizeof g.e;
-        s = stk_generation_list_at(list, i, &g.e);
-        g.error = g.e.error ? g.e.error : "";
-        g.e.error = nullptr;  // points into the list, closed below
-        gens->push_back(g);
-    }
-    stk_generation_list_close(list);
-    return s;
-}
-
-void print_generations_json(const GenerationsOptions &o, const std::vector<Listed> &gens, const Removal &r,
+void print_generations_json(const GenerationsOptions &o, const std::vector<Generation> &gens, const Removal &r,
                             const std::string &current, const std::string &msg) {
     std::vector<std::string> items, rem, busy;
-    for (const Listed &l : gens) {
+    for (const Generation &l : gens) {
         const stk_generation_entry &g = l.e;
         Json j;
         j.str("name", g.name).unum("seq", g.seq).boolean("current", g.current).boolean("on_chain", g.on_chain);
@@ -151,7 +128,7 @@ void print_generations_json(const GenerationsOptions &o, const std::vector<Liste
         .print();
 }
 
-void print_generations_text(const std::vector<Listed> &gens, const Removal &r, const std::string &msg) {
+void print_generations_text(const std::vector<Generation> &gens, const Removal &r, const std::string &msg) {
     for (const std::string &x : r.removed) std::fprintf(stderr, "stk generations: removed %s\n", x.c_str());
     for (const std::string &x : r.in_use)
         std::fprintf(stderr, "stk generations: kept %s: another process is reading it (the next --gc removes it)\n", x.c_str());
@@ -160,7 +137,7 @@ void print_generations_text(const std::vector<Listed> &gens, const Removal &r, c
         std::printf("  %-24s %-7s %-5s %6s %10s  %-16s  %s\n", "name", "current", "chain", "arrays", "bytes", "curr_hash",
                     "prev_hash");
     static const uint8_t zero[32] = {};
-    for (const Listed &l : gens) {
+    for (const Generation &l : gens) {
         const stk_generation_entry &g = l.e;
         if (!g.readable) {
             std::printf("  %-24s %-7s %-5s unreadable: %s\n", g.name, g.current ? "yes" : "-", "-", l.error.c_str());
@@ -188,10 +165,11 @@ int cmd_generations(int argc, char **argv) {
     const bool removing = o.gc || !o.remove.empty();
     if (removing)
         if (int code = remove_generations(o, r); code >= 0) return code;
-    std::vector<Listed> gens;
-    if (stk_status s = list_root(o.root, &gens); s != STK_OK) return report_failure("generations", s, o.json);
+    std::vector<Generation> gens;
+    if (stk_status s = root_generations(stk_root_list, o.root, &gens); s != STK_OK)
+        return report_failure("generations", s, o.json);
     std::string current;
-    for (const Listed &l : gens)
+    for (const Generation &l : gens)
         if (l.e.current) current = l.e.name;
     std::string msg = o.root + ": " + std::to_string(gens.size()) + " generation" + (gens.size() == 1 ? "" : "s") +
                       (current.empty() ? ", none current" : ", current " + current);

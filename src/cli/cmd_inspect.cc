@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "cli/cli.h"
-#include "cli/text.h"
 
 namespace stk::cli {
 
@@ -178,13 +177,7 @@ static int inspect_model(const std::string &in, bool json) {
     stk_model_info info = {};
     info.struct_size = sizeof info;
     s = stk_model_get_info(model, &info);
-    std::vector<stk_model_tensor> tensors;
-    for (uint32_t i = 0; s == STK_OK && i < info.n_tensors; i++) {
-        stk_model_tensor t = {};
-        t.struct_size = sizeof t;
-        s = stk_model_tensor_at(model, i, &t);
-        tensors.push_back(t);
-    }
+    const std::vector<stk_model_tensor> tensors = read_entries(stk_model_tensor_at, model, info.n_tensors, &s);
     if (s != STK_OK) return report_failure("inspect", s, json);
     if (json) print_json(info, tensors);
     else print_text(info, tensors);
@@ -280,31 +273,14 @@ static int inspect_generation(const std::string &in, bool json, const std::strin
     std::unique_ptr<stk_manifest, void (*)(stk_manifest *)> hold(mf, stk_manifest_close);
     stk_manifest_info m = {};
     m.struct_size = sizeof m;
-    std::vector<stk_manifest_stage> stages;
-    std::vector<stk_manifest_array> arrays;
-    std::vector<stk_manifest_record> records;
     s = stk_manifest_get_info(mf, &m);
-    for (int i = 1; s == STK_OK && i <= STK_STAGE_COUNT; i++) {
-        stk_manifest_stage v = {};
-        v.struct_size = sizeof v;
-        s = stk_manifest_stage_at(mf, stk_stage(i), &v);
-        stages.push_back(v);
-    }
-    for (uint32_t i = 0; s == STK_OK && i < m.array_count; i++) {
-        stk_manifest_array v = {};
-        v.struct_size = sizeof v;
-        s = stk_manifest_array_at(mf, i, &v);
-        arrays.push_back(v);
-    }
-    for (uint32_t i = 0; s == STK_OK && i < m.record_count; i++) {
-        stk_manifest_record v = {};
-        v.struct_size = sizeof v;
-        s = stk_manifest_record_at(mf, i, &v);
-        records.push_back(v);
-    }
+    const std::vector<stk_manifest_stage> stages = read_entries<stk_manifest_stage>(
+        STK_STAGE_COUNT, &s, [&](uint64_t i, stk_manifest_stage *v) { return stk_manifest_stage_at(mf, stk_stage(i + 1), v); });
+    const std::vector<stk_manifest_array> arrays = read_entries(stk_manifest_array_at, mf, m.array_count, &s);
+    const std::vector<stk_manifest_record> records = read_entries(stk_manifest_record_at, mf, m.record_count, &s);
     if (s != STK_OK) return report_failure("inspect", s, json);
     const std::string dir = m.dir, path = m.manifest_path;
-    const std::string curr = hex_digest(m.curr_hash, 32), prev = hex_digest(m.prev_hash, 32);
+    const std::string curr = hex_hash(m.curr_hash), prev = hex_hash(m.prev_hash);
     const uint64_t bytes = m.payload_bytes;
     const bool first = m.first, published = m.published;
         // What the manifest's stage table cannot say about itself (see above).

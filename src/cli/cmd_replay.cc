@@ -90,21 +90,9 @@ int cmd_replay(int argc, char **argv) {
     std::unique_ptr<stk_replay, void (*)(stk_replay *)> hold_replay(replay, stk_replay_close);
     stk_replay_info info = {};
     info.struct_size = sizeof info;
-    std::vector<stk_replay_module> mods;
-    std::vector<stk_replay_token> rows;
     s = stk_replay_get_info(replay, &info);
-    for (uint32_t m = 0; s == STK_OK && m < info.n_modules; m++) {
-        stk_replay_module v = {};
-        v.struct_size = sizeof v;
-        s = stk_replay_module_at(replay, m, &v);
-        mods.push_back(v);
-    }
-    for (uint64_t i = 0; s == STK_OK && i < info.n_tokens; i++) {
-        stk_replay_token v = {};
-        v.struct_size = sizeof v;
-        s = stk_replay_token_at(replay, i, &v);
-        rows.push_back(v);
-    }
+    const std::vector<stk_replay_module> mods = read_entries(stk_replay_module_at, replay, info.n_modules, &s);
+    const std::vector<stk_replay_token> rows = read_entries(stk_replay_token_at, replay, info.n_tokens, &s);
     if (s != STK_OK) return report_failure("replay", s, json);
     const std::string mode = info.mode;
     const std::string digest = info.state_digest;

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "cli/cli.h"
-#include "cli/text.h"
 
 namespace stk::cli {
 
@@ -35,15 +34,9 @@ int inspect_lwt(const std::string &path, bool json) {
     const char *header_json = nullptr;
     size_t header_len = 0;
     uint32_t n_tensors = 0;
-    std::vector<stk_lwt_tensor> tensors;
     s = stk_lwt_get_header(lwt, &h);
     if (s == STK_OK) s = stk_lwt_info(lwt, &n_tensors, &header_json, &header_len);
-    for (uint32_t i = 0; s == STK_OK && i < n_tensors; i++) {
-        stk_lwt_tensor t = {};
-        t.struct_size = sizeof t;
-        s = stk_lwt_tensor_at(lwt, i, &t);
-        tensors.push_back(t);
-    }
+    const std::vector<stk_lwt_tensor> tensors = read_entries(stk_lwt_tensor_at, lwt, n_tensors, &s);
     if (s != STK_OK) return report_failure("inspect", s, json);
     uint32_t crc = h.crc32_computed;
     bool crc_ok = crc == h.data_crc32;
@@ -62,9 +55,9 @@ int inspect_lwt(const std::string &path, bool json) {
         for (char &c : header)
             if (c == '\n' || c == '\r') c = ' ';
         std::string msg =
-            crc_ok ? strf(".lwt version %u: %" PRIu64 " tensors, %" PRIu64 " parameters", h.version, h.tensor_count,
-                          h.parameter_count)
-                   : strf("%s: CRC32 of the data section is %08x, the header says %08x", path.c_str(), crc, h.data_crc32);
+            crc_ok ? format(".lwt version %u: %" PRIu64 " tensors, %" PRIu64 " parameters", h.version, h.tensor_count,
+                            h.parameter_count)
+                   : format("%s: CRC32 of the data section is %08x, the header says %08x", path.c_str(), crc, h.data_crc32);
         json_result("inspect", code, crc_ok ? STK_OK : STK_E_CHECKSUM, msg)
             .str("kind", "lwt")
             .str("file", path)
@@ -96,7 +89,7 @@ int inspect_lwt(const std::string &path, bool json) {
         std::printf("crc32           %08x %s (header says %08x)\n\n", crc, crc_ok ? "OK" : "MISMATCH", h.data_crc32);
         std::printf("%-44s %-9s %-16s %12s %12s %s\n", "tensor", "dtype", "shape", "offset", "bytes", "scale/zero");
         for (const stk_lwt_tensor &t : tensors) {
-            std::string q = stk_lwt_dtype_is_float(t.dtype) ? "-" : strf("%.9g/%u", double(t.scale), t.zero_point);
+            std::string q = stk_lwt_dtype_is_float(t.dtype) ? "-" : format("%.9g/%u", double(t.scale), t.zero_point);
             std::printf("%-44s %-9s %-16s %12" PRIu64 " %12" PRIu64 " %s\n", t.name, stk_lwt_dtype_name(t.dtype),
                         shape_str(t).c_str(), t.offset, t.size_bytes, q.c_str());
         }
