@@ -5,9 +5,14 @@
 #include <malloc.h>
 
 #include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "ingest/model.h"
 #include "stages/job.h"
+#include "stages/stages.h"
 #include "stk/stk.h"
 
 #include "test_util.h"
@@ -102,8 +107,9 @@ struct Run {
     uint64_t work_done = 0, work_total = 0;  // the stage's progress counters when it returned
 };
 
+// model: a fixture under tests/data/models, or an absolute path.
 static Run run_stage(const std::string &model, uint32_t threads = 1, uint32_t flags = 0, long arena_delta = 0) {
-    std::string in = test::test_data("models/" + model);
+    std::string in = model[0] == '/' ? model : test::test_data("models/" + model);
     std::string out = test::make_temp_dir("parse") + "/out";
     stk_job_params p{};
     p.struct_size = sizeof p;
@@ -201,6 +207,96 @@ static void every_fixture_streams(void **) {
     }
 }
 
+// A one-layer llama whose tied embedding (107520 x 64 bf16, 13 MiB, written here) has 105 chunks
+// of 64 Ki elements: enough for 100 workers at once.
+static std::string wide_model() {
+    const std::string dir = test::make_temp_dir("parse-wide");
+    const uint64_t v = 107520, d = 64, kv = 32, ffn = 128;
+    struct T {
+        std::string name;
+        uint64_t rows, cols;  // cols 0: a vector
+    };
+    const std::vector<T> tensors = {
+        {"model.embed_tokens.weight", v, d},
+        {"model.layers.0.input_layernorm.weight", d, 0},
+        {"model.layers.0.self_attn.q_proj.weight", d, d},
+        {"model.layers.0.self_attn.k_proj.weight", kv, d},
+        {"model.layers.0.self_attn.v_proj.weight", kv, d},
+        {"model.layers.0.self_attn.o_proj.weight", d, d},
+        {"model.layers.0.post_attention_layernorm.weight", d, 0},
+        {"model.layers.0.mlp.gate_proj.weight", ffn, d},
+        {"model.layers.0.mlp.up_proj.weight", ffn, d},
+        {"model.layers.0.mlp.down_proj.weight", d, ffn},
+        {"model.norm.weight", d, 0},
+    };
+    std::string header = "{";
+    uint64_t off = 0;
+    for (const T &t : tensors) {
+        const uint64_t n = t.rows * (t.cols ? t.cols : 1);
+        header += (off ? ",\"" : "\"") + t.name + "\":{\"dtype\":\"BF16\",\"shape\":[" + std::to_string(t.rows) +
+                  (t.cols ? "," + std::to_string(t.cols) : "") + "],\"data_offsets\":[" + std::to_string(off) + "," +
+                  std::to_string(off + 2 * n) + "]}";
+        off += 2 * n;
+    }
+    header += "}";
+    std::vector<uint8_t> file(8);
+    for (int i = 0; i < 8; i++) file[size_t(i)] = uint8_t(uint64_t(header.size()) >> (8 * i));
+    file.insert(file.end(), header.begin(), header.end());
+    // bf16 values in [-1, 1), every chunk different: the upper half of a float.
+    for (uint64_t i = 0; i < off / 2; i++) {
+        const float f = float(int64_t((i * 2654435761u) % 2048) - 1024) / 1024.0f;
+        uint32_t b;
+        std::memcpy(&b, &f, 4);
+        file.push_back(uint8_t(b >> 16));
+        file.push_back(uint8_t(b >> 24));
+    }
+    test::write_bytes(dir + "/model.safetensors", file);
+    const std::string config = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+ "hidden_size": 64, "intermediate_size": 128, "max_position_embeddings": 128, "num_attention_heads": 4,
+ "num_hidden_layers": 1, "num_key_value_heads": 2, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+ "tie_word_embeddings": true, "torch_dtype": "bfloat16", "vocab_size": 107520})";
+    test::write_bytes(dir + "/config.json", std::vector<uint8_t>(config.begin(), config.end()));
+    return dir;
+}
+
+// The digest does not depend on the thread count, up to more workers than the old fixed limit of
+// 64; each worker's scratch (a chunk in f32 and in 16 bits) is sized from the normalised thread
+// count (parse_tensors applies no cap of its own).
+static void digest_equal_at_1_2_and_100_threads(void **) {
+    const std::string m = wide_model();
+    Run a = run_stage(m, 1), b = run_stage(m, 2), c = run_stage(m, 100);
+    if (a.status != STK_OK) print_error("%s\n", a.message.c_str());
+    for (const Run *r : {&a, &b, &c}) {
+        assert_int_equal(r->status, STK_OK);
+        assert_int_equal(r->crc, a.crc);
+        assert_true(r->sha == a.sha);
+    }
+    assert_true(a.plan.streamed_elements == 2 * 107520 * 64 + 3 * 64 + 64 * (2 * 64 + 2 * 32 + 3 * 128));  // the tied head again
+    // The stage's own declared size (parse_tensors_size) grows by one chunk of scratch per worker.
+    const std::unique_ptr<ModelDescription> model = describe_model(m);
+    auto stage_size = [&](uint32_t threads) {
+        stk_job_params p{};
+        p.struct_size = sizeof p;
+        p.threads = threads;
+        ArenaSizer sizer;
+        parse_tensors_size(JobInputs{p, model.get()}, sizer);
+        return sizer.total();
+    };
+    const size_t per_worker = 64 * 1024 * (4 + 2), one = stage_size(1);
+    assert_true(stage_size(2) == one + per_worker);
+    assert_true(stage_size(100) == one + 99 * per_worker);
+    assert_true(stage_size(1024) == one + 1023 * per_worker);
+    print_message(
+        "wide model: digest %08x/%016llx at 1, 2 and 100 threads; parse_tensors declares %zu bytes at "
+        "1 thread, %zu at 100\n",
+        a.crc, (unsigned long long)a.sha, one, stage_size(100));
+    // A model whose tensors have one or two chunks: 98 workers or more find nothing to do.
+    Run f = run_stage("llama", 100);
+    assert_int_equal(f.status, STK_OK);
+    assert_int_equal(f.crc, kLlamaCrc);
+    assert_true(f.sha == kLlamaSha);
+}
+
 static void arena_one_byte_short_fails(void **) {
     Run r = run_stage("gpt2", 1, 0, -1);
     assert_int_equal(r.status, STK_E_ARENA_TOO_SMALL);
@@ -268,9 +364,10 @@ static void no_allocation_in_the_conversion_loop(void **) {
 
 int main() {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(digest_is_pinned_and_stable),    cmocka_unit_test(every_fixture_streams),
-        cmocka_unit_test(arena_one_byte_short_fails),     cmocka_unit_test(nonfinite_refused_then_recorded),
-        cmocka_unit_test(experts_ordered_by_router_norm), cmocka_unit_test(no_allocation_in_the_conversion_loop),
+        cmocka_unit_test(digest_is_pinned_and_stable),         cmocka_unit_test(every_fixture_streams),
+        cmocka_unit_test(arena_one_byte_short_fails),          cmocka_unit_test(nonfinite_refused_then_recorded),
+        cmocka_unit_test(experts_ordered_by_router_norm),      cmocka_unit_test(no_allocation_in_the_conversion_loop),
+        cmocka_unit_test(digest_equal_at_1_2_and_100_threads),
     };
     return cmocka_run_group_tests_name("parse_tensors", tests, nullptr, nullptr);
 }

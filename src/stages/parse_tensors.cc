@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/bytes.h"
@@ -41,7 +42,6 @@ namespace {
 
 constexpr char kDigestMagic[] = "stk.parse_tensors.v2";
 constexpr uint64_t kChunkElements = 64 * 1024;  // part of the digest's definition: never change
-constexpr uint32_t kMaxWorkers = 64;
 
 uint64_t chunk_count(uint64_t n) { return (n + kChunkElements - 1) / kChunkElements; }
 
@@ -52,7 +52,8 @@ bool read_in_place(const PlanTensor &t) {
     return !t.transpose && t.layout == QkvLayout::Separate && t.src_offset == 0 && t.role != Role::ROUTER_GATE;
 }
 
-// What one worker owns: a chunk in f32, its canonical encoding, and a SHA-256 context.
+// What one worker owns: a chunk in f32 and its canonical encoding (its SHA-256 context is
+// ChunkWorkers').
 struct WorkerScratch {
     float *f32;
     uint16_t *half;
@@ -78,14 +79,13 @@ WorkSizes work_sizes(const ModelPlan &p) {
     }
     return w;
 }
-uint32_t worker_count(const stk_job_params &p) { return std::min<uint32_t>(p.threads, kMaxWorkers); }  // normalised: >= 1
 
 // The stage's buffers beyond the plan, declared once: sized in parse_tensors_size, allocated in
 // parse_tensors_run.
 struct WorkBuffers {
     float *tensor_buf, *row_buf;
     ChunkResult *results;
-    WorkerScratch scratch[kMaxWorkers];
+    WorkerScratch scratch;  // every worker's chunk: worker w's starts at w * kChunkElements
     double *expert_norm;
 };
 WorkBuffers work_buffers(const ModelPlan &p, uint32_t workers, Buffers &b) {
@@ -94,10 +94,8 @@ WorkBuffers work_buffers(const ModelPlan &p, uint32_t workers, Buffers &b) {
     o.tensor_buf = static_cast<float *>(b.bytes((w.materialize_floats ? w.materialize_floats : 1) * 4));
     o.row_buf = b.array<float>(p.max_row_floats ? p.max_row_floats : 1);
     o.results = b.array<ChunkResult>(w.max_chunks);
-    for (uint32_t i = 0; i < workers; i++) {
-        o.scratch[i].f32 = static_cast<float *>(b.bytes(kChunkElements * 4));
-        o.scratch[i].half = static_cast<uint16_t *>(b.bytes(kChunkElements * 2));
-    }
+    o.scratch.f32 = b.array<float>(workers * kChunkElements);
+    o.scratch.half = b.array<uint16_t>(workers * kChunkElements);
     o.expert_norm = p.config.n_experts ? b.array<double>(p.config.n_experts) : nullptr;
     return o;
 }
@@ -238,8 +236,8 @@ void hash_chunk(const TensorWork &w, uint64_t c, WorkerScratch &ws, Sha256 &sha)
 // depend on who hashed what.  A worker's error is rethrown by the pool once all have finished.
 class ChunkWorkers {
 public:
-    ChunkWorkers(WorkerScratch *scratch, uint32_t workers)
-        : scratch_(scratch), pool_(workers), drain_([this](unsigned w) { drain(w); }) {}
+    ChunkWorkers(const WorkerScratch &scratch, uint32_t workers)
+        : scratch_(scratch), sha_(new Sha256[workers]), pool_(workers), drain_([this](unsigned w) { drain(w); }) {}
     void run(const TensorWork &w, uint64_t chunks) {
         work_ = &w;
         chunks_ = chunks;
@@ -250,11 +248,11 @@ public:
 
 private:
     void drain(unsigned id) {
-        for (uint64_t c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks_;)
-            hash_chunk(*work_, c, scratch_[id], sha_[id]);
+        WorkerScratch mine{scratch_.f32 + id * kChunkElements, scratch_.half + id * kChunkElements};
+        for (uint64_t c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks_;) hash_chunk(*work_, c, mine, sha_[id]);
     }
-    WorkerScratch *scratch_;
-    Sha256 sha_[kMaxWorkers];  // one context per worker, held in place (no allocation)
+    const WorkerScratch scratch_;
+    const std::unique_ptr<Sha256[]> sha_;  // one context per worker, allocated before the tensor loop
     WorkerPool pool_;
     const std::function<void(unsigned)> drain_;  // built once: the loop allocates nothing
     const TensorWork *work_ = nullptr;
@@ -268,7 +266,7 @@ void parse_tensors_size(const JobInputs &in, ArenaSizer &s) {
     const ModelDescription &d = *in.model;
     plan_arena_size(d, s);
     Buffers b(s);
-    work_buffers(d.plan, worker_count(in.params), b);
+    work_buffers(d.plan, in.params.threads, b);  // normalize_params: 1..1024
 }
 
 void parse_tensors_run(Job &job) {
@@ -278,12 +276,11 @@ void parse_tensors_run(Job &job) {
     Arena &arena = job.arena;
     ModelPlan *plan = copy_plan_to_arena(*d, arena);
     size_t scratch_mark = arena.mark();
-    const uint32_t n_workers = worker_count(job.params);
+    const uint32_t n_workers = job.params.threads;
     Buffers alloc(arena);
     WorkBuffers buf = work_buffers(*plan, n_workers, alloc);
     float *tensor_buf = buf.tensor_buf, *row_buf = buf.row_buf;
     ChunkResult *results = buf.results;
-    WorkerScratch *scratch = buf.scratch;
     double *expert_norm = buf.expert_norm;
     const Checkpoint &ckpt = *d->checkpoint;
     const std::vector<TensorRef> &refs = ckpt.tensors();
@@ -297,7 +294,7 @@ void parse_tensors_run(Job &job) {
     store_le<uint64_t>(head + sizeof kDigestMagic, plan->n_streamed);
     digest.add(head, sizeof head);
     std::vector<uint8_t> inflate_scratch;  // only compressed zip entries use it
-    ChunkWorkers workers(scratch, n_workers);
+    ChunkWorkers workers(buf.scratch, n_workers);
 
     uint64_t work_bytes = 0;
     for (uint32_t i = 0; i < plan->n_streamed; i++) work_bytes += refs[plan->tensors[i].source].n_bytes;
