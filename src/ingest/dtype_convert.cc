@@ -150,8 +150,14 @@ static void convert_block_scaled(const TensorRef &t, const uint8_t *bytes, uint6
     }
 }
 
+// ceil(a / b) for b > 0, without the a + b - 1 that wraps for a dimension near 2^64 (a tensor
+// with a zero dimension elsewhere has no bytes, so its other dimensions are not bounded by the file).
+static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
 void attach_fp8_scales(Checkpoint &ck, uint32_t br, uint32_t bc) {
-    if (br == 0 || bc == 0) throw_error(STK_E_INVALID_ARGUMENT, "F8 block size %u x %u", br, bc);
+    if (br == 0 || bc == 0)
+        throw_error(STK_E_INVALID_ARGUMENT, "F8 block size %u x %u: quantization_config weight_block_size needs two sizes >= 1",
+                    br, bc);
     std::vector<TensorRef> &ts = ck.mutable_tensors();
     static const std::string kSuffix = "_scale_inv";
     std::vector<uint8_t> scratch;
@@ -166,9 +172,13 @@ void attach_fp8_scales(Checkpoint &ck, uint32_t br, uint32_t bc) {
                         s.name.c_str(), (unsigned long long)s.file_offset, wname.c_str());
         TensorRef &w = *it;
         if ((w.dtype != SrcDType::F8_E4M3 && w.dtype != SrcDType::F8_E5M2) || w.shape.size() != 2 || !w.strides.empty())
-            throw_error(STK_E_CORRUPT, "%s: tensor '%s' has a block scale '%s' but is %s of rank %zu, not a 2-D F8 matrix",
-                        w.file.c_str(), w.name.c_str(), s.name.c_str(), src_dtype_name(w.dtype), w.shape.size());
-        const uint64_t gr = (w.shape[0] + br - 1) / br, gc = (w.shape[1] + bc - 1) / bc;
+            throw_error(STK_E_CORRUPT,
+                        "%s: tensor '%s' (offset %llu) has a block scale '%s' (offset %llu) but is %s of rank %zu%s, not a "
+                        "contiguous 2-D F8 matrix",
+                        w.file.c_str(), w.name.c_str(), (unsigned long long)w.file_offset, s.name.c_str(),
+                        (unsigned long long)s.file_offset, src_dtype_name(w.dtype), w.shape.size(),
+                        w.strides.empty() ? "" : " (a strided view)");
+        const uint64_t gr = ceil_div(w.shape[0], br), gc = ceil_div(w.shape[1], bc);
         if (s.shape.size() != 2 || s.shape[0] != gr || s.shape[1] != gc ||
             (s.dtype != SrcDType::F32 && s.dtype != SrcDType::BF16)) {
             std::string shape = "[";

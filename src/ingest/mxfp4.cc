@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/checked.h"
 #include "core/error.h"
 
 namespace stk {
@@ -76,24 +77,34 @@ public:
             };
             if (!s) refuse(("without their scales '" + stem + "_scales'").c_str());
             if (t.dtype != SrcDType::U8 || s->dtype != SrcDType::U8)
-                refuse(("and scales must be U8; '" + s->name + "' is " + src_dtype_name(s->dtype)).c_str());
+                refuse(("and scales must be U8; the blocks are " + std::string(src_dtype_name(t.dtype)) + ", '" + s->name +
+                        "' (offset " + std::to_string(s->file_offset) + ") is " + src_dtype_name(s->dtype))
+                           .c_str());
             if (t.shape.size() < 3 || t.shape.back() != 16) refuse("must be [..., rows, groups, 16] (16 bytes: 32 values)");
             if (s->shape.size() != t.shape.size() - 1 || !std::equal(s->shape.begin(), s->shape.end(), t.shape.begin()))
                 refuse(("need scales of shape [..., rows, groups]; '" + s->name + "' (" + s->file + ", offset " +
                         std::to_string(s->file_offset) + ") is " + shape_of(s->shape))
                            .c_str());
             if (!safetensors || !t.strides.empty())
-                throw_error(STK_E_UNSUPPORTED, "%s: tensor '%s': MXFP4 blocks are read from safetensors only (this is %s)",
-                            t.file.c_str(), t.name.c_str(), inner_->format());
+                throw_error(STK_E_UNSUPPORTED,
+                            "%s: tensor '%s' (offset %llu): MXFP4 blocks are read from safetensors only (this is %s)",
+                            t.file.c_str(), t.name.c_str(), (unsigned long long)t.file_offset, inner_->format());
             if (s->source_index != t.source_index)
                 throw_error(STK_E_UNSUPPORTED,
-                            "%s: tensor '%s': its MXFP4 scales '%s' are in another file (%s); stk reads the two from one file",
-                            t.file.c_str(), t.name.c_str(), s->name.c_str(), s->file.c_str());
+                            "%s: tensor '%s' (offset %llu): its MXFP4 scales '%s' are in another file (%s, offset %llu); stk "
+                            "reads the two from one file",
+                            t.file.c_str(), t.name.c_str(), (unsigned long long)t.file_offset, s->name.c_str(), s->file.c_str(),
+                            (unsigned long long)s->file_offset);
             TensorRef v = t;
             v.dtype = SrcDType::MXFP4;
             v.shape.pop_back();
-            v.shape.back() *= 32;  // groups x 32 values
-            v.n_elements = t.n_elements * 2;
+            // groups x 32 values.  The reader bounded the product of the blocks' shape by the file,
+            // but not one dimension when another is 0: a dimension near 2^64 must not wrap.
+            if (!mul_ok(v.shape.back(), 32, &v.shape.back()) || !mul_ok(t.n_elements, 2, &v.n_elements))
+                throw_error(STK_E_DIMS_OVERFLOW,
+                            "%s: tensor '%s' (offset %llu, %s): MXFP4 blocks: %llu groups x 32 values overflows 64 bits",
+                            t.file.c_str(), t.name.c_str(), (unsigned long long)t.file_offset, shape_of(t.shape).c_str(),
+                            (unsigned long long)t.shape[t.shape.size() - 2]);
             v.aux_offset = int64_t(s->file_offset) - int64_t(t.file_offset);
             tensors_.push_back(v);
         }
