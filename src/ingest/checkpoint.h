@@ -103,8 +103,8 @@ void convert_to_f32(const TensorRef &t, const uint8_t *bytes, uint64_t first, ui
 // "<w>_scale_inv" (F32 / BF16 [ceil(rows / block_rows), ceil(cols / block_cols)]) is read and
 // attached to its F8 weight "<w>" (2-D F8_E4M3 / F8_E5M2), which convert_to_f32 then returns as
 // f32(w) x f32(scale) rounded once to f32, as transformers' fp8 dequantisation computes it in
-// float32.  A scale of the wrong shape or dtype, a scale without its weight, or an F8 tensor
-// without a scale is STK_E_CORRUPT naming the file and the tensor.
+// float32.  Scale of the wrong shape / dtype, without its weight or on a non-2-D-F8 tensor, F8 without a
+// scale: STK_E_CORRUPT naming file, tensor and offset; a block size of 0: STK_E_INVALID_ARGUMENT.
 void attach_fp8_scales(Checkpoint &ck, uint32_t block_rows, uint32_t block_cols);
 
 // Parse a dtype name as safetensors spells it ("BF16"); false if unknown.

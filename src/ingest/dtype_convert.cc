@@ -140,7 +140,8 @@ std::vector<TensorRef> &Checkpoint::mutable_tensors() {
 }
 
 // f32(w) x f32(scale of w's block), one rounding, in element order (the arithmetic of
-// transformers' Fp8Dequantize / _dequantize_fp8_weight in float32).
+// transformers' Fp8Dequantize / _dequantize_fp8_weight in float32).  A NaN / inf scale is a value
+// like any other, multiplied in as transformers does; the conversion's non-finite policy sees it.
 static void convert_block_scaled(const TensorRef &t, const uint8_t *bytes, uint64_t first, uint64_t count, float *out) {
     const uint64_t cols = t.shape[1], scols = (cols + t.block_cols - 1) / t.block_cols;
     const float *scale = t.block_scale->data();

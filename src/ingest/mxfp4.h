@@ -25,7 +25,8 @@ void mxfp4_to_f32(const uint8_t *blocks, const uint8_t *scales, uint64_t first, 
 
 // Pairs every NAME_blocks with its NAME_scales.  Refused (STK_E_CORRUPT, naming file, tensor and
 // offset): blocks without scales or scales without blocks, a dtype other than U8, a last axis
-// other than 16, scales whose shape is not the blocks' without that axis; STK_E_UNSUPPORTED: the
+// other than 16, scales whose shape is not the blocks' without that axis; STK_E_DIMS_OVERFLOW:
+// groups x 32 values past 64 bits (possible only with a zero dimension); STK_E_UNSUPPORTED: the
 // two in different files, or a checkpoint that is not safetensors.
 std::unique_ptr<Checkpoint> wrap_mxfp4(std::unique_ptr<Checkpoint> inner);
 
