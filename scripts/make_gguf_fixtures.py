@@ -19,6 +19,15 @@ what differs from the committed models and why:
   - qwen2_moe and bloom (tests/data/models/{qwen2_moe,bloom}, f32 only): no tokenizer files
     either; every model class's set_vocab is made a no-op.  They check the expert stacks
     (ffn_*_exps split per expert, the shared expert) and Bloom's fused QKV regrouping.
+  - the families llama.cpp converts with changes stk undoes (`--families`: tests/fixtures/families/
+    deepseek_v2, deepseek_v3, phimoe, granite, granitemoe, gpt_oss, gpt_oss_mxfp4, internlm2; bf16,
+    which is lossless for these bf16 checkpoints): no tokenizer files, so every class's set_vocab
+    is made a no-op; phimoe's "architectures" is written "PhiMoEForCausalLM" (the hub model's
+    spelling, the one the converter registers; transformers' own is "PhimoeForCausalLM").  One more
+    file is made from the deepseek_v2 one with gguf-py's GGUFWriter: the layout converters wrote
+    before llama.cpp's MLA change (April 2025, llama.cpp PR 12801): attn_kv_b whole instead of
+    attn_k_b / attn_v_b, head_count_kv = heads, key_length = nope + rope, value_length = v, no
+    *_mla keys.
 """
 import argparse
 import json
@@ -80,6 +89,16 @@ elif kind == "novocab":
         for c in classes.values():
             if "set_vocab" in c.__dict__:
                 c.set_vocab = lambda self: None
+elif kind == "families":
+    import conversion
+    get = conversion.get_model_class
+    def patched(name, mmproj=False):
+        c = get(name, mmproj)
+        for k in c.__mro__:
+            if "set_vocab" in k.__dict__:
+                k.set_vocab = lambda self: None
+        return c
+    conversion.get_model_class = patched
 else:
     import conversion.llama as cl
     cl.LlamaModel.set_vocab = lambda self: None
@@ -87,12 +106,91 @@ runpy.run_path(llama + "/convert_hf_to_gguf.py", run_name="__main__")
 """
 
 
+FAMILIES = ["deepseek_v2", "deepseek_v3", "phimoe", "granite", "granitemoe", "gpt_oss", "gpt_oss_mxfp4", "internlm2"]
+
+
+def family_name(model: str) -> str:
+    return "tiny-" + model.replace("_", "-") + "-bf16.gguf"
+
+
+def write_legacy_deepseek(src: Path, out: Path):
+    """The deepseek2 layout before llama.cpp's MLA split, from the converter's own file."""
+    import numpy as np
+    import gguf
+    r = gguf.GGUFReader(str(src))
+    arch = "deepseek2"
+    val = lambda k: r.fields[k].contents()
+    heads, kvl = val(f"{arch}.attention.head_count"), val(f"{arch}.attention.kv_lora_rank")
+    rope, qk, v = val(f"{arch}.rope.dimension_count"), val(f"{arch}.attention.key_length_mla"), val(f"{arch}.attention.value_length_mla")
+    w = gguf.GGUFWriter(str(out), arch)
+    override = {f"{arch}.attention.head_count_kv": heads, f"{arch}.attention.key_length": qk,
+                f"{arch}.attention.value_length": v}
+    skip = {"GGUF.version", "GGUF.tensor_count", "GGUF.kv_count", "general.architecture",
+            f"{arch}.attention.key_length_mla", f"{arch}.attention.value_length_mla"}
+    for k, f in r.fields.items():
+        if k in skip:
+            continue
+        vt = f.types[0]
+        w.add_key_value(k, override.get(k, f.contents()), vt)
+    tensors = {t.name: t for t in r.tensors}
+    for t in r.tensors:
+        if ".attn_v_b." in t.name:
+            continue
+        data = np.array(t.data)
+        if ".attn_k_b." in t.name:
+            # Element moves only: bf16 bits as uint16 (the reader hands them over as bytes).
+            elems = lambda x: np.array(x.data).view(np.uint16) if x.tensor_type == gguf.GGMLQuantizationType.BF16 else np.array(x.data)
+            k_b = elems(t).reshape(heads, kvl, qk - rope)  # [H, kv_lora, nope]
+            v_b = elems(tensors[t.name.replace("attn_k_b", "attn_v_b")]).reshape(heads, v, kvl)
+            kv_b = np.ascontiguousarray(np.concatenate([k_b.transpose(0, 2, 1), v_b], axis=1).reshape(heads * (qk - rope + v), kvl))
+            w.add_tensor(t.name.replace("attn_k_b", "attn_kv_b"), kv_b.view(np.uint8) if kv_b.dtype == np.uint16 else kv_b,
+                         raw_dtype=t.tensor_type)
+            continue
+        shape = [int(x) for x in reversed(t.shape.tolist())]
+        if data.dtype == np.uint8:  # raw bytes (bf16): the writer takes their byte shape
+            shape = list(gguf.quant_shape_to_byte_shape(shape, t.tensor_type))
+        w.add_tensor(t.name, data.reshape(shape), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def make_families(llama: Path, tmp: Path):
+    for model in FAMILIES:
+        src = prepare_plain_from(tmp, REPO / "tests" / "fixtures" / "families" / model, ("reference.json",))
+        if model == "phimoe":
+            cfg = json.loads((src / "config.json").read_text())
+            cfg["architectures"] = ["PhiMoEForCausalLM"]
+            (src / "config.json").write_text(json.dumps(cfg, indent=2))
+        out = OUT / family_name(model)
+        subprocess.run([sys.executable, "-c", CHILD, str(llama), "families", str(src), "--outtype", "bf16", "--outfile",
+                        str(out)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        size = out.stat().st_size
+        assert size <= 1 << 20, f"{out}: {size} bytes, more than 1 MiB"
+        print(f"{out.relative_to(REPO)}: {size} bytes")
+    legacy = OUT / "tiny-deepseek-v2-kv-b-bf16.gguf"
+    write_legacy_deepseek(OUT / family_name("deepseek_v2"), legacy)
+    print(f"{legacy.relative_to(REPO)}: {legacy.stat().st_size} bytes")
+
+
+def prepare_plain_from(tmp: Path, src: Path, drop) -> Path:
+    dst = tmp / src.name
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(*drop))
+    return dst
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--llama-cpp", required=True, help="a llama.cpp checkout (convert_hf_to_gguf.py, conversion/, gguf-py/)")
+    ap.add_argument("--families", action="store_true", help="only the family fixtures (tiny-<family>-bf16.gguf)")
     args = ap.parse_args()
     llama = Path(args.llama_cpp).resolve()
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.families:
+        with tempfile.TemporaryDirectory() as t:
+            make_families(llama, Path(t))
+        return
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         for kind, model_dir in (("gpt2", prepare_gpt2(tmp)), ("llama", prepare_llama(tmp))):
@@ -109,6 +207,7 @@ def main():
             subprocess.run([sys.executable, "-c", CHILD, str(llama), "novocab", str(prepare_plain(tmp, model)), "--outtype",
                             "f32", "--outfile", str(out)], check=True, stdout=subprocess.DEVNULL)
             print(f"{out.relative_to(REPO)}: {out.stat().st_size} bytes")
+        make_families(llama, tmp)
 
 
 if __name__ == "__main__":

@@ -145,6 +145,107 @@ def main():
         if bad:
             sys.exit(f"FAIL: {name}: {len(bad)} tensors differ from the HF directory's, e.g. {bad[:3]}")
         print(f"ok {name}: {len(g)} tensors bit-identical to tests/data/models/{model}; same config")
+    families(tool, repo)
+
+
+# The family GGUFs (scripts/make_gguf_fixtures.py --families: llama.cpp's converter, bf16, from the
+# transformers-written fixtures) against the HF directory each came from: config, the rest of the
+# model description (MLA dims, routing, multipliers, sinks, RoPE scaling), the approximations,
+# the plan's roles, and every tensor bit for bit.  What a GGUF cannot carry is listed and checked
+# to be exactly that: gpt-oss's swiglu_limit (no key: llama.cpp and stk take 7; the fixture's is
+# 0.5) and PhiMoE's router_jitter_noise (no key: 0; the sparsemixer is recorded as approximated
+# either way).
+FAMILY_GGUFS = [("tiny-deepseek-v2-bf16.gguf", "deepseek_v2"), ("tiny-deepseek-v2-kv-b-bf16.gguf", "deepseek_v2"),
+                ("tiny-deepseek-v3-bf16.gguf", "deepseek_v3"), ("tiny-phimoe-bf16.gguf", "phimoe"),
+                ("tiny-granite-bf16.gguf", "granite"), ("tiny-granitemoe-bf16.gguf", "granitemoe"),
+                ("tiny-gpt-oss-bf16.gguf", "gpt_oss"), ("tiny-gpt-oss-mxfp4-bf16.gguf", "gpt_oss_mxfp4"),
+                ("tiny-internlm2-bf16.gguf", "internlm2")]
+
+
+def families(tool, repo):
+    for name, model in FAMILY_GGUFS:
+        got, want = dump(tool, repo / "tests/data/gguf" / name), dump(tool, repo / "tests/fixtures/families" / model)
+        if got["config"] != want["config"]:
+            sys.exit(f"FAIL: {name}: config {got['config']} != {want['config']}")
+        gm, wm = dict(got["model"]), dict(want["model"])
+        if model.startswith("gpt_oss"):
+            if gm["swiglu"] != [7, 1] or wm["swiglu"] != [0.5, 1]:
+                sys.exit(f"FAIL: {name}: swiglu {gm['swiglu']} (want llama.cpp's 7), HF {wm['swiglu']}")
+            gm["swiglu"] = wm["swiglu"]
+            gm["approximations"] = [a.replace("clamped at 7 ", "clamped at 0.5 ") for a in gm["approximations"]]
+            if not any("sink logit" in a for a in gm["approximations"]):
+                sys.exit(f"FAIL: {name}: no attention-sinks approximation in {gm['approximations']}")
+        if model == "phimoe":
+            if gm["experts"][-1] != 0 or wm["experts"][-1] != 0.01:
+                sys.exit(f"FAIL: {name}: router jitter {gm['experts'][-1]} / {wm['experts'][-1]}")
+            gm["experts"][-1] = wm["experts"][-1]
+        if model.startswith("deepseek") and not any(a.startswith("approx: MLA latent RMSNorm") for a in gm["approximations"]):
+            sys.exit(f"FAIL: {name}: no MLA latent RMSNorm approximation in {gm['approximations']}")
+        gm["roles"] = [r for r in gm["roles"] if not r[7]]
+        wm["roles"] = [r for r in wm["roles"] if not r[7]]
+        for k in wm:
+            if gm[k] != wm[k]:
+                sys.exit(f"FAIL: {name}: {k}: GGUF {gm[k]}, HF {wm[k]}")
+        g = {t["name"]: t for t in got["tensors"]}
+        w = {t["name"]: t for t in want["tensors"]}
+        if set(g) != set(w):
+            sys.exit(f"FAIL: {name}: names differ: {sorted(set(g) ^ set(w))[:6]}")
+        bad = [n for n in g if g[n]["sha256"] != w[n]["sha256"] or g[n]["shape"] != w[n]["shape"]]
+        if bad:
+            sys.exit(f"FAIL: {name}: {len(bad)} tensors differ from the HF directory's, e.g. {bad[:3]}")
+        print(f"ok {name}: {len(g)} tensors bit-identical to tests/fixtures/families/{model}; same config, "
+              f"{len(gm['roles'])} roles, approximations {len(gm['approximations'])}")
+    hostile(tool, repo)
+
+
+def rewrite(src, dst, drop=(), reshape=None):
+    """src again with GGUFWriter, without the tensors in `drop` (reshape: {name: new shape})."""
+    import gguf
+    r = GGUFReader(str(src))
+    arch = field(r, "general.architecture")
+    w = gguf.GGUFWriter(str(dst), arch)
+    for k, f in r.fields.items():
+        if k.startswith("GGUF.") or k == "general.architecture":
+            continue
+        w.add_key_value(k, f.contents(), f.types[0])
+    for t in r.tensors:
+        if t.name in drop:
+            continue
+        shape = [int(x) for x in reversed(t.shape.tolist())]
+        if reshape and t.name in reshape:
+            shape = reshape[t.name]
+        data = np.array(t.data)
+        if data.dtype == np.uint8:
+            shape = list(gguf.quant_shape_to_byte_shape(shape, t.tensor_type))
+        w.add_tensor(t.name, data.reshape(shape), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def refused(tool, path, want):
+    p = subprocess.run([tool, str(path)], capture_output=True, text=True)
+    if p.returncode == 0 or want not in p.stderr:
+        sys.exit(f"FAIL: {path.name}: want a refusal containing {want!r}, got rc {p.returncode}: {p.stderr.strip()}")
+    print(f"ok refused {path.name}: {p.stderr.strip()[:160]}")
+
+
+def hostile(tool, repo):
+    import tempfile
+    src = repo / "tests/data/gguf/tiny-deepseek-v2-bf16.gguf"
+    with tempfile.TemporaryDirectory() as t:
+        a = Path(t) / "no-v-b.gguf"
+        rewrite(src, a, drop={"blk.1.attn_v_b.weight"})
+        refused(tool, a, "GGUF tensor 'blk.1.attn_k_b.weight' (offset ")
+        refused(tool, a, "needs its attn_v_b.weight from the same block too")
+        b = Path(t) / "k-b-shape.gguf"
+        rewrite(src, b, reshape={"blk.0.attn_k_b.weight": [4, 16, 32]})
+        refused(tool, b, "GGUF tensor 'blk.0.attn_k_b.weight'")
+        refused(tool, b, "not [heads, kv_lora_rank, qk_nope_head_dim] = [4, 32, 16]")
+        c = Path(t) / "granitemoe-no-up.gguf"
+        rewrite(repo / "tests/data/gguf/tiny-granitemoe-bf16.gguf", c, drop={"blk.0.ffn_up_exps.weight"})
+        refused(tool, c, "needs its ffn_up_exps.weight from the same block too")
 
 
 if __name__ == "__main__":

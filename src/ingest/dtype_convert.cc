@@ -244,6 +244,7 @@ void convert_to_f32(const TensorRef &t, const uint8_t *bytes, uint64_t first, ui
                     t.name.c_str(), (unsigned long long)first, (unsigned long long)count, (unsigned long long)t.n_elements);
     if (count == 0) return;
     if (t.block_scale) return convert_block_scaled(t, bytes, first, count, out);
+    if (t.ggml_type == kGgmlMxfp4) return mxfp4_ggml_to_f32(bytes, first, count, out);
     if (t.ggml_type) return convert_ggml_blocks(t, bytes, first, count, out);
     if (t.dtype == SrcDType::MXFP4) return mxfp4_to_f32(bytes, bytes + t.aux_offset, first, count, out);
     size_t es = src_dtype_size(t.dtype);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -16,6 +17,7 @@
 #include "format/ggml_dequant.h"
 #include "ingest/family.h"
 #include "ingest/gguf.h"
+#include "ingest/mxfp4.h"
 #include "ingest/source.h"
 
 namespace stk {
@@ -60,7 +62,7 @@ std::string gguf_model_file(const std::string &path) {
 
 namespace {
 
-enum class Names : uint8_t { Llama, Gemma3, Gpt2, GptNeox, Bloom, Falcon };
+enum class Names : uint8_t { Llama, Gemma3, Gpt2, GptNeox, Bloom, Falcon, Deepseek2, Phimoe, Granite, GptOss, Internlm2 };
 
 // Per family (the family table's FamilyDef::name; which GGUF architectures belong to a family is
 // the table's gguf_archs): the converter's changes to undo.
@@ -73,10 +75,23 @@ struct ArchDef {
 };
 
 const ArchDef kArchs[] = {
-    {"llama", Names::Llama, true, false, false},      {"qwen2", Names::Llama, false, false, false},
-    {"qwen2_moe", Names::Llama, false, false, false}, {"gemma3", Names::Gemma3, false, true, false},
-    {"gpt2", Names::Gpt2, false, false, false},       {"gpt_neox", Names::GptNeox, false, false, true},
-    {"bloom", Names::Bloom, false, false, true},      {"falcon", Names::Falcon, false, false, true},
+    {"llama", Names::Llama, true, false, false},
+    {"qwen2", Names::Llama, false, false, false},
+    {"qwen2_moe", Names::Llama, false, false, false},
+    {"gemma3", Names::Gemma3, false, true, false},
+    {"gpt2", Names::Gpt2, false, false, false},
+    {"gpt_neox", Names::GptNeox, false, false, true},
+    {"bloom", Names::Bloom, false, false, true},
+    {"falcon", Names::Falcon, false, false, true},
+    // conversion/deepseek.py (DeepseekV2Model, V2 and V3 alike), phi.py (PhiMoeModel), granite.py
+    // (GraniteModel / GraniteMoeModel: LlamaModel's permute), gpt_oss.py, internlm.py (InternLM2Model:
+    // wqkv split into permuted q / k and v).
+    {"deepseek_v2", Names::Deepseek2, false, false, false},
+    {"phimoe", Names::Phimoe, false, false, false},
+    {"granite", Names::Granite, true, false, false},
+    {"granitemoe", Names::Granite, true, false, false},
+    {"gpt_oss", Names::GptOss, false, false, false},
+    {"internlm2", Names::Internlm2, false, false, false},
 };
 
 struct Arch {
@@ -148,6 +163,116 @@ struct Json {
 
 const GgufTensorInfo *tensor(const GgufFile &f, const char *name) { return f.find_tensor(name); }
 
+// A metadata value of {arch}.KEY that must be a scalar (nullptr when absent).
+const GgufValue *scalar(const GgufFile &f, const std::string &arch, const char *k, const std::string &path) {
+    const GgufValue *v = f.find(arch + "." + k);
+    if (v && v->type() == GgufType::ARRAY)
+        throw_error(STK_E_UNSUPPORTED, "%s: %s.%s is an array (a value per layer), which stk does not read", path.c_str(),
+                    arch.c_str(), k);
+    return v;
+}
+
+// An f32 metadata value as the shortest decimal that reads back to it (see Json::f).
+std::string f32_text(const GgufValue &v) {
+    char buf[64];
+    auto r = v.type() == GgufType::F32 ? std::to_chars(buf, buf + sizeof buf, v.f32())
+                                       : std::to_chars(buf, buf + sizeof buf, v.as_float());
+    return std::string(buf, r.ptr);
+}
+
+// rope_scaling from rope.scaling.* (the keys TextModel.set_gguf_parameters writes), "" when none.
+std::string rope_scaling_json(const GgufFile &f, const std::string &arch, const std::string &path) {
+    const GgufValue *type = scalar(f, arch, "rope.scaling.type", path);
+    if (!type || type->str() == "none") return {};
+    std::string rs = "{\"rope_type\": \"" + printable(type->str()) + "\"";
+    if (const GgufValue *v = scalar(f, arch, "rope.scaling.factor", path)) rs += ", \"factor\": " + f32_text(*v);
+    if (const GgufValue *v = scalar(f, arch, "rope.scaling.original_context_length", path))
+        rs += format(", \"original_max_position_embeddings\": %llu", (unsigned long long)v->as_uint());
+    if (const GgufValue *v = scalar(f, arch, "rope.scaling.yarn_beta_fast", path)) rs += ", \"beta_fast\": " + f32_text(*v);
+    if (const GgufValue *v = scalar(f, arch, "rope.scaling.yarn_beta_slow", path)) rs += ", \"beta_slow\": " + f32_text(*v);
+    if (const GgufValue *v = scalar(f, arch, "rope.scaling.yarn_attn_factor", path))
+        rs += ", \"attention_factor\": " + f32_text(*v);
+    if (arch == "deepseek2")
+        if (const GgufValue *v = scalar(f, arch, "rope.scaling.yarn_log_multiplier", path)) {
+            // DeepseekV2Model writes f32(0.1 x mscale_all_dim); llama.cpp then takes mscale =
+            // mscale_all_dim (the hub's V2 / V3 configs have the two equal), so the yarn factor on
+            // cos / sin is 1.  The config's decimal back: the shortest whose f32(0.1 x it) is the
+            // stored value (0.707, not 0.70699996).
+            const float stored = v->type() == GgufType::F32 ? v->f32() : float(v->as_float());
+            std::string t = format("%.17g", double(stored) / 0.1);
+            for (int digits = 1; digits <= 17; digits++) {
+                std::string c = format("%.*g", digits, double(stored) / 0.1);
+                if (float(0.1 * std::strtod(c.c_str(), nullptr)) == stored) {
+                    t = c;
+                    break;
+                }
+            }
+            rs += ", \"mscale_all_dim\": " + t + ", \"mscale\": " + t;
+        }
+    // gpt-oss's YaRN keeps the correction range unrounded (its config says "truncate": false).
+    if (arch == "gpt-oss") rs += ", \"truncate\": false";
+    return rs + "}";
+}
+
+// DeepSeek-V2 / V3 (llama.cpp's "deepseek2"): DeepseekV2Model writes MLA as MQA (head_count_kv 1,
+// key_length kv_lora_rank + rope) and the real dimensions as *_mla keys; V3 differs by its sigmoid
+// gating (expert_gating_func 2) and the router's score bias.  Converters before the *_mla keys
+// (those that stored attn_kv_b whole) wrote key_length = nope + rope and value_length = v.
+std::string deepseek2_config_json(const GgufFile &f, const std::string &path, const std::string &arch, uint64_t d,
+                                  uint64_t layers, uint64_t heads, uint64_t vocab) {
+    auto get = [&](const char *k) { return scalar(f, arch, k, path); };
+    auto need = [&](const char *k) -> uint64_t {
+        const GgufValue *v = get(k);
+        if (!v) throw_error(STK_E_CORRUPT, "%s: metadata key %s.%s is missing (DeepSeek MLA)", path.c_str(), arch.c_str(), k);
+        return v->as_uint();
+    };
+    const uint64_t rope = need("rope.dimension_count");
+    uint64_t qk, v;
+    if (get("attention.key_length_mla")) qk = need("attention.key_length_mla"), v = need("attention.value_length_mla");
+    else qk = need("attention.key_length"), v = need("attention.value_length");
+    if (qk <= rope)
+        throw_error(STK_E_CORRUPT, "%s: DeepSeek MLA key length %llu is not more than its rotary part %llu", path.c_str(),
+                    (unsigned long long)qk, (unsigned long long)rope);
+    const GgufValue *gating = get("expert_gating_func");
+    const bool v3 = (gating && gating->as_uint() == 2) || tensor(f, "blk.0.exp_probs_b.bias") ||
+                    tensor(f, (format("blk.%llu.exp_probs_b.bias", (unsigned long long)(layers ? layers - 1 : 0))).c_str());
+    Json j;
+    j.str("model_type", v3 ? "deepseek_v3" : "deepseek_v2");
+    j.u("vocab_size", vocab);
+    j.u("hidden_size", d);
+    j.u("num_hidden_layers", layers);
+    j.u("num_attention_heads", heads);
+    j.u("num_key_value_heads", heads);  // MLA: one kv head per head (the GGUF's 1 is llama.cpp's MQA form)
+    if (const GgufValue *x = get("feed_forward_length")) j.u("intermediate_size", x->as_uint());
+    if (const GgufValue *x = get("context_length")) j.u("max_position_embeddings", x->as_uint());
+    if (const GgufValue *x = get("attention.layer_norm_rms_epsilon")) j.f("rms_norm_eps", *x);
+    if (const GgufValue *x = get("rope.freq_base")) j.f("rope_theta", *x);
+    if (std::string rs = rope_scaling_json(f, arch, path); !rs.empty()) j.raw("rope_scaling", rs);
+    if (const GgufValue *x = get("attention.q_lora_rank")) j.u("q_lora_rank", x->as_uint());
+    j.u("kv_lora_rank", need("attention.kv_lora_rank"));
+    j.u("qk_rope_head_dim", rope);
+    j.u("qk_nope_head_dim", qk - rope);
+    j.u("v_head_dim", v);
+    if (const GgufValue *x = get("expert_count"); x && x->as_uint() > 0) {
+        j.u("n_routed_experts", x->as_uint());
+        j.u("num_experts_per_tok", need("expert_used_count"));
+        j.u("moe_intermediate_size", need("expert_feed_forward_length"));
+        if (const GgufValue *y = get("expert_shared_count")) j.u("n_shared_experts", y->as_uint());
+        if (const GgufValue *y = get("leading_dense_block_count")) j.u("first_k_dense_replace", y->as_uint());
+        if (const GgufValue *y = get("expert_weights_scale")) j.f("routed_scaling_factor", *y);
+        const GgufValue *norm = get("expert_weights_norm");
+        j.b("norm_topk_prob", norm && norm->boolean());
+        const GgufValue *groups = get("expert_group_count"), *used = get("expert_group_used_count");
+        if (groups) j.u("n_group", groups->as_uint());
+        if (used) j.u("topk_group", used->as_uint());
+        // The router: V3's "noaux_tc"; V2's greedy, or group_limited_greedy when it has groups.
+        j.str("topk_method", v3 ? "noaux_tc" : groups && groups->as_uint() > 1 ? "group_limited_greedy" : "greedy");
+    }
+    j.b("tie_word_embeddings", tensor(f, "output.weight") == nullptr);
+    j.b("attention_bias", false);
+    return j.done();
+}
+
 }  // namespace
 
 std::string gguf_config_json(const GgufFile &f, const std::string &path) {
@@ -175,6 +300,7 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
     uint64_t kv = heads;
     if (const GgufValue *v = get("attention.head_count_kv")) kv = v->as_uint();
     const uint64_t experts = get("expert_count") ? get("expert_count")->as_uint() : 0;
+    if (A.names == Names::Deepseek2) return deepseek2_config_json(f, path, arch, d, layers, heads, emb->shape[0]);
 
     Json j;
     std::string model_type = found.family->model_types[0];
@@ -206,13 +332,7 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
         uint64_t hd = d / heads;
         if (hd) j.f("rotary_pct", double(v->as_uint()) / double(hd));
     }
-    if (const GgufValue *v = get("rope.scaling.type"); v && v->str() != "none") {
-        std::string rs = "{\"rope_type\": \"" + printable(v->str()) + "\"";
-        if (const GgufValue *fct = get("rope.scaling.factor")) rs += format(", \"factor\": %.17g", fct->as_float());
-        if (const GgufValue *o = get("rope.scaling.original_context_length"))
-            rs += format(", \"original_max_position_embeddings\": %llu", (unsigned long long)o->as_uint());
-        j.raw("rope_scaling", rs + "}");
-    }
+    if (std::string rs = rope_scaling_json(f, arch, path); !rs.empty()) j.raw("rope_scaling", rs);
     if (A.names == Names::GptNeox)
         if (const GgufValue *v = get("use_parallel_residual")) j.b("use_parallel_residual", v->boolean());
     if (experts > 0) {
@@ -223,6 +343,29 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
         else if (const GgufTensorInfo *t = tensor(f, "blk.0.ffn_up_shexp.weight"); t && t->shape.size() == 2)
             j.u("shared_expert_intermediate_size", t->shape[0]);
         if (arch == "qwen2moe") j.b("norm_topk_prob", false);  // Qwen2MoeConfig's default
+    }
+    if (A.names == Names::Granite) {
+        // GraniteModel writes the multipliers under llama.cpp's *_scale names (only when non-zero).
+        if (const GgufValue *v = get("attention.scale")) j.f("attention_multiplier", *v);
+        if (const GgufValue *v = get("embedding_scale")) j.f("embedding_multiplier", *v);
+        if (const GgufValue *v = get("residual_scale")) j.f("residual_multiplier", *v);
+        if (const GgufValue *v = get("logit_scale")) j.f("logits_scaling", *v);
+        j.b("attention_bias", tensor(f, "blk.0.attn_q.bias") != nullptr);
+    }
+    if (A.names == Names::Phimoe || A.names == Names::GptOss) {
+        if (const GgufValue *v = get("attention.sliding_window")) j.u("sliding_window", v->as_uint());
+        j.b("attention_bias", tensor(f, "blk.0.attn_q.bias") != nullptr);
+    }
+    if (A.names == Names::Phimoe) j.b("lm_head_bias", tensor(f, "output.bias") != nullptr);
+    if (A.names == Names::GptOss) {
+        // The experts as the hub ships them (MXFP4 blocks) or dequantised (a bf16 checkpoint's
+        // conversion): the checkpoint below presents the matching HF layout.
+        const GgufTensorInfo *g = tensor(f, "blk.0.ffn_gate_exps.weight");
+        if (g && g->type == kGgmlMxfp4) j.raw("quantization_config", "{\"quant_method\": \"mxfp4\"}");
+    }
+    if (A.names == Names::Internlm2) {
+        // InternLM2Model splits wqkv and cannot split a bias (it reshapes it as a matrix): none.
+        j.b("bias", false);
     }
     if (A.names == Names::Gemma3) {
         if (const GgufValue *v = get("attention.sliding_window")) j.u("sliding_window", v->as_uint());
@@ -268,6 +411,7 @@ enum class Fix : uint8_t {
     Transpose,  // GPT-2 Conv1D: stored [out, in], HF [in, out]
     MinusOne,   // Gemma norm weight: stored weight + 1 (as f32)
     Expert,     // one expert of a [experts, rows, cols] stack
+    Gather,     // one HF tensor put together from several GGUF tensors (Gather below)
 };
 
 struct Mapped {
@@ -275,6 +419,72 @@ struct Mapped {
     Fix fix = Fix::None;
     uint32_t heads = 0;   // Unpermute: heads of this projection
     uint32_t expert = 0;  // Expert: which slice
+    uint32_t gather = 0;  // Gather: index into the checkpoint's gathers
+};
+
+// HF tensors that llama.cpp's converter split into several GGUF tensors (or re-laid element by
+// element), and how each HF row or element is found again.
+enum class Gk : uint8_t {
+    GraniteGateUp,     // input_linear [E, 2F, D] = per expert [gate_e; up_e] (GraniteMoeModel splits it)
+    InternlmQkv,       // wqkv, per kv head [its q heads; k; v], q / k rows permuted (InternLM2Model)
+    DeepseekKvB,       // kv_b_proj [H (nope + v), kv_lora] = per head [k_b^T; v_b] (DeepseekV2Model)
+    GptOssGateUp,      // gate_up_proj [E, D, 2F]: [in, out], gate / up columns alternating (GptOssModel)
+    GptOssGateUpBias,  // gate_up_proj_bias [E, 2F]: gate / up alternating
+    GptOssDown,        // down_proj [E, F, D]: the stored [E, D, F] transposed
+};
+constexpr uint32_t gather_parts(Gk k) { return k == Gk::InternlmQkv ? 3 : k == Gk::GptOssDown ? 1 : 2; }
+
+struct Gather {
+    Gk kind;
+    bool mxfp4 = false;                   // ggml MXFP4 rows re-laid as transformers' _blocks + _scales
+    bool elements = false;                // gathered element by element (a transpose), else by stored rows
+    uint32_t raw[3] = {};                 // the GGUF tensors (raw checkpoint indices), in gather_parts order
+    uint64_t a = 0, b = 0, c = 0, e = 0;  // the kind's dimensions (Gather::source)
+    uint64_t out_rows = 0;                // row gathers: rows of the result
+
+    // Row gathers: the part and stored row that hold result row r.
+    std::pair<uint32_t, uint64_t> row(uint64_t r) const {
+        switch (kind) {
+            case Gk::GraniteGateUp: {  // a = experts, b = F
+                const uint64_t ex = r / (2 * b), j = r % (2 * b);
+                return j < b ? std::pair<uint32_t, uint64_t>{0, ex * b + j} : std::pair<uint32_t, uint64_t>{1, ex * b + j - b};
+            }
+            case Gk::InternlmQkv: {  // a = heads, b = kv heads, c = head_dim
+                const uint64_t qpk = a / b, g = r / ((qpk + 2) * c), slot = (r / c) % (qpk + 2), w = r % c, half = c / 2;
+                const uint64_t unperm = 2 * (w % half) + w / half;  // LlamaModel.permute undone
+                if (slot < qpk) return {0, (g * qpk + slot) * c + unperm};
+                if (slot == qpk) return {1, g * c + unperm};
+                return {2, g * c + w};
+            }
+            case Gk::GptOssGateUp: {  // MXFP4 rows [E, 2F, D]: a = experts, b = F
+                const uint64_t ex = r / (2 * b), n = r % (2 * b);
+                return {uint32_t(n % 2), ex * b + n / 2};
+            }
+            default: return {0, r};  // GptOssDown in MXFP4: the stored rows as they are
+        }
+    }
+    // Element gathers: the part and element index that hold result element i.
+    std::pair<uint32_t, uint64_t> element(uint64_t i) const {
+        switch (kind) {
+            case Gk::DeepseekKvB: {  // a = heads, b = nope, c = v, e = kv_lora
+                const uint64_t r = i / e, col = i % e, h = r / (b + c), j = r % (b + c);
+                if (j < b) return {0, (h * e + col) * b + j};  // k_b stored [H, kv_lora, nope]
+                return {1, (h * c + (j - b)) * e + col};       // v_b stored [H, v, kv_lora]
+            }
+            case Gk::GptOssGateUp: {  // [E, D, 2F] from [E, F, D]: a = experts, b = F, c = D
+                const uint64_t ex = i / (c * 2 * b), d = (i / (2 * b)) % c, n = i % (2 * b);
+                return {uint32_t(n % 2), (ex * b + n / 2) * c + d};
+            }
+            case Gk::GptOssGateUpBias: {  // [E, 2F] from [E, F]: b = F
+                const uint64_t ex = i / (2 * b), n = i % (2 * b);
+                return {uint32_t(n % 2), ex * b + n / 2};
+            }
+            default: {  // GptOssDown: [E, F, D] from [E, D, F]: b = D, c = F
+                const uint64_t ex = i / (c * b), f = (i / b) % c, d = i % b;
+                return {0, (ex * b + d) * c + f};
+            }
+        }
+    }
 };
 
 struct Rename {
@@ -344,6 +554,76 @@ const Rename kFalconLayer[] = {
     {"ffn_down", "transformer.h.{L}.mlp.dense_4h_to_h"},
 };
 
+// An HF name ending in '$' takes no .weight / .bias suffix (HF's own suffix-less names).
+const Rename kDeepseekLayer[] = {
+    {"attn_norm", "model.layers.{L}.input_layernorm"},
+    {"ffn_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
+    {"attn_q_a", "model.layers.{L}.self_attn.q_a_proj"},
+    {"attn_q_a_norm", "model.layers.{L}.self_attn.q_a_layernorm"},
+    {"attn_q_b", "model.layers.{L}.self_attn.q_b_proj"},
+    {"attn_kv_a_mqa", "model.layers.{L}.self_attn.kv_a_proj_with_mqa"},
+    {"attn_kv_a_norm", "model.layers.{L}.self_attn.kv_a_layernorm"},
+    {"attn_kv_b", "model.layers.{L}.self_attn.kv_b_proj"},  // converters before attn_k_b / attn_v_b
+    {"attn_output", "model.layers.{L}.self_attn.o_proj"},
+    {"ffn_gate", "model.layers.{L}.mlp.gate_proj"},
+    {"ffn_up", "model.layers.{L}.mlp.up_proj"},
+    {"ffn_down", "model.layers.{L}.mlp.down_proj"},
+    {"ffn_gate_inp", "model.layers.{L}.mlp.gate"},
+    {"exp_probs_b", "model.layers.{L}.mlp.gate.e_score_correction_bias$"},
+    {"ffn_gate_shexp", "model.layers.{L}.mlp.shared_experts.gate_proj"},
+    {"ffn_up_shexp", "model.layers.{L}.mlp.shared_experts.up_proj"},
+    {"ffn_down_shexp", "model.layers.{L}.mlp.shared_experts.down_proj"},
+};
+const Rename kDeepseekMoe[] = {
+    {"ffn_gate_exps", "model.layers.{L}.mlp.experts.{E}.gate_proj"},
+    {"ffn_up_exps", "model.layers.{L}.mlp.experts.{E}.up_proj"},
+    {"ffn_down_exps", "model.layers.{L}.mlp.experts.{E}.down_proj"},
+};
+const Rename kGraniteMoe[] = {
+    {"ffn_gate_inp", "model.layers.{L}.block_sparse_moe.router.layer"},
+    {"ffn_down_exps", "model.layers.{L}.block_sparse_moe.output_linear"},  // [E, D, F] as HF stores it
+};
+const Rename kGptOssLayer[] = {
+    {"attn_norm", "model.layers.{L}.input_layernorm"},
+    {"post_attention_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
+    {"attn_k", "model.layers.{L}.self_attn.k_proj"},
+    {"attn_v", "model.layers.{L}.self_attn.v_proj"},
+    {"attn_output", "model.layers.{L}.self_attn.o_proj"},
+    {"attn_sinks", "model.layers.{L}.self_attn.sinks$"},
+    {"ffn_gate_inp", "model.layers.{L}.mlp.router"},
+    {"ffn_down_exps", "model.layers.{L}.mlp.experts.down_proj_bias$"},  // the .bias; .weight is a gather
+};
+const Rename kInternlm2Layer[] = {
+    {"attn_norm", "model.layers.{L}.attention_norm"}, {"ffn_norm", "model.layers.{L}.ffn_norm"},
+    {"attn_output", "model.layers.{L}.attention.wo"}, {"ffn_gate", "model.layers.{L}.feed_forward.w1"},
+    {"ffn_up", "model.layers.{L}.feed_forward.w3"},   {"ffn_down", "model.layers.{L}.feed_forward.w2"},
+};
+
+// The GGUF tensors (name after "blk.N.", suffix included) that are parts of a gather.
+struct GatherRule {
+    Names names;
+    const char *gguf;
+    Gk kind;
+    uint8_t part;
+    const char *hf;
+};
+const GatherRule kGatherRules[] = {
+    {Names::Granite, "ffn_gate_exps.weight", Gk::GraniteGateUp, 0, "model.layers.{L}.block_sparse_moe.input_linear.weight"},
+    {Names::Granite, "ffn_up_exps.weight", Gk::GraniteGateUp, 1, "model.layers.{L}.block_sparse_moe.input_linear.weight"},
+    {Names::Internlm2, "attn_q.weight", Gk::InternlmQkv, 0, "model.layers.{L}.attention.wqkv.weight"},
+    {Names::Internlm2, "attn_k.weight", Gk::InternlmQkv, 1, "model.layers.{L}.attention.wqkv.weight"},
+    {Names::Internlm2, "attn_v.weight", Gk::InternlmQkv, 2, "model.layers.{L}.attention.wqkv.weight"},
+    {Names::Deepseek2, "attn_k_b.weight", Gk::DeepseekKvB, 0, "model.layers.{L}.self_attn.kv_b_proj.weight"},
+    {Names::Deepseek2, "attn_v_b.weight", Gk::DeepseekKvB, 1, "model.layers.{L}.self_attn.kv_b_proj.weight"},
+    {Names::GptOss, "ffn_gate_exps.weight", Gk::GptOssGateUp, 0, "model.layers.{L}.mlp.experts.gate_up_proj"},
+    {Names::GptOss, "ffn_up_exps.weight", Gk::GptOssGateUp, 1, "model.layers.{L}.mlp.experts.gate_up_proj"},
+    {Names::GptOss, "ffn_gate_exps.bias", Gk::GptOssGateUpBias, 0, "model.layers.{L}.mlp.experts.gate_up_proj_bias"},
+    {Names::GptOss, "ffn_up_exps.bias", Gk::GptOssGateUpBias, 1, "model.layers.{L}.mlp.experts.gate_up_proj_bias"},
+    {Names::GptOss, "ffn_down_exps.weight", Gk::GptOssDown, 0, "model.layers.{L}.mlp.experts.down_proj"},
+};
+
 struct Table {
     const Rename *layer;
     size_t n_layer;
@@ -378,6 +658,21 @@ Table table_for(const ArchDef &A, const std::string &arch) {
         case Names::Falcon:
             return {kFalconLayer, count(kFalconLayer), nullptr,  0, "transformer.word_embeddings", nullptr,
                     nullptr,      "transformer.ln_f",  "lm_head"};
+        case Names::Deepseek2:
+            return {kDeepseekLayer, count(kDeepseekLayer), kDeepseekMoe, count(kDeepseekMoe), "model.embed_tokens", nullptr,
+                    nullptr,        "model.norm",          "lm_head"};
+        case Names::Phimoe:
+            return {kLlamaLayer, count(kLlamaLayer), kMixtralLayer, count(kMixtralLayer), "model.embed_tokens", nullptr,
+                    nullptr,     "model.norm",       "lm_head"};
+        case Names::Granite:
+            return {kLlamaLayer, count(kLlamaLayer), kGraniteMoe, count(kGraniteMoe), "model.embed_tokens", nullptr,
+                    nullptr,     "model.norm",       "lm_head"};
+        case Names::GptOss:
+            return {kGptOssLayer, count(kGptOssLayer), nullptr,  0, "model.embed_tokens", nullptr,
+                    nullptr,      "model.norm",        "lm_head"};
+        case Names::Internlm2:
+            return {kInternlm2Layer, count(kInternlm2Layer), nullptr, 0, "model.tok_embeddings", nullptr,
+                    nullptr,         "model.norm",           "output"};
     }
     return {};
 }
@@ -406,26 +701,167 @@ bool split_suffix(const std::string &name, std::string *stem, std::string *suffi
 // t is quantised: GGUF rows are).
 uint64_t stored_bytes(const TensorRef &t, uint64_t n) {
     if (!t.ggml_type) return checked_mul(n, src_dtype_size(t.dtype), "tensor bytes");
-    const uint64_t block = ggml::ggml_dequant_block(t.ggml_type);
+    const GgmlTypeInfo *info = ggml_type_info(t.ggml_type);
+    const uint64_t block = info ? info->block : 0;
     if (!block || n % block)
         throw_error(STK_E_UNSUPPORTED, "%s: tensor '%s': %llu elements are not whole ggml blocks of %llu", t.file.c_str(),
                     t.name.c_str(), (unsigned long long)n, (unsigned long long)block);
-    return checked_mul(n / block, ggml::ggml_dequant_block_bytes(t.ggml_type), "tensor bytes");
+    return checked_mul(n / block, info->block_bytes, "tensor bytes");
+}
+
+std::string with_suffix(const std::string &hf, const std::string &suffix) {
+    return !hf.empty() && hf.back() == '$' ? hf.substr(0, hf.size() - 1) : hf + suffix;
+}
+
+// The HF tensor a gather gives, its parts checked against each other and the config: every part
+// present, one dtype / ggml type, the shapes the converter writes.  Refusals name the file, the
+// GGUF tensor and what is wrong.
+TensorRef build_gather(const std::string &path, const std::string &hf, Gk kind, const int64_t raw[3],
+                       const std::vector<TensorRef> &rt, const ModelConfig &cfg, std::vector<Gather> *gathers) {
+    static const char *const kParts[][3] = {
+        {"ffn_gate_exps.weight", "ffn_up_exps.weight", ""}, {"attn_q.weight", "attn_k.weight", "attn_v.weight"},
+        {"attn_k_b.weight", "attn_v_b.weight", ""},         {"ffn_gate_exps.weight", "ffn_up_exps.weight", ""},
+        {"ffn_gate_exps.bias", "ffn_up_exps.bias", ""},     {"ffn_down_exps.weight", "", ""},
+    };
+    const uint32_t n = gather_parts(kind);
+    const TensorRef *src[3] = {};
+    for (uint32_t k = 0; k < n; k++) {
+        if (raw[k] < 0) {
+            const TensorRef &have = rt[size_t(raw[0] >= 0 ? raw[0] : raw[1] >= 0 ? raw[1] : raw[2])];
+            throw_error(STK_E_CORRUPT,
+                        "%s: GGUF tensor '%s' (offset %llu): '%s' needs its %s from the same block too, and the file has none",
+                        path.c_str(), printable(have.name).c_str(), (unsigned long long)have.file_offset, hf.c_str(),
+                        kParts[int(kind)][k]);
+        }
+        src[k] = &rt[size_t(raw[k])];
+    }
+    auto refuse = [&](const TensorRef &t, const std::string &why) {
+        throw_error(STK_E_UNSUPPORTED, "%s: GGUF tensor '%s' (offset %llu): %s (for '%s')", path.c_str(),
+                    printable(t.name).c_str(), (unsigned long long)t.file_offset, why.c_str(), hf.c_str());
+    };
+    auto dims = [](const TensorRef &t) {
+        std::string s = "[";
+        for (size_t i = 0; i < t.shape.size(); i++) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+        return s + "]";
+    };
+    for (uint32_t k = 1; k < n; k++)
+        if (src[k]->dtype != src[0]->dtype || src[k]->ggml_type != src[0]->ggml_type)
+            refuse(*src[k], "stored in another type than '" + src[0]->name + "', so their rows cannot be put together");
+    Gather g;
+    g.kind = kind;
+    for (uint32_t k = 0; k < n; k++) g.raw[k] = uint32_t(raw[k]);
+    const TensorRef &s0 = *src[0];
+    const bool mx = s0.ggml_type == kGgmlMxfp4;
+    if (mx && kind != Gk::GptOssGateUp && kind != Gk::GptOssDown)
+        refuse(s0, "MXFP4 blocks where stk reads them only for gpt-oss's experts");
+    std::vector<uint64_t> shape;
+    switch (kind) {
+        case Gk::GraniteGateUp:
+        case Gk::GptOssGateUp: {
+            if (s0.shape.size() != 3 || src[1]->shape != s0.shape)
+                refuse(*src[1], "gate and up expert stacks of shapes " + dims(s0) + " and " + dims(*src[1]) +
+                                    ", not two equal [experts, rows, cols]");
+            g.a = s0.shape[0], g.b = s0.shape[1], g.c = s0.shape[2];
+            if (kind == Gk::GraniteGateUp) {
+                shape = {g.a, 2 * g.b, g.c};
+            } else if (mx) {
+                g.mxfp4 = true;
+                shape = {g.a, 2 * g.b, g.c};
+            } else {
+                g.elements = true;
+                shape = {g.a, g.c, 2 * g.b};
+            }
+            break;
+        }
+        case Gk::InternlmQkv: {
+            const uint64_t hd = cfg.head_dim, q = uint64_t(cfg.n_heads) * hd, kv = uint64_t(cfg.n_kv_heads) * hd;
+            g.a = cfg.n_heads, g.b = cfg.n_kv_heads, g.c = hd;
+            const uint64_t want[3] = {q, kv, kv};
+            for (uint32_t k = 0; k < 3; k++)
+                if (src[k]->shape.size() != 2 || src[k]->shape[0] != want[k] || src[k]->shape[1] != s0.shape.back())
+                    refuse(*src[k], "shape " + dims(*src[k]) + ", not the [" + std::to_string(want[k]) + ", d] the heads give");
+            if (hd % 2 || g.b == 0 || g.a % g.b) refuse(s0, "heads that LlamaModel.permute cannot have written");
+            shape = {q + 2 * kv, s0.shape[1]};
+            break;
+        }
+        case Gk::DeepseekKvB: {
+            g.a = cfg.n_heads, g.b = cfg.qk_nope_dim, g.c = cfg.v_head_dim, g.e = cfg.kv_lora_rank;
+            if (s0.shape != std::vector<uint64_t>{g.a, g.e, g.b})
+                refuse(s0, "shape " + dims(s0) + ", not [heads, kv_lora_rank, qk_nope_head_dim] = [" + std::to_string(g.a) +
+                               ", " + std::to_string(g.e) + ", " + std::to_string(g.b) + "]");
+            if (src[1]->shape != std::vector<uint64_t>{g.a, g.c, g.e})
+                refuse(*src[1], "shape " + dims(*src[1]) + ", not [heads, v_head_dim, kv_lora_rank] = [" + std::to_string(g.a) +
+                                    ", " + std::to_string(g.c) + ", " + std::to_string(g.e) + "]");
+            g.elements = true;
+            shape = {g.a * (g.b + g.c), g.e};
+            break;
+        }
+        case Gk::GptOssGateUpBias: {
+            if (s0.shape.size() != 2 || src[1]->shape != s0.shape)
+                refuse(*src[1], "gate and up expert biases of shapes " + dims(s0) + " and " + dims(*src[1]) +
+                                    ", not two equal [experts, rows]");
+            g.a = s0.shape[0], g.b = s0.shape[1];
+            g.elements = true;
+            shape = {g.a, 2 * g.b};
+            break;
+        }
+        case Gk::GptOssDown: {
+            if (s0.shape.size() != 3) refuse(s0, "shape " + dims(s0) + ", not [experts, d, F]");
+            g.a = s0.shape[0], g.b = s0.shape[1], g.c = s0.shape[2];
+            if (mx) {
+                g.mxfp4 = true;
+                shape = s0.shape;
+            } else {
+                g.elements = true;
+                shape = {g.a, g.c, g.b};
+            }
+            break;
+        }
+    }
+    TensorRef out = s0;
+    out.name = g.mxfp4 ? hf + "_blocks" : hf;
+    out.shape = shape;
+    out.strides.clear();
+    out.n_elements = 1;
+    for (uint64_t x : shape) out.n_elements = checked_mul(out.n_elements, x, "tensor elements");
+    if (g.mxfp4) {
+        // As wrap_mxfp4 presents a hub checkpoint: dtype MXFP4, n_bytes = the blocks, scales after them.
+        if (shape.back() % 32) refuse(s0, "MXFP4 rows that are not whole blocks of 32");
+        out.dtype = SrcDType::MXFP4;
+        out.ggml_type = 0;
+        out.n_bytes = out.n_elements / 2;
+        out.aux_offset = int64_t(out.n_bytes);
+    } else if (g.elements && s0.ggml_type) {
+        out.dtype = SrcDType::F32;  // dequantised before the elements move (gather_bytes)
+        out.ggml_type = 0;
+        out.n_bytes = checked_mul(out.n_elements, 4, "tensor bytes");
+    } else {
+        out.n_bytes = checked_mul(out.n_elements, src_dtype_size(out.dtype), "tensor bytes");
+    }
+    out.span_bytes = out.n_bytes;
+    g.out_rows = g.elements ? 0 : out.n_elements / shape.back();
+    gathers->push_back(g);
+    return out;
 }
 
 // The GGUF checkpoint under HF names: each tensor a view of one raw GGUF tensor and a fix.
 class GgufCheckpoint final : public Checkpoint {
 public:
     GgufCheckpoint(std::unique_ptr<Checkpoint> raw, std::vector<TensorRef> tensors, std::vector<Mapped> map,
-                   const ModelConfig &cfg)
-        : raw_(std::move(raw)), tensors_(std::move(tensors)), map_(std::move(map)), cfg_(cfg) {}
+                   std::vector<Gather> gathers, const ModelConfig &cfg)
+        : raw_(std::move(raw)), tensors_(std::move(tensors)), map_(std::move(map)), gathers_(std::move(gathers)), cfg_(cfg) {}
 
     const char *format() const override { return raw_->format(); }
     const std::vector<TensorRef> &tensors() const override { return tensors_; }
     uint64_t file_bytes() const override { return raw_->file_bytes(); }
     std::vector<std::string> files() const override { return raw_->files(); }
 
-    void release(const TensorRef &t) const override { raw_->release(raw_->tensors()[map_[index(t)].raw]); }
+    void release(const TensorRef &t) const override {
+        const Mapped &m = map_[index(t)];
+        if (m.fix != Fix::Gather) return raw_->release(raw_->tensors()[m.raw]);
+        const Gather &g = gathers_[m.gather];
+        for (uint32_t k = 0; k < gather_parts(g.kind); k++) raw_->release(raw_->tensors()[g.raw[k]]);
+    }
 
     const uint8_t *tensor_bytes(const TensorRef &t, std::vector<uint8_t> &scratch) const override {
         const size_t i = index(t);
@@ -433,6 +869,7 @@ public:
         const TensorRef &out = tensors_[i];
         const TensorRef &src = raw_->tensors()[m.raw];
         if (m.fix == Fix::None) return raw_->tensor_bytes(src, scratch);
+        if (m.fix == Fix::Gather) return gather_bytes(gathers_[m.gather], out, scratch);
         const uint8_t *in = raw_->tensor_bytes(src, scratch);  // mapped: scratch stays unused
         // Bytes per stored row (ggml blocks stay blocks: a GGUF row is a whole number of them).
         const uint64_t cols = src.shape.size() >= 2 ? src.shape.back() : 1;
@@ -471,6 +908,57 @@ public:
     }
 
 private:
+    // The whole HF tensor of a gather in `scratch` (one tensor's size: the bound every fix keeps).
+    const uint8_t *gather_bytes(const Gather &g, const TensorRef &out, std::vector<uint8_t> &scratch) const {
+        const uint32_t n = gather_parts(g.kind);
+        const TensorRef *src[3] = {};
+        const uint8_t *in[3] = {};
+        std::vector<uint8_t> tmp[3];
+        for (uint32_t k = 0; k < n; k++) src[k] = &raw_->tensors()[g.raw[k]], in[k] = raw_->tensor_bytes(*src[k], tmp[k]);
+        const uint64_t cols = src[0]->shape.back();
+        if (!g.elements) {
+            const uint64_t row_bytes = stored_bytes(*src[0], cols);
+            if (g.mxfp4) {
+                // ggml blocks (17 bytes) -> transformers' blocks (16 bytes) then the scales, as
+                // wrap_mxfp4 presents a hub checkpoint (aux_offset = the blocks' size).
+                const uint64_t groups = cols / 32, blocks = checked_mul(checked_mul(g.out_rows, groups, "blocks"), 16, "bytes");
+                scratch.resize(size_t(blocks + g.out_rows * groups));
+                uint8_t *hb = scratch.data(), *hs = scratch.data() + blocks;
+                for (uint64_t r = 0; r < g.out_rows; r++) {
+                    const auto [p, q] = g.row(r);
+                    const uint8_t *row = in[p] + q * row_bytes;
+                    for (uint64_t x = 0; x < groups; x++)
+                        mxfp4_ggml_to_hf(row + x * 17, hb + (r * groups + x) * 16, hs + r * groups + x);
+                }
+                return scratch.data();
+            }
+            scratch.resize(size_t(checked_mul(g.out_rows, row_bytes, "tensor bytes")));
+            for (uint64_t r = 0; r < g.out_rows; r++) {
+                const auto [p, q] = g.row(r);
+                std::memcpy(scratch.data() + r * row_bytes, in[p] + q * row_bytes, row_bytes);
+            }
+            return scratch.data();
+        }
+        // Element by element: blocks are dequantised first (the view says F32), elements of a
+        // float type are moved as they are.
+        std::vector<float> deq[3];
+        size_t es = src_dtype_size(src[0]->dtype);
+        if (src[0]->ggml_type) {
+            es = 4;
+            for (uint32_t k = 0; k < n; k++) {
+                deq[k].resize(size_t(src[k]->n_elements));
+                convert_to_f32(*src[k], in[k], 0, src[k]->n_elements, deq[k].data());
+                in[k] = reinterpret_cast<const uint8_t *>(deq[k].data());
+            }
+        }
+        scratch.resize(size_t(checked_mul(out.n_elements, es, "tensor bytes")));
+        for (uint64_t i = 0; i < out.n_elements; i++) {
+            const auto [p, x] = g.element(i);
+            std::memcpy(scratch.data() + i * es, in[p] + x * es, es);
+        }
+        return scratch.data();
+    }
+
     size_t index(const TensorRef &t) const {
         if (&t >= tensors_.data() && &t < tensors_.data() + tensors_.size()) return size_t(&t - tensors_.data());
         const TensorRef *found = find(t.name);
@@ -504,6 +992,7 @@ private:
     std::unique_ptr<Checkpoint> raw_;
     std::vector<TensorRef> tensors_;
     std::vector<Mapped> map_;
+    std::vector<Gather> gathers_;
     ModelConfig cfg_;
 };
 
@@ -521,6 +1010,12 @@ GgufModel open_gguf_model(const std::string &path) {
     std::unique_ptr<Checkpoint> raw = open_checkpoint(path);
     const std::vector<TensorRef> &rt = raw->tensors();
     std::vector<std::pair<TensorRef, Mapped>> mapped;
+    struct Pending {
+        Gk kind;
+        uint64_t layer;
+        int64_t raw[3] = {-1, -1, -1};
+    };
+    std::map<std::string, Pending> pending;  // HF name -> the parts of a gather seen so far
     auto refuse = [&](const TensorRef &t, const char *why) {
         throw_error(STK_E_UNSUPPORTED, "%s: GGUF tensor '%s' (offset %llu): %s", path.c_str(), printable(t.name).c_str(),
                     (unsigned long long)t.file_offset, why);
@@ -540,6 +1035,16 @@ GgufModel open_gguf_model(const std::string &path) {
                 if (stem[k] < '0' || stem[k] > '9') refuse(t, "a blk. name without a layer number");
             layer = std::stoull(stem.substr(4, dot - 4));
             part = stem.c_str() + dot + 1;
+            const std::string full = part + suffix;
+            const GatherRule *gr = nullptr;
+            for (const GatherRule &g : kGatherRules)
+                if (g.names == A.names && full == g.gguf) gr = &g;
+            if (gr) {
+                Pending &p = pending.try_emplace(subst(gr->hf, layer, 0), Pending{gr->kind, layer}).first->second;
+                if (p.raw[gr->part] >= 0) refuse(t, "a second GGUF tensor of that name");
+                p.raw[gr->part] = i;
+                continue;
+            }
             for (size_t k = 0; k < T.n_layer && hf.empty(); k++)
                 if (std::strcmp(part, T.layer[k].gguf) == 0) hf = subst(T.layer[k].hf, layer, 0);
             for (size_t k = 0; k < T.n_moe && hf.empty(); k++)
@@ -572,14 +1077,14 @@ GgufModel open_gguf_model(const std::string &path) {
             h.n_bytes = h.span_bytes = h.n_elements * src_dtype_size(t.dtype);
             for (uint64_t e = 0; e < t.shape[0]; e++) {
                 TensorRef x = h;
-                x.name = subst(hf.c_str(), layer, e) + suffix;
+                x.name = with_suffix(subst(hf.c_str(), layer, e), suffix);
                 x.file_offset = t.file_offset + e * stored_bytes(t, h.n_elements);
                 m.expert = uint32_t(e);
                 mapped.emplace_back(x, m);
             }
             continue;
         }
-        h.name = hf + suffix;
+        h.name = with_suffix(hf, suffix);
         const bool weight = suffix == ".weight";
         if (A.permute_qk && part && weight && (std::strcmp(part, "attn_q") == 0 || std::strcmp(part, "attn_k") == 0)) {
             m.fix = Fix::Unpermute;
@@ -606,6 +1111,19 @@ GgufModel open_gguf_model(const std::string &path) {
         }
         mapped.emplace_back(h, m);
     }
+    std::vector<Gather> gathers;
+    for (const auto &[hf, p] : pending) {
+        // Converters that kept attn_kv_b beside attn_k_b / attn_v_b: the whole tensor is read, the
+        // split copies (derived data) are not.
+        if (p.kind == Gk::DeepseekKvB &&
+            std::any_of(mapped.begin(), mapped.end(), [&](const auto &x) { return x.first.name == hf; }))
+            continue;
+        Mapped m;
+        m.fix = Fix::Gather;
+        m.gather = uint32_t(gathers.size());
+        m.raw = uint32_t(p.raw[0] >= 0 ? p.raw[0] : p.raw[1] >= 0 ? p.raw[1] : p.raw[2]);
+        mapped.emplace_back(build_gather(path, hf, p.kind, p.raw, rt, cfg, &gathers), m);
+    }
     std::sort(mapped.begin(), mapped.end(), [](const auto &a, const auto &b) { return a.first.name < b.first.name; });
     std::vector<TensorRef> tensors;
     std::vector<Mapped> map;
@@ -615,7 +1133,8 @@ GgufModel open_gguf_model(const std::string &path) {
         tensors.push_back(std::move(mapped[k].first));
         map.push_back(mapped[k].second);
     }
-    out.checkpoint = std::make_unique<GgufCheckpoint>(std::move(raw), std::move(tensors), std::move(map), cfg);
+    out.checkpoint =
+        std::make_unique<GgufCheckpoint>(std::move(raw), std::move(tensors), std::move(map), std::move(gathers), cfg);
     return out;
 }
 

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "ingest/gguf.h"
 #include "format/ggml_dequant.h"
+#include "ingest/mxfp4.h"
 
 namespace stk {
 
@@ -23,10 +24,10 @@ public:
                 case uint32_t(GgmlType::F16): r.dtype = SrcDType::F16; break;
                 case uint32_t(GgmlType::BF16): r.dtype = SrcDType::BF16; break;
                 default:
-                    if (!ggml::ggml_dequant_supported(t.type))
+                    if (!ggml::ggml_dequant_supported(t.type) && t.type != kGgmlMxfp4)
                         throw_at(STK_E_UNSUPPORTED, file().path(), t.info_offset,
                                  "tensor '%s': ggml type %s is not supported (stk dequantises F32, F16, BF16, Q8_0, Q4_0, "
-                                 "Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0)",
+                                 "Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4)",
                                  printable(t.name).c_str(), ggml_type_name(t.type).c_str());
                     r.dtype = SrcDType::F32;  // the values' type: convert_to_f32 dequantises the blocks
                     r.ggml_type = t.type;

@@ -37,6 +37,21 @@ void mxfp4_to_f32(const uint8_t *blocks, const uint8_t *scales, uint64_t first, 
     }
 }
 
+void mxfp4_ggml_to_f32(const uint8_t *blocks, uint64_t first, uint64_t count, float *out) {
+    static const Fp4Table table;
+    for (uint64_t i = 0; i < count; i++) {
+        const uint64_t k = first + i, j = k % 32;
+        const uint8_t *b = blocks + (k / 32) * 17;
+        out[i] = table.v[b[0]][j < 16 ? b[1 + j] & 0xF : b[1 + j - 16] >> 4];
+    }
+}
+
+void mxfp4_ggml_to_hf(const uint8_t g[17], uint8_t hf[16], uint8_t *scale) {
+    *scale = g[0];
+    auto code = [&](int j) { return j < 16 ? g[1 + j] & 0xF : g[1 + j - 16] >> 4; };
+    for (int k = 0; k < 16; k++) hf[k] = uint8_t(code(2 * k) | (code(2 * k + 1) << 4));
+}
+
 namespace {
 
 bool ends_with(const std::string &s, const char *suffix, std::string *stem) {

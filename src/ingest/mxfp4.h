@@ -23,6 +23,16 @@ extern const float kFp4Values[16];
 // `count` MXFP4 values from logical element `first` (blocks at `blocks`, scales at `scales`).
 void mxfp4_to_f32(const uint8_t *blocks, const uint8_t *scales, uint64_t first, uint64_t count, float *out);
 
+// The same values stored as ggml's MXFP4 blocks (GGUF type 39, llama.cpp's gpt-oss experts): 17
+// bytes per 32 values, the E8M0 exponent first, then 16 bytes whose low nibbles hold values 0..15
+// and high nibbles values 16..31 (ggml's dequantize_row_mxfp4; its doubled value table times half
+// the scale is the same number).
+inline constexpr uint32_t kGgmlMxfp4 = 39;
+void mxfp4_ggml_to_f32(const uint8_t *blocks, uint64_t first, uint64_t count, float *out);
+// One ggml MXFP4 block re-laid as transformers' block (two values a byte, low nibble first) and
+// its scale byte: the same 32 values.
+void mxfp4_ggml_to_hf(const uint8_t ggml_block[17], uint8_t hf_block[16], uint8_t *scale);
+
 // Pairs every NAME_blocks with its NAME_scales.  Refused (STK_E_CORRUPT, naming file, tensor and
 // offset): blocks without scales or scales without blocks, a dtype other than U8, a last axis
 // other than 16, scales whose shape is not the blocks' without that axis; STK_E_DIMS_OVERFLOW:

@@ -153,13 +153,14 @@ static const char *const kV2Types[] = {"deepseek_v2", nullptr};
 static const char *const kV2Archs[] = {"DeepseekV2ForCausalLM", nullptr};
 static const char *const kV3Types[] = {"deepseek_v3", nullptr};
 static const char *const kV3Archs[] = {"DeepseekV3ForCausalLM", nullptr};
-static const char *const kNoGguf[] = {nullptr};
+// llama.cpp writes V2 and V3 as one architecture; gguf_model.cc tells them apart by the gating.
+static const char *const kGguf[] = {"deepseek2", nullptr};
 
 extern const FamilyDef kDeepseekV2Family = {
     "deepseek_v2",
     kV2Types,
     kV2Archs,
-    kNoGguf,
+    kGguf,
     "MLA composed into per-head W_Q/W_K/W_V (norm gains folded), DeepSeekMoE softmax routing",
     "tests/fixtures/families/deepseek_v2",
     false,
@@ -173,7 +174,7 @@ extern const FamilyDef kDeepseekV3Family = {
     "deepseek_v3",
     kV3Types,
     kV3Archs,
-    kNoGguf,
+    kGguf,
     "MLA composed into per-head W_Q/W_K/W_V (norm gains folded), sigmoid group routing",
     "tests/fixtures/families/deepseek_v3",
     false,

@@ -62,13 +62,13 @@ static void gpt_oss_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"gpt_oss", nullptr};
 static const char *const kArchs[] = {"GptOssForCausalLM", nullptr};
-static const char *const kNone[] = {nullptr};  // llama.cpp's "gpt-oss" GGUF layout is not mapped
+static const char *const kGguf[] = {"gpt-oss", nullptr};
 
 extern const FamilyDef kGptOssFamily = {
     "gpt_oss",
     kTypes,
     kArchs,
-    kNone,
+    kGguf,
     "MoE with stacked 3-D experts (MXFP4 blocks dequantised exactly), router bias; attention sinks, "
     "sliding window on every other layer, clamped SwiGLU (approximated: plain attention, no clamp), YaRN",
     "tests/fixtures/families/gpt_oss",

@@ -60,7 +60,7 @@ extern const FamilyDef kGraniteFamily = {
 
 static const char *const kMoeTypes[] = {"granitemoe", nullptr};
 static const char *const kMoeArchs[] = {"GraniteMoeForCausalLM", nullptr};
-static const char *const kMoeGguf[] = {nullptr};  // llama.cpp's 3-D ffn_*_exps are not mapped
+static const char *const kMoeGguf[] = {"granitemoe", nullptr};
 
 extern const FamilyDef kGranitemoeFamily = {
     "granitemoe",

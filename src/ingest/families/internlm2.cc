@@ -32,13 +32,13 @@ static void internlm2_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"internlm2", nullptr};
 static const char *const kArchs[] = {"InternLM2ForCausalLM", nullptr};
-static const char *const kNone[] = {nullptr};  // llama.cpp writes InternLM2 GGUFs with split q/k/v
+static const char *const kGguf[] = {"internlm2", nullptr};  // q / k / v split: gguf_model.cc fuses them back
 
 extern const FamilyDef kInternlm2Family = {
     "internlm2",
     kTypes,
     kArchs,
-    kNone,
+    kGguf,
     "llama block under InternLM2's names, fused wqkv in its grouped layout [per kv head: q heads, k, v] split",
     "tests/fixtures/families/internlm2",
     false,

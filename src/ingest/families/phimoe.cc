@@ -45,13 +45,13 @@ static void phimoe_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"phimoe", nullptr};
 static const char *const kArchs[] = {"PhimoeForCausalLM", "PhiMoEForCausalLM", nullptr};
-static const char *const kNone[] = {nullptr};
+static const char *const kGguf[] = {"phimoe", nullptr};
 
 extern const FamilyDef kPhimoeFamily = {
     "phimoe",
     kTypes,
     kArchs,
-    kNone,
+    kGguf,
     "Q/K/V/O and output biases, LayerNorm, Mixtral-style experts; sparsemixer router recorded",
     "tests/fixtures/families/phimoe",
     false,

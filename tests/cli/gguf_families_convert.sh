@@ -1,0 +1,49 @@
+#!/bin/sh
+# meson test "gguf-families-convert": each family GGUF that llama.cpp's converter wrote from a
+# transformers fixture (tests/data/gguf/tiny-<family>-bf16.gguf, scripts/make_gguf_fixtures.py
+# --families) converted whole by `stk convert`, checked by `stk check`, and compared with the
+# conversion of the HF directory it came from: every array file byte-identical, the same
+# approximations recorded (gpt-oss: the GGUF has no swiglu_limit key; stk records llama.cpp's 7).
+# Usage: gguf_families_convert.sh STK REPO
+set -eu
+stk=$1
+repo=$2
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/stk-gguf-families.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+n=0
+for pair in deepseek-v2:deepseek_v2 deepseek-v2-kv-b:deepseek_v2 deepseek-v3:deepseek_v3 phimoe:phimoe granite:granite \
+            granitemoe:granitemoe gpt-oss:gpt_oss gpt-oss-mxfp4:gpt_oss_mxfp4 internlm2:internlm2; do
+  g=${pair%%:*}
+  m=${pair#*:}
+  gguf="$repo/tests/data/gguf/tiny-$g-bf16.gguf"
+  for side in gguf hf; do
+    if [ $side = gguf ]; then in=$gguf; else in="$repo/tests/fixtures/families/$m"; fi
+    "$stk" convert --in "$in" --out "$tmp/$g.$side" --json >"$tmp/$g.$side.json" 2>"$tmp/$g.$side.err" ||
+      { echo "$g ($side): convert failed"; cat "$tmp/$g.$side.json" "$tmp/$g.$side.err"; exit 1; }
+  done
+  "$stk" check --out "$tmp/$g.gguf" >"$tmp/$g.chk" 2>&1 || { echo "$g: check failed"; cat "$tmp/$g.chk"; exit 1; }
+  python3 - "$tmp/$g" "$g" <<'PY'
+import glob, json, os, sys
+base, name = sys.argv[1], sys.argv[2]
+out = {s: json.load(open(f"{base}.{s}.json")) for s in ("gguf", "hf")}
+for s, d in out.items():
+    bad = [x["stage"] for x in d["stages"] if x["status"] != "ok"]
+    assert d["published"] and not bad and len(d["stages"]) == 10, (name, s, bad, d["message"])
+ga, ha = out["gguf"]["approximations"], out["hf"]["approximations"]
+if name.startswith("gpt-oss"):
+    assert any("SwiGLU clamped at 7 " in a for a in ga) and any("sink logit" in a for a in ga), ga
+    ga = [a for a in ga if "SwiGLU" not in a]
+    ha = [a for a in ha if "SwiGLU" not in a]
+if name.startswith("deepseek"):
+    assert any(a.startswith("MLA latent RMSNorm") for a in ga), ga
+assert ga == ha, (name, ga, ha)
+arrays = lambda s: sorted(glob.glob(f"{base}.{s}/generations/*/arrays/*"))
+g, h = arrays("gguf"), arrays("hf")
+assert [os.path.basename(x) for x in g] == [os.path.basename(x) for x in h] and len(g) >= 15, (name, g, h)
+diff = [os.path.basename(a) for a, b in zip(g, h) if open(a, "rb").read() != open(b, "rb").read()]
+assert not diff, (name, "arrays differ from the HF directory's conversion:", diff)
+print(f"ok: {name}: published, checked, {len(g)} arrays byte-identical to the HF directory's")
+PY
+  n=$((n + 1))
+done
+[ "$n" -eq 9 ] || { echo "only $n GGUF family fixtures"; exit 1; }
