@@ -27,7 +27,8 @@ what differs from the committed models and why:
     file is made from the deepseek_v2 one with gguf-py's GGUFWriter: the layout converters wrote
     before llama.cpp's MLA change (April 2025, llama.cpp PR 12801): attn_kv_b whole instead of
     attn_k_b / attn_v_b, head_count_kv = heads, key_length = nope + rope, value_length = v, no
-    *_mla keys.
+    *_mla keys.  deepseek_v2, granitemoe, gpt_oss and internlm2 are also written as q8_0 (the
+    converter keeps a row of 16 in F16: DeepSeek's attn_k_b beside a Q8_0 attn_v_b).
 """
 import argparse
 import json
@@ -106,6 +107,7 @@ runpy.run_path(llama + "/convert_hf_to_gguf.py", run_name="__main__")
 """
 
 
+Q8_FAMILIES = ["deepseek_v2", "granitemoe", "gpt_oss", "internlm2"]
 FAMILIES = ["deepseek_v2", "deepseek_v3", "phimoe", "granite", "granitemoe", "gpt_oss", "gpt_oss_mxfp4", "internlm2"]
 
 
@@ -169,6 +171,11 @@ def make_families(llama: Path, tmp: Path):
         size = out.stat().st_size
         assert size <= 1 << 20, f"{out}: {size} bytes, more than 1 MiB"
         print(f"{out.relative_to(REPO)}: {size} bytes")
+        if model in Q8_FAMILIES:  # quantised: the gathers on ggml blocks, and DeepSeek's F16 k_b beside a Q8_0 v_b
+            q8 = OUT / family_name(model).replace("-bf16", "-q8_0")
+            subprocess.run([sys.executable, "-c", CHILD, str(llama), "families", str(src), "--outtype", "q8_0", "--outfile",
+                            str(q8)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            print(f"{q8.relative_to(REPO)}: {q8.stat().st_size} bytes")
     legacy = OUT / "tiny-deepseek-v2-kv-b-bf16.gguf"
     write_legacy_deepseek(OUT / family_name("deepseek_v2"), legacy)
     print(f"{legacy.relative_to(REPO)}: {legacy.stat().st_size} bytes")

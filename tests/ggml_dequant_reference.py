@@ -69,7 +69,7 @@ def random_case(d):
     w = gguf.GGUFWriter(path, "test")
     cases = []
     for qt in [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.IQ4_NL,
-               QT.IQ4_XS, QT.TQ1_0, QT.TQ2_0]:
+               QT.IQ4_XS, QT.TQ1_0, QT.TQ2_0, QT.MXFP4]:
         block = gguf.GGML_QUANT_SIZES[qt][0]
         raw = random_blocks(rng, qt, 64, max(1, 1024 // block))  # 64 rows, >= 1024 elements each
         cases.append((f"{qt.name}.weight", qt, raw))

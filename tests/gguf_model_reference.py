@@ -195,7 +195,63 @@ def families(tool, repo):
             sys.exit(f"FAIL: {name}: {len(bad)} tensors differ from the HF directory's, e.g. {bad[:3]}")
         print(f"ok {name}: {len(g)} tensors bit-identical to tests/fixtures/families/{model}; same config, "
               f"{len(gm['roles'])} roles, approximations {len(gm['approximations'])}")
+    quantised(tool, repo)
     hostile(tool, repo)
+
+
+def rewrite_dequantised(src, dst, only=None):
+    """src again with gguf-py's dequantisation of the tensors in `only` (all: None) stored as F32."""
+    import gguf
+    r = GGUFReader(str(src))
+    w = gguf.GGUFWriter(str(dst), field(r, "general.architecture"))
+    for k, f in r.fields.items():
+        if not k.startswith("GGUF.") and k != "general.architecture":
+            w.add_key_value(k, f.contents(), f.types[0])
+    for t in r.tensors:
+        shape = [int(x) for x in reversed(t.shape.tolist())]
+        if only is None or t.name in only:
+            w.add_tensor(t.name, dequantize(t.data, t.tensor_type).astype(np.float32).reshape(shape))
+            continue
+        data = np.array(t.data)
+        if data.dtype == np.uint8:
+            shape = list(gguf.quant_shape_to_byte_shape(shape, t.tensor_type))
+        w.add_tensor(t.name, data.reshape(shape), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def same_read(tool, a, b, what):
+    ga, gb = dump(tool, a), dump(tool, b)
+    ta, tb = {t["name"]: t for t in ga["tensors"]}, {t["name"]: t for t in gb["tensors"]}
+    if ga["config"] != gb["config"] or set(ta) != set(tb):
+        sys.exit(f"FAIL: {what}: config or names differ from the dequantised file's")
+    bad = [n for n in ta if ta[n]["sha256"] != tb[n]["sha256"] or ta[n]["shape"] != tb[n]["shape"]]
+    if bad:
+        sys.exit(f"FAIL: {what}: {len(bad)} tensors differ from gguf-py's dequantisation, e.g. {bad[:3]}")
+    return len(ta)
+
+
+# Quantised family GGUFs (the converter's q8_0): what stk reads, gathers included (DeepSeek's F16
+# k_b with a Q8_0 v_b, gpt-oss's transposes, InternLM2's and GraniteMoE's row gathers on Q8_0
+# blocks), equals what it reads from the same file with every tensor replaced by gguf-py's
+# dequantisation in F32 (whose gathers the bf16 comparison above checked against transformers),
+# bit for bit; and an InternLM2 whose q / k / v differ in type (quantisers mix them) likewise.
+def quantised(tool, repo):
+    import tempfile
+    with tempfile.TemporaryDirectory() as t:
+        for model in ("deepseek-v2", "granitemoe", "gpt-oss", "internlm2"):
+            q = repo / "tests/data/gguf" / f"tiny-{model}-q8_0.gguf"
+            d = Path(t) / f"{model}-deq.gguf"
+            rewrite_dequantised(q, d)
+            n = same_read(tool, q, d, q.name)
+            print(f"ok {q.name}: {n} tensors equal to stk's reading of gguf-py's dequantisation (F32)")
+            if model == "internlm2":
+                m = Path(t) / "internlm2-mixed.gguf"
+                rewrite_dequantised(q, m, {"blk.0.attn_v.weight", "blk.1.attn_k.weight"})
+                n = same_read(tool, m, d, "internlm2 with F32 and Q8_0 parts of one wqkv")
+                print(f"ok internlm2, q / k / v of two types: {n} tensors equal to the dequantised file's")
 
 
 def rewrite(src, dst, drop=(), reshape=None):

@@ -438,6 +438,8 @@ struct Gather {
     Gk kind;
     bool mxfp4 = false;                   // ggml MXFP4 rows re-laid as transformers' _blocks + _scales
     bool elements = false;                // gathered element by element (a transpose), else by stored rows
+    bool f32 = false;                     // parts dequantised to f32 first (a transpose of blocks, or
+                                          // parts of different types: quantised files mix them)
     uint32_t raw[3] = {};                 // the GGUF tensors (raw checkpoint indices), in gather_parts order
     uint64_t a = 0, b = 0, c = 0, e = 0;  // the kind's dimensions (Gather::source)
     uint64_t out_rows = 0;                // row gathers: rows of the result
@@ -744,16 +746,16 @@ TensorRef build_gather(const std::string &path, const std::string &hf, Gk kind, 
         for (size_t i = 0; i < t.shape.size(); i++) s += (i ? ", " : "") + std::to_string(t.shape[i]);
         return s + "]";
     };
-    for (uint32_t k = 1; k < n; k++)
-        if (src[k]->dtype != src[0]->dtype || src[k]->ggml_type != src[0]->ggml_type)
-            refuse(*src[k], "stored in another type than '" + src[0]->name + "', so their rows cannot be put together");
+    bool same = true;
+    for (uint32_t k = 1; k < n; k++) same = same && src[k]->dtype == src[0]->dtype && src[k]->ggml_type == src[0]->ggml_type;
     Gather g;
     g.kind = kind;
     for (uint32_t k = 0; k < n; k++) g.raw[k] = uint32_t(raw[k]);
     const TensorRef &s0 = *src[0];
-    const bool mx = s0.ggml_type == kGgmlMxfp4;
-    if (mx && kind != Gk::GptOssGateUp && kind != Gk::GptOssDown)
-        refuse(s0, "MXFP4 blocks where stk reads them only for gpt-oss's experts");
+    const bool mx = same && s0.ggml_type == kGgmlMxfp4;
+    for (uint32_t k = 0; k < n; k++)
+        if (src[k]->ggml_type == kGgmlMxfp4 && !(mx && (kind == Gk::GptOssGateUp || kind == Gk::GptOssDown)))
+            refuse(*src[k], "MXFP4 blocks, which stk reads only as gpt-oss's gate, up and down experts (both of a pair MXFP4)");
     std::vector<uint64_t> shape;
     switch (kind) {
         case Gk::GraniteGateUp:
@@ -818,6 +820,7 @@ TensorRef build_gather(const std::string &path, const std::string &hf, Gk kind, 
             break;
         }
     }
+    g.f32 = !g.mxfp4 && (!same || (g.elements && s0.ggml_type));
     TensorRef out = s0;
     out.name = g.mxfp4 ? hf + "_blocks" : hf;
     out.shape = shape;
@@ -831,8 +834,8 @@ TensorRef build_gather(const std::string &path, const std::string &hf, Gk kind, 
         out.ggml_type = 0;
         out.n_bytes = out.n_elements / 2;
         out.aux_offset = int64_t(out.n_bytes);
-    } else if (g.elements && s0.ggml_type) {
-        out.dtype = SrcDType::F32;  // dequantised before the elements move (gather_bytes)
+    } else if (g.f32) {
+        out.dtype = SrcDType::F32;  // dequantised before the rows or elements move (gather_bytes)
         out.ggml_type = 0;
         out.n_bytes = checked_mul(out.n_elements, 4, "tensor bytes");
     } else {
@@ -916,8 +919,16 @@ private:
         std::vector<uint8_t> tmp[3];
         for (uint32_t k = 0; k < n; k++) src[k] = &raw_->tensors()[g.raw[k]], in[k] = raw_->tensor_bytes(*src[k], tmp[k]);
         const uint64_t cols = src[0]->shape.back();
+        // Parts dequantised first (out says F32), else moved as stored (blocks or elements).
+        std::vector<float> deq[3];
+        if (g.f32)
+            for (uint32_t k = 0; k < n; k++) {
+                deq[k].resize(size_t(src[k]->n_elements));
+                convert_to_f32(*src[k], in[k], 0, src[k]->n_elements, deq[k].data());
+                in[k] = reinterpret_cast<const uint8_t *>(deq[k].data());
+            }
         if (!g.elements) {
-            const uint64_t row_bytes = stored_bytes(*src[0], cols);
+            const uint64_t row_bytes = g.f32 ? checked_mul(cols, 4, "row bytes") : stored_bytes(*src[0], cols);
             if (g.mxfp4) {
                 // ggml blocks (17 bytes) -> transformers' blocks (16 bytes) then the scales, as
                 // wrap_mxfp4 presents a hub checkpoint (aux_offset = the blocks' size).
@@ -939,18 +950,7 @@ private:
             }
             return scratch.data();
         }
-        // Element by element: blocks are dequantised first (the view says F32), elements of a
-        // float type are moved as they are.
-        std::vector<float> deq[3];
-        size_t es = src_dtype_size(src[0]->dtype);
-        if (src[0]->ggml_type) {
-            es = 4;
-            for (uint32_t k = 0; k < n; k++) {
-                deq[k].resize(size_t(src[k]->n_elements));
-                convert_to_f32(*src[k], in[k], 0, src[k]->n_elements, deq[k].data());
-                in[k] = reinterpret_cast<const uint8_t *>(deq[k].data());
-            }
-        }
+        const size_t es = g.f32 ? 4 : src_dtype_size(src[0]->dtype);
         scratch.resize(size_t(checked_mul(out.n_elements, es, "tensor bytes")));
         for (uint64_t i = 0; i < out.n_elements; i++) {
             const auto [p, x] = g.element(i);

@@ -42,7 +42,8 @@ void mxfp4_ggml_to_f32(const uint8_t *blocks, uint64_t first, uint64_t count, fl
     for (uint64_t i = 0; i < count; i++) {
         const uint64_t k = first + i, j = k % 32;
         const uint8_t *b = blocks + (k / 32) * 17;
-        out[i] = table.v[b[0]][j < 16 ? b[1 + j] & 0xF : b[1 + j - 16] >> 4];
+        const int code = j < 16 ? b[1 + j] & 0xF : b[1 + j - 16] >> 4;
+        out[i] = code == 8 ? 0.0f : table.v[b[0]][code];  // ggml's integer table has no -0 (transformers' has)
     }
 }
 

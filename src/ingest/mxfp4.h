@@ -26,7 +26,7 @@ void mxfp4_to_f32(const uint8_t *blocks, const uint8_t *scales, uint64_t first, 
 // The same values stored as ggml's MXFP4 blocks (GGUF type 39, llama.cpp's gpt-oss experts): 17
 // bytes per 32 values, the E8M0 exponent first, then 16 bytes whose low nibbles hold values 0..15
 // and high nibbles values 16..31 (ggml's dequantize_row_mxfp4; its doubled value table times half
-// the scale is the same number).
+// the scale is the same number, except code 8: ggml's +0 where transformers' table has -0).
 inline constexpr uint32_t kGgmlMxfp4 = 39;
 void mxfp4_ggml_to_f32(const uint8_t *blocks, uint64_t first, uint64_t count, float *out);
 // One ggml MXFP4 block re-laid as transformers' block (two values a byte, low nibble first) and
