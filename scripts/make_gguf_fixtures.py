@@ -107,6 +107,21 @@ runpy.run_path(llama + "/convert_hf_to_gguf.py", run_name="__main__")
 """
 
 
+# Phi-3.5-MoE's long context (its hub config: longrope, 32 long and short factors): the converter
+# stores the factors as the tensors rope_factors_long / rope_factors_short.  The same patch is
+# applied to the HF fixture by tests/gguf_model_reference.py before the two are compared.
+PHIMOE_LONGROPE = {"rope_type": "longrope", "rope_theta": 10000.0, "original_max_position_embeddings": 64,
+                   "long_factor": [1.0, 1.1, 1.25, 1.5, 2.0, 3.3, 5.75, 8.0],
+                   "short_factor": [1.0, 1.0, 1.05, 1.1, 1.2, 1.3, 1.45, 1.6],
+                   "long_mscale": 1.243163121016122, "short_mscale": 1.243163121016122}
+
+
+def phimoe_longrope(cfg):
+    cfg["rope_parameters"] = dict(PHIMOE_LONGROPE)
+    cfg["original_max_position_embeddings"] = PHIMOE_LONGROPE["original_max_position_embeddings"]
+    return cfg
+
+
 Q8_FAMILIES = ["deepseek_v2", "granitemoe", "gpt_oss", "internlm2"]
 FAMILIES = ["deepseek_v2", "deepseek_v3", "phimoe", "granite", "granitemoe", "gpt_oss", "gpt_oss_mxfp4", "internlm2"]
 
@@ -176,6 +191,15 @@ def make_families(llama: Path, tmp: Path):
             subprocess.run([sys.executable, "-c", CHILD, str(llama), "families", str(src), "--outtype", "q8_0", "--outfile",
                             str(q8)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             print(f"{q8.relative_to(REPO)}: {q8.stat().st_size} bytes")
+    src = prepare_plain_from(tmp, REPO / "tests" / "fixtures" / "families" / "phimoe", ("reference.json",))
+    src = src.rename(tmp / "phimoe-longrope")
+    cfg = phimoe_longrope(json.loads((src / "config.json").read_text()))
+    cfg["architectures"] = ["PhiMoEForCausalLM"]
+    (src / "config.json").write_text(json.dumps(cfg, indent=2))
+    out = OUT / "tiny-phimoe-longrope-bf16.gguf"
+    subprocess.run([sys.executable, "-c", CHILD, str(llama), "families", str(src), "--outtype", "bf16", "--outfile", str(out)],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print(f"{out.relative_to(REPO)}: {out.stat().st_size} bytes")
     legacy = OUT / "tiny-deepseek-v2-kv-b-bf16.gguf"
     write_legacy_deepseek(OUT / family_name("deepseek_v2"), legacy)
     print(f"{legacy.relative_to(REPO)}: {legacy.stat().st_size} bytes")

@@ -60,6 +60,8 @@ int main(int argc, char **argv) {
             }
             std::printf("%s\"%s\"", i ? ", " : "", e.c_str());
         }
+        std::printf("],\n  \"rope_long_factor\": [");
+        for (uint32_t i = 0; i < c.n_rope_long_factor; i++) std::printf("%s%.9g", i ? ", " : "", double(c.rope_long_factor[i]));
         std::printf("],\n  \"roles\": [");
         for (uint32_t i = 0; i < d->plan.n_tensors; i++) {
             const PlanTensor &p = d->plan.tensors[i];

@@ -163,8 +163,22 @@ FAMILY_GGUFS = [("tiny-deepseek-v2-bf16.gguf", "deepseek_v2"), ("tiny-deepseek-v
 
 
 def families(tool, repo):
-    for name, model in FAMILY_GGUFS:
-        got, want = dump(tool, repo / "tests/data/gguf" / name), dump(tool, repo / "tests/fixtures/families" / model)
+    import shutil
+    import tempfile
+    # Phi-3.5-MoE's longrope: the HF side is the phimoe fixture with the config patch the
+    # generator applied before converting (its factors come back from rope_factors_long / _short).
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, str(repo / "scripts"))
+    from make_gguf_fixtures import phimoe_longrope
+    tmp = tempfile.TemporaryDirectory()
+    longrope = Path(tmp.name) / "phimoe-longrope"
+    shutil.copytree(repo / "tests/fixtures/families/phimoe", longrope)
+    cfg = json.loads((longrope / "config.json").read_text())
+    (longrope / "config.json").write_text(json.dumps(phimoe_longrope(cfg)))
+    for name, model in FAMILY_GGUFS + [("tiny-phimoe-longrope-bf16.gguf", longrope)]:
+        hf_dir = model if isinstance(model, Path) else repo / "tests/fixtures/families" / model
+        model = "phimoe" if isinstance(model, Path) else model
+        got, want = dump(tool, repo / "tests/data/gguf" / name), dump(tool, hf_dir)
         if got["config"] != want["config"]:
             sys.exit(f"FAIL: {name}: config {got['config']} != {want['config']}")
         gm, wm = dict(got["model"]), dict(want["model"])
@@ -193,8 +207,11 @@ def families(tool, repo):
         bad = [n for n in g if g[n]["sha256"] != w[n]["sha256"] or g[n]["shape"] != w[n]["shape"]]
         if bad:
             sys.exit(f"FAIL: {name}: {len(bad)} tensors differ from the HF directory's, e.g. {bad[:3]}")
-        print(f"ok {name}: {len(g)} tensors bit-identical to tests/fixtures/families/{model}; same config, "
+        if name == "tiny-phimoe-longrope-bf16.gguf" and (gm["rope_scaling"] != "longrope" or len(gm["rope_long_factor"]) != 8):
+            sys.exit(f"FAIL: {name}: rope scaling {gm['rope_scaling']!r}, not longrope")
+        print(f"ok {name}: {len(g)} tensors bit-identical to {hf_dir.name}; same config, "
               f"{len(gm['roles'])} roles, approximations {len(gm['approximations'])}")
+    tmp.cleanup()
     quantised(tool, repo)
     hostile(tool, repo)
 

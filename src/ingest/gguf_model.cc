@@ -180,8 +180,43 @@ std::string f32_text(const GgufValue &v) {
     return std::string(buf, r.ptr);
 }
 
+// The f32 values of a 1-D metadata-like tensor (Phi-3's rope_factors_long / _short), as a JSON array.
+std::string f32_tensor_json(const GgufFile &f, const GgufTensorInfo &t, const std::string &path) {
+    if (t.type != 0 || t.shape.size() != 1 || t.n_elements == 0 || t.n_elements > 256)
+        throw_error(STK_E_UNSUPPORTED, "%s: GGUF tensor '%s' (offset %llu): RoPE factors must be 1 to 256 F32 values",
+                    path.c_str(), printable(t.name).c_str(), (unsigned long long)t.data_offset);
+    const uint8_t *d = f.tensor_data(t);
+    std::string out = "[";
+    for (uint64_t i = 0; i < t.n_elements; i++) {
+        float v;
+        std::memcpy(&v, d + 4 * i, 4);
+        char buf[32];
+        auto r = std::to_chars(buf, buf + sizeof buf, v);
+        if (!std::isfinite(v))
+            throw_error(STK_E_CORRUPT, "%s: GGUF tensor '%s' (offset %llu): RoPE factor %llu is not finite", path.c_str(),
+                        printable(t.name).c_str(), (unsigned long long)t.data_offset, (unsigned long long)i);
+        out += (i ? ", " : "") + std::string(buf, r.ptr);
+    }
+    return out + "]";
+}
+
 // rope_scaling from rope.scaling.* (the keys TextModel.set_gguf_parameters writes), "" when none.
+// Phi-3's longrope (Phi3MiniModel.generate_extra_tensors) has no type key: its long and short
+// factors are the tensors rope_factors_long / rope_factors_short, read back into the config here
+// (the tensor loop then skips them, as rope_freqs).
 std::string rope_scaling_json(const GgufFile &f, const std::string &arch, const std::string &path) {
+    const GgufTensorInfo *lf = f.find_tensor("rope_factors_long.weight"), *sf = f.find_tensor("rope_factors_short.weight");
+    if (lf || sf) {
+        if (!lf || !sf)
+            throw_error(STK_E_CORRUPT, "%s: GGUF tensor '%s' without '%s': longrope needs both", path.c_str(),
+                        lf ? "rope_factors_long.weight" : "rope_factors_short.weight",
+                        lf ? "rope_factors_short.weight" : "rope_factors_long.weight");
+        std::string rs = "{\"rope_type\": \"longrope\", \"long_factor\": " + f32_tensor_json(f, *lf, path) +
+                         ", \"short_factor\": " + f32_tensor_json(f, *sf, path);
+        if (const GgufValue *v = scalar(f, arch, "rope.scaling.original_context_length", path))
+            rs += format(", \"original_max_position_embeddings\": %llu", (unsigned long long)v->as_uint());
+        return rs + "}";
+    }
     const GgufValue *type = scalar(f, arch, "rope.scaling.type", path);
     if (!type || type->str() == "none") return {};
     std::string rs = "{\"rope_type\": \"" + printable(type->str()) + "\"";
@@ -1060,7 +1095,8 @@ GgufModel open_gguf_model(const std::string &path) {
         else if (stem == "token_embd_norm" && T.emb_norm) hf = T.emb_norm;
         else if (stem == "output_norm") hf = T.final_norm;
         else if (stem == "output") hf = T.head;
-        else if (stem == "rope_freqs") continue;  // llama.cpp's precomputed Llama 3 RoPE factors: the config's rope_scaling
+        else if (stem == "rope_freqs" || stem == "rope_factors_long" || stem == "rope_factors_short")
+            continue;  // Llama 3 / Phi-3 RoPE factors: in the config
         if (hf.empty())
             refuse(t, format("no HF name for it in the %s mapping (docs/format.md, \"GGUF input\")", arch.c_str()).c_str());
 

@@ -10,14 +10,24 @@ stk=$1
 repo=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/stk-gguf-families.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+# Phi-3.5-MoE's longrope: the phimoe fixture with the config patch the generator applied.
+cp -r "$repo/tests/fixtures/families/phimoe" "$tmp/phimoe_longrope"
+python3 - "$repo" "$tmp/phimoe_longrope/config.json" <<'PY'
+import json, sys
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[1] + "/scripts")
+from make_gguf_fixtures import phimoe_longrope
+cfg = json.load(open(sys.argv[2]))
+json.dump(phimoe_longrope(cfg), open(sys.argv[2], "w"))
+PY
 n=0
 for pair in deepseek-v2:deepseek_v2 deepseek-v2-kv-b:deepseek_v2 deepseek-v3:deepseek_v3 phimoe:phimoe granite:granite \
-            granitemoe:granitemoe gpt-oss:gpt_oss gpt-oss-mxfp4:gpt_oss_mxfp4 internlm2:internlm2; do
+            granitemoe:granitemoe gpt-oss:gpt_oss gpt-oss-mxfp4:gpt_oss_mxfp4 internlm2:internlm2 phimoe-longrope:phimoe_longrope; do
   g=${pair%%:*}
   m=${pair#*:}
   gguf="$repo/tests/data/gguf/tiny-$g-bf16.gguf"
   for side in gguf hf; do
-    if [ $side = gguf ]; then in=$gguf; else in="$repo/tests/fixtures/families/$m"; fi
+    if [ $side = gguf ]; then in=$gguf; elif [ "$m" = phimoe_longrope ]; then in="$tmp/$m"; else in="$repo/tests/fixtures/families/$m"; fi
     "$stk" convert --in "$in" --out "$tmp/$g.$side" --json >"$tmp/$g.$side.json" 2>"$tmp/$g.$side.err" ||
       { echo "$g ($side): convert failed"; cat "$tmp/$g.$side.json" "$tmp/$g.$side.err"; exit 1; }
   done
@@ -46,4 +56,4 @@ print(f"ok: {name}: published, checked, {len(g)} arrays byte-identical to the HF
 PY
   n=$((n + 1))
 done
-[ "$n" -eq 9 ] || { echo "only $n GGUF family fixtures"; exit 1; }
+[ "$n" -eq 10 ] || { echo "only $n GGUF family fixtures"; exit 1; }
