@@ -1,6 +1,7 @@
-// Hostile pairings of quantised safetensors weights with their scales (ingest/dtype_convert.h
+// Hostile pairings of quantised safetensors weights with their scales (ingest/checkpoint.h
 // attach_fp8_scales, ingest/mxfp4.h wrap_mxfp4): each refused with its status and a message that
-// names the file, the tensor and the offset; and the accepted edge cases (a BF16 scale, a scale in
+// names the file, the tensor and the offset (the block size: config.json's weight_block_size,
+// refused unless two integers in [1, 2^20]); and the accepted edge cases (a BF16 scale, a scale in
 // another shard, NaN / inf scales) dequantised as transformers computes them in float32.  The
 // values against transformers' own output are in test_safetensors (fp8_block_scaled_exact) and
 // test_mxfp4; fuzz/quant_pairs.cc fuzzes the same paths.
@@ -13,6 +14,7 @@
 
 #include "core/float16.h"
 #include "ingest/checkpoint.h"
+#include "ingest/config.h"
 #include "ingest/dtype_convert.h"
 #include "ingest/mxfp4.h"
 
@@ -142,6 +144,33 @@ void fp8_refusals(void **) {
     assert_has(m, "F8 block size 0 x 128: quantization_config weight_block_size needs two sizes >= 1");
     // The block size must give the stored grid (4 x 8 blocks: [2, 2]).
     assert_has(fp8_fails(STK_E_CORRUPT, p, 4, 8), "in 4 x 8 blocks needs F32 [2, 2]");
+}
+
+// The block size comes from config.json's quantization_config weight_block_size: two integers in
+// [1, 2^20], else refused before any tensor is read.
+void block_size_from_config(void **) {
+    const std::string base = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "vocab_size": 10, "intermediate_size": 8, "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3",
+            "quant_method": "fp8", "weight_block_size": BS}})";
+    auto with = [&](const char *bs) {
+        std::string t = base;
+        return t.replace(t.find("BS"), 2, bs);
+    };
+    ModelConfig c = parse_model_config(with("[1048576, 1]"), "q/config.json").config;
+    assert_int_equal(c.fp8_block[0], 1u << 20);
+    assert_int_equal(c.fp8_block[1], 1);
+    for (const char *bad : {"[0, 128]", "[128]", "[128, 128, 128]", "[1048577, 128]", "[-128, 128]", "[128.5, 128]", "[]"}) {
+        std::string msg = test::expect_error(STK_E_UNSUPPORTED, [&] { parse_model_config(with(bad), "q/config.json"); });
+        assert_has(msg,
+                   "q/config.json: \"quantization_config\" fp8 with activation_scheme 'dynamic', fmt 'e4m3' and no valid "
+                   "weight_block_size");
+    }
+    assert_has(test::expect_error(STK_E_BAD_JSON, [&] { parse_model_config(with("\"128\""), "q/config.json"); }),
+               "q/config.json: \"weight_block_size\" must be a list or null");
+    // A number past 64 bits is not JSON simdjson reads.
+    assert_has(
+        test::expect_error(STK_E_BAD_JSON, [&] { parse_model_config(with("[18446744073709551616, 1]"), "q/config.json"); }),
+        "q/config.json: not valid JSON");
 }
 
 // f32(w) x f32(scale), once rounded, per element (transformers' _dequantize_fp8_weight in float32).
@@ -289,10 +318,8 @@ void mxfp4_accepted_values(void **) {
 int main() {
     g_dir = test::make_temp_dir("quant_pairs");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(fp8_refusals),
-        cmocka_unit_test(fp8_accepted_edges),
-        cmocka_unit_test(mxfp4_refusals),
-        cmocka_unit_test(mxfp4_accepted_values),
+        cmocka_unit_test(fp8_refusals),   cmocka_unit_test(block_size_from_config), cmocka_unit_test(fp8_accepted_edges),
+        cmocka_unit_test(mxfp4_refusals), cmocka_unit_test(mxfp4_accepted_values),
     };
     return cmocka_run_group_tests_name("quant_pairs", tests, nullptr, nullptr);
 }
