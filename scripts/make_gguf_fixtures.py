@@ -20,7 +20,8 @@ what differs from the committed models and why:
     either; every model class's set_vocab is made a no-op.  They check the expert stacks
     (ffn_*_exps split per expert, the shared expert) and Bloom's fused QKV regrouping.
   - the families llama.cpp converts with changes stk undoes (`--families`: tests/fixtures/families/
-    deepseek_v2, deepseek_v3, phimoe, granite, granitemoe, gpt_oss, gpt_oss_mxfp4, internlm2; bf16,
+    deepseek_v2, deepseek_v3, phimoe, granite, granitemoe, gpt_oss, gpt_oss_mxfp4, internlm2, qwen3,
+    qwen3_moe, olmo2, olmoe; bf16,
     which is lossless for these bf16 checkpoints): no tokenizer files, so every class's set_vocab
     is made a no-op; phimoe's "architectures" is written "PhiMoEForCausalLM" (the hub model's
     spelling, the one the converter registers; transformers' own is "PhimoeForCausalLM").  One more
@@ -123,7 +124,8 @@ def phimoe_longrope(cfg):
 
 
 Q8_FAMILIES = ["deepseek_v2", "granitemoe", "gpt_oss", "internlm2"]
-FAMILIES = ["deepseek_v2", "deepseek_v3", "phimoe", "granite", "granitemoe", "gpt_oss", "gpt_oss_mxfp4", "internlm2"]
+FAMILIES = ["deepseek_v2", "deepseek_v3", "phimoe", "granite", "granitemoe", "gpt_oss", "gpt_oss_mxfp4", "internlm2",
+            "qwen3", "qwen3_moe", "olmo2", "olmoe"]
 
 
 def family_name(model: str) -> str:
@@ -191,8 +193,8 @@ def make_families(llama: Path, tmp: Path):
             subprocess.run([sys.executable, "-c", CHILD, str(llama), "families", str(src), "--outtype", "q8_0", "--outfile",
                             str(q8)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             print(f"{q8.relative_to(REPO)}: {q8.stat().st_size} bytes")
-    src = prepare_plain_from(tmp, REPO / "tests" / "fixtures" / "families" / "phimoe", ("reference.json",))
-    src = src.rename(tmp / "phimoe-longrope")
+    src = tmp / "phimoe-longrope"
+    shutil.copytree(REPO / "tests" / "fixtures" / "families" / "phimoe", src, ignore=shutil.ignore_patterns("reference.json"))
     cfg = phimoe_longrope(json.loads((src / "config.json").read_text()))
     cfg["architectures"] = ["PhiMoEForCausalLM"]
     (src / "config.json").write_text(json.dumps(cfg, indent=2))

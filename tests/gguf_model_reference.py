@@ -159,7 +159,8 @@ FAMILY_GGUFS = [("tiny-deepseek-v2-bf16.gguf", "deepseek_v2"), ("tiny-deepseek-v
                 ("tiny-deepseek-v3-bf16.gguf", "deepseek_v3"), ("tiny-phimoe-bf16.gguf", "phimoe"),
                 ("tiny-granite-bf16.gguf", "granite"), ("tiny-granitemoe-bf16.gguf", "granitemoe"),
                 ("tiny-gpt-oss-bf16.gguf", "gpt_oss"), ("tiny-gpt-oss-mxfp4-bf16.gguf", "gpt_oss_mxfp4"),
-                ("tiny-internlm2-bf16.gguf", "internlm2")]
+                ("tiny-internlm2-bf16.gguf", "internlm2"), ("tiny-qwen3-bf16.gguf", "qwen3"),
+                ("tiny-qwen3-moe-bf16.gguf", "qwen3_moe"), ("tiny-olmo2-bf16.gguf", "olmo2"), ("tiny-olmoe-bf16.gguf", "olmoe")]
 
 
 def families(tool, repo):

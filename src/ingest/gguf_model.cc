@@ -92,6 +92,12 @@ const ArchDef kArchs[] = {
     {"granitemoe", Names::Granite, true, false, false},
     {"gpt_oss", Names::GptOss, false, false, false},
     {"internlm2", Names::Internlm2, false, false, false},
+    // qwen.py (Qwen3Model / Qwen3MoeModel: Qwen2's, no permute), olmo.py (Olmo2Model, OlmoeModel:
+    // TextModel's, no permute; only OLMo 1 permutes).
+    {"qwen3", Names::Llama, false, false, false},
+    {"qwen3_moe", Names::Llama, false, false, false},
+    {"olmo2", Names::Llama, false, false, false},
+    {"olmoe", Names::Llama, false, false, false},
 };
 
 struct Arch {
@@ -103,10 +109,16 @@ Arch find_arch(const std::string &arch, const std::string &path) {
     const FamilyDef &f = family_def(family_by_gguf_arch(arch));
     for (const ArchDef &a : kArchs)
         if (f.gguf_archs && f.gguf_archs[0] && std::strcmp(f.name, a.family) == 0) return {&a, &f};
+    // Only the architectures this file maps (a family may list one it does not map yet).
+    std::vector<std::string> names;
+    for (uint32_t i = 0; i < kFamilyCount; i++) {
+        bool mapped = false;
+        for (const ArchDef &a : kArchs) mapped = mapped || std::strcmp(kFamilyDefs[i]->name, a.family) == 0;
+        for (const char *const *g = kFamilyDefs[i]->gguf_archs; mapped && g && *g; g++)
+            if (std::find(names.begin(), names.end(), *g) == names.end()) names.push_back(*g);
+    }
     std::string known;
-    for (uint32_t i = 0; i < kFamilyCount; i++)
-        for (const char *const *g = kFamilyDefs[i]->gguf_archs; g && *g; g++)
-            known += (known.empty() ? "" : ", ") + std::string(*g);
+    for (const std::string &n : names) known += (known.empty() ? "" : ", ") + n;
     throw_error(STK_E_UNKNOWN_MODEL,
                 "%s: GGUF architecture '%s' (general.architecture) has no mapping to a HuggingFace model in stk "
                 "(GGUF architectures stk reads: %s)",
@@ -377,7 +389,10 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
         if (const GgufValue *v = get("expert_shared_feed_forward_length")) j.u("shared_expert_intermediate_size", v->as_uint());
         else if (const GgufTensorInfo *t = tensor(f, "blk.0.ffn_up_shexp.weight"); t && t->shape.size() == 2)
             j.u("shared_expert_intermediate_size", t->shape[0]);
-        if (arch == "qwen2moe") j.b("norm_topk_prob", false);  // Qwen2MoeConfig's default
+        // No key records it: what llama.cpp applies per architecture (the hub configs agree).
+        if (const GgufValue *v = get("expert_weights_norm")) j.b("norm_topk_prob", v->boolean());
+        else if (arch == "qwen2moe" || arch == "olmoe") j.b("norm_topk_prob", false);  // Qwen2MoeConfig's / OlmoeConfig's default
+        else if (arch == "qwen3moe") j.b("norm_topk_prob", true);
     }
     if (A.names == Names::Granite) {
         // GraniteModel writes the multipliers under llama.cpp's *_scale names (only when non-zero).
@@ -531,11 +546,20 @@ struct Rename {
 
 // Layer tensors per name table (suffix .weight / .bias kept as is).
 const Rename kLlamaLayer[] = {
-    {"attn_norm", "model.layers.{L}.input_layernorm"},    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
-    {"attn_k", "model.layers.{L}.self_attn.k_proj"},      {"attn_v", "model.layers.{L}.self_attn.v_proj"},
-    {"attn_output", "model.layers.{L}.self_attn.o_proj"}, {"ffn_norm", "model.layers.{L}.post_attention_layernorm"},
-    {"ffn_gate", "model.layers.{L}.mlp.gate_proj"},       {"ffn_up", "model.layers.{L}.mlp.up_proj"},
+    {"attn_norm", "model.layers.{L}.input_layernorm"},
+    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
+    {"attn_k", "model.layers.{L}.self_attn.k_proj"},
+    {"attn_v", "model.layers.{L}.self_attn.v_proj"},
+    {"attn_output", "model.layers.{L}.self_attn.o_proj"},
+    {"ffn_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"ffn_gate", "model.layers.{L}.mlp.gate_proj"},
+    {"ffn_up", "model.layers.{L}.mlp.up_proj"},
     {"ffn_down", "model.layers.{L}.mlp.down_proj"},
+    // Qwen3 / OLMo2 / OLMoE q/k norms, OLMo2's post-sublayer norms (absent from Llama files)
+    {"attn_q_norm", "model.layers.{L}.self_attn.q_norm"},
+    {"attn_k_norm", "model.layers.{L}.self_attn.k_norm"},
+    {"post_attention_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"post_ffw_norm", "model.layers.{L}.post_feedforward_layernorm"},
 };
 const Rename kMixtralLayer[] = {
     {"ffn_gate_inp", "model.layers.{L}.block_sparse_moe.gate"},
@@ -679,7 +703,8 @@ Table table_for(const ArchDef &A, const std::string &arch) {
         case Names::Llama: {
             Table t{kLlamaLayer, count(kLlamaLayer), nullptr, 0, "model.embed_tokens", nullptr, nullptr, "model.norm", "lm_head"};
             if (arch == "llama") t.moe = kMixtralLayer, t.n_moe = count(kMixtralLayer);
-            if (arch == "qwen2moe") t.moe = kQwen2MoeLayer, t.n_moe = count(kQwen2MoeLayer);
+            if (arch == "qwen2moe" || arch == "qwen3moe" || arch == "olmoe")
+                t.moe = kQwen2MoeLayer, t.n_moe = count(kQwen2MoeLayer);
             return t;
         }
         case Names::Gemma3:

@@ -22,7 +22,8 @@ json.dump(phimoe_longrope(cfg), open(sys.argv[2], "w"))
 PY
 n=0
 for pair in deepseek-v2:deepseek_v2 deepseek-v2-kv-b:deepseek_v2 deepseek-v3:deepseek_v3 phimoe:phimoe granite:granite \
-            granitemoe:granitemoe gpt-oss:gpt_oss gpt-oss-mxfp4:gpt_oss_mxfp4 internlm2:internlm2 phimoe-longrope:phimoe_longrope; do
+            granitemoe:granitemoe gpt-oss:gpt_oss gpt-oss-mxfp4:gpt_oss_mxfp4 internlm2:internlm2 phimoe-longrope:phimoe_longrope \
+            qwen3:qwen3 qwen3-moe:qwen3_moe olmo2:olmo2 olmoe:olmoe; do
   g=${pair%%:*}
   m=${pair#*:}
   gguf="$repo/tests/data/gguf/tiny-$g-bf16.gguf"
@@ -56,4 +57,4 @@ print(f"ok: {name}: published, checked, {len(g)} arrays byte-identical to the HF
 PY
   n=$((n + 1))
 done
-[ "$n" -eq 10 ] || { echo "only $n GGUF family fixtures"; exit 1; }
+[ "$n" -eq 14 ] || { echo "only $n GGUF family fixtures"; exit 1; }
