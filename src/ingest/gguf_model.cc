@@ -1177,7 +1177,7 @@ GgufModel open_gguf_model(const std::string &path) {
         // Converters that kept attn_kv_b beside attn_k_b / attn_v_b: the whole tensor is read, the
         // split copies (derived data) are not.
         if (p.kind == Gk::DeepseekKvB &&
-            std::any_of(mapped.begin(), mapped.end(), [&](const auto &x) { return x.first.name == hf; }))
+            std::any_of(mapped.begin(), mapped.end(), [&name = hf](const auto &x) { return x.first.name == name; }))
             continue;
         Mapped m;
         m.fix = Fix::Gather;
