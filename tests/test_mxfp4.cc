@@ -79,12 +79,34 @@ void hostile_pairs_refused(void **) {
     }
 }
 
+// Where a refusal says an element lives: its nibble's byte for MXFP4 (two values per byte, the
+// blocks' layout), its block's first byte for ggml types (Q8_0: 32 values in 34 bytes; Q4_K: 256
+// in 144), its own bytes otherwise.
+void stored_byte_offsets(void **) {
+    std::unique_ptr<Checkpoint> packed = wrap_mxfp4(open_checkpoint(fixture("packed.safetensors")));
+    const TensorRef &t = packed->tensors()[0];
+    assert_int_equal(stored_byte_offset(t, 0), t.file_offset);
+    assert_int_equal(stored_byte_offset(t, 33), t.file_offset + 16);
+    assert_int_equal(stored_byte_offset(t, t.n_elements - 1), t.file_offset + t.n_elements / 2 - 1);
+    TensorRef g;
+    g.dtype = SrcDType::F32;
+    g.file_offset = 1000;
+    g.ggml_type = 8;  // Q8_0
+    assert_int_equal(stored_byte_offset(g, 70), 1000 + 2 * 34);
+    g.ggml_type = 12;  // Q4_K
+    assert_int_equal(stored_byte_offset(g, 300), 1000 + 144);
+    g.ggml_type = 0;
+    g.dtype = SrcDType::BF16;
+    assert_int_equal(stored_byte_offset(g, 70), 1000 + 140);
+}
+
 }  // namespace
 
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dequantised_as_transformers),
         cmocka_unit_test(hostile_pairs_refused),
+        cmocka_unit_test(stored_byte_offsets),
     };
     return cmocka_run_group_tests_name("mxfp4", tests, nullptr, nullptr);
 }

@@ -99,6 +99,11 @@ std::unique_ptr<Checkpoint> open_checkpoint(const std::string &path);
 // 0/1; F8 formats per the OCP spec.
 void convert_to_f32(const TensorRef &t, const uint8_t *bytes, uint64_t first, uint64_t count, float *out);
 
+// Offset in t.file of the stored byte that holds element `element` (row-major, contiguous): for
+// ggml blocks the first byte of its block, for MXFP4 the byte holding its nibble (two per byte).
+// For messages: strided torch views are not followed.
+uint64_t stored_byte_offset(const TensorRef &t, uint64_t element);
+
 // quantization_config quant_method "fp8" with weight_block_size [block_rows, block_cols]: every
 // "<w>_scale_inv" (F32 / BF16 [ceil(rows / block_rows), ceil(cols / block_cols)]) is read and
 // attached to its F8 weight "<w>" (2-D F8_E4M3 / F8_E5M2), which convert_to_f32 then returns as

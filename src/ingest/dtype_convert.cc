@@ -237,6 +237,15 @@ static void convert_ggml_blocks(const TensorRef &t, const uint8_t *bytes, uint64
     }
 }
 
+uint64_t stored_byte_offset(const TensorRef &t, uint64_t element) {
+    if (t.ggml_type != 0) {
+        const uint32_t block = ggml::ggml_dequant_block(t.ggml_type);
+        return block ? t.file_offset + element / block * ggml::ggml_dequant_block_bytes(t.ggml_type) : t.file_offset;
+    }
+    if (t.dtype == SrcDType::MXFP4) return t.file_offset + element / 2;
+    return t.file_offset + element * src_dtype_size(t.dtype);
+}
+
 void convert_to_f32(const TensorRef &t, const uint8_t *bytes, uint64_t first, uint64_t count, float *out) {
     uint64_t end;
     if (!add_ok(first, count, &end) || end > t.n_elements)

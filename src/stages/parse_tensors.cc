@@ -135,7 +135,7 @@ uint64_t find_nonfinite(const float *v, uint64_t n) {
     uint64_t r = t.rank == 2 ? idx / t.dims[1] : idx, c = t.rank == 2 ? idx % t.dims[1] : 0;
     // Byte offset of the element in the source file (exact for untransformed tensors).
     uint64_t src_elem = t.transpose ? c * t.src_cols + r : t.src_offset + idx;
-    uint64_t off = src.file_offset + src_elem * src_dtype_size(src.dtype);
+    uint64_t off = stored_byte_offset(src, src_elem);
     throw_error(STK_E_NONFINITE,
                 "%s: tensor '%s' (%s%s%s) element [%llu, %llu] is %s (near byte offset %llu); refused by the conversion "
                 "policy (STK_JOB_ALLOW_NONFINITE / stk convert --allow-nonfinite records it instead)",
