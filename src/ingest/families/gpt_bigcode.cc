@@ -35,7 +35,9 @@ static void bigcode_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"gpt_bigcode", nullptr};
 static const char *const kArchs[] = {"GPTBigCodeForCausalLM", nullptr};
-static const char *const kGguf[] = {"starcoder", nullptr};
+// llama.cpp writes this family as GGUF architecture "starcoder"; ingest/gguf_model.cc does not map it
+// yet, so no GGUF architecture is listed (a "starcoder" GGUF is refused by name).
+static const char *const kGguf[] = {nullptr};
 
 extern const FamilyDef kGptBigcodeFamily = {
     "gpt_bigcode",

@@ -41,7 +41,9 @@ static void gptj_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"gptj", nullptr};
 static const char *const kArchs[] = {"GPTJForCausalLM", nullptr};
-static const char *const kGguf[] = {"gptj", nullptr};
+// llama.cpp writes this family as GGUF architecture "gptj"; ingest/gguf_model.cc does not map it
+// yet, so no GGUF architecture is listed (a "gptj" GGUF is refused by name).
+static const char *const kGguf[] = {nullptr};
 
 extern const FamilyDef kGptjFamily = {
     "gptj",
