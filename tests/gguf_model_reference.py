@@ -160,7 +160,9 @@ FAMILY_GGUFS = [("tiny-deepseek-v2-bf16.gguf", "deepseek_v2"), ("tiny-deepseek-v
                 ("tiny-granite-bf16.gguf", "granite"), ("tiny-granitemoe-bf16.gguf", "granitemoe"),
                 ("tiny-gpt-oss-bf16.gguf", "gpt_oss"), ("tiny-gpt-oss-mxfp4-bf16.gguf", "gpt_oss_mxfp4"),
                 ("tiny-internlm2-bf16.gguf", "internlm2"), ("tiny-qwen3-bf16.gguf", "qwen3"),
-                ("tiny-qwen3-moe-bf16.gguf", "qwen3_moe"), ("tiny-olmo2-bf16.gguf", "olmo2"), ("tiny-olmoe-bf16.gguf", "olmoe")]
+                ("tiny-qwen3-moe-bf16.gguf", "qwen3_moe"), ("tiny-olmo2-bf16.gguf", "olmo2"), ("tiny-olmoe-bf16.gguf", "olmoe"),
+                ("tiny-gemma-bf16.gguf", "gemma"), ("tiny-gemma2-bf16.gguf", "gemma2"), ("tiny-stablelm-bf16.gguf", "stablelm"),
+                ("tiny-phi3-bf16.gguf", "phi3")]
 
 
 def families(tool, repo):

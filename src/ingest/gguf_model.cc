@@ -62,7 +62,7 @@ std::string gguf_model_file(const std::string &path) {
 
 namespace {
 
-enum class Names : uint8_t { Llama, Gemma3, Gpt2, GptNeox, Bloom, Falcon, Deepseek2, Phimoe, Granite, GptOss, Internlm2 };
+enum class Names : uint8_t { Llama, Gemma3, Gpt2, GptNeox, Bloom, Falcon, Deepseek2, Phimoe, Granite, GptOss, Internlm2, Phi3 };
 
 // Per family (the family table's FamilyDef::name; which GGUF architectures belong to a family is
 // the table's gguf_archs): the converter's changes to undo.
@@ -98,6 +98,13 @@ const ArchDef kArchs[] = {
     {"qwen3_moe", Names::Llama, false, false, false},
     {"olmo2", Names::Llama, false, false, false},
     {"olmoe", Names::Llama, false, false, false},
+    // gemma.py (GemmaModel, Gemma2Model: 1 added to every *norm.weight, stored F32; Gemma 1 has
+    // Llama's two norms, Gemma 2 Gemma 3's four), stablelm.py (StableLMModel: Llama names, no
+    // permute), phi.py (Phi3MiniModel: qkv_proj and gate_up_proj kept fused as attn_qkv / ffn_up).
+    {"gemma", Names::Llama, false, true, false},
+    {"gemma2", Names::Gemma3, false, true, false},
+    {"stablelm", Names::Llama, false, false, false},
+    {"phi3", Names::Phi3, false, false, false},
 };
 
 struct Arch {
@@ -375,13 +382,25 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
     if (const GgufValue *v = get("attention.layer_norm_rms_epsilon")) j.f("rms_norm_eps", *v);
     if (const GgufValue *v = get("attention.layer_norm_epsilon")) j.f("layer_norm_epsilon", *v);
     if (const GgufValue *v = get("rope.freq_base")) j.f("rope_theta", *v);
-    if (const GgufValue *v = get("rope.dimension_count"); v && A.names == Names::GptNeox && heads) {
-        uint64_t hd = d / heads;
+    if (const GgufValue *v = get("rope.dimension_count");
+        v && heads && (A.names == Names::GptNeox || A.names == Names::Phi3 || arch == "stablelm")) {
+        const GgufValue *kl = get("attention.key_length");
+        uint64_t hd = kl ? kl->as_uint() : d / heads;
         if (hd) j.f("rotary_pct", double(v->as_uint()) / double(hd));
     }
     if (std::string rs = rope_scaling_json(f, arch, path); !rs.empty()) j.raw("rope_scaling", rs);
-    if (A.names == Names::GptNeox)
+    if (A.names == Names::GptNeox || arch == "stablelm")
         if (const GgufValue *v = get("use_parallel_residual")) j.b("use_parallel_residual", v->boolean());
+    if (arch == "stablelm") {
+        j.b("use_qkv_bias", tensor(f, "blk.0.attn_q.bias") != nullptr);
+        // Per-head Q/K LayerNorms (StableLM 2 12B) are stacked as attn_q_norm / attn_k_norm, which
+        // no rename maps: such a file is refused by that tensor's name below.
+    }
+    if (A.names == Names::Phi3) {
+        if (const GgufValue *v = get("attention.sliding_window")) j.u("sliding_window", v->as_uint());
+        if (const GgufValue *v = get("rope.scaling.original_context_length"))
+            j.u("original_max_position_embeddings", v->as_uint());
+    }
     if (experts > 0) {
         j.u(A.names == Names::Llama && arch == "llama" ? "num_local_experts" : "num_experts", experts);
         if (const GgufValue *v = get("expert_used_count")) j.u("num_experts_per_tok", v->as_uint());
@@ -420,7 +439,11 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
     if (A.names == Names::Gemma3) {
         if (const GgufValue *v = get("attention.sliding_window")) j.u("sliding_window", v->as_uint());
         if (const GgufValue *v = get("final_logit_softcapping")) j.f("final_logit_softcapping", *v);
-        if (const GgufValue *v = get("attention.key_length")) j.u("query_pre_attn_scalar", v->as_uint());
+        if (const GgufValue *v = get("attn_logit_softcapping")) j.f("attn_logit_softcapping", *v);
+        // No key records query_pre_attn_scalar: llama.cpp scales by the head size, except for
+        // Gemma 2 27B (46 layers), where it takes hidden / heads (that model's 144).
+        if (arch == "gemma2" && layers == 46 && heads) j.u("query_pre_attn_scalar", d / heads);
+        else if (const GgufValue *v = get("attention.key_length")) j.u("query_pre_attn_scalar", v->as_uint());
     }
     // What only the tensors say.
     j.b("tie_word_embeddings", tensor(f, "output.weight") == nullptr);
@@ -656,6 +679,12 @@ const Rename kGptOssLayer[] = {
     {"ffn_gate_inp", "model.layers.{L}.mlp.router"},
     {"ffn_down_exps", "model.layers.{L}.mlp.experts.down_proj_bias$"},  // the .bias; .weight is a gather
 };
+// Phi-3: the fused projections renamed as they are (HF keeps them fused too).
+const Rename kPhi3Layer[] = {
+    {"attn_norm", "model.layers.{L}.input_layernorm"},    {"attn_qkv", "model.layers.{L}.self_attn.qkv_proj"},
+    {"attn_output", "model.layers.{L}.self_attn.o_proj"}, {"ffn_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"ffn_up", "model.layers.{L}.mlp.gate_up_proj"},      {"ffn_down", "model.layers.{L}.mlp.down_proj"},
+};
 const Rename kInternlm2Layer[] = {
     {"attn_norm", "model.layers.{L}.attention_norm"}, {"ffn_norm", "model.layers.{L}.ffn_norm"},
     {"attn_output", "model.layers.{L}.attention.wo"}, {"ffn_gate", "model.layers.{L}.feed_forward.w1"},
@@ -732,6 +761,8 @@ Table table_for(const ArchDef &A, const std::string &arch) {
         case Names::GptOss:
             return {kGptOssLayer, count(kGptOssLayer), nullptr,  0, "model.embed_tokens", nullptr,
                     nullptr,      "model.norm",        "lm_head"};
+        case Names::Phi3:
+            return {kPhi3Layer, count(kPhi3Layer), nullptr, 0, "model.embed_tokens", nullptr, nullptr, "model.norm", "lm_head"};
         case Names::Internlm2:
             return {kInternlm2Layer, count(kInternlm2Layer), nullptr, 0, "model.tok_embeddings", nullptr,
                     nullptr,         "model.norm",           "output"};

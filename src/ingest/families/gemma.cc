@@ -21,9 +21,7 @@ static void gemma_finish(const ConfigReader &c, const std::string &, ModelConfig
 
 static const char *const kTypes[] = {"gemma", nullptr};
 static const char *const kArchs[] = {"GemmaForCausalLM", nullptr};
-// llama.cpp writes this family as GGUF architecture "gemma"; ingest/gguf_model.cc does not map it
-// yet, so no GGUF architecture is listed (a "gemma" GGUF is refused by name).
-static const char *const kGguf[] = {nullptr};
+static const char *const kGguf[] = {"gemma", nullptr};
 
 extern const FamilyDef kGemmaFamily = {
     "gemma",

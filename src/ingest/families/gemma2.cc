@@ -32,9 +32,7 @@ static void gemma2_finish(const ConfigReader &c, const std::string &, ModelConfi
 
 static const char *const kTypes[] = {"gemma2", nullptr};
 static const char *const kArchs[] = {"Gemma2ForCausalLM", nullptr};
-// llama.cpp writes this family as GGUF architecture "gemma2"; ingest/gguf_model.cc does not map it
-// yet, so no GGUF architecture is listed (a "gemma2" GGUF is refused by name).
-static const char *const kGguf[] = {nullptr};
+static const char *const kGguf[] = {"gemma2", nullptr};
 
 extern const FamilyDef kGemma2Family = {
     "gemma2",

@@ -25,9 +25,7 @@ static void phi3_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"phi3", nullptr};
 static const char *const kArchs[] = {"Phi3ForCausalLM", nullptr};
-// llama.cpp writes this family as GGUF architecture "phi3"; ingest/gguf_model.cc does not map it
-// yet, so no GGUF architecture is listed (a "phi3" GGUF is refused by name).
-static const char *const kGguf[] = {nullptr};
+static const char *const kGguf[] = {"phi3", nullptr};
 
 extern const FamilyDef kPhi3Family = {
     "phi3",

@@ -20,9 +20,7 @@ static void stablelm_defaults(const ConfigReader &c, const std::string &, ModelC
 
 static const char *const kTypes[] = {"stablelm", nullptr};
 static const char *const kArchs[] = {"StableLmForCausalLM", nullptr};
-// llama.cpp writes this family as GGUF architecture "stablelm"; ingest/gguf_model.cc does not map it
-// yet, so no GGUF architecture is listed (a "stablelm" GGUF is refused by name).
-static const char *const kGguf[] = {nullptr};
+static const char *const kGguf[] = {"stablelm", nullptr};
 
 extern const FamilyDef kStablelmFamily = {
     "stablelm",
