@@ -21,7 +21,8 @@ what differs from the committed models and why:
     (ffn_*_exps split per expert, the shared expert) and Bloom's fused QKV regrouping.
   - the families llama.cpp converts with changes stk undoes (`--families`: tests/fixtures/families/
     deepseek_v2, deepseek_v3, phimoe, granite, granitemoe, gpt_oss, gpt_oss_mxfp4, internlm2, qwen3,
-    qwen3_moe, olmo2, olmoe, gemma, gemma2, stablelm, phi3; bf16,
+    qwen3_moe, olmo2, olmoe, gemma, gemma2, stablelm, phi3, cohere,
+    arcee; bf16,
     which is lossless for these bf16 checkpoints): no tokenizer files, so every class's set_vocab
     is made a no-op; phimoe's "architectures" is written "PhiMoEForCausalLM" (the hub model's
     spelling, the one the converter registers; transformers' own is "PhimoeForCausalLM").  One more
@@ -125,7 +126,8 @@ def phimoe_longrope(cfg):
 
 Q8_FAMILIES = ["deepseek_v2", "granitemoe", "gpt_oss", "internlm2"]
 FAMILIES = ["deepseek_v2", "deepseek_v3", "phimoe", "granite", "granitemoe", "gpt_oss", "gpt_oss_mxfp4", "internlm2",
-            "qwen3", "qwen3_moe", "olmo2", "olmoe", "gemma", "gemma2", "stablelm", "phi3"]
+            "qwen3", "qwen3_moe", "olmo2", "olmoe", "gemma", "gemma2", "stablelm", "phi3",
+            "cohere", "arcee"]
 
 
 def family_name(model: str) -> str:

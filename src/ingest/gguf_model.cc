@@ -105,6 +105,10 @@ const ArchDef kArchs[] = {
     {"gemma2", Names::Gemma3, false, true, false},
     {"stablelm", Names::Llama, false, false, false},
     {"phi3", Names::Phi3, false, false, false},
+    // command_r.py (CommandR2Model: TextModel's, no permute: HF's RoPE is interleaved as llama.cpp's),
+    // llama.py (ArceeModel: LlamaModel's permute).
+    {"cohere", Names::Llama, false, false, false},
+    {"arcee", Names::Llama, true, false, false},
 };
 
 struct Arch {
@@ -396,6 +400,11 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
         // Per-head Q/K LayerNorms (StableLM 2 12B) are stacked as attn_q_norm / attn_k_norm, which
         // no rename maps: such a file is refused by that tensor's name below.
     }
+    if (arch == "command-r") {
+        if (const GgufValue *v = get("logit_scale")) j.f("logit_scale", *v);
+        // Command R+'s per-head Q/K LayerNorms: the family refuses use_qk_norm by name.
+        j.b("use_qk_norm", tensor(f, "blk.0.attn_q_norm.weight") != nullptr);
+    }
     if (A.names == Names::Phi3) {
         if (const GgufValue *v = get("attention.sliding_window")) j.u("sliding_window", v->as_uint());
         if (const GgufValue *v = get("rope.scaling.original_context_length"))
@@ -447,7 +456,7 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
     }
     // What only the tensors say.
     j.b("tie_word_embeddings", tensor(f, "output.weight") == nullptr);
-    if (A.names == Names::Llama && arch == "llama") {
+    if (A.names == Names::Llama && (arch == "llama" || arch == "arcee" || arch == "command-r")) {
         j.b("attention_bias", tensor(f, "blk.0.attn_q.bias") != nullptr);
         j.b("mlp_bias", tensor(f, "blk.0.ffn_up.bias") != nullptr);
     }

@@ -21,9 +21,7 @@ static void arcee_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"arcee", nullptr};
 static const char *const kArchs[] = {"ArceeForCausalLM", nullptr};
-// llama.cpp writes this family as GGUF architecture "arcee"; ingest/gguf_model.cc does not map it
-// yet, so no GGUF architecture is listed (a "arcee" GGUF is refused by name).
-static const char *const kGguf[] = {nullptr};
+static const char *const kGguf[] = {"arcee", nullptr};
 
 extern const FamilyDef kArceeFamily = {
     "arcee",

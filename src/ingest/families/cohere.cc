@@ -26,9 +26,7 @@ static void cohere_defaults(const ConfigReader &c, const std::string &, ModelCon
 
 static const char *const kTypes[] = {"cohere", nullptr};
 static const char *const kArchs[] = {"CohereForCausalLM", nullptr};
-// llama.cpp writes this family as GGUF architecture "command-r"; ingest/gguf_model.cc does not map it
-// yet, so no GGUF architecture is listed (a "command-r" GGUF is refused by name).
-static const char *const kGguf[] = {nullptr};
+static const char *const kGguf[] = {"command-r", nullptr};
 
 extern const FamilyDef kCohereFamily = {
     "cohere",
