@@ -62,7 +62,21 @@ std::string gguf_model_file(const std::string &path) {
 
 namespace {
 
-enum class Names : uint8_t { Llama, Gemma3, Gpt2, GptNeox, Bloom, Falcon, Deepseek2, Phimoe, Granite, GptOss, Internlm2, Phi3 };
+enum class Names : uint8_t {
+    Llama,
+    Gemma3,
+    Gpt2,
+    GptNeox,
+    Bloom,
+    Falcon,
+    Deepseek2,
+    Phimoe,
+    Granite,
+    GptOss,
+    Internlm2,
+    Phi3,
+    Starcoder2
+};
 
 // Per family (the family table's FamilyDef::name; which GGUF architectures belong to a family is
 // the table's gguf_archs): the converter's changes to undo.
@@ -109,6 +123,8 @@ const ArchDef kArchs[] = {
     // llama.py (ArceeModel: LlamaModel's permute).
     {"cohere", Names::Llama, false, false, false},
     {"arcee", Names::Llama, true, false, false},
+    // starcoder.py (StarCoder2Model: TextModel's, no permute; c_fc / c_proj as ffn_up / ffn_down).
+    {"starcoder2", Names::Starcoder2, false, false, false},
 };
 
 struct Arch {
@@ -400,6 +416,7 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
         // Per-head Q/K LayerNorms (StableLM 2 12B) are stacked as attn_q_norm / attn_k_norm, which
         // no rename maps: such a file is refused by that tensor's name below.
     }
+    if (A.names == Names::Starcoder2) j.b("use_bias", tensor(f, "blk.0.attn_q.bias") != nullptr);
     if (arch == "command-r") {
         if (const GgufValue *v = get("logit_scale")) j.f("logit_scale", *v);
         // Command R+'s per-head Q/K LayerNorms: the family refuses use_qk_norm by name.
@@ -694,6 +711,16 @@ const Rename kPhi3Layer[] = {
     {"attn_output", "model.layers.{L}.self_attn.o_proj"}, {"ffn_norm", "model.layers.{L}.post_attention_layernorm"},
     {"ffn_up", "model.layers.{L}.mlp.gate_up_proj"},      {"ffn_down", "model.layers.{L}.mlp.down_proj"},
 };
+const Rename kStarcoder2Layer[] = {
+    {"attn_norm", "model.layers.{L}.input_layernorm"},
+    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
+    {"attn_k", "model.layers.{L}.self_attn.k_proj"},
+    {"attn_v", "model.layers.{L}.self_attn.v_proj"},
+    {"attn_output", "model.layers.{L}.self_attn.o_proj"},
+    {"ffn_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"ffn_up", "model.layers.{L}.mlp.c_fc"},
+    {"ffn_down", "model.layers.{L}.mlp.c_proj"},
+};
 const Rename kInternlm2Layer[] = {
     {"attn_norm", "model.layers.{L}.attention_norm"}, {"ffn_norm", "model.layers.{L}.ffn_norm"},
     {"attn_output", "model.layers.{L}.attention.wo"}, {"ffn_gate", "model.layers.{L}.feed_forward.w1"},
@@ -772,6 +799,9 @@ Table table_for(const ArchDef &A, const std::string &arch) {
                     nullptr,      "model.norm",        "lm_head"};
         case Names::Phi3:
             return {kPhi3Layer, count(kPhi3Layer), nullptr, 0, "model.embed_tokens", nullptr, nullptr, "model.norm", "lm_head"};
+        case Names::Starcoder2:
+            return {kStarcoder2Layer, count(kStarcoder2Layer), nullptr, 0, "model.embed_tokens", nullptr, nullptr, "model.norm",
+                    "lm_head"};
         case Names::Internlm2:
             return {kInternlm2Layer, count(kInternlm2Layer), nullptr, 0, "model.tok_embeddings", nullptr,
                     nullptr,         "model.norm",           "output"};

@@ -29,9 +29,7 @@ static void starcoder2_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"starcoder2", nullptr};
 static const char *const kArchs[] = {"Starcoder2ForCausalLM", nullptr};
-// llama.cpp writes this family as GGUF architecture "starcoder2"; ingest/gguf_model.cc does not map it
-// yet, so no GGUF architecture is listed (a "starcoder2" GGUF is refused by name).
-static const char *const kGguf[] = {nullptr};
+static const char *const kGguf[] = {"starcoder2", nullptr};
 
 extern const FamilyDef kStarcoder2Family = {
     "starcoder2",
