@@ -75,7 +75,8 @@ enum class Names : uint8_t {
     GptOss,
     Internlm2,
     Phi3,
-    Starcoder2
+    Starcoder2,
+    Phi2,
 };
 
 // Per family (the family table's FamilyDef::name; which GGUF architectures belong to a family is
@@ -125,6 +126,9 @@ const ArchDef kArchs[] = {
     {"arcee", Names::Llama, true, false, false},
     // starcoder.py (StarCoder2Model: TextModel's, no permute; c_fc / c_proj as ffn_up / ffn_down).
     {"starcoder2", Names::Starcoder2, false, false, false},
+    // phi.py (Phi2Model: q / k / v separate, no permute; its feed_forward_length and head_count_kv
+    // are not the model's: read from the tensors).
+    {"phi", Names::Phi2, false, false, false},
 };
 
 struct Arch {
@@ -373,6 +377,9 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
     const uint64_t d = need_u("embedding_length"), layers = need_u("block_count"), heads = need_u("attention.head_count");
     uint64_t kv = heads;
     if (const GgufValue *v = get("attention.head_count_kv")) kv = v->as_uint();
+    if (const GgufTensorInfo *k = tensor(f, "blk.0.attn_k.weight");
+        A.names == Names::Phi2 && k && k->shape.size() == 2 && heads && d % heads == 0)
+        kv = k->shape[0] / (d / heads);  // Phi2Model writes head_count_kv = heads whatever the model has
     const uint64_t experts = get("expert_count") ? get("expert_count")->as_uint() : 0;
     if (A.names == Names::Deepseek2) return deepseek2_config_json(f, path, arch, d, layers, heads, emb->shape[0]);
 
@@ -397,13 +404,21 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
         j.u("num_key_value_heads", kv);
     }
     if (const GgufValue *v = get("attention.key_length"); v && heads && v->as_uint() != d / heads) j.u("head_dim", v->as_uint());
-    if (const GgufValue *v = get("feed_forward_length")) j.u("intermediate_size", v->as_uint());
+    if (A.names == Names::Phi2) {
+        // Phi2Model writes feed_forward_length = 4 x hidden, whatever intermediate_size is.
+        const GgufTensorInfo *up = tensor(f, "blk.0.ffn_up.weight");
+        if (!up || up->shape.size() != 2)
+            throw_error(STK_E_CORRUPT, "%s: no 2-D blk.0.ffn_up.weight: the FFN width is unknown", path.c_str());
+        j.u("intermediate_size", up->shape[0]);
+    } else if (const GgufValue *v = get("feed_forward_length")) {
+        j.u("intermediate_size", v->as_uint());
+    }
     if (const GgufValue *v = get("context_length")) j.u("max_position_embeddings", v->as_uint());
     if (const GgufValue *v = get("attention.layer_norm_rms_epsilon")) j.f("rms_norm_eps", *v);
     if (const GgufValue *v = get("attention.layer_norm_epsilon")) j.f("layer_norm_epsilon", *v);
     if (const GgufValue *v = get("rope.freq_base")) j.f("rope_theta", *v);
     if (const GgufValue *v = get("rope.dimension_count");
-        v && heads && (A.names == Names::GptNeox || A.names == Names::Phi3 || arch == "stablelm")) {
+        v && heads && (A.names == Names::GptNeox || A.names == Names::Phi3 || A.names == Names::Phi2 || arch == "stablelm")) {
         const GgufValue *kl = get("attention.key_length");
         uint64_t hd = kl ? kl->as_uint() : d / heads;
         if (hd) j.f("rotary_pct", double(v->as_uint()) / double(hd));
@@ -721,6 +736,15 @@ const Rename kStarcoder2Layer[] = {
     {"ffn_up", "model.layers.{L}.mlp.c_fc"},
     {"ffn_down", "model.layers.{L}.mlp.c_proj"},
 };
+const Rename kPhi2Layer[] = {
+    {"attn_norm", "model.layers.{L}.input_layernorm"},
+    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
+    {"attn_k", "model.layers.{L}.self_attn.k_proj"},
+    {"attn_v", "model.layers.{L}.self_attn.v_proj"},
+    {"attn_output", "model.layers.{L}.self_attn.dense"},
+    {"ffn_up", "model.layers.{L}.mlp.fc1"},
+    {"ffn_down", "model.layers.{L}.mlp.fc2"},
+};
 const Rename kInternlm2Layer[] = {
     {"attn_norm", "model.layers.{L}.attention_norm"}, {"ffn_norm", "model.layers.{L}.ffn_norm"},
     {"attn_output", "model.layers.{L}.attention.wo"}, {"ffn_gate", "model.layers.{L}.feed_forward.w1"},
@@ -802,6 +826,9 @@ Table table_for(const ArchDef &A, const std::string &arch) {
         case Names::Starcoder2:
             return {kStarcoder2Layer, count(kStarcoder2Layer), nullptr, 0, "model.embed_tokens", nullptr, nullptr, "model.norm",
                     "lm_head"};
+        case Names::Phi2:
+            return {kPhi2Layer, count(kPhi2Layer),       nullptr,  0, "model.embed_tokens", nullptr,
+                    nullptr,    "model.final_layernorm", "lm_head"};
         case Names::Internlm2:
             return {kInternlm2Layer, count(kInternlm2Layer), nullptr, 0, "model.tok_embeddings", nullptr,
                     nullptr,         "model.norm",           "output"};

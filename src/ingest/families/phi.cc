@@ -36,9 +36,7 @@ static void phi_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"phi", nullptr};
 static const char *const kArchs[] = {"PhiForCausalLM", nullptr};
-// llama.cpp writes this family as GGUF architecture "phi2"; ingest/gguf_model.cc does not map it
-// yet, so no GGUF architecture is listed (a "phi2" GGUF is refused by name).
-static const char *const kGguf[] = {nullptr};
+static const char *const kGguf[] = {"phi2", nullptr};
 
 extern const FamilyDef kPhiFamily = {
     "phi",
