@@ -22,7 +22,7 @@ what differs from the committed models and why:
   - the families llama.cpp converts with changes stk undoes (`--families`: tests/fixtures/families/
     deepseek_v2, deepseek_v3, phimoe, granite, granitemoe, gpt_oss, gpt_oss_mxfp4, internlm2, qwen3,
     qwen3_moe, olmo2, olmoe, gemma, gemma2, stablelm, phi3, cohere,
-    arcee, starcoder2, phi; bf16,
+    arcee, starcoder2, phi, gpt_bigcode; bf16,
     which is lossless for these bf16 checkpoints): no tokenizer files, so every class's set_vocab
     is made a no-op; phimoe's "architectures" is written "PhiMoEForCausalLM" (the hub model's
     spelling, the one the converter registers; transformers' own is "PhimoeForCausalLM").  One more
@@ -127,7 +127,7 @@ def phimoe_longrope(cfg):
 Q8_FAMILIES = ["deepseek_v2", "granitemoe", "gpt_oss", "internlm2"]
 FAMILIES = ["deepseek_v2", "deepseek_v3", "phimoe", "granite", "granitemoe", "gpt_oss", "gpt_oss_mxfp4", "internlm2",
             "qwen3", "qwen3_moe", "olmo2", "olmoe", "gemma", "gemma2", "stablelm", "phi3",
-            "cohere", "arcee", "starcoder2", "phi"]
+            "cohere", "arcee", "starcoder2", "phi", "gpt_bigcode"]
 
 
 def family_name(model: str) -> str:

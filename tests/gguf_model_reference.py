@@ -163,7 +163,8 @@ FAMILY_GGUFS = [("tiny-deepseek-v2-bf16.gguf", "deepseek_v2"), ("tiny-deepseek-v
                 ("tiny-qwen3-moe-bf16.gguf", "qwen3_moe"), ("tiny-olmo2-bf16.gguf", "olmo2"), ("tiny-olmoe-bf16.gguf", "olmoe"),
                 ("tiny-gemma-bf16.gguf", "gemma"), ("tiny-gemma2-bf16.gguf", "gemma2"), ("tiny-stablelm-bf16.gguf", "stablelm"),
                 ("tiny-phi3-bf16.gguf", "phi3"), ("tiny-cohere-bf16.gguf", "cohere"), ("tiny-arcee-bf16.gguf", "arcee"),
-                ("tiny-starcoder2-bf16.gguf", "starcoder2"), ("tiny-phi-bf16.gguf", "phi")]
+                ("tiny-starcoder2-bf16.gguf", "starcoder2"), ("tiny-phi-bf16.gguf", "phi"),
+                ("tiny-gpt-bigcode-bf16.gguf", "gpt_bigcode")]
 
 
 def families(tool, repo):

@@ -77,6 +77,7 @@ enum class Names : uint8_t {
     Phi3,
     Starcoder2,
     Phi2,
+    Starcoder,
 };
 
 // Per family (the family table's FamilyDef::name; which GGUF architectures belong to a family is
@@ -129,6 +130,9 @@ const ArchDef kArchs[] = {
     // phi.py (Phi2Model: q / k / v separate, no permute; its feed_forward_length and head_count_kv
     // are not the model's: read from the tensors).
     {"phi", Names::Phi2, false, false, false},
+    // starcoder.py (StarCoderModel: GPT-BigCode's nn.Linear names renamed, c_attn kept whole; its
+    // feed_forward_length and head_count_kv are not the model's: read from the tensors).
+    {"gpt_bigcode", Names::Starcoder, false, false, false},
 };
 
 struct Arch {
@@ -508,6 +512,38 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
         g.b("tie_word_embeddings", tensor(f, "output.weight") == nullptr);
         return g.done();
     }
+    if (A.names == Names::Starcoder) {
+        // GPTBigCodeConfig spellings. StarCoderModel writes feed_forward_length = 4 x hidden and
+        // head_count_kv = 1 whatever the model has: the FFN width from ffn_up, multi-query from
+        // attn_qkv's rows (d + 2 head_dim: one K/V head; 3d: one per head).
+        const GgufTensorInfo *up = tensor(f, "blk.0.ffn_up.weight"), *qkv = tensor(f, "blk.0.attn_qkv.weight");
+        if (!up || up->shape.size() != 2 || !qkv || qkv->shape.size() != 2 || !heads || d % heads)
+            throw_error(STK_E_CORRUPT,
+                        "%s: no 2-D blk.0.ffn_up.weight / blk.0.attn_qkv.weight: the FFN width or "
+                        "the K/V heads are unknown",
+                        path.c_str());
+        const uint64_t hd = d / heads;
+        if (qkv->shape[0] != d + 2 * hd && qkv->shape[0] != 3 * d)
+            throw_error(STK_E_CORRUPT,
+                        "%s: GGUF tensor 'blk.0.attn_qkv.weight' (offset %llu): %llu rows, neither "
+                        "multi-query (%llu) nor one K/V per head (%llu)",
+                        path.c_str(), (unsigned long long)qkv->data_offset, (unsigned long long)qkv->shape[0],
+                        (unsigned long long)(d + 2 * hd), (unsigned long long)(3 * d));
+        Json g;
+        g.str("model_type", "gpt_bigcode");
+        g.u("vocab_size", emb->shape[0]);
+        g.u("n_embd", d);
+        g.u("n_layer", layers);
+        g.u("n_head", heads);
+        g.u("n_inner", up->shape[0]);
+        g.b("multi_query", qkv->shape[0] == d + 2 * hd);
+        const GgufTensorInfo *pos = tensor(f, "position_embd.weight");
+        if (pos && pos->shape.size() == 2) g.u("n_positions", pos->shape[0]);
+        else if (const GgufValue *v = get("context_length")) g.u("n_positions", v->as_uint());
+        if (const GgufValue *v = get("attention.layer_norm_epsilon")) g.f("layer_norm_epsilon", *v);
+        g.b("tie_word_embeddings", tensor(f, "output.weight") == nullptr);
+        return g.done();
+    }
     if (A.names == Names::Bloom) j.u("n_head", heads);
     return j.done();
 }
@@ -745,6 +781,11 @@ const Rename kPhi2Layer[] = {
     {"ffn_up", "model.layers.{L}.mlp.fc1"},
     {"ffn_down", "model.layers.{L}.mlp.fc2"},
 };
+const Rename kStarcoderLayer[] = {
+    {"attn_norm", "transformer.h.{L}.ln_1"},          {"attn_qkv", "transformer.h.{L}.attn.c_attn"},
+    {"attn_output", "transformer.h.{L}.attn.c_proj"}, {"ffn_norm", "transformer.h.{L}.ln_2"},
+    {"ffn_up", "transformer.h.{L}.mlp.c_fc"},         {"ffn_down", "transformer.h.{L}.mlp.c_proj"},
+};
 const Rename kInternlm2Layer[] = {
     {"attn_norm", "model.layers.{L}.attention_norm"}, {"ffn_norm", "model.layers.{L}.ffn_norm"},
     {"attn_output", "model.layers.{L}.attention.wo"}, {"ffn_gate", "model.layers.{L}.feed_forward.w1"},
@@ -829,6 +870,9 @@ Table table_for(const ArchDef &A, const std::string &arch) {
         case Names::Phi2:
             return {kPhi2Layer, count(kPhi2Layer),       nullptr,  0, "model.embed_tokens", nullptr,
                     nullptr,    "model.final_layernorm", "lm_head"};
+        case Names::Starcoder:
+            return {kStarcoderLayer, count(kStarcoderLayer), nullptr,  0, "transformer.wte", "transformer.wpe",
+                    nullptr,         "transformer.ln_f",     "lm_head"};
         case Names::Internlm2:
             return {kInternlm2Layer, count(kInternlm2Layer), nullptr, 0, "model.tok_embeddings", nullptr,
                     nullptr,         "model.norm",           "output"};

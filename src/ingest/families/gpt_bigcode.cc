@@ -35,9 +35,7 @@ static void bigcode_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"gpt_bigcode", nullptr};
 static const char *const kArchs[] = {"GPTBigCodeForCausalLM", nullptr};
-// llama.cpp writes this family as GGUF architecture "starcoder"; ingest/gguf_model.cc does not map it
-// yet, so no GGUF architecture is listed (a "starcoder" GGUF is refused by name).
-static const char *const kGguf[] = {nullptr};
+static const char *const kGguf[] = {"starcoder", nullptr};
 
 extern const FamilyDef kGptBigcodeFamily = {
     "gpt_bigcode",
