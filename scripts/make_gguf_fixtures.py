@@ -22,10 +22,11 @@ what differs from the committed models and why:
   - the families llama.cpp converts with changes stk undoes (`--families`: tests/fixtures/families/
     deepseek_v2, deepseek_v3, phimoe, granite, granitemoe, gpt_oss, gpt_oss_mxfp4, internlm2, qwen3,
     qwen3_moe, olmo2, olmoe, gemma, gemma2, stablelm, phi3, cohere,
-    arcee, starcoder2, phi, gpt_bigcode; bf16,
+    arcee, starcoder2, phi, gpt_bigcode, mpt; bf16,
     which is lossless for these bf16 checkpoints): no tokenizer files, so every class's set_vocab
     is made a no-op; phimoe's "architectures" is written "PhiMoEForCausalLM" (the hub model's
-    spelling, the one the converter registers; transformers' own is "PhimoeForCausalLM").  One more
+    spelling, the one the converter registers; transformers' own is "PhimoeForCausalLM"), mpt's
+    "MPTForCausalLM" likewise (transformers writes "MptForCausalLM").  One more
     file is made from the deepseek_v2 one with gguf-py's GGUFWriter: the layout converters wrote
     before llama.cpp's MLA change (April 2025, llama.cpp PR 12801): attn_kv_b whole instead of
     attn_k_b / attn_v_b, head_count_kv = heads, key_length = nope + rope, value_length = v, no
@@ -127,7 +128,7 @@ def phimoe_longrope(cfg):
 Q8_FAMILIES = ["deepseek_v2", "granitemoe", "gpt_oss", "internlm2"]
 FAMILIES = ["deepseek_v2", "deepseek_v3", "phimoe", "granite", "granitemoe", "gpt_oss", "gpt_oss_mxfp4", "internlm2",
             "qwen3", "qwen3_moe", "olmo2", "olmoe", "gemma", "gemma2", "stablelm", "phi3",
-            "cohere", "arcee", "starcoder2", "phi", "gpt_bigcode"]
+            "cohere", "arcee", "starcoder2", "phi", "gpt_bigcode", "mpt"]
 
 
 def family_name(model: str) -> str:
@@ -180,9 +181,9 @@ def write_legacy_deepseek(src: Path, out: Path):
 def make_families(llama: Path, tmp: Path):
     for model in FAMILIES:
         src = prepare_plain_from(tmp, REPO / "tests" / "fixtures" / "families" / model, ("reference.json",))
-        if model == "phimoe":
+        if model in ("phimoe", "mpt"):
             cfg = json.loads((src / "config.json").read_text())
-            cfg["architectures"] = ["PhiMoEForCausalLM"]
+            cfg["architectures"] = ["PhiMoEForCausalLM" if model == "phimoe" else "MPTForCausalLM"]
             (src / "config.json").write_text(json.dumps(cfg, indent=2))
         out = OUT / family_name(model)
         subprocess.run([sys.executable, "-c", CHILD, str(llama), "families", str(src), "--outtype", "bf16", "--outfile",

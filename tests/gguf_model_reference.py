@@ -164,7 +164,7 @@ FAMILY_GGUFS = [("tiny-deepseek-v2-bf16.gguf", "deepseek_v2"), ("tiny-deepseek-v
                 ("tiny-gemma-bf16.gguf", "gemma"), ("tiny-gemma2-bf16.gguf", "gemma2"), ("tiny-stablelm-bf16.gguf", "stablelm"),
                 ("tiny-phi3-bf16.gguf", "phi3"), ("tiny-cohere-bf16.gguf", "cohere"), ("tiny-arcee-bf16.gguf", "arcee"),
                 ("tiny-starcoder2-bf16.gguf", "starcoder2"), ("tiny-phi-bf16.gguf", "phi"),
-                ("tiny-gpt-bigcode-bf16.gguf", "gpt_bigcode")]
+                ("tiny-gpt-bigcode-bf16.gguf", "gpt_bigcode"), ("tiny-mpt-bf16.gguf", "mpt")]
 
 
 def families(tool, repo):

@@ -78,6 +78,7 @@ enum class Names : uint8_t {
     Starcoder2,
     Phi2,
     Starcoder,
+    Mpt,
 };
 
 // Per family (the family table's FamilyDef::name; which GGUF architectures belong to a family is
@@ -133,6 +134,8 @@ const ArchDef kArchs[] = {
     // starcoder.py (StarCoderModel: GPT-BigCode's nn.Linear names renamed, c_attn kept whole; its
     // feed_forward_length and head_count_kv are not the model's: read from the tensors).
     {"gpt_bigcode", Names::Starcoder, false, false, false},
+    // mpt.py (MPTModel: Wqkv kept whole as attn_qkv, renamed only).
+    {"mpt", Names::Mpt, false, false, false},
 };
 
 struct Arch {
@@ -544,6 +547,34 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
         g.b("tie_word_embeddings", tensor(f, "output.weight") == nullptr);
         return g.done();
     }
+    if (A.names == Names::Mpt) {
+        // MptConfig spellings; the ALiBi bias maximum and clip_qkv under attn_config (the family
+        // refuses any but the released models' alibi 8, no clip).
+        Json g;
+        g.str("model_type", "mpt");
+        g.u("vocab_size", emb->shape[0]);
+        g.u("d_model", d);
+        g.u("n_layers", layers);
+        g.u("n_heads", heads);
+        if (const GgufValue *v = get("context_length")) g.u("max_seq_len", v->as_uint());
+        if (const GgufValue *v = get("attention.layer_norm_epsilon")) g.f("layer_norm_epsilon", *v);
+        g.b("no_bias", tensor(f, "blk.0.attn_qkv.bias") == nullptr);
+        Json a;
+        const GgufValue *bias_max = get("attention.max_alibi_bias");
+        a.b("alibi", bias_max && bias_max->as_float() > 0);
+        if (bias_max && bias_max->as_float() > 0) {
+            const double bm = bias_max->as_float();
+            if (bm != std::floor(bm) || bm > 1e6)
+                throw_error(STK_E_UNSUPPORTED, "%s: metadata key %s is %g, not the whole number MPT's alibi_bias_max is",
+                            path.c_str(), key("attention.max_alibi_bias").c_str(), bm);
+            a.u("alibi_bias_max", uint64_t(bm));
+        }
+        if (const GgufValue *v = get("attention.clamp_kqv")) a.f("clip_qkv", *v);
+        if (kv != heads) a.u("kv_n_heads", kv);
+        g.raw("attn_config", a.done());
+        g.b("tie_word_embeddings", tensor(f, "output.weight") == nullptr);
+        return g.done();
+    }
     if (A.names == Names::Bloom) j.u("n_head", heads);
     return j.done();
 }
@@ -786,6 +817,11 @@ const Rename kStarcoderLayer[] = {
     {"attn_output", "transformer.h.{L}.attn.c_proj"}, {"ffn_norm", "transformer.h.{L}.ln_2"},
     {"ffn_up", "transformer.h.{L}.mlp.c_fc"},         {"ffn_down", "transformer.h.{L}.mlp.c_proj"},
 };
+const Rename kMptLayer[] = {
+    {"attn_norm", "transformer.blocks.{L}.norm_1"},          {"attn_qkv", "transformer.blocks.{L}.attn.Wqkv"},
+    {"attn_output", "transformer.blocks.{L}.attn.out_proj"}, {"ffn_norm", "transformer.blocks.{L}.norm_2"},
+    {"ffn_up", "transformer.blocks.{L}.ffn.up_proj"},        {"ffn_down", "transformer.blocks.{L}.ffn.down_proj"},
+};
 const Rename kInternlm2Layer[] = {
     {"attn_norm", "model.layers.{L}.attention_norm"}, {"ffn_norm", "model.layers.{L}.ffn_norm"},
     {"attn_output", "model.layers.{L}.attention.wo"}, {"ffn_gate", "model.layers.{L}.feed_forward.w1"},
@@ -873,6 +909,9 @@ Table table_for(const ArchDef &A, const std::string &arch) {
         case Names::Starcoder:
             return {kStarcoderLayer, count(kStarcoderLayer), nullptr,  0, "transformer.wte", "transformer.wpe",
                     nullptr,         "transformer.ln_f",     "lm_head"};
+        case Names::Mpt:
+            return {kMptLayer, count(kMptLayer),     nullptr,  0, "transformer.wte", nullptr,
+                    nullptr,   "transformer.norm_f", "lm_head"};
         case Names::Internlm2:
             return {kInternlm2Layer, count(kInternlm2Layer), nullptr, 0, "model.tok_embeddings", nullptr,
                     nullptr,         "model.norm",           "output"};

@@ -36,7 +36,7 @@ n=0
 for pair in deepseek-v2:deepseek_v2 deepseek-v2-kv-b:deepseek_v2 deepseek-v3:deepseek_v3 phimoe:phimoe granite:granite \
             granitemoe:granitemoe gpt-oss:gpt_oss gpt-oss-mxfp4:gpt_oss_mxfp4 internlm2:internlm2 phimoe-longrope:phimoe_longrope \
             qwen3:qwen3 qwen3-moe:qwen3_moe olmo2:olmo2 olmoe:olmoe gemma:gemma gemma2:gemma2 stablelm:stablelm phi3:phi3 \
-            cohere:cohere arcee:arcee starcoder2:starcoder2_f32_theta phi:phi gpt-bigcode:gpt_bigcode; do
+            cohere:cohere arcee:arcee starcoder2:starcoder2_f32_theta phi:phi gpt-bigcode:gpt_bigcode mpt:mpt; do
   g=${pair%%:*}
   m=${pair#*:}
   gguf="$repo/tests/data/gguf/tiny-$g-bf16.gguf"
@@ -72,4 +72,4 @@ print(f"ok: {name}: published, checked, {len(g)} arrays byte-identical to the HF
 PY
   n=$((n + 1))
 done
-[ "$n" -eq 23 ] || { echo "only $n GGUF family fixtures"; exit 1; }
+[ "$n" -eq 24 ] || { echo "only $n GGUF family fixtures"; exit 1; }

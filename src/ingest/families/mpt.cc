@@ -59,9 +59,7 @@ static void mpt_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"mpt", nullptr};
 static const char *const kArchs[] = {"MptForCausalLM", nullptr};
-// llama.cpp writes this family as GGUF architecture "mpt"; ingest/gguf_model.cc does not map it
-// yet, so no GGUF architecture is listed (a "mpt" GGUF is refused by name).
-static const char *const kGguf[] = {nullptr};
+static const char *const kGguf[] = {"mpt", nullptr};
 
 extern const FamilyDef kMptFamily = {
     "mpt",
