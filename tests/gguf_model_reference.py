@@ -103,6 +103,17 @@ def compare(tool, gguf):
     return got
 
 
+def same_tensors(got, want, what, against):
+    """Every tensor of dump `got` equals `want`'s (names, shapes, SHA-256); returns the count."""
+    g, w = {t["name"]: t for t in got["tensors"]}, {t["name"]: t for t in want["tensors"]}
+    if set(g) != set(w):
+        sys.exit(f"FAIL: {what}: names differ: {sorted(set(g) ^ set(w))[:6]}")
+    bad = [n for n in g if g[n]["sha256"] != w[n]["sha256"] or g[n]["shape"] != w[n]["shape"]]
+    if bad:
+        sys.exit(f"FAIL: {what}: {len(bad)} tensors differ from {against}, e.g. {bad[:3]}")
+    return len(g)
+
+
 def main():
     tool, repo = sys.argv[1], Path(sys.argv[2])
     if len(sys.argv) == 5 and sys.argv[3] == "--real":
@@ -137,14 +148,8 @@ def main():
         got, want = dump(tool, repo / "tests/data/gguf" / name), dump(tool, repo / "tests/data/models" / model)
         if got["config"] != want["config"]:
             sys.exit(f"FAIL: {name}: config {got['config']} != {want['config']}")
-        g = {t["name"]: t for t in got["tensors"]}
-        w = {t["name"]: t for t in want["tensors"]}
-        if set(g) != set(w):
-            sys.exit(f"FAIL: {name}: names differ: {sorted(set(g) ^ set(w))[:6]}")
-        bad = [n for n in g if g[n]["sha256"] != w[n]["sha256"] or g[n]["shape"] != w[n]["shape"]]
-        if bad:
-            sys.exit(f"FAIL: {name}: {len(bad)} tensors differ from the HF directory's, e.g. {bad[:3]}")
-        print(f"ok {name}: {len(g)} tensors bit-identical to tests/data/models/{model}; same config")
+        n = same_tensors(got, want, name, "the HF directory's")
+        print(f"ok {name}: {n} tensors bit-identical to tests/data/models/{model}; same config")
     families(tool, repo)
 
 
@@ -218,16 +223,10 @@ def families(tool, repo):
         for k in wm:
             if gm[k] != wm[k]:
                 sys.exit(f"FAIL: {name}: {k}: GGUF {gm[k]}, HF {wm[k]}")
-        g = {t["name"]: t for t in got["tensors"]}
-        w = {t["name"]: t for t in want["tensors"]}
-        if set(g) != set(w):
-            sys.exit(f"FAIL: {name}: names differ: {sorted(set(g) ^ set(w))[:6]}")
-        bad = [n for n in g if g[n]["sha256"] != w[n]["sha256"] or g[n]["shape"] != w[n]["shape"]]
-        if bad:
-            sys.exit(f"FAIL: {name}: {len(bad)} tensors differ from the HF directory's, e.g. {bad[:3]}")
+        n_tensors = same_tensors(got, want, name, "the HF directory's")
         if name == "tiny-phimoe-longrope-bf16.gguf" and (gm["rope_scaling"] != "longrope" or len(gm["rope_long_factor"]) != 8):
             sys.exit(f"FAIL: {name}: rope scaling {gm['rope_scaling']!r}, not longrope")
-        print(f"ok {name}: {len(g)} tensors bit-identical to {hf_dir.name}; same config, "
+        print(f"ok {name}: {n_tensors} tensors bit-identical to {hf_dir.name}; same config, "
               f"{len(gm['roles'])} roles, approximations {len(gm['approximations'])}")
     tmp.cleanup()
     quantised(tool, repo)
@@ -259,13 +258,9 @@ def rewrite_dequantised(src, dst, only=None):
 
 def same_read(tool, a, b, what):
     ga, gb = dump(tool, a), dump(tool, b)
-    ta, tb = {t["name"]: t for t in ga["tensors"]}, {t["name"]: t for t in gb["tensors"]}
-    if ga["config"] != gb["config"] or set(ta) != set(tb):
-        sys.exit(f"FAIL: {what}: config or names differ from the dequantised file's")
-    bad = [n for n in ta if ta[n]["sha256"] != tb[n]["sha256"] or ta[n]["shape"] != tb[n]["shape"]]
-    if bad:
-        sys.exit(f"FAIL: {what}: {len(bad)} tensors differ from gguf-py's dequantisation, e.g. {bad[:3]}")
-    return len(ta)
+    if ga["config"] != gb["config"]:
+        sys.exit(f"FAIL: {what}: config differs from the dequantised file's")
+    return same_tensors(ga, gb, what, "gguf-py's dequantisation")
 
 
 # Quantised family GGUFs (the converter's q8_0): what stk reads, gathers included (DeepSeek's F16
