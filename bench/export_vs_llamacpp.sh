@@ -28,10 +28,8 @@ timed() {  # output file, command...: runs it, echoes "wall cpu rss size", remov
   rm -f "$f"
 }
 floor() {  # bytes: read the checkpoint, write that many bytes; echoes wall seconds
-  /usr/bin/time -f "%e" -o "$OUT/time.txt" bash -c \
-    "cat $ckpt > /dev/null; head -c $1 /dev/zero > '$OUT/floor.bin'; sync -f '$OUT/floor.bin'"
-  rm -f "$OUT/floor.bin"
-  cat "$OUT/time.txt"
+  # shellcheck disable=SC2086  # $ckpt: the checkpoint files, split on purpose
+  bash "$root/bench/read_write_floor.sh" "$1" "$OUT/floor.bin" $ckpt | cut -d' ' -f1
 }
 llamacpp=("$PY" -c "import sys; sys.path.insert(0, '$root/scripts'); import make_gguf_fixtures as m; exec(m.CHILD)"
   "$LLAMA" llama "$MODEL")

@@ -20,9 +20,8 @@ for r in $(seq "$RUNS"); do
   read -r e u s m < "$OUT/time.txt"; c=$(echo "$u + $s" | bc); ex+=("$e"); excpu+=("$c"); rss+=("$m")
   size=$(stat -c %s "$OUT/x.lwt")
   rm -f "$OUT/x.lwt"  # the floor's file takes its place (a 7B float32 output is 27 GB)
-  /usr/bin/time -f "%e %U %S" -o "$OUT/time.txt" bash -c \
-    "cat $ckpt > /dev/null; head -c $size /dev/zero > '$OUT/floor.bin'; sync -f '$OUT/floor.bin'"
-  read -r f u s < "$OUT/time.txt"; fc=$(echo "$u + $s" | bc); fl+=("$f"); flcpu+=("$fc")
+  # shellcheck disable=SC2086  # $ckpt: the checkpoint files, split on purpose
+  read -r f fc < <(bash "$(dirname "$0")/read_write_floor.sh" "$size" "$OUT/floor.bin" $ckpt); fl+=("$f"); flcpu+=("$fc")
   echo "run $r: export ${e}s wall ${c} CPU-s (peak RSS ${m} KiB, output $size bytes), floor ${f}s wall ${fc} CPU-s; load $(cut -d' ' -f1 /proc/loadavg)"
 done
 me=$(printf '%s\n' "${ex[@]}" | median); mf=$(printf '%s\n' "${fl[@]}" | median)
