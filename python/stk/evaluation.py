@@ -1,0 +1,576 @@
+"""``stk eval``: what a converted model keeps, end to end.
+
+The original model runs as transformers runs it (float32, eager attention); the same forward then
+runs with chosen modules computed by the library's reference runtime of the arrays
+(``stk.runtime.ReferenceRuntime``), or with those modules deleted (``zero=True``), and the two are
+compared on the user's own text: perplexity of each, the KL divergence of the swapped model's
+next-token distribution from the original's (mean and 99th percentile over positions), top-1
+agreement, and for each swapped module and layer the relative L2 of its output against the output
+of the module it replaced (measured inside the swapped run, on the swapped run's own inputs).
+
+What a swap computes (docs/decisions.md, "The reference runtime and `stk eval`"):
+
+- ``ffn``: the layer's MLP output is the linear dictionary's ``sum_j |x_j| M^{sign x_j}[:, j]`` of
+  the MLP's input (the post-attention norm's output).
+- ``prf``: the attention block's output is ``o_proj`` of the PRF read-out of the attention input
+  (the input norm's output) against the state of every key up to and including the query's own
+  position, the values being the layer's own ``v_proj`` heads (GQA heads repeated).
+- ``overlays``: PRF attention plus the overlay correction deltaC(q), added in value space before
+  ``o_proj``; it implies ``prf`` at those layers.
+- ``memory``: PRF attention whose state is filtered by the generation's memory bank (each key's
+  contribution weighted by the bank's impulse response at its lag); it implies ``prf``.
+
+torch and transformers are needed here only (``pip install .[eval]``), never by the library.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import functools
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+import numpy as np
+
+from . import _lib
+from .errors import StkError, _raise
+from .generation import Generation
+
+MODULES = ("ffn", "prf", "overlays", "memory")
+# Beyond the spec's arrays (a proposal to Sera, docs/proposal-faithful-runtime.md): exact softmax
+# over S sink tokens plus a window of the last W, and the FFN's own weights through the .lwt
+# low-bit packing (docs/spec/lowbit-packing.txt) at one scale per tensor.
+BEYOND = ("window", "ffn-int8", "ffn-int4", "ffn-ternary")
+ALL_MODULES = MODULES + BEYOND
+_STAGE_PARSE_TENSORS = 1  # stk_stage STK_STAGE_PARSE_TENSORS
+_STK_E_INVALID_ARGUMENT = 1  # stk_status
+PathLike = "str | os.PathLike[str]"
+
+
+# --------------------------------------------------------------------------------------------
+# --swap
+
+
+@dataclass(frozen=True)
+class Swap:
+    """One entry of ``--swap``: a module and the layers it replaces (None: every layer)."""
+    module: str
+    layers: Optional[tuple[int, ...]]
+
+
+def parse_swap(spec: str) -> list[Swap]:
+    """``"ffn:15,prf:0-29,overlays"`` -> Swaps.  LAYERS is ``N``, ``A-B`` (inclusive) or several
+    joined by ``+`` (``ffn:0+7+15``); a module without LAYERS swaps every layer."""
+    out: list[Swap] = []
+    if not spec.strip():
+        return out
+    for part in spec.split(","):
+        part = part.strip()
+        name, _, layers = part.partition(":")
+        if name not in ALL_MODULES:
+            raise ValueError(f"--swap {spec!r}: unknown module {name!r} (the modules: {', '.join(MODULES)}; "
+                             f"beyond the format: {', '.join(BEYOND)})")
+        if not layers:
+            out.append(Swap(name, None))
+            continue
+        picked: list[int] = []
+        for piece in layers.split("+"):
+            a, dash, b = piece.partition("-")
+            try:
+                lo, hi = int(a), int(b) if dash else int(a)
+            except ValueError:
+                raise ValueError(f"--swap {spec!r}: layers {layers!r} are not N, A-B or N+M") from None
+            if lo < 0 or hi < lo:
+                raise ValueError(f"--swap {spec!r}: layer range {piece!r} is empty or negative")
+            picked.extend(range(lo, hi + 1))
+        out.append(Swap(name, tuple(sorted(set(picked)))))
+    return out
+
+
+def _plan(swaps: Sequence[Swap], n_layers: int) -> dict[str, set[int]]:
+    """Module -> layers, checked against the model; overlays and memory imply prf."""
+    plan: dict[str, set[int]] = {m: set() for m in ALL_MODULES}
+    for s in swaps:
+        layers = range(n_layers) if s.layers is None else s.layers
+        for layer in layers:
+            if layer >= n_layers:
+                raise ValueError(f"--swap {s.module}: layer {layer} does not exist (the model has {n_layers}: 0-{n_layers - 1})")
+            plan[s.module].add(layer)
+    return plan
+
+
+# --------------------------------------------------------------------------------------------
+# texts -> contexts
+
+
+def contexts_of(tokenizer: Any, texts: Sequence[str], ctx: int, per_file: int) -> list[tuple[str, list[int]]]:
+    """Each text tokenized on its own (the tokenizer's default special tokens included), cut into
+    consecutive contexts of ``ctx`` tokens, at most ``per_file`` of them; a shorter tail is dropped."""
+    out = []
+    for path in texts:
+        with open(path, encoding="utf-8") as f:
+            ids = list(tokenizer(f.read())["input_ids"])
+        n = min(per_file, len(ids) // ctx)
+        if n == 0:
+            raise ValueError(f"--text {path}: {len(ids)} tokens, fewer than one context of --ctx {ctx}")
+        out.extend((os.fspath(path), ids[i * ctx:(i + 1) * ctx]) for i in range(n))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the model and its generation
+
+
+@functools.lru_cache(maxsize=1)
+def _load(model: str) -> tuple[Any, Any]:
+    """transformers' own loading (kept for the next call on the same model: the swaps are undone
+    after every forward): a HF directory, or a GGUF through its gguf_file= reader."""
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as e:  # pragma: no cover - the message is the point
+        raise ImportError("stk eval needs torch and transformers: pip install 'stk[eval]' "
+                          f"(or: pip install torch transformers accelerate gguf): {e}") from e
+    kw: dict[str, Any] = {}
+    path = os.fspath(model)
+    if os.path.isfile(path) and path.endswith(".gguf"):
+        kw["gguf_file"] = os.path.basename(path)
+        path = os.path.dirname(os.path.abspath(path))
+    tok = AutoTokenizer.from_pretrained(path, **kw)
+    m = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="eager", **kw)
+    m.eval()
+    return m, tok
+
+
+@functools.lru_cache(maxsize=4)
+def model_digest(model: str) -> tuple[int, int]:
+    """The parse_tensors digest (crc32c, sha256_low64) of ``model``'s weights, as stk computes it
+    for a conversion: the stage run alone, into a staging directory that is removed."""
+    c = _lib.lib
+    with tempfile.TemporaryDirectory(prefix="stk-eval-digest-") as tmp:
+        params = _lib.JobParams()
+        params.struct_size = ctypes.sizeof(params)
+        params.in_dir = os.fsencode(os.fspath(model))
+        params.out_dir = os.fsencode(os.path.join(tmp, "out"))
+        params.threads = 0
+        params.flags = _lib.STK_JOB_ALLOW_NONFINITE
+        size = ctypes.c_size_t(0)
+        _raise(c.stk_job_arena_size(ctypes.byref(params), ctypes.byref(size)))
+        arena = ctypes.create_string_buffer(max(size.value, 1) + 64)
+        base = (ctypes.addressof(arena) + 63) // 64 * 64
+        job = ctypes.c_void_p()
+        _raise(c.stk_open(ctypes.byref(params), ctypes.c_void_p(base), size.value, ctypes.byref(job)))
+        try:
+            _raise(c.stk_stage_run(job, _STAGE_PARSE_TENSORS))
+            crc, low = ctypes.c_uint32(), ctypes.c_uint64()
+            _raise(c.stk_stage_digest(job, _STAGE_PARSE_TENSORS, ctypes.byref(crc), ctypes.byref(low)))
+        finally:
+            c.stk_close(job)
+        return crc.value, low.value
+
+
+def generation_digest(gen: Generation) -> tuple[int, int]:
+    """The parse_tensors digest the generation's manifest records."""
+    for st in gen.manifest["stages"]:
+        if st["stage"] == "parse_tensors" and st["state"] == "ran":
+            return int(st["crc32c"], 16), int(st["sha256_low64"], 16)
+    raise StkError(_STK_E_INVALID_ARGUMENT, f"{gen.dir}: the manifest records no parse_tensors digest to compare --model with")
+
+
+# --------------------------------------------------------------------------------------------
+# the swapped modules
+
+
+class _Meter:
+    """Sum of squared error and of squared reference of one module at one layer."""
+    __slots__ = ("err2", "ref2")
+
+    def __init__(self) -> None:
+        self.err2 = 0.0
+        self.ref2 = 0.0
+
+    def add(self, got: np.ndarray, ref: np.ndarray) -> None:
+        d = got.astype(np.float64) - ref.astype(np.float64)
+        self.err2 += float(np.dot(d.ravel(), d.ravel()))
+        r = ref.astype(np.float64).ravel()
+        self.ref2 += float(np.dot(r, r))
+
+    def rel_l2(self) -> float:
+        return math.sqrt(self.err2 / self.ref2) if self.ref2 > 0 else float("nan")
+
+
+def _decoder_layers(model: Any) -> Any:
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if layers is None:
+        raise NotImplementedError(f"stk eval: {type(model).__name__} has no model.layers; the swaps are implemented "
+                                  "for decoder models laid out as Llama's (q/k/v/o_proj attention, model.layers)")
+    return layers
+
+
+def _attn_geometry(attn: Any, config: Any) -> tuple[int, int, int]:
+    hd = int(getattr(attn, "head_dim", 0) or getattr(config, "head_dim", 0) or config.hidden_size // config.num_attention_heads)
+    h = int(config.num_attention_heads)
+    hkv = int(getattr(config, "num_key_value_heads", None) or h)
+    return h, hkv, hd
+
+
+def _check_plan(plan: dict[str, set[int]]) -> None:
+    """One replacement per block: an FFN is the dictionary or one low-bit copy; an attention block
+    is PRF (with overlays and/or memory) or the window."""
+    ffn_kinds = ("ffn",) + tuple(m for m in BEYOND if m.startswith("ffn-"))
+    for i, a in enumerate(ffn_kinds):
+        for b in ffn_kinds[i + 1:]:
+            both = plan[a] & plan[b]
+            if both:
+                raise ValueError(f"--swap: layer {min(both)}'s FFN is given twice ({a} and {b})")
+    both = plan["window"] & (plan["prf"] | plan["overlays"] | plan["memory"])
+    if both:
+        raise ValueError(f"--swap: layer {min(both)}'s attention is given twice (window and PRF)")
+
+
+def _lowbit_ffn_weights(model_path: str, dtype: str, layers: Iterable[int]) -> dict[int, dict[str, np.ndarray]]:
+    """The FFN weights of ``layers`` as ``stk export --dtype DTYPE`` stores them, read back
+    dequantized: what a runtime holding the model's own FFN at that width would multiply by."""
+    from .lwt import export_lwt, read_lwt
+    want = sorted(set(layers))
+    out: dict[int, dict[str, np.ndarray]] = {layer: {} for layer in want}
+    with tempfile.TemporaryDirectory(prefix="stk-eval-lowbit-") as tmp:
+        path = os.path.join(tmp, f"ffn-{dtype}.lwt")
+        export_lwt(model_path, path, dtype)
+        f = read_lwt(path, dequantize=True)
+        for layer in want:
+            prefix = f"model.layers.{layer}.mlp."
+            for name in f:
+                if name.startswith(prefix) and name.endswith(".weight"):
+                    out[layer][name[len(prefix):-len(".weight")]] = np.array(f[name], dtype=np.float32)
+            if not out[layer]:
+                raise NotImplementedError(f"--swap ffn-{dtype}:{layer}: the .lwt export has no {prefix}*.weight tensors")
+    return out
+
+
+def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters: dict[tuple[str, int], _Meter],
+             sinks: int = 4, window: int = 60, lowbit: Optional[dict[str, dict[int, dict[str, np.ndarray]]]] = None
+             ) -> list[Callable[[], None]]:
+    """Replace the planned modules in ``model``; returns the undo callables."""
+    import copy
+
+    import torch
+
+    layers = _decoder_layers(model)
+    undo: list[Callable[[], None]] = []
+    cfg = model.config
+
+    class FFN(torch.nn.Module):
+        def __init__(self, orig: Any, layer: int) -> None:
+            super().__init__()
+            self.orig, self.layer = orig, layer
+
+        def forward(self, x: Any) -> Any:
+            ref = self.orig(x)
+            flat = x.reshape(-1, x.shape[-1]).detach().cpu().numpy().astype(np.float32)
+            y = np.zeros_like(flat) if zero else rt.ffn_apply(self.layer, flat)
+            meters[("ffn", self.layer)].add(y, ref.reshape(flat.shape).detach().cpu().numpy())
+            return torch.from_numpy(np.ascontiguousarray(y)).reshape(ref.shape).to(ref.dtype)
+
+    class Attention(torch.nn.Module):
+        def __init__(self, orig: Any, layer: int, module: str, overlays: bool, memory: bool) -> None:
+            super().__init__()
+            self.orig, self.layer, self.module = orig, layer, module
+            self.overlays, self.memory = overlays, memory
+            self.h, self.hkv, self.hd = _attn_geometry(orig, cfg)
+
+        def forward(self, hidden_states: Any, *args: Any, **kwargs: Any) -> Any:
+            ref_out = self.orig(hidden_states, *args, **kwargs)
+            ref = ref_out[0] if isinstance(ref_out, tuple) else ref_out
+            if hidden_states.shape[0] != 1:
+                raise NotImplementedError("stk eval runs one context at a time (batch 1)")
+            x = hidden_states[0]
+            if zero:
+                out = torch.zeros_like(ref)
+            else:
+                t = x.shape[0]
+                v = self.orig.v_proj(x).reshape(t, self.hkv, self.hd)
+                v = v.repeat_interleave(self.h // self.hkv, dim=1).reshape(t, self.h * self.hd)
+                xn = x.detach().cpu().numpy().astype(np.float32)
+                vn = v.detach().cpu().numpy().astype(np.float32)
+                o = rt.prf_run(self.layer, xn, vn, memory=self.memory)
+                if self.overlays:
+                    o = o + rt.overlay_delta(self.layer, xn)
+                out = self.orig.o_proj(torch.from_numpy(np.ascontiguousarray(o)).to(ref.dtype))[None]
+            meters[(self.module, self.layer)].add(out.detach().cpu().numpy(), ref.detach().cpu().numpy())
+            if isinstance(ref_out, tuple):
+                return (out,) + tuple(None for _ in ref_out[1:])
+            return out
+
+    class Window(torch.nn.Module):
+        """The model's own attention, softmax restricted to the first ``sinks`` positions and the
+        last ``window`` (the query's own included): StreamingLLM's fixed-size cache."""
+        def __init__(self, orig: Any, layer: int) -> None:
+            super().__init__()
+            self.orig, self.layer = orig, layer
+
+        def forward(self, hidden_states: Any, *args: Any, **kwargs: Any) -> Any:
+            ref_out = self.orig(hidden_states, *args, **kwargs)
+            ref = ref_out[0] if isinstance(ref_out, tuple) else ref_out
+            mask = kwargs.get("attention_mask")
+            if mask is None or mask.dim() != 4:
+                raise NotImplementedError("--swap window: the model did not pass a 4-D attention mask to eager attention")
+            t = hidden_states.shape[1]
+            q = torch.arange(t)[:, None]
+            k = torch.arange(t)[None, :]
+            keep = (k < sinks) | (q - k < window)
+            if mask.dtype == torch.bool:
+                new = mask & keep
+            else:
+                new = mask.masked_fill(~keep, torch.finfo(mask.dtype).min)
+            out_all = self.orig(hidden_states, *args, **dict(kwargs, attention_mask=new))
+            out = torch.zeros_like(ref) if zero else (out_all[0] if isinstance(out_all, tuple) else out_all)
+            meters[("window", self.layer)].add(out.detach().cpu().numpy(), ref.detach().cpu().numpy())
+            if isinstance(ref_out, tuple):
+                return (out,) + tuple(None for _ in ref_out[1:])
+            return out
+
+    class LowBitFFN(torch.nn.Module):
+        def __init__(self, orig: Any, layer: int, module: str, weights: dict[str, np.ndarray]) -> None:
+            super().__init__()
+            self.orig, self.layer, self.module = orig, layer, module
+            self.copy = copy.deepcopy(orig)
+            with torch.no_grad():
+                for name, w in weights.items():
+                    lin = getattr(self.copy, name)
+                    if tuple(lin.weight.shape) != w.shape:
+                        raise NotImplementedError(f"--swap {module}:{layer}: {name} is {tuple(lin.weight.shape)} in "
+                                                  f"transformers and {w.shape} in the .lwt export")
+                    lin.weight.copy_(torch.from_numpy(w))
+
+        def forward(self, x: Any) -> Any:
+            ref = self.orig(x)
+            out = torch.zeros_like(ref) if zero else self.copy(x)
+            meters[(self.module, self.layer)].add(out.detach().cpu().numpy(), ref.detach().cpu().numpy())
+            return out
+
+    for module in (m for m in BEYOND if m.startswith("ffn-")):
+        for layer in sorted(plan[module]):
+            blk = layers[layer]
+            orig = blk.mlp
+            meters[(module, layer)] = _Meter()
+            weights = {} if lowbit is None else lowbit[module][layer]
+            blk.mlp = LowBitFFN(orig, layer, module, weights)
+            undo.append(lambda b=blk, o=orig: setattr(b, "mlp", o))
+    for layer in sorted(plan["window"]):
+        blk = layers[layer]
+        orig = blk.self_attn
+        meters[("window", layer)] = _Meter()
+        blk.self_attn = Window(orig, layer)
+        undo.append(lambda b=blk, o=orig: setattr(b, "self_attn", o))
+    attn_layers = plan["prf"] | plan["overlays"] | plan["memory"]
+    for layer in sorted(plan["ffn"]):
+        blk = layers[layer]
+        orig = blk.mlp
+        if hasattr(orig, "experts") or hasattr(orig, "gate") and not hasattr(orig, "gate_proj"):
+            raise NotImplementedError(f"stk eval --swap ffn:{layer}: layer {layer}'s FFN is a mixture of experts; "
+                                      "swapping MoE layers (router + per-expert dictionary units) is not implemented")
+        meters[("ffn", layer)] = _Meter()
+        blk.mlp = FFN(orig, layer)
+        undo.append(lambda b=blk, o=orig: setattr(b, "mlp", o))
+    for layer in sorted(attn_layers):
+        blk = layers[layer]
+        orig = blk.self_attn
+        if not all(hasattr(orig, n) for n in ("v_proj", "o_proj")):
+            raise NotImplementedError(f"stk eval --swap prf:{layer}: {type(orig).__name__} has no v_proj/o_proj; "
+                                      "attention swaps are implemented for Llama-style attention blocks")
+        module = "memory" if layer in plan["memory"] else "overlays" if layer in plan["overlays"] else "prf"
+        meters[(module, layer)] = _Meter()
+        blk.self_attn = Attention(orig, layer, module, layer in plan["overlays"], layer in plan["memory"])
+        undo.append(lambda b=blk, o=orig: setattr(b, "self_attn", o))
+    return undo
+
+
+# --------------------------------------------------------------------------------------------
+# scoring
+
+
+@dataclass
+class _Scores:
+    nll_o: list[np.ndarray] = field(default_factory=list)
+    nll_s: list[np.ndarray] = field(default_factory=list)
+    kl: list[np.ndarray] = field(default_factory=list)
+    agree: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, ids: list[int], lo: Any, ls: Any) -> None:
+        import torch
+        with torch.no_grad():
+            po = torch.log_softmax(lo.double(), -1)
+            ps = torch.log_softmax(ls.double(), -1)
+            nxt = torch.tensor(ids[1:])
+            self.nll_o.append((-po[:-1].gather(1, nxt[:, None])[:, 0]).numpy())
+            self.nll_s.append((-ps[:-1].gather(1, nxt[:, None])[:, 0]).numpy())
+            self.kl.append((po.exp() * (po - ps)).sum(-1).clamp_min(0).numpy())
+            self.agree.append((lo.argmax(-1) == ls.argmax(-1)).numpy())
+
+
+def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: int = 512, contexts: int = 8,
+             swap: str | Sequence[Swap] = "", zero: bool = False, threads: int = 0, sinks: int = 4, window: int = 60,
+             progress: bool | Callable[[int, int], None] = False) -> dict:
+    """Run the original and the swapped model on ``texts`` and return the report (the fields of
+    ``stk eval --json``, docs/cli.md)."""
+    import torch
+
+    swaps = parse_swap(swap) if isinstance(swap, str) else list(swap)
+    if ctx < 2:
+        raise ValueError(f"--ctx {ctx}: at least 2 tokens (a context scores its next tokens)")
+    if contexts < 1:
+        raise ValueError(f"--contexts {contexts}: at least 1")
+    if not texts:
+        raise ValueError("stk eval: give at least one --text FILE")
+    if threads:
+        torch.set_num_threads(threads)
+    t0 = time.monotonic()
+    m, tok = _load(os.fspath(model))
+    plan = _plan(swaps, len(_decoder_layers(m)))
+    _check_plan(plan)
+    if sinks < 0 or window < 1:
+        raise ValueError(f"--sinks {sinks} --window {window}: sinks >= 0 and window >= 1")
+    swapped_any = any(plan.values())
+    lowbit = None
+    if not zero and any(plan[mod] for mod in BEYOND if mod.startswith("ffn-")):
+        lowbit = {mod: _lowbit_ffn_weights(model, mod[len("ffn-"):], plan[mod]) for mod in BEYOND if mod.startswith("ffn-") and plan[mod]}
+    needs_gen = any(plan[mod] for mod in MODULES)
+    rt = None
+    gen_obj = None
+    if needs_gen and not zero:
+        if gen is None:
+            raise ValueError("stk eval --swap: give --gen ROOT|DIR, the generation of --model whose arrays replace the modules")
+    if gen is not None:
+        gen_obj = Generation(gen)
+        want = generation_digest(gen_obj)
+        have = model_digest(os.fspath(model))
+        if want != have:
+            raise StkError(_STK_E_INVALID_ARGUMENT,
+                           f"--gen {gen_obj.dir} was converted from another model: its parse_tensors digest is crc32c "
+                           f"{want[0]:08x} sha256_low64 {want[1]:016x}, --model {model} has crc32c {have[0]:08x} "
+                           f"sha256_low64 {have[1]:016x}")
+        if needs_gen and not zero:
+            from .runtime import ReferenceRuntime
+            rt = ReferenceRuntime(gen_obj)
+    ctxs = contexts_of(tok, texts, ctx, contexts)
+    meters: dict[tuple[str, int], _Meter] = {}
+    scores = _Scores()
+    bar = None
+    if progress is True:
+        try:
+            from tqdm import tqdm
+            bar = tqdm(total=len(ctxs), unit="context", desc="stk eval", file=sys.stderr)
+        except ImportError:
+            bar = None
+    with torch.no_grad():
+        for i, (_, ids) in enumerate(ctxs):
+            x = torch.tensor([ids])
+            lo = m(x, use_cache=False).logits[0]
+            undo = _install(m, rt, plan, zero, meters, sinks, window, lowbit) if swapped_any else []
+            try:
+                ls = m(x, use_cache=False).logits[0]
+            finally:
+                for u in reversed(undo):
+                    u()
+            scores.add(ids, lo, ls)
+            if bar is not None:
+                bar.update(1)
+            elif callable(progress):
+                progress(i + 1, len(ctxs))
+    if bar is not None:
+        bar.close()
+    nll_o = np.concatenate(scores.nll_o)
+    nll_s = np.concatenate(scores.nll_s)
+    kl = np.concatenate(scores.kl)
+    agree = np.concatenate(scores.agree)
+    layers = [{"module": mod, "layer": layer, "rel_l2": meter.rel_l2()} for (mod, layer), meter in sorted(meters.items(), key=lambda kv: (kv[0][1], ALL_MODULES.index(kv[0][0])))]
+    report = {
+        "command": "eval",
+        "model": os.fspath(model),
+        "gen": gen_obj.dir if gen_obj is not None else None,
+        "texts": [os.fspath(t) for t in texts],
+        "ctx": ctx,
+        "contexts": len(ctxs),
+        "swap": ",".join(f"{s.module}" + ("" if s.layers is None else ":" + "+".join(map(str, s.layers))) for s in swaps),
+        "zero": zero,
+        **({"sinks": sinks, "window": window} if plan["window"] else {}),
+        "perplexity_original": float(math.exp(nll_o.mean())),
+        "perplexity_swapped": float(math.exp(nll_s.mean())),
+        "kl_mean": float(kl.mean()),
+        "kl_p99": float(np.percentile(kl, 99)),
+        "top1_agreement": float(agree.mean()),
+        "tokens_scored": int(nll_o.size),
+        "positions_compared": int(kl.size),
+        "positions": (f"perplexity: the next token at positions 0..{ctx - 2} of each context ({ctx - 1} per context); "
+                      f"KL and top-1: every position 0..{ctx - 1} ({ctx} per context); each context starts at position 0"),
+        "layers": layers,
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+    if gen_obj is not None:
+        gen_obj.close()
+    return report
+
+
+# --------------------------------------------------------------------------------------------
+# the command
+
+
+def _format(r: dict) -> str:
+    lines = [
+        f"stk eval: {r['model']}" + (f" against {r['gen']}" if r["gen"] else ""),
+        f"  texts     {', '.join(r['texts'])}: {r['contexts']} contexts of {r['ctx']} tokens",
+        f"  swap      {r['swap'] or '(nothing)'}{' -> zero (module deleted)' if r['zero'] else ''}",
+        f"  scored    {r['positions']}",
+        f"  perplexity  original {r['perplexity_original']:.4f}   swapped {r['perplexity_swapped']:.4f}"
+        f"   ({r['tokens_scored']} tokens)",
+        f"  KL(original || swapped)  mean {r['kl_mean']:.4g} nats   p99 {r['kl_p99']:.4g} nats   ({r['positions_compared']} positions)",
+        f"  top-1 agreement  {r['top1_agreement']:.4f}",
+    ]
+    if r["layers"]:
+        lines.append("  per module (relative L2 of its output against the output it replaced):")
+        for e in r["layers"]:
+            lines.append(f"    {e['module']:<9} layer {e['layer']:>3}  {e['rel_l2']:.4f}")
+    lines.append(f"  {r['seconds']} s")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="stk eval", description=(
+        "What a converted model keeps: the original model (transformers, float32) against the same forward with "
+        "modules computed from a generation's arrays by stk's reference runtime. Needs pip install 'stk[eval]'."))
+    p.add_argument("--model", required=True, help="the model: a HF directory or a .gguf file")
+    p.add_argument("--gen", help="a generations root or generation directory converted from --model")
+    p.add_argument("--text", action="append", required=True, metavar="FILE", help="a UTF-8 text (repeatable)")
+    p.add_argument("--ctx", type=int, default=512, help="tokens per context (default 512)")
+    p.add_argument("--contexts", type=int, default=8, help="at most this many contexts per --text file (default 8)")
+    p.add_argument("--swap", default="", help="modules to swap: ffn, prf, overlays, memory, comma-separated, each "
+                   "optionally :LAYERS (N, A-B, N+M), e.g. ffn:15,prf:0-29 (default: nothing)")
+    p.add_argument("--sinks", type=int, default=4, help="window swap: the first S positions every query sees (default 4)")
+    p.add_argument("--window", type=int, default=60, help="window swap: the last W positions every query sees, its own "
+                   "included (default 60)")
+    p.add_argument("--zero", action="store_true", help="replace the --swap modules by zero (the 'module deleted' baseline)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    a = p.parse_args(argv)
+    try:
+        r = evaluate(a.model, a.gen, a.text, ctx=a.ctx, contexts=a.contexts, swap=a.swap, zero=a.zero,
+                     threads=a.threads, sinks=a.sinks, window=a.window, progress=True)
+    except ValueError as e:
+        print(f"stk eval: {e}", file=sys.stderr)
+        return 2
+    except NotImplementedError as e:
+        print(f"stk eval: not implemented: {e}", file=sys.stderr)
+        return 3
+    except StkError as e:
+        print(f"stk eval: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(r, indent=2) if a.json else _format(r))
+    return 0

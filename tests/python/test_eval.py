@@ -1,0 +1,144 @@
+"""stk eval (python/stk/evaluation.py) on tests/fixtures/eval/tiny-llama, a Llama written by
+transformers (scripts/make_eval_fixture.py).  The references are transformers' own forward and
+loss, and the generation's linear dictionary read key by key through stk_lookup (not through the
+reference runtime's index)."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import stk
+from stk import evaluation
+from conftest import SOURCE_ROOT, TINY
+
+TINY_LLAMA = SOURCE_ROOT / "tests" / "fixtures" / "eval" / "tiny-llama"
+CTX = 48
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory):
+    p = tmp_path_factory.mktemp("text") / "prose.txt"
+    # enough for 3 contexts of 48 tokens with this 261-token vocabulary
+    p.write_text("the then in hello there, the thin thing in the heather. " * 40, encoding="utf-8")
+    return str(p)
+
+
+@pytest.fixture(scope="module")
+def llama_gen(tmp_path_factory):
+    root = tmp_path_factory.mktemp("llama") / "root"
+    stk.convert(TINY_LLAMA, root, threads=2)
+    return str(root)
+
+
+def _reference(text):
+    """transformers' own: tokens as AutoTokenizer gives them, loss as the model computes it."""
+    tok = AutoTokenizer.from_pretrained(TINY_LLAMA)
+    m = AutoModelForCausalLM.from_pretrained(TINY_LLAMA, dtype=torch.float32, attn_implementation="eager").eval()
+    ids = tok(open(text, encoding="utf-8").read())["input_ids"]
+    nll = []
+    with torch.no_grad():
+        for i in range(2):
+            x = torch.tensor([ids[i * CTX:(i + 1) * CTX]])
+            nll.append(float(m(x, labels=x).loss) * (CTX - 1))
+    return m, ids, math.exp(sum(nll) / (2 * (CTX - 1)))
+
+
+def test_parse_swap():
+    assert evaluation.parse_swap("ffn:15,prf:0-2,overlays:1+3,memory") == [
+        evaluation.Swap("ffn", (15,)), evaluation.Swap("prf", (0, 1, 2)), evaluation.Swap("overlays", (1, 3)),
+        evaluation.Swap("memory", None)]
+    assert evaluation.parse_swap("") == []
+    with pytest.raises(ValueError, match="unknown module 'mlp'"):
+        evaluation.parse_swap("mlp:1")
+    with pytest.raises(ValueError, match="layer range '3-1' is empty"):
+        evaluation.parse_swap("ffn:3-1")
+
+
+def test_nothing_swapped_is_the_original(text):
+    _, _, ppl = _reference(text)
+    r = evaluation.evaluate(str(TINY_LLAMA), None, [text], ctx=CTX, contexts=2)
+    assert r["contexts"] == 2 and r["tokens_scored"] == 2 * (CTX - 1) and r["positions_compared"] == 2 * CTX
+    assert r["perplexity_swapped"] == r["perplexity_original"]
+    assert r["kl_mean"] == 0.0 and r["kl_p99"] == 0.0 and r["top1_agreement"] == 1.0
+    assert r["layers"] == []
+    # transformers' own perplexity on the same tokens (its loss is a float32 mean: 6 digits)
+    assert r["perplexity_original"] == pytest.approx(ppl, rel=1e-6)
+
+
+def test_zero_deletes_the_module(text):
+    r = evaluation.evaluate(str(TINY_LLAMA), None, [text], ctx=CTX, contexts=2, swap="ffn:1", zero=True)
+    assert r["layers"] == [{"module": "ffn", "layer": 1, "rel_l2": 1.0}]  # |0 - y| / |y|
+    assert r["kl_mean"] > 0 and r["perplexity_swapped"] != r["perplexity_original"]
+
+
+def _dictionary_ffn(gen_root, layer, x):
+    """y = M+ relu(x) + M- relu(-x), every entry of unit `layer` read through stk_lookup."""
+    d = x.shape[-1]
+    mp, mm = np.zeros((d, d)), np.zeros((d, d))
+    with stk.Generation(gen_root) as g:
+        for s, M in ((0, mp), (1, mm)):
+            for i in range(d):
+                for j in range(d):
+                    key = (s << 63) | (layer << 48) | (i << 24) | j
+                    try:
+                        M[i, j] = g.linear(key)
+                    except stk.StkError as e:
+                        assert e.status == stk.Status.E_KEY_NOT_FOUND
+    return np.maximum(x, 0) @ mp.T + np.maximum(-x, 0) @ mm.T
+
+
+def test_ffn_swap_is_the_dictionary(text, llama_gen):
+    m, ids, _ = _reference(text)
+    r = evaluation.evaluate(str(TINY_LLAMA), llama_gen, [text], ctx=CTX, contexts=2, swap="ffn:0")
+    # layer 0's FFN input is the original's (nothing before it is swapped): recompute its error
+    err2 = ref2 = 0.0
+    for i in range(2):
+        cap = {}
+        h = m.model.layers[0].mlp.register_forward_hook(lambda mod, a, out: cap.update(x=a[0][0], y=out[0]))
+        with torch.no_grad():
+            m(torch.tensor([ids[i * CTX:(i + 1) * CTX]]), use_cache=False)
+        h.remove()
+        y = _dictionary_ffn(llama_gen, 0, cap["x"].double().numpy())
+        err2 += float(((y - cap["y"].double().numpy()) ** 2).sum())
+        ref2 += float((cap["y"].double().numpy() ** 2).sum())
+    (entry,) = r["layers"]
+    assert entry["module"] == "ffn" and entry["layer"] == 0
+    assert entry["rel_l2"] == pytest.approx(math.sqrt(err2 / ref2), rel=1e-5)
+    assert r["perplexity_swapped"] != r["perplexity_original"]
+
+
+def test_attention_swaps_report_each_layer(text, llama_gen):
+    r = evaluation.evaluate(str(TINY_LLAMA), llama_gen, [text], ctx=CTX, contexts=1, swap="prf:0,overlays:1,ffn")
+    assert [(e["module"], e["layer"]) for e in r["layers"]] == [("ffn", 0), ("prf", 0), ("ffn", 1), ("overlays", 1)]
+    for e in r["layers"]:
+        assert math.isfinite(e["rel_l2"]) and e["rel_l2"] > 0
+    assert 0 <= r["top1_agreement"] <= 1 and r["kl_p99"] >= r["kl_mean"] * 0
+
+
+def test_generation_of_another_model_is_refused(text, converted):
+    root, summary = converted  # tiny-gpt2's generation
+    with pytest.raises(stk.StkError) as e:
+        evaluation.evaluate(str(TINY_LLAMA), str(root), [text], ctx=CTX, contexts=1, swap="ffn:0")
+    msg = str(e.value)
+    assert "was converted from another model" in msg
+    digest = next(s for s in summary["stages"] if s["name"] == "parse_tensors")
+    assert f"{int(digest['crc32c'], 16) if isinstance(digest['crc32c'], str) else digest['crc32c']:08x}" in msg
+    assert msg.count("crc32c") == 2
+
+
+def test_command_json(text):
+    out = subprocess.run([sys.executable, "-m", "stk", "eval", "--model", str(TINY_LLAMA), "--text", text,
+                          "--ctx", str(CTX), "--contexts", "1", "--swap", "ffn:1", "--zero", "--json"],
+                         capture_output=True, text=True, env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    for k in ("perplexity_original", "perplexity_swapped", "kl_mean", "kl_p99", "top1_agreement", "tokens_scored",
+              "layers", "positions"):
+        assert k in r
+    assert r["tokens_scored"] == CTX - 1 and r["layers"] == [{"module": "ffn", "layer": 1, "rel_l2": 1.0}]
