@@ -705,6 +705,33 @@ static void progress_on_a_terminal(void **) {
     assert_true(plain.err.find('\033') == std::string::npos);
 }
 
+// A GGUF file the user names is the file opened, damaged or not: with a second GGUF beside it,
+// a damaged one is refused for its own bytes (as it is alone), not as a folder of two models.
+static void damaged_gguf_beside_another(void **) {
+    for (const bool beside : {false, true}) {
+        std::string dir = test::make_temp_dir("cli-gguf-pair");
+        std::vector<uint8_t> bytes = test::read_bytes(test::test_data("gguf/tiny-llama-f32.gguf"));
+        bytes[0] = 'X';
+        test::write_bytes(dir + "/a.gguf", bytes);
+        if (beside) test::write_bytes(dir + "/b.gguf", test::read_bytes(test::test_data("gguf/tiny-gpt2-f32.gguf")));
+        for (const char *verb : {"inspect", "convert", "export"}) {
+            std::vector<std::string> args = {verb, dir + "/a.gguf"};
+            if (std::string(verb) != "inspect") args.push_back(dir + (std::string(verb) == "export" ? "/o.lwt" : "/out"));
+            Run r = run_stk(args);
+            assert_int_equal(r.exit_code, 1);
+            assert_string_equal(r.err.c_str(), ("stk " + std::string(verb) + ": STK_E_BAD_MAGIC: wrong magic: " + dir +
+                                                "/a.gguf: offset 0: not a GGUF file (magic is not 'GGUF')\n")
+                                                   .c_str());
+        }
+        // The folder itself still names its two models.
+        if (beside) {
+            Run f = run_stk({"inspect", dir});
+            assert_int_equal(f.exit_code, 2);
+            assert_contains(f.err, "holds 2 GGUF models (a.gguf, b.gguf); pass the file to open");
+        }
+    }
+}
+
 int main() {
     std::vector<CMUnitTest> tests = {
         cmocka_unit_test(convert_says_what_it_did),        cmocka_unit_test(convert_uncertified_matches_check),
@@ -714,6 +741,7 @@ int main() {
         cmocka_unit_test(replay_ext_shows_text),           cmocka_unit_test(library_messages),
         cmocka_unit_test(tokenize_prints_the_library_ids), cmocka_unit_test(plan_models_help),
         cmocka_unit_test(progress_on_a_terminal),
+        cmocka_unit_test(damaged_gguf_beside_another),
     };
     return _cmocka_run_group_tests("cli", tests.data(), tests.size(), nullptr, nullptr);
 }
