@@ -644,9 +644,11 @@ ConvertReport convert_report(stk_job *job, const ConvertOptions &o, const Conver
                            std::to_string(rep.rv) + " (recorded in the manifest)");
     if (rep.published && o.repairs_current)
         warnings.push_back(o.out + "/" + STK_CURRENT_FILE_NAME +
-                           " was missing or named a generation that is not there: it "
-                           "was first pointed at the newest generation that verifies (" +
-                           rep.previous.substr(0, 16) + "...), and the new generation chains onto it");
+                           " was missing or named a generation that is not there: " +
+                           (rep.previous.empty() ? std::string("no generation in it verifies, so the new generation starts a new "
+                                                               "chain (previous none) and CURRENT now names it")
+                                                 : "it was first pointed at the newest generation that verifies (" +
+                                                       rep.previous.substr(0, 16) + "...), and the new generation chains onto it"));
     if (rep.published && rep.n_arrays == 0)
         warnings.push_back(
             "the generation holds no arrays: every feature is disabled (stk check will verify the "
