@@ -722,9 +722,9 @@ void print_convert_summary(const ConvertOptions &o, const ConvertReport &rep) {
         for (const std::string &f : rep.disabled) d += (d.empty() ? "" : " ") + f;
         std::fprintf(stderr, "  disabled    %s\n", wrap(d, 14).c_str());
     }
-    for (const auto &b : rep.breaches)
-        std::fprintf(stderr, "%s\n", wrap("  policy      " + b.first + ": " + b.second, 14).c_str());
-    for (const std::string &a : rep.approximations) std::fprintf(stderr, "%s\n", wrap("  approx      " + a, 14).c_str());
+    // (wrap drops a text's leading spaces: the label is printed before it, as above.)
+    for (const auto &b : rep.breaches) std::fprintf(stderr, "  policy      %s\n", wrap(b.first + ": " + b.second, 14).c_str());
+    for (const std::string &a : rep.approximations) std::fprintf(stderr, "  approx      %s\n", wrap(a, 14).c_str());
     // Last, so that they are what the user sees: fallbacks that change what was written.
     for (const std::string &w : rep.warnings) std::fprintf(stderr, "%s\n", wrap("stk convert: WARNING: " + w, 4, 100, 0).c_str());
 }
