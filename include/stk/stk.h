@@ -800,6 +800,8 @@ typedef struct stk_model_tensor {
     uint32_t tied;       /* 1: the head that views the token embedding */
     uint32_t composed;   /* 1: composed per head from stored factors for the attention stages
                             (MLA); shape is the composed one */
+    const char *read_as; /* the dtype its values are read as: dtype itself, or "F32" for a
+                            block-quantised type (a GGUF's "Q4_K", MXFP4) dequantised on read */
 } stk_model_tensor;
 
 /* Tensor `index` (0..n_tensors): the streamed ones in stream order, then the rest by name. */

@@ -22,6 +22,7 @@
 #include "format/manifest.h"
 #include "ingest/config.h"
 #include "ingest/family.h"
+#include "ingest/gguf.h"
 #include "ingest/gguf_model.h"
 #include "ingest/model.h"
 #include "ingest/roles.h"
@@ -216,7 +217,9 @@ STK_API stk_status stk_model_tensor_at(const stk_model *model, uint32_t index, s
         v.role = t.role == Role::NONE ? nullptr : role_name(t.role);
         v.norm_slot = t.slot == NormSlot::None ? nullptr : norm_slot_name(t.slot);
         v.fused = t.layout == QkvLayout::Separate ? nullptr : qkv_layout_name(t.layout);
-        v.dtype = src_dtype_name(r.dtype);
+        v.read_as = src_dtype_name(r.dtype);
+        // A block-quantised tensor (GGUF Q4_K, ...): dtype is the stored ggml type, read_as F32.
+        v.dtype = r.ggml_type ? ggml_type_info(r.ggml_type) ? ggml_type_info(r.ggml_type)->name : "?" : v.read_as;
         v.layer = t.layer >= 0 ? t.layer : STK_NO_LAYER;
         v.expert = t.expert >= 0 || t.expert == kSharedExpert ? t.expert : STK_NO_EXPERT;
         v.rank = uint32_t(model->shapes[index].size());

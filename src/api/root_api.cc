@@ -30,6 +30,7 @@ std::unique_ptr<stk_generation_list> listing(const char *root, bool chain, const
     if (!root) throw_error(STK_E_INVALID_ARGUMENT, "%s: NULL argument", fn);
     if (!is_generations_root(root))
         throw_error(STK_E_NOT_FOUND, "%s is not a generations root (no %s, no %s/)", root, kCurrentFileName, kGenerationsDirName);
+    refuse_dangling_current(root, chain ? "there is no chain to follow" : "no generation is current");
     auto l = std::make_unique<stk_generation_list>();
     l->gens = chain ? check_root_chain(root) : list_generations(root);
     return l;

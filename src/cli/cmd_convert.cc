@@ -644,9 +644,11 @@ ConvertReport convert_report(stk_job *job, const ConvertOptions &o, const Conver
                            std::to_string(rep.rv) + " (recorded in the manifest)");
     if (rep.published && o.repairs_current)
         warnings.push_back(o.out + "/" + STK_CURRENT_FILE_NAME +
-                           " was missing or named a generation that is not there: it "
-                           "was first pointed at the newest generation that verifies (" +
-                           rep.previous.substr(0, 16) + "...), and the new generation chains onto it");
+                           " was missing or named a generation that is not there: " +
+                           (rep.previous.empty() ? std::string("no generation in it verifies, so the new generation starts a new "
+                                                               "chain (previous none) and CURRENT now names it")
+                                                 : "it was first pointed at the newest generation that verifies (" +
+                                                       rep.previous.substr(0, 16) + "...), and the new generation chains onto it"));
     if (rep.published && rep.n_arrays == 0)
         warnings.push_back(
             "the generation holds no arrays: every feature is disabled (stk check will verify the "
@@ -720,9 +722,9 @@ void print_convert_summary(const ConvertOptions &o, const ConvertReport &rep) {
         for (const std::string &f : rep.disabled) d += (d.empty() ? "" : " ") + f;
         std::fprintf(stderr, "  disabled    %s\n", wrap(d, 14).c_str());
     }
-    for (const auto &b : rep.breaches)
-        std::fprintf(stderr, "%s\n", wrap("  policy      " + b.first + ": " + b.second, 14).c_str());
-    for (const std::string &a : rep.approximations) std::fprintf(stderr, "%s\n", wrap("  approx      " + a, 14).c_str());
+    // (wrap drops a text's leading spaces: the label is printed before it, as above.)
+    for (const auto &b : rep.breaches) std::fprintf(stderr, "  policy      %s\n", wrap(b.first + ": " + b.second, 14).c_str());
+    for (const std::string &a : rep.approximations) std::fprintf(stderr, "  approx      %s\n", wrap(a, 14).c_str());
     // Last, so that they are what the user sees: fallbacks that change what was written.
     for (const std::string &w : rep.warnings) std::fprintf(stderr, "%s\n", wrap("stk convert: WARNING: " + w, 4, 100, 0).c_str());
 }

@@ -22,8 +22,9 @@ static const char kHelp[] =
     "Show what a HuggingFace model directory holds: config.json normalised (architecture, width,\n"
     "layers, heads, FFN, norm, positions, experts), and every tensor of the checkpoint with the\n"
     "role, layer and expert stk maps it to, its shape (after splitting fused QKV and transposing\n"
-    "Conv1D weights to [out, in]) and its stored dtype.  Validates shapes and the parameter count\n"
-    "against config.json.  Reads headers only, never the weights.\n"
+    "Conv1D weights to [out, in]) and its stored dtype (a GGUF's block type, Q4_K say, with the\n"
+    "F32 it is read as).  Validates shapes and the parameter count against config.json (a\n"
+    "GGUF: its metadata).  Reads headers only, never the weights.\n"
     "\n"
     "On a published generation (a directory holding sera_manifest.bin, or a generations root:\n"
     "its current generation), shows the manifest\n"
@@ -37,7 +38,7 @@ static const char kHelp[] =
     "             the only argument\n"
     "  --json     print one JSON object: model_type, n_layers, d_model, n_params (parameters;\n"
     "             buffers and tied copies excluded), tensors [{name, role, layer, expert, shape,\n"
-    "             dtype, ...}], ... with the keys every command shares (docs/cli.md)\n"
+    "             dtype, read_as, ...}], ... with the keys every command shares (docs/cli.md)\n"
     "\n"
     "Given a .lwt file instead, shows its header, every tensor (dtype, shape, offset, bytes,\n"
     "scale) and whether the data section's CRC32 matches (exit 4 if not).\n"
@@ -94,6 +95,7 @@ static void print_json(const stk_model_info &c, const std::vector<stk_model_tens
                     : t.expert == STK_SHARED_EXPERT ? "\"shared\""
                                                     : "null",
                     shape_json(t.shape, t.rank).c_str(), t.dtype);
+        std::printf(", \"read_as\": \"%s\"", t.read_as ? t.read_as : t.dtype);
         std::printf(", \"source_shape\": %s, \"parameter\": %s", shape_json(t.source_shape, t.source_rank).c_str(),
                     t.parameter ? "true" : "false");
         if (t.norm_slot) std::printf(", \"norm\": \"%s\"", t.norm_slot);
@@ -126,7 +128,9 @@ static void print_text(const stk_model_info &c, const std::vector<stk_model_tens
                     c.shared_expert_ffn_dim ? (", shared expert ffn " + std::to_string(c.shared_expert_ffn_dim)).c_str() : "");
     std::printf("tied embeddings %s\n", c.tied_embeddings ? "yes" : "no");
     std::printf("parameters      %" PRIu64 "%s\n", c.n_params,
-                c.n_params_expected ? " (= what config.json implies)" : " (custom model: not derived from config)");
+                !c.n_params_expected                   ? " (custom model: not derived from config)"
+                : std::strncmp(c.format, "gguf", 4) == 0 ? " (= what the GGUF metadata implies)"
+                                                         : " (= what config.json implies)");
     std::printf("buffers         %u tensors (not parameters)\n", c.n_buffers);
     if (c.n_unmapped) std::printf("unmapped        %u tensors (no role)\n", c.n_unmapped);
     std::printf("largest layer   %s in f32 (%" PRIu64 " bytes)\n\n", human_bytes(c.max_layer_f32_bytes).c_str(),
@@ -147,6 +151,7 @@ static void print_text(const stk_model_info &c, const std::vector<stk_model_tens
         row.expert = group_label(t);
         row.shape = shape_json(t.shape, t.rank);
         row.dtype = t.dtype;
+        if (t.read_as && std::strcmp(t.read_as, t.dtype) != 0) row.dtype += std::string(" (read as ") + t.read_as + ")";
         // Short notes (--json has the full story: source_shape, fused, transposed).
         if (t.fused || t.source_rank == 3) row.note += " slice of " + shape_json(t.source_shape, t.source_rank);
         if (t.transposed) row.note += t.fused ? ", transposed" : " transposed";

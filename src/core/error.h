@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "stk/stk.h"
 
@@ -31,6 +32,12 @@ private:
 // printf-style formatting into a std::string.
 std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string vformat(const char *fmt, va_list ap);
+
+// Bytes from an input file (a name, a key, a token) made fit to quote in a one-line message: printable
+// ASCII and well-formed UTF-8 (code points from U+00A0) as they are, a backslash as "\\", every
+// other byte (controls, DEL, C1 controls, bytes of malformed UTF-8) as "\xNN"; at most max_bytes
+// input bytes, then "...".  Every message that quotes input bytes goes through it.
+std::string escape_bytes(std::string_view s, size_t max_bytes = 200);
 
 // Throw stk::Error(status, formatted message).  (Not "fail": cmocka owns that macro.)
 [[noreturn]] void throw_error(stk_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

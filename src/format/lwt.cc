@@ -44,14 +44,7 @@ bool plain_token(std::string_view s) {
     return true;
 }
 
-std::string printable(std::string_view s) {
-    std::string o;
-    for (unsigned char c : s.substr(0, 200)) {
-        if (c >= 0x20 && c < 0x7F) o += char(c);
-        else o += format("\\x%02x", c);
-    }
-    return o;
-}
+std::string printable(std::string_view s) { return escape_bytes(s, 200); }
 
 // Shared validation of one tensor's shape/dtype -> n_elements and size_bytes.
 void size_tensor(LwtTensor &t, const std::string &file) {

@@ -49,7 +49,9 @@ bool ends_with(const std::string &s, const char *suffix) {
 }  // namespace
 
 std::string gguf_model_file(const std::string &path) {
-    if (!is_dir(path)) return file_exists(path) && starts_with_gguf_magic(path) ? path : std::string();
+    // A file: by its magic, or by its name (a damaged .gguf is opened, and refused for what it is,
+    // not taken for a file of the HuggingFace directory around it).
+    if (!is_dir(path)) return file_exists(path) && (starts_with_gguf_magic(path) || ends_with(path, ".gguf")) ? path : std::string();
     std::string dir = path;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     if (file_exists(dir + "/config.json")) return {};  // a HuggingFace directory, whatever else it holds

@@ -19,7 +19,8 @@ namespace stk {
 class GgufFile;
 
 // The GGUF a model path names, or "" if it is not one: a file that starts with the GGUF magic
-// (any name; for one file of a split set, that file), or a directory without config.json that
+// (any name; for one file of a split set, that file) or is named *.gguf (a damaged one is then
+// refused for its bytes), or a directory without config.json that
 // holds exactly one GGUF model (one file, or one split set NAME-0000k-of-0000n.gguf: its first
 // file).  A directory with several GGUF models is refused, naming them.
 std::string gguf_model_file(const std::string &path);

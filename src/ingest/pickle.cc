@@ -226,11 +226,7 @@ private:
         return s;
     }
 
-    static std::string printable(const std::string &s) {
-        std::string out;
-        for (char c : s.substr(0, 200)) out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
-        return out;
-    }
+    static std::string printable(const std::string &s) { return escape_bytes(s, 200); }
 
     uint32_t global(const std::string &module, const std::string &name) {
         std::string full = module + "." + name;

@@ -10,13 +10,7 @@
 
 namespace stk {
 
-std::string printable(std::string_view s) {
-    // Names come from hostile files: keep messages one line and bounded.
-    std::string out;
-    for (char c : s.substr(0, 200)) out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
-    if (s.size() > 200) out += "...";
-    return out;
-}
+std::string printable(std::string_view s) { return escape_bytes(s, 200); }
 
 bool is_plain_file_name(const std::string &name) {
     return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&

@@ -45,8 +45,8 @@ void refuse_lfs_pointer(const uint8_t *data, uint64_t size, const std::string &p
 // The last path component is a plain file name (no '/', no "..", not empty).
 bool is_plain_file_name(const std::string &name);
 
-// A name from a hostile file made fit for a one-line message: control bytes as '?', at most 200
-// bytes (then "...").
+// A name from a hostile file made fit for a one-line message: escape_bytes (core/error.h), at
+// most 200 bytes (then "...").
 std::string printable(std::string_view s);
 
 }  // namespace stk

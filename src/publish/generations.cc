@@ -101,6 +101,17 @@ bool read_current(const std::string &root, CurrentPointer *out) {
     return true;
 }
 
+void refuse_dangling_current(const std::string &root, const char *consequence) {
+    CurrentPointer cp;
+    if (!read_current(root, &cp) || is_dir(gens_dir(root) + "/" + cp.name)) return;
+    throw_error(STK_E_NOT_FOUND,
+                "%s/%s points to a missing generation %s (no %s/%s/%s): %s. The next stk convert into %s repairs "
+                "%s: it points it at the newest generation that verifies and chains onto it, or starts a new "
+                "chain when none is left (and says which)",
+                root.c_str(), kCurrentFileName, cp.name.c_str(), root.c_str(), kGenerationsDirName, cp.name.c_str(), consequence,
+                root.c_str(), kCurrentFileName);
+}
+
 std::string resolve_generation(const std::string &path, CurrentPointer *pointer, bool *is_root) {
     bool root = !file_exists(path + "/" + kManifestFileName) && is_generations_root(path);
     if (is_root) *is_root = root;
@@ -117,6 +128,7 @@ std::string resolve_generation(const std::string &path, CurrentPointer *pointer,
                         kCurrentFileName);
         throw_error(STK_E_NOT_FOUND, "%s: a generations root with no current generation (no %s)", path.c_str(), kCurrentFileName);
     }
+    refuse_dangling_current(path, "there is no current generation to read");
     if (pointer) *pointer = cp;
     return gens_dir(path) + "/" + cp.name;
 }
@@ -229,11 +241,11 @@ bool is_dir_plain(const std::string &path) { return is_dir(path); }
 bool current_needs_repair(const std::string &root) {
     bool any = false;
     for (const std::string &e : entries(gens_dir(root))) any |= parse_generation_name(e, nullptr);
-    if (!any) return false;
     CurrentPointer cp;
     bool has = false;
     if (guard([&] { has = read_current(root, &cp); }) != STK_OK) return false;  // a malformed CURRENT is refused, not repaired
-    return !has || !is_dir(gens_dir(root) + "/" + cp.name);
+    if (has) return !is_dir(gens_dir(root) + "/" + cp.name);  // dangling, whether or not other generations are left
+    return any;
 }
 
 std::string newest_valid_generation(const std::string &root) {
@@ -393,6 +405,7 @@ void remove_generation(const std::string &root, const std::string &name, bool fo
 
 std::vector<std::string> gc_generations(const std::string &root, uint32_t keep, std::vector<std::string> *in_use) {
     if (keep == 0) keep = 1;
+    refuse_dangling_current(root, "gc keeps the current generation and the chain behind it, and there is none: nothing removed");
     std::vector<GenerationInfo> all = list_generations(root);
     // No CURRENT: nothing is on a chain, so every generation would look like an orphan.
     bool has_current = false;

@@ -88,13 +88,19 @@ void probe_writable_dir(const std::string &dir);
 // with *out set; false when no generation verifies (or there are none).  Without it the next
 // conversion would start a new chain and gc would then delete the old one as orphans.
 bool repair_current(const std::string &root, CurrentPointer *out);
-// True when `root` holds generations but no usable CURRENT (none, unreadable, or naming a
-// generation that is not there): what repair_current fixes.
+// True when `root` holds generations but no CURRENT, or a CURRENT naming a generation that is
+// not there (with or without others left): what the next conversion repairs (repair_current, or
+// a new chain when no generation verifies).  A malformed CURRENT is refused, not repaired.
 bool current_needs_repair(const std::string &root);
 // True if `path` is a directory (not through a symbolic link).
 bool is_dir_plain(const std::string &path);
 // The newest generation of `root` (by seq) that verifies, or "" (repair_current's choice).
 std::string newest_valid_generation(const std::string &root);
+
+// STK_E_NOT_FOUND when ROOT/CURRENT names a generation that is not in generations/: "ROOT/CURRENT
+// points to a missing generation NAME (...): <consequence>. The next stk convert ..." (one text
+// for check, the listings, gc and every reader); nothing when CURRENT is absent or resolves.
+void refuse_dangling_current(const std::string &root, const char *consequence);
 
 // Under the lock: creates ROOT/.staging-<pid>-<n> and returns its path.
 std::string make_staging_dir(const std::string &root);

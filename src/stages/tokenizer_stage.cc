@@ -356,7 +356,8 @@ TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
         plan->mode = TokenizerPlan::Mode::EXT;
         std::snprintf(plan->invariant, sizeof plan->invariant,
                       "tokenizer: %s is %s, not byte-level BPE: EXT mode (the model's own tokenizer), no token tables built; "
-                      "proposals emitted",
+                      "the proposal ids (p_gen: up to 256 likely first tokens, by merge rank or piece score) are "
+                      "still written",
                       src, model_name(vocab.model));
         return finish();
     }

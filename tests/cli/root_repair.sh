@@ -6,6 +6,8 @@
 #    (a WARNING, and in the JSON's warnings): the chain stays whole;
 #  - CURRENT or an array file that is a symbolic link is refused, naming it (check exit 4,
 #    convert exit 1), even when the link leads to a valid file.
+#  - a CURRENT naming a generation that is not there, none left: one message and status (exit 5)
+#    from check, inspect, generations and gc; convert starts a new chain and says so.
 # Usage: root_repair.sh STK SOURCE_ROOT
 set -u
 stk=$1
@@ -67,4 +69,35 @@ cp "$a" "$tmp/prf_W.bin"; rm "$a"; ln -s "$tmp/prf_W.bin" "$a"
 "$stk" check "$r" >/dev/null 2>"$tmp/e"; rc=$?
 [ $rc = 4 ] || fail "array link: check exit $rc"
 grep -q "arrays/prf_W.bin is a symbolic link" "$tmp/e" || fail "array link: $(cat "$tmp/e")"
+# 4. CURRENT names a generation that is not there and none is left: check, the listing, gc, inspect
+#    and convert say the same thing (STK_E_NOT_FOUND, exit 5), gc leaves CURRENT as it is, and
+#    convert starts a new chain and says so.
+r4=$tmp/dangling
+"$stk" convert "$model" "$r4" 2>/dev/null || fail "convert into $r4"
+g=$(cut -d' ' -f1 "$r4/CURRENT")
+rm -rf "$r4/generations/$g"
+cp "$r4/CURRENT" "$tmp/CURRENT.dangling"
+why="$r4/CURRENT points to a missing generation $g (no $r4/generations/$g)"
+repair="The next stk convert into $r4 repairs CURRENT: it points it at the newest generation that verifies and chains onto it, or starts a new chain when none is left (and says which)"
+for cmd in "check:there is no current generation to read" "inspect:there is no current generation to read" \
+           "generations:no generation is current" \
+           "generations --gc:gc keeps the current generation and the chain behind it, and there is none: nothing removed"; do
+  verb=${cmd%%:*}; tail=${cmd#*:}
+  # shellcheck disable=SC2086
+  "$stk" $verb "$r4" >/dev/null 2>"$tmp/e"; rc=$?
+  [ $rc = 5 ] || fail "$verb with a dangling CURRENT: exit $rc: $(cat "$tmp/e")"
+  first=$(head -1 "$tmp/e")
+  [ "$first" = "stk ${verb%% *}: STK_E_NOT_FOUND: file not found: $why: $tail. $repair" ] || fail "$verb: $first"
+done
+cmp -s "$r4/CURRENT" "$tmp/CURRENT.dangling" || fail "gc changed the dangling CURRENT"
+"$stk" convert "$model" "$r4" --json >"$tmp/j" 2>/dev/null || fail "convert with a dangling CURRENT and no generation"
+python3 - "$tmp/j" "$r4" <<'PY' || fail "convert over a dangling CURRENT: JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["published"] and d["previous"] is None, (d["generation_name"], d["previous"])
+w = [x for x in d["warnings"] if "CURRENT" in x]
+assert w == [sys.argv[2] + "/CURRENT was missing or named a generation that is not there: no generation in it "
+             "verifies, so the new generation starts a new chain (previous none) and CURRENT now names it"], d["warnings"]
+PY
+"$stk" check "$r4" >/dev/null 2>&1 || fail "check after the new chain"
 echo "ok: root repair and symbolic links"

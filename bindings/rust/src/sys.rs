@@ -497,6 +497,7 @@ pub struct stk_model_tensor {
     pub transposed: u32,
     pub tied: u32,
     pub composed: u32,
+    pub read_as: *const c_char,
 }
 
 #[repr(C)]
