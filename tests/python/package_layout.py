@@ -6,7 +6,9 @@ in docs/decisions.md, "Python".)
 
 usage: package_layout.py MESON SOURCE_ROOT SCRATCH_DIR
 """
+import glob
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -27,8 +29,9 @@ def main() -> int:
     plan = json.loads(subprocess.run([meson, "introspect", scratch, "--install-plan"], capture_output=True,
                                      text=True, check=True).stdout)
     got = sorted(v["destination"] for sec in plan.values() for v in sec.values() if v.get("tag") == "python-runtime")
-    want = sorted("{py_platlib}/stk/" + f for f in
-                  ["__init__.py", "__main__.py", "_lib.py", "py.typed", "libstk.so", "_bin/stk"])
+    # every module of python/stk (a module left out of python/meson.build would be missing from the wheel)
+    modules = sorted(os.path.basename(f) for f in glob.glob(os.path.join(src, "python", "stk", "*.py")))
+    want = sorted("{py_platlib}/stk/" + f for f in modules + ["py.typed", "libstk.so", "_bin/stk"])
     shutil.rmtree(scratch, ignore_errors=True)
     if got != want:
         print(f"python-runtime install plan:\n  got  {got}\n  want {want}")

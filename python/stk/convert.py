@@ -1,0 +1,187 @@
+"""``stk.convert``: a checkpoint into a generations root, through the C ABI, with progress and
+Ctrl-C handled (docs/decisions.md, "Python")."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from . import _lib
+from ._lib import lib as _c
+from .errors import PathLike, StkError, _p, _raise
+from .reports import inspect
+
+
+def _model_dir(src: PathLike) -> str:
+    """``--in`` as the command takes it: a model directory, a file inside one, or a HuggingFace
+    cache folder ``models--ORG--NAME`` (the snapshot refs/main names)."""
+    p = Path(src)
+    if p.is_file():
+        return str(p.parent)
+    ref = p / "refs" / "main"
+    if p.name.startswith("models--") and ref.is_file():
+        return str(p / "snapshots" / ref.read_text().strip())
+    return str(p)
+
+
+ProgressCallback = Callable[[str, int, int], Any]
+
+
+def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optional[int] = None,
+            ltok: Optional[int] = None, topl: Optional[int] = None, threads: Optional[int] = None,
+            allow_uncertified_tokenizer: bool = False, allow_nonfinite: bool = False,
+            progress: Union[None, bool, ProgressCallback] = None) -> dict:
+    """Convert the checkpoint ``src`` into the generations root ``root`` (``stk convert SRC ROOT``):
+    run every stage, and once the check stage has verified the new generation, publish it and make
+    it current.  Options as the command's (``None``: the library's default: r 512, rv 12, ltok 8,
+    topl 12, threads 1).
+
+    ``progress``: a callable ``progress(stage_name, index, total)`` called on this thread as each
+    stage starts (index 1..total), or True for a tqdm bar (when tqdm is installed).
+
+    The stages run on a worker thread without the GIL.  Ctrl-C (KeyboardInterrupt), or any
+    exception raised by ``progress``, cancels the job (stk_job_cancel: the running stage stops at
+    its next layer/tensor), removes the staging directory and re-raises: nothing is published.
+
+    Returns the summary: ``generation`` (curr_hash), ``generation_name``, ``generation_dir``,
+    ``previous``, ``arrays``, ``bytes``, ``arena_bytes``, ``tokenizer`` (mode, vocab_size, ltok and
+    the reason for the mode, from stk_job_get_info), ``disabled`` (the manifest's feature_disabled
+    records) and ``stages`` (status, seconds, crc32c, sha256_low64, message), under the keys
+    ``stk convert --json`` uses for them.
+    """
+    in_dir, out_dir = _model_dir(src), os.fspath(root)
+    params = _lib.JobParams()
+    params.struct_size = ctypes.sizeof(params)
+    params.in_dir, params.out_dir = _p(in_dir), _p(out_dir)
+    params.r, params.rv, params.l_tok, params.top_l = r or 0, rv or 0, ltok or 0, topl or 0
+    params.threads = threads or 0
+    params.flags = _lib.STK_JOB_PUBLISH_ROOT
+    if allow_uncertified_tokenizer:
+        params.flags |= _lib.STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER
+    if allow_nonfinite:
+        params.flags |= _lib.STK_JOB_ALLOW_NONFINITE
+
+    callback: Optional[ProgressCallback] = None
+    bar = None
+    if progress is True:
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            warnings.warn("stk.convert(progress=True): tqdm is not installed, no progress bar", stacklevel=2)
+        else:
+            bar = tqdm(total=_lib.STK_STAGE_COUNT, unit="stage", desc="stk convert")
+
+            def callback(name: str, index: int, total: int) -> None:
+                bar.n = index - 1
+                bar.set_postfix_str(name)
+    elif callable(progress):
+        callback = progress
+
+    size = ctypes.c_size_t(0)
+    _raise(_c.stk_job_arena_size(ctypes.byref(params), ctypes.byref(size)))
+    # Anonymous mapping: pages are zero and only touched as the job uses them.
+    arena = mmap.mmap(-1, max(size.value, 1))
+    arena_ref = ctypes.c_char.from_buffer(arena)
+    job = ctypes.c_void_p()
+    try:
+        _raise(_c.stk_open(ctypes.byref(params), ctypes.addressof(arena_ref), size.value, ctypes.byref(job)))
+        stages, failure, gen_dir, tok_reason = _run_stages(job, callback)
+        if failure is None and bar is not None:
+            bar.n = _lib.STK_STAGE_COUNT
+            bar.set_postfix_str("published")
+    finally:
+        if bar is not None:
+            bar.close()
+        _c.stk_close(job)  # a job that did not publish: its staging directory is removed here
+        del arena_ref
+        arena.close()
+    if failure is not None:
+        raise failure
+    manifest = inspect(gen_dir)
+    tok = manifest["tokenizer"]
+    disabled = [{"stage": rec["stage"], "text": rec["text"]} for rec in manifest["records"]
+                if rec["kind"] == "feature_disabled"]
+    return {
+        "command": "convert", "ok": True, "in": in_dir, "out": out_dir, "published": True,
+        "generation": manifest["generation"], "root": out_dir,
+        "generation_name": os.path.basename(gen_dir), "generation_dir": gen_dir,
+        "previous": manifest["previous"], "arrays": manifest["arrays_count"], "bytes": manifest["bytes"],
+        "arena_bytes": size.value,
+        "tokenizer": {"mode": tok["mode"], "reason": tok_reason, "vocab_size": tok["vocab_size"], "ltok": tok["ltok"]},
+        "disabled": disabled, "stages": stages,
+    }
+
+
+def _run_stages(job: ctypes.c_void_p, callback: Optional[ProgressCallback]):
+    """The stages on a worker thread (no GIL while each runs); this thread waits, calls the progress
+    callback between stages and turns Ctrl-C into stk_job_cancel."""
+    events: queue.Queue = queue.Queue()
+    go = threading.Event()
+    stop = threading.Event()
+    stages: list[dict] = []
+    out: dict = {}
+
+    def work() -> None:
+        try:
+            for i in range(1, _lib.STK_STAGE_COUNT + 1):
+                name = _c.stk_stage_name(i).decode()
+                events.put(("start", i, name))
+                go.wait()
+                go.clear()
+                if stop.is_set():
+                    return
+                t0 = time.perf_counter()
+                s = _c.stk_stage_run(job, i)
+                rec = {"stage": name, "status": "ok" if s == 0 else _c.stk_status_str(s).decode().split(":")[0],
+                       "seconds": time.perf_counter() - t0, "crc32c": "", "sha256_low64": "",
+                       "message": (_c.stk_last_error() or b"").decode("utf-8", "replace") if s else ""}
+                if s == 0:
+                    crc, sha = ctypes.c_uint32(), ctypes.c_uint64()
+                    if _c.stk_stage_digest(job, i, ctypes.byref(crc), ctypes.byref(sha)) == 0:
+                        rec["crc32c"], rec["sha256_low64"] = f"{crc.value:08x}", f"{sha.value:016x}"
+                stages.append(rec)
+                if s != 0:
+                    out["failure"] = StkError(s, f"stage {name} failed: {rec['message']}")
+                    return
+            d = ctypes.c_char_p()
+            _raise(_c.stk_job_generation_dir(job, ctypes.byref(d)))
+            out["dir"] = os.fsdecode(d.value)
+            info = _lib.JobInfo()
+            info.struct_size = ctypes.sizeof(info)
+            _raise(_c.stk_job_get_info(job, ctypes.byref(info)))
+            out["tokenizer_reason"] = info.tokenizer_reason.decode("utf-8", "replace")
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            out["failure"] = e
+        finally:
+            events.put(("end", 0, ""))
+
+    worker = threading.Thread(target=work, name="stk-convert", daemon=True)
+    worker.start()
+    try:
+        while True:
+            try:
+                kind, index, name = events.get(timeout=0.1)  # interruptible: Ctrl-C lands here
+            except queue.Empty:
+                continue
+            if kind == "end":
+                break
+            if callback is not None:
+                callback(name, index, _lib.STK_STAGE_COUNT)
+            go.set()
+    except BaseException:
+        stop.set()
+        _c.stk_job_cancel(job)  # the running stage stops at its next progress point
+        go.set()
+        while worker.is_alive():
+            worker.join(0.1)
+        raise
+    worker.join()
+    return stages, out.get("failure"), out.get("dir"), out.get("tokenizer_reason", "")
