@@ -314,7 +314,10 @@ static void split_names(void **) {
         {"llama-bpe", tok::Split::LLAMA3},       {"llama3", tok::Split::LLAMA3}, {"llama-v3", tok::Split::LLAMA3},
         {"smaug-bpe", tok::Split::LLAMA3},       {"dbrx", tok::Split::LLAMA3},   {"qwen2", tok::Split::QWEN2},
         {"deepseek-r1-qwen", tok::Split::QWEN2}, {"qwen35", tok::Split::QWEN35}, {"gpt-4o", tok::Split::GPT4O},
-        {"llama4", tok::Split::GPT4O},           {"tekken", tok::Split::TEKKEN}};
+        {"llama4", tok::Split::GPT4O},           {"tekken", tok::Split::TEKKEN},
+        // llama.cpp's names for the same regexes, which transformers' table lacks
+        {"glm4", tok::Split::LLAMA3},            {"chatglm-bpe", tok::Split::LLAMA3}, {"stablelm2", tok::Split::QWEN2},
+        {"hunyuan", tok::Split::QWEN2},          {"grok-2", tok::Split::QWEN2}};
     for (const auto &[pre, split] : want) {
         assert_true(tok::split_for_gguf_pre(pre, &s));
         assert_true(s == split);
@@ -322,6 +325,10 @@ static void split_names(void **) {
     // Names transformers' GGUF loader does not map keep GPT-2's split (its GPT2Tokenizer default).
     assert_false(tok::split_for_gguf_pre("default", &s));
     assert_false(tok::split_for_gguf_pre("gpt2", &s));
+    // Names llama.cpp splits with another regex than these six also keep GPT-2's, as transformers'
+    // loader does (docs/decisions.md lists them): SmolLM's, DeepSeek-V3's, Command-R's, ...
+    for (const char *pre : {"smollm", "deepseek-v3", "deepseek-llm", "command-r", "seed-coder", "bailingmoe"})
+        assert_false(tok::split_for_gguf_pre(pre, &s));
     assert_false(tok::split_for_regex("\\s+", &s));
 }
 
