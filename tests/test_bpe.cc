@@ -308,6 +308,20 @@ static void llama3_bpe_fixture_matches_references(void **) {
     }
 }
 
+// ignore_merges is a lookup of the pre-token's bytes: byte-level vocabularies only.  Llama 2's
+// tokenizer.json (Metaspace, byte_fallback) with the flag set is read and refused for encoding.
+static void ignore_merges_needs_byte_level(void **) {
+    std::vector<uint8_t> raw = test::read_bytes(test::third_party_data("tokenizer-json/llama2.tokenizer.json"));
+    std::string json(raw.begin(), raw.end());
+    size_t at = json.find("\"byte_fallback\": true");
+    assert_true(at != std::string::npos);
+    json.insert(at, "\"ignore_merges\": true, ");
+    Vocab v = parse_tokenizer_json(reinterpret_cast<const uint8_t *>(json.data()), json.size(), "l2.tokenizer.json");
+    assert_true(v.model == Vocab::Model::BPE_SENTENCEPIECE);
+    std::string msg = test::expect_error(STK_E_UNSUPPORTED, [&] { Tokenizer t(v); });
+    assert_contains(msg, "BPE ignore_merges without a ByteLevel pre-tokenizer is not supported");
+}
+
 static void split_names(void **) {
     tok::Split s = tok::Split::GPT2;
     const std::pair<const char *, tok::Split> want[] = {
@@ -434,6 +448,7 @@ int main() {
         cmocka_unit_test(tokenizer_json_matches_hf_tokenizers),
         cmocka_unit_test(splits_match_hf_tokenizers),
         cmocka_unit_test(llama3_bpe_fixture_matches_references),
+        cmocka_unit_test(ignore_merges_needs_byte_level),
         cmocka_unit_test(split_names),
         cmocka_unit_test(unknown_split_is_refused),
         cmocka_unit_test(cli_tokenize),
