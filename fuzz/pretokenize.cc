@@ -3,7 +3,8 @@
 // ends past its start, inside the text, on a character boundary; a pre-token holding a \p{N}
 // character holds only those, at most 3 (Llama 3, GPT-4o) or 1 (Qwen2, Qwen3.5, Tekken); then
 // the byte-level encoder over a 256-byte vocabulary with that split decodes back to the text,
-// the same with a warm word cache.
+// the same with a warm word cache.  First byte % 12 >= 6: with BPE ignore_merges (Llama 3's
+// tokenizer.json), where the token " the", which no merge builds, is found whole.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,7 +19,8 @@ using stk::tok::Split;
 
 const Split kSplits[] = {Split::GPT2, Split::LLAMA3, Split::QWEN2, Split::QWEN35, Split::GPT4O, Split::TEKKEN};
 
-// Every byte as a token, and two merges (" t" and "he") so words go through the merge loop.
+// Every byte as a token, and two merges (" t" and "he") so words go through the merge loop;
+// " the" is a token no merge reaches (only ignore_merges gives it).
 stk::Vocab byte_vocab() {
     stk::Vocab v;
     v.model = stk::Vocab::Model::BPE_BYTE_LEVEL;
@@ -27,6 +29,7 @@ stk::Vocab byte_vocab() {
     for (int b = 0; b < 256; b++) v.pieces.push_back(std::string(1, char(b)));
     v.pieces.push_back(" t");
     v.pieces.push_back("he");
+    v.pieces.push_back(" the");
     v.merges = {{' ', 't'}, {'h', 'e'}};
     v.merge_results = {256, 257};
     v.is_special.assign(v.pieces.size(), 0);
@@ -58,22 +61,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         i = e;
     }
     static const stk::Vocab base = byte_vocab();
-    static stk::Vocab v[6];
+    static stk::Vocab v[12];
     static bool ready = false;
     if (!ready) {
-        for (int k = 0; k < 6; k++) {
+        for (int k = 0; k < 12; k++) {
             v[k] = base;
-            v[k].pipeline.byte_level_split = kSplits[k];
+            v[k].pipeline.byte_level_split = kSplits[k % 6];
+            v[k].ignore_merges = k >= 6;
         }
         ready = true;
     }
     try {
-        stk::Tokenizer t(v[data[0] % 6]);
+        const int k = data[0] % 12;
+        stk::Tokenizer t(v[k]);
         const std::string text(reinterpret_cast<const char *>(s), n);
         std::vector<uint32_t> a, b;
         t.encode(text, a, false);
         t.encode(text, b, false);
         if (a != b || t.decode(a.data(), a.size()) != text) __builtin_trap();
+        for (uint32_t id : a)
+            if (id == 258 && k < 6) __builtin_trap();  // " the" only whole, with ignore_merges
     } catch (const stk::Error &) {
         __builtin_trap();  // every byte has a token: nothing to refuse
     }

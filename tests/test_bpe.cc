@@ -251,13 +251,87 @@ static void splits_match_hf_tokenizers(void **) {
     assert_true(checked_ends > 10000 && checked_ids > 10000);
 }
 
+// A Llama-3-style tokenizer in both forms (scripts/make_llama3_tokenizer_fixture.py): its
+// tokenizer.json (Llama 3's Split + ByteLevel, BPE ignore_merges true, <|begin_of_text|> from the
+// post-processor) against HF tokenizers, its GGUF (tokenizer.ggml.pre llama-bpe) against
+// transformers' GGUF loader, on English, code and Unicode text.  Eight pre-tokens of the texts
+// are tokens no merge builds: ignore_merges gives their own ids, the GGUF loader the merged pieces.
+static std::string run(const std::string &args, int *rc);
+
+static void llama3_bpe_fixture_matches_references(void **) {
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc = parser.load(test::test_data("tokenizer/llama3-bpe/reference.json"));
+    Vocab json = load_tokenizer_json(test::test_data("tokenizer/llama3-bpe/tokenizer.json"));
+    Vocab gguf = load_gguf_vocab(test::test_data("tokenizer/llama3-bpe/gguf/llama-bpe.gguf"));
+    assert_true(json.ignore_merges && !gguf.ignore_merges);
+    assert_true(json.pipeline.byte_level_split == tok::Split::LLAMA3 && gguf.pipeline.byte_level_split == tok::Split::LLAMA3);
+    assert_int_equal(json.bos_id, int64_t(doc["bos_id"]));
+    Tokenizer tj(json), tg(gguf);
+    size_t texts = 0, differ = 0;
+    for (auto entry : doc["texts"].get_array()) {
+        const std::string file{std::string_view(entry["text_file"])};
+        std::vector<uint8_t> raw = test::read_bytes(test::test_data("tokenizer/" + file));
+        const std::string text(raw.begin(), raw.end());
+        const std::pair<Tokenizer *, const char *> cases[] = {{&tj, "tokenizer_json"}, {&tg, "gguf"}};
+        for (auto [t, key] : cases)
+            for (bool special : {true, false}) {
+                std::vector<uint32_t> want, got;
+                std::string k = std::string(key) + (special ? "" : "_no_special");
+                for (auto x : entry[k].get_array()) want.push_back(uint32_t(uint64_t(x)));
+                t->encode(text, got, special);
+                if (got != want) print_error("llama3-bpe %s, %s: ids differ from the reference\n", file.c_str(), k.c_str());
+                assert_ids_equal(got, want);
+                assert_true(want.size() > 100);
+                if (!special) assert_string_equal(t->decode(got.data(), got.size()).c_str(), text.c_str());
+            }
+        std::vector<uint32_t> a, b;
+        for (auto x : entry["tokenizer_json"].get_array()) a.push_back(uint32_t(uint64_t(x)));
+        for (auto x : entry["gguf"].get_array()) b.push_back(uint32_t(uint64_t(x)));
+        differ += a != b;
+        texts++;
+    }
+    assert_int_equal(texts, 4);
+    assert_int_equal(differ, 4);  // every text holds one of the eight whole-word tokens
+    // The same through the CLI, for both files: a Llama 3 GGUF and tokenizer.json are encoded, not refused.
+    for (const char *key : {"gguf", "tokenizer_json"}) {
+        int rc = 0;
+        const std::string file = std::string(key) == "gguf" ? "gguf/llama-bpe.gguf" : "tokenizer.json";
+        std::string out = run("tokenize --in " + test::test_data("tokenizer/llama3-bpe/" + file) + " --text " +
+                                  test::test_data("tokenizer/sp_text.txt"),
+                              &rc);
+        assert_int_equal(rc, 0);
+        std::string want;
+        for (auto entry : doc["texts"].get_array())
+            if (std::string_view(entry["text_file"]) == "sp_text.txt")
+                for (auto x : entry[key].get_array()) want += (want.empty() ? "" : " ") + std::to_string(uint64_t(x));
+        assert_string_equal(out.c_str(), (want + "\n").c_str());
+    }
+}
+
+// ignore_merges is a lookup of the pre-token's bytes: byte-level vocabularies only.  Llama 2's
+// tokenizer.json (Metaspace, byte_fallback) with the flag set is read and refused for encoding.
+static void ignore_merges_needs_byte_level(void **) {
+    std::vector<uint8_t> raw = test::read_bytes(test::third_party_data("tokenizer-json/llama2.tokenizer.json"));
+    std::string json(raw.begin(), raw.end());
+    size_t at = json.find("\"byte_fallback\": true");
+    assert_true(at != std::string::npos);
+    json.insert(at, "\"ignore_merges\": true, ");
+    Vocab v = parse_tokenizer_json(reinterpret_cast<const uint8_t *>(json.data()), json.size(), "l2.tokenizer.json");
+    assert_true(v.model == Vocab::Model::BPE_SENTENCEPIECE);
+    std::string msg = test::expect_error(STK_E_UNSUPPORTED, [&] { Tokenizer t(v); });
+    assert_contains(msg, "BPE ignore_merges without a ByteLevel pre-tokenizer is not supported");
+}
+
 static void split_names(void **) {
     tok::Split s = tok::Split::GPT2;
     const std::pair<const char *, tok::Split> want[] = {
         {"llama-bpe", tok::Split::LLAMA3},       {"llama3", tok::Split::LLAMA3}, {"llama-v3", tok::Split::LLAMA3},
         {"smaug-bpe", tok::Split::LLAMA3},       {"dbrx", tok::Split::LLAMA3},   {"qwen2", tok::Split::QWEN2},
         {"deepseek-r1-qwen", tok::Split::QWEN2}, {"qwen35", tok::Split::QWEN35}, {"gpt-4o", tok::Split::GPT4O},
-        {"llama4", tok::Split::GPT4O},           {"tekken", tok::Split::TEKKEN}};
+        {"llama4", tok::Split::GPT4O},           {"tekken", tok::Split::TEKKEN},
+        // llama.cpp's names for the same regexes, which transformers' table lacks
+        {"glm4", tok::Split::LLAMA3},            {"chatglm-bpe", tok::Split::LLAMA3}, {"stablelm2", tok::Split::QWEN2},
+        {"hunyuan", tok::Split::QWEN2},          {"grok-2", tok::Split::QWEN2}};
     for (const auto &[pre, split] : want) {
         assert_true(tok::split_for_gguf_pre(pre, &s));
         assert_true(s == split);
@@ -265,6 +339,10 @@ static void split_names(void **) {
     // Names transformers' GGUF loader does not map keep GPT-2's split (its GPT2Tokenizer default).
     assert_false(tok::split_for_gguf_pre("default", &s));
     assert_false(tok::split_for_gguf_pre("gpt2", &s));
+    // Names llama.cpp splits with another regex than these six also keep GPT-2's, as transformers'
+    // loader does (docs/decisions.md lists them): SmolLM's, DeepSeek-V3's, Command-R's, ...
+    for (const char *pre : {"smollm", "deepseek-v3", "deepseek-llm", "command-r", "seed-coder", "bailingmoe"})
+        assert_false(tok::split_for_gguf_pre(pre, &s));
     assert_false(tok::split_for_regex("\\s+", &s));
 }
 
@@ -369,6 +447,8 @@ int main() {
         cmocka_unit_test(decode_refuses_bad_id),
         cmocka_unit_test(tokenizer_json_matches_hf_tokenizers),
         cmocka_unit_test(splits_match_hf_tokenizers),
+        cmocka_unit_test(llama3_bpe_fixture_matches_references),
+        cmocka_unit_test(ignore_merges_needs_byte_level),
         cmocka_unit_test(split_names),
         cmocka_unit_test(unknown_split_is_refused),
         cmocka_unit_test(cli_tokenize),

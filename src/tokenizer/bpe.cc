@@ -123,6 +123,11 @@ Tokenizer::Tokenizer(const Vocab &vocab) : v_(vocab), byte_level_(vocab.model ==
         // such a byte in the input becomes <unk> if there is one, else an error (byte_id_ = -1).
         for (int b = 0; b < 256; b++)
             if (byte_id_[b] < 0 && v_.unk_id >= 0) byte_id_[b] = v_.unk_id;
+        if (v_.ignore_merges) {  // the first id of a spelling wins; special tokens are matched before
+            whole_.reserve(n);
+            for (uint32_t id = 0; id < n; id++)
+                if (!v_.special(id) && !v_.pieces[id].empty()) whole_.emplace(v_.pieces[id], id);
+        }
     } else {
         chars_.reserve(n);
         for (uint32_t id = 0; id < n; id++) {
@@ -306,6 +311,13 @@ void Tokenizer::symbols_of(std::string_view word) {
 
 void Tokenizer::encode_word(std::string_view word, std::vector<uint32_t> &out, bool cacheable) {
     if (word.empty()) return;
+    if (!whole_.empty()) {  // ignore_merges: HF BPE looks the pre-token up before merging
+        auto it = whole_.find(word);
+        if (it != whole_.end()) {
+            out.push_back(it->second);
+            return;
+        }
+    }
     if (byte_level_ && word.size() == 1) {
         if (byte_id_[uint8_t(word[0])] < 0) missing_byte(uint8_t(word[0]));
         out.push_back(uint32_t(byte_id_[uint8_t(word[0])]));

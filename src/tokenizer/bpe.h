@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "tokenizer/vocab.h"
@@ -90,6 +91,8 @@ private:
     int32_t byte_id_[256];                                       // byte-level: byte -> id of the single-byte token
     std::vector<std::vector<Vocab::AddedToken>> added_by_byte_;  // first byte -> tokens, longest first
     bool has_added_ = false;
+    // Vocab::ignore_merges: piece bytes -> id (views into the Vocab's pieces; empty otherwise)
+    std::unordered_map<std::string_view, uint32_t> whole_;
 
     // word cache: (hash, key bytes) -> ids, cleared when full (output never depends on it)
     struct CacheSlot {

@@ -379,7 +379,8 @@ bool split_for_regex(std::string_view pattern, Split *out) {
 }
 
 bool split_for_gguf_pre(std::string_view pre, Split *out) {
-    // transformers' GGUF_PRE_TOKENIZER_SPLITS (integrations/gguf/gguf_tokenizer_mapping.py).
+    // transformers' GGUF_PRE_TOKENIZER_SPLITS (integrations/gguf/gguf_tokenizer_mapping.py), and
+    // five names llama.cpp gives one of these regexes.
     static const struct {
         const char *pre;
         Split split;
@@ -396,6 +397,12 @@ bool split_for_gguf_pre(std::string_view pre, Split *out) {
         {"gpt-4o", Split::GPT4O},        {"llama4", Split::GPT4O},
         {"kanana2", Split::GPT4O},       {"talkie", Split::GPT4O},
         {"minimax-m2", Split::GPT4O},
+        // Not in transformers' table (its loader keeps GPT-2's split for them), but llama.cpp
+        // (llama-vocab.cpp) splits them with exactly Llama 3's regex (GLM-4) or Qwen2's
+        // (StableLM 2, Hunyuan, Grok-2), as their own tokenizer.json files do.
+        {"glm4", Split::LLAMA3},         {"chatglm-bpe", Split::LLAMA3},
+        {"stablelm2", Split::QWEN2},     {"hunyuan", Split::QWEN2},
+        {"grok-2", Split::QWEN2},
     };
     for (const auto &x : kPre)
         if (pre == x.pre) {

@@ -38,6 +38,9 @@ struct Vocab {
     std::vector<uint8_t> piece_types;  // id -> PieceType (NORMAL unless the file says)
     int32_t byte_piece_ids[256];       // byte -> id of <0xNN>, -1 if none
     bool byte_fallback = false;
+    // tokenizer.json BPE "ignore_merges" (Llama 3): a pre-token that is itself a token of the
+    // vocabulary is that token, without merging (byte-level vocabularies only).
+    bool ignore_merges = false;
     int32_t unk_id = -1, bos_id = -1, eos_id = -1;
     std::string source;  // file it was read from (messages)
 

@@ -254,7 +254,10 @@ Vocab parse_tokenizer_json(const uint8_t *data, size_t size, const std::string &
         std::string_view suf_s = get_str(model, "end_of_word_suffix", name, "/model", false);
         if (!pre_s.empty() || !suf_s.empty())
             c.unsupported("BPE continuing_subword_prefix / end_of_word_suffix are not supported");
-        if (get_bool(model, "ignore_merges", false)) c.unsupported("BPE ignore_merges is not supported");
+        // ignore_merges (Llama 3's tokenizer.json): a pre-token found whole in the vocabulary is that
+        // token.  Byte-level only: there a piece's bytes spell exactly one vocabulary key.
+        b.v.ignore_merges = get_bool(model, "ignore_merges", false);
+        if (b.v.ignore_merges && !byte_level) c.unsupported("BPE ignore_merges without a ByteLevel pre-tokenizer is not supported");
         dom::element dropout;
         if (model["dropout"].get(dropout) == SUCCESS && !dropout.is_null()) c.unsupported("BPE dropout is not supported");
 
