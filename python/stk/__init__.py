@@ -621,3 +621,4 @@ class LwtFile(Mapping):
 def read_lwt(path: PathLike, *, dequantize: bool = False) -> LwtFile:
     """Map a ``.lwt`` file: name -> numpy array (see :class:`LwtFile`)."""
     return LwtFile(path, dequantize=dequantize)
+from . import runtime  # noqa: E402,F401  (stk.runtime: the reference runtime of the arrays)

@@ -28,7 +28,7 @@ def main() -> int:
                                      text=True, check=True).stdout)
     got = sorted(v["destination"] for sec in plan.values() for v in sec.values() if v.get("tag") == "python-runtime")
     want = sorted("{py_platlib}/stk/" + f for f in
-                  ["__init__.py", "__main__.py", "_lib.py", "py.typed", "libstk.so", "_bin/stk"])
+                  ["__init__.py", "__main__.py", "_lib.py", "py.typed", "runtime.py", "libstk.so", "_bin/stk"])
     shutil.rmtree(scratch, ignore_errors=True)
     if got != want:
         print(f"python-runtime install plan:\n  got  {got}\n  want {want}")
