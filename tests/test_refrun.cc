@@ -60,26 +60,26 @@ void expect(stk_status got, stk_status want, const char *needle) {
 
 }  // namespace
 
-// The shapes of tiny-gpt2 (d_model 32, 2 layers, r 512 by default) and the sizes' formulas.
+// The shapes of tiny-gpt2 (d_model 16, 2 layers, r 512 by default) and the sizes' formulas.
 static void info_and_sizes(void **) {
     Gen G(converted());
     const stk_refrun_info &i = G.info;
     assert_true(i.has_prf && i.has_overlays && i.has_linear && i.has_linear_bias && i.has_memory);
     assert_int_equal(i.n_layers, 2);
-    assert_int_equal(i.d_model, 32);
-    assert_int_equal(i.d_v, 32);
+    assert_int_equal(i.d_model, 16);
+    assert_int_equal(i.d_v, 16);
     assert_int_equal(i.r, 512);
     assert_int_equal(i.n_ffn_units, 2);
     assert_true(i.memory_sections >= 1 && i.memory_sections <= 6);
     const size_t ch = size_t(i.r) * i.d_v + i.r;
     assert_int_equal(i.prf_state_bytes, 64 + 8 * ch);
     assert_int_equal(i.prf_state_bytes_memory, 64 + 8 * ch + 16 * ch * i.memory_sections);
-    assert_int_equal(i.scratch_bytes, 8 * (2 * i.r + 32 + 2 * i.r_v));
+    assert_int_equal(i.scratch_bytes, 8 * (2 * i.r + 16 + 2 * i.r_v));
     assert_int_equal(i.memory_state_bytes, 32 + 16 * i.memory_sections);
     size_t ib = 0;
     assert_int_equal(stk_ffn_index_bytes(G.g, &ib), STK_OK);
     assert_int_equal(ib, i.ffn_index_bytes);
-    assert_int_equal(ib, 64 + 8 * (2 * 2 * 32 + 1) + 8 * i.ffn_entries);
+    assert_int_equal(ib, 64 + 8 * (2 * 2 * 16 + 1) + 8 * i.ffn_entries);
     assert_true(i.tau > 0 && i.beta_floor >= 1e-3 && i.whitening_eps == 1e-8);
 }
 
@@ -236,7 +236,7 @@ static void refusals(void **) {
     expect(stk_ffn_apply(G.g, index.data(), I.ffn_index_bytes, 2, x.data(), out.data()), STK_E_INVALID_ARGUMENT,
            "unit 2, the dictionary has 2 FFN units");
     expect(stk_ffn_index_build(G.g, index.data(), I.ffn_index_bytes - 8), STK_E_INVALID_ARGUMENT, "index has");
-    expect(stk_ffn_bias(G.g, out.data(), 3), STK_E_INVALID_ARGUMENT, "n is 3, d_model is 32");
+    expect(stk_ffn_bias(G.g, out.data(), 3), STK_E_INVALID_ARGUMENT, "n is 3, d_model is 16");
     std::vector<double> ms(I.memory_state_bytes / 8, 0.0);
     float y = 0;
     expect(stk_memory_step(G.g, ms.data(), I.memory_state_bytes, 1, &y), STK_E_INVALID_ARGUMENT, "not set by stk_memory_reset");
@@ -251,7 +251,7 @@ static void refusals(void **) {
     Gen P(noprf);
     assert_false(P.info.has_prf || P.info.has_overlays);
     assert_true(P.info.has_linear && P.info.has_memory);
-    assert_int_equal(P.info.d_model, 32);
+    assert_int_equal(P.info.d_model, 16);
     expect(stk_prf_reset(P.g, 0, 0, st.data(), I.prf_state_bytes), STK_E_MISSING_ARRAY, "prf_build disabled: test fault");
     expect(stk_overlay_delta(P.g, 0, x.data(), out.data(), sc.data(), I.scratch_bytes), STK_E_MISSING_ARRAY,
            "overlays read the PRF features");

@@ -633,7 +633,12 @@ void ffn_apply(const RefrunModel &m, const void *index, size_t bytes, uint32_t u
                 if (i0) k = uint64_t(std::lower_bound(ent + lo, ent + hi, uint32_t(i0),
                                                       [](const FfnEntry &e, uint32_t v) { return e.i < v; }) -
                                      ent);
-                for (; k < hi && ent[k].i < i1; k++) acc[ent[k].i - i0] += a * double(ent[k].v);
+                for (; k < hi && ent[k].i < i1; k++) {
+                    if (ent[k].i < i0)
+                        throw_error(STK_E_INVALID_ARGUMENT, "%s: index entries are damaged (bucket %llu)", fn,
+                                    (unsigned long long)b);
+                    acc[ent[k].i - i0] += a * double(ent[k].v);
+                }
             }
             for (uint64_t i = i0; i < i1; i++) yt[i] = float(acc[i - i0]);
         }

@@ -13,6 +13,7 @@ generation and on a GGUF family fixture (tiny Llama, f32).
 - Memory: exact (the same DF-II-T recurrence and Kahan sum).
 """
 import os
+import shutil
 import struct
 from pathlib import Path
 
@@ -51,8 +52,10 @@ def gens(tmp_path_factory):
     base = tmp_path_factory.mktemp("refrun")
     tiny = Path(os.environ.get("STK_SOURCE_ROOT", Path(__file__).resolve().parents[2])) / "bindings/testdata/tiny-gpt2"
     stk.convert(tiny, base / "gpt2", threads=2, allow_uncertified_tokenizer=True)
-    llama = TEST_DATA / "gguf" / "tiny-llama-f32.gguf"
-    stk.convert(llama, base / "llama", threads=2, allow_uncertified_tokenizer=True)
+    llama = base / "llama-model" / "tiny-llama-f32.gguf"  # alone in its directory: the model path
+    llama.parent.mkdir()
+    shutil.copyfile(TEST_DATA / "gguf" / "tiny-llama-f32.gguf", llama)
+    stk.convert(llama.parent, base / "llama", threads=2, allow_uncertified_tokenizer=True)
     return {"gpt2": (base / "gpt2", lambda L: _gpt2_wk(tiny, L)), "llama": (base / "llama", lambda L: _gguf_wk(llama, L))}
 
 
@@ -70,10 +73,15 @@ class Ref:
         self.U = np.asarray(a["overlays_U.bin"], dtype=np.float64)
         self.Z = np.asarray(a["overlays_DeltaW.bin"], dtype=np.float64)
         self.coeff = np.asarray(a["memory_coeff.bin"], dtype=np.float64)
-        m = gen.manifest
-        self.tau, self.eps, self.beta = m["prf"]["tau"], m["prf"]["whitening_eps"], m["denominator"]["beta_floor"]
+        # docs/format.md "Manifest": @148 u32 prf.r, @152 f64 prf.tau, @160 f64 prf.whitening_eps,
+        # @176 f64 denominator.beta_floor.
+        raw = (Path(gen.dir) / "sera_manifest.bin").read_bytes()
+        r, = struct.unpack_from("<I", raw, 148)
+        self.tau, self.eps = struct.unpack_from("<2d", raw, 152)
+        self.beta, = struct.unpack_from("<d", raw, 176)
         self.D = [np.maximum((w.astype(np.float64) ** 2).mean(axis=0), 1e-8) for w in wk]
         self.r = self.W.shape[1]
+        assert r == self.r
 
     def feats(self, l, X):
         """phi_w(x) = (r^-1/2 exp(w.x/sqrt(tau) - x^T D x/(2 tau)) - mu) / sqrt(max(sig2, eps)), rows of X."""
