@@ -415,3 +415,68 @@ func TestHubLookupsOnAPublishedGeneration(t *testing.T) {
 		t.Errorf("4-byte key: %v", err)
 	}
 }
+
+// The reference runtime: shapes, the FFN against the lookup, a first PRF token reading its own
+// value, deltaC's shape, the memory bank, and a refused layer.
+func TestReferenceRuntimeOnAPublishedGeneration(t *testing.T) {
+	out := publishTinyGPT2(t)
+	g, err := OpenGeneration(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	rt, err := g.Runtime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := rt.Info
+	if i.NLayers != 2 || i.DModel != 16 || i.DV != 16 || i.NFFNUnits != 2 || !i.HasPRF || !i.HasOverlays || !i.HasLinear || !i.HasMemory {
+		t.Fatalf("info %+v", i)
+	}
+	d := int(i.DModel)
+	x := make([]float32, d)
+	x[3] = 2
+	y, err := rt.FFNApply(1, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for o := 0; o < d; o++ {
+		m, err := g.LinearWeight(LinearKey(false, 1, uint32(o), 3))
+		if err != nil {
+			m = 0
+		}
+		if y[o] != float32(2*float64(m)) {
+			t.Fatalf("output %d: %v, want 2 x %v", o, y[o], m)
+		}
+	}
+	xq := make([]float32, d)
+	v := make([]float32, d)
+	for j := range xq {
+		xq[j] = float32(math.Sin(float64(j) * 0.37))
+		v[j] = float32(j) - 7.5
+	}
+	o, err := rt.PRFRun(0, false, xq, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range v {
+		if math.Abs(float64(o[j]-v[j])) > 1e-5*(1+math.Abs(float64(v[j]))) {
+			t.Fatalf("prf %d: %v, want %v", j, o[j], v[j])
+		}
+	}
+	if _, err := rt.PRFRun(0, true, xq, v); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := rt.OverlayDelta(1, xq)
+	if err != nil || len(dc) != d {
+		t.Fatalf("overlay: %v (%d values)", err, len(dc))
+	}
+	h, err := rt.MemoryRun([]float32{1, 0, 0})
+	if err != nil || len(h) != 3 {
+		t.Fatalf("memory: %v", err)
+	}
+	_, err = rt.PRFRun(2, false, xq, v)
+	if e, ok := err.(*Error); !ok || e.Status != StatusInvalidArgument || !strings.Contains(e.Message, "layer 2, the generation has 2 layers") {
+		t.Fatalf("layer 2: %v", err)
+	}
+}

@@ -994,6 +994,81 @@ STK_API stk_status stk_lwt_get_header(const stk_lwt *lwt, stk_lwt_header *out);
 STK_API stk_status stk_lwt_config_at(const stk_lwt *lwt, uint32_t index, const char **out_key, uint64_t *out_value);
 
 
+/* -- The reference runtime of the arrays (docs/format.md "Reference runtime"; docs/decisions.md
+ * "The reference runtime"): per token, what Sera computes from each module of an open, verified
+ * generation.  Every buffer is the caller's (8-byte aligned, sized by stk_refrun_info); the steps
+ * allocate nothing, run on the calling thread, and sum each output element in one fixed order
+ * (the same bits at any number of caller threads).  A module the generation lacks is refused
+ * with STK_E_MISSING_ARRAY and the manifest's reason; a wrong layer, unit, NULL, misaligned or
+ * short buffer, or a state/index of another generation or layer with STK_E_INVALID_ARGUMENT.
+ * The bridge's step is stk_lookup(STK_LOOKUP_HUB); the dictionary's single entry is
+ * stk_lookup(STK_LOOKUP_LINEAR).  Threads: any, several at once on one generation, each with its
+ * own state and scratch (the index is read-only after its build). */
+typedef struct stk_refrun_info {
+    size_t struct_size; /* sizeof(stk_refrun_info) */
+    uint32_t n_layers, d_model, d_v, r, r_v;
+    uint32_t has_prf, has_overlays, has_linear, has_linear_bias, has_memory;
+    uint32_t n_ffn_units;     /* FFN units of the dictionary (layers; MoE experts) */
+    uint32_t memory_sections; /* K: second-order sections of the memory bank */
+    double tau, beta_floor, whitening_eps;
+    size_t prf_state_bytes;        /* one layer's PRF state (R, s) */
+    size_t prf_state_bytes_memory; /* the same with STK_PRF_MEMORY (0 without a memory bank) */
+    size_t scratch_bytes;          /* scratch of every PRF and overlay step */
+    size_t ffn_index_bytes;        /* stk_ffn_index_build's buffer */
+    size_t memory_state_bytes;     /* stk_memory_reset's state */
+    uint64_t ffn_entries;          /* keys the index holds (base + delta) */
+} stk_refrun_info;
+
+/* The shapes, the modules present and the buffer sizes.  The first call on a generation maps and
+ * verifies the arrays the runtime reads and recovers the PRF diagonal D (the one step that
+ * allocates); later calls are cheap. */
+STK_API stk_status stk_refrun_get_info(const stk_generation *gen, stk_refrun_info *out);
+
+/* PRF attention of layer `layer`.  flags: 0, or STK_PRF_MEMORY: every channel of R and s runs
+ * through the positional memory bank instead of a plain sum (state_bytes >=
+ * prf_state_bytes_memory). */
+#  define STK_PRF_MEMORY 0x1u
+STK_API stk_status stk_prf_reset(const stk_generation *gen, uint32_t layer, uint32_t flags, void *state, size_t state_bytes);
+/* Adds one key: x_key [d_model] the hidden state the layer's attention reads (after its input
+ * norm), v [d_v] the concatenated head values (GQA kv heads repeated to n_heads). */
+STK_API stk_status stk_prf_add_key(const stk_generation *gen, uint32_t layer, void *state, size_t state_bytes,
+                                   const float *x_key, const float *v, void *scratch, size_t scratch_bytes);
+/* out [d_v] = phi_w(q)^T R / max(phi_w(q)^T s, beta_floor) for x_query [d_model]. */
+STK_API stk_status stk_prf_read(const stk_generation *gen, uint32_t layer, const void *state, size_t state_bytes,
+                                const float *x_query, float *out, void *scratch, size_t scratch_bytes);
+/* For t = 0..n-1: add key (x[t], v[t]) then read x[t] into out[t] (a query sees its own key);
+ * x [n, d_model], v and out [n, d_v]; the same bits as the per-token calls. */
+STK_API stk_status stk_prf_run(const stk_generation *gen, uint32_t layer, void *state, size_t state_bytes, uint64_t n_tokens,
+                               const float *x, const float *v, float *out, void *scratch, size_t scratch_bytes);
+
+/* The overlay correction deltaC(q) = U ((phi_w(q)^T H) Z) [d_v], in value space (before W_O);
+ * _run: n queries, x [n, d_model], out [n, d_v]. */
+STK_API stk_status stk_overlay_delta(const stk_generation *gen, uint32_t layer, const float *x_query, float *out,
+                                     void *scratch, size_t scratch_bytes);
+STK_API stk_status stk_overlay_run(const stk_generation *gen, uint32_t layer, uint64_t n_tokens, const float *x_query,
+                                   float *out, void *scratch, size_t scratch_bytes);
+
+/* The FFN through the linear dictionary.  The index (every key of linear_keys.bin and
+ * cuckoo_delta.bin resolved through the lookup, as a CSR by unit, sign and input feature) is built
+ * once into caller memory of stk_refrun_info's ffn_index_bytes (= *out_bytes).  Apply: y
+ * [d_model] = sum_j |x_j| M^{sign x_j}[:, j] for unit `unit`, summed over j ascending in double,
+ * rounded once; linear_bias is not added (stk_ffn_bias).  _batch: x, y [n, d_model]. */
+STK_API stk_status stk_ffn_index_bytes(const stk_generation *gen, size_t *out_bytes);
+STK_API stk_status stk_ffn_index_build(const stk_generation *gen, void *index, size_t index_bytes);
+STK_API stk_status stk_ffn_apply(const stk_generation *gen, const void *index, size_t index_bytes, uint32_t unit,
+                                 const float *x, float *y);
+STK_API stk_status stk_ffn_apply_batch(const stk_generation *gen, const void *index, size_t index_bytes, uint32_t unit,
+                                       uint64_t n_tokens, const float *x, float *y);
+/* linear_bias.bin [d_model] (n must be d_model): the sum over every dense layer of W2 relu(b1) +
+ * b2, added once to the sum of all dense units' outputs, never per unit.  STK_E_MISSING_ARRAY
+ * for a model without FFN biases. */
+STK_API stk_status stk_ffn_bias(const stk_generation *gen, float *out, size_t n);
+
+/* The positional memory: one step of the bank (u in, y out), state of memory_state_bytes. */
+STK_API stk_status stk_memory_reset(const stk_generation *gen, void *state, size_t state_bytes);
+STK_API stk_status stk_memory_step(const stk_generation *gen, void *state, size_t state_bytes, float u, float *y);
+
+
 #endif /* STK_EXPERIMENTAL */
 
 #ifdef __cplusplus

@@ -25,6 +25,7 @@ from .errors import PathLike, Status, StkError  # noqa: F401 - public type
 from .generation import Generation
 from .lwt import LWT_DTYPES, LwtFile, export_lwt, read_lwt
 from .reports import check, inspect, tokenize
+from . import runtime  # noqa: F401 - stk.runtime, the reference runtime of the arrays
 
 __all__ = ["Status", "StkError", "inspect", "convert", "check", "tokenize", "Generation", "export_lwt", "read_lwt",
            "LwtFile", "LWT_DTYPES", "version", "eval"]

@@ -134,3 +134,46 @@ def load() -> ctypes.CDLL:
 
 
 lib = load()
+
+
+# -- The reference runtime of the arrays (python/stk/runtime.py; stk.h's stk_refrun_*, stk_prf_*,
+# stk_overlay_*, stk_ffn_*, stk_memory_*).
+class RefrunInfo(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t),
+                ("n_layers", c_uint32), ("d_model", c_uint32), ("d_v", c_uint32), ("r", c_uint32), ("r_v", c_uint32),
+                ("has_prf", c_uint32), ("has_overlays", c_uint32), ("has_linear", c_uint32),
+                ("has_linear_bias", c_uint32), ("has_memory", c_uint32),
+                ("n_ffn_units", c_uint32), ("memory_sections", c_uint32),
+                ("tau", ctypes.c_double), ("beta_floor", ctypes.c_double), ("whitening_eps", ctypes.c_double),
+                ("prf_state_bytes", c_size_t), ("prf_state_bytes_memory", c_size_t), ("scratch_bytes", c_size_t),
+                ("ffn_index_bytes", c_size_t), ("memory_state_bytes", c_size_t), ("ffn_entries", c_uint64)]
+
+
+STK_PRF_MEMORY = 0x1
+
+
+def _declare_refrun(lib: ctypes.CDLL) -> None:
+    st, vp, sz, u32, u64, fp = c_uint32, c_void_p, c_size_t, c_uint32, c_uint64, c_void_p
+    sigs = {
+        "stk_refrun_get_info": (st, [vp, POINTER(RefrunInfo)]),
+        "stk_prf_reset": (st, [vp, u32, u32, vp, sz]),
+        "stk_prf_add_key": (st, [vp, u32, vp, sz, fp, fp, vp, sz]),
+        "stk_prf_read": (st, [vp, u32, vp, sz, fp, fp, vp, sz]),
+        "stk_prf_run": (st, [vp, u32, vp, sz, u64, fp, fp, fp, vp, sz]),
+        "stk_overlay_delta": (st, [vp, u32, fp, fp, vp, sz]),
+        "stk_overlay_run": (st, [vp, u32, u64, fp, fp, vp, sz]),
+        "stk_ffn_index_bytes": (st, [vp, POINTER(c_size_t)]),
+        "stk_ffn_index_build": (st, [vp, vp, sz]),
+        "stk_ffn_apply": (st, [vp, vp, sz, u32, fp, fp]),
+        "stk_ffn_apply_batch": (st, [vp, vp, sz, u32, u64, fp, fp]),
+        "stk_ffn_bias": (st, [vp, fp, sz]),
+        "stk_memory_reset": (st, [vp, vp, sz]),
+        "stk_memory_step": (st, [vp, vp, sz, c_float, POINTER(c_float)]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+
+
+_declare_refrun(lib)

@@ -87,6 +87,7 @@ constexpr AbiStruct abi_of(const stk_array_file_info *) {
     return {STK_ABI_END(stk_array_file_info, sha256_low64), "stk_array_file_info"};
 }
 constexpr AbiStruct abi_of(const stk_lwt_header *) { return {STK_ABI_END(stk_lwt_header, n_config), "stk_lwt_header"}; }
+constexpr AbiStruct abi_of(const stk_refrun_info *) { return {STK_ABI_END(stk_refrun_info, ffn_entries), "stk_refrun_info"}; }
 #undef STK_ABI_END
 
 // Checks struct_size and, for a newer caller's struct, that the bytes past sizeof(T) are zero.

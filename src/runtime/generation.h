@@ -13,6 +13,10 @@
 #include "stk/stk.h"
 #include "tokenizer/fst_tables.h"
 
+namespace stk {
+struct RefrunModel;  // runtime/refrun.h
+}
+
 struct stk_generation {
     std::string dir;
     // The manifest read at open (after verification), and each array stk_generation_array_at
@@ -43,6 +47,9 @@ struct stk_generation {
     const uint8_t *bridge_hubs = nullptr;  // [tokens + contexts, w] u64 LE
     uint64_t bridge_tokens = 0;            // token rows (bridge_qDin.bin's rows)
     uint32_t bridge_contexts = 0, bridge_w = 0;
+    // The reference runtime's view of the arrays (runtime/refrun.h), built on first use.
+    mutable std::mutex refrun_mu;
+    mutable std::shared_ptr<const stk::RefrunModel> refrun;
 };
 
 namespace stk {

@@ -878,3 +878,134 @@ impl Drop for Generation {
         unsafe { sys::stk_generation_close(self.raw.as_ptr()) }
     }
 }
+
+/// The reference runtime of a generation's arrays (docs/format.md "Reference runtime"): per
+/// token, what Sera computes from each module.  Inputs are row-major `[n, width]` slices; the
+/// state, scratch and FFN index are owned here, sized by `stk_refrun_get_info`.
+pub struct Runtime<'g> {
+    gen: &'g Generation,
+    info: sys::stk_refrun_info,
+    scratch: Vec<u64>,
+    index: Option<Vec<u64>>,
+}
+
+impl Generation {
+    /// The reference runtime over this generation (maps the arrays it reads, recovers D).
+    pub fn runtime(&self) -> Result<Runtime<'_>> {
+        let mut info = sys::stk_refrun_info { struct_size: std::mem::size_of::<sys::stk_refrun_info>(), ..Default::default() };
+        // SAFETY: raw is open; info is a valid out-struct of its struct_size.
+        check(unsafe { sys::stk_refrun_get_info(self.raw.as_ptr(), &mut info) })?;
+        let scratch = vec![0u64; (info.scratch_bytes + 7) / 8];
+        Ok(Runtime { gen: self, info, scratch, index: None })
+    }
+}
+
+fn rows(what: &str, len: usize, width: u32) -> Result<usize> {
+    let w = width as usize;
+    if w == 0 || len % w != 0 {
+        return Err(Error::local(Status::InvalidArgument, format!("{what}: {len} values is not a multiple of {w}")));
+    }
+    Ok(len / w)
+}
+
+impl<'g> Runtime<'g> {
+    /// Shapes, modules present and buffer sizes.
+    pub fn info(&self) -> &sys::stk_refrun_info {
+        &self.info
+    }
+
+    /// Causal PRF attention of `layer` over one sequence from a fresh state (token t attends to
+    /// keys 0..=t): x `[n, d_model]`, v `[n, d_v]` -> `[n, d_v]`.  `memory`: the state's channels
+    /// filtered by the positional memory bank (STK_PRF_MEMORY).
+    pub fn prf_run(&mut self, layer: u32, memory: bool, x: &[f32], v: &[f32]) -> Result<Vec<f32>> {
+        let n = rows("x", x.len(), self.info.d_model)?;
+        if rows("v", v.len(), self.info.d_v)? != n {
+            return Err(Error::local(Status::InvalidArgument, "x and v hold different token counts".into()));
+        }
+        let bytes = if memory { self.info.prf_state_bytes_memory } else { self.info.prf_state_bytes };
+        let mut state = vec![0u64; (bytes + 7) / 8];
+        let mut out = vec![0f32; n * self.info.d_v as usize];
+        let g = self.gen.raw.as_ptr();
+        let flags = if memory { sys::STK_PRF_MEMORY } else { 0 };
+        // SAFETY: g is open; every buffer is valid for the length passed.
+        check(unsafe { sys::stk_prf_reset(g, layer, flags, state.as_mut_ptr().cast(), bytes) })?;
+        check(unsafe {
+            sys::stk_prf_run(
+                g,
+                layer,
+                state.as_mut_ptr().cast(),
+                bytes,
+                n as u64,
+                x.as_ptr(),
+                v.as_ptr(),
+                out.as_mut_ptr(),
+                self.scratch.as_mut_ptr().cast(),
+                self.info.scratch_bytes,
+            )
+        })?;
+        Ok(out)
+    }
+
+    /// deltaC(q) = U ((phi_w(q)^T H) Z) per query: x `[n, d_model]` -> `[n, d_v]`.
+    pub fn overlay_delta(&mut self, layer: u32, x: &[f32]) -> Result<Vec<f32>> {
+        let n = rows("x", x.len(), self.info.d_model)?;
+        let mut out = vec![0f32; n * self.info.d_v as usize];
+        // SAFETY: as above.
+        check(unsafe {
+            sys::stk_overlay_run(
+                self.gen.raw.as_ptr(),
+                layer,
+                n as u64,
+                x.as_ptr(),
+                out.as_mut_ptr(),
+                self.scratch.as_mut_ptr().cast(),
+                self.info.scratch_bytes,
+            )
+        })?;
+        Ok(out)
+    }
+
+    /// FFN unit `unit` through the linear dictionary (no bias): x `[n, d_model]` -> `[n, d_model]`.
+    /// The index is built on first use.
+    pub fn ffn_apply(&mut self, unit: u32, x: &[f32]) -> Result<Vec<f32>> {
+        let n = rows("x", x.len(), self.info.d_model)?;
+        let bytes = self.info.ffn_index_bytes;
+        let g = self.gen.raw.as_ptr();
+        if self.index.is_none() {
+            let mut idx = vec![0u64; (bytes + 7) / 8];
+            // SAFETY: idx holds `bytes` bytes.
+            check(unsafe { sys::stk_ffn_index_build(g, idx.as_mut_ptr().cast(), bytes) })?;
+            self.index = Some(idx);
+        }
+        let idx = self.index.as_ref().expect("built above");
+        let mut y = vec![0f32; x.len()];
+        // SAFETY: as above.
+        check(unsafe { sys::stk_ffn_apply_batch(g, idx.as_ptr().cast(), bytes, unit, n as u64, x.as_ptr(), y.as_mut_ptr()) })?;
+        Ok(y)
+    }
+
+    /// linear_bias.bin: the sum over all dense layers of W2 relu(b1) + b2 (Status::MissingArray
+    /// for a model without FFN biases).
+    pub fn ffn_bias(&self) -> Result<Vec<f32>> {
+        let mut out = vec![0f32; self.info.d_model as usize];
+        // SAFETY: out holds d_model floats.
+        check(unsafe { sys::stk_ffn_bias(self.gen.raw.as_ptr(), out.as_mut_ptr(), out.len()) })?;
+        Ok(out)
+    }
+
+    /// The positional memory bank's output for the input sequence `u`, from its initial registers.
+    pub fn memory_run(&self, u: &[f32]) -> Result<Vec<f32>> {
+        let bytes = self.info.memory_state_bytes;
+        let mut state = vec![0u64; (bytes + 7) / 8];
+        let g = self.gen.raw.as_ptr();
+        // SAFETY: state holds `bytes` bytes; y is a valid out-pointer.
+        check(unsafe { sys::stk_memory_reset(g, state.as_mut_ptr().cast(), bytes) })?;
+        let mut out = Vec::with_capacity(u.len());
+        for &x in u {
+            let mut y = 0f32;
+            check(unsafe { sys::stk_memory_step(g, state.as_mut_ptr().cast(), bytes, x, &mut y) })?;
+            out.push(y);
+        }
+        Ok(out)
+    }
+}

@@ -655,6 +655,36 @@ pub struct stk_lwt_header {
     pub n_config: u32,
 }
 
+/// The reference runtime's shapes and buffer sizes (stk_refrun_get_info).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct stk_refrun_info {
+    pub struct_size: usize,
+    pub n_layers: u32,
+    pub d_model: u32,
+    pub d_v: u32,
+    pub r: u32,
+    pub r_v: u32,
+    pub has_prf: u32,
+    pub has_overlays: u32,
+    pub has_linear: u32,
+    pub has_linear_bias: u32,
+    pub has_memory: u32,
+    pub n_ffn_units: u32,
+    pub memory_sections: u32,
+    pub tau: f64,
+    pub beta_floor: f64,
+    pub whitening_eps: f64,
+    pub prf_state_bytes: usize,
+    pub prf_state_bytes_memory: usize,
+    pub scratch_bytes: usize,
+    pub ffn_index_bytes: usize,
+    pub memory_state_bytes: usize,
+    pub ffn_entries: u64,
+}
+
+pub const STK_PRF_MEMORY: u32 = 0x1;
+
 extern "C" {
     pub fn stk_status_str(status: stk_status) -> *const c_char;
     pub fn stk_last_error() -> *const c_char;
@@ -818,6 +848,81 @@ extern "C" {
         out_key: *mut *const c_char,
         out_value: *mut u64,
     ) -> stk_status;
+    pub fn stk_refrun_get_info(gen: *const stk_generation, out: *mut stk_refrun_info) -> stk_status;
+    pub fn stk_prf_reset(gen: *const stk_generation, layer: u32, flags: u32, state: *mut c_void, state_bytes: usize)
+        -> stk_status;
+    pub fn stk_prf_add_key(
+        gen: *const stk_generation,
+        layer: u32,
+        state: *mut c_void,
+        state_bytes: usize,
+        x_key: *const f32,
+        v: *const f32,
+        scratch: *mut c_void,
+        scratch_bytes: usize,
+    ) -> stk_status;
+    pub fn stk_prf_read(
+        gen: *const stk_generation,
+        layer: u32,
+        state: *const c_void,
+        state_bytes: usize,
+        x_query: *const f32,
+        out: *mut f32,
+        scratch: *mut c_void,
+        scratch_bytes: usize,
+    ) -> stk_status;
+    pub fn stk_prf_run(
+        gen: *const stk_generation,
+        layer: u32,
+        state: *mut c_void,
+        state_bytes: usize,
+        n_tokens: u64,
+        x: *const f32,
+        v: *const f32,
+        out: *mut f32,
+        scratch: *mut c_void,
+        scratch_bytes: usize,
+    ) -> stk_status;
+    pub fn stk_overlay_delta(
+        gen: *const stk_generation,
+        layer: u32,
+        x_query: *const f32,
+        out: *mut f32,
+        scratch: *mut c_void,
+        scratch_bytes: usize,
+    ) -> stk_status;
+    pub fn stk_overlay_run(
+        gen: *const stk_generation,
+        layer: u32,
+        n_tokens: u64,
+        x_query: *const f32,
+        out: *mut f32,
+        scratch: *mut c_void,
+        scratch_bytes: usize,
+    ) -> stk_status;
+    pub fn stk_ffn_index_bytes(gen: *const stk_generation, out_bytes: *mut usize) -> stk_status;
+    pub fn stk_ffn_index_build(gen: *const stk_generation, index: *mut c_void, index_bytes: usize) -> stk_status;
+    pub fn stk_ffn_apply(
+        gen: *const stk_generation,
+        index: *const c_void,
+        index_bytes: usize,
+        unit: u32,
+        x: *const f32,
+        y: *mut f32,
+    ) -> stk_status;
+    pub fn stk_ffn_apply_batch(
+        gen: *const stk_generation,
+        index: *const c_void,
+        index_bytes: usize,
+        unit: u32,
+        n_tokens: u64,
+        x: *const f32,
+        y: *mut f32,
+    ) -> stk_status;
+    pub fn stk_ffn_bias(gen: *const stk_generation, out: *mut f32, n: usize) -> stk_status;
+    pub fn stk_memory_reset(gen: *const stk_generation, state: *mut c_void, state_bytes: usize) -> stk_status;
+    pub fn stk_memory_step(gen: *const stk_generation, state: *mut c_void, state_bytes: usize, u: f32, y: *mut f32)
+        -> stk_status;
 }
 
 // The C sizes on LP64 targets (x86_64, aarch64 Linux): a mismatch fails the build.  Field
@@ -842,4 +947,5 @@ const _: () = {
     assert!(std::mem::size_of::<stk_replay_token>() == 136);
     assert!(std::mem::size_of::<stk_array_file_info>() == 88);
     assert!(std::mem::size_of::<stk_lwt_header>() == 96);
+    assert!(std::mem::size_of::<stk_refrun_info>() == 128);
 };

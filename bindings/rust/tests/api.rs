@@ -357,3 +357,40 @@ fn hub_lookups_on_a_published_generation() {
     let err = gen.lookup_into(LookupKind::Hub, &[0u8; 4], &mut [0u8; 16]).unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument, "a hub key is 8 bytes");
 }
+
+/// The reference runtime: shapes, the FFN against stk_lookup, a first PRF token reading its own
+/// value, deltaC's shape, the memory bank's impulse, and a refused layer.
+#[test]
+fn reference_runtime_on_a_published_generation() {
+    let out = publish_tiny_gpt2("refrun");
+    let gen = Generation::open(&out).unwrap_or_else(|e| panic!("{e}"));
+    let mut rt = gen.runtime().unwrap_or_else(|e| panic!("{e}"));
+    let info = *rt.info();
+    assert_eq!((info.n_layers, info.d_model, info.d_v, info.n_ffn_units), (2, 16, 16, 2));
+    assert!(info.has_prf == 1 && info.has_overlays == 1 && info.has_linear == 1 && info.has_memory == 1);
+    let d = info.d_model as usize;
+    // x = 2 e_3: y_i = 2 M+[i, 3], M+ read through the lookup (0 for a dropped entry).
+    let mut x = vec![0f32; d];
+    x[3] = 2.0;
+    let y = rt.ffn_apply(1, &x).unwrap();
+    for i in 0..d {
+        let m = gen.linear_weight(stk::linear_key(false, 1, i as u32, 3)).unwrap().unwrap_or(0.0);
+        assert_eq!(y[i], (2.0f64 * m as f64) as f32, "output {i}");
+    }
+    // One token: the PRF output is its own value (its key is the only one in the state).
+    let xq: Vec<f32> = (0..d).map(|j| (j as f32 * 0.37).sin()).collect();
+    let v: Vec<f32> = (0..d).map(|j| j as f32 - 7.5).collect();
+    let o = rt.prf_run(0, false, &xq, &v).unwrap();
+    for j in 0..d {
+        assert!((o[j] - v[j]).abs() <= 1e-5 * (1.0 + v[j].abs()), "{j}: {} vs {}", o[j], v[j]);
+    }
+    assert_eq!(rt.prf_run(0, true, &xq, &v).unwrap().len(), d);
+    let dc = rt.overlay_delta(1, &xq).unwrap();
+    assert!(dc.len() == d && dc.iter().all(|f| f.is_finite()));
+    let h = rt.memory_run(&[1.0, 0.0, 0.0]).unwrap();
+    assert_eq!(h.len(), 3);
+    assert!(h.iter().all(|f| f.is_finite()));
+    let err = rt.prf_run(2, false, &xq, &v).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert!(err.to_string().contains("layer 2, the generation has 2 layers"), "{err}");
+}
