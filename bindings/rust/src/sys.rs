@@ -937,7 +937,7 @@ const _: () = {
     assert!(std::mem::size_of::<stk_job_info>() == 536);
     assert!(std::mem::size_of::<stk_stage_info>() == 152);
     assert!(std::mem::size_of::<stk_model_info>() == 248);
-    assert!(std::mem::size_of::<stk_model_tensor>() == 104);
+    assert!(std::mem::size_of::<stk_model_tensor>() == 112);
     assert!(std::mem::size_of::<stk_family_info>() == 64);
     assert!(std::mem::size_of::<stk_tokenizer_params>() == 24);
     assert!(std::mem::size_of::<stk_tokenizer_info>() == 32);
