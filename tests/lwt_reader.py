@@ -181,8 +181,42 @@ def bf16_rne(v):
     return ((x + 0x7FFF + ((x >> 16) & 1)) >> 16).astype(np.uint32)
 
 
-def check_model(stk, model_dir, gpt2, tmp):
+def load_safetensors(path):
+    """{name: float32 array} from a .safetensors file, read per the published format (u64 header
+    length, JSON {name: {dtype, shape, data_offsets}}, the byte buffer): F32, F16, BF16."""
+    b = open(path, "rb").read()
+    (n,) = struct.unpack_from("<Q", b, 0)
+    header = json.loads(b[8:8 + n].decode("utf-8"))
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = t["data_offsets"]
+        raw = np.frombuffer(b, dtype=np.uint8, count=hi - lo, offset=8 + n + lo)
+        if t["dtype"] == "BF16":
+            v = (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)
+        elif t["dtype"] == "F16":
+            v = raw.view("<f2").astype(np.float32)
+        elif t["dtype"] == "F32":
+            v = raw.view("<f4").astype(np.float32)
+        else:
+            fail(f"{path}: {name}: dtype {t['dtype']}")
+        out[name] = v.reshape(t["shape"])
+    return out
+
+
+def load_state(model_dir):
+    """The checkpoint's tensors as float32 numpy arrays: model.safetensors by the reader above,
+    else pytorch_model.bin by PyTorch."""
+    st = os.path.join(model_dir, "model.safetensors")
+    if os.path.exists(st):
+        return load_safetensors(st)
     state = torch.load(os.path.join(model_dir, "pytorch_model.bin"), map_location="cpu")
+    return {k: v.to(torch.float32).numpy() for k, v in state.items()}
+
+
+def check_model(stk, model_dir, gpt2, tmp):
+    state = load_state(model_dir)
     for code, (dname, _) in DTYPES.items():
         out = os.path.join(tmp, os.path.basename(model_dir) + "." + dname + ".lwt")
         r = subprocess.run([stk, "export", "--in", model_dir, "--out", out, "--dtype", dname],
@@ -198,7 +232,9 @@ def check_model(stk, model_dir, gpt2, tmp):
         for t in tensors:
             names.add(t["name"])
             src_name = t["name"][len("transformer."):] if gpt2 else t["name"]
-            src = state[src_name].to(torch.float32).numpy()
+            if src_name not in state:
+                fail(f"{out}: {t['name']} is not a tensor of the checkpoint")
+            src = state[src_name]
             if gpt2 and src.ndim == 2 and src_name.startswith("h.") and src_name.endswith(".weight"):
                 src = src.T  # Conv1D [in, out] -> [out, in]
             src = np.ascontiguousarray(src).reshape(-1)
@@ -250,9 +286,12 @@ def main():
     try:
         check_model(stk, os.path.join(data, "models", "gpt2"), True, tmp)
         check_model(stk, os.path.join(data, "models", "gpt_neox"), False, tmp)
+        # gpt-oss with unquantised experts, as transformers writes them (bf16 safetensors): the
+        # 3-D gate_up_proj [E, d, 2f] and down_proj [E, f, d] stored as the checkpoint holds them.
+        root = os.environ.get("STK_SOURCE_ROOT", ".")
+        check_model(stk, os.path.join(root, "tests", "fixtures", "families", "gpt_oss"), False, tmp)
         # The test vector of docs/format.md, as committed in the fuzz corpus, and the same file in
         # the layout stk wrote before version 2 (version 1, 224-byte entries).
-        root = os.environ.get("STK_SOURCE_ROOT", ".")
         for name, legacy in (("test_vector.lwt", False), ("test_vector_v1_224.lwt", True)):
             h, ts = read_lwt(os.path.join(root, "fuzz", "corpus", "lwt", name), legacy)
             vals = {t["name"]: values(t).tolist() for t in ts}

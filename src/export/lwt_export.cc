@@ -221,7 +221,10 @@ std::vector<Item> export_items(const ModelDescription &desc, const LwtExportOpti
         if (t.buffer || t.tied) continue;
         if (!is_param[t.source]) plan_order.push_back(t.source);
         is_param[t.source] = 1;
-        if (t.transpose) transpose[t.source] = 1;
+        // Only GPT-2's seed layout stores [out, in]; every other family keeps the checkpoint's
+        // layout (docs/format.md, "What stk export stores"): gpt-oss's 3-D [E, in, out] experts
+        // are written as transformers stores them, not transposed.
+        if (t.transpose && gpt2) transpose[t.source] = 1;
     }
 
     std::vector<Item> items;
