@@ -215,6 +215,25 @@ struct Json {
 
 const GgufTensorInfo *tensor(const GgufFile &f, const char *name) { return f.find_tensor(name); }
 
+// The FFN width as the tensors give it: the rows of blk.0.ffn_up.weight (stored [F, d] by every
+// converter that writes these architectures).  For those whose feed_forward_length the converter
+// writes as 4 x hidden whatever the model has (Phi2Model, StarCoderModel, GPT2Model, FalconModel).
+uint64_t ffn_width_from_tensors(const GgufFile &f, const std::string &path) {
+    const GgufTensorInfo *up = tensor(f, "blk.0.ffn_up.weight");
+    if (!up || up->shape.size() != 2)
+        throw_error(STK_E_CORRUPT, "%s: no 2-D blk.0.ffn_up.weight: the FFN width is unknown", path.c_str());
+    return up->shape[0];
+}
+
+// GPT2Model in converters before mid-2025 wrote output.weight as a copy of token_embd.weight
+// ("GPT2 output is tied to (same as) wte"): the same type, shape and bytes are the tied head, not
+// a second matrix (so the GGUF reads as the HF checkpoint it came from).
+bool head_copies_embedding(const GgufFile &f) {
+    const GgufTensorInfo *out = tensor(f, "output.weight"), *emb = tensor(f, "token_embd.weight");
+    if (!out || !emb || out->type != emb->type || out->shape != emb->shape || out->n_bytes != emb->n_bytes) return false;
+    return std::memcmp(f.tensor_data(*out), f.tensor_data(*emb), size_t(out->n_bytes)) == 0;
+}
+
 // A metadata value of {arch}.KEY that must be a scalar (nullptr when absent).
 const GgufValue *scalar(const GgufFile &f, const std::string &arch, const char *k, const std::string &path) {
     const GgufValue *v = f.find(arch + "." + k);
@@ -351,7 +370,9 @@ std::string deepseek2_config_json(const GgufFile &f, const std::string &path, co
         j.b("norm_topk_prob", norm && norm->boolean());
         const GgufValue *groups = get("expert_group_count"), *used = get("expert_group_used_count");
         if (groups) j.u("n_group", groups->as_uint());
+        else if (v3) j.u("n_group", 1);  // converters before the group keys: llama.cpp runs one group
         if (used) j.u("topk_group", used->as_uint());
+        else if (v3 && !groups) j.u("topk_group", 1);
         // The router: V3's "noaux_tc"; V2's greedy, or group_limited_greedy when it has groups.
         j.str("topk_method", v3 ? "noaux_tc" : groups && groups->as_uint() > 1 ? "group_limited_greedy" : "greedy");
     }
@@ -415,14 +436,20 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
     if (const GgufValue *v = get("attention.key_length"); v && heads && v->as_uint() != d / heads) j.u("head_dim", v->as_uint());
     if (A.names == Names::Phi2) {
         // Phi2Model writes feed_forward_length = 4 x hidden, whatever intermediate_size is.
-        const GgufTensorInfo *up = tensor(f, "blk.0.ffn_up.weight");
-        if (!up || up->shape.size() != 2)
-            throw_error(STK_E_CORRUPT, "%s: no 2-D blk.0.ffn_up.weight: the FFN width is unknown", path.c_str());
-        j.u("intermediate_size", up->shape[0]);
+        j.u("intermediate_size", ffn_width_from_tensors(f, path));
+    } else if (A.names == Names::Falcon) {
+        // FalconModel writes feed_forward_length = 4 x hidden, whatever ffn_hidden_size is.
+        j.u("ffn_hidden_size", ffn_width_from_tensors(f, path));
     } else if (const GgufValue *v = get("feed_forward_length")) {
         j.u("intermediate_size", v->as_uint());
     }
-    if (const GgufValue *v = get("context_length")) j.u("max_position_embeddings", v->as_uint());
+    if (const GgufValue *v = get("context_length"); v && A.names == Names::Bloom) {
+        // BloomModel writes seq_length, or n_embed where the config has none (transformers' BloomConfig
+        // has none: ALiBi has no length): that placeholder is no context length.
+        if (v->as_uint() != d) j.u("seq_length", v->as_uint());
+    } else if (v) {
+        j.u("max_position_embeddings", v->as_uint());
+    }
     if (const GgufValue *v = get("attention.layer_norm_rms_epsilon")) j.f("rms_norm_eps", *v);
     if (const GgufValue *v = get("attention.layer_norm_epsilon")) j.f("layer_norm_epsilon", *v);
     if (const GgufValue *v = get("rope.freq_base")) j.f("rope_theta", *v);
@@ -509,12 +536,13 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
         g.u("n_embd", d);
         g.u("n_layer", layers);
         g.u("n_head", heads);
-        if (const GgufValue *v = get("feed_forward_length")) g.u("n_inner", v->as_uint());
+        // GPT2Model writes feed_forward_length = 4 x n_embd, whatever n_inner is.
+        g.u("n_inner", ffn_width_from_tensors(f, path));
         const GgufTensorInfo *pos = tensor(f, "position_embd.weight");
         if (pos && pos->shape.size() == 2) g.u("n_positions", pos->shape[0]);
         else if (const GgufValue *v = get("context_length")) g.u("n_positions", v->as_uint());
         if (const GgufValue *v = get("attention.layer_norm_epsilon")) g.f("layer_norm_epsilon", *v);
-        g.b("tie_word_embeddings", tensor(f, "output.weight") == nullptr);
+        g.b("tie_word_embeddings", tensor(f, "output.weight") == nullptr || head_copies_embedding(f));
         return g.done();
     }
     if (A.names == Names::Starcoder) {
@@ -734,14 +762,21 @@ const Rename kNeoxLayer[] = {
     {"attn_output", "gpt_neox.layers.{L}.attention.dense"}, {"ffn_norm", "gpt_neox.layers.{L}.post_attention_layernorm"},
     {"ffn_up", "gpt_neox.layers.{L}.mlp.dense_h_to_4h"},    {"ffn_down", "gpt_neox.layers.{L}.mlp.dense_4h_to_h"},
 };
+// BLOOM under transformers' names today (BloomForCausalLM's save_pretrained: transformer.h.N...;
+// the hub's older checkpoints have bare h.N..., which the family reads too: docs/decisions.md).
 const Rename kBloomLayer[] = {
-    {"attn_norm", "h.{L}.input_layernorm"},        {"attn_qkv", "h.{L}.self_attention.query_key_value"},
-    {"attn_output", "h.{L}.self_attention.dense"}, {"ffn_norm", "h.{L}.post_attention_layernorm"},
-    {"ffn_up", "h.{L}.mlp.dense_h_to_4h"},         {"ffn_down", "h.{L}.mlp.dense_4h_to_h"},
+    {"attn_norm", "transformer.h.{L}.input_layernorm"},
+    {"attn_qkv", "transformer.h.{L}.self_attention.query_key_value"},
+    {"attn_output", "transformer.h.{L}.self_attention.dense"},
+    {"ffn_norm", "transformer.h.{L}.post_attention_layernorm"},
+    {"ffn_up", "transformer.h.{L}.mlp.dense_h_to_4h"},
+    {"ffn_down", "transformer.h.{L}.mlp.dense_4h_to_h"},
 };
 const Rename kFalconLayer[] = {
-    {"attn_norm", "transformer.h.{L}.input_layernorm"},  // ln_attn with new_decoder_architecture
-    {"attn_norm_2", "transformer.h.{L}.ln_mlp"},
+    // new_decoder_architecture: gguf-py maps ln_mlp (the FFN's norm) to attn_norm and ln_attn to
+    // attn_norm_2 (llama.cpp's Falcon-40B graph: attn_norm_2 before attention, attn_norm before the FFN)
+    {"attn_norm", "transformer.h.{L}.input_layernorm"},
+    {"attn_norm_2", "transformer.h.{L}.ln_attn"},
     {"attn_qkv", "transformer.h.{L}.self_attention.query_key_value"},
     {"attn_output", "transformer.h.{L}.self_attention.dense"},
     {"ffn_up", "transformer.h.{L}.mlp.dense_h_to_4h"},
@@ -883,8 +918,8 @@ Table table_for(const ArchDef &A, const std::string &arch) {
             return {kNeoxLayer, count(kNeoxLayer),           nullptr,    0, "gpt_neox.embed_in", nullptr,
                     nullptr,    "gpt_neox.final_layer_norm", "embed_out"};
         case Names::Bloom:
-            return {kBloomLayer, count(kBloomLayer),          nullptr, 0,        "word_embeddings",
-                    nullptr,     "word_embeddings_layernorm", "ln_f",  "lm_head"};
+            return {kBloomLayer, count(kBloomLayer), nullptr, 0, "transformer.word_embeddings", nullptr,
+                    "transformer.word_embeddings_layernorm", "transformer.ln_f", "lm_head"};
         case Names::Falcon:
             return {kFalconLayer, count(kFalconLayer), nullptr,  0, "transformer.word_embeddings", nullptr,
                     nullptr,      "transformer.ln_f",  "lm_head"};
@@ -1296,11 +1331,13 @@ GgufModel open_gguf_model(const std::string &path) {
                     if (!stack) hf = subst(T.moe[k].hf, layer, 0);
                 }
             if (A.names == Names::Falcon && std::strcmp(part, "attn_norm") == 0 && cfg.norms_per_layer == 2)
-                hf = subst("transformer.h.{L}.ln_attn", layer, 0);
+                hf = subst("transformer.h.{L}.ln_mlp", layer, 0);
         } else if (stem == "token_embd") hf = T.emb;
         else if (stem == "position_embd" && T.pos) hf = T.pos;
         else if (stem == "token_embd_norm" && T.emb_norm) hf = T.emb_norm;
         else if (stem == "output_norm") hf = T.final_norm;
+        else if (stem == "output" && A.names == Names::Gpt2 && suffix == ".weight" && head_copies_embedding(meta))
+            continue;  // the tied head, stored again by older converters: wte is the head
         else if (stem == "output") hf = T.head;
         else if (stem == "rope_freqs" || stem == "rope_factors_long" || stem == "rope_factors_short")
             continue;  // Llama 3 / Phi-3 RoPE factors: in the config
