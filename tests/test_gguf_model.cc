@@ -5,7 +5,13 @@
 // tests/gguf_model_reference.py; the real models: tests/real/real_models.sh.
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "ingest/family.h"
 #include "ingest/gguf.h"
+#include "ingest/gguf_family.h"
 #include "ingest/gguf_model.h"
 #include "ingest/model.h"
 #include "test_util.h"
@@ -206,6 +212,52 @@ void tokenizer_refusals(void **) {
     assert_true(msg.find("'bert'") != std::string::npos);
 }
 
+// A family's GGUF part cannot be listed without its renames.  At compile time: GgufRenames has no
+// default and takes a non-empty array only, so a GgufFamily that names its architectures but no
+// layer renames does not compile.  At run time: every family the table gives a GGUF part lists at
+// least one architecture, each of which finds that family, and maps token_embd and output_norm;
+// every rename names both sides; a family without a part lists no architecture.
+template <class F>
+constexpr bool listable_without_renames = requires { F{.archs = nullptr}; };
+struct DefaultableRenames {  // the control: a part whose renames could be left out
+    const char *const *archs;
+    const GgufRename *layer;
+};
+static_assert(!std::is_default_constructible_v<GgufRenames>, "renames must be given");
+static_assert(!listable_without_renames<GgufFamily>, "a GGUF part must name its layer renames");
+static_assert(listable_without_renames<DefaultableRenames>, "the check above tests what it claims");
+
+void gguf_parts_have_renames(void **) {
+    uint32_t parts = 0;
+    std::vector<std::string> archs;
+    for (uint32_t i = 0; i < kFamilyCount; i++) {
+        const FamilyDef &f = *kFamilyDefs[i];
+        if (!f.gguf) {
+            assert_null(family_gguf_archs(f));
+            continue;
+        }
+        parts++;
+        const GgufFamily &g = *f.gguf;
+        assert_non_null(g.archs);
+        assert_non_null(g.archs[0]);
+        for (const char *const *a = g.archs; *a; a++) {
+            assert_true(family_def(family_by_gguf_arch(*a)).gguf == &g);
+            if (std::find(archs.begin(), archs.end(), *a) == archs.end()) archs.push_back(*a);
+        }
+        assert_true(g.layer.n > 0);
+        for (size_t k = 0; k < g.layer.n; k++) assert_true(*g.layer.p[k].gguf && *g.layer.p[k].hf);
+        for (size_t k = 0; g.moe && k < g.moe->n; k++) assert_true(*g.moe->p[k].gguf && *g.moe->p[k].hf);
+        assert_true(g.globals.emb && *g.globals.emb && g.globals.final_norm && *g.globals.final_norm);
+        for (const GgufGather *const *x = g.gathers; x && *x; x++) {
+            assert_true((*x)->n_parts >= 1 && (*x)->n_parts <= 3 && (*x)->plan);
+            assert_true((*x)->row || (*x)->element);
+            for (uint32_t k = 0; k < (*x)->n_parts; k++) assert_true(*(*x)->parts[k]);
+        }
+    }
+    assert_int_equal(parts, 29);         // families with a GGUF part (deepseek_v2 and _v3 share one)
+    assert_int_equal(archs.size(), 28);  // the architectures they list
+}
+
 }  // namespace
 
 int main() {
@@ -217,6 +269,7 @@ int main() {
         cmocka_unit_test(config_equals_hf),
         cmocka_unit_test(tokenizer_equals_hf_files),
         cmocka_unit_test(tokenizer_refusals),
+        cmocka_unit_test(gguf_parts_have_renames),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -252,7 +252,7 @@ STK_API stk_status stk_family_at(uint32_t index, stk_family_info *out) {
         v.name = f.name;
         v.model_types = f.model_types;
         v.architectures = f.architectures;
-        v.gguf_architectures = f.gguf_archs;
+        v.gguf_architectures = family_gguf_archs(f);
         v.summary = f.summary;
         v.fixture = f.fixture;
         v.roles = family_roles(index + 1);

@@ -4,8 +4,9 @@
 // what every family spells alike, and calls the family's hooks for the rest; the role presets
 // (roles.cc), `stk --list-models` and the GGUF reader (general.architecture) read the same table.
 //
-// Adding a family: one file in src/ingest/families/ defining a FamilyDef, one line in
-// families/table.cc, one fixture (tests/fixtures/families/).
+// Adding a family: one file in src/ingest/families/ defining a FamilyDef (and, for GGUF input,
+// its GgufFamily: ingest/gguf_family.h), one line in families/table.cc, one fixture
+// (tests/fixtures/families/).
 #pragma once
 
 #include <simdjson.h>
@@ -18,6 +19,8 @@
 #include "ingest/roles.h"
 
 namespace stk {
+
+struct GgufFamily;  // ingest/gguf_family.h
 
 // Typed access to config.json keys, every error naming the file and the key.
 class ConfigReader {
@@ -71,7 +74,7 @@ struct FamilyDef {
     const char *name;                  // stk's name (--list-models, inspect)
     const char *const *model_types;    // config.json "model_type" values, null-terminated
     const char *const *architectures;  // config.json "architectures" entries, null-terminated
-    const char *const *gguf_archs;     // GGUF general.architecture values, null-terminated
+    const GgufFamily *gguf;            // its GGUF part (architectures, renames, fixes), or nullptr
     const char *summary;               // one line for --list-models: layout, what is exact
     const char *fixture;               // the test model it is checked on (a repository path)
     bool ffn_default_4x;               // no intermediate_size: 4 * d_model (GPT-2's n_inner = null)
@@ -88,7 +91,9 @@ extern const uint32_t kFamilyCount;
 const FamilyDef &family_def(FamilyId id);
 // The family whose model_types hold `model_type`; kCustomFamily when none.
 FamilyId family_by_model_type(const std::string &model_type);
-// The family whose gguf_archs hold `arch` (GGUF general.architecture); kCustomFamily when none.
+// The GGUF general.architecture values a family reads (its GGUF part's), null-terminated; nullptr when none.
+const char *const *family_gguf_archs(const FamilyDef &f);
+// The family whose GGUF part lists `arch` (GGUF general.architecture); kCustomFamily when none.
 FamilyId family_by_gguf_arch(const std::string &arch);
 // The family named `name` (FamilyDef::name); kCustomFamily when none.
 FamilyId family_by_name(const std::string &name);

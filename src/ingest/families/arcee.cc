@@ -1,6 +1,7 @@
 // Arcee AFM (arcee-ai/AFM-4.5B): the llama attention with a plain (ungated) FFN up_proj / down_proj
 // and the ReLU^2 activation; RoPE with yarn scaling on the long-context checkpoints.
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -21,13 +22,13 @@ static void arcee_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"arcee", nullptr};
 static const char *const kArchs[] = {"ArceeForCausalLM", nullptr};
-static const char *const kGguf[] = {"arcee", nullptr};
+extern const GgufFamily kGgufArcee;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kArceeFamily = {
     "arcee",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufArcee,
     "llama attention, plain ReLU^2 FFN (up_proj, down_proj)",
     "tests/fixtures/families/arcee",
     false,

@@ -1,5 +1,6 @@
 // BLOOM (bigscience/bloom-560m): ALiBi, a LayerNorm after the embedding, fused query_key_value per head.
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -32,13 +33,13 @@ void bloom_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"bloom", nullptr};
 static const char *const kArchs[] = {"BloomForCausalLM", nullptr};
-static const char *const kGguf[] = {"bloom", nullptr};
+extern const GgufFamily kGgufBloom;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kBloomFamily = {
     "bloom",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufBloom,
     "fused query_key_value (per head), embedding LayerNorm, ALiBi",
     "tests/data/models/bloom",
     true,

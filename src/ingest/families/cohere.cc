@@ -3,6 +3,7 @@
 // logit_scale (recorded).  Command R+ (use_qk_norm: a LayerNorm per head) is refused by name.
 #include "core/error.h"
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -26,13 +27,13 @@ static void cohere_defaults(const ConfigReader &c, const std::string &, ModelCon
 
 static const char *const kTypes[] = {"cohere", nullptr};
 static const char *const kArchs[] = {"CohereForCausalLM", nullptr};
-static const char *const kGguf[] = {"command-r", nullptr};
+extern const GgufFamily kGgufCohere;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kCohereFamily = {
     "cohere",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufCohere,
     "parallel block under one bias-free LayerNorm, interleaved RoPE, gated SiLU, logit_scale",
     "tests/fixtures/families/cohere",
     false,

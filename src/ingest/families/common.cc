@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -182,10 +183,71 @@ FamilyId family_by_model_type(const std::string &model_type) {
     return kCustomFamily;
 }
 
+const char *const *family_gguf_archs(const FamilyDef &f) { return f.gguf ? f.gguf->archs : nullptr; }
+
 FamilyId family_by_gguf_arch(const std::string &arch) {
     for (uint32_t i = 1; i < kFamilyCount; i++)
-        if (in_list(kFamilyDefs[i]->gguf_archs, arch)) return FamilyId(i);
+        if (in_list(family_gguf_archs(*kFamilyDefs[i]), arch)) return FamilyId(i);
     return kCustomFamily;
+}
+
+// The GGUF renames the Llama-named families share (their GGUF parts: ingest/gguf_family.h).
+static const GgufRename kLlamaLayerNames[] = {
+    {"attn_norm", "model.layers.{L}.input_layernorm"},
+    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
+    {"attn_k", "model.layers.{L}.self_attn.k_proj"},
+    {"attn_v", "model.layers.{L}.self_attn.v_proj"},
+    {"attn_output", "model.layers.{L}.self_attn.o_proj"},
+    {"ffn_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"ffn_gate", "model.layers.{L}.mlp.gate_proj"},
+    {"ffn_up", "model.layers.{L}.mlp.up_proj"},
+    {"ffn_down", "model.layers.{L}.mlp.down_proj"},
+    // Qwen3 / OLMo2 / OLMoE q/k norms, OLMo2's post-sublayer norms (absent from Llama files)
+    {"attn_q_norm", "model.layers.{L}.self_attn.q_norm"},
+    {"attn_k_norm", "model.layers.{L}.self_attn.k_norm"},
+    {"post_attention_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"post_ffw_norm", "model.layers.{L}.post_feedforward_layernorm"},
+};
+const GgufRenames kGgufLlamaLayer = kLlamaLayerNames;
+static const GgufRename kMixtralMoeNames[] = {
+    {"ffn_gate_inp", "model.layers.{L}.block_sparse_moe.gate"},
+    {"ffn_gate_exps", "model.layers.{L}.block_sparse_moe.experts.{E}.w1"},
+    {"ffn_down_exps", "model.layers.{L}.block_sparse_moe.experts.{E}.w2"},
+    {"ffn_up_exps", "model.layers.{L}.block_sparse_moe.experts.{E}.w3"},
+};
+const GgufRenames kGgufMixtralMoe = kMixtralMoeNames;
+static const GgufRename kQwen2MoeMoeNames[] = {
+    {"ffn_gate_inp", "model.layers.{L}.mlp.gate"},
+    {"ffn_gate_exps", "model.layers.{L}.mlp.experts.{E}.gate_proj"},
+    {"ffn_up_exps", "model.layers.{L}.mlp.experts.{E}.up_proj"},
+    {"ffn_down_exps", "model.layers.{L}.mlp.experts.{E}.down_proj"},
+    {"ffn_gate_inp_shexp", "model.layers.{L}.mlp.shared_expert_gate"},
+    {"ffn_gate_shexp", "model.layers.{L}.mlp.shared_expert.gate_proj"},
+    {"ffn_up_shexp", "model.layers.{L}.mlp.shared_expert.up_proj"},
+    {"ffn_down_shexp", "model.layers.{L}.mlp.shared_expert.down_proj"},
+};
+const GgufRenames kGgufQwen2MoeMoe = kQwen2MoeMoeNames;
+static const GgufRename kGemma3LayerNames[] = {
+    {"attn_norm", "model.layers.{L}.input_layernorm"},
+    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
+    {"attn_k", "model.layers.{L}.self_attn.k_proj"},
+    {"attn_v", "model.layers.{L}.self_attn.v_proj"},
+    {"attn_output", "model.layers.{L}.self_attn.o_proj"},
+    {"attn_q_norm", "model.layers.{L}.self_attn.q_norm"},
+    {"attn_k_norm", "model.layers.{L}.self_attn.k_norm"},
+    {"post_attention_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"ffn_norm", "model.layers.{L}.pre_feedforward_layernorm"},
+    {"post_ffw_norm", "model.layers.{L}.post_feedforward_layernorm"},
+    {"ffn_gate", "model.layers.{L}.mlp.gate_proj"},
+    {"ffn_up", "model.layers.{L}.mlp.up_proj"},
+    {"ffn_down", "model.layers.{L}.mlp.down_proj"},
+};
+const GgufRenames kGgufGemma3Layer = kGemma3LayerNames;
+const GgufGlobals kGgufLlamaGlobals = {"model.embed_tokens", nullptr, nullptr, "model.norm", "lm_head"};
+
+void gguf_llama_bias_keys(const GgufMeta &m, GgufJson &j) {
+    j.b("attention_bias", m.tensor("blk.0.attn_q.bias") != nullptr);
+    j.b("mlp_bias", m.tensor("blk.0.ffn_up.bias") != nullptr);
 }
 
 FamilyId family_by_name(const std::string &name) {

@@ -18,7 +18,7 @@ extern const FamilyDef kCustomFamilyDef = {
     "custom",
     kNone,
     kNone,
-    kNone,
+    nullptr,
     "any other decoder-only model: user role patterns (stk_roles.json); no shape model to check against",
     "tests/data/ingest",
     false,

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -154,13 +155,13 @@ static const char *const kV2Archs[] = {"DeepseekV2ForCausalLM", nullptr};
 static const char *const kV3Types[] = {"deepseek_v3", nullptr};
 static const char *const kV3Archs[] = {"DeepseekV3ForCausalLM", nullptr};
 // llama.cpp writes V2 and V3 as one architecture; gguf_model.cc tells them apart by the gating.
-static const char *const kGguf[] = {"deepseek2", nullptr};
+extern const GgufFamily kGgufDeepseek2;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kDeepseekV2Family = {
     "deepseek_v2",
     kV2Types,
     kV2Archs,
-    kGguf,
+    &kGgufDeepseek2,
     "MLA composed into per-head W_Q/W_K/W_V (norm gains folded), DeepSeekMoE softmax routing",
     "tests/fixtures/families/deepseek_v2",
     false,
@@ -174,7 +175,7 @@ extern const FamilyDef kDeepseekV3Family = {
     "deepseek_v3",
     kV3Types,
     kV3Archs,
-    kGguf,
+    &kGgufDeepseek2,
     "MLA composed into per-head W_Q/W_K/W_V (norm gains folded), sigmoid group routing",
     "tests/fixtures/families/deepseek_v3",
     false,

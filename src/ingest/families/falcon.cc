@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -48,9 +49,10 @@ void falcon_defaults(const ConfigReader &c, const std::string &model_type, Model
 
 const char *const kTypes[] = {"falcon", "RefinedWeb", "RefinedWebModel", nullptr};
 const char *const kArchs[] = {"FalconForCausalLM", "RWForCausalLM", nullptr};
-const char *const kGguf[] = {"falcon", nullptr};
 
 }  // namespace
+
+extern const GgufFamily kGgufFalcon;  // its GGUF part (families/gguf_legacy.cc for now)
 
 void bloom_roles(RoleRules &p, const ModelConfig &m);
 
@@ -58,7 +60,7 @@ extern const FamilyDef kFalconFamily = {
     "falcon",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufFalcon,
     "fused query_key_value (multi-query or grouped)",
     "tests/fixtures/families/falcon",
     true,

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -21,13 +22,13 @@ static void gemma_finish(const ConfigReader &c, const std::string &, ModelConfig
 
 static const char *const kTypes[] = {"gemma", nullptr};
 static const char *const kArchs[] = {"GemmaForCausalLM", nullptr};
-static const char *const kGguf[] = {"gemma", nullptr};
+extern const GgufFamily kGgufGemma;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kGemmaFamily = {
     "gemma",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufGemma,
     "as llama, with RMSNorm gain 1 + w, embedding x sqrt(d), gelu (tanh) gate, tied head",
     "tests/fixtures/families/gemma",
     false,

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -32,13 +33,13 @@ static void gemma2_finish(const ConfigReader &c, const std::string &, ModelConfi
 
 static const char *const kTypes[] = {"gemma2", nullptr};
 static const char *const kArchs[] = {"Gemma2ForCausalLM", nullptr};
-static const char *const kGguf[] = {"gemma2", nullptr};
+extern const GgufFamily kGgufGemma2;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kGemma2Family = {
     "gemma2",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufGemma2,
     "Gemma with sandwich norms, tanh soft-capping of attention and output logits (approximated: uncapped), "
     "sliding window on every other layer (approximated: full attention)",
     "tests/fixtures/families/gemma2",

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -51,13 +52,13 @@ void gemma_sandwich_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"gemma3_text", nullptr};
 static const char *const kArchs[] = {"Gemma3ForCausalLM", nullptr};
-static const char *const kGguf[] = {"gemma3", nullptr};
+extern const GgufFamily kGgufGemma3;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kGemma3Family = {
     "gemma3",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufGemma3,
     "sandwich RMSNorms with gain 1 + w, per-head q/k norms, embedding x sqrt(d), local/global RoPE bases, "
     "alternating sliding window (approximated: full attention)",
     "tests/fixtures/families/gemma3",

@@ -1,6 +1,7 @@
 // GPT-2 (openai-community/gpt2): learned positions, LayerNorm, Conv1D weights stored [in, out],
 // the fused c_attn as [Q; K; V].
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -34,13 +35,13 @@ static void gpt2_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"gpt2", nullptr};
 static const char *const kArchs[] = {"GPT2LMHeadModel", nullptr};
-static const char *const kGguf[] = {"gpt2", nullptr};
+extern const GgufFamily kGgufGpt2;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kGpt2Family = {
     "gpt2",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufGpt2,
     "Conv1D weights transposed to [out, in]; fused c_attn split into Q, K, V; learned positions",
     "tests/data/models/gpt2",
     true,

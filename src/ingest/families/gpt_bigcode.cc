@@ -1,6 +1,7 @@
 // GPT-BigCode / StarCoder (bigcode/gpt_bigcode-santacoder, starcoderbase-1b): the GPT-2 layout in
 // nn.Linear (stored [out, in]) with multi-query attention: c_attn is [Q; K; V] with one K/V head.
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -35,13 +36,13 @@ static void bigcode_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"gpt_bigcode", nullptr};
 static const char *const kArchs[] = {"GPTBigCodeForCausalLM", nullptr};
-static const char *const kGguf[] = {"starcoder", nullptr};
+extern const GgufFamily kGgufGptBigcode;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kGptBigcodeFamily = {
     "gpt_bigcode",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufGptBigcode,
     "GPT-2 layout in nn.Linear, multi-query fused c_attn [Q; K; V]",
     "tests/fixtures/families/gpt_bigcode",
     true,

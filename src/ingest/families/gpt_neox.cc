@@ -1,6 +1,7 @@
 // GPT-NeoX / Pythia (EleutherAI/pythia-410m): fused query_key_value laid out per head, parallel
 // attention and FFN (use_parallel_residual), partial rotary (rotary_pct), LayerNorm.
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -35,13 +36,13 @@ static void neox_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"gpt_neox", nullptr};
 static const char *const kArchs[] = {"GPTNeoXForCausalLM", nullptr};
-static const char *const kGguf[] = {"gptneox", nullptr};
+extern const GgufFamily kGgufGptNeox;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kGptNeoxFamily = {
     "gpt_neox",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufGptNeox,
     "fused query_key_value (per head), parallel attention",
     "tests/data/models/gpt_neox",
     true,

@@ -6,6 +6,7 @@
 // with a bias; the clamped SwiGLU (up + 1) * gate * sigmoid(1.702 gate).
 #include "core/error.h"
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -62,13 +63,13 @@ static void gpt_oss_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"gpt_oss", nullptr};
 static const char *const kArchs[] = {"GptOssForCausalLM", nullptr};
-static const char *const kGguf[] = {"gpt-oss", nullptr};
+extern const GgufFamily kGgufGptOss;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kGptOssFamily = {
     "gpt_oss",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufGptOss,
     "MoE with stacked 3-D experts (MXFP4 blocks dequantised exactly), router bias; attention sinks, "
     "sliding window on every other layer, clamped SwiGLU (approximated: plain attention, no clamp), YaRN",
     "tests/fixtures/families/gpt_oss",

@@ -43,13 +43,12 @@ static const char *const kTypes[] = {"gptj", nullptr};
 static const char *const kArchs[] = {"GPTJForCausalLM", nullptr};
 // llama.cpp writes this family as GGUF architecture "gptj"; ingest/gguf_model.cc does not map it
 // yet, so no GGUF architecture is listed (a "gptj" GGUF is refused by name).
-static const char *const kGguf[] = {nullptr};
 
 extern const FamilyDef kGptjFamily = {
     "gptj",
     kTypes,
     kArchs,
-    kGguf,
+    nullptr,  // no GGUF part: llama.cpp's converter has no class for it
     "parallel block, interleaved RoPE on rotary_dim, output bias",
     "tests/fixtures/families/gptj",
     true,

@@ -7,6 +7,7 @@
 // (= softmax top-k renormalised: exact).
 #include "core/error.h"
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -42,13 +43,13 @@ static void granitemoe_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"granite", nullptr};
 static const char *const kArchs[] = {"GraniteForCausalLM", nullptr};
-static const char *const kGguf[] = {"granite", nullptr};
+extern const GgufFamily kGgufGranite;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kGraniteFamily = {
     "granite",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufGranite,
     "llama layout with embedding, attention, residual and logit multipliers",
     "tests/fixtures/families/granite",
     false,
@@ -60,13 +61,13 @@ extern const FamilyDef kGraniteFamily = {
 
 static const char *const kMoeTypes[] = {"granitemoe", nullptr};
 static const char *const kMoeArchs[] = {"GraniteMoeForCausalLM", nullptr};
-static const char *const kMoeGguf[] = {"granitemoe", nullptr};
+extern const GgufFamily kGgufGranitemoe;
 
 extern const FamilyDef kGranitemoeFamily = {
     "granitemoe",
     kMoeTypes,
     kMoeArchs,
-    kMoeGguf,
+    &kGgufGranitemoe,
     "Granite with 3-D stacked experts viewed per expert, softmax over the top-k logits",
     "tests/fixtures/families/granitemoe",
     false,

@@ -4,6 +4,7 @@
 // modeling_internlm2.py splits: per kv head, its q heads, then k, then v.  "bias" gives wqkv and wo
 // biases.
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -32,13 +33,13 @@ static void internlm2_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"internlm2", nullptr};
 static const char *const kArchs[] = {"InternLM2ForCausalLM", nullptr};
-static const char *const kGguf[] = {"internlm2", nullptr};  // q / k / v split: gguf_model.cc fuses them back
+extern const GgufFamily kGgufInternlm2;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kInternlm2Family = {
     "internlm2",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufInternlm2,
     "llama block under InternLM2's names, fused wqkv in its grouped layout [per kv head: q heads, k, v] split",
     "tests/fixtures/families/internlm2",
     false,

@@ -1,5 +1,6 @@
 // Llama 1/2/3.x (meta-llama/Llama-3.2-1B): RMSNorm, RoPE (llama3 rope_scaling), GQA, gated SiLU FFN.
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -10,13 +11,13 @@ static void llama_family_defaults(const ConfigReader &c, const std::string &, Mo
 
 static const char *const kTypes[] = {"llama", nullptr};
 static const char *const kArchs[] = {"LlamaForCausalLM", nullptr};
-static const char *const kGguf[] = {"llama", nullptr};
+extern const GgufFamily kGgufLlama;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kLlamaFamily = {
     "llama",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufLlama,
     "gated FFN (gate W1, down W2, up W3), RMSNorm, RoPE, GQA",
     "tests/data/models/llama",
     false,

@@ -13,13 +13,12 @@ static void mistral_finish(const ConfigReader &c, const std::string &, ModelConf
 
 static const char *const kTypes[] = {"mistral", nullptr};
 static const char *const kArchs[] = {"MistralForCausalLM", nullptr};
-static const char *const kNone[] = {nullptr};  // GGUF writes Mistral as "llama"
 
 extern const FamilyDef kMistralFamily = {
     "mistral",
     kTypes,
     kArchs,
-    kNone,
+    nullptr,  // no GGUF part: GGUF writes Mistral as "llama" (the llama family's)
     "as llama; sliding_window on every layer (Mistral-7B-v0.1; approximated: full attention)",
     "tests/fixtures/families/mistral",
     false,

@@ -22,13 +22,12 @@ static void mixtral_roles(RoleRules &p, const ModelConfig &m) {
 
 static const char *const kTypes[] = {"mixtral", nullptr};
 static const char *const kArchs[] = {"MixtralForCausalLM", nullptr};
-static const char *const kNone[] = {nullptr};  // GGUF writes Mixtral as "llama" with llama.expert_count
 
 extern const FamilyDef kMixtralFamily = {
     "mixtral",
     kTypes,
     kArchs,
-    kNone,
+    nullptr,  // no GGUF part: GGUF writes Mixtral as "llama" with llama.expert_count (the llama family's)
     "as llama, with MoE experts and a router",
     "tests/data/models/mixtral",
     false,

@@ -2,6 +2,7 @@
 // no linear biases, plain gelu FFN up_proj / down_proj of expansion_ratio x d_model, tied head.
 #include "core/error.h"
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -59,13 +60,13 @@ static void mpt_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"mpt", nullptr};
 static const char *const kArchs[] = {"MptForCausalLM", nullptr};
-static const char *const kGguf[] = {"mpt", nullptr};
+extern const GgufFamily kGgufMpt;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kMptFamily = {
     "mpt",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufMpt,
     "ALiBi, fused Wqkv [Q; K; V], bias-free LayerNorm and linears",
     "tests/fixtures/families/mpt",
     true,

@@ -1,6 +1,7 @@
 // OLMo 2 (allenai/OLMo-2-0425-1B): norms on the sublayer outputs only (post_attention_layernorm,
 // post_feedforward_layernorm), RMS q_norm / k_norm over all heads at once.
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -24,13 +25,13 @@ static void olmo2_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"olmo2", nullptr};
 static const char *const kArchs[] = {"Olmo2ForCausalLM", nullptr};
-static const char *const kGguf[] = {"olmo2", nullptr};
+extern const GgufFamily kGgufOlmo2;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kOlmo2Family = {
     "olmo2",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufOlmo2,
     "post-sublayer RMSNorms only, q/k RMSNorms over all heads",
     "tests/fixtures/families/olmo2",
     false,

@@ -2,6 +2,7 @@
 // experts (softmax top-k, not renormalised unless norm_topk_prob).
 #include "core/error.h"
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -23,13 +24,13 @@ static void olmoe_roles(RoleRules &p, const ModelConfig &m) {
 
 static const char *const kTypes[] = {"olmoe", nullptr};
 static const char *const kArchs[] = {"OlmoeForCausalLM", nullptr};
-static const char *const kGguf[] = {"olmoe", nullptr};
+extern const GgufFamily kGgufOlmoe;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kOlmoeFamily = {
     "olmoe",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufOlmoe,
     "q/k RMSNorms over all heads, routed experts (softmax top-k)",
     "tests/fixtures/families/olmoe",
     false,

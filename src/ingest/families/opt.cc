@@ -44,13 +44,12 @@ static void opt_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"opt", nullptr};
 static const char *const kArchs[] = {"OPTForCausalLM", nullptr};
-static const char *const kGguf[] = {nullptr};
 
 extern const FamilyDef kOptFamily = {
     "opt",
     kTypes,
     kArchs,
-    kGguf,
+    nullptr,  // no GGUF part: llama.cpp's converter has no class for it
     "learned positions offset by 2, LayerNorm, ReLU FFN, biases",
     "tests/fixtures/families/opt",
     false,

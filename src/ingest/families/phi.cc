@@ -2,6 +2,7 @@
 // rotary (partial_rotary_factor 0.4), biases everywhere, plain gelu_new FFN, output bias.
 #include "core/error.h"
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -36,13 +37,13 @@ static void phi_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"phi", nullptr};
 static const char *const kArchs[] = {"PhiForCausalLM", nullptr};
-static const char *const kGguf[] = {"phi2", nullptr};
+extern const GgufFamily kGgufPhi2;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kPhiFamily = {
     "phi",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufPhi2,
     "parallel block under one LayerNorm, partial rotary, biases, output bias",
     "tests/fixtures/families/phi",
     true,

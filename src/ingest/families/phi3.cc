@@ -2,6 +2,7 @@
 // and the fused gate_up_proj as [gate; up], RMSNorm, gated SiLU, longrope scaling,
 // partial_rotary_factor (Phi-4-mini).
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -25,13 +26,13 @@ static void phi3_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"phi3", nullptr};
 static const char *const kArchs[] = {"Phi3ForCausalLM", nullptr};
-static const char *const kGguf[] = {"phi3", nullptr};
+extern const GgufFamily kGgufPhi3;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kPhi3Family = {
     "phi3",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufPhi3,
     "fused qkv_proj [Q; K; V] and gate_up_proj [gate; up] split, RMSNorm, longrope",
     "tests/fixtures/families/phi3",
     false,

@@ -5,6 +5,7 @@
 // softmax top-k, so the FFN stages do not model it (recorded, model_approximations).
 #include "core/error.h"
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -45,13 +46,13 @@ static void phimoe_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"phimoe", nullptr};
 static const char *const kArchs[] = {"PhimoeForCausalLM", "PhiMoEForCausalLM", nullptr};
-static const char *const kGguf[] = {"phimoe", nullptr};
+extern const GgufFamily kGgufPhimoe;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kPhimoeFamily = {
     "phimoe",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufPhimoe,
     "Q/K/V/O and output biases, LayerNorm, Mixtral-style experts; sparsemixer router recorded",
     "tests/fixtures/families/phimoe",
     false,

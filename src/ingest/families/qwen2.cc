@@ -1,5 +1,6 @@
 // Qwen2 / Qwen2.5 (Qwen/Qwen2.5-0.5B): the llama layout with Q/K/V biases.
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -10,10 +11,10 @@ static void qwen2_defaults(const ConfigReader &, const std::string &, ModelConfi
 
 static const char *const kTypes[] = {"qwen2", nullptr};
 static const char *const kArchs[] = {"Qwen2ForCausalLM", nullptr};
-static const char *const kGguf[] = {"qwen2", nullptr};
+extern const GgufFamily kGgufQwen2;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kQwen2Family = {
-    "qwen2", kTypes,         kArchs,  kGguf,       "as llama, with Q/K/V biases", "tests/fixtures/families/qwen2", false,
+    "qwen2", kTypes,         kArchs,  &kGgufQwen2,       "as llama, with Q/K/V biases", "tests/fixtures/families/qwen2", false,
     nullptr, qwen2_defaults, nullptr, llama_roles,
 };
 

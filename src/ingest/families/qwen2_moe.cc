@@ -2,6 +2,7 @@
 // sigmoid gate, Q/K/V biases, decoder_sparse_step and mlp_only_layers.
 #include "core/error.h"
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -27,13 +28,13 @@ static void qwen2_moe_roles(RoleRules &p, const ModelConfig &m) {
 
 static const char *const kTypes[] = {"qwen2_moe", nullptr};
 static const char *const kArchs[] = {"Qwen2MoeForCausalLM", nullptr};
-static const char *const kGguf[] = {"qwen2moe", nullptr};
+extern const GgufFamily kGgufQwen2Moe;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kQwen2MoeFamily = {
     "qwen2_moe",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufQwen2Moe,
     "MoE experts, a shared expert and its gate",
     "tests/data/models/qwen2_moe",
     false,

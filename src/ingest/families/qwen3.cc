@@ -1,5 +1,6 @@
 // Qwen3 (Qwen/Qwen3-0.6B): the llama layout with per-head RMS q_norm / k_norm before RoPE.
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -16,10 +17,10 @@ static void qwen3_roles(RoleRules &p, const ModelConfig &m) {
 
 static const char *const kTypes[] = {"qwen3", nullptr};
 static const char *const kArchs[] = {"Qwen3ForCausalLM", nullptr};
-static const char *const kGguf[] = {"qwen3", nullptr};
+extern const GgufFamily kGgufQwen3;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kQwen3Family = {
-    "qwen3", kTypes,         kArchs,  kGguf,       "as llama, with per-head q/k RMSNorms", "tests/fixtures/families/qwen3", false,
+    "qwen3", kTypes,         kArchs,  &kGgufQwen3,       "as llama, with per-head q/k RMSNorms", "tests/fixtures/families/qwen3", false,
     nullptr, qwen3_defaults, nullptr, qwen3_roles,
 };
 

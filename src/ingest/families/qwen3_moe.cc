@@ -2,6 +2,7 @@
 // decoder_sparse_step and mlp_only_layers; no shared expert.
 #include "core/error.h"
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -23,13 +24,13 @@ static void qwen3_moe_roles(RoleRules &p, const ModelConfig &m) {
 
 static const char *const kTypes[] = {"qwen3_moe", nullptr};
 static const char *const kArchs[] = {"Qwen3MoeForCausalLM", nullptr};
-static const char *const kGguf[] = {"qwen3moe", nullptr};
+extern const GgufFamily kGgufQwen3Moe;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kQwen3MoeFamily = {
     "qwen3_moe",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufQwen3Moe,
     "Qwen3 attention with routed experts (softmax top-k)",
     "tests/fixtures/families/qwen3_moe",
     false,

@@ -3,6 +3,7 @@
 // residual under one norm.
 #include "core/error.h"
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -20,13 +21,13 @@ static void stablelm_defaults(const ConfigReader &c, const std::string &, ModelC
 
 static const char *const kTypes[] = {"stablelm", nullptr};
 static const char *const kArchs[] = {"StableLmForCausalLM", nullptr};
-static const char *const kGguf[] = {"stablelm", nullptr};
+extern const GgufFamily kGgufStablelm;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kStablelmFamily = {
     "stablelm",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufStablelm,
     "llama names with LayerNorm (bias), partial rotary, Q/K/V biases",
     "tests/fixtures/families/stablelm",
     false,

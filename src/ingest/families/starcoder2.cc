@@ -1,6 +1,7 @@
 // StarCoder2 (bigcode/starcoder2-3b): LayerNorm with bias, biases everywhere (use_bias), plain gelu
 // (tanh) FFN c_fc / c_proj, GQA, a sliding window on every layer.
 #include "ingest/family.h"
+#include "ingest/gguf_family.h"
 
 namespace stk {
 
@@ -29,13 +30,13 @@ static void starcoder2_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"starcoder2", nullptr};
 static const char *const kArchs[] = {"Starcoder2ForCausalLM", nullptr};
-static const char *const kGguf[] = {"starcoder2", nullptr};
+extern const GgufFamily kGgufStarcoder2;  // its GGUF part (families/gguf_legacy.cc for now)
 
 extern const FamilyDef kStarcoder2Family = {
     "starcoder2",
     kTypes,
     kArchs,
-    kGguf,
+    &kGgufStarcoder2,
     "LayerNorm, biases, plain gelu FFN, GQA, sliding window (approximated: full attention)",
     "tests/fixtures/families/starcoder2",
     false,
