@@ -33,7 +33,35 @@ void bloom_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"bloom", nullptr};
 static const char *const kArchs[] = {"BloomForCausalLM", nullptr};
-extern const GgufFamily kGgufBloom;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+// BLOOM under transformers' names today (BloomForCausalLM's save_pretrained: transformer.h.N...;
+// the hub's older checkpoints have bare h.N..., which the family reads too: docs/decisions.md).
+static const GgufRename kBloomLayer[] = {
+    {"attn_norm", "transformer.h.{L}.input_layernorm"},
+    {"attn_qkv", "transformer.h.{L}.self_attention.query_key_value"},
+    {"attn_output", "transformer.h.{L}.self_attention.dense"},
+    {"ffn_norm", "transformer.h.{L}.post_attention_layernorm"},
+    {"ffn_up", "transformer.h.{L}.mlp.dense_h_to_4h"},
+    {"ffn_down", "transformer.h.{L}.mlp.dense_4h_to_h"},
+};
+static void bloom_gguf_config(const GgufMeta &m, GgufJson &j) {
+    // BloomModel writes seq_length, or n_embed where the config has none (transformers' BloomConfig
+    // has none: ALiBi has no length): that placeholder is no context length.
+    if (const GgufValue *v = m.get("context_length"); v && v->as_uint() != m.d) j.u("seq_length", v->as_uint());
+    j.u("n_head", m.heads);
+}
+static const char *const kBloomGgufArchs[] = {"bloom", nullptr};
+extern const GgufFamily kGgufBloom = {
+    .archs = kBloomGgufArchs,
+    .layer = kBloomLayer,
+    .globals = {"transformer.word_embeddings", nullptr, "transformer.word_embeddings_layernorm", "transformer.ln_f",
+                "lm_head"},
+    .fused_qkv = true,
+    .kv_key = nullptr,
+    .context_key = nullptr,
+    .config = bloom_gguf_config,
+};
 
 extern const FamilyDef kBloomFamily = {
     "bloom",
