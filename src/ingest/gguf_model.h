@@ -1,10 +1,12 @@
 // A GGUF file seen as the HuggingFace model it was converted from (issue 24): the config.json its
 // metadata implies, normalised by the same parse_model_config as a model directory's, and a
 // Checkpoint whose tensors carry the HF names and layouts (llama.cpp's convert_hf_to_gguf.py
-// changes are undone: Llama Q/K rows un-permuted, Gemma's +1 on norm weights taken off, GPT-2's
-// Conv1D transposes restored, fused QKV rows put back in the family's order, MoE expert stacks
-// split per expert).  The raw GGUF tensors (names as stored, quantised types dequantised) come
-// from ingest/gguf.h; this file is the layer above it.  docs/format.md, "GGUF input", lists every
+// changes are undone: Q/K rows un-permuted, +1 on norm weights taken off, Conv1D transposes
+// restored, fused QKV rows put back in the family's order, MoE expert stacks split per expert,
+// split tensors gathered).  What each family's converter did is that family's GGUF part
+// (ingest/gguf_family.h, in its own src/ingest/families/ file); this is the driver that reads any
+// of them.  The raw GGUF tensors (names as stored, quantised types dequantised) come from
+// ingest/gguf.h; this file is the layer above it.  docs/format.md, "GGUF input", lists every
 // mapping.
 #pragma once
 

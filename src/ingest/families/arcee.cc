@@ -22,7 +22,14 @@ static void arcee_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"arcee", nullptr};
 static const char *const kArchs[] = {"ArceeForCausalLM", nullptr};
-extern const GgufFamily kGgufArcee;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const char *const kArceeGgufArchs[] = {"arcee", nullptr};
+extern const GgufFamily kGgufArcee = {.archs = kArceeGgufArchs,
+                                      .layer = kGgufLlamaLayer,
+                                      .globals = kGgufLlamaGlobals,
+                                      .permute_qk = true,
+                                      .config = gguf_llama_bias_keys};
 
 extern const FamilyDef kArceeFamily = {
     "arcee",

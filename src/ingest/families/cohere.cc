@@ -27,7 +27,17 @@ static void cohere_defaults(const ConfigReader &c, const std::string &, ModelCon
 
 static const char *const kTypes[] = {"cohere", nullptr};
 static const char *const kArchs[] = {"CohereForCausalLM", nullptr};
-extern const GgufFamily kGgufCohere;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static void cohere_gguf_config(const GgufMeta &m, GgufJson &j) {
+    if (const GgufValue *v = m.get("logit_scale")) j.f("logit_scale", *v);
+    // Command R+'s per-head Q/K LayerNorms: the family refuses use_qk_norm by name.
+    j.b("use_qk_norm", m.tensor("blk.0.attn_q_norm.weight") != nullptr);
+    gguf_llama_bias_keys(m, j);
+}
+static const char *const kCohereGgufArchs[] = {"command-r", nullptr};
+extern const GgufFamily kGgufCohere = {
+    .archs = kCohereGgufArchs, .layer = kGgufLlamaLayer, .globals = kGgufLlamaGlobals, .config = cohere_gguf_config};
 
 extern const FamilyDef kCohereFamily = {
     "cohere",

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "ingest/family.h"
 #include "ingest/gguf_family.h"
+#include <cstdlib>
 
 namespace stk {
 
@@ -155,7 +156,156 @@ static const char *const kV2Archs[] = {"DeepseekV2ForCausalLM", nullptr};
 static const char *const kV3Types[] = {"deepseek_v3", nullptr};
 static const char *const kV3Archs[] = {"DeepseekV3ForCausalLM", nullptr};
 // llama.cpp writes V2 and V3 as one architecture; gguf_model.cc tells them apart by the gating.
-extern const GgufFamily kGgufDeepseek2;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const GgufRename kDeepseekLayer[] = {
+    {"attn_norm", "model.layers.{L}.input_layernorm"},
+    {"ffn_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
+    {"attn_q_a", "model.layers.{L}.self_attn.q_a_proj"},
+    {"attn_q_a_norm", "model.layers.{L}.self_attn.q_a_layernorm"},
+    {"attn_q_b", "model.layers.{L}.self_attn.q_b_proj"},
+    {"attn_kv_a_mqa", "model.layers.{L}.self_attn.kv_a_proj_with_mqa"},
+    {"attn_kv_a_norm", "model.layers.{L}.self_attn.kv_a_layernorm"},
+    {"attn_kv_b", "model.layers.{L}.self_attn.kv_b_proj"},  // converters before attn_k_b / attn_v_b
+    {"attn_output", "model.layers.{L}.self_attn.o_proj"},
+    {"ffn_gate", "model.layers.{L}.mlp.gate_proj"},
+    {"ffn_up", "model.layers.{L}.mlp.up_proj"},
+    {"ffn_down", "model.layers.{L}.mlp.down_proj"},
+    {"ffn_gate_inp", "model.layers.{L}.mlp.gate"},
+    {"exp_probs_b", "model.layers.{L}.mlp.gate.e_score_correction_bias$"},
+    {"ffn_gate_shexp", "model.layers.{L}.mlp.shared_experts.gate_proj"},
+    {"ffn_up_shexp", "model.layers.{L}.mlp.shared_experts.up_proj"},
+    {"ffn_down_shexp", "model.layers.{L}.mlp.shared_experts.down_proj"},
+};
+static const GgufRename kDeepseekMoeNames[] = {
+    {"ffn_gate_exps", "model.layers.{L}.mlp.experts.{E}.gate_proj"},
+    {"ffn_up_exps", "model.layers.{L}.mlp.experts.{E}.up_proj"},
+    {"ffn_down_exps", "model.layers.{L}.mlp.experts.{E}.down_proj"},
+};
+static const GgufRenames kDeepseekMoe = kDeepseekMoeNames;
+
+// kv_b_proj [H (nope + v), kv_lora] = per head [k_b^T; v_b]: a = heads, b = nope, c = v, e = kv_lora.
+static void deepseek_kv_b_plan(GgufGatherPlan &g) {
+    const ModelConfig &cfg = *g.cfg;
+    const TensorRef &s0 = *g.src[0], &s1 = *g.src[1];
+    GgufGatherDims &x = g.dims;
+    x.a = cfg.n_heads, x.b = cfg.qk_nope_dim, x.c = cfg.v_head_dim, x.e = cfg.kv_lora_rank;
+    if (s0.shape != std::vector<uint64_t>{x.a, x.e, x.b})
+        g.refuse(s0, "shape " + g.dims_of(s0) + ", not [heads, kv_lora_rank, qk_nope_head_dim] = [" + std::to_string(x.a) +
+                         ", " + std::to_string(x.e) + ", " + std::to_string(x.b) + "]");
+    if (s1.shape != std::vector<uint64_t>{x.a, x.c, x.e})
+        g.refuse(s1, "shape " + g.dims_of(s1) + ", not [heads, v_head_dim, kv_lora_rank] = [" + std::to_string(x.a) + ", " +
+                         std::to_string(x.c) + ", " + std::to_string(x.e) + "]");
+    g.elements = true;
+    g.shape = {x.a * (x.b + x.c), x.e};
+}
+static std::pair<uint32_t, uint64_t> deepseek_kv_b_element(const GgufGatherDims &x, uint64_t i) {
+    const uint64_t r = i / x.e, col = i % x.e, h = r / (x.b + x.c), j = r % (x.b + x.c);
+    if (j < x.b) return {0, (h * x.e + col) * x.b + j};  // k_b stored [H, kv_lora, nope]
+    return {1, (h * x.c + (j - x.b)) * x.e + col};       // v_b stored [H, v, kv_lora]
+}
+static const GgufGather kDeepseekKvB = {"model.layers.{L}.self_attn.kv_b_proj.weight",
+                                        {"attn_k_b.weight", "attn_v_b.weight", ""},
+                                        2,
+                                        false,
+                                        true,  // older converters' attn_kv_b beside them is read whole
+                                        deepseek_kv_b_plan,
+                                        nullptr,
+                                        deepseek_kv_b_element};
+static const GgufGather *const kDeepseekGathers[] = {&kDeepseekKvB, nullptr};
+
+// DeepseekV2Model writes f32(0.1 x mscale_all_dim); llama.cpp then takes mscale = mscale_all_dim
+// (the hub's V2 / V3 configs have the two equal), so the yarn factor on cos / sin is 1.  The
+// config's decimal back: the shortest whose f32(0.1 x it) is the stored value (0.707, not 0.70699996).
+static void deepseek_gguf_rope_scaling(const GgufMeta &m, std::string &rs) {
+    const GgufValue *v = m.get("rope.scaling.yarn_log_multiplier");
+    if (!v) return;
+    const float stored = v->type() == GgufType::F32 ? v->f32() : float(v->as_float());
+    std::string t = format("%.17g", double(stored) / 0.1);
+    for (int digits = 1; digits <= 17; digits++) {
+        std::string c = format("%.*g", digits, double(stored) / 0.1);
+        if (float(0.1 * std::strtod(c.c_str(), nullptr)) == stored) {
+            t = c;
+            break;
+        }
+    }
+    rs += ", \"mscale_all_dim\": " + t + ", \"mscale\": " + t;
+}
+
+// MLA written as MQA (head_count_kv 1, key_length kv_lora_rank + rope) and the real dimensions as
+// *_mla keys; V3 differs by its sigmoid gating (expert_gating_func 2) and the router's score bias.
+// Converters before the *_mla keys (those that stored attn_kv_b whole) wrote key_length = nope +
+// rope and value_length = v.
+extern const GgufFamily kGgufDeepseek2;
+static std::string deepseek2_gguf_config(const GgufMeta &m) {
+    const std::string &path = m.path, &arch = m.arch;
+    const uint64_t d = m.d, layers = m.layers, heads = m.heads, vocab = m.vocab;
+    auto get = [&](const char *k) { return m.get(k); };
+    auto need = [&](const char *k) -> uint64_t {
+        const GgufValue *v = get(k);
+        if (!v) throw_error(STK_E_CORRUPT, "%s: metadata key %s.%s is missing (DeepSeek MLA)", path.c_str(), arch.c_str(), k);
+        return v->as_uint();
+    };
+    const uint64_t rope = need("rope.dimension_count");
+    uint64_t qk, v;
+    if (get("attention.key_length_mla")) qk = need("attention.key_length_mla"), v = need("attention.value_length_mla");
+    else qk = need("attention.key_length"), v = need("attention.value_length");
+    if (qk <= rope)
+        throw_error(STK_E_CORRUPT, "%s: DeepSeek MLA key length %llu is not more than its rotary part %llu", path.c_str(),
+                    (unsigned long long)qk, (unsigned long long)rope);
+    const GgufValue *gating = get("expert_gating_func");
+    const bool v3 = (gating && gating->as_uint() == 2) || m.tensor("blk.0.exp_probs_b.bias") ||
+                    m.tensor((format("blk.%llu.exp_probs_b.bias", (unsigned long long)(layers ? layers - 1 : 0))).c_str());
+    GgufJson j;
+    j.str("model_type", v3 ? "deepseek_v3" : "deepseek_v2");
+    j.u("vocab_size", vocab);
+    j.u("hidden_size", d);
+    j.u("num_hidden_layers", layers);
+    j.u("num_attention_heads", heads);
+    j.u("num_key_value_heads", heads);  // MLA: one kv head per head (the GGUF's 1 is llama.cpp's MQA form)
+    if (const GgufValue *x = get("feed_forward_length")) j.u("intermediate_size", x->as_uint());
+    if (const GgufValue *x = get("context_length")) j.u("max_position_embeddings", x->as_uint());
+    if (const GgufValue *x = get("attention.layer_norm_rms_epsilon")) j.f("rms_norm_eps", *x);
+    if (const GgufValue *x = get("rope.freq_base")) j.f("rope_theta", *x);
+    if (std::string rs = gguf_rope_scaling_json(m, kGgufDeepseek2); !rs.empty()) j.raw("rope_scaling", rs);
+    if (const GgufValue *x = get("attention.q_lora_rank")) j.u("q_lora_rank", x->as_uint());
+    j.u("kv_lora_rank", need("attention.kv_lora_rank"));
+    j.u("qk_rope_head_dim", rope);
+    j.u("qk_nope_head_dim", qk - rope);
+    j.u("v_head_dim", v);
+    if (const GgufValue *x = get("expert_count"); x && x->as_uint() > 0) {
+        j.u("n_routed_experts", x->as_uint());
+        j.u("num_experts_per_tok", need("expert_used_count"));
+        j.u("moe_intermediate_size", need("expert_feed_forward_length"));
+        if (const GgufValue *y = get("expert_shared_count")) j.u("n_shared_experts", y->as_uint());
+        if (const GgufValue *y = get("leading_dense_block_count")) j.u("first_k_dense_replace", y->as_uint());
+        if (const GgufValue *y = get("expert_weights_scale")) j.f("routed_scaling_factor", *y);
+        const GgufValue *norm = get("expert_weights_norm");
+        j.b("norm_topk_prob", norm && norm->boolean());
+        const GgufValue *groups = get("expert_group_count"), *used = get("expert_group_used_count");
+        if (groups) j.u("n_group", groups->as_uint());
+        else if (v3) j.u("n_group", 1);  // converters before the group keys: llama.cpp runs one group
+        if (used) j.u("topk_group", used->as_uint());
+        else if (v3 && !groups) j.u("topk_group", 1);
+        // The router: V3's "noaux_tc"; V2's greedy, or group_limited_greedy when it has groups.
+        j.str("topk_method", v3 ? "noaux_tc" : groups && groups->as_uint() > 1 ? "group_limited_greedy" : "greedy");
+    }
+    j.b("tie_word_embeddings", m.tensor("output.weight") == nullptr);
+    j.b("attention_bias", false);
+    return j.done();
+}
+
+static const char *const kDeepseekGgufArchs[] = {"deepseek2", nullptr};
+extern const GgufFamily kGgufDeepseek2 = {
+    .archs = kDeepseekGgufArchs,
+    .layer = kDeepseekLayer,
+    .globals = kGgufLlamaGlobals,
+    .moe = &kDeepseekMoe,
+    .gathers = kDeepseekGathers,
+    .whole_config = deepseek2_gguf_config,
+    .rope_scaling = deepseek_gguf_rope_scaling,
+};
 
 extern const FamilyDef kDeepseekV2Family = {
     "deepseek_v2",

@@ -5,6 +5,7 @@
 
 #include "ingest/family.h"
 #include "ingest/gguf_family.h"
+#include <cstring>
 
 namespace stk {
 
@@ -52,7 +53,42 @@ const char *const kArchs[] = {"FalconForCausalLM", "RWForCausalLM", nullptr};
 
 }  // namespace
 
-extern const GgufFamily kGgufFalcon;  // its GGUF part (families/gguf_legacy.cc for now)
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+// new_decoder_architecture: gguf-py maps ln_mlp (the FFN's norm) to attn_norm and ln_attn to
+// attn_norm_2 (llama.cpp's Falcon-40B graph: attn_norm_2 before attention, attn_norm before the FFN).
+static const GgufRename kFalconLayer[] = {
+    {"attn_norm", "transformer.h.{L}.input_layernorm"},
+    {"attn_norm_2", "transformer.h.{L}.ln_attn"},
+    {"attn_qkv", "transformer.h.{L}.self_attention.query_key_value"},
+    {"attn_output", "transformer.h.{L}.self_attention.dense"},
+    {"ffn_up", "transformer.h.{L}.mlp.dense_h_to_4h"},
+    {"ffn_down", "transformer.h.{L}.mlp.dense_4h_to_h"},
+};
+static const char *falcon_gguf_layer_rename(const ModelConfig &c, const char *part) {
+    return c.norms_per_layer == 2 && std::strcmp(part, "attn_norm") == 0 ? "transformer.h.{L}.ln_mlp" : nullptr;
+}
+static void falcon_gguf_config(const GgufMeta &m, GgufJson &j) {
+    // 1 kv head without new_decoder_architecture is multi_query; ln_attn / ln_mlp (attn_norm_2)
+    // mark the new architecture.
+    const bool new_arch = m.tensor("blk.0.attn_norm_2.weight") != nullptr;
+    j.b("new_decoder_architecture", new_arch);
+    j.b("multi_query", !new_arch && m.kv == 1);
+    j.u("num_kv_heads", m.kv);
+    j.b("parallel_attn", true);
+    j.b("bias", m.tensor("blk.0.attn_qkv.bias") != nullptr);
+}
+static const char *const kFalconGgufArchs[] = {"falcon", nullptr};
+extern const GgufFamily kGgufFalcon = {
+    .archs = kFalconGgufArchs,
+    .layer = kFalconLayer,
+    .globals = {"transformer.word_embeddings", nullptr, nullptr, "transformer.ln_f", "lm_head"},
+    .fused_qkv = true,
+    .kv_key = nullptr,
+    .ffn_key = "ffn_hidden_size",
+    .ffn_from_tensors = true,  // FalconModel writes feed_forward_length = 4 x hidden
+    .config = falcon_gguf_config,
+    .layer_rename = falcon_gguf_layer_rename,
+};
 
 void bloom_roles(RoleRules &p, const ModelConfig &m);
 

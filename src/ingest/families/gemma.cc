@@ -22,7 +22,11 @@ static void gemma_finish(const ConfigReader &c, const std::string &, ModelConfig
 
 static const char *const kTypes[] = {"gemma", nullptr};
 static const char *const kArchs[] = {"GemmaForCausalLM", nullptr};
-extern const GgufFamily kGgufGemma;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const char *const kGemmaGgufArchs[] = {"gemma", nullptr};
+extern const GgufFamily kGgufGemma = {
+    .archs = kGemmaGgufArchs, .layer = kGgufLlamaLayer, .globals = kGgufLlamaGlobals, .norm_plus_one = true};
 
 extern const FamilyDef kGemmaFamily = {
     "gemma",

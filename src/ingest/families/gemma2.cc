@@ -33,7 +33,26 @@ static void gemma2_finish(const ConfigReader &c, const std::string &, ModelConfi
 
 static const char *const kTypes[] = {"gemma2", nullptr};
 static const char *const kArchs[] = {"Gemma2ForCausalLM", nullptr};
-extern const GgufFamily kGgufGemma2;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+// Gemma 2 / 3: soft-capping and the window read back; no key records query_pre_attn_scalar:
+// llama.cpp scales by the head size, except for Gemma 2 27B (46 layers), where it takes hidden /
+// heads (that model's 144).
+static void gemma2_gguf_config(const GgufMeta &m, GgufJson &j) {
+    if (const GgufValue *v = m.get("attention.sliding_window")) j.u("sliding_window", v->as_uint());
+    if (const GgufValue *v = m.get("final_logit_softcapping")) j.f("final_logit_softcapping", *v);
+    if (const GgufValue *v = m.get("attn_logit_softcapping")) j.f("attn_logit_softcapping", *v);
+    if (m.layers == 46 && m.heads) j.u("query_pre_attn_scalar", m.d / m.heads);
+    else if (const GgufValue *v = m.get("attention.key_length")) j.u("query_pre_attn_scalar", v->as_uint());
+}
+static const char *const kGemma2GgufArchs[] = {"gemma2", nullptr};
+extern const GgufFamily kGgufGemma2 = {
+    .archs = kGemma2GgufArchs,
+    .layer = kGgufGemma3Layer,
+    .globals = kGgufLlamaGlobals,
+    .norm_plus_one = true,
+    .config = gemma2_gguf_config,
+};
 
 extern const FamilyDef kGemma2Family = {
     "gemma2",

@@ -52,7 +52,22 @@ void gemma_sandwich_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"gemma3_text", nullptr};
 static const char *const kArchs[] = {"Gemma3ForCausalLM", nullptr};
-extern const GgufFamily kGgufGemma3;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static void gemma3_gguf_config(const GgufMeta &m, GgufJson &j) {
+    if (const GgufValue *v = m.get("attention.sliding_window")) j.u("sliding_window", v->as_uint());
+    if (const GgufValue *v = m.get("final_logit_softcapping")) j.f("final_logit_softcapping", *v);
+    if (const GgufValue *v = m.get("attn_logit_softcapping")) j.f("attn_logit_softcapping", *v);
+    if (const GgufValue *v = m.get("attention.key_length")) j.u("query_pre_attn_scalar", v->as_uint());
+}
+static const char *const kGemma3GgufArchs[] = {"gemma3", nullptr};
+extern const GgufFamily kGgufGemma3 = {
+    .archs = kGemma3GgufArchs,
+    .layer = kGgufGemma3Layer,
+    .globals = kGgufLlamaGlobals,
+    .norm_plus_one = true,
+    .config = gemma3_gguf_config,
+};
 
 extern const FamilyDef kGemma3Family = {
     "gemma3",

@@ -35,7 +35,39 @@ static void gpt2_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"gpt2", nullptr};
 static const char *const kArchs[] = {"GPT2LMHeadModel", nullptr};
-extern const GgufFamily kGgufGpt2;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const GgufRename kGpt2Layer[] = {
+    {"attn_norm", "h.{L}.ln_1"}, {"attn_qkv", "h.{L}.attn.c_attn"}, {"attn_output", "h.{L}.attn.c_proj"},
+    {"ffn_norm", "h.{L}.ln_2"},  {"ffn_up", "h.{L}.mlp.c_fc"},      {"ffn_down", "h.{L}.mlp.c_proj"},
+};
+static const char *const kGpt2Transposed[] = {"attn_qkv", "attn_output", "ffn_up", "ffn_down", nullptr};
+// GPT2Config spellings.  GPT2Model writes feed_forward_length = 4 x n_embd whatever n_inner is:
+// n_inner from ffn_up.
+static std::string gpt2_gguf_config(const GgufMeta &m) {
+    GgufJson g;
+    g.str("model_type", "gpt2");
+    g.u("vocab_size", m.vocab);
+    g.u("n_embd", m.d);
+    g.u("n_layer", m.layers);
+    g.u("n_head", m.heads);
+    g.u("n_inner", m.ffn_width_from_tensors());
+    const GgufTensorInfo *pos = m.tensor("position_embd.weight");
+    if (pos && pos->shape.size() == 2) g.u("n_positions", pos->shape[0]);
+    else if (const GgufValue *v = m.get("context_length")) g.u("n_positions", v->as_uint());
+    if (const GgufValue *v = m.get("attention.layer_norm_epsilon")) g.f("layer_norm_epsilon", *v);
+    g.b("tie_word_embeddings", m.tied_head());
+    return g.done();
+}
+static const char *const kGpt2GgufArchs[] = {"gpt2", nullptr};
+extern const GgufFamily kGgufGpt2 = {
+    .archs = kGpt2GgufArchs,
+    .layer = kGpt2Layer,
+    .globals = {"wte", "wpe", nullptr, "ln_f", "lm_head"},
+    .transposed = kGpt2Transposed,
+    .head_copy = true,  // GPT2Model before mid-2025: "GPT2 output is tied to (same as) wte"
+    .whole_config = gpt2_gguf_config,
+};
 
 extern const FamilyDef kGpt2Family = {
     "gpt2",

@@ -36,7 +36,25 @@ static void neox_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"gpt_neox", nullptr};
 static const char *const kArchs[] = {"GPTNeoXForCausalLM", nullptr};
-extern const GgufFamily kGgufGptNeox;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const GgufRename kNeoxLayer[] = {
+    {"attn_norm", "gpt_neox.layers.{L}.input_layernorm"},   {"attn_qkv", "gpt_neox.layers.{L}.attention.query_key_value"},
+    {"attn_output", "gpt_neox.layers.{L}.attention.dense"}, {"ffn_norm", "gpt_neox.layers.{L}.post_attention_layernorm"},
+    {"ffn_up", "gpt_neox.layers.{L}.mlp.dense_h_to_4h"},    {"ffn_down", "gpt_neox.layers.{L}.mlp.dense_4h_to_h"},
+};
+static void neox_gguf_config(const GgufMeta &m, GgufJson &j) {
+    if (const GgufValue *v = m.get("use_parallel_residual")) j.b("use_parallel_residual", v->boolean());
+}
+static const char *const kNeoxGgufArchs[] = {"gptneox", nullptr};
+extern const GgufFamily kGgufGptNeox = {
+    .archs = kNeoxGgufArchs,
+    .layer = kNeoxLayer,
+    .globals = {"gpt_neox.embed_in", nullptr, nullptr, "gpt_neox.final_layer_norm", "embed_out"},
+    .fused_qkv = true,
+    .rotary_pct = true,
+    .config = neox_gguf_config,
+};
 
 extern const FamilyDef kGptNeoxFamily = {
     "gpt_neox",

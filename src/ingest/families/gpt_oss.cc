@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "ingest/family.h"
 #include "ingest/gguf_family.h"
+#include "ingest/mxfp4.h"
 
 namespace stk {
 
@@ -63,7 +64,118 @@ static void gpt_oss_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"gpt_oss", nullptr};
 static const char *const kArchs[] = {"GptOssForCausalLM", nullptr};
-extern const GgufFamily kGgufGptOss;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const GgufRename kGptOssLayer[] = {
+    {"attn_norm", "model.layers.{L}.input_layernorm"},
+    {"post_attention_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
+    {"attn_k", "model.layers.{L}.self_attn.k_proj"},
+    {"attn_v", "model.layers.{L}.self_attn.v_proj"},
+    {"attn_output", "model.layers.{L}.self_attn.o_proj"},
+    {"attn_sinks", "model.layers.{L}.self_attn.sinks$"},
+    {"ffn_gate_inp", "model.layers.{L}.mlp.router"},
+    {"ffn_down_exps", "model.layers.{L}.mlp.experts.down_proj_bias$"},  // the .bias; .weight is a gather
+};
+// gate_up_proj [E, D, 2F]: [in, out], gate / up columns alternating; as the hub ships MXFP4 rows
+// [E, 2F, D]: a = experts, b = F, c = D.
+static void gpt_oss_gate_up_plan(GgufGatherPlan &g) {
+    const TensorRef &s0 = *g.src[0];
+    if (s0.shape.size() != 3 || g.src[1]->shape != s0.shape)
+        g.refuse(*g.src[1], "gate and up expert stacks of shapes " + g.dims_of(s0) + " and " + g.dims_of(*g.src[1]) +
+                                ", not two equal [experts, rows, cols]");
+    g.dims.a = s0.shape[0], g.dims.b = s0.shape[1], g.dims.c = s0.shape[2];
+    if (g.mxfp4) {
+        g.mxfp4_rows = true;
+        g.shape = {g.dims.a, 2 * g.dims.b, g.dims.c};
+    } else {
+        g.elements = true;
+        g.shape = {g.dims.a, g.dims.c, 2 * g.dims.b};
+    }
+}
+static std::pair<uint32_t, uint64_t> gpt_oss_gate_up_row(const GgufGatherDims &x, uint64_t r) {
+    const uint64_t ex = r / (2 * x.b), n = r % (2 * x.b);
+    return {uint32_t(n % 2), ex * x.b + n / 2};
+}
+static std::pair<uint32_t, uint64_t> gpt_oss_gate_up_element(const GgufGatherDims &x, uint64_t i) {
+    const uint64_t ex = i / (x.c * 2 * x.b), d = (i / (2 * x.b)) % x.c, n = i % (2 * x.b);
+    return {uint32_t(n % 2), (ex * x.b + n / 2) * x.c + d};
+}
+// gate_up_proj_bias [E, 2F]: gate / up alternating; b = F.
+static void gpt_oss_gate_up_bias_plan(GgufGatherPlan &g) {
+    const TensorRef &s0 = *g.src[0];
+    if (s0.shape.size() != 2 || g.src[1]->shape != s0.shape)
+        g.refuse(*g.src[1], "gate and up expert biases of shapes " + g.dims_of(s0) + " and " + g.dims_of(*g.src[1]) +
+                                ", not two equal [experts, rows]");
+    g.dims.a = s0.shape[0], g.dims.b = s0.shape[1];
+    g.elements = true;
+    g.shape = {g.dims.a, 2 * g.dims.b};
+}
+static std::pair<uint32_t, uint64_t> gpt_oss_gate_up_bias_element(const GgufGatherDims &x, uint64_t i) {
+    const uint64_t ex = i / (2 * x.b), n = i % (2 * x.b);
+    return {uint32_t(n % 2), ex * x.b + n / 2};
+}
+// down_proj [E, F, D]: the stored [E, D, F] transposed (MXFP4: the stored rows as they are); b = D, c = F.
+static void gpt_oss_down_plan(GgufGatherPlan &g) {
+    const TensorRef &s0 = *g.src[0];
+    if (s0.shape.size() != 3) g.refuse(s0, "shape " + g.dims_of(s0) + ", not [experts, d, F]");
+    g.dims.a = s0.shape[0], g.dims.b = s0.shape[1], g.dims.c = s0.shape[2];
+    if (g.mxfp4) {
+        g.mxfp4_rows = true;
+        g.shape = s0.shape;
+    } else {
+        g.elements = true;
+        g.shape = {g.dims.a, g.dims.c, g.dims.b};
+    }
+}
+static std::pair<uint32_t, uint64_t> gpt_oss_down_element(const GgufGatherDims &x, uint64_t i) {
+    const uint64_t ex = i / (x.c * x.b), f = (i / x.b) % x.c, d = i % x.b;
+    return {0, (ex * x.b + d) * x.c + f};
+}
+static const GgufGather kGptOssGateUp = {"model.layers.{L}.mlp.experts.gate_up_proj",
+                                         {"ffn_gate_exps.weight", "ffn_up_exps.weight", ""},
+                                         2,
+                                         true,
+                                         false,
+                                         gpt_oss_gate_up_plan,
+                                         gpt_oss_gate_up_row,
+                                         gpt_oss_gate_up_element};
+static const GgufGather kGptOssGateUpBias = {"model.layers.{L}.mlp.experts.gate_up_proj_bias",
+                                             {"ffn_gate_exps.bias", "ffn_up_exps.bias", ""},
+                                             2,
+                                             false,
+                                             false,
+                                             gpt_oss_gate_up_bias_plan,
+                                             nullptr,
+                                             gpt_oss_gate_up_bias_element};
+static const GgufGather kGptOssDown = {"model.layers.{L}.mlp.experts.down_proj",
+                                       {"ffn_down_exps.weight", "", ""},
+                                       1,
+                                       true,
+                                       false,
+                                       gpt_oss_down_plan,
+                                       nullptr,
+                                       gpt_oss_down_element};
+static const GgufGather *const kGptOssGathers[] = {&kGptOssGateUp, &kGptOssGateUpBias, &kGptOssDown, nullptr};
+static void gpt_oss_gguf_config(const GgufMeta &m, GgufJson &j) {
+    if (const GgufValue *v = m.get("attention.sliding_window")) j.u("sliding_window", v->as_uint());
+    j.b("attention_bias", m.tensor("blk.0.attn_q.bias") != nullptr);
+    // The experts as the hub ships them (MXFP4 blocks) or dequantised (a bf16 checkpoint's
+    // conversion): the checkpoint presents the matching HF layout.
+    const GgufTensorInfo *g = m.tensor("blk.0.ffn_gate_exps.weight");
+    if (g && g->type == kGgmlMxfp4) j.raw("quantization_config", "{\"quant_method\": \"mxfp4\"}");
+}
+// gpt-oss's YaRN keeps the correction range unrounded (its config says "truncate": false).
+static void gpt_oss_gguf_rope_scaling(const GgufMeta &, std::string &rs) { rs += ", \"truncate\": false"; }
+static const char *const kGptOssGgufArchs[] = {"gpt-oss", nullptr};
+extern const GgufFamily kGgufGptOss = {
+    .archs = kGptOssGgufArchs,
+    .layer = kGptOssLayer,
+    .globals = kGgufLlamaGlobals,
+    .gathers = kGptOssGathers,
+    .config = gpt_oss_gguf_config,
+    .rope_scaling = gpt_oss_gguf_rope_scaling,
+};
 
 extern const FamilyDef kGptOssFamily = {
     "gpt_oss",

@@ -43,7 +43,63 @@ static void granitemoe_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"granite", nullptr};
 static const char *const kArchs[] = {"GraniteForCausalLM", nullptr};
-extern const GgufFamily kGgufGranite;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const GgufRename kGraniteMoeNames[] = {
+    {"ffn_gate_inp", "model.layers.{L}.block_sparse_moe.router.layer"},
+    {"ffn_down_exps", "model.layers.{L}.block_sparse_moe.output_linear"},  // [E, D, F] as HF stores it
+};
+static const GgufRenames kGraniteMoe = kGraniteMoeNames;
+// input_linear [E, 2F, D] = per expert [gate_e; up_e]: a = experts, b = F, c = D.
+static void granite_gate_up_plan(GgufGatherPlan &g) {
+    const TensorRef &s0 = *g.src[0];
+    if (s0.shape.size() != 3 || g.src[1]->shape != s0.shape)
+        g.refuse(*g.src[1], "gate and up expert stacks of shapes " + g.dims_of(s0) + " and " + g.dims_of(*g.src[1]) +
+                                ", not two equal [experts, rows, cols]");
+    g.dims.a = s0.shape[0], g.dims.b = s0.shape[1], g.dims.c = s0.shape[2];
+    g.shape = {g.dims.a, 2 * g.dims.b, g.dims.c};
+}
+static std::pair<uint32_t, uint64_t> granite_gate_up_row(const GgufGatherDims &x, uint64_t r) {
+    const uint64_t ex = r / (2 * x.b), j = r % (2 * x.b);
+    return j < x.b ? std::pair<uint32_t, uint64_t>{0, ex * x.b + j} : std::pair<uint32_t, uint64_t>{1, ex * x.b + j - x.b};
+}
+static const GgufGather kGraniteGateUp = {"model.layers.{L}.block_sparse_moe.input_linear.weight",
+                                          {"ffn_gate_exps.weight", "ffn_up_exps.weight", ""},
+                                          2,
+                                          false,
+                                          false,
+                                          granite_gate_up_plan,
+                                          granite_gate_up_row,
+                                          nullptr};
+static const GgufGather *const kGraniteGathers[] = {&kGraniteGateUp, nullptr};
+// GraniteModel writes the multipliers under llama.cpp's *_scale names (only when non-zero).
+static void granite_gguf_config(const GgufMeta &m, GgufJson &j) {
+    if (const GgufValue *v = m.get("attention.scale")) j.f("attention_multiplier", *v);
+    if (const GgufValue *v = m.get("embedding_scale")) j.f("embedding_multiplier", *v);
+    if (const GgufValue *v = m.get("residual_scale")) j.f("residual_multiplier", *v);
+    if (const GgufValue *v = m.get("logit_scale")) j.f("logits_scaling", *v);
+    j.b("attention_bias", m.tensor("blk.0.attn_q.bias") != nullptr);
+}
+static const char *const kGraniteGgufArchs[] = {"granite", nullptr};
+extern const GgufFamily kGgufGranite = {
+    .archs = kGraniteGgufArchs,
+    .layer = kGgufLlamaLayer,
+    .globals = kGgufLlamaGlobals,
+    .moe = &kGraniteMoe,
+    .gathers = kGraniteGathers,
+    .permute_qk = true,
+    .config = granite_gguf_config,
+};
+static const char *const kGranitemoeGgufArchs[] = {"granitemoe", nullptr};
+extern const GgufFamily kGgufGranitemoe = {
+    .archs = kGranitemoeGgufArchs,
+    .layer = kGgufLlamaLayer,
+    .globals = kGgufLlamaGlobals,
+    .moe = &kGraniteMoe,
+    .gathers = kGraniteGathers,
+    .permute_qk = true,
+    .config = granite_gguf_config,
+};
 
 extern const FamilyDef kGraniteFamily = {
     "granite",
@@ -61,7 +117,6 @@ extern const FamilyDef kGraniteFamily = {
 
 static const char *const kMoeTypes[] = {"granitemoe", nullptr};
 static const char *const kMoeArchs[] = {"GraniteMoeForCausalLM", nullptr};
-extern const GgufFamily kGgufGranitemoe;
 
 extern const FamilyDef kGranitemoeFamily = {
     "granitemoe",

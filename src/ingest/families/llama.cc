@@ -11,7 +11,20 @@ static void llama_family_defaults(const ConfigReader &c, const std::string &, Mo
 
 static const char *const kTypes[] = {"llama", nullptr};
 static const char *const kArchs[] = {"LlamaForCausalLM", nullptr};
-extern const GgufFamily kGgufLlama;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static std::string llama_gguf_model_type(const GgufMeta &m) { return m.experts > 0 ? "mixtral" : "llama"; }
+static const char *const kLlamaGgufArchs[] = {"llama", nullptr};
+extern const GgufFamily kGgufLlama = {
+    .archs = kLlamaGgufArchs,
+    .layer = kGgufLlamaLayer,
+    .globals = kGgufLlamaGlobals,
+    .moe = &kGgufMixtralMoe,
+    .permute_qk = true,
+    .experts_key = "num_local_experts",
+    .model_type = llama_gguf_model_type,
+    .config = gguf_llama_bias_keys,
+};
 
 extern const FamilyDef kLlamaFamily = {
     "llama",

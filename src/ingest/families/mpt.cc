@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "ingest/family.h"
 #include "ingest/gguf_family.h"
+#include <cmath>
 
 namespace stk {
 
@@ -60,7 +61,48 @@ static void mpt_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"mpt", nullptr};
 static const char *const kArchs[] = {"MptForCausalLM", nullptr};
-extern const GgufFamily kGgufMpt;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const GgufRename kMptLayer[] = {
+    {"attn_norm", "transformer.blocks.{L}.norm_1"},          {"attn_qkv", "transformer.blocks.{L}.attn.Wqkv"},
+    {"attn_output", "transformer.blocks.{L}.attn.out_proj"}, {"ffn_norm", "transformer.blocks.{L}.norm_2"},
+    {"ffn_up", "transformer.blocks.{L}.ffn.up_proj"},        {"ffn_down", "transformer.blocks.{L}.ffn.down_proj"},
+};
+// MptConfig spellings; the ALiBi bias maximum and clip_qkv under attn_config (the family refuses
+// any but the released models' alibi 8, no clip).
+static std::string mpt_gguf_config(const GgufMeta &m) {
+    GgufJson g;
+    g.str("model_type", "mpt");
+    g.u("vocab_size", m.vocab);
+    g.u("d_model", m.d);
+    g.u("n_layers", m.layers);
+    g.u("n_heads", m.heads);
+    if (const GgufValue *v = m.get("context_length")) g.u("max_seq_len", v->as_uint());
+    if (const GgufValue *v = m.get("attention.layer_norm_epsilon")) g.f("layer_norm_epsilon", *v);
+    g.b("no_bias", m.tensor("blk.0.attn_qkv.bias") == nullptr);
+    GgufJson a;
+    const GgufValue *bias_max = m.get("attention.max_alibi_bias");
+    a.b("alibi", bias_max && bias_max->as_float() > 0);
+    if (bias_max && bias_max->as_float() > 0) {
+        const double bm = bias_max->as_float();
+        if (bm != std::floor(bm) || bm > 1e6)
+            throw_error(STK_E_UNSUPPORTED, "%s: metadata key %s is %g, not the whole number MPT's alibi_bias_max is",
+                        m.path.c_str(), m.key("attention.max_alibi_bias").c_str(), bm);
+        a.u("alibi_bias_max", uint64_t(bm));
+    }
+    if (const GgufValue *v = m.get("attention.clamp_kqv")) a.f("clip_qkv", *v);
+    if (m.kv != m.heads) a.u("kv_n_heads", m.kv);
+    g.raw("attn_config", a.done());
+    g.b("tie_word_embeddings", m.tied_head());
+    return g.done();
+}
+static const char *const kMptGgufArchs[] = {"mpt", nullptr};
+extern const GgufFamily kGgufMpt = {
+    .archs = kMptGgufArchs,
+    .layer = kMptLayer,
+    .globals = {"transformer.wte", nullptr, nullptr, "transformer.norm_f", "lm_head"},
+    .whole_config = mpt_gguf_config,
+};
 
 extern const FamilyDef kMptFamily = {
     "mpt",

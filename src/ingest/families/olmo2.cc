@@ -25,7 +25,10 @@ static void olmo2_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"olmo2", nullptr};
 static const char *const kArchs[] = {"Olmo2ForCausalLM", nullptr};
-extern const GgufFamily kGgufOlmo2;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const char *const kOlmo2GgufArchs[] = {"olmo2", nullptr};
+extern const GgufFamily kGgufOlmo2 = {.archs = kOlmo2GgufArchs, .layer = kGgufLlamaLayer, .globals = kGgufLlamaGlobals};
 
 extern const FamilyDef kOlmo2Family = {
     "olmo2",

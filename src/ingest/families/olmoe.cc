@@ -24,7 +24,16 @@ static void olmoe_roles(RoleRules &p, const ModelConfig &m) {
 
 static const char *const kTypes[] = {"olmoe", nullptr};
 static const char *const kArchs[] = {"OlmoeForCausalLM", nullptr};
-extern const GgufFamily kGgufOlmoe;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const char *const kOlmoeGgufArchs[] = {"olmoe", nullptr};
+extern const GgufFamily kGgufOlmoe = {
+    .archs = kOlmoeGgufArchs,
+    .layer = kGgufLlamaLayer,
+    .globals = kGgufLlamaGlobals,
+    .moe = &kGgufQwen2MoeMoe,
+    .norm_topk_default = 0,  // OlmoeConfig's default
+};
 
 extern const FamilyDef kOlmoeFamily = {
     "olmoe",

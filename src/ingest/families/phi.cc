@@ -37,7 +37,31 @@ static void phi_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"phi", nullptr};
 static const char *const kArchs[] = {"PhiForCausalLM", nullptr};
-extern const GgufFamily kGgufPhi2;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const GgufRename kPhi2Layer[] = {
+    {"attn_norm", "model.layers.{L}.input_layernorm"},
+    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
+    {"attn_k", "model.layers.{L}.self_attn.k_proj"},
+    {"attn_v", "model.layers.{L}.self_attn.v_proj"},
+    {"attn_output", "model.layers.{L}.self_attn.dense"},
+    {"ffn_up", "model.layers.{L}.mlp.fc1"},
+    {"ffn_down", "model.layers.{L}.mlp.fc2"},
+};
+// Phi2Model writes head_count_kv = heads whatever the model has: attn_k's rows.
+static void phi2_gguf_kv_heads(const GgufMeta &m, uint64_t *kv) {
+    if (const GgufTensorInfo *k = m.tensor("blk.0.attn_k.weight"); k && k->shape.size() == 2 && m.heads && m.d % m.heads == 0)
+        *kv = k->shape[0] / (m.d / m.heads);
+}
+static const char *const kPhi2GgufArchs[] = {"phi2", nullptr};
+extern const GgufFamily kGgufPhi2 = {
+    .archs = kPhi2GgufArchs,
+    .layer = kPhi2Layer,
+    .globals = {"model.embed_tokens", nullptr, nullptr, "model.final_layernorm", "lm_head"},
+    .ffn_from_tensors = true,  // Phi2Model writes feed_forward_length = 4 x hidden
+    .rotary_pct = true,
+    .kv_heads = phi2_gguf_kv_heads,
+};
 
 extern const FamilyDef kPhiFamily = {
     "phi",

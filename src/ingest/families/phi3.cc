@@ -26,7 +26,25 @@ static void phi3_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"phi3", nullptr};
 static const char *const kArchs[] = {"Phi3ForCausalLM", nullptr};
-extern const GgufFamily kGgufPhi3;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const GgufRename kPhi3Layer[] = {
+    {"attn_norm", "model.layers.{L}.input_layernorm"},    {"attn_qkv", "model.layers.{L}.self_attn.qkv_proj"},
+    {"attn_output", "model.layers.{L}.self_attn.o_proj"}, {"ffn_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"ffn_up", "model.layers.{L}.mlp.gate_up_proj"},      {"ffn_down", "model.layers.{L}.mlp.down_proj"},
+};
+static void phi3_gguf_config(const GgufMeta &m, GgufJson &j) {
+    if (const GgufValue *v = m.get("attention.sliding_window")) j.u("sliding_window", v->as_uint());
+    if (const GgufValue *v = m.get("rope.scaling.original_context_length")) j.u("original_max_position_embeddings", v->as_uint());
+}
+static const char *const kPhi3GgufArchs[] = {"phi3", nullptr};
+extern const GgufFamily kGgufPhi3 = {
+    .archs = kPhi3GgufArchs,
+    .layer = kPhi3Layer,
+    .globals = kGgufLlamaGlobals,
+    .rotary_pct = true,
+    .config = phi3_gguf_config,
+};
 
 extern const FamilyDef kPhi3Family = {
     "phi3",

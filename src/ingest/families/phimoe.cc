@@ -46,7 +46,21 @@ static void phimoe_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"phimoe", nullptr};
 static const char *const kArchs[] = {"PhimoeForCausalLM", "PhiMoEForCausalLM", nullptr};
-extern const GgufFamily kGgufPhimoe;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static void phimoe_gguf_config(const GgufMeta &m, GgufJson &j) {
+    if (const GgufValue *v = m.get("attention.sliding_window")) j.u("sliding_window", v->as_uint());
+    j.b("attention_bias", m.tensor("blk.0.attn_q.bias") != nullptr);
+    j.b("lm_head_bias", m.tensor("output.bias") != nullptr);
+}
+static const char *const kPhimoeGgufArchs[] = {"phimoe", nullptr};
+extern const GgufFamily kGgufPhimoe = {
+    .archs = kPhimoeGgufArchs,
+    .layer = kGgufLlamaLayer,
+    .globals = kGgufLlamaGlobals,
+    .moe = &kGgufMixtralMoe,
+    .config = phimoe_gguf_config,
+};
 
 extern const FamilyDef kPhimoeFamily = {
     "phimoe",

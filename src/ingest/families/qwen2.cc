@@ -11,7 +11,10 @@ static void qwen2_defaults(const ConfigReader &, const std::string &, ModelConfi
 
 static const char *const kTypes[] = {"qwen2", nullptr};
 static const char *const kArchs[] = {"Qwen2ForCausalLM", nullptr};
-extern const GgufFamily kGgufQwen2;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const char *const kQwen2GgufArchs[] = {"qwen2", nullptr};
+extern const GgufFamily kGgufQwen2 = {.archs = kQwen2GgufArchs, .layer = kGgufLlamaLayer, .globals = kGgufLlamaGlobals};
 
 extern const FamilyDef kQwen2Family = {
     "qwen2", kTypes,         kArchs,  &kGgufQwen2,       "as llama, with Q/K/V biases", "tests/fixtures/families/qwen2", false,

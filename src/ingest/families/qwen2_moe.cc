@@ -28,7 +28,19 @@ static void qwen2_moe_roles(RoleRules &p, const ModelConfig &m) {
 
 static const char *const kTypes[] = {"qwen2_moe", nullptr};
 static const char *const kArchs[] = {"Qwen2MoeForCausalLM", nullptr};
-extern const GgufFamily kGgufQwen2Moe;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+// conversion/qwen.py: the shared-expert gate [1, d] stored as [d].
+static const char *const kQwen2MoeGgufArchs[] = {"qwen2moe", nullptr};
+static const char *const kQwen2MoeVectorRows[] = {"ffn_gate_inp_shexp", nullptr};
+extern const GgufFamily kGgufQwen2Moe = {
+    .archs = kQwen2MoeGgufArchs,
+    .layer = kGgufLlamaLayer,
+    .globals = kGgufLlamaGlobals,
+    .moe = &kGgufQwen2MoeMoe,
+    .vector_rows = kQwen2MoeVectorRows,
+    .norm_topk_default = 0,  // Qwen2MoeConfig's default
+};
 
 extern const FamilyDef kQwen2MoeFamily = {
     "qwen2_moe",

@@ -17,7 +17,10 @@ static void qwen3_roles(RoleRules &p, const ModelConfig &m) {
 
 static const char *const kTypes[] = {"qwen3", nullptr};
 static const char *const kArchs[] = {"Qwen3ForCausalLM", nullptr};
-extern const GgufFamily kGgufQwen3;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const char *const kQwen3GgufArchs[] = {"qwen3", nullptr};
+extern const GgufFamily kGgufQwen3 = {.archs = kQwen3GgufArchs, .layer = kGgufLlamaLayer, .globals = kGgufLlamaGlobals};
 
 extern const FamilyDef kQwen3Family = {
     "qwen3", kTypes,         kArchs,  &kGgufQwen3,       "as llama, with per-head q/k RMSNorms", "tests/fixtures/families/qwen3", false,

@@ -24,7 +24,16 @@ static void qwen3_moe_roles(RoleRules &p, const ModelConfig &m) {
 
 static const char *const kTypes[] = {"qwen3_moe", nullptr};
 static const char *const kArchs[] = {"Qwen3MoeForCausalLM", nullptr};
-extern const GgufFamily kGgufQwen3Moe;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const char *const kQwen3MoeGgufArchs[] = {"qwen3moe", nullptr};
+extern const GgufFamily kGgufQwen3Moe = {
+    .archs = kQwen3MoeGgufArchs,
+    .layer = kGgufLlamaLayer,
+    .globals = kGgufLlamaGlobals,
+    .moe = &kGgufQwen2MoeMoe,
+    .norm_topk_default = 1,
+};
 
 extern const FamilyDef kQwen3MoeFamily = {
     "qwen3_moe",

@@ -21,7 +21,22 @@ static void stablelm_defaults(const ConfigReader &c, const std::string &, ModelC
 
 static const char *const kTypes[] = {"stablelm", nullptr};
 static const char *const kArchs[] = {"StableLmForCausalLM", nullptr};
-extern const GgufFamily kGgufStablelm;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static void stablelm_gguf_config(const GgufMeta &m, GgufJson &j) {
+    if (const GgufValue *v = m.get("use_parallel_residual")) j.b("use_parallel_residual", v->boolean());
+    j.b("use_qkv_bias", m.tensor("blk.0.attn_q.bias") != nullptr);
+    // Per-head Q/K LayerNorms (StableLM 2 12B) are stacked as attn_q_norm / attn_k_norm, which
+    // no rename maps: such a file is refused by that tensor's name.
+}
+static const char *const kStablelmGgufArchs[] = {"stablelm", nullptr};
+extern const GgufFamily kGgufStablelm = {
+    .archs = kStablelmGgufArchs,
+    .layer = kGgufLlamaLayer,
+    .globals = kGgufLlamaGlobals,
+    .rotary_pct = true,
+    .config = stablelm_gguf_config,
+};
 
 extern const FamilyDef kStablelmFamily = {
     "stablelm",

@@ -30,7 +30,28 @@ static void starcoder2_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"starcoder2", nullptr};
 static const char *const kArchs[] = {"Starcoder2ForCausalLM", nullptr};
-extern const GgufFamily kGgufStarcoder2;  // its GGUF part (families/gguf_legacy.cc for now)
+
+// Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
+static const GgufRename kStarcoder2Layer[] = {
+    {"attn_norm", "model.layers.{L}.input_layernorm"},
+    {"attn_q", "model.layers.{L}.self_attn.q_proj"},
+    {"attn_k", "model.layers.{L}.self_attn.k_proj"},
+    {"attn_v", "model.layers.{L}.self_attn.v_proj"},
+    {"attn_output", "model.layers.{L}.self_attn.o_proj"},
+    {"ffn_norm", "model.layers.{L}.post_attention_layernorm"},
+    {"ffn_up", "model.layers.{L}.mlp.c_fc"},
+    {"ffn_down", "model.layers.{L}.mlp.c_proj"},
+};
+static void starcoder2_gguf_config(const GgufMeta &m, GgufJson &j) {
+    j.b("use_bias", m.tensor("blk.0.attn_q.bias") != nullptr);
+}
+static const char *const kStarcoder2GgufArchs[] = {"starcoder2", nullptr};
+extern const GgufFamily kGgufStarcoder2 = {
+    .archs = kStarcoder2GgufArchs,
+    .layer = kStarcoder2Layer,
+    .globals = kGgufLlamaGlobals,
+    .config = starcoder2_gguf_config,
+};
 
 extern const FamilyDef kStarcoder2Family = {
     "starcoder2",
