@@ -155,7 +155,7 @@ static const char *const kV2Types[] = {"deepseek_v2", nullptr};
 static const char *const kV2Archs[] = {"DeepseekV2ForCausalLM", nullptr};
 static const char *const kV3Types[] = {"deepseek_v3", nullptr};
 static const char *const kV3Archs[] = {"DeepseekV3ForCausalLM", nullptr};
-// llama.cpp writes V2 and V3 as one architecture; gguf_model.cc tells them apart by the gating.
+// llama.cpp writes V2 and V3 as one architecture; the GGUF part below tells them apart by the gating.
 
 // Its GGUF part (ingest/gguf_family.h): what llama.cpp's converter did, undone.
 static const GgufRename kDeepseekLayer[] = {

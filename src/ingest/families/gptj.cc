@@ -41,8 +41,8 @@ static void gptj_roles(RoleRules &p, const ModelConfig &) {
 
 static const char *const kTypes[] = {"gptj", nullptr};
 static const char *const kArchs[] = {"GPTJForCausalLM", nullptr};
-// llama.cpp writes this family as GGUF architecture "gptj"; ingest/gguf_model.cc does not map it
-// yet, so no GGUF architecture is listed (a "gptj" GGUF is refused by name).
+// llama.cpp writes this family as GGUF architecture "gptj"; stk has no GGUF part for it yet, so
+// no GGUF architecture is listed (a "gptj" GGUF is refused by name).
 
 extern const FamilyDef kGptjFamily = {
     "gptj",
