@@ -5,7 +5,8 @@
 #      with the SHA-256 of each of its files on PyPI;
 #   2. rewrites the pins of pyproject.toml's optional dependencies (`eval = [...]`) to the
 #      lock's versions;
-#   3. installs the lock into the test venv (${STK_VENV:-$HOME/.cache/stk/venv}), hashes checked;
+#   3. installs the lock into the repository's venv (scripts/make-venv.sh:
+#      ${STK_VENV:-${STK_CACHE:-$HOME/.cache/stk}/venv}), hashes checked;
 #   4. reruns the tests that use the references (meson test --no-suite real in the build folder
 #      ${STK_BUILD:-build-test}, set up as scripts/test.sh's release build if absent).
 # Then review `git diff` and commit the lock and pyproject.toml together.
@@ -62,8 +63,8 @@ cp scripts/requirements-test.txt "$new.body"
 { cat <<'EOF'
 # The test suite's Python references, pinned with their hashes: written by
 # scripts/upgrade-references.sh from scripts/requirements-test.in (do not edit by hand), installed
-# by scripts/install-deps.sh into the test venv (${STK_VENV:-$HOME/.cache/stk/venv}) with pip's
-# hash checking.  Resolved for CPython 3.11 on Linux x86_64 (Debian 12's python3); torch pulls
+# by scripts/make-venv.sh (install-deps.sh runs it) into the repository's venv with pip's hash
+# checking.  Resolved for CPython 3.11 on Linux x86_64 (Debian 12's python3); torch pulls
 # the CUDA wheels (nvidia-*, triton) there, about 5 GB.
 EOF
   cat "$new.body"; } > "$new"
@@ -93,12 +94,9 @@ body = re.sub(r'"([A-Za-z0-9][A-Za-z0-9._-]*)==[^"]+"', repin, body)
 open("pyproject.toml", "w").write(head + sep + body + sep2 + tail)
 EOF
 
-# 3. The test venv.
-venv=${STK_VENV:-$HOME/.cache/stk/venv}
-if [ ! -x "$venv/bin/python3" ]; then /usr/bin/python3 -m venv "$venv"; fi
-"$venv/bin/python3" -m pip install -q --disable-pip-version-check --require-hashes \
-  -r scripts/requirements-test.txt
-echo "upgrade-references: lock written, test venv $venv updated"
+# 3. The venv.
+py=$(bash scripts/make-venv.sh)
+echo "upgrade-references: lock written, venv ${py%/bin/python3} updated"
 git --no-pager diff --stat -- scripts/requirements-test.txt pyproject.toml 2>/dev/null || true
 
 # 4. The tests that read the references.
