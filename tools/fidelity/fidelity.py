@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How faithful a converted model is, stage by stage, on a real model's own activations.
 
-Run by hand (torch, transformers, tokenizers, matplotlib from the dev venv; never in CI); the
+Run by hand (torch, transformers, tokenizers, matplotlib from the repository's venv, scripts/make-venv.sh; never in CI); the
 command docs/fidelity.md gives reproduces every table and figure:
 
     python tools/fidelity/fidelity.py --model HF_DIR --gen ROOT_r512 --gen-r2048 ROOT \
