@@ -45,8 +45,8 @@ from .generation import Generation
 MODULES = ("ffn", "prf", "overlays", "memory")
 # Beyond the spec's arrays (a proposal to Sera, docs/proposal-faithful-runtime.md): exact softmax
 # over S sink tokens plus a window of the last W, and the FFN's own weights through the .lwt
-# low-bit packing (docs/spec/lowbit-packing.txt) at one scale per tensor.
-BEYOND = ("window", "ffn-int8", "ffn-int4", "ffn-ternary")
+# low-bit packing (docs/spec/lowbit-packing.txt) at one scale per tensor, or as bfloat16.
+BEYOND = ("window", "ffn-bfloat16", "ffn-int8", "ffn-int4", "ffn-ternary")
 ALL_MODULES = MODULES + BEYOND
 _STAGE_PARSE_TENSORS = 1  # stk_stage STK_STAGE_PARSE_TENSORS
 _STK_E_INVALID_ARGUMENT = 1  # stk_status

@@ -37,6 +37,12 @@ def rows_beyond(layers, n_layers):
             ("window,ffn-int8", False, 4, 124), ("window,ffn-int4", False, 4, 124)]
 
 
+def rows_long(layers, n_layers):
+    """The window at contexts several times its size (run with --ctx 2048)."""
+    return [("window", False, 4, 252), ("window", False, 4, 508), ("window", False, 0, 512), ("window", False, 4, 1020),
+            ("ffn-bfloat16", False, 4, 60), ("window,ffn-bfloat16", False, 4, 508), ("window,ffn-int8", False, 4, 508)]
+
+
 def state_bytes(cfg, swap, sinks, window):
     """Fixed state per sequence a runtime must hold for the attention swap (f32 K and V per kept
     position, per layer), or the FFN weight bytes at that width, for the table."""
@@ -46,7 +52,7 @@ def state_bytes(cfg, swap, sinks, window):
     parts = []
     if "window" in swap:
         parts.append(f"KV cache {(sinks + window) * 2 * kv * hd * 4 * n_layers:,} B")
-    for dt, bits in (("int8", 8), ("int4", 4), ("ternary", 2)):
+    for dt, bits in (("bfloat16", 16), ("int8", 8), ("int4", 4), ("ternary", 2)):
         if f"ffn-{dt}" in swap:
             n = 3 * cfg.hidden_size * cfg.intermediate_size * n_layers
             parts.append(f"FFN weights {n * bits // 8:,} B (f32: {n * 4:,} B)")
@@ -77,7 +83,7 @@ def main():
             for r in json.load(open(path)):
                 done[(r["swap"], r["zero"], r.get("sinks"), r.get("window"))] = r
         rows = []
-        spec = rows_format(layers, n_layers) if table == "format" else rows_beyond(layers, n_layers)
+        spec = {"format": rows_format, "beyond": rows_beyond, "long": rows_long}[table](layers, n_layers)
         for row in spec:
             swap, zero = row[0], row[1]
             sinks, window = (row[2], row[3]) if len(row) > 2 else (4, 60)
