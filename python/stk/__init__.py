@@ -18,6 +18,8 @@ runs that binary.
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import _lib  # noqa: F401 - stk._lib, the ctypes layer (tests use it)
 from ._lib import lib as _c
 from .convert import ProgressCallback, convert  # noqa: F401 - public type
@@ -30,15 +32,15 @@ from . import runtime  # noqa: F401 - stk.runtime, the reference runtime of the 
 __all__ = ["Status", "StkError", "inspect", "convert", "check", "tokenize", "Generation", "export_lwt", "read_lwt",
            "LwtFile", "LWT_DTYPES", "version", "eval"]
 
-__version__ = _c.stk_version_string().decode()
+__version__ = bytes(_c.stk_version_string()).decode()
 
 
 def version() -> str:
     """The version of the libstk actually loaded ("0.1.0")."""
-    return _c.stk_version_string().decode()
+    return bytes(_c.stk_version_string()).decode()
 
 
-def eval(*args, **kwargs) -> dict:  # noqa: A001 - the command's name, `stk eval`
+def eval(*args: Any, **kwargs: Any) -> dict[str, Any]:  # noqa: A001 - the command's name, `stk eval`
     """``stk eval``: the original model against the same forward with modules computed from a
     generation's arrays (stk.evaluation.evaluate; needs ``pip install 'stk[eval]'``)."""
     from .evaluation import evaluate

@@ -29,5 +29,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("python -m stk: the stk command (below), plus the Python commands: "
               + ", ".join(f"`{n}`" for n in PYTHON_COMMANDS) + " (python -m stk eval --help)\n", flush=True)
     exe = binary_path()
-    os.execv(exe, ["stk", *args])
-    return 0  # not reached
+    os.execv(exe, ["stk", *args])  # does not return

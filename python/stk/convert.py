@@ -38,7 +38,7 @@ ProgressCallback = Callable[[str, int, int], Any]
 def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optional[int] = None,
             ltok: Optional[int] = None, topl: Optional[int] = None, threads: Optional[int] = None,
             allow_uncertified_tokenizer: bool = False, allow_nonfinite: bool = False,
-            progress: Union[None, bool, ProgressCallback] = None) -> dict:
+            progress: Union[None, bool, ProgressCallback] = None) -> dict[str, Any]:
     """Convert the checkpoint ``src`` into the generations root ``root`` (``stk convert SRC ROOT``):
     run every stage, and once the check stage has verified the new generation, publish it and make
     it current.  Options as the command's (``None``: the library's default: r 512, rv 12, ltok 8,
@@ -105,6 +105,7 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
         arena.close()
     if failure is not None:
         raise failure
+    assert gen_dir is not None  # every stage ran and the job named its published generation
     manifest = inspect(gen_dir)
     tok = manifest["tokenizer"]
     disabled = [{"stage": rec["stage"], "text": rec["text"]} for rec in manifest["records"]
@@ -120,14 +121,15 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
     }
 
 
-def _run_stages(job: ctypes.c_void_p, callback: Optional[ProgressCallback]):
+def _run_stages(job: ctypes.c_void_p, callback: Optional[ProgressCallback]
+                ) -> tuple[list[dict[str, Any]], Optional[BaseException], Optional[str], str]:
     """The stages on a worker thread (no GIL while each runs); this thread waits, calls the progress
     callback between stages and turns Ctrl-C into stk_job_cancel."""
-    events: queue.Queue = queue.Queue()
+    events: queue.Queue[tuple[str, int, str]] = queue.Queue()
     go = threading.Event()
     stop = threading.Event()
-    stages: list[dict] = []
-    out: dict = {}
+    stages: list[dict[str, Any]] = []
+    out: dict[str, Any] = {}
 
     def work() -> None:
         try:
@@ -153,7 +155,7 @@ def _run_stages(job: ctypes.c_void_p, callback: Optional[ProgressCallback]):
                     return
             d = ctypes.c_char_p()
             _raise(_c.stk_job_generation_dir(job, ctypes.byref(d)))
-            out["dir"] = os.fsdecode(d.value)
+            out["dir"] = os.fsdecode(d.value or b"")
             info = _lib.JobInfo()
             info.struct_size = ctypes.sizeof(info)
             _raise(_c.stk_job_get_info(job, ctypes.byref(info)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import os
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from ._lib import lib as _c
 
@@ -55,7 +55,7 @@ class StkError(Exception):
     ("STK_E_CHECKSUM") and ``message`` (names the file, tensor and offset where there is one).
     Errors reported by the ``stk`` command also carry its whole ``--json`` object as ``result``."""
 
-    def __init__(self, status: int, message: str, result: Optional[dict] = None) -> None:
+    def __init__(self, status: int, message: str, result: Optional[dict[str, Any]] = None) -> None:
         try:
             self.status: int = Status(status)
         except ValueError:

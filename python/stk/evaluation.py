@@ -112,7 +112,7 @@ def _plan(swaps: Sequence[Swap], n_layers: int) -> dict[str, set[int]]:
 def contexts_of(tokenizer: Any, texts: Sequence[str], ctx: int, per_file: int) -> list[tuple[str, list[int]]]:
     """Each text tokenized on its own (the tokenizer's default special tokens included), cut into
     consecutive contexts of ``ctx`` tokens, at most ``per_file`` of them; a shorter tail is dropped."""
-    out = []
+    out: list[tuple[str, list[int]]] = []
     for path in texts:
         with open(path, encoding="utf-8") as f:
             ids = list(tokenizer(f.read())["input_ids"])
@@ -363,13 +363,13 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
             meters[(module, layer)] = _Meter()
             weights = {} if lowbit is None else lowbit[module][layer]
             blk.mlp = LowBitFFN(orig, layer, module, weights)
-            undo.append(lambda b=blk, o=orig: setattr(b, "mlp", o))
+            undo.append(functools.partial(setattr, blk, "mlp", orig))
     for layer in sorted(plan["window"]):
         blk = layers[layer]
         orig = blk.self_attn
         meters[("window", layer)] = _Meter()
         blk.self_attn = Window(orig, layer)
-        undo.append(lambda b=blk, o=orig: setattr(b, "self_attn", o))
+        undo.append(functools.partial(setattr, blk, "self_attn", orig))
     attn_layers = plan["prf"] | plan["overlays"] | plan["memory"]
     for layer in sorted(plan["ffn"]):
         blk = layers[layer]
@@ -379,7 +379,7 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
                                       "swapping MoE layers (router + per-expert dictionary units) is not implemented")
         meters[("ffn", layer)] = _Meter()
         blk.mlp = FFN(orig, layer)
-        undo.append(lambda b=blk, o=orig: setattr(b, "mlp", o))
+        undo.append(functools.partial(setattr, blk, "mlp", orig))
     for layer in sorted(attn_layers):
         blk = layers[layer]
         orig = blk.self_attn
@@ -389,7 +389,7 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
         module = "memory" if layer in plan["memory"] else "overlays" if layer in plan["overlays"] else "prf"
         meters[(module, layer)] = _Meter()
         blk.self_attn = Attention(orig, layer, module, layer in plan["overlays"], layer in plan["memory"])
-        undo.append(lambda b=blk, o=orig: setattr(b, "self_attn", o))
+        undo.append(functools.partial(setattr, blk, "self_attn", orig))
     return undo
 
 
@@ -418,7 +418,7 @@ class _Scores:
 
 def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: int = 512, contexts: int = 8,
              swap: str | Sequence[Swap] = "", zero: bool = False, threads: int = 0, sinks: int = 4, window: int = 60,
-             progress: bool | Callable[[int, int], None] = False) -> dict:
+             progress: bool | Callable[[int, int], None] = False) -> dict[str, Any]:
     """Run the original and the swapped model on ``texts`` and return the report (the fields of
     ``stk eval --json``, docs/cli.md)."""
     import torch
@@ -523,7 +523,7 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: int =
 # the command
 
 
-def _format(r: dict) -> str:
+def _format(r: dict[str, Any]) -> str:
     lines = [
         f"stk eval: {r['model']}" + (f" against {r['gen']}" if r["gen"] else ""),
         f"  texts     {', '.join(r['texts'])}: {r['contexts']} contexts of {r['ctx']} tokens",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Callable, Iterator, Mapping
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -34,7 +34,7 @@ class _Mapping:
         return f"<stk mapping of {self.path}>"
 
 
-def _view(owner: _Mapping, address: int, nbytes: int, dtype: np.dtype, shape: tuple) -> np.ndarray:
+def _view(owner: _Mapping, address: int, nbytes: int, dtype: np.dtype[Any], shape: tuple[int, ...]) -> np.ndarray:
     """A read-only numpy array over ``nbytes`` at ``address`` inside ``owner``'s mapping, without a
     copy.  Its base chain: ndarray -> read-only memoryview -> ctypes buffer (``_stk_owner`` = owner)."""
     if nbytes == 0:
@@ -49,14 +49,14 @@ def _view(owner: _Mapping, address: int, nbytes: int, dtype: np.dtype, shape: tu
 
 # Sera array dtypes (docs/format.md): numpy element types of the stored bytes.  Q8.8 and Q4.12 are
 # int16 fixed point (Generation.dequantized divides by 256 / 4096); bf16 is its raw uint16 bits.
-_SERA_DTYPES = {1: np.dtype("<f8"), 2: np.dtype("<f4"), 3: np.dtype("<i4"), 4: np.dtype("<i2"), 5: np.dtype("i1"),
+_SERA_DTYPES: dict[int, np.dtype[Any]] = {1: np.dtype("<f8"), 2: np.dtype("<f4"), 3: np.dtype("<i4"), 4: np.dtype("<i2"), 5: np.dtype("i1"),
                 6: np.dtype("u1"), 7: np.dtype("<i2"), 8: np.dtype("<i2"), 9: np.dtype("<u2")}
 _SERA_DTYPE_NAMES = {1: "f64", 2: "f32", 3: "i32", 4: "i16", 5: "i8", 6: "u8", 7: "q8_8", 8: "q4_12", 9: "bf16"}
 
 _LOOKUP_TOKEN_ID, _LOOKUP_TOKEN_BYTES, _LOOKUP_LINEAR, _LOOKUP_HUB = 1, 2, 3, 4
 
 
-class _Arrays(Mapping):
+class _Arrays(Mapping[str, np.ndarray]):
     """name -> read-only numpy array; each array is mapped and verified on first access."""
 
     def __init__(self, gen: "Generation") -> None:
@@ -97,12 +97,12 @@ class Generation:
         self._map = _Mapping(h, _c.stk_generation_close, os.fspath(root_or_dir))
         d = ctypes.c_char_p()
         _raise(_c.stk_generation_dir(h, ctypes.byref(d)))
-        self.dir: str = os.fsdecode(d.value)
+        self.dir: str = os.fsdecode(d.value or b"")
         n = ctypes.c_uint32()
         _raise(_c.stk_generation_array_count(h, ctypes.byref(n)))
         self._count = n.value
         self._names: Optional[list[str]] = None
-        self._manifest: Optional[dict] = None
+        self._manifest: Optional[dict[str, Any]] = None
         self.arrays: Mapping[str, np.ndarray] = _Arrays(self)
 
     def __enter__(self) -> "Generation":
@@ -133,7 +133,7 @@ class Generation:
             self._names = [self.array_info(i)["name"] for i in range(self._count)]
         return self._names
 
-    def array_info(self, key: Union[int, str]) -> dict:
+    def array_info(self, key: Union[int, str]) -> dict[str, Any]:
         """The manifest entry of an array (by index or name): name, stage, dtype, shape, byte_len, flags."""
         v = self._view_struct(key)
         return {"name": v.name.decode(), "stage": _c.stk_stage_name(v.stage).decode() if v.stage else "",
@@ -172,7 +172,7 @@ class Generation:
         return a.astype(np.float32)
 
     @property
-    def manifest(self) -> dict:
+    def manifest(self) -> dict[str, Any]:
         """The manifest of this generation, as ``stk inspect DIR --json`` prints it."""
         if self._manifest is None:
             self._manifest = inspect(self.dir)

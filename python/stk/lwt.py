@@ -6,7 +6,7 @@ import ctypes
 import json
 import os
 from collections.abc import Iterator, Mapping
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -22,10 +22,10 @@ LWT_DTYPES = {"float32": 1, "float16": 2, "bfloat16": 3, "int8": 4, "uint8": 5, 
 _LWT_NAMES = {v: k for k, v in LWT_DTYPES.items()}
 # Element types of the stored bytes for the types numpy has (bfloat16: raw uint16 bits); the packed
 # low-bit types are their bytes (uint8), unpacked by read_lwt(dequantize=True).
-_LWT_NUMPY = {1: np.dtype("<f4"), 2: np.dtype("<f2"), 3: np.dtype("<u2"), 4: np.dtype("i1"), 5: np.dtype("u1")}
+_LWT_NUMPY: dict[int, np.dtype[Any]] = {1: np.dtype("<f4"), 2: np.dtype("<f2"), 3: np.dtype("<u2"), 4: np.dtype("i1"), 5: np.dtype("u1")}
 
 
-def export_lwt(src: PathLike, out: PathLike, dtype: str = "float32", *, threads: Optional[int] = None) -> dict:
+def export_lwt(src: PathLike, out: PathLike, dtype: str = "float32", *, threads: Optional[int] = None) -> dict[str, Any]:
     """``stk export --in SRC --out OUT --dtype DTYPE``: the checkpoint's weights as one ``.lwt`` file
     (matrices in ``dtype``, one of LWT_DTYPES; vectors float32).  Returns the report: tensors,
     parameters, file_bytes, data_crc32, tied_lm_head."""
@@ -43,7 +43,7 @@ def export_lwt(src: PathLike, out: PathLike, dtype: str = "float32", *, threads:
             "file_bytes": rep.file_bytes, "data_crc32": f"{rep.data_crc32:08x}", "tied_lm_head": bool(rep.tied_lm_head)}
 
 
-class LwtFile(Mapping):
+class LwtFile(Mapping[str, np.ndarray]):
     """A ``.lwt`` file mapped read-only and validated (stk_lwt_open): name -> numpy array.
 
     Without ``dequantize``: float32 and float16 tensors are views of the mapped bytes (no copy),
@@ -62,7 +62,7 @@ class LwtFile(Mapping):
         n = ctypes.c_uint32()
         hdr, hlen = ctypes.c_void_p(), ctypes.c_size_t()
         _raise(_c.stk_lwt_info(h, ctypes.byref(n), ctypes.byref(hdr), ctypes.byref(hlen)))
-        self.header: dict = json.loads(ctypes.string_at(hdr.value, hlen.value)) if hlen.value else {}
+        self.header: dict[str, Any] = json.loads(ctypes.string_at(hdr.value or 0, hlen.value)) if hlen.value else {}
         self._entries: dict[str, _lib.LwtTensor] = {}
         for i in range(n.value):
             t = _lib.LwtTensor()
@@ -71,7 +71,7 @@ class LwtFile(Mapping):
             self._entries[t.name.decode()] = t
         self._cache: dict[str, np.ndarray] = {}
 
-    def info(self, name: str) -> dict:
+    def info(self, name: str) -> dict[str, Any]:
         t = self._entries[name]
         return {"name": name, "dtype": _LWT_NAMES.get(t.dtype, str(t.dtype)), "shape": tuple(t.shape[:t.ndim]),
                 "n_elements": t.n_elements, "size_bytes": t.size_bytes, "scale": t.scale, "zero_point": t.zero_point}

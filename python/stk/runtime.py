@@ -23,9 +23,13 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from .generation import Generation
 
 from . import _lib
 from ._lib import lib as _c
@@ -43,7 +47,7 @@ def _ptr(a: np.ndarray) -> ctypes.c_void_p:
     return ctypes.c_void_p(a.ctypes.data)
 
 
-def _f32(a, name: str, width: int) -> np.ndarray:
+def _f32(a: ArrayLike, name: str, width: int) -> np.ndarray:
     """A C-contiguous float32 [T, width] array (a [width] vector becomes [1, width])."""
     a = np.ascontiguousarray(a, dtype=np.float32)
     if a.ndim == 1:
@@ -72,14 +76,14 @@ class PrfState:
         _raise(_c.stk_prf_reset(rt._h, self.layer, _lib.STK_PRF_MEMORY if self.memory else 0, _ptr(self._state),
                                 self._bytes))
 
-    def add_key(self, x_key, v) -> None:
+    def add_key(self, x_key: ArrayLike, v: ArrayLike) -> None:
         rt = self._rt
         x = _f32(x_key, "x_key", rt.d_model)
         vv = _f32(v, "v", rt.d_v)
         _raise(_c.stk_prf_add_key(rt._h, self.layer, _ptr(self._state), self._bytes, _ptr(x), _ptr(vv),
                                   _ptr(rt._scratch), rt.info.scratch_bytes))
 
-    def read(self, x_query) -> np.ndarray:
+    def read(self, x_query: ArrayLike) -> np.ndarray:
         """[d_v] = phi_w(q)^T R / max(phi_w(q)^T s, beta_floor)."""
         rt = self._rt
         x = _f32(x_query, "x_query", rt.d_model)
@@ -88,7 +92,7 @@ class PrfState:
                                _ptr(rt._scratch), rt.info.scratch_bytes))
         return out
 
-    def run(self, X, V) -> np.ndarray:
+    def run(self, X: ArrayLike, V: ArrayLike) -> np.ndarray:
         """For each t: add key (X[t], V[t]), then read X[t]: [T, d_v], continuing this state."""
         rt = self._rt
         x = _f32(X, "X", rt.d_model)
@@ -118,7 +122,7 @@ class MemoryState:
         _raise(_c.stk_memory_step(self._rt._h, _ptr(self._state), self._bytes, float(u), ctypes.byref(y)))
         return y.value
 
-    def run(self, u) -> np.ndarray:
+    def run(self, u: ArrayLike) -> np.ndarray:
         u = np.asarray(u, dtype=np.float32).reshape(-1)
         return np.array([self.step(x) for x in u], dtype=np.float32)
 
@@ -130,16 +134,33 @@ class ReferenceRuntime:
     ``whitening_eps`` and ``has_prf``, ``has_overlays``, ``has_linear``, ``has_linear_bias``,
     ``has_memory``.  One scratch buffer per object: use one object per thread."""
 
-    def __init__(self, gen: Union["os.PathLike[str]", str, object]) -> None:
+    # set from the RefrunInfo struct in __init__ (one attribute per field)
+    n_layers: int
+    d_model: int
+    d_v: int
+    r: int
+    r_v: int
+    n_ffn_units: int
+    memory_sections: int
+    tau: float
+    beta_floor: float
+    whitening_eps: float
+    has_prf: bool
+    has_overlays: bool
+    has_linear: bool
+    has_linear_bias: bool
+    has_memory: bool
+
+    def __init__(self, gen: Union["os.PathLike[str]", str, "Generation"]) -> None:
         if isinstance(gen, (str, os.PathLike)):
-            from . import Generation
+            from .generation import Generation
             gen = Generation(gen)
-        self.gen = gen  # keeps the mapping open
+        self.gen: Generation = gen  # keeps the mapping open
         info = _lib.RefrunInfo()
         info.struct_size = ctypes.sizeof(info)
         _raise(_c.stk_refrun_get_info(self._h, ctypes.byref(info)))
         self.info = info
-        for name, _ in _lib.RefrunInfo._fields_[1:]:
+        for name, *_ in _lib.RefrunInfo._fields_[1:]:
             v = getattr(info, name)
             setattr(self, name, bool(v) if name.startswith("has_") else v)
         self._scratch = np.zeros(max(info.scratch_bytes, 8) // 8, dtype=np.float64)
@@ -147,19 +168,19 @@ class ReferenceRuntime:
 
     @property
     def _h(self) -> ctypes.c_void_p:
-        return self.gen._h  # type: ignore[attr-defined]
+        return self.gen._h
 
     # -- PRF attention ---------------------------------------------------------------------------
     def prf_state(self, layer: int, memory: bool = False) -> PrfState:
         """A fresh state of `layer` (memory=True: R and s filtered by the positional memory bank)."""
         return PrfState(self, layer, memory)
 
-    def prf_run(self, layer: int, X, V, memory: bool = False) -> np.ndarray:
+    def prf_run(self, layer: int, X: ArrayLike, V: ArrayLike, memory: bool = False) -> np.ndarray:
         """Causal PRF attention over one sequence from an empty state: [T, d_v]."""
         return self.prf_state(layer, memory).run(X, V)
 
     # -- overlays --------------------------------------------------------------------------------
-    def overlay_delta(self, layer: int, Xq) -> np.ndarray:
+    def overlay_delta(self, layer: int, Xq: ArrayLike) -> np.ndarray:
         """deltaC(q) = U ((phi_w(q)^T H) Z) for each row of Xq: [T, d_v] (value space)."""
         x = _f32(Xq, "Xq", self.d_model)
         out = np.empty((x.shape[0], self.d_v), dtype=np.float32)
@@ -177,7 +198,7 @@ class ReferenceRuntime:
             self._index = idx
         return self._index
 
-    def ffn_apply(self, unit: int, X) -> np.ndarray:
+    def ffn_apply(self, unit: int, X: ArrayLike) -> np.ndarray:
         """y = sum_j |x_j| M^{sign x_j}[:, j] of FFN unit `unit` for each row of X: [T, d_model].
         linear_bias is not added (see :meth:`ffn_bias`)."""
         idx = self.ffn_index()
@@ -199,6 +220,6 @@ class ReferenceRuntime:
     def memory_state(self) -> MemoryState:
         return MemoryState(self)
 
-    def memory_run(self, u) -> np.ndarray:
+    def memory_run(self, u: ArrayLike) -> np.ndarray:
         """The bank's output for the input sequence u from the initial registers: [T] float32."""
         return self.memory_state().run(u)
