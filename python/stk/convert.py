@@ -7,28 +7,54 @@ import ctypes
 import mmap
 import os
 import queue
+import signal
 import threading
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any, Optional, Union
 
 from . import _lib
 from ._lib import lib as _c
-from .errors import PathLike, StkError, _p, _raise
+from .errors import PathLike, Status, StkError, _p, _raise
 from .reports import inspect
 
 
+def _gguf_path(path: str) -> str:
+    """stk_model_gguf_path: the GGUF file ``path`` names, "" when it is not a GGUF model."""
+    cap = 4096
+    while True:
+        buf = ctypes.create_string_buffer(cap)
+        n = ctypes.c_size_t()
+        s = _c.stk_model_gguf_path(_p(path), buf, cap, ctypes.byref(n))
+        if s == Status.INVALID_ARGUMENT and n.value >= cap:
+            cap = n.value + 1
+            continue
+        _raise(s)
+        return os.fsdecode(buf.value)
+
+
 def _model_dir(src: PathLike) -> str:
-    """``--in`` as the command takes it: a model directory, a file inside one, or a HuggingFace
-    cache folder ``models--ORG--NAME`` (the snapshot refs/main names)."""
+    """``--in`` as the command resolves it: a GGUF file is the model itself (the folder around it
+    may hold other GGUFs); another file is a checkpoint file inside its model directory (the
+    directory is used); a HuggingFace cache folder ``models--ORG--NAME`` is the snapshot refs/main
+    names (else its only snapshot); anything else is passed on as given."""
     p = Path(src)
-    if p.is_file():
+    if p.exists() and not p.is_dir():
+        if _gguf_path(str(p)):
+            return str(p)
         return str(p.parent)
-    ref = p / "refs" / "main"
-    if p.name.startswith("models--") and ref.is_file():
-        return str(p / "snapshots" / ref.read_text().strip())
+    if p.name.startswith("models--") and (p / "snapshots").is_dir():
+        ref = p / "refs" / "main"
+        rev = ref.read_text().strip() if ref.is_file() else ""
+        if not rev or "/" in rev or not (p / "snapshots" / rev).is_dir():
+            snaps = [d.name for d in (p / "snapshots").iterdir() if d.is_dir()]
+            if len(snaps) != 1:
+                return str(p)  # the library names what it misses
+            rev = snaps[0]
+        return str(p / "snapshots" / rev)
     return str(p)
 
 
@@ -47,9 +73,14 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
     ``progress``: a callable ``progress(stage_name, index, total)`` called on this thread as each
     stage starts (index 1..total), or True for a tqdm bar (when tqdm is installed).
 
-    The stages run on a worker thread without the GIL.  Ctrl-C (KeyboardInterrupt), or any
-    exception raised by ``progress``, cancels the job (stk_job_cancel: the running stage stops at
-    its next layer/tensor), removes the staging directory and re-raises: nothing is published.
+    The stages run on a worker thread without the GIL.  Ctrl-C, or any exception raised by
+    ``progress``, cancels the job (stk_job_cancel: the running stage stops at its next
+    layer/tensor) and removes the staging directory, and a root this call created: then
+    KeyboardInterrupt (or the exception) is raised, and nothing was published.  A Ctrl-C that comes
+    once the check stage has published (the generation is current) does not raise: the summary is
+    returned, with a RuntimeWarning saying so, as ``stk convert`` reports it (exit 0, published).
+    ``src`` is resolved as the command's ``--in``: a ``.gguf`` file is the model itself, even in a
+    folder that holds other GGUFs.
 
     Returns the summary: ``generation`` (curr_hash), ``generation_name``, ``generation_dir``,
     ``previous``, ``arrays``, ``bytes``, ``arena_bytes``, ``tokenizer`` (mode, vocab_size, ltok and
@@ -87,44 +118,102 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
 
     size = ctypes.c_size_t(0)
     _raise(_c.stk_job_arena_size(ctypes.byref(params), ctypes.byref(size)))
+    out_existed = os.path.lexists(out_dir)
     # Anonymous mapping: pages are zero and only touched as the job uses them.
     arena = mmap.mmap(-1, max(size.value, 1))
     arena_ref = ctypes.c_char.from_buffer(arena)
     job = ctypes.c_void_p()
-    try:
-        _raise(_c.stk_open(ctypes.byref(params), ctypes.addressof(arena_ref), size.value, ctypes.byref(job)))
-        stages, failure, gen_dir, tok_reason = _run_stages(job, callback)
-        if failure is None and bar is not None:
-            bar.n = _lib.STK_STAGE_COUNT
-            bar.set_postfix_str("published")
-    finally:
-        if bar is not None:
-            bar.close()
-        _c.stk_close(job)  # a job that did not publish: its staging directory is removed here
-        del arena_ref
-        arena.close()
-    if failure is not None:
-        raise failure
-    assert gen_dir is not None  # every stage ran and the job named its published generation
-    manifest = inspect(gen_dir)
-    tok = manifest["tokenizer"]
-    disabled = [{"stage": rec["stage"], "text": rec["text"]} for rec in manifest["records"]
-                if rec["kind"] == "feature_disabled"]
-    return {
-        "command": "convert", "ok": True, "in": in_dir, "out": out_dir, "published": True,
-        "generation": manifest["generation"], "root": out_dir,
-        "generation_name": os.path.basename(gen_dir), "generation_dir": gen_dir,
-        "previous": manifest["previous"], "arrays": manifest["arrays_count"], "bytes": manifest["bytes"],
-        "arena_bytes": size.value,
-        "tokenizer": {"mode": tok["mode"], "reason": tok_reason, "vocab_size": tok["vocab_size"], "ltok": tok["ltok"]},
-        "disabled": disabled, "stages": stages,
-    }
+    published = False
+    with _SigintToCancel() as sigint:
+        try:
+            _raise(_c.stk_open(ctypes.byref(params), ctypes.addressof(arena_ref), size.value, ctypes.byref(job)))
+            sigint.job = job
+            stages, failure, gen_dir, tok_reason = _run_stages(job, callback, sigint)
+            published = failure is None
+            if published and bar is not None:
+                bar.n = _lib.STK_STAGE_COUNT
+                bar.set_postfix_str("published")
+        finally:
+            sigint.job = None
+            if bar is not None:
+                bar.close()
+            _c.stk_close(job)  # a job that did not publish: its staging directory is removed here
+            del arena_ref
+            arena.close()
+            if not published and not out_existed:
+                _remove_created_root(out_dir)  # as the command does: a root this call created goes
+        if not published:
+            if sigint.count:
+                raise KeyboardInterrupt  # nothing was published
+            assert failure is not None
+            raise failure
+        assert gen_dir is not None  # every stage ran and the job named its published generation
+        manifest = inspect(gen_dir)
+        if sigint.count:  # Ctrl-C once the check stage had published: the generation is current
+            warnings.warn(f"stk.convert: interrupted after {os.path.basename(gen_dir)} was published and made "
+                          f"current in {out_dir}; returning its summary", RuntimeWarning, stacklevel=2)
+        tok = manifest["tokenizer"]
+        disabled = [{"stage": rec["stage"], "text": rec["text"]} for rec in manifest["records"]
+                    if rec["kind"] == "feature_disabled"]
+        return {
+            "command": "convert", "ok": True, "in": in_dir, "out": out_dir, "published": True,
+            "generation": manifest["generation"], "root": out_dir,
+            "generation_name": os.path.basename(gen_dir), "generation_dir": gen_dir,
+            "previous": manifest["previous"], "arrays": manifest["arrays_count"], "bytes": manifest["bytes"],
+            "arena_bytes": size.value,
+            "tokenizer": {"mode": tok["mode"], "reason": tok_reason, "vocab_size": tok["vocab_size"], "ltok": tok["ltok"]},
+            "disabled": disabled, "stages": stages,
+        }
 
 
-def _run_stages(job: ctypes.c_void_p, callback: Optional[ProgressCallback]
+def _remove_created_root(root: str) -> None:
+    """A root this call created and did not publish into: its LOCK and empty generations/ go, then
+    the root itself if that leaves it empty (stk.h's STK_LOCK_FILE_NAME, STK_GENERATIONS_DIR_NAME)."""
+    steps: list[tuple[Callable[[str], None], str]] = [
+        (os.unlink, os.path.join(root, "LOCK")), (os.rmdir, os.path.join(root, "generations")), (os.rmdir, root)]
+    for step, path in steps:
+        try:
+            step(path)
+        except OSError:
+            pass
+
+
+class _SigintToCancel:
+    """While a conversion runs on the main thread with Python's default SIGINT handler, Ctrl-C
+    does not raise KeyboardInterrupt wherever the main thread happens to be (possibly after the
+    check stage has published): it is counted and cancels the job (stk_job_cancel: the running
+    stage stops at its next progress point, and the check stage tests it once more just before
+    publishing), and convert() then says truthfully what happened: KeyboardInterrupt when nothing
+    was published, the summary (with a RuntimeWarning) when the generation was.  Elsewhere (another
+    thread, a handler of the caller's own) nothing is changed."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.job: Optional[ctypes.c_void_p] = None
+        self._old: Any = None
+        self._installed = False
+
+    def _handler(self, signum: int, frame: Optional[FrameType]) -> None:
+        self.count += 1
+        if self.job is not None:
+            _c.stk_job_cancel(self.job)
+
+    def __enter__(self) -> "_SigintToCancel":
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._old = signal.signal(signal.SIGINT, self._handler)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._old)
+
+
+def _run_stages(job: ctypes.c_void_p, callback: Optional[ProgressCallback], sigint: _SigintToCancel
                 ) -> tuple[list[dict[str, Any]], Optional[BaseException], Optional[str], str]:
     """The stages on a worker thread (no GIL while each runs); this thread waits, calls the progress
-    callback between stages and turns Ctrl-C into stk_job_cancel."""
+    callback between stages, and after Ctrl-C (``sigint.count``) starts no further stage."""
     events: queue.Queue[tuple[str, int, str]] = queue.Queue()
     go = threading.Event()
     stop = threading.Event()
@@ -139,6 +228,7 @@ def _run_stages(job: ctypes.c_void_p, callback: Optional[ProgressCallback]
                 go.wait()
                 go.clear()
                 if stop.is_set():
+                    out["failure"] = StkError(Status.CANCELLED, f"cancelled before stage {name}")
                     return
                 t0 = time.perf_counter()
                 s = _c.stk_stage_run(job, i)
@@ -175,15 +265,21 @@ def _run_stages(job: ctypes.c_void_p, callback: Optional[ProgressCallback]
                 continue
             if kind == "end":
                 break
-            if callback is not None:
+            if callback is not None and not sigint.count:
                 callback(name, index, _lib.STK_STAGE_COUNT)
+            if sigint.count:
+                stop.set()
             go.set()
-    except BaseException:
+    except BaseException as e:
+        # an exception from the progress callback (or a KeyboardInterrupt where Ctrl-C is not
+        # turned into a cancel): cancel, wait for the worker, and say what happened
         stop.set()
         _c.stk_job_cancel(job)  # the running stage stops at its next progress point
         go.set()
         while worker.is_alive():
             worker.join(0.1)
-        raise
+        if not (isinstance(e, KeyboardInterrupt) and "dir" in out and "failure" not in out):
+            raise
+        sigint.count += 1  # Ctrl-C after the check stage published: the summary, with a warning
     worker.join()
     return stages, out.get("failure"), out.get("dir"), out.get("tokenizer_reason", "")
