@@ -360,14 +360,14 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
         for layer in sorted(plan[module]):
             blk = layers[layer]
             orig = blk.mlp
-            meters[(module, layer)] = _Meter()
+            meters.setdefault((module, layer), _Meter())
             weights = {} if lowbit is None else lowbit[module][layer]
             blk.mlp = LowBitFFN(orig, layer, module, weights)
             undo.append(functools.partial(setattr, blk, "mlp", orig))
     for layer in sorted(plan["window"]):
         blk = layers[layer]
         orig = blk.self_attn
-        meters[("window", layer)] = _Meter()
+        meters.setdefault(("window", layer), _Meter())
         blk.self_attn = Window(orig, layer)
         undo.append(functools.partial(setattr, blk, "self_attn", orig))
     attn_layers = plan["prf"] | plan["overlays"] | plan["memory"]
@@ -377,7 +377,7 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
         if hasattr(orig, "experts") or hasattr(orig, "gate") and not hasattr(orig, "gate_proj"):
             raise NotImplementedError(f"stk eval --swap ffn:{layer}: layer {layer}'s FFN is a mixture of experts; "
                                       "swapping MoE layers (router + per-expert dictionary units) is not implemented")
-        meters[("ffn", layer)] = _Meter()
+        meters.setdefault(("ffn", layer), _Meter())
         blk.mlp = FFN(orig, layer)
         undo.append(functools.partial(setattr, blk, "mlp", orig))
     for layer in sorted(attn_layers):
@@ -387,7 +387,7 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
             raise NotImplementedError(f"stk eval --swap prf:{layer}: {type(orig).__name__} has no v_proj/o_proj; "
                                       "attention swaps are implemented for Llama-style attention blocks")
         module = "memory" if layer in plan["memory"] else "overlays" if layer in plan["overlays"] else "prf"
-        meters[(module, layer)] = _Meter()
+        meters.setdefault((module, layer), _Meter())
         blk.self_attn = Attention(orig, layer, module, layer in plan["overlays"], layer in plan["memory"])
         undo.append(functools.partial(setattr, blk, "self_attn", orig))
     return undo
