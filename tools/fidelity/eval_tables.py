@@ -70,10 +70,17 @@ def main():
     ap.add_argument("--tables", default="format,beyond")
     ap.add_argument("--contexts", type=int, default=4)
     ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--markdown-only", action="store_true", help="rewrite the .md tables from the .json, run nothing")
     a = ap.parse_args()
     texts = [os.path.join(a.texts, "eval-english.txt"), os.path.join(a.texts, "eval-code.txt")]
     os.makedirs(a.out, exist_ok=True)
     layers = [int(x) for x in a.layers.split(",")]
+    if a.markdown_only:
+        for table in a.tables.split(","):
+            rows = json.load(open(os.path.join(a.out, f"{table}.json")))
+            with open(os.path.join(a.out, f"{table}.md"), "w") as f:
+                f.write(markdown(a, table, rows))
+        return
     m, _ = evaluation._load(os.fspath(a.model))
     n_layers = m.config.num_hidden_layers
     for table in a.tables.split(","):
@@ -97,6 +104,9 @@ def main():
             r = evaluation.evaluate(a.model, a.gen, texts, ctx=a.ctx, contexts=a.contexts, swap=swap, zero=zero,
                                     sinks=sinks, window=window)
             r["state"] = state_bytes(m.config, swap, sinks, window)
+            # no machine's paths in the published JSON: the model's file name, ROOT, the texts' names
+            r["model"], r["gen"] = os.path.basename(r["model"]), "ROOT" if r["gen"] else None
+            r["texts"] = [os.path.basename(t) for t in r["texts"]]
             rows.append(r)
             json.dump(rows, open(path, "w"), indent=1)
         json.dump(rows, open(path, "w"), indent=1)
@@ -113,15 +123,21 @@ def _layers_summary(r):
     return f"median {vals[len(vals) // 2]:.3f} ({vals[0]:.3f}-{vals[-1]:.3f})"
 
 
+def _ppl(x):
+    return f"{x:.3f}" if x < 1e5 else f"{x:.2e}"
+
+
 def markdown(a, table, rows):
     r0 = rows[0]
+    cmd = (f"python -m stk eval --model MODEL --gen ROOT --text eval-english.txt --text eval-code.txt --ctx {r0['ctx']} "
+           f"--contexts {r0['contexts'] // 2} --swap SWAP [--zero]")
     lines = [f"{a.name}, {r0['contexts']} contexts of {r0['ctx']} tokens ({r0['tokens_scored']} scored tokens); "
-             f"original perplexity {r0['perplexity_original']:.3f}.", ""]
+             f"original perplexity {r0['perplexity_original']:.3f}. Each row: `{cmd}`.", ""]
     if table == "format":
         lines += ["| swap | perplexity | KL mean | KL p99 | top-1 agreement | module rel L2 |", "|---|---:|---:|---:|---:|---|"]
         for r in rows:
             sw = f"`{r['swap']}`" + (" deleted (`--zero`)" if r["zero"] else "")
-            lines.append(f"| {sw} | {r['perplexity_swapped']:.3f} | {r['kl_mean']:.4f} | {r['kl_p99']:.3f} | "
+            lines.append(f"| {sw} | {_ppl(r['perplexity_swapped'])} | {r['kl_mean']:.4f} | {r['kl_p99']:.3f} | "
                          f"{r['top1_agreement']:.3f} | {_layers_summary(r)} |")
     else:
         lines += ["| swap | sinks + window | fixed state | perplexity | KL mean | KL p99 | top-1 agreement | module rel L2 |",
@@ -129,7 +145,7 @@ def markdown(a, table, rows):
         for r in rows:
             sw = f"`{r['swap']}`"
             win = f"{r['sinks']} + {r['window']}" if "sinks" in r else ""
-            lines.append(f"| {sw} | {win} | {r.get('state', '')} | {r['perplexity_swapped']:.3f} | {r['kl_mean']:.4f} | "
+            lines.append(f"| {sw} | {win} | {r.get('state', '')} | {_ppl(r['perplexity_swapped'])} | {r['kl_mean']:.4f} | "
                          f"{r['kl_p99']:.3f} | {r['top1_agreement']:.3f} | {_layers_summary(r)} |")
     return "\n".join(lines) + "\n"
 
