@@ -293,7 +293,7 @@ void bridge_leg_scores(const float *rows, uint64_t v, uint64_t d, const float *g
 
 unsigned bridge_leg_workers(unsigned threads, uint64_t v, uint64_t row_block) {
     const uint64_t blocks = (v + row_block - 1) / row_block;
-    return unsigned(std::max<uint64_t>(1, std::min<uint64_t>({threads ? threads : 1, blocks, kBridgeLegMaxWorkers})));
+    return unsigned(std::max<uint64_t>(1, std::min<uint64_t>(threads, blocks)));  // threads: normalize_params
 }
 
 // ---- the stage --------------------------------------------------------------------------------

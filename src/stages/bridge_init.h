@@ -75,8 +75,9 @@ void bridge_leg_scores(const float *rows, uint64_t v, uint64_t d, const float *g
 using LegRows = std::function<const float *(uint64_t r0, uint64_t m, float *buf)>;
 void bridge_leg_scores(const LegRows &rows_of, uint64_t v, uint64_t d, const float *gt, uint64_t h, float *x, unsigned threads,
                        uint64_t row_block, float *bufs);
-// Workers (and row-block buffers) of the streamed form: min(threads, blocks, this).
-constexpr unsigned kBridgeLegMaxWorkers = 8;
+// Workers (and row-block buffers) of the streamed form: min(threads, blocks), at least 1; threads
+// is the normalised count (normalize_params: 1..1024), and the row blocks of all workers together
+// are at most one block more than the embedding in f32.
 unsigned bridge_leg_workers(unsigned threads, uint64_t v, uint64_t row_block);
 
 // What bridge_build measured (records, tests, acceptance).

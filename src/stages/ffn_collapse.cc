@@ -198,7 +198,9 @@ struct FfnScratch {
     uint32_t *n_delta, *delta_vals;
     uint64_t *delta_keys;
 };
-unsigned selection_workers(unsigned threads) { return std::max(1u, std::min(threads, 64u)); }
+// The column selection's workers: the normalised thread count (normalize_params: 1..1024), at most
+// one per column.
+unsigned selection_workers(unsigned threads, uint64_t d) { return unsigned(std::max<uint64_t>(1, std::min<uint64_t>(threads, d))); }
 
 // d x d in place: a[i][j] <-> a[j][i], by tiles (the tile pairs dealt round-robin to the workers),
 // so that the selection reads a column of a map as a contiguous row.
@@ -236,7 +238,7 @@ FfnScratch ffn_scratch(const Sizes &z, unsigned threads, Buffers &b) {
     o.row_scratch = b.array<float>(z.row_floats);
     // The column selection's workers: each its own order / rest / in-top scratch; per (column,
     // sign) the energies and the delta entries, merged in column order afterwards.
-    const uint64_t sel = selection_workers(threads);
+    const uint64_t sel = selection_workers(threads, z.d);
     o.order = b.array<uint32_t>(checked_mul(z.d + 1, sel, "ffn_collapse order"));  // column order
     o.rest = b.array<uint32_t>(checked_mul(z.d + 1, sel, "ffn_collapse order"));   // rest order
     o.in_top = b.array<uint8_t>(checked_mul(z.d + 1, sel, "ffn_collapse order"));  // in top-L
@@ -375,7 +377,7 @@ void ffn_collapse_run(Job &job) {
         transpose_square(Mp, d, threads);
         transpose_square(Mm, d, threads);
         const uint64_t base0 = h->n_base;
-        const unsigned sel = unsigned(std::min<uint64_t>(selection_workers(threads), d));
+        const unsigned sel = selection_workers(threads, d);
         std::atomic<uint64_t> dropped_entries{0};
         run_workers(sel, [&](unsigned w) {
             uint64_t nonzero_dropped = 0;
