@@ -4,6 +4,7 @@
 // write) per token, its memory-bandwidth floor.  docs/benchmarks.md says how to read it.
 //
 //   build-test/bench/refrun_bench [tokens]     (default 64 tokens per step)
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -33,16 +34,47 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+constexpr int kReps = 5;  // every figure is the median of kReps runs
+
+template <class F> double median_seconds(F &&run) {
+    std::vector<double> t;
+    for (int i = 0; i < kReps; i++) {
+        auto t0 = std::chrono::steady_clock::now();
+        run();
+        t.push_back(seconds_since(t0));
+    }
+    std::sort(t.begin(), t.end());
+    return t[kReps / 2];
+}
+
+// The floor, measured in the same run: this machine's bandwidth reading 256 MB and writing 256 MB
+// (a copy, the pattern of a state that is read and written back), median of kReps.
+double g_bandwidth = 0;
+
+void measure_bandwidth() {
+    std::vector<double> a(size_t(32) << 20, 1.0), b(size_t(32) << 20);
+    const double s = median_seconds([&] { std::memcpy(b.data(), a.data(), a.size() * sizeof(double)); a[0] += b[1]; });
+    g_bandwidth = 2.0 * a.size() * sizeof(double) / s;
+    std::printf("floor: memcpy of 256 MB reads + writes %.1f GB/s (median of %d)\n", g_bandwidth / 1e9, kReps);
+}
+
 void report(const char *step, uint64_t tokens, double s, double read_bytes, double write_bytes) {
+    const double floor_tps = g_bandwidth / (read_bytes + write_bytes);
     std::printf("%-28s %10.1f tokens/s  %9.3f ms/token  reads %8.2f MB/token  writes %8.2f MB/token  "
-                "(at 20 GB/s: floor %9.1f tokens/s)\n",
-                step, tokens / s, 1e3 * s / tokens, read_bytes / 1e6, write_bytes / 1e6, 20e9 / (read_bytes + write_bytes));
+                "floor %9.1f tokens/s  (%.2fx the floor's time)\n",
+                step, tokens / s, 1e3 * s / tokens, read_bytes / 1e6, write_bytes / 1e6, floor_tps, (s / tokens) * floor_tps);
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
     const uint64_t T = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 64;
+    if (FILE *f = std::fopen("/proc/loadavg", "r")) {  // a figure taken under load is not a figure
+        char buf[128] = {0};
+        if (std::fgets(buf, sizeof buf, f)) std::printf("load average at start: %s", buf);
+        std::fclose(f);
+    }
+    measure_bandwidth();
     // One layer's arrays (the steps read one layer at a time; n_layers only sizes the index).
     RefrunModel m;
     m.tag = 0x7b;
@@ -96,10 +128,10 @@ int main(int argc, char **argv) {
     for (uint32_t flags : {0u, kPrfMemory}) {
         const size_t sb = flags ? m.prf_state_bytes_memory : m.prf_state_bytes;
         std::vector<double> state(sb / 8);
-        prf_reset(m, 0, flags, state.data(), sb);
-        auto t0 = std::chrono::steady_clock::now();
-        prf_run(m, 0, state.data(), sb, T, X.data(), V.data(), out.data(), scratch.data(), m.scratch_bytes);
-        const double s = seconds_since(t0);
+        const double s = median_seconds([&] {
+            prf_reset(m, 0, flags, state.data(), sb);
+            prf_run(m, 0, state.data(), sb, T, X.data(), V.data(), out.data(), scratch.data(), m.scratch_bytes);
+        });
         // Per token: prf_W once (key and query share x), the state read and written by the key,
         // read again by the query; memory-filtered, the registers too.
         const double regs = flags ? 16.0 * (double(kR) * kDv + kR) : 0;
@@ -107,9 +139,8 @@ int main(int argc, char **argv) {
                state_bytes + regs);
     }
     {
-        auto t0 = std::chrono::steady_clock::now();
-        overlay_run(m, 0, T, X.data(), out.data(), scratch.data(), m.scratch_bytes);
-        report("overlay_delta", T, seconds_since(t0), w_bytes + 4.0 * (double(kR) * kRv + double(kDv) * kRv + kRv * kRv), 0);
+        const double s = median_seconds([&] { overlay_run(m, 0, T, X.data(), out.data(), scratch.data(), m.scratch_bytes); });
+        report("overlay_delta", T, s, w_bytes + 4.0 * (double(kR) * kRv + double(kDv) * kRv + kRv * kRv), 0);
     }
     {
         std::vector<uint64_t> keys;
@@ -131,10 +162,9 @@ int main(int argc, char **argv) {
         ffn_index_from(m, index.data(), m.ffn_index_bytes, keys.data(), vals.data(), keys.size());
         std::printf("ffn index build (synthetic keys, no lookups): %.2f s\n", seconds_since(t0));
         std::vector<float> y(size_t(T) * kDModel);
-        t0 = std::chrono::steady_clock::now();
-        ffn_apply(m, index.data(), m.ffn_index_bytes, 3, T, X.data(), y.data());
+        const double s = median_seconds([&] { ffn_apply(m, index.data(), m.ffn_index_bytes, 3, T, X.data(), y.data()); });
         // Per token: one sign's entries of every column of one unit, and their offsets.
-        report("ffn_apply (one unit)", T, seconds_since(t0), 8.0 * kDModel * per_col + 8.0 * 2 * kDModel + 4.0 * kDModel,
+        report("ffn_apply (one unit)", T, s, 8.0 * kDModel * per_col + 8.0 * 2 * kDModel + 4.0 * kDModel,
                4.0 * kDModel);
     }
     {
@@ -142,12 +172,14 @@ int main(int argc, char **argv) {
         memory_reset(m, st.data(), m.memory_state_bytes);
         const uint64_t n = T * 100000;
         float y = 0, acc = 0;
-        auto t0 = std::chrono::steady_clock::now();
-        for (uint64_t t = 0; t < n; t++) {
-            memory_step_state(m, st.data(), m.memory_state_bytes, t == 0 ? 1.0f : 0.0f, &y);
-            acc += y;
-        }
-        report("memory_step", n, seconds_since(t0), 32.0 * m.sections.size(), 16.0 * m.sections.size());
+        const double s = median_seconds([&] {
+            memory_reset(m, st.data(), m.memory_state_bytes);
+            for (uint64_t t = 0; t < n; t++) {
+                memory_step_state(m, st.data(), m.memory_state_bytes, t == 0 ? 1.0f : 0.0f, &y);
+                acc += y;
+            }
+        });
+        report("memory_step", n, s, 32.0 * m.sections.size(), 16.0 * m.sections.size());
         if (!std::isfinite(acc)) std::printf("(non-finite)\n");
     }
     std::printf("bridge (stk_lookup HUB): one row read of %u bytes per token; see bench/bridge_bench.cc\n", 2 * 8 * 2);
