@@ -40,8 +40,11 @@ def test_repaired_current_warning_is_the_commands(tmp_path, tiny):
                                 "and the new generation chains onto it")
 
 
-# The stored bytes of every tensor, as gguf-py's reader gives them (no stk code).
-@pytest.mark.parametrize("name", ["tiny-llama-q8_0", "tiny-llama-f32", "tiny-llama-bf16"])
+# The stored bytes of every tensor, as gguf-py's reader gives them (no stk code).  Not here: the
+# files whose tensors stk rebuilds in f32 from llama.cpp's layout (GPT-2's transposed matrices,
+# DeepSeek's and gpt-oss's gathered ones): their progress counts the rebuilt f32 (docs/cli.md).
+@pytest.mark.parametrize("name", ["tiny-llama-q8_0", "tiny-llama-f32", "tiny-llama-bf16", "tiny-internlm2-q8_0",
+                                  "tiny-granitemoe-q8_0", "tiny-gpt-oss-mxfp4-bf16", "tiny-gemma-bf16"])
 def test_parse_progress_counts_stored_bytes(tmp_path, name):
     gguf = pytest.importorskip("gguf")
     path = GGUF / f"{name}.gguf"
