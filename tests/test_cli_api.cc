@@ -287,6 +287,32 @@ void root_calls(void **) {
     assert_int_equal(std::strncmp(json, passed ? "{\"passed\": true" : "{\"passed\": false", passed ? 15 : 16), 0);
     assert_int_equal(stk_acceptance_row_at(acc, rows, &row), STK_E_KEY_NOT_FOUND);
     stk_acceptance_close(acc);
+    // Progress (issue 32 item 10): each suite as it starts, in order, with the rows so far; the
+    // same rows as without the callback.
+    struct Step {
+        std::string step;
+        uint32_t suite, suites, rows;
+    };
+    std::vector<Step> steps;
+    ap.progress = [](void *user, const char *step, uint32_t suite, uint32_t suites, uint32_t rows_so_far) {
+        static_cast<std::vector<Step> *>(user)->push_back({step, suite, suites, rows_so_far});
+    };
+    ap.progress_user = &steps;
+    assert_int_equal(stk_acceptance_run(&ap, &acc), STK_OK);
+    uint32_t rows2 = 0;
+    assert_int_equal(stk_acceptance_summary(acc, &rows2, &passed), STK_OK);
+    assert_int_equal(rows2, rows);
+    const char *names[] = {"16.1 prf", "16.2 linear", "16.3 memory", "16.4 bridge", "16.5 determinism"};
+    assert_int_equal(steps.size(), 5);  // without --model: no layer or conversion steps
+    for (uint32_t i = 0; i < 5; i++) {
+        assert_string_equal(steps[i].step.c_str(), names[i]);
+        assert_int_equal(steps[i].suite, i + 1);
+        assert_int_equal(steps[i].suites, 5);
+        if (i) assert_true(steps[i].rows >= steps[i - 1].rows);
+    }
+    assert_int_equal(steps[0].rows, 0);
+    stk_acceptance_close(acc);
+    ap.progress = nullptr;
     // The wrong model is refused before any row runs.
     const std::string other = test::test_data("models/llama");
     ap.model_dir = other.c_str();

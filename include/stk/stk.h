@@ -431,6 +431,16 @@ STK_API stk_status stk_stage_get_info(const stk_job *job, stk_stage stage, stk_s
  * on the same job (from another thread); the numbers are a snapshot. */
 STK_API stk_status stk_job_progress(const stk_job *job, uint64_t *out_done, uint64_t *out_total, const char **out_unit);
 
+/* The job's warnings, the list `stk convert` prints and its --json "warnings" holds: fallbacks
+ * that change what was written (the tokenizer in EXT mode, no tokenizer files, uncertified token
+ * tables: from the tokenizer stage on) and, once the check stage has published into a root, a
+ * default rv clamped to the model, a CURRENT that was repaired, a generation with no arrays.
+ * stk_job_warning_at writes warning `index` (0..count-1) NUL-terminated into out (out_cap bytes)
+ * and its length to *out_len (STK_E_INVALID_ARGUMENT when out_cap is too small; *out_len says how
+ * much is needed, without the NUL).  Threads: not during stk_stage_run on the same job. */
+STK_API stk_status stk_job_warning_count(const stk_job *job, uint32_t *out_count);
+STK_API stk_status stk_job_warning_at(const stk_job *job, uint32_t index, char *out, size_t out_cap, size_t *out_len);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Experimental: what the stk command reads (model paths, the plan, manifests, roots).         */
 /* Everything `stk convert`, `stk check` and `stk generations` print comes from these calls.  */

@@ -24,6 +24,13 @@ typedef struct stk_acceptance_params {
     const char *model_dir;      /* the checkpoint it was converted from, or NULL: the rows that
                                    need the weights say skipped */
     uint32_t threads;           /* 0 = 1; the figures are seeded, not timed */
+    /* Appended (struct_size says whether a caller has them).  Called on the calling thread as
+     * stk_acceptance_run and stk_acceptance_check_model go, for a display: `step` is what starts
+     * now ("16.2 linear", "16.2 linear: FFN 3/30", "16.5 determinism: a fresh conversion at
+     * threads 2"), `suite` its suite's index 1..`suites` (0: before the suites), `rows` the rows
+     * measured so far.  NULL: no calls.  It must not call into this run. */
+    void (*progress)(void *user, const char *step, uint32_t suite, uint32_t suites, uint32_t rows);
+    void *progress_user;
 } stk_acceptance_params;
 
 /* Refuses (STK_E_INVALID_ARGUMENT) a model_dir whose weights are not the ones the generation was

@@ -58,6 +58,21 @@ def _model_dir(src: PathLike) -> str:
     return str(p)
 
 
+def _job_warnings(job: ctypes.c_void_p) -> list[str]:
+    """stk_job_warning_count / _at: the list ``stk convert`` prints (its --json "warnings")."""
+    n = ctypes.c_uint32(0)
+    _raise(_c.stk_job_warning_count(job, ctypes.byref(n)))
+    out = []
+    for i in range(n.value):
+        need = ctypes.c_size_t(0)
+        buf = ctypes.create_string_buffer(1024)
+        if _c.stk_job_warning_at(job, i, buf, len(buf), ctypes.byref(need)) != 0:
+            buf = ctypes.create_string_buffer(need.value + 1)
+            _raise(_c.stk_job_warning_at(job, i, buf, len(buf), ctypes.byref(need)))
+        out.append(buf.value.decode("utf-8", "replace"))
+    return out
+
+
 ProgressCallback = Callable[[str, int, int], Any]
 
 
@@ -85,7 +100,8 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
     Returns the summary: ``generation`` (curr_hash), ``generation_name``, ``generation_dir``,
     ``previous``, ``arrays``, ``bytes``, ``arena_bytes``, ``tokenizer`` (mode, vocab_size, ltok and
     the reason for the mode, from stk_job_get_info), ``disabled`` (the manifest's feature_disabled
-    records) and ``stages`` (status, seconds, crc32c, sha256_low64, message), under the keys
+    records), ``stages`` (status, seconds, crc32c, sha256_low64, message) and ``warnings`` (the
+    library's list, stk_job_warning_at: the text ``stk convert`` prints), under the keys
     ``stk convert --json`` uses for them.
     """
     in_dir, out_dir = _model_dir(src), os.fspath(root)
@@ -124,12 +140,15 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
     arena_ref = ctypes.c_char.from_buffer(arena)
     job = ctypes.c_void_p()
     published = False
+    job_warnings: list[str] = []
     with _SigintToCancel() as sigint:
         try:
             _raise(_c.stk_open(ctypes.byref(params), ctypes.addressof(arena_ref), size.value, ctypes.byref(job)))
             sigint.job = job
             stages, failure, gen_dir, tok_reason = _run_stages(job, callback, sigint)
             published = failure is None
+            if published:
+                job_warnings = _job_warnings(job)  # before stk_close: the job holds them
             if published and bar is not None:
                 bar.n = _lib.STK_STAGE_COUNT
                 bar.set_postfix_str("published")
@@ -162,7 +181,7 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
             "previous": manifest["previous"], "arrays": manifest["arrays_count"], "bytes": manifest["bytes"],
             "arena_bytes": size.value,
             "tokenizer": {"mode": tok["mode"], "reason": tok_reason, "vocab_size": tok["vocab_size"], "ltok": tok["ltok"]},
-            "disabled": disabled, "stages": stages,
+            "disabled": disabled, "stages": stages, "warnings": job_warnings,
         }
 
 

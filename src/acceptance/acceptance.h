@@ -35,7 +35,15 @@ struct AcceptanceContext {
     unsigned threads = 1;
     // The checkpoint described once for every suite that reads it (acceptance_model fills it).
     mutable std::shared_ptr<const ModelDescription> model;
+    // The caller's display (stk_acceptance_params.progress): the runner sets suite/suites/rows.
+    void (*progress)(void *user, const char *step, uint32_t suite, uint32_t suites, uint32_t rows) = nullptr;
+    void *progress_user = nullptr;
+    mutable uint32_t suite = 0, suites = 0;
+    mutable const std::vector<AcceptanceRow> *rows = nullptr;
 };
+
+// Tells the caller's display what starts now (a suite's long step: a layer, a conversion).
+void acceptance_progress(const AcceptanceContext &ctx, const std::string &step);
 
 // model_dir described (config, mapped checkpoint, plan): on first use, then shared by the suites
 // that run on this context.

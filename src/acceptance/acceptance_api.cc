@@ -30,6 +30,8 @@ AcceptanceContext context_of(const stk_acceptance_params *params, const char *fn
     ctx.out_dir = p.generation_dir;
     ctx.model_dir = p.model_dir ? p.model_dir : "";
     ctx.threads = p.threads ? p.threads : 1;
+    ctx.progress = p.progress;
+    ctx.progress_user = p.progress_user;
     return ctx;
 }
 

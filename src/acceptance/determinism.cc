@@ -178,8 +178,11 @@ void acceptance_determinism(const AcceptanceContext &ctx, std::vector<Acceptance
         p.struct_size = sizeof p;
     }
     TempDir tmp("stk-acceptance-16.5");
+    acceptance_progress(ctx, "16.5 determinism: a fresh conversion at threads 1");
     const std::string one = convert(ctx.model_dir, tmp.path + "/threads1", p, 1);
+    acceptance_progress(ctx, "16.5 determinism: a fresh conversion at threads 2");
     const std::string two = convert(ctx.model_dir, tmp.path + "/threads2", p, 2);
+    acceptance_progress(ctx, "16.5 determinism: comparing the generations and their replays");
     acceptance_compare_generations(one, two, ctx.model_dir, "threads 1/2", rows);
     static const uint8_t zeros[32] = {};
     if (recovered)

@@ -171,6 +171,7 @@ void acceptance_linear(const AcceptanceContext &ctx, std::vector<AcceptanceRow> 
     std::vector<double> col(d), dcol(d), scol(d), y_exact(d), y_dict(d), y_true(d), y_b8(d), y_b12(d);
     std::vector<uint32_t> idx(d);
     for (uint32_t u = 0; u < n_units; u++) {
+        acceptance_progress(ctx, "16.2 linear: FFN " + std::to_string(u + 1) + "/" + std::to_string(n_units));
         const FfnUnit &fu = units[u];
         Weights w;
         w.w1 = load(ck, plan, fu.w1);

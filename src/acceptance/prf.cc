@@ -135,6 +135,7 @@ void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &ro
     uint32_t mismatched = 0;
     std::vector<double> d0;
     for (uint32_t l = 0; l < L; l++) {
+        acceptance_progress(ctx, "16.1 prf: prf_W of layer " + std::to_string(l + 1) + "/" + std::to_string(L));
         reader.read(reader.require(Role::K, int32_t(l), s.d_kv, d), wk.data(), rows_scratch.data());
         whitening_diagonal(wk.data(), s.d_kv, d, D.data());
         if (l == 0) d0 = D;
@@ -153,6 +154,7 @@ void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &ro
         w(size_t(kRmax) * hd), aq(kRmax), ak(size_t(kRmax) * kScaleKeys), exact(hd), approx(hd), logits(kScaleKeys),
         kn(kScaleKeys), kw(kScaleKeys);
     for (uint32_t l = 0; l < L; l++) {
+        acceptance_progress(ctx, "16.1 prf: model scale, layer " + std::to_string(l + 1) + "/" + std::to_string(L));
         reader.read(reader.require(Role::Q, int32_t(l), s.d_v, d), wq.data(), rows_scratch.data());
         reader.read(reader.require(Role::K, int32_t(l), s.d_kv, d), wk.data(), rows_scratch.data());
         reader.read(reader.require(Role::V, int32_t(l), s.d_kv, d), wv.data(), rows_scratch.data());

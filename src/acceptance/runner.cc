@@ -71,6 +71,7 @@ void acceptance_check_model(const AcceptanceContext &ctx) {
     const Manifest m = read_manifest(ctx.out_dir + "/" + kManifestFileName);
     const ManifestStage &pub = m.stages[STK_STAGE_PARSE_TENSORS - 1];
     if (pub.state != kStageRan) return;  // nothing recorded to compare with
+    acceptance_progress(ctx, "--model: its weights against the manifest's parse_tensors digest");
     TempDir tmp("stk-acceptance-model");
     stk_job_params p{};
     p.struct_size = sizeof p;
@@ -108,9 +109,18 @@ const ModelDescription &acceptance_model(const AcceptanceContext &ctx) {
     return *ctx.model;
 }
 
+void acceptance_progress(const AcceptanceContext &ctx, const std::string &step) {
+    if (ctx.progress) ctx.progress(ctx.progress_user, step.c_str(), ctx.suite, ctx.suites, ctx.rows ? uint32_t(ctx.rows->size()) : 0);
+}
+
 std::vector<AcceptanceRow> run_acceptance(const AcceptanceContext &ctx) {
     std::vector<AcceptanceRow> rows;
+    ctx.suites = uint32_t(acceptance_suites().size());
+    ctx.rows = &rows;
+    ctx.suite = 0;
     for (const AcceptanceSuite &s : acceptance_suites()) {
+        ctx.suite++;
+        acceptance_progress(ctx, s.name);
         try {
             s.run(ctx, rows);
         } catch (const Error &e) {
@@ -118,6 +128,7 @@ std::vector<AcceptanceRow> run_acceptance(const AcceptanceContext &ctx) {
                 acceptance_row(std::string(s.name) + " error", "the suite could not run", NAN, 0, "==", true, e.what()));
         }
     }
+    ctx.rows = nullptr;  // the vector is returned (moved) below
     return rows;
 }
 

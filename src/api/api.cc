@@ -1,9 +1,12 @@
 // The extern "C" surface: check arguments, call in, map exceptions to status + message.
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "core/abi.h"
 #include "core/error.h"
+#include "format/manifest.h"
 #include "publish/generations.h"
 #include "publish/verify.h"
 #include "stages/job.h"
@@ -199,6 +202,73 @@ STK_API stk_status stk_job_generation_dir(const stk_job *job, const char **out_d
         if (!job->root) throw_error(STK_E_INVALID_ARGUMENT, "the job does not publish into a root (STK_JOB_PUBLISH_ROOT)");
         if (!job->generation_dir) throw_error(STK_E_STAGE_ORDER, "nothing published yet: the check stage publishes");
         *out_dir = job->generation_dir;
+    });
+}
+
+}  // extern "C"
+
+// The warnings of a job, in the order `stk convert` prints them: tokenizer fallbacks (from the
+// tokenizer stage on), then, once the check stage published into a root, the clamped default rv,
+// a repaired CURRENT and an empty generation.  The text is the library's, so the command and
+// the bindings say the same (issue 32 item 13).
+static std::vector<std::string> job_warnings(const Job &job) {
+    std::vector<std::string> w;
+    if (const TokenizerPlan *t = job.tokenizer) {
+        if (t->mode == TokenizerPlan::Mode::EXT)
+            w.push_back(
+                "tokenizer in EXT mode: no token tables are written, so the generation cannot tokenize "
+                "by itself (stk replay needs --in MODEL_DIR). " +
+                std::string(t->sp_ran ? "Byte-level BPE vocabularies never pass Sardinas-Patterson; "
+                                        "--allow-uncertified-tokenizer builds the tables anyway "
+                                        "(recorded as uncertified: greedy ids may differ from BPE)"
+                                      : "The vocabulary is not byte-level BPE (EXT wrapper)"));
+        if (t->mode == TokenizerPlan::Mode::ABSENT)
+            w.push_back("no tokenizer files in the model directory: the tokenizer feature is disabled");
+        if (t->mode == TokenizerPlan::Mode::FST_UNCERTIFIED)
+            w.push_back(
+                "token tables built UNCERTIFIED (--allow-uncertified-tokenizer): greedy ids may differ "
+                "from the model's BPE ids");
+    }
+    if (!job.generation_dir) return w;
+    if (job.rv_clamped)
+        w.push_back("--rv: the default 12 exceeds min(r, d_v, d_model) for this model: the overlay rank is " +
+                    std::to_string(job.params.rv) + " (recorded in the manifest)");
+    static const uint8_t zero[32] = {};
+    const bool chained = std::memcmp(job.manifest.prev_hash, zero, 32) != 0;
+    if (job.repaired_current)
+        w.push_back(std::string(job.root) + "/" + kCurrentFileName +
+                    " was missing or named a generation that is not there: " +
+                    (!chained ? std::string("no generation in it verifies, so the new generation starts a new "
+                                            "chain (previous none) and CURRENT now names it")
+                              : "it was first pointed at the newest generation that verifies (" +
+                                    hex32(job.manifest.prev_hash).substr(0, 16) + "...), and the new generation chains onto it"));
+    if (read_manifest(std::string(job.generation_dir) + "/" + kManifestFileName).arrays.empty())
+        w.push_back(
+            "the generation holds no arrays: every feature is disabled (stk check will verify the "
+            "manifest alone)");
+    return w;
+}
+
+extern "C" {
+
+STK_API stk_status stk_job_warning_count(const stk_job *job, uint32_t *out_count) {
+    return guard([&] {
+        if (!job || !out_count) throw_error(STK_E_INVALID_ARGUMENT, "stk_job_warning_count: NULL argument");
+        *out_count = uint32_t(job_warnings(*job).size());
+    });
+}
+
+STK_API stk_status stk_job_warning_at(const stk_job *job, uint32_t index, char *out, size_t out_cap, size_t *out_len) {
+    return guard([&] {
+        if (!job || !out_len || (!out && out_cap)) throw_error(STK_E_INVALID_ARGUMENT, "stk_job_warning_at: NULL argument");
+        const std::vector<std::string> w = job_warnings(*job);
+        if (index >= w.size())
+            throw_error(STK_E_INVALID_ARGUMENT, "stk_job_warning_at: index %u, but the job has %zu warnings", index, w.size());
+        *out_len = w[index].size();
+        if (out_cap <= w[index].size())
+            throw_error(STK_E_INVALID_ARGUMENT, "stk_job_warning_at: warning %u needs %zu bytes, out_cap is %zu", index,
+                        w[index].size() + 1, out_cap);
+        std::memcpy(out, w[index].c_str(), w[index].size() + 1);
     });
 }
 

@@ -59,6 +59,15 @@ static bool locate_damage(const std::string &out, const std::string &rel, uint64
     return true;
 }
 
+// On a terminal: "stk check: [2/5] 16.2 linear: FFN 3/30  12 rows  41 s" on stderr as the
+// acceptance run goes (a model-scale run takes minutes), cleared before the table.
+static void acceptance_ticker(void *user, const char *step, uint32_t suite, uint32_t suites, uint32_t rows) {
+    const auto *t0 = static_cast<const std::chrono::steady_clock::time_point *>(user);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *t0).count();
+    if (suite == 0) progress("stk check: %s  %.0f s", step, s);
+    else progress("stk check: [%u/%u] %s  %u rows  %.0f s", suite, suites, step, rows, s);
+}
+
 // --acceptance on the verified generation `dir`: the table (or the JSON object), and the verdict
 // as the exit code.
 static int run_acceptance_rows(const std::string &out, const std::string &dir, const std::string &model, const char *line,
@@ -68,9 +77,13 @@ static int run_acceptance_rows(const std::string &out, const std::string &dir, c
     ap.generation_dir = dir.c_str();
     ap.model_dir = model.c_str();
     ap.threads = 1;  // the suites run single-threaded (their figures are seeded, not timed)
+    auto t0 = std::chrono::steady_clock::now();
+    ap.progress = acceptance_ticker;  // progress() prints only on a terminal
+    ap.progress_user = &t0;
     // A --model that is not the generation's source would fail rows for the wrong reason.
     // Refused before any row runs: exit 1 (the input was refused), not a usage error.
     stk_status st = stk_acceptance_check_model(&ap);
+    progress("%s", "");
     if (st == STK_E_INVALID_ARGUMENT) {
         if (json) json_result("check", kExitFailed, st, stk_last_error()).str("out", out).print();
         std::fprintf(stderr, "stk check: %s\n", stk_last_error());
@@ -81,6 +94,7 @@ static int run_acceptance_rows(const std::string &out, const std::string &dir, c
     uint32_t rows = 0, passed = 0;
     const char *table = nullptr, *table_json = nullptr;
     st = stk_acceptance_run(&ap, &result);
+    progress("%s", "");  // the ticker's line cleared
     if (st == STK_OK) st = stk_acceptance_summary(result, &rows, &passed);
     if (st == STK_OK) st = stk_acceptance_table(result, &table);
     if (st == STK_OK) st = stk_acceptance_json(result, &table_json);

@@ -399,7 +399,6 @@ struct ConvertOptions {
     std::string in, out, model_dir;  // p.in_dir / p.out_dir point into model_dir / out
     bool partial = false, json = false, dry = false;
     bool out_existed = false;      // a root this run creates is removed again if nothing is published
-    bool repairs_current = false;  // a root without a usable CURRENT: stk_open repairs it (said in the summary)
 };
 
 // The options and the refusals that need no model: --out first (a refused output should not
@@ -608,21 +607,6 @@ ConvertReport convert_report(stk_job *job, const ConvertOptions &o, const Conver
     rep.tok_why = info.tokenizer_reason;
     if (info.tokenizer_mode == STK_TOKENIZER_FST && rep.tok_why.empty())
         rep.tok_why = "Sardinas-Patterson certified the vocabulary uniquely decodable: greedy token tables built";
-    std::vector<std::string> &warnings = rep.warnings;
-    if (info.tokenizer_mode == STK_TOKENIZER_EXT)
-        warnings.push_back(
-            "tokenizer in EXT mode: no token tables are written, so the generation cannot tokenize "
-            "by itself (stk replay needs --in MODEL_DIR). " +
-            std::string(info.tokenizer_certified_run ? "Byte-level BPE vocabularies never pass Sardinas-Patterson; "
-                                                       "--allow-uncertified-tokenizer builds the tables anyway "
-                                                       "(recorded as uncertified: greedy ids may differ from BPE)"
-                                                     : "The vocabulary is not byte-level BPE (EXT wrapper)"));
-    if (info.tokenizer_mode == STK_TOKENIZER_ABSENT)
-        warnings.push_back("no tokenizer files in the model directory: the tokenizer feature is disabled");
-    if (info.tokenizer_mode == STK_TOKENIZER_FST_UNCERTIFIED)
-        warnings.push_back(
-            "token tables built UNCERTIFIED (--allow-uncertified-tokenizer): greedy ids may differ "
-            "from the model's BPE ids");
     for (const StageResult &r : run.results) {
         if (r.status == STK_E_NOT_IMPLEMENTED && feature_of_stage(r.stage)) rep.disabled.push_back(feature_of_stage(r.stage));
         if (r.disabled && feature_of_stage(r.stage)) {
@@ -639,20 +623,19 @@ ConvertReport convert_report(stk_job *job, const ConvertOptions &o, const Conver
         rep.gen_name = rep.gen_dir.substr(rep.gen_dir.rfind('/') + 1);
         read_published(rep);
     }
-    if (rep.published && o.p.rv == 0 && rep.rv != 0 && rep.rv != 12)
-        warnings.push_back("--rv: the default 12 exceeds min(r, d_v, d_model) for this model: the overlay rank is " +
-                           std::to_string(rep.rv) + " (recorded in the manifest)");
-    if (rep.published && o.repairs_current)
-        warnings.push_back(o.out + "/" + STK_CURRENT_FILE_NAME +
-                           " was missing or named a generation that is not there: " +
-                           (rep.previous.empty() ? std::string("no generation in it verifies, so the new generation starts a new "
-                                                               "chain (previous none) and CURRENT now names it")
-                                                 : "it was first pointed at the newest generation that verifies (" +
-                                                       rep.previous.substr(0, 16) + "...), and the new generation chains onto it"));
-    if (rep.published && rep.n_arrays == 0)
-        warnings.push_back(
-            "the generation holds no arrays: every feature is disabled (stk check will verify the "
-            "manifest alone)");
+    // The warnings are the library's (the bindings print the same list).
+    uint32_t n_warnings = 0;
+    if (stk_job_warning_count(job, &n_warnings) == STK_OK)
+        for (uint32_t i = 0; i < n_warnings; i++) {
+            std::vector<char> text(1024);
+            size_t len = 0;
+            stk_status ws = stk_job_warning_at(job, i, text.data(), text.size(), &len);
+            if (ws != STK_OK && len >= text.size()) {
+                text.resize(len + 1);
+                ws = stk_job_warning_at(job, i, text.data(), text.size(), &len);
+            }
+            if (ws == STK_OK) rep.warnings.emplace_back(text.data(), len);
+        }
     rep.summary = rep.published ? "published generation " + rep.gen_name + " in " + o.out + ": " + std::to_string(rep.n_arrays) +
                                       " arrays, " + human_bytes(rep.bytes) + ", tokenizer " + rep.tok_mode
                                 : run.failed_message;
@@ -748,10 +731,8 @@ int cmd_convert(int argc, char **argv) {
                                    "shows the plan)",
                                    arena_bytes, o.model_dir.c_str()),
                             o.json);
-    // A root whose CURRENT is gone: stk_open points it at the newest generation that verifies.
-    stk_root_info root{};
-    root.struct_size = sizeof root;
-    o.repairs_current = o.out_existed && stk_root_probe(o.out.c_str(), &root) == STK_OK && root.needs_repair;
+    // A root whose CURRENT is gone: stk_open points it at the newest generation that verifies
+    // (the job's warnings say so).
     // Ctrl-C / SIGTERM from here on: this run's staging directory goes, and a root it created.
     Cleanup cleanup("convert", o.out, std::string(STK_STAGING_PREFIX) + std::to_string(::getpid()) + "-", !o.out_existed, o.json);
     stk_job *job = nullptr;

@@ -60,6 +60,8 @@ struct Job {
     const char *root = nullptr;
     int root_lock_fd = -1;
     const char *generation_dir = nullptr;  // ROOT/generations/<name> once published
+    bool repaired_current = false;         // publish_begin repaired a missing or dangling CURRENT
+    bool rv_clamped = false;               // the default rv was clamped to the model (a manifest note)
 
     // Progress of the running stage, for a caller's display (stk convert on a terminal): units
     // done of total ("B" of tensor bytes, "layers", "FFNs").  Reset when a stage starts; a stage

@@ -28,7 +28,9 @@
 #include "core/error.h"
 #include "core/float16.h"
 #include "core/parallel.h"
+#include "format/ggml_dequant.h"
 #include "ingest/model.h"
+#include "ingest/mxfp4.h"
 #include "stages/outputs.h"
 #include "stages/stages.h"
 
@@ -48,6 +50,23 @@ uint64_t chunk_count(uint64_t n) { return (n + kChunkElements - 1) / kChunkEleme
 // A tensor whose logical f32 stream is a plain conversion of its stored elements (no transpose,
 // no fused-part gather) is read chunk by chunk in place; the others are materialised first.
 // Router gates are materialised too: their rows' norms order the experts.
+// The stored bytes a plan tensor reads, for the progress display (issue 32: it counted the f32
+// size): a ggml type's whole blocks, MXFP4's packed nibbles and scales (17 bytes per 32 values),
+// else elements times the stored element size.  A part of a fused tensor or one expert of a stack
+// counts its own share, so the shares add up to the stored tensor.  A tied head reads nothing of
+// its own: 0.
+uint64_t progress_bytes(const PlanTensor &t, const TensorRef &src) {
+    if (t.tied) return 0;
+    const uint64_t n = t.n_elements;
+    if (src.ggml_type == kGgmlMxfp4 || (!src.ggml_type && src.dtype == SrcDType::MXFP4))
+        return checked_mul((n + 31) / 32, 17, "stored bytes");
+    if (src.ggml_type) {
+        const uint64_t block = ggml::ggml_dequant_block(src.ggml_type);
+        if (block) return checked_mul((n + block - 1) / block, ggml::ggml_dequant_block_bytes(src.ggml_type), "stored bytes");
+    }
+    return checked_mul(n, src_dtype_size(src.dtype), "stored bytes");
+}
+
 bool read_in_place(const PlanTensor &t) {
     return !t.transpose && t.layout == QkvLayout::Separate && t.src_offset == 0 && t.role != Role::ROUTER_GATE;
 }
@@ -297,7 +316,8 @@ void parse_tensors_run(Job &job) {
     ChunkWorkers workers(buf.scratch, n_workers);
 
     uint64_t work_bytes = 0;
-    for (uint32_t i = 0; i < plan->n_streamed; i++) work_bytes += refs[plan->tensors[i].source].n_bytes;
+    for (uint32_t i = 0; i < plan->n_streamed; i++)
+        work_bytes = checked_add(work_bytes, progress_bytes(plan->tensors[i], refs[plan->tensors[i].source]), "stored bytes");
     job_work_begin(job, work_bytes, "B");
     if (g_parse_tensors_loop_hook) g_parse_tensors_loop_hook(0);
     // The per-tensor loop: no heap allocation from here to the hook below (a test counts them).
@@ -320,7 +340,7 @@ void parse_tensors_run(Job &job) {
             const uint64_t chunks = chunk_count(t.n_elements);
             workers.run(work, chunks);
             plan->streamed_elements += t.n_elements;
-            job_work_add(job, src.n_bytes);
+            job_work_add(job, progress_bytes(t, src));
 
             if (!t.tied) {  // a tied head repeats the embedding, already checked
                 uint64_t first = t.n_elements, count = 0;

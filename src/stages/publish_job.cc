@@ -48,7 +48,10 @@ void publish_begin(Job &job) {
     bool has_current = read_current(root, &cp);
     // Generations but no CURRENT, or a CURRENT naming one that is not there: repaired from the
     // newest generation that verifies, so the chain goes on (the tool says so).
-    if (!has_current || !is_dir_plain(root + "/" + kGenerationsDirName + "/" + cp.name)) has_current = repair_current(root, &cp);
+    if (!has_current || !is_dir_plain(root + "/" + kGenerationsDirName + "/" + cp.name)) {
+        job.repaired_current = current_needs_repair(root);  // not a new root's first generation
+        has_current = repair_current(root, &cp);
+    }
     if (has_current) {
         // The chain continues from the current generation; refuse to chain onto one that does
         // not read back as what CURRENT says.

@@ -141,6 +141,7 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     job->params.out_dir = job->out_dir;
     job->arrays = job->arena.alloc_array<WrittenArray>(kMaxArrays);
     job->source = model.release();
+    job->rv_clamped = rv_clamped;
     if (rv_clamped)
         draft_add_record(job->manifest, STK_STAGE_OVERLAYS, kRecordNote, kFeatureOverlays, STK_OK, double(p.rv), 12.0,
                          "rv clamped: the default 12 exceeds min(r, d_v, d_model) = %u for this model", p.rv);

@@ -29,6 +29,17 @@ def main() -> int:
     plan = json.loads(subprocess.run([meson, "introspect", scratch, "--install-plan"], capture_output=True,
                                      text=True, check=True).stdout)
     got = sorted(v["destination"] for sec in plan.values() for v in sec.values() if v.get("tag") == "python-runtime")
+    # What ninja builds (pyproject.toml's compile args): the alias of exactly the installed targets.
+    compile_args = json.loads(re.search(r"^compile = (\[.*\])$", toml, re.M).group(1))
+    assert compile_args == ["python-runtime"], compile_args
+    absdir = os.path.abspath(scratch) + os.sep
+    built = sorted(os.path.relpath(k, absdir) for sec in plan.values() for k, v in sec.items()
+                   if v.get("tag") == "python-runtime" and k.startswith(absdir))
+    ninja = open(os.path.join(scratch, "build.ninja")).read()
+    alias = re.search(r"^build python-runtime: phony\s*\|?(.*)$", ninja, re.M)
+    if not alias or sorted(alias.group(1).split()) != built:
+        print(f"the python-runtime alias builds {alias.group(1).split() if alias else None}, the wheel holds {built}")
+        return 1
     # every module of python/stk (a module left out of python/meson.build would be missing from the wheel)
     modules = sorted(os.path.basename(f) for f in glob.glob(os.path.join(src, "python", "stk", "*.py")))
     want = sorted("{py_platlib}/stk/" + f for f in modules + ["py.typed", "libstk.so", "_bin/stk"])

@@ -753,6 +753,14 @@ extern "C" {
         out_total: *mut u64,
         out_unit: *mut *const c_char,
     ) -> stk_status;
+    pub fn stk_job_warning_count(job: *const stk_job, out_count: *mut u32) -> stk_status;
+    pub fn stk_job_warning_at(
+        job: *const stk_job,
+        index: u32,
+        out: *mut c_char,
+        out_cap: usize,
+        out_len: *mut usize,
+    ) -> stk_status;
     // Experimental tier: what the stk command reads.
     pub fn stk_dtype_name(dtype: u32) -> *const c_char;
     pub fn stk_model_gguf_path(path: *const c_char, out: *mut c_char, out_cap: usize, out_len: *mut usize) -> stk_status;
