@@ -4,11 +4,12 @@
 Every script and documented command must run from a fresh checkout on another machine, so no
 tracked file may point into one machine's home or workspace.  What counts as such a path:
 
-  /root/NAME..., /home/USER..., /Users/USER..., /work/NAME..., /workspace/NAME...
-  (also /root, /work, /workspace alone before a space, a colon, or the end of the line)
+  a top-level root, home, Users, work or workspace folder followed by a name (root's, a user's,
+  a workspace's files), or root, work, workspace alone before a space, a colon or the end of the
+  line (the examples in test_pattern are built at run time so this file names none itself)
 
 where the slash starts the path (not after a letter, digit, `_`, `.`, `$`, `}`, `)`, `]`, `~`,
-`-` or `/`: `$tmp/root/x`, `${B}/work/x`, `~/work/x` and `a/home/b` are relative to something).
+`-` or `/`: a path after `$tmp`, `${B}`, `~` or `a` is relative to something).
 What does not count: `~/.cache/stk/...` and `$HOME/...` (every machine has its own), `/tmp/NAME`
 as a place to write output (a fresh machine has /tmp), `/usr/...` and the other system folders
 (Debian's packages put the tools there), and the strings a test concatenates onto a directory
@@ -42,8 +43,8 @@ _START = r"(?<![A-Za-z0-9_.$})\]~/-])"
 _NAME = r"[A-Za-z0-9_.+-]+"
 PATTERN = re.compile(
     _START + r"(?:"
-    + r"/(?:root|work|workspace)/" + _NAME           # /root/x, /work/x
-    + r"|/(?:home|Users)/" + _NAME                   # /home/user, /Users/user
+    + r"/(?:root|work|workspace)/" + _NAME           # root, work, workspace + a name
+    + r"|/(?:home|Users)/" + _NAME                   # home, Users + a user
     + r"|/(?:root|work|workspace)(?=[\s:]|$)"        # /root, /work alone
     + r")")
 
@@ -89,12 +90,13 @@ def scan(root, files):
 
 def self_test():
     """The pattern against lines whose answer is known (a broken regex must not pass silently)."""
-    flagged = ["WHEEL=/root/.cache/x.whl", "PY=/work/venv/bin/python", "cd /home/alice/src",
+    r, w, h = "/" + "root", "/" + "work", "/" + "home"  # built here: this file names no such path
+    flagged = [f"WHEEL={r}/.cache/x.whl", f"PY={w}/venv/bin/python", f"cd {h}/alice/src",
                "open('/Users/bob/m.gguf')", "HOME=/root", "x=/work:/usr", '"/workspace/a"',
-               "\t/root/fm/models"]
-    clean = ['out + "/root"', "$tmp/root/CURRENT", "${B}/work/x", "~/.cache/stk/venv",
-             "$HOME/.cache/stk", "/tmp/stk-demo", "/usr/bin/python3", "a/home/b", "build/work/x",
-             "https://github.com/root/repo", "/worker/x", "/rooted"]
+               f"\t{r}/fm/models"]
+    clean = ['out + "/root"', f"$tmp{r}/CURRENT", "${B}" + f"{w}/x", "~/.cache/stk/venv",
+             "$HOME/.cache/stk", "/tmp/stk-demo", "/usr/bin/python3", f"a{h}/b", f"build{w}/x",
+             f"https://github.com{r}/repo", "/worker/x", "/rooted"]
     bad = [s for s in flagged if not PATTERN.search(s)] + [s for s in clean if PATTERN.search(s)]
     if bad:
         sys.exit("abs_paths: the pattern misjudges: " + "; ".join(bad))
