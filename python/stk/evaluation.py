@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import numpy as np
 
 from . import _lib
-from .errors import StkError, _raise
+from .errors import Status, StkError, _raise
 from .generation import Generation
 
 MODULES = ("ffn", "prf", "overlays", "memory")
@@ -49,8 +49,6 @@ MODULES = ("ffn", "prf", "overlays", "memory")
 BEYOND = ("window", "ffn-bfloat16", "ffn-int8", "ffn-int4", "ffn-ternary")
 ALL_MODULES = MODULES + BEYOND
 _STAGE_PARSE_TENSORS = 1  # stk_stage STK_STAGE_PARSE_TENSORS
-_STK_E_INVALID_ARGUMENT = 1  # stk_status
-PathLike = "str | os.PathLike[str]"
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,7 +178,7 @@ def generation_digest(gen: Generation) -> tuple[int, int]:
     for st in gen.manifest["stages"]:
         if st["stage"] == "parse_tensors" and st["state"] == "ran":
             return int(st["crc32c"], 16), int(st["sha256_low64"], 16)
-    raise StkError(_STK_E_INVALID_ARGUMENT, f"{gen.dir}: the manifest records no parse_tensors digest to compare --model with")
+    raise StkError(Status.INVALID_ARGUMENT, f"{gen.dir}: the manifest records no parse_tensors digest to compare --model with")
 
 
 # --------------------------------------------------------------------------------------------
@@ -453,7 +451,7 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: int =
         want = generation_digest(gen_obj)
         have = model_digest(os.fspath(model))
         if want != have:
-            raise StkError(_STK_E_INVALID_ARGUMENT,
+            raise StkError(Status.INVALID_ARGUMENT,
                            f"--gen {gen_obj.dir} was converted from another model: its parse_tensors digest is crc32c "
                            f"{want[0]:08x} sha256_low64 {want[1]:016x}, --model {model} has crc32c {have[0]:08x} "
                            f"sha256_low64 {have[1]:016x}")
