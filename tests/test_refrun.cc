@@ -94,7 +94,8 @@ static void prf_sequence_threads_no_alloc(void **) {
         const size_t sb = flags ? I.prf_state_bytes_memory : I.prf_state_bytes;
         for (uint32_t layer = 0; layer < I.n_layers; layer++) {
             std::vector<double> st(sb / 8), sc(I.scratch_bytes / 8);
-            std::vector<float> seq(T * dv), tok(T * dv);
+            std::vector<float> seq(T * dv), tok(T * dv), parts(dv);
+            double log_den = 0;
             assert_int_equal(stk_prf_reset(G.g, layer, flags, st.data(), sb), STK_OK);
             size_t before = g_news;
             assert_int_equal(
@@ -106,7 +107,11 @@ static void prf_sequence_threads_no_alloc(void **) {
                 assert_int_equal(stk_prf_read(G.g, layer, st.data(), sb, &X[t * d], &tok[t * dv], sc.data(), I.scratch_bytes),
                                  STK_OK);
             }
-            assert_int_equal(g_news, before);  // reset, run, add_key, read: no heap allocation
+            assert_int_equal(stk_prf_read_parts(G.g, layer, st.data(), sb, &X[0], parts.data(), &log_den, sc.data(),
+                                                I.scratch_bytes),
+                             STK_OK);
+            assert_int_equal(g_news, before);  // reset, run, add_key, read, read_parts: no heap allocation
+            assert_true(std::isfinite(log_den));
             assert_memory_equal(seq.data(), tok.data(), 4 * seq.size());
             for (float f : seq) assert_true(std::isfinite(f));
             // The first token reads its own value back exactly when nothing else is in the state:

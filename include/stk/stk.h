@@ -1046,6 +1046,13 @@ STK_API stk_status stk_prf_add_key(const stk_generation *gen, uint32_t layer, vo
 /* out [d_v] = phi_w(q)^T R / max(phi_w(q)^T s, beta_floor) for x_query [d_model]. */
 STK_API stk_status stk_prf_read(const stk_generation *gen, uint32_t layer, const void *state, size_t state_bytes,
                                 const float *x_query, float *out, void *scratch, size_t scratch_bytes);
+/* The read's two parts, for a caller that combines this state with other attention (stk eval's
+ * window with the PRF state carrying the keys that left it): out [d_v] = phi_w(q)^T R /
+ * phi_w(q)^T s with no beta_floor (0 for an empty state), *out_log_den = log(phi_w(q)^T s) in the
+ * unshifted scale (-inf for an empty state). */
+STK_API stk_status stk_prf_read_parts(const stk_generation *gen, uint32_t layer, const void *state, size_t state_bytes,
+                                      const float *x_query, float *out, double *out_log_den, void *scratch,
+                                      size_t scratch_bytes);
 /* For t = 0..n-1: add key (x[t], v[t]) then read x[t] into out[t] (a query sees its own key);
  * x [n, d_model], v and out [n, d_v]; the same bits as the per-token calls. */
 STK_API stk_status stk_prf_run(const stk_generation *gen, uint32_t layer, void *state, size_t state_bytes, uint64_t n_tokens,

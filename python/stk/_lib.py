@@ -163,6 +163,7 @@ def _declare_refrun(lib: ctypes.CDLL) -> None:
         "stk_prf_reset": (st, [vp, u32, u32, vp, sz]),
         "stk_prf_add_key": (st, [vp, u32, vp, sz, fp, fp, vp, sz]),
         "stk_prf_read": (st, [vp, u32, vp, sz, fp, fp, vp, sz]),
+        "stk_prf_read_parts": (st, [vp, u32, vp, sz, fp, fp, ctypes.POINTER(ctypes.c_double), vp, sz]),
         "stk_prf_run": (st, [vp, u32, vp, sz, u64, fp, fp, fp, vp, sz]),
         "stk_overlay_delta": (st, [vp, u32, fp, fp, vp, sz]),
         "stk_overlay_run": (st, [vp, u32, u64, fp, fp, vp, sz]),

@@ -92,6 +92,17 @@ class PrfState:
                                _ptr(rt._scratch), rt.info.scratch_bytes))
         return out
 
+    def read_parts(self, x_query: ArrayLike) -> tuple[np.ndarray, float]:
+        """([d_v] num / den with no beta_floor, log den unshifted): what a caller needs to combine
+        this state with other attention (0 and -inf for an empty state)."""
+        rt = self._rt
+        x = _f32(x_query, "x_query", rt.d_model)
+        out = np.empty(rt.d_v, dtype=np.float32)
+        log_den = ctypes.c_double()
+        _raise(_c.stk_prf_read_parts(rt._h, self.layer, _ptr(self._state), self._bytes, _ptr(x), _ptr(out),
+                                     ctypes.byref(log_den), _ptr(rt._scratch), rt.info.scratch_bytes))
+        return out, log_den.value
+
     def run(self, X: ArrayLike, V: ArrayLike) -> np.ndarray:
         """For each t: add key (X[t], V[t]), then read X[t]: [T, d_v], continuing this state."""
         rt = self._rt

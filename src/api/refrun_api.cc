@@ -69,6 +69,15 @@ STK_API stk_status stk_prf_read(const stk_generation *gen, uint32_t layer, const
         [&] { prf_read(model(gen, "stk_prf_read"), layer, state, state_bytes, x_query, out, scratch, scratch_bytes); });
 }
 
+STK_API stk_status stk_prf_read_parts(const stk_generation *gen, uint32_t layer, const void *state, size_t state_bytes,
+                                      const float *x_query, float *out, double *out_log_den, void *scratch,
+                                      size_t scratch_bytes) {
+    return guard([&] {
+        prf_read_parts(model(gen, "stk_prf_read_parts"), layer, state, state_bytes, x_query, out, out_log_den, scratch,
+                       scratch_bytes);
+    });
+}
+
 STK_API stk_status stk_prf_run(const stk_generation *gen, uint32_t layer, void *state, size_t state_bytes, uint64_t n_tokens,
                                const float *x, const float *v, float *out, void *scratch, size_t scratch_bytes) {
     return guard(

@@ -333,7 +333,9 @@ void add_key_e(const RefrunModel &m, PrfState *st, const double *e, double emax,
     st->n_keys++;
 }
 
-void read_e(const RefrunModel &m, const PrfState *st, const double *e, double emax, float *out, double *f, double *acc) {
+// log_den null: the floored read of stk_prf_read.  Else num / den unfloored and log(den) unshifted.
+void read_e(const RefrunModel &m, const PrfState *st, const double *e, double emax, float *out, double *f, double *acc,
+            double *log_den = nullptr) {
     const uint64_t r = m.r, dv = m.d_v;
     const double *R = reinterpret_cast<const double *>(st + 1), *s = R + r * dv;
     features(m, uint32_t(st->layer_flags), e, emax, f);
@@ -344,6 +346,12 @@ void read_e(const RefrunModel &m, const PrfState *st, const double *e, double em
         const double fi = f[i];
         const double *Ri = R + i * dv;
         for (uint64_t j = 0; j < dv; j++) acc[j] += fi * Ri[j];
+    }
+    if (log_den) {
+        const bool empty = !(den > 0);
+        *log_den = empty ? -std::numeric_limits<double>::infinity() : std::log(den) + emax + st->offset;
+        for (uint64_t j = 0; j < dv; j++) out[j] = empty ? 0.0f : float(acc[j] / den);
+        return;
     }
     // num and den carry exp(-(emax + offset)); the floor is compared in the same scale.
     const double floor = m.beta_floor * std::exp(-(emax + st->offset));
@@ -482,6 +490,21 @@ void prf_read(const RefrunModel &m, uint32_t layer, const void *state, size_t st
     Scratch s = scratch_of(m, scratch);
     double emax = exponents(m, layer, x, s.e);
     read_e(m, st, s.e, emax, out, s.f, s.acc);
+}
+
+void prf_read_parts(const RefrunModel &m, uint32_t layer, const void *state, size_t state_bytes, const float *x, float *out,
+                    double *log_den, void *scratch, size_t scratch_bytes) {
+    const char *fn = "stk_prf_read_parts";
+    need_prf(m, fn);
+    check_layer(m, layer, fn);
+    const PrfState *st = prf_state(m, layer, const_cast<void *>(state), state_bytes, fn);
+    check_ptr(x, fn, "x_query");
+    check_ptr(out, fn, "out");
+    check_ptr(log_den, fn, "out_log_den");
+    check_buf(scratch, scratch_bytes, m.scratch_bytes, fn, "scratch");
+    Scratch s = scratch_of(m, scratch);
+    double emax = exponents(m, layer, x, s.e);
+    read_e(m, st, s.e, emax, out, s.f, s.acc, log_den);
 }
 
 void prf_run(const RefrunModel &m, uint32_t layer, void *state, size_t state_bytes, uint64_t n, const float *x, const float *v,

@@ -62,6 +62,9 @@ void prf_add_key(const RefrunModel &m, uint32_t layer, void *state, size_t state
                  void *scratch, size_t scratch_bytes);
 void prf_read(const RefrunModel &m, uint32_t layer, const void *state, size_t state_bytes, const float *x, float *out,
               void *scratch, size_t scratch_bytes);
+// num / den without beta_floor (0 when den is 0) and log(den) unshifted (-inf when den is 0).
+void prf_read_parts(const RefrunModel &m, uint32_t layer, const void *state, size_t state_bytes, const float *x, float *out,
+                    double *log_den, void *scratch, size_t scratch_bytes);
 void prf_run(const RefrunModel &m, uint32_t layer, void *state, size_t state_bytes, uint64_t n, const float *x,
              const float *v, float *out, void *scratch, size_t scratch_bytes);
 

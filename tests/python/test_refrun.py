@@ -147,6 +147,18 @@ def test_prf_and_overlays_against_numpy(gens, name):
                 st.add_key(X[t], V[t])
                 inc.append(st.read(X[t]))
             assert np.array_equal(np.stack(inc), rt.prf_run(l, X, V))
+            # read_parts: num / den unfloored and log den, against numpy on the same keys.
+            st = rt.prf_state(l)
+            out0, lden0 = st.read_parts(X[0])
+            assert lden0 == -np.inf and not out0.any()  # an empty state
+            F = ref.feats(l, X)
+            for t in range(T - 1):
+                st.add_key(X[t], V[t])
+            R = ref.R0[l] + F[:T - 1].T @ V[:T - 1].astype(np.float64)
+            s = ref.s0[l] + F[:T - 1].sum(axis=0)
+            out, lden = st.read_parts(X[T - 1])
+            _close(out[None], (F[T - 1] @ R / (F[T - 1] @ s))[None], f"{name} read_parts layer {l}")
+            assert abs(lden - np.log(F[T - 1] @ s)) <= 1e-6 * max(1.0, abs(lden)), (lden, np.log(F[T - 1] @ s))
         # Large inputs: exponents beyond f64's exp range (|e| > 709) stay finite and equal the
         # formula evaluated with the shift by hand (one key: out = f v f / max(f . f, beta), the
         # floor compared in the unshifted scale).  Whitening is the identity here (mu 0, sig2 1).

@@ -879,6 +879,17 @@ extern "C" {
         scratch: *mut c_void,
         scratch_bytes: usize,
     ) -> stk_status;
+    pub fn stk_prf_read_parts(
+        gen: *const stk_generation,
+        layer: u32,
+        state: *const c_void,
+        state_bytes: usize,
+        x_query: *const f32,
+        out: *mut f32,
+        out_log_den: *mut f64,
+        scratch: *mut c_void,
+        scratch_bytes: usize,
+    ) -> stk_status;
     pub fn stk_prf_run(
         gen: *const stk_generation,
         layer: u32,
