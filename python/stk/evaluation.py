@@ -44,9 +44,11 @@ from .generation import Generation
 
 MODULES = ("ffn", "prf", "overlays", "memory")
 # Beyond the spec's arrays (a proposal to Sera, docs/proposal-faithful-runtime.md): exact softmax
-# over S sink tokens plus a window of the last W, and the FFN's own weights through the .lwt
-# low-bit packing (docs/spec/lowbit-packing.txt) at one scale per tensor, or as bfloat16.
-BEYOND = ("window", "ffn-bfloat16", "ffn-int8", "ffn-int4", "ffn-ternary")
+# over S sink tokens plus a window of the last W (`window`; `window-prf` adds the generation's PRF
+# state holding every key that left the window, in the same normalisation), and the FFN's own
+# weights through the .lwt low-bit packing (docs/spec/lowbit-packing.txt) at one scale per tensor,
+# or as bfloat16.
+BEYOND = ("window", "window-prf", "ffn-bfloat16", "ffn-int8", "ffn-int4", "ffn-ternary")
 ALL_MODULES = MODULES + BEYOND
 _STAGE_PARSE_TENSORS = 1  # stk_stage STK_STAGE_PARSE_TENSORS
 
@@ -228,9 +230,14 @@ def _check_plan(plan: dict[str, set[int]]) -> None:
             both = plan[a] & plan[b]
             if both:
                 raise ValueError(f"--swap: layer {min(both)}'s FFN is given twice ({a} and {b})")
-    both = plan["window"] & (plan["prf"] | plan["overlays"] | plan["memory"])
-    if both:
-        raise ValueError(f"--swap: layer {min(both)}'s attention is given twice (window and PRF)")
+    attn_kinds = {"window": plan["window"], "window-prf": plan["window-prf"],
+                  "prf": plan["prf"] | plan["overlays"] | plan["memory"]}
+    names = list(attn_kinds)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            both = attn_kinds[a] & attn_kinds[b]
+            if both:
+                raise ValueError(f"--swap: layer {min(both)}'s attention is given twice ({a} and {b})")
 
 
 def _lowbit_ffn_weights(model_path: str, dtype: str, layers: Iterable[int]) -> dict[int, dict[str, np.ndarray]]:
@@ -335,6 +342,76 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
                 return (out,) + tuple(None for _ in ref_out[1:])
             return out
 
+    class WindowPrf(torch.nn.Module):
+        """Exact softmax over the first ``sinks`` positions and the last ``window``, as the model's
+        own attention computes it (its q/k norms, rotary and scaling: the family's attention
+        function is intercepted), plus the PRF state of every key that left the window, combined
+        in one normalisation per head: o = (Z_w o_w + Z_p o_p) / (Z_w + Z_p), Z_p = phi(q)^T s and
+        o_p = phi(q)^T R / Z_p from stk_prf_read_parts.  On a layer with its own sliding window
+        (Gemma's local layers) no key is carried: the model itself forgets them."""
+        def __init__(self, orig: Any, layer: int) -> None:
+            super().__init__()
+            self.orig, self.layer = orig, layer
+            self.h, self.hkv, self.hd = _attn_geometry(orig, cfg)
+            self.carry = not getattr(orig, "sliding_window", None)
+
+        def forward(self, hidden_states: Any, *args: Any, **kwargs: Any) -> Any:
+            ref_out = self.orig(hidden_states, *args, **kwargs)
+            ref = ref_out[0] if isinstance(ref_out, tuple) else ref_out
+            if hidden_states.shape[0] != 1:
+                raise NotImplementedError("stk eval runs one context at a time (batch 1)")
+            if zero:
+                out = torch.zeros_like(ref)
+            else:
+                mod = sys.modules[type(self.orig).__module__]
+                eager = getattr(mod, "eager_attention_forward", None)
+                if eager is None or getattr(cfg, "_attn_implementation", "eager") != "eager":
+                    raise NotImplementedError(f"--swap window-prf:{self.layer}: {type(self.orig).__name__} does not run "
+                                              "through its module's eager_attention_forward")
+                x = hidden_states[0].detach().cpu().numpy().astype(np.float32)
+                setattr(mod, "eager_attention_forward", functools.partial(self._attend, x))
+                try:
+                    out_all = self.orig(hidden_states, *args, **kwargs)
+                finally:
+                    setattr(mod, "eager_attention_forward", eager)
+                out = out_all[0] if isinstance(out_all, tuple) else out_all
+            meters[("window-prf", self.layer)].add(out.detach().cpu().numpy(), ref.detach().cpu().numpy())
+            if isinstance(ref_out, tuple):
+                return (out,) + tuple(None for _ in ref_out[1:])
+            return out
+
+        def _attend(self, x: np.ndarray, module: Any, query: Any, key: Any, value: Any, attention_mask: Any,
+                    dropout: float = 0.0, scaling: Optional[float] = None, softcap: Optional[float] = None,
+                    **_: Any) -> tuple[Any, None]:
+            t, h, hd = query.shape[2], self.h, self.hd
+            k = key.repeat_interleave(h // key.shape[1], dim=1)
+            v = value.repeat_interleave(h // value.shape[1], dim=1)
+            logits = (query[0].double() @ k[0].double().transpose(1, 2)) * (scaling if scaling is not None else hd ** -0.5)
+            if softcap is not None:
+                logits = torch.tanh(logits / softcap) * softcap
+            if attention_mask is not None:
+                m4 = attention_mask[0, 0, :, :t]
+                logits = logits.masked_fill(~m4, float("-inf")) if m4.dtype == torch.bool else logits + m4.double()
+            qp = torch.arange(t)[:, None]
+            kp = torch.arange(t)[None, :]
+            logits = logits.masked_fill(~((kp < sinks) | (qp - kp < window)), float("-inf"))
+            lz = torch.logsumexp(logits, dim=-1)                       # [h, t]
+            o = torch.softmax(logits, dim=-1) @ v[0].double()           # [h, t, hd]
+            if self.carry:
+                vcat = v[0].transpose(0, 1).reshape(t, h * hd).detach().cpu().numpy().astype(np.float32)
+                st = rt.prf_state(self.layer)
+                lz_n = lz.numpy()
+                o_n = o.numpy()
+                for q in range(t):
+                    s = q - window
+                    if s >= sinks:
+                        st.add_key(x[s], vcat[s])
+                        op, lp = st.read_parts(x[q])
+                        w = 1.0 / (1.0 + np.exp(lz_n[:, q] - lp))           # the carried keys' share, per head
+                        o_n[:, q] = (1 - w)[:, None] * o_n[:, q] + w[:, None] * op.reshape(h, hd).astype(np.float64)
+                o = torch.from_numpy(o_n)
+            return o.to(query.dtype)[None].transpose(1, 2).contiguous(), None
+
     class LowBitFFN(torch.nn.Module):
         def __init__(self, orig: Any, layer: int, module: str, weights: dict[str, np.ndarray]) -> None:
             super().__init__()
@@ -367,6 +444,12 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
         orig = blk.self_attn
         meters.setdefault(("window", layer), _Meter())
         blk.self_attn = Window(orig, layer)
+        undo.append(functools.partial(setattr, blk, "self_attn", orig))
+    for layer in sorted(plan["window-prf"]):
+        blk = layers[layer]
+        orig = blk.self_attn
+        meters.setdefault(("window-prf", layer), _Meter())
+        blk.self_attn = WindowPrf(orig, layer)
         undo.append(functools.partial(setattr, blk, "self_attn", orig))
     attn_layers = plan["prf"] | plan["overlays"] | plan["memory"]
     for layer in sorted(plan["ffn"]):
@@ -440,7 +523,7 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: int =
     lowbit = None
     if not zero and any(plan[mod] for mod in BEYOND if mod.startswith("ffn-")):
         lowbit = {mod: _lowbit_ffn_weights(model, mod[len("ffn-"):], plan[mod]) for mod in BEYOND if mod.startswith("ffn-") and plan[mod]}
-    needs_gen = any(plan[mod] for mod in MODULES)
+    needs_gen = any(plan[mod] for mod in MODULES + ("window-prf",))
     rt = None
     gen_obj = None
     if needs_gen and not zero:
@@ -499,7 +582,7 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: int =
         "contexts": len(ctxs),
         "swap": ",".join(f"{s.module}" + ("" if s.layers is None else ":" + "+".join(map(str, s.layers))) for s in swaps),
         "zero": zero,
-        **({"sinks": sinks, "window": window} if plan["window"] else {}),
+        **({"sinks": sinks, "window": window} if plan["window"] or plan["window-prf"] else {}),
         "perplexity_original": float(math.exp(nll_o.mean())),
         "perplexity_swapped": float(math.exp(nll_s.mean())),
         "kl_mean": float(kl.mean()),

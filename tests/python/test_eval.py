@@ -142,3 +142,53 @@ def test_command_json(text):
               "layers", "positions"):
         assert k in r
     assert r["tokens_scored"] == CTX - 1 and r["layers"] == [{"module": "ffn", "layer": 1, "rel_l2": 1.0}]
+
+
+def test_window_prf_whole_window_is_the_original(text, llama_gen):
+    """A window as long as the context carries no key: the exact part alone is the model's attention."""
+    r = evaluation.evaluate(str(TINY_LLAMA), llama_gen, [text], ctx=CTX, contexts=1, swap="window-prf", sinks=2,
+                            window=CTX)
+    assert [e["module"] for e in r["layers"]] == ["window-prf", "window-prf"]
+    assert max(e["rel_l2"] for e in r["layers"]) <= 1e-6
+    assert r["perplexity_swapped"] == pytest.approx(r["perplexity_original"], rel=1e-6)
+    assert r["sinks"] == 2 and r["window"] == CTX
+
+
+def test_window_prf_combines_the_window_and_the_carried_state(text, llama_gen):
+    """sinks 0, window 1: each query sees its own key exactly (rotary cancels at distance 0, so the
+    logit is q.k / sqrt(head_dim) of the projections) and every earlier key through the PRF state;
+    per head o = (e^l v + e^lp o_p) / (e^l + e^lp), o_p and lp from stk_prf_read_parts."""
+    from stk.runtime import ReferenceRuntime
+    m, _ = evaluation._load(str(TINY_LLAMA))
+    attn = m.model.layers[0].self_attn
+    cap = {}
+    h1 = attn.register_forward_pre_hook(lambda mod, a, kw: cap.update(x=(a[0] if a else kw["hidden_states"])[0]),
+                                        with_kwargs=True)
+    h2 = attn.o_proj.register_forward_pre_hook(lambda mod, a: cap.update(o=a[0][0]))
+    try:
+        evaluation.evaluate(str(TINY_LLAMA), llama_gen, [text], ctx=CTX, contexts=1, swap="window-prf:0", sinks=0,
+                            window=1)
+    finally:
+        h1.remove()
+        h2.remove()
+    x = cap["x"]
+    H, Hkv, hd = evaluation._attn_geometry(attn, m.config)
+    with torch.no_grad():
+        q = attn.q_proj(x).reshape(CTX, H, hd).double().numpy()
+        k = attn.k_proj(x).reshape(CTX, Hkv, hd).repeat_interleave(H // Hkv, dim=1).double().numpy()
+        v = attn.v_proj(x).reshape(CTX, Hkv, hd).repeat_interleave(H // Hkv, dim=1).double().numpy()
+    xs = x.numpy().astype(np.float32)
+    with stk.Generation(llama_gen) as gen:
+        st = ReferenceRuntime(gen).prf_state(0)
+        want = np.empty((CTX, H, hd))
+        for t in range(CTX):
+            lt = (q[t] * k[t]).sum(-1) / math.sqrt(hd)
+            if t == 0:
+                want[t] = v[t]
+                continue
+            st.add_key(xs[t - 1], v[t - 1].reshape(-1).astype(np.float32))
+            op, lp = st.read_parts(xs[t])
+            w = 1.0 / (1.0 + np.exp(lt - lp))
+            want[t] = (1 - w)[:, None] * v[t] + w[:, None] * op.reshape(H, hd)
+    got = cap["o"].double().numpy().reshape(CTX, H, hd)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -40,7 +40,8 @@ def rows_beyond(layers, n_layers):
 def rows_long(layers, n_layers):
     """The window at contexts several times its size (run with --ctx 2048)."""
     return [("window", False, 4, 252), ("window", False, 4, 508), ("window", False, 0, 512), ("window", False, 4, 1020),
-            ("ffn-bfloat16", False, 4, 60), ("window,ffn-bfloat16", False, 4, 508), ("window,ffn-int8", False, 4, 508)]
+            ("ffn-bfloat16", False, 4, 60), ("window,ffn-bfloat16", False, 4, 508), ("window,ffn-int8", False, 4, 508),
+            ("window-prf", False, 4, 252), ("window-prf", False, 4, 508)]
 
 
 def state_bytes(cfg, swap, sinks, window):
@@ -52,6 +53,8 @@ def state_bytes(cfg, swap, sinks, window):
     parts = []
     if "window" in swap:
         parts.append(f"KV cache {(sinks + window) * 2 * kv * hd * 4 * n_layers:,} B")
+    if "window-prf" in swap:  # the PRF state (R, s) as f32, r = 512 (stk convert's default)
+        parts.append(f"PRF state {512 * (cfg.num_attention_heads * hd + 1) * 4 * n_layers:,} B")
     for dt, bits in (("bfloat16", 16), ("int8", 8), ("int4", 4), ("ternary", 2)):
         if f"ffn-{dt}" in swap:
             n = 3 * cfg.hidden_size * cfg.intermediate_size * n_layers
