@@ -266,7 +266,7 @@ def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: int = 512, con
                 captured[li] = (query, key)
             return _orig(module, query, key, *args, **kwargs)
         patched.append((mm, orig))
-        mm.eager_attention_forward = eager
+        setattr(mm, "eager_attention_forward", eager)
     if not patched:
         for li in range(n_layers):
             if want[li] & PRF_PAIRS:
@@ -344,7 +344,7 @@ def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: int = 512, con
         for hk_ in hooks:
             hk_.remove()
         for mm, orig in patched:
-            mm.eager_attention_forward = orig
+            setattr(mm, "eager_attention_forward", orig)
 
     if any(w & ROPE_PAIRS for w in want):
         n_pairs = rot_dim_seen[0] // 2
