@@ -101,6 +101,12 @@ void CalibStats::parse(const uint8_t *p, uint64_t size) {
         throw_at(STK_E_SIZE_MISMATCH, f, off::file_bytes,
                  "the header's file_bytes is %" PRIu64 " but the file has %" PRIu64 " bytes", file_bytes, size);
 
+    // The payload's digest (bytes 128 .. end), before any of the payload is read.
+    const Sha256Digest d = sha256(p + kCalibHeaderBytes, size_t(size - kCalibHeaderBytes));
+    if (std::memcmp(d.bytes, p + off::sha256, 32) != 0)
+        throw_at(STK_E_CHECKSUM, f, off::sha256, "SHA-256 of bytes 128..%" PRIu64 " does not match the header's", size);
+    std::memcpy(digest_, d.bytes, 32);
+
     // Section sizes in f64 values (checked: the bounds above keep them far from 2^64, but every
     // size from input is computed the checked way).
     const uint64_t dm = d_model_, dv = d_v_, d2 = checked_mul(2, dm, "calibration statistics: 2 d_model");
@@ -153,12 +159,6 @@ void CalibStats::parse(const uint8_t *p, uint64_t size) {
     if (expect != size)
         throw_at(expect > size ? STK_E_TRUNCATED : STK_E_SIZE_MISMATCH, f, expect > size ? size : expect,
                  "the header and layer table describe %" PRIu64 " bytes, the file has %" PRIu64, expect, size);
-
-    // The payload's digest (bytes 128 .. end).
-    const Sha256Digest d = sha256(p + kCalibHeaderBytes, size_t(size - kCalibHeaderBytes));
-    if (std::memcmp(d.bytes, p + off::sha256, 32) != 0)
-        throw_at(STK_E_CHECKSUM, f, off::sha256, "SHA-256 of bytes 128..%" PRIu64 " does not match the header's", size);
-    std::memcpy(digest_, d.bytes, 32);
 
     // The views, every value finite.
     uint64_t at = table_end;
