@@ -87,10 +87,15 @@ def _layers(model: Any) -> tuple[Any, str]:
     inner = getattr(model, "model", None)
     if inner is not None and getattr(inner, "layers", None) is not None:
         return inner.layers, "model.layers"
+    dec = getattr(inner, "decoder", None)
+    if dec is not None and getattr(dec, "layers", None) is not None:
+        return dec.layers, "model.decoder.layers"
     tr = getattr(model, "transformer", None)
-    if tr is not None and getattr(tr, "h", None) is not None:
-        return tr.h, "transformer.h"
-    raise NotImplementedError(f"stk calibrate: {type(model).__name__} has neither model.layers nor transformer.h")
+    for name in ("h", "blocks"):
+        if tr is not None and getattr(tr, name, None) is not None:
+            return getattr(tr, name), f"transformer.{name}"
+    raise NotImplementedError(f"stk calibrate: {type(model).__name__} has none of model.layers, model.decoder.layers, "
+                              "transformer.h, transformer.blocks")
 
 
 def _child(mod: Any, names: Sequence[str]) -> tuple[Any, str]:
@@ -178,11 +183,12 @@ def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: int = 512, con
 
     rot_cfg = _rotary_dim(m, int(getattr(cfg, "head_dim", 0) or d_model // h))
     for li, layer in enumerate(layers):
-        mlp, mlp_name = _child(layer, ("mlp", "feed_forward", "block_sparse_moe"))
+        mlp, mlp_name = _child(layer, ("mlp", "feed_forward", "ffn", "block_sparse_moe"))
         attn, attn_name = _child(layer, ("self_attn", "attn", "self_attention", "attention"))
         # FFN
         if mlp is None:
-            notes.append(f"layer {li}: ffn left out: no mlp module")
+            notes.append(f"layer {li}: ffn left out: {type(layer).__name__} has no MLP module to hook (it applies "
+                         "its FFN layers itself)")
         elif hasattr(mlp, "experts") or hasattr(mlp, "router") or mlp_name == "block_sparse_moe":
             notes.append(f"layer {li}: ffn left out: {type(mlp).__name__} is a mixture of experts (dense MLPs only)")
         else:
@@ -229,15 +235,15 @@ def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: int = 512, con
         want[li] |= PRF_PAIRS
 
         # q and k before the rotation
-        qn, _ = _child(attn, ("q_norm",))
-        kn, _ = _child(attn, ("k_norm",))
+        qn, _ = _child(attn, ("q_norm", "q_layernorm"))
+        kn, _ = _child(attn, ("k_norm", "k_layernorm"))
         qp, _ = _child(attn, ("q_proj",))
         kp, _ = _child(attn, ("k_proj",))
         qsrc, ksrc = (qn, kn) if qn is not None and kn is not None else (qp, kp)
-        if rot_cfg is None:
-            notes.append(f"layer {li}: rope_pairs left out: {model_type} has no rotary position embedding")
-        elif model_type in _INTERLEAVED_ROPE:
+        if model_type in _INTERLEAVED_ROPE:
             notes.append(f"layer {li}: rope_pairs left out: {_INTERLEAVED_ROPE[model_type]}")
+        elif rot_cfg is None:
+            notes.append(f"layer {li}: rope_pairs left out: {model_type} has no rotary position embedding")
         elif qsrc is None or ksrc is None:
             notes.append(f"layer {li}: rope_pairs left out: {type(attn).__name__} has no separate q_proj/k_proj "
                          "(or q_norm/k_norm) to read q and k before the rotation")
@@ -442,11 +448,13 @@ def _group_notes(notes: Sequence[str]) -> list[str]:
 def _rotary_dim(model: Any, head_dim: int) -> Optional[int]:
     """The rotary width per head (partial_rotary_factor where the config has one), None without RoPE."""
     cfg = model.config
-    rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
-    has_theta = getattr(cfg, "rope_theta", None) is not None or "rope_theta" in (rope or {})
+    rope = dict(getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {})
+    if rope and all(isinstance(v, dict) for v in rope.values()):  # per layer type (Gemma 3)
+        rope = next(iter(rope.values()))
+    has_theta = getattr(cfg, "rope_theta", None) is not None or "rope_theta" in rope
     if not has_theta:
         return None
-    factor = float(getattr(cfg, "partial_rotary_factor", None) or (rope or {}).get("partial_rotary_factor", 1.0) or 1.0)
+    factor = float(getattr(cfg, "partial_rotary_factor", None) or rope.get("partial_rotary_factor", 1.0) or 1.0)
     return int(head_dim * factor) // 2 * 2
 
 

@@ -1,5 +1,6 @@
 """stk calibrate (python/stk/calibration.py) on tests/fixtures/eval/tiny-llama (a Llama written by
-transformers: RoPE, GQA) and bindings/testdata/tiny-gpt2 (GPT-2: fused c_attn, Conv1D, no RoPE).
+transformers: RoPE, GQA), bindings/testdata/tiny-gpt2 (GPT-2: fused c_attn, Conv1D, no RoPE) and
+tests/fixtures/families/qwen3 (q_norm / k_norm before the rotation).
 The reference is written here from docs/format.md ("Calibration statistics"): transformers' own
 forward, read with hooks registered by the test, the Llama logits recomputed from q_proj/k_proj and
 the model's rotary embedding, the moments in numpy float64; the header checked byte by byte with
@@ -8,6 +9,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -66,10 +68,11 @@ def _reference(model_dir, text, ctx, n_ctx, family):
     """The moments per layer, from hooks registered here on transformers' modules."""
     tok = AutoTokenizer.from_pretrained(model_dir)
     m = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager").eval()
-    ids = tok(open(text, encoding="utf-8").read())["input_ids"]
+    ids = [i % m.config.vocab_size for i in tok(open(text, encoding="utf-8").read())["input_ids"]]
     n_ctx = min(n_ctx, len(ids) // ctx)
     cfg = m.config
-    if family == "llama":
+    rope = family in ("llama", "qwen3")
+    if rope:
         blocks = m.model.layers
         attn_of = lambda b: b.self_attn
         oproj_of = lambda b: b.self_attn.o_proj
@@ -80,7 +83,7 @@ def _reference(model_dir, text, ctx, n_ctx, family):
     L, d = len(blocks), cfg.hidden_size
     H = cfg.num_attention_heads
     hd = d // H if family == "gpt2" else cfg.head_dim
-    hkv = cfg.num_key_value_heads if family == "llama" else H
+    hkv = cfg.num_key_value_heads if rope else H
     seen = {}
     hooks = []
     for li, b in enumerate(blocks):
@@ -88,7 +91,10 @@ def _reference(model_dir, text, ctx, n_ctx, family):
         hooks.append(oproj_of(b).register_forward_pre_hook(lambda mod, a, li=li: seen.__setitem__(("o", li), a[0])))
         hooks.append(attn_of(b).register_forward_pre_hook(
             lambda mod, a, kw, li=li: seen.__setitem__(("x", li), (a[0] if a else kw["hidden_states"], kw)), with_kwargs=True))
-        if family == "llama":
+        if family == "qwen3":  # q and k after their RMSNorm, before the rotation
+            hooks.append(b.self_attn.q_norm.register_forward_hook(lambda mod, a, o, li=li: seen.__setitem__(("q", li), o)))
+            hooks.append(b.self_attn.k_norm.register_forward_hook(lambda mod, a, o, li=li: seen.__setitem__(("k", li), o)))
+        elif family == "llama":
             hooks.append(b.self_attn.q_proj.register_forward_hook(lambda mod, a, o, li=li: seen.__setitem__(("q", li), o)))
             hooks.append(b.self_attn.k_proj.register_forward_hook(lambda mod, a, o, li=li: seen.__setitem__(("k", li), o)))
         else:
@@ -115,9 +121,9 @@ def _reference(model_dir, text, ctx, n_ctx, family):
                 a["n"] += ctx
                 xa_t, kw = seen[("x", li)]
                 xa = xa_t[0].numpy().astype(np.float64)
-                if family == "llama":
-                    q = seen[("q", li)].view(1, ctx, H, hd).transpose(1, 2)
-                    k = seen[("k", li)].view(1, ctx, hkv, hd).transpose(1, 2)
+                if rope:
+                    q = seen[("q", li)].reshape(1, ctx, H, hd).transpose(1, 2)
+                    k = seen[("k", li)].reshape(1, ctx, hkv, hd).transpose(1, 2)
                     qn = q[0].numpy().astype(np.float64)
                     kn = np.repeat(k[0].numpy().astype(np.float64), H // hkv, axis=0)
                     half = hd // 2
@@ -140,7 +146,7 @@ def _reference(model_dir, text, ctx, n_ctx, family):
                 a["np"] += len(ts)
     for h_ in hooks:
         h_.remove()
-    return acc, n_ctx * ctx, (L, d, H * hd, hd // 2 if family == "llama" else 0)
+    return acc, n_ctx * ctx, (L, d, H * hd, hd // 2 if rope else 0)
 
 
 def _read(path):
@@ -183,8 +189,24 @@ def _close(got, want):
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10 * scale)
 
 
-@pytest.mark.parametrize("family,model,ctx", [("llama", TINY_LLAMA, 48), ("gpt2", TINY, 32)])
-def test_moments_match_reference(tmp_path, text, family, model, ctx):
+@pytest.fixture(scope="module")
+def tiny_qwen3(tmp_path_factory):
+    """tests/fixtures/families/qwen3 (q_norm / k_norm before the rotation) with the tiny Llama's
+    tokenizer beside it (the fixture has none); its ids are taken modulo the vocabulary of 256."""
+    d = tmp_path_factory.mktemp("qwen3") / "qwen3"
+    shutil.copytree(SOURCE_ROOT / "tests" / "fixtures" / "families" / "qwen3", d)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(TINY_LLAMA / f, d / f)
+    return d
+
+
+@pytest.mark.parametrize("family,ctx", [("llama", 48), ("gpt2", 32), ("qwen3", 40)])
+def test_moments_match_reference(tmp_path, text, family, ctx, request, monkeypatch):
+    model = {"llama": TINY_LLAMA, "gpt2": TINY}.get(family) or request.getfixturevalue("tiny_qwen3")
+    if family == "qwen3":
+        orig = evaluation.contexts_of
+        monkeypatch.setattr(evaluation, "contexts_of", lambda tok, texts, c, n: [
+            (p, [i % 256 for i in ids]) for p, ids in orig(tok, texts, c, n)])
     out = tmp_path / "model.stats"
     r = stk.calibrate(str(model), [text], str(out), ctx=ctx, contexts=3, pairs_per_query=PPQ, progress=False)
     acc, tokens, (L, d, dv, npairs) = _reference(model, text, ctx, 3, family)
@@ -199,7 +221,7 @@ def test_moments_match_reference(tmp_path, text, family, model, ctx):
     assert hdr["sha"] == hashlib.sha256(b[128:]).digest()
     assert r["digest"] == hashlib.sha256(b[128:]).hexdigest()
     assert hdr["hcrc"] == crc32c_ref(b[:124])
-    want_secs = 0xF if family == "llama" else 0xB
+    want_secs = 0xB if family == "gpt2" else 0xF
     for li, (got, a) in enumerate(zip(layers, acc)):
         assert got["sections"] == want_secs and got["reserved"] == 0
         assert got["pairs"] == a["np"]
@@ -211,11 +233,11 @@ def test_moments_match_reference(tmp_path, text, family, model, ctx):
         _close(got["M"], _triu(a["M"] / n_p))
         _close(got["b"], a["b"] / n_p)
         _close(got["l"], [a["l1"] / n_p, a["l2"] / n_p])
-        if family == "llama":
+        if family != "gpt2":
             _close(got["e"], a["e"] / n)
         else:
             assert "e" not in got
-    assert r["sections"] == [["prf_pairs", "attn_out"] + (["rope_pairs"] if family == "llama" else []) + ["ffn"]] * L
+    assert r["sections"] == [["prf_pairs", "attn_out"] + (["rope_pairs"] if family != "gpt2" else []) + ["ffn"]] * L
     if family == "gpt2":
         assert r["left_out"] == ["rope_pairs at layers 0, 1: gpt2 has no rotary position embedding"]
     # pair count: all s <= t for the first PPQ positions, PPQ draws after
