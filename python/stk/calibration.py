@@ -500,6 +500,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except StkError as e:
         print(f"stk calibrate: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # the output's directory missing or not writable, a text unreadable
+        print(f"stk calibrate: {e}", file=sys.stderr)
+        return 1
     for n in r["left_out"]:
         print(f"stk calibrate: left out: {n}", file=sys.stderr)
     print(json.dumps(r, indent=2) if a.json else _format(r))
