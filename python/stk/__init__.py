@@ -30,7 +30,7 @@ from .reports import check, inspect, tokenize
 from . import runtime  # noqa: F401 - stk.runtime, the reference runtime of the arrays
 
 __all__ = ["Status", "StkError", "inspect", "convert", "check", "tokenize", "Generation", "export_lwt", "read_lwt",
-           "LwtFile", "LWT_DTYPES", "version", "eval"]
+           "LwtFile", "LWT_DTYPES", "version", "eval", "calibrate"]
 
 __version__ = bytes(_c.stk_version_string()).decode()
 
@@ -45,3 +45,10 @@ def eval(*args: Any, **kwargs: Any) -> dict[str, Any]:  # noqa: A001 - the comma
     generation's arrays (stk.evaluation.evaluate; needs ``pip install 'stk[eval]'``)."""
     from .evaluation import evaluate
     return evaluate(*args, **kwargs)
+
+
+def calibrate(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """``stk calibrate``: activation statistics of a model on text, for ``stk convert --calibration``
+    (stk.calibration.calibrate; needs ``pip install 'stk[eval]'``)."""
+    from .calibration import calibrate as run
+    return run(*args, **kwargs)

@@ -1,5 +1,5 @@
-"""``python -m stk ARGS``: the stk command.  The commands implemented in Python (``eval``, which
-needs torch and transformers) run here; every other command is the binary shipped in the package,
+"""``python -m stk ARGS``: the stk command.  The commands implemented in Python (``eval`` and
+``calibrate``, which need torch and transformers) run here; every other command is the binary shipped in the package,
 exec'd, so its arguments, output, ``--json`` objects and exit codes are exactly the command's."""
 
 from __future__ import annotations
@@ -17,8 +17,13 @@ def _eval(argv: Sequence[str]) -> int:
     return main(argv)
 
 
+def _calibrate(argv: Sequence[str]) -> int:
+    from .calibration import main
+    return main(argv)
+
+
 # name -> main(argv) -> exit code; the binary's `stk --help` does not list these, `python -m stk` does
-PYTHON_COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {"eval": _eval}
+PYTHON_COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {"eval": _eval, "calibrate": _calibrate}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -1,0 +1,509 @@
+"""``stk calibrate``: activation statistics of a model on the user's text, as llama.cpp's
+``llama-imatrix`` gathers them, for ``stk convert --calibration STATS``.
+
+The model runs as transformers runs it (float32, eager attention, the loading and the contexts of
+``stk eval``); forward hooks on transformers' own modules read, at every layer, the inputs and
+outputs the calibrated fits need and accumulate their moments in float64.  The file they go into
+(docs/format.md, "Calibration statistics"; src/format/calib_stats.h) holds means, not sums:
+
+- ``ffn`` (dense MLPs): x the MLP module's input, y its output, z = [relu(x); relu(-x)];
+  G = E[z z^T] (packed upper), X = E[z y^T], E[y_i^2].
+- ``attn_out``: o the input of the attention's output projection (W_O's input), C = E[o o^T].
+- ``rope_pairs`` (RoPE with transformers' rotate_half pairing): e_f = E[sum over heads of
+  |q_f| |k_f|], q and k after any q/k norm and before the rotation, pair f being element f with
+  f + rotary_dim/2, the key head of each query head under GQA.
+- ``prf_pairs``: x the attention module's input; for each query position t, ``pairs_per_query``
+  keys s drawn uniformly from [0, t] (all of 0..t when t + 1 <= pairs_per_query; numpy
+  default_rng(0), in context order); l(t, s) = mean over heads of q_h(t).k_h(s) / sqrt(head_dim),
+  q and k as the model's eager attention receives them (after norm and rotary); M = E[(x_t o x_s)
+  (x_t o x_s)^T] (packed upper), b = E[(x_t o x_s) l], E[l], E[l^2].
+
+A section a family cannot give is left out (its bit clear) and the command says which and why.
+torch and transformers are needed here only (``pip install .[eval]``), never by the library.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import struct
+import sys
+import time
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from .errors import StkError
+
+MAGIC = b"STKCAL01"
+VERSION = 1
+HEADER_BYTES = 128
+PRF_PAIRS, ATTN_OUT, ROPE_PAIRS, FFN = 1, 2, 4, 8
+SECTION_NAMES = {PRF_PAIRS: "prf_pairs", ATTN_OUT: "attn_out", ROPE_PAIRS: "rope_pairs", FFN: "ffn"}
+# Families whose rotary pairs are interleaved (element 2f with 2f + 1), not rotate_half's f with
+# f + rotary_dim/2, or whose keys carry the rotation apart from the heads (MLA).
+_INTERLEAVED_ROPE = {"gptj": "GPT-J rotates interleaved pairs (2f, 2f+1)",
+                     "cohere": "Cohere rotates interleaved pairs (2f, 2f+1)",
+                     "cohere2": "Cohere rotates interleaved pairs (2f, 2f+1)",
+                     "deepseek_v2": "MLA rotates a separate rope part of q and a shared rope key",
+                     "deepseek_v3": "MLA rotates a separate rope part of q and a shared rope key"}
+
+
+def crc32c(data: bytes, crc: int = 0) -> int:
+    """CRC32C (Castagnoli, reflected, init and final xor 0xFFFFFFFF), a table-driven pure Python
+    form (the header is 124 bytes)."""
+    table = _crc_table()
+    c = crc ^ 0xFFFFFFFF
+    for byte in data:
+        c = table[(c ^ byte) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+_TABLE: list[int] = []
+
+
+def _crc_table() -> list[int]:
+    if not _TABLE:
+        for i in range(256):
+            c = i
+            for _ in range(8):
+                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+            _TABLE.append(c)
+    return _TABLE
+
+
+def packed_upper(a: np.ndarray) -> np.ndarray:
+    """Row i's columns i .. n-1, rows in order (the layout of calib_packed_index)."""
+    return a[np.triu_indices(a.shape[0])]
+
+
+# --------------------------------------------------------------------------------------------
+# the model's pieces
+
+
+def _layers(model: Any) -> tuple[Any, str]:
+    inner = getattr(model, "model", None)
+    if inner is not None and getattr(inner, "layers", None) is not None:
+        return inner.layers, "model.layers"
+    dec = getattr(inner, "decoder", None)
+    if dec is not None and getattr(dec, "layers", None) is not None:
+        return dec.layers, "model.decoder.layers"
+    tr = getattr(model, "transformer", None)
+    for name in ("h", "blocks"):
+        if tr is not None and getattr(tr, name, None) is not None:
+            return getattr(tr, name), f"transformer.{name}"
+    raise NotImplementedError(f"stk calibrate: {type(model).__name__} has none of model.layers, model.decoder.layers, "
+                              "transformer.h, transformer.blocks")
+
+
+def _child(mod: Any, names: Sequence[str]) -> tuple[Any, str]:
+    for n in names:
+        c = getattr(mod, n, None)
+        if c is not None:
+            return c, n
+    return None, ""
+
+
+class _Layer:
+    """One layer's accumulators (float64 sums; divided by their counts when written)."""
+
+    def __init__(self) -> None:
+        self.ffn_g: Any = None
+        self.ffn_x: Any = None
+        self.ffn_yy: Any = None
+        self.ffn_n = 0
+        self.attn_c: Any = None
+        self.attn_n = 0
+        self.rope: Any = None
+        self.rope_n = 0
+        self.prf_m: Any = None
+        self.prf_b: Any = None
+        self.prf_l = [0.0, 0.0]
+        self.prf_n = 0
+        # per forward
+        self.x_attn: Any = None
+        self.q_pre: Any = None
+        self.k_pre: Any = None
+
+
+def _add(acc: Any, v: Any) -> Any:
+    return v if acc is None else acc + v
+
+
+def pair_keys(t_len: int, per_query: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The (t, s) pairs of one context: every s in 0..t where t + 1 <= per_query, else per_query
+    draws of rng.integers(0, t + 1) (with replacement), t ascending."""
+    ts: list[np.ndarray] = []
+    ss: list[np.ndarray] = []
+    for t in range(t_len):
+        s = np.arange(t + 1) if t + 1 <= per_query else rng.integers(0, t + 1, size=per_query)
+        ts.append(np.full(s.shape[0], t, dtype=np.int64))
+        ss.append(s.astype(np.int64))
+    return np.concatenate(ts), np.concatenate(ss)
+
+
+def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: int = 512, contexts: int = 8,
+              pairs_per_query: int = 16, progress: bool | Callable[[int, int], None] = True) -> dict[str, Any]:
+    """Run ``model`` on ``texts`` and write the statistics file ``out``; returns the report (the
+    fields of ``stk calibrate --json``, docs/cli.md)."""
+    from .evaluation import _load, contexts_of, model_digest
+
+    if ctx < 1:
+        raise ValueError(f"--ctx {ctx}: at least 1 token")
+    if contexts < 1:
+        raise ValueError(f"--contexts {contexts}: at least 1")
+    if pairs_per_query < 1:
+        raise ValueError(f"--pairs-per-query {pairs_per_query}: at least 1")
+    if not texts:
+        raise ValueError("stk calibrate: give at least one --text FILE")
+    for t in texts:
+        if not os.path.isfile(t):
+            raise ValueError(f"--text {os.fspath(t)}: no such file")
+    import torch
+
+    t0 = time.monotonic()
+    m, tok = _load(os.fspath(model))
+    cfg = m.config
+    layers, layers_name = _layers(m)
+    n_layers = len(layers)
+    d_model = int(cfg.hidden_size)
+    h = int(cfg.num_attention_heads)
+    notes: list[str] = []  # why a section is left out
+    model_type = str(getattr(cfg, "model_type", "?"))
+
+    accs = [_Layer() for _ in range(n_layers)]
+    hooks: list[Any] = []
+    attn_of: dict[int, int] = {}  # id(attention module) -> layer
+    d_v = 0
+    n_pairs = 0
+    want = [0] * n_layers
+    rot_dim_seen: list[int] = []
+
+    rot_cfg = _rotary_dim(m, int(getattr(cfg, "head_dim", 0) or d_model // h))
+    for li, layer in enumerate(layers):
+        mlp, mlp_name = _child(layer, ("mlp", "feed_forward", "ffn", "block_sparse_moe"))
+        attn, attn_name = _child(layer, ("self_attn", "attn", "self_attention", "attention"))
+        # FFN
+        if mlp is None:
+            notes.append(f"layer {li}: ffn left out: {type(layer).__name__} has no MLP module to hook (it applies "
+                         "its FFN layers itself)")
+        elif hasattr(mlp, "experts") or hasattr(mlp, "router") or mlp_name == "block_sparse_moe":
+            notes.append(f"layer {li}: ffn left out: {type(mlp).__name__} is a mixture of experts (dense MLPs only)")
+        else:
+            want[li] |= FFN
+
+            def ffn_hook(mod: Any, args: Any, output: Any, li: int = li) -> None:
+                x = args[0].reshape(-1, d_model).double()
+                y = (output[0] if isinstance(output, tuple) else output).reshape(-1, d_model).double()
+                z = torch.cat([torch.relu(x), torch.relu(-x)], dim=1)
+                a = accs[li]
+                a.ffn_g = _add(a.ffn_g, z.T @ z)
+                a.ffn_x = _add(a.ffn_x, z.T @ y)
+                a.ffn_yy = _add(a.ffn_yy, (y * y).sum(0))
+                a.ffn_n += x.shape[0]
+
+            hooks.append(mlp.register_forward_hook(ffn_hook))
+        if attn is None:
+            notes.append(f"layer {li}: prf_pairs, attn_out, rope_pairs left out: no attention module")
+            continue
+        attn_of[id(attn)] = li
+        # attention output projection's input
+        oproj, oname = _child(attn, ("o_proj", "c_proj", "out_proj", "dense", "wo"))
+        if oproj is None:
+            notes.append(f"layer {li}: attn_out left out: {type(attn).__name__} has no o_proj/c_proj/out_proj/dense")
+        else:
+            want[li] |= ATTN_OUT
+
+            def o_hook(mod: Any, args: Any, li: int = li) -> None:
+                o = args[0].reshape(-1, args[0].shape[-1]).double()
+                a = accs[li]
+                a.attn_c = _add(a.attn_c, o.T @ o)
+                a.attn_n += o.shape[0]
+            hooks.append(oproj.register_forward_pre_hook(o_hook))
+            w = getattr(oproj, "weight", None)
+            if w is not None:
+                # nn.Linear: [out, in]; GPT-2's Conv1D: [in, out]
+                d_v = int(w.shape[1] if isinstance(oproj, torch.nn.Linear) else w.shape[0])
+
+        # the attention input (PRF's x)
+        def attn_pre(mod: Any, args: Any, kwargs: Any, li: int = li) -> None:
+            hs = args[0] if args else kwargs.get("hidden_states")
+            accs[li].x_attn = hs.reshape(-1, d_model)
+        hooks.append(attn.register_forward_pre_hook(attn_pre, with_kwargs=True))
+        want[li] |= PRF_PAIRS
+
+        # q and k before the rotation
+        qn, _ = _child(attn, ("q_norm", "q_layernorm"))
+        kn, _ = _child(attn, ("k_norm", "k_layernorm"))
+        qp, _ = _child(attn, ("q_proj",))
+        kp, _ = _child(attn, ("k_proj",))
+        qsrc, ksrc = (qn, kn) if qn is not None and kn is not None else (qp, kp)
+        if model_type in _INTERLEAVED_ROPE:
+            notes.append(f"layer {li}: rope_pairs left out: {_INTERLEAVED_ROPE[model_type]}")
+        elif rot_cfg is None:
+            notes.append(f"layer {li}: rope_pairs left out: {model_type} has no rotary position embedding")
+        elif qsrc is None or ksrc is None:
+            notes.append(f"layer {li}: rope_pairs left out: {type(attn).__name__} has no separate q_proj/k_proj "
+                         "(or q_norm/k_norm) to read q and k before the rotation")
+        else:
+            def q_hook(mod: Any, args: Any, output: Any, li: int = li) -> None:
+                accs[li].q_pre = output
+            def k_hook(mod: Any, args: Any, output: Any, li: int = li) -> None:
+                accs[li].k_pre = output
+            hooks.append(qsrc.register_forward_hook(q_hook))
+            hooks.append(ksrc.register_forward_hook(k_hook))
+            want[li] |= ROPE_PAIRS
+
+    # The real logits: the q and k the modeling module's eager attention receives.
+    mods = {sys.modules[type(_child(layer, ("self_attn", "attn", "self_attention", "attention"))[0]).__module__]
+            for layer in layers if _child(layer, ("self_attn", "attn", "self_attention", "attention"))[0] is not None}
+    patched: list[tuple[Any, Any]] = []
+    captured: dict[int, tuple[Any, Any]] = {}
+    for mm in mods:
+        orig = getattr(mm, "eager_attention_forward", None)
+        if orig is None:
+            continue
+
+        def eager(module: Any, query: Any, key: Any, *args: Any, _orig: Any = orig, **kwargs: Any) -> Any:
+            li = attn_of.get(id(module))
+            if li is not None:
+                captured[li] = (query, key)
+            return _orig(module, query, key, *args, **kwargs)
+        patched.append((mm, orig))
+        setattr(mm, "eager_attention_forward", eager)
+    if not patched:
+        for li in range(n_layers):
+            if want[li] & PRF_PAIRS:
+                want[li] &= ~PRF_PAIRS
+                notes.append(f"layer {li}: prf_pairs left out: {model_type}'s modeling code has no eager_attention_forward "
+                             "to read q and k from")
+
+    rng = np.random.default_rng(0)
+    tokens = 0
+    try:
+        ctxs = contexts_of(tok, texts, ctx, contexts)
+        bar = None
+        if progress is True:
+            try:
+                from tqdm import tqdm
+                bar = tqdm(total=len(ctxs), unit="context", desc="stk calibrate", file=sys.stderr)
+            except ImportError:
+                bar = None
+        with torch.no_grad():
+            for ci, (_, ids) in enumerate(ctxs):
+                captured.clear()
+                for a in accs:
+                    a.x_attn = a.q_pre = a.k_pre = None
+                t_len = len(ids)
+                m(torch.tensor([ids]), use_cache=False)
+                tokens += t_len
+                ts, ss = pair_keys(t_len, pairs_per_query, rng)
+                for li in range(n_layers):
+                    a = accs[li]
+                    if want[li] & PRF_PAIRS:
+                        if li not in captured or a.x_attn is None:
+                            want[li] &= ~PRF_PAIRS
+                            notes.append(f"layer {li}: prf_pairs left out: its attention did not go through eager_attention_forward")
+                        else:
+                            q, k = captured[li]  # [1, h, t, hd], [1, hkv, t, hd]
+                            hq, hk, hd = q.shape[1], k.shape[1], q.shape[-1]
+                            kk = k[0].repeat_interleave(hq // hk, dim=0).double()
+                            qq = q[0].double()
+                            tt, st = torch.from_numpy(ts), torch.from_numpy(ss)
+                            lg = (qq[:, tt, :] * kk[:, st, :]).sum(-1).mean(0) / math.sqrt(hd)
+                            x = a.x_attn.double()
+                            p = x[tt] * x[st]
+                            a.prf_m = _add(a.prf_m, p.T @ p)
+                            a.prf_b = _add(a.prf_b, p.T @ lg)
+                            a.prf_l[0] += float(lg.sum())
+                            a.prf_l[1] += float((lg * lg).sum())
+                            a.prf_n += int(tt.shape[0])
+                    if want[li] & ROPE_PAIRS:
+                        if li not in captured or a.q_pre is None or a.k_pre is None:
+                            want[li] &= ~ROPE_PAIRS
+                            notes.append(f"layer {li}: rope_pairs left out: q/k were not seen")
+                            continue
+                        hd = captured[li][0].shape[-1]
+                        hk = captured[li][1].shape[1]
+                        rot = _rotary_dim(m, hd)
+                        if rot is None:
+                            want[li] &= ~ROPE_PAIRS
+                            notes.append(f"layer {li}: rope_pairs left out: {model_type} has no rotary embedding")
+                            continue
+                        rot_dim_seen.append(rot)
+                        half = rot // 2
+                        qv = a.q_pre.reshape(t_len, h, hd).double()
+                        kv = a.k_pre.reshape(t_len, hk, hd).double().repeat_interleave(h // hk, dim=1)
+                        qn_ = torch.sqrt(qv[..., :half] ** 2 + qv[..., half:rot] ** 2)
+                        kn_ = torch.sqrt(kv[..., :half] ** 2 + kv[..., half:rot] ** 2)
+                        a.rope = _add(a.rope, (qn_ * kn_).sum((0, 1)))
+                        a.rope_n += t_len
+                if bar is not None:
+                    bar.update(1)
+                elif callable(progress):
+                    progress(ci + 1, len(ctxs))
+        if bar is not None:
+            bar.close()
+    finally:
+        for hk_ in hooks:
+            hk_.remove()
+        for mm, orig in patched:
+            setattr(mm, "eager_attention_forward", orig)
+
+    if any(w & ROPE_PAIRS for w in want):
+        n_pairs = rot_dim_seen[0] // 2
+        if any(r != rot_dim_seen[0] for r in rot_dim_seen):
+            raise NotImplementedError("stk calibrate: layers with different rotary widths")
+    if d_v == 0:
+        d_v = h * int(getattr(cfg, "head_dim", 0) or d_model // h)
+    crc, low = model_digest(os.fspath(model))
+
+    # The file.
+    table = bytearray()
+    body: list[bytes] = []
+    present: list[list[str]] = []
+    for li, a in enumerate(accs):
+        secs = want[li]
+        table += struct.pack("<IIQ", secs, 0, a.prf_n if secs & PRF_PAIRS else 0)
+        names = []
+        if secs & PRF_PAIRS:
+            n = a.prf_n
+            body.append(np.concatenate([packed_upper(a.prf_m.numpy() / n), a.prf_b.numpy() / n,
+                                        [a.prf_l[0] / n, a.prf_l[1] / n]]).astype("<f8").tobytes())
+            names.append("prf_pairs")
+        if secs & ATTN_OUT:
+            body.append(packed_upper(a.attn_c.numpy() / a.attn_n).astype("<f8").tobytes())
+            names.append("attn_out")
+        if secs & ROPE_PAIRS:
+            body.append((a.rope.numpy() / a.rope_n).astype("<f8").tobytes())
+            names.append("rope_pairs")
+        if secs & FFN:
+            n = a.ffn_n
+            body.append(np.concatenate([packed_upper(a.ffn_g.numpy() / n), (a.ffn_x.numpy() / n).ravel(),
+                                        a.ffn_yy.numpy() / n]).astype("<f8").tobytes())
+            names.append("ffn")
+        present.append(names)
+    payload = bytes(table) + b"".join(body)
+    for b in body:
+        v = np.frombuffer(b, dtype="<f8")
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"{model}: a moment is not finite (the model's activations overflow float64)")
+    file_bytes = HEADER_BYTES + len(payload)
+    digest = hashlib.sha256(payload).digest()
+    head = bytearray(HEADER_BYTES)
+    struct.pack_into("<8sIIQIIIIIIQQ", head, 0, MAGIC, VERSION, 0, low, crc, n_layers, d_model, d_v, n_pairs, 0,
+                     tokens, file_bytes)
+    head[64:96] = digest
+    struct.pack_into("<I", head, 124, crc32c(bytes(head[:124])))
+    out = os.fspath(out)
+    tmp = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(head)
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    uniq_notes = _group_notes(notes)
+    return {
+        "command": "calibrate",
+        "model": os.fspath(model),
+        "path": out,
+        "digest": digest.hex(),
+        "bytes": file_bytes,
+        "tokens": tokens,
+        "contexts": len(ctxs),
+        "ctx": ctx,
+        "pairs_per_query": pairs_per_query,
+        "layers": n_layers,
+        "layer_path": layers_name,
+        "d_model": d_model,
+        "d_v": d_v,
+        "n_pairs": n_pairs,
+        "sections": present,
+        "left_out": uniq_notes,
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+
+
+def _group_notes(notes: Sequence[str]) -> list[str]:
+    """"layer N: WHY" lines -> one line per WHY naming its layers."""
+    by: dict[str, list[int]] = {}
+    for n in dict.fromkeys(notes):
+        head, _, why = n.partition(": ")
+        by.setdefault(why, []).append(int(head.split()[1]))
+    out = []
+    for why, ls in by.items():
+        what, _, reason = why.partition(" left out: ")
+        out.append(f"{what} at layers {', '.join(map(str, ls))}: {reason}")
+    return out
+
+
+def _rotary_dim(model: Any, head_dim: int) -> Optional[int]:
+    """The rotary width per head (partial_rotary_factor where the config has one), None without RoPE."""
+    cfg = model.config
+    rope = dict(getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {})
+    if rope and all(isinstance(v, dict) for v in rope.values()):  # per layer type (Gemma 3)
+        rope = next(iter(rope.values()))
+    has_theta = getattr(cfg, "rope_theta", None) is not None or "rope_theta" in rope
+    if not has_theta:
+        return None
+    factor = float(getattr(cfg, "partial_rotary_factor", None) or rope.get("partial_rotary_factor", 1.0) or 1.0)
+    return int(head_dim * factor) // 2 * 2
+
+
+# --------------------------------------------------------------------------------------------
+# the command
+
+
+def _format(r: dict[str, Any]) -> str:
+    lines = [f"stk calibrate: {r['model']} -> {r['path']}",
+             f"  {r['contexts']} contexts of {r['ctx']} tokens ({r['tokens']} tokens), {r['layers']} layers, "
+             f"{r['bytes']} bytes",
+             f"  sha256 {r['digest']}"]
+    kinds = sorted({",".join(s) for s in r["sections"]})
+    lines.append("  sections per layer: " + "; ".join(k or "(none)" for k in kinds))
+    for n in r["left_out"]:
+        lines.append(f"  left out: {n}")
+    lines.append(f"  {r['seconds']} s")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="stk calibrate", description=(
+        "Activation statistics of a model on your text (transformers, float32), written to a checksummed file "
+        "for stk convert --calibration. Needs pip install 'stk[eval]'."))
+    p.add_argument("--model", required=True, help="the model: a HF directory or a .gguf file")
+    p.add_argument("--text", action="append", required=True, metavar="FILE", help="a UTF-8 text (repeatable)")
+    p.add_argument("--out", required=True, metavar="STATS", help="the statistics file to write")
+    p.add_argument("--ctx", type=int, default=512, help="tokens per context (default 512)")
+    p.add_argument("--contexts", type=int, default=8, help="at most this many contexts per --text file (default 8)")
+    p.add_argument("--pairs-per-query", type=int, default=16,
+                   help="PRF pairs: keys drawn per query position (default 16)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    a = p.parse_args(argv)
+    try:
+        r = calibrate(a.model, a.text, a.out, ctx=a.ctx, contexts=a.contexts, pairs_per_query=a.pairs_per_query,
+                      progress=True)
+    except ValueError as e:
+        print(f"stk calibrate: {e}", file=sys.stderr)
+        return 2
+    except NotImplementedError as e:
+        print(f"stk calibrate: not implemented: {e}", file=sys.stderr)
+        return 3
+    except StkError as e:
+        print(f"stk calibrate: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # the output's directory missing or not writable, a text unreadable
+        print(f"stk calibrate: {e}", file=sys.stderr)
+        return 1
+    for n in r["left_out"]:
+        print(f"stk calibrate: left out: {n}", file=sys.stderr)
+    print(json.dumps(r, indent=2) if a.json else _format(r))
+    return 0

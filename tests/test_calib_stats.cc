@@ -1,0 +1,388 @@
+// Calibration statistics (format/calib_stats.*): a file stk calibrate wrote (tests/data/calib,
+// README.md there has the command) read back value for value, a file of every section built here
+// from docs/format.md's layout, and hostile variants of it, each refused with its own status and a
+// message naming the file, the layer / section and the offset.
+#include "test_util.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/bytes.h"
+#include "core/checksum.h"
+#include "format/calib_stats.h"
+
+using namespace stk;
+
+namespace {
+
+std::string g_dir;
+
+// A valid file: header, layer table, sections with value v[i] = base + i / 8 per section, the
+// checksums computed over the result.
+struct Spec {
+    uint32_t n_layers = 2, d_model = 3, d_v = 4, n_pairs = 2;
+    std::vector<uint32_t> sections = {0xF, kCalibFfn | kCalibRopePairs};
+    uint64_t tokens = 7;
+};
+
+uint64_t section_values(const Spec &s, uint32_t bit) {
+    const uint64_t d = s.d_model, dv = s.d_v;
+    switch (bit) {
+        case kCalibPrfPairs: return d * (d + 1) / 2 + d + 2;
+        case kCalibAttnOut: return dv * (dv + 1) / 2;
+        case kCalibRopePairs: return s.n_pairs;
+        default: return 2 * d * (2 * d + 1) / 2 + 2 * d * d + d;
+    }
+}
+
+double value_at(uint32_t layer, uint32_t bit, uint64_t i) { return 100.0 * layer + 10.0 * bit + double(i) / 8; }
+
+void reseal(std::vector<uint8_t> &b) {
+    Sha256Digest d = sha256(b.data() + 128, b.size() - 128);
+    std::memcpy(b.data() + 64, d.bytes, 32);
+    store_le<uint32_t>(b.data() + 124, crc32c(b.data(), 124));
+}
+
+void reseal_header(std::vector<uint8_t> &b) { store_le<uint32_t>(b.data() + 124, crc32c(b.data(), 124)); }
+
+std::vector<uint8_t> build(const Spec &s) {
+    std::vector<uint8_t> b(128 + 16 * s.n_layers, 0);
+    std::memcpy(b.data(), "STKCAL01", 8);
+    store_le<uint32_t>(&b[8], 1);
+    store_le<uint64_t>(&b[16], 0x0123456789abcdefull);
+    store_le<uint32_t>(&b[24], 0xfeedbeefu);
+    store_le<uint32_t>(&b[28], s.n_layers);
+    store_le<uint32_t>(&b[32], s.d_model);
+    store_le<uint32_t>(&b[36], s.d_v);
+    store_le<uint32_t>(&b[40], s.n_pairs);
+    store_le<uint64_t>(&b[48], s.tokens);
+    for (uint32_t l = 0; l < s.n_layers; l++) {
+        store_le<uint32_t>(&b[128 + 16 * l], s.sections[l]);
+        store_le<uint64_t>(&b[128 + 16 * l + 8], (s.sections[l] & kCalibPrfPairs) ? 1000 + l : 0);
+        for (uint32_t bit = 1; bit <= kCalibFfn; bit <<= 1) {
+            if (!(s.sections[l] & bit)) continue;
+            for (uint64_t i = 0; i < section_values(s, bit); i++) {
+                uint8_t v[8];
+                store_le<double>(v, value_at(l, bit, i));
+                b.insert(b.end(), v, v + 8);
+            }
+        }
+    }
+    store_le<uint64_t>(&b[56], b.size());
+    reseal(b);
+    return b;
+}
+
+// The bytes in 8-aligned storage (a vector<uint8_t>'s data is malloc'd: 16-aligned).
+std::string refuse(stk_status st, const std::vector<uint8_t> &b) {
+    return test::expect_error(st, [&] { CalibStats c(b.data(), b.size(), "hostile.stats"); });
+}
+
+std::string fixture() { return test::test_data("calib/tiny-gpt2.stats"); }
+
+}  // namespace
+
+// The file python -m stk calibrate wrote on tiny-gpt2: header fields, the digest it printed, and
+// every view equal to the bytes at the offsets docs/format.md gives.
+static void reads_python_fixture(void **) {
+    CalibStats c(fixture());
+    std::vector<uint8_t> raw = test::read_bytes(fixture());
+    assert_int_equal(raw.size(), 21696);
+    assert_int_equal(c.n_layers(), 2);
+    assert_int_equal(c.d_model(), 16);
+    assert_int_equal(c.d_v(), 16);
+    assert_int_equal(c.n_pairs(), 0);
+    assert_int_equal(c.tokens(), 96);
+    assert_true(c.model_sha256_low64() == load_u64(&raw[16]));
+    assert_int_equal(c.model_crc32c(), load_u32(&raw[24]));
+    assert_string_equal(c.digest_hex().c_str(), "925ebbf20dd13e798e87d60e941a514a109e138d152466ddd9a691706e59dd3e");
+    const uint64_t d = 16, nm = d * (d + 1) / 2, nc = nm, ng = 2 * d * (2 * d + 1) / 2;
+    uint64_t at = 128 + 32;
+    for (uint32_t l = 0; l < 2; l++) {
+        const CalibLayer &L = c.layer(l);
+        assert_int_equal(L.sections, kCalibPrfPairs | kCalibAttnOut | kCalibFfn);
+        assert_int_equal(L.pairs, 1176);  // 3 contexts x (16*17/2 + 16*16)
+        assert_null(L.rope_pairs);
+        const uint8_t *base = c.layer(0).prf_m ? reinterpret_cast<const uint8_t *>(c.layer(0).prf_m) - 160 : nullptr;
+        assert_non_null(base);
+        auto check = [&](const double *v, uint64_t n) {
+            assert_int_equal(reinterpret_cast<const uint8_t *>(v) - base, at);
+            assert_int_equal(reinterpret_cast<uintptr_t>(v) % 8, 0);
+            for (uint64_t i = 0; i < n; i++) assert_true(v[i] == load_le<double>(&raw[at + 8 * i]));
+            at += 8 * n;
+        };
+        check(L.prf_m, nm);
+        check(L.prf_b, d);
+        check(L.prf_l, 2);
+        check(L.attn_out, nc);
+        check(L.ffn_g, ng);
+        check(L.ffn_x, 2 * d * d);
+        check(L.ffn_yy, d);
+    }
+    assert_int_equal(at, raw.size());
+    // values the writer computed (pinned: python -m stk calibrate, tests/data/calib/README.md)
+    assert_true(c.layer(0).prf_m[0] == 1.4617191064024557);
+    assert_true(c.layer(0).prf_l[1] == 1.8361946072110148e-05);
+    assert_true(c.layer(1).attn_out[nc - 1] == 0.0011313519857148156);
+    assert_true(c.layer(0).ffn_yy[d - 1] == 1.346203851099865e-05);
+    // the diagonal of a second moment is non-negative; E[l^2] >= E[l]^2
+    for (uint32_t l = 0; l < 2; l++) {
+        for (uint64_t i = 0; i < 2 * d; i++) assert_true(c.layer(l).ffn_g[calib_packed_index(2 * d, i, i)] >= 0);
+        assert_true(c.layer(l).prf_l[1] >= c.layer(l).prf_l[0] * c.layer(l).prf_l[0]);
+    }
+}
+
+// Every section, built here: each view at its place with its values.
+static void reads_every_section(void **) {
+    Spec s;
+    std::vector<uint8_t> b = build(s);
+    CalibStats c(b.data(), b.size(), "built.stats");
+    assert_string_equal(c.name().c_str(), "built.stats");
+    assert_int_equal(c.n_pairs(), 2);
+    assert_int_equal(c.tokens(), 7);
+    assert_true(c.model_sha256_low64() == 0x0123456789abcdefull);
+    assert_int_equal(c.model_crc32c(), 0xfeedbeefu);
+    Sha256Digest d = sha256(b.data() + 128, b.size() - 128);
+    assert_memory_equal(c.digest(), d.bytes, 32);
+    const CalibLayer &a = c.layer(0);
+    assert_int_equal(a.sections, 0xF);
+    assert_int_equal(a.pairs, 1000);
+    assert_true(a.prf_m[0] == value_at(0, kCalibPrfPairs, 0));
+    assert_true(a.prf_b[0] == value_at(0, kCalibPrfPairs, 6));
+    assert_true(a.prf_l[1] == value_at(0, kCalibPrfPairs, 10));
+    assert_true(a.attn_out[9] == value_at(0, kCalibAttnOut, 9));
+    assert_true(a.rope_pairs[1] == value_at(0, kCalibRopePairs, 1));
+    assert_true(a.ffn_g[20] == value_at(0, kCalibFfn, 20));
+    assert_true(a.ffn_x[0] == value_at(0, kCalibFfn, 21));
+    assert_true(a.ffn_x[17] == value_at(0, kCalibFfn, 38));
+    assert_true(a.ffn_yy[2] == value_at(0, kCalibFfn, 41));
+    const CalibLayer &z = c.layer(1);
+    assert_int_equal(z.pairs, 0);
+    assert_null(z.prf_m);
+    assert_null(z.prf_b);
+    assert_null(z.prf_l);
+    assert_null(z.attn_out);
+    assert_true(z.rope_pairs[0] == value_at(1, kCalibRopePairs, 0));
+    assert_true(z.ffn_yy[0] == value_at(1, kCalibFfn, 39));
+    assert_int_equal(b.size(), 128 + 32 + 8 * (11 + 10 + 2 + 42 + 2 + 42));
+    // the packed index: row i holds columns i .. n-1
+    assert_int_equal(calib_packed_index(4, 0, 0), 0);
+    assert_int_equal(calib_packed_index(4, 0, 3), 3);
+    assert_int_equal(calib_packed_index(4, 1, 1), 4);
+    assert_int_equal(calib_packed_index(4, 3, 2), 8);
+    assert_int_equal(calib_packed_index(4, 3, 3), 9);
+    assert_int_equal(calib_packed_count(4), 10);
+}
+
+static void refuses_truncation(void **) {
+    std::vector<uint8_t> b = build(Spec{});
+    for (uint64_t n : {uint64_t(0), uint64_t(7), uint64_t(64), uint64_t(127)}) {
+        std::vector<uint8_t> t(b.begin(), b.begin() + n);
+        std::string m = refuse(STK_E_TRUNCATED, t);
+        assert_contains(m, "hostile.stats: offset " + std::to_string(n) + ": ");
+        assert_contains(m, "shorter than the 128-byte calibration statistics header");
+    }
+    for (uint64_t n : {uint64_t(128), uint64_t(150), uint64_t(200), uint64_t(b.size() - 8), uint64_t(b.size() - 1)}) {
+        std::vector<uint8_t> t(b.begin(), b.begin() + n);
+        std::string m = refuse(STK_E_TRUNCATED, t);
+        assert_contains(m, "offset " + std::to_string(n) + ": the header's file_bytes is " + std::to_string(b.size()));
+    }
+}
+
+static void refuses_header_fields(void **) {
+    const std::vector<uint8_t> good = build(Spec{});
+    // each header byte flipped, the header crc left as it was: magic and version are read before
+    // the crc, every other byte (the crc's own included) fails the crc
+    for (uint64_t i = 0; i < 128; i++) {
+        std::vector<uint8_t> b = good;
+        b[i] ^= 0x40;
+        if (i < 8) {
+            assert_contains(refuse(STK_E_BAD_MAGIC, b), "offset 0: not a calibration statistics file: magic is not \"STKCAL01\"");
+        } else if (i < 12) {
+            assert_contains(refuse(STK_E_UNSUPPORTED, b), "offset 8: calibration statistics version ");
+        } else {
+            assert_contains(refuse(STK_E_CHECKSUM, b), "offset 124: header crc32c 0x");
+        }
+    }
+    struct Case {
+        uint64_t at;
+        uint32_t value;
+        stk_status status;
+        const char *msg;
+    };
+    const Case cases[] = {
+        {12, 1, STK_E_BAD_HEADER, "offset 12: flags 0x00000001: reserved, must be 0"},
+        {44, 5, STK_E_BAD_HEADER, "offset 44: reserved u32 is 0x00000005, must be 0"},
+        {96, 1, STK_E_BAD_HEADER, "offset 96: reserved header byte is 0x01, must be 0"},
+        {120, 0x100, STK_E_BAD_HEADER, "offset 121: reserved header byte is 0x01, must be 0"},
+        {28, 0, STK_E_CORRUPT, "offset 28: n_layers is 0, below 1"},
+        {28, 65537, STK_E_DIMS_OVERFLOW, "offset 28: n_layers is 65537, above the limit 65536"},
+        {32, 0, STK_E_CORRUPT, "offset 32: d_model is 0, below 1"},
+        {32, 0xFFFFFFFFu, STK_E_DIMS_OVERFLOW, "offset 32: d_model is 4294967295, above the limit 65536"},
+        {36, 0, STK_E_CORRUPT, "offset 36: d_v is 0, below 1"},
+        {36, (1u << 20) + 1, STK_E_DIMS_OVERFLOW, "offset 36: d_v is 1048577, above the limit 1048576"},
+        {40, 65537, STK_E_DIMS_OVERFLOW, "offset 40: n_pairs is 65537, above the limit 65536"},
+        {48, 0, STK_E_CORRUPT, "offset 48: tokens is 0"},
+        {4, 0, STK_E_BAD_MAGIC, "offset 0: not a calibration statistics file"},
+        {8, 2, STK_E_UNSUPPORTED, "offset 8: calibration statistics version 2 (this reader knows version 1)"},
+    };
+    for (const Case &k : cases) {
+        std::vector<uint8_t> b = good;
+        store_le<uint32_t>(&b[k.at], k.value);
+        if (k.at == 48) store_le<uint64_t>(&b[48], 0);
+        reseal_header(b);
+        std::string m = refuse(k.status, b);
+        assert_contains(m, std::string("hostile.stats: ") + k.msg);
+    }
+    // the model digest fields are data: another value reads back
+    std::vector<uint8_t> b = good;
+    store_le<uint32_t>(&b[24], 0x11111111u);
+    reseal_header(b);
+    CalibStats c(b.data(), b.size(), "x");
+    assert_int_equal(c.model_crc32c(), 0x11111111u);
+}
+
+static void refuses_bad_checksums(void **) {
+    const std::vector<uint8_t> good = build(Spec{});
+    std::vector<uint8_t> b = good;
+    store_le<uint32_t>(&b[124], load_u32(&b[124]) ^ 1);
+    assert_contains(refuse(STK_E_CHECKSUM, b), "hostile.stats: offset 124: header crc32c 0x");
+    // the SHA-256 field (header resealed) and a payload byte (sha left as it was)
+    b = good;
+    b[70] ^= 0x80;
+    reseal_header(b);
+    std::string m = refuse(STK_E_CHECKSUM, b);
+    assert_contains(m, "hostile.stats: offset 64: SHA-256 of bytes 128.." + std::to_string(good.size()) +
+                           " does not match the header's");
+    for (uint64_t at : {uint64_t(128), uint64_t(200), uint64_t(good.size() - 1)}) {
+        b = good;
+        b[at] ^= 1;
+        assert_contains(refuse(STK_E_CHECKSUM, b), "offset 64: SHA-256");
+    }
+}
+
+static void refuses_nonfinite(void **) {
+    Spec s;
+    const uint64_t layer1 = 128 + 32 + 8 * (11 + 10 + 2 + 42);  // layer 1's rope pairs
+    for (double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                       -std::numeric_limits<double>::infinity()}) {
+        std::vector<uint8_t> b = build(s);
+        store_le<double>(&b[layer1 + 8 * 2 + 8 * 5], bad);  // ffn value 5 of layer 1
+        reseal(b);
+        std::string m = refuse(STK_E_CORRUPT, b);
+        assert_contains(m, "hostile.stats: offset " + std::to_string(layer1 + 56) + ": layer 1: section ffn: value 5 is not finite");
+    }
+    std::vector<uint8_t> b = build(s);
+    store_le<double>(&b[128 + 32 + 8 * 10], std::nan(""));  // E[l^2] of layer 0
+    reseal(b);
+    assert_contains(refuse(STK_E_CORRUPT, b), "offset 240: layer 0: section prf_pairs: value 10 is not finite");
+}
+
+static void refuses_layer_table(void **) {
+    const std::vector<uint8_t> good = build(Spec{});
+    std::vector<uint8_t> b = good;
+    store_le<uint32_t>(&b[144], kCalibFfn | kCalibRopePairs | 0x10);
+    reseal(b);
+    assert_contains(refuse(STK_E_BAD_HEADER, b), "hostile.stats: offset 144: layer 1: unknown section bits 0x00000010 (known: 0xf)");
+    b = good;
+    store_le<uint32_t>(&b[128], 0x80000000u | 0xF);
+    reseal(b);
+    assert_contains(refuse(STK_E_BAD_HEADER, b), "offset 128: layer 0: unknown section bits 0x80000000");
+    b = good;
+    store_le<uint32_t>(&b[132], 3);
+    reseal(b);
+    assert_contains(refuse(STK_E_BAD_HEADER, b), "offset 132: layer 0: reserved u32 is 0x00000003, must be 0");
+    b = good;
+    store_le<uint64_t>(&b[136], 0);
+    reseal(b);
+    assert_contains(refuse(STK_E_CORRUPT, b), "offset 136: layer 0: section prf_pairs present with 0 pairs");
+    b = good;
+    store_le<uint64_t>(&b[152], 9);
+    reseal(b);
+    assert_contains(refuse(STK_E_CORRUPT, b), "offset 152: layer 1: pairs is 9 without the prf_pairs section");
+    // a section bit dropped or added: the sizes no longer add up
+    b = good;
+    store_le<uint32_t>(&b[144], kCalibFfn);
+    reseal(b);
+    assert_contains(refuse(STK_E_SIZE_MISMATCH, b), "layer table describe " + std::to_string(good.size() - 16) + " bytes, the file has " +
+                                                        std::to_string(good.size()));
+    b = good;
+    store_le<uint32_t>(&b[144], kCalibFfn | kCalibRopePairs | kCalibAttnOut);
+    reseal(b);
+    assert_contains(refuse(STK_E_TRUNCATED, b), "offset " + std::to_string(good.size()) + ": the header and layer table describe " +
+                                                     std::to_string(good.size() + 80) + " bytes");
+    // rope_pairs without rotary pairs
+    Spec s;
+    s.n_pairs = 0;
+    b = build(s);
+    assert_contains(refuse(STK_E_CORRUPT, b), "offset 128: layer 0: section rope_pairs present but n_pairs is 0 (no RoPE)");
+}
+
+static void refuses_sizes(void **) {
+    const std::vector<uint8_t> good = build(Spec{});
+    // file_bytes smaller than the file, and bytes appended beyond what the table describes
+    std::vector<uint8_t> b = good;
+    store_le<uint64_t>(&b[56], good.size() - 8);
+    reseal_header(b);
+    assert_contains(refuse(STK_E_SIZE_MISMATCH, b), "offset 56: the header's file_bytes is " + std::to_string(good.size() - 8) +
+                                                         " but the file has " + std::to_string(good.size()) + " bytes");
+    b = good;
+    b.resize(good.size() + 8, 0);
+    store_le<uint64_t>(&b[56], b.size());
+    reseal(b);
+    assert_contains(refuse(STK_E_SIZE_MISMATCH, b), "offset " + std::to_string(good.size()) + ": the header and layer table describe " +
+                                                         std::to_string(good.size()) + " bytes, the file has " + std::to_string(b.size()));
+    // the largest dimensions: 65536 layers of every section at d_model 65536, d_v 2^20 (~4e17
+    // bytes, computed without overflow) against a small file
+    b = good;
+    store_le<uint32_t>(&b[28], 65536);
+    store_le<uint32_t>(&b[32], 65536);
+    store_le<uint32_t>(&b[36], 1u << 20);
+    store_le<uint32_t>(&b[40], 65536);
+    reseal_header(b);
+    assert_contains(refuse(STK_E_TRUNCATED, b), "the layer table of 65536 layers ends at byte 1048704");
+    Spec big;
+    big.n_layers = 1;
+    big.d_model = 65536;
+    big.d_v = 1u << 20;
+    big.n_pairs = 65536;
+    big.sections = {0};
+    b = build(big);
+    store_le<uint32_t>(&b[128], 0xF);
+    store_le<uint64_t>(&b[136], 1);
+    reseal(b);
+    const uint64_t want = 144 + 8 * (uint64_t(65536) * 65537 / 2 + 65536 + 2 + uint64_t(1 << 20) * ((1 << 20) + 1) / 2 + 65536 +
+                                     uint64_t(131072) * 131073 / 2 + uint64_t(131072) * 65536 + 65536);
+    assert_contains(refuse(STK_E_TRUNCATED, b), "the header and layer table describe " + std::to_string(want) + " bytes, the file has 144");
+}
+
+static void refuses_misaligned_and_missing(void **) {
+    std::vector<uint8_t> good = build(Spec{});
+    std::vector<uint8_t> shifted(good.size() + 1);
+    std::memcpy(shifted.data() + 1, good.data(), good.size());
+    std::string m = test::expect_error(STK_E_MISALIGNED, [&] { CalibStats c(shifted.data() + 1, good.size(), "odd.stats"); });
+    assert_contains(m, "odd.stats: offset 0: the statistics' bytes are not 8-aligned in memory");
+    m = test::expect_error(STK_E_NOT_FOUND, [&] { CalibStats c(g_dir + "/absent.stats"); });
+    assert_contains(m, "absent.stats");
+    // from a path: the same bytes read back, the name is the path
+    test::write_bytes(g_dir + "/built.stats", good);
+    CalibStats c(g_dir + "/built.stats");
+    assert_string_equal(c.name().c_str(), (g_dir + "/built.stats").c_str());
+    assert_true(c.layer(1).ffn_yy[2] == value_at(1, kCalibFfn, 41));
+    std::vector<uint8_t> t(good.begin(), good.begin() + 100);
+    test::write_bytes(g_dir + "/short.stats", t);
+    m = test::expect_error(STK_E_TRUNCATED, [&] { CalibStats c2(g_dir + "/short.stats"); });
+    assert_contains(m, "short.stats: offset 100: 100 bytes: shorter than the 128-byte");
+}
+
+int main() {
+    g_dir = test::make_temp_dir("calib_stats");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(reads_python_fixture),  cmocka_unit_test(reads_every_section),
+        cmocka_unit_test(refuses_truncation),    cmocka_unit_test(refuses_header_fields),
+        cmocka_unit_test(refuses_bad_checksums), cmocka_unit_test(refuses_nonfinite),
+        cmocka_unit_test(refuses_layer_table),   cmocka_unit_test(refuses_sizes),
+        cmocka_unit_test(refuses_misaligned_and_missing),
+    };
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
