@@ -1,0 +1,128 @@
+// The calibrated fits over plain arrays (calib_fit.h; docs/decisions.md "Calibrated fits").
+#include "stages/calib_fit.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "format/calib_stats.h"
+#include "stages/attn_common.h"
+
+namespace stk {
+
+bool calib_cholesky(double *a, uint32_t k) {
+    for (uint32_t j = 0; j < k; j++) {
+        double *rj = a + uint64_t(j) * k;
+        double s = rj[j];
+        for (uint32_t p = 0; p < j; p++) s -= rj[p] * rj[p];
+        if (!(s > 0)) return false;
+        const double djj = std::sqrt(s);
+        rj[j] = djj;
+        for (uint32_t i = j + 1; i < k; i++) {
+            double *ri = a + uint64_t(i) * k;
+            double t = ri[j];
+            for (uint32_t p = 0; p < j; p++) t -= ri[p] * rj[p];
+            ri[j] = t / djj;
+        }
+    }
+    return true;
+}
+
+void calib_cholesky_solve(const double *l, uint32_t k, double *b) {
+    for (uint32_t i = 0; i < k; i++) {  // L y = b
+        const double *ri = l + uint64_t(i) * k;
+        double t = b[i];
+        for (uint32_t p = 0; p < i; p++) t -= ri[p] * b[p];
+        b[i] = t / ri[i];
+    }
+    for (uint32_t i = k; i-- > 0;) {  // L^T x = y
+        double t = b[i];
+        for (uint32_t p = i + 1; p < k; p++) t -= l[uint64_t(p) * k + i] * b[p];
+        b[i] = t / l[uint64_t(i) * k + i];
+    }
+}
+
+double calib_ffn_lambda(const double *G, uint64_t n, const uint32_t *zs, uint32_t k) {
+    double s = 0;
+    for (uint32_t q = 0; q < k; q++) s += G[calib_packed_index(n, zs[q], zs[q])];
+    const double mean = k ? s / double(k) : 0.0;
+    return mean > 0 ? kCalibFfnRidge * mean : 1.0;
+}
+
+double calib_ffn_solve(const double *G, uint64_t n, const double *X, uint64_t d, uint64_t i, const uint32_t *zs, uint32_t k,
+                       double *m, double *work) {
+    const double lambda = calib_ffn_lambda(G, n, zs, k);
+    for (uint32_t a = 0; a < k; a++) {
+        double *row = work + uint64_t(a) * k;
+        for (uint32_t b = 0; b <= a; b++) row[b] = G[calib_packed_index(n, zs[a], zs[b])];
+        row[a] += lambda;
+        m[a] = X[uint64_t(zs[a]) * d + i];
+    }
+    if (!calib_cholesky(work, k))
+        throw_error(STK_E_INTERNAL, "calibrated FFN fit: output %llu's system of %u entries is not positive definite",
+                    (unsigned long long)i, k);
+    calib_cholesky_solve(work, k, m);
+    return lambda;
+}
+
+double calib_ffn_output_error(const double *G, uint64_t n, const double *X, uint64_t d, const double *yy, uint64_t i,
+                              const uint32_t *zs, uint32_t k, const double *m) {
+    double lin = 0, quad = 0;
+    for (uint32_t a = 0; a < k; a++) {
+        lin += m[a] * X[uint64_t(zs[a]) * d + i];
+        double t = G[calib_packed_index(n, zs[a], zs[a])] * m[a];
+        for (uint32_t b = 0; b < a; b++) t += 2.0 * G[calib_packed_index(n, zs[a], zs[b])] * m[b];
+        quad += m[a] * t;
+    }
+    const double e = yy[i] - 2.0 * lin + quad;
+    return e > 0 ? e : 0.0;
+}
+
+double calib_prf_error(const double *M, const double *b, const double *el, uint64_t d, double tau, const double *D) {
+    // E[(w^T D' - l)^2] = D'^T M D' - 2 D'^T b + E[l^2], D' = D / tau.
+    double lin = 0, quad = 0;
+    for (uint64_t a = 0; a < d; a++) {
+        const double da = D[a] / tau;
+        lin += da * b[a];
+        double t = M[calib_packed_index(d, a, a)] * da;
+        for (uint64_t c = 0; c < a; c++) t += 2.0 * M[calib_packed_index(d, a, c)] * (D[c] / tau);
+        quad += da * t;
+    }
+    const double e = quad - 2.0 * lin + el[1];
+    return e > 0 ? e : 0.0;
+}
+
+CalibPrfFit calib_prf_fit(const double *M, const double *b, const double *el, uint64_t d, double tau, double upper,
+                          const double *d_free, double *D, double *work) {
+    CalibPrfFit f;
+    double s = 0;
+    for (uint64_t a = 0; a < d; a++) s += M[calib_packed_index(d, a, a)];
+    const double mean = d ? s / double(d) : 0.0;
+    f.lambda = mean > 0 ? kCalibPrfRidge * mean : 1.0;
+    for (uint64_t a = 0; a < d; a++) {
+        double *row = work + a * d;
+        for (uint64_t c = 0; c <= a; c++) row[c] = M[calib_packed_index(d, a, c)];
+        row[a] += f.lambda;
+        D[a] = tau * b[a];
+    }
+    if (!calib_cholesky(work, uint32_t(d)))
+        throw_error(STK_E_INTERNAL, "calibrated PRF fit: the %llu x %llu system is not positive definite", (unsigned long long)d,
+                    (unsigned long long)d);
+    calib_cholesky_solve(work, uint32_t(d), D);
+    const double var = el[1] - el[0] * el[0];
+    auto r2 = [&](const double *x) { return var > 0 ? 1.0 - calib_prf_error(M, b, el, d, tau, x) / var : 0.0; };
+    f.r2_unclamped = r2(D);
+    for (uint64_t a = 0; a < d; a++) {
+        if (!(D[a] >= kWhiteningEps)) {
+            D[a] = kWhiteningEps;
+            f.negative++;
+        } else if (D[a] > upper) {
+            D[a] = upper;
+            f.high++;
+        }
+    }
+    f.r2 = r2(D);
+    if (d_free) f.r2_free = r2(d_free);
+    return f;
+}
+
+}  // namespace stk
