@@ -177,6 +177,9 @@ type JobParams struct {
 	TopL    uint32 // FFN top-L (default 12)
 	Threads uint32 // worker threads (default 1); output bytes do not depend on it
 	Flags   uint32 // AllowUncertifiedTokenizer | AllowNonfinite
+	// Calibration: a calibration statistics file (python -m stk calibrate) the stages fit to;
+	// "" converts without data.
+	Calibration string
 }
 
 // cParams is the C struct and the C strings it points to; free releases the strings.
@@ -185,7 +188,7 @@ type cParams struct {
 }
 
 func (p *JobParams) toC() (*cParams, error) {
-	for _, s := range []struct{ what, v string }{{"InDir", p.InDir}, {"OutDir", p.OutDir}} {
+	for _, s := range []struct{ what, v string }{{"InDir", p.InDir}, {"OutDir", p.OutDir}, {"Calibration", p.Calibration}} {
 		for i := 0; i < len(s.v); i++ {
 			if s.v[i] == 0 {
 				return nil, &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf("%s %q contains a NUL byte", s.what, s.v)}
@@ -202,12 +205,16 @@ func (p *JobParams) toC() (*cParams, error) {
 	c.raw.top_l = C.uint32_t(p.TopL)
 	c.raw.threads = C.uint32_t(p.Threads)
 	c.raw.flags = C.uint32_t(p.Flags)
+	if p.Calibration != "" {
+		c.raw.calibration = C.CString(p.Calibration)
+	}
 	return c, nil
 }
 
 func (c *cParams) free() {
 	C.free(unsafe.Pointer(c.raw.in_dir))
 	C.free(unsafe.Pointer(c.raw.out_dir))
+	C.free(unsafe.Pointer(c.raw.calibration)) // free(NULL) is a no-op
 }
 
 // ArenaSize is stk_job_arena_size: how many arena bytes a job with these parameters needs.  It

@@ -171,6 +171,11 @@ typedef struct stk_job_params {
     uint32_t top_l;      /* FFN top-L, default 12 */
     uint32_t threads;    /* worker threads, default 1; output bytes do not depend on it */
     uint32_t flags;      /* STK_JOB_* */
+    /* Appended (an older caller's struct_size leaves it NULL): a calibration statistics file
+     * (`python -m stk calibrate`; docs/format.md "Calibration statistics") the stages fit to, or
+     * NULL for the data-free conversion (every array then as without this field).  stk_open
+     * validates it and refuses one of another shape; parse_tensors refuses one of another model. */
+    const char *calibration;
 } stk_job_params;
 
 typedef struct stk_job stk_job;

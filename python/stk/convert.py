@@ -79,11 +79,13 @@ ProgressCallback = Callable[[str, int, int], Any]
 def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optional[int] = None,
             ltok: Optional[int] = None, topl: Optional[int] = None, threads: Optional[int] = None,
             allow_uncertified_tokenizer: bool = False, allow_nonfinite: bool = False,
-            progress: Union[None, bool, ProgressCallback] = None) -> dict[str, Any]:
+            progress: Union[None, bool, ProgressCallback] = None,
+            calibration: Optional[PathLike] = None) -> dict[str, Any]:
     """Convert the checkpoint ``src`` into the generations root ``root`` (``stk convert SRC ROOT``):
     run every stage, and once the check stage has verified the new generation, publish it and make
     it current.  Options as the command's (``None``: the library's default: r 512, rv 12, ltok 8,
-    topl 12, threads 1).
+    topl 12, threads 1).  ``calibration``: a statistics file of ``python -m stk calibrate``
+    (``stk convert --calibration STATS``): the stages fit to it; None converts without data.
 
     ``progress``: a callable ``progress(stage_name, index, total)`` called on this thread as each
     stage starts (index 1..total), or True for a tqdm bar (when tqdm is installed).
@@ -115,6 +117,8 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
         params.flags |= _lib.STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER
     if allow_nonfinite:
         params.flags |= _lib.STK_JOB_ALLOW_NONFINITE
+    if calibration is not None:
+        params.calibration = _p(os.fspath(calibration))
 
     callback: Optional[ProgressCallback] = None
     bar = None

@@ -48,6 +48,12 @@ static const char kHelp[] =
     "  --topl N        FFN top-L (default 12, at most 256); also --topL\n"
     "  --memory-fit spec|lsq  RoPE memory: the spec's AR(2) (default) or a least-squares bank\n"
     "                  (up to 6 sections) of the RoPE kernel the weights imply\n"
+    "  --calibration STATS  fit to a calibration statistics file (python -m stk calibrate, made\n"
+    "                  from this model and some text): the FFN dictionary's values by least\n"
+    "                  squares, the PRF whitener to the model's attention logits (the manifest\n"
+    "                  records the file's SHA-256 and what each stage fitted).  Statistics of\n"
+    "                  another model, or of another shape, are refused.  Without it the\n"
+    "                  conversion uses no data (the spec's default)\n"
     "  --threads N     worker threads (default 1, at most 1024); the output bytes do not\n"
     "                  depend on it\n"
     "  --partial       publish even if some stages are not implemented yet (they are recorded\n"
@@ -397,6 +403,7 @@ namespace {
 struct ConvertOptions {
     stk_job_params p{};
     std::string in, out, model_dir;  // p.in_dir / p.out_dir point into model_dir / out
+    std::string calibration;         // p.calibration points into it (null: none)
     bool partial = false, json = false, dry = false;
     bool out_existed = false;      // a root this run creates is removed again if nothing is published
 };
@@ -430,6 +437,8 @@ int convert_options(int argc, char **argv, ConvertOptions &o) {
     if (memory_fit == "lsq") p.flags |= STK_JOB_MEMORY_FIT_LSQ;
     if (!memory_fit.empty() && memory_fit != "lsq" && memory_fit != "spec")
         return report_usage("convert", "--memory-fit " + memory_fit + ": expected spec or lsq", json);
+    o.calibration = args.get("calibration");
+    if (!o.calibration.empty()) p.calibration = o.calibration.c_str();
     if (!args.finish("convert", 2)) return kExitUsage;
     const auto &pos = args.positional();
     if (!pos.empty()) {

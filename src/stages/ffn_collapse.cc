@@ -15,8 +15,10 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "format/calib_stats.h"
 #include "ingest/model.h"
 #include "kernels/abs_gemm.h"
+#include "stages/calib_fit.h"
 #include "stages/ffn_collapse.h"
 #include "stages/outputs.h"
 #include "stages/policy.h"
@@ -153,10 +155,13 @@ constexpr char kDigestMagic[] = "stk.ffn_collapse.v1";
 struct Sizes {
     uint64_t d = 0, h_max = 0, units_max = 0, max_base = 0, max_delta = 0, row_floats = 0;
     bool gated = false, biases = false;
+    bool calib = false;  // --calibration: the least-squares refit's scratch too
+    uint64_t n_layers = 0, max_unit_entries_per_col = 0;
 };
 
-Sizes sizes_of(const ModelPlan &plan, uint32_t top_l) {
+Sizes sizes_of(const ModelPlan &plan, uint32_t top_l, bool calib) {
     Sizes z;
+    z.calib = calib;
     z.d = plan.config.d_model;
     z.units_max = ffn_units_max(plan);
     for (uint32_t ti = 0; ti < plan.n_streamed; ti++) {
@@ -166,6 +171,11 @@ Sizes sizes_of(const ModelPlan &plan, uint32_t top_l) {
         if (t.role == Role::FFN_B1 || t.role == Role::FFN_B2) z.biases = true;
     }
     linear_capacity(plan, top_l, &z.max_base, &z.max_delta);
+    z.n_layers = plan.config.n_layers;
+    {
+        const uint64_t l = std::min<uint64_t>(top_l, z.d);
+        z.max_unit_entries_per_col = l + std::min<uint64_t>(kLinearDeltaCap, z.d - l);
+    }
     z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
     return z;
 }
@@ -197,6 +207,12 @@ struct FfnScratch {
     double *energy, *dropped;
     uint32_t *n_delta, *delta_vals;
     uint64_t *delta_keys;
+    // --calibration (null without): one unit's entries grouped by output i (CSR: off[i] ..
+    // off[i + 1] into ent_z / ent_loc), per worker the (2d)^2 system and its two value vectors,
+    // per output the moments' errors, per layer the fitted and data-free rel L2.
+    uint32_t *ent_z;
+    uint64_t *ent_loc, *off, *cur;
+    double *work, *m, *m0, *err_fit, *err_free, *layer_fit, *layer_free;
 };
 // The column selection's workers: the normalised thread count (normalize_params: 1..1024), at most
 // one per column.
@@ -248,6 +264,24 @@ FfnScratch ffn_scratch(const Sizes &z, unsigned threads, Buffers &b) {
     o.n_delta = b.array<uint32_t>(cols);
     o.delta_keys = b.array<uint64_t>(checked_mul(cols, kLinearDeltaCap, "ffn_collapse delta"));
     o.delta_vals = b.array<uint32_t>(checked_mul(cols, kLinearDeltaCap, "ffn_collapse delta"));
+    o.ent_z = nullptr;
+    o.ent_loc = o.off = o.cur = nullptr;
+    o.work = o.m = o.m0 = o.err_fit = o.err_free = o.layer_fit = o.layer_free = nullptr;
+    if (z.calib) {
+        const uint64_t per_unit = checked_mul(cols, z.max_unit_entries_per_col, "ffn_collapse calibrated entries");
+        o.ent_z = b.array<uint32_t>(per_unit);
+        o.ent_loc = b.array<uint64_t>(per_unit);
+        o.off = b.array<uint64_t>(z.d + 1);
+        o.cur = b.array<uint64_t>(z.d + 1);
+        o.work = b.array<double>(checked_mul(checked_mul(cols, cols, "ffn_collapse calibrated system"), sel,
+                                             "ffn_collapse calibrated system"));
+        o.m = b.array<double>(checked_mul(cols, sel, "ffn_collapse calibrated values"));
+        o.m0 = b.array<double>(checked_mul(cols, sel, "ffn_collapse calibrated values"));
+        o.err_fit = b.array<double>(z.d);
+        o.err_free = b.array<double>(z.d);
+        o.layer_fit = b.array<double>(z.n_layers + 1);
+        o.layer_free = b.array<double>(z.n_layers + 1);
+    }
     return o;
 }
 
@@ -266,10 +300,145 @@ uint64_t load_tensor(const Checkpoint &ckpt, const PlanTensor &t, float *out, fl
 void ffn_collapse_size(const JobInputs &in, ArenaSizer &s) {
     const stk_job_params &params = in.params;
     const ModelDescription *d = in.model;
-    Sizes z = sizes_of(d->plan, params.top_l);
+    Sizes z = sizes_of(d->plan, params.top_l, params.calibration != nullptr);
     Buffers b(s);
     ffn_kept(z, b);
     ffn_scratch(z, params.threads, b);
+}
+
+
+// The manifest's account of the refit: which layers were fitted and which not and why, and the
+// rel L2 on the calibration moments (value: fitted; bound: the data-free dictionary's), per layer
+// for up to kCalibLayerRecords layers, else the median and the worst.
+constexpr uint32_t kCalibLayerRecords = 16;
+static void ffn_calib_records(Job &job, const ModelPlan &plan, const FfnUnit *units, uint32_t n_units, const double *fit,
+                              const double *free_rel, uint32_t n_layers, uint32_t fitted) {
+    ManifestDraft &m = job.manifest;
+    uint32_t experts = 0, missing = 0;
+    for (uint32_t i = 0; i < n_units; i++) experts += units[i].expert != kNoExpert;
+    for (uint32_t l = 0; l < n_layers; l++) {
+        bool dense = false;
+        for (uint32_t i = 0; i < n_units; i++) dense |= units[i].layer == int32_t(l) && units[i].expert == kNoExpert;
+        missing += dense && fit[l] < 0;
+    }
+    (void)plan;
+    draft_add_record(m, STK_STAGE_FFN_COLLAPSE, kRecordNote, kFeatureLinear, STK_OK, double(fitted), double(n_layers),
+                     "calibrated values: %u of %u layers fitted (value); %u dense without FFN moments, %u MoE experts data-free",
+                     fitted, n_layers, missing, experts);
+    std::vector<double> f, g;
+    for (uint32_t l = 0; l < n_layers; l++)
+        if (fit[l] >= 0) {
+            f.push_back(fit[l]);
+            g.push_back(free_rel[l]);
+            if (fitted <= kCalibLayerRecords)
+                draft_add_record(m, STK_STAGE_FFN_COLLAPSE, kRecordNote, kFeatureLinear, STK_OK, fit[l], free_rel[l],
+                                 "calibrated layer %u: rel L2 on the moments %.4f (value), data-free %.4f (bound)", l, fit[l],
+                                 free_rel[l]);
+        }
+    if (f.empty()) return;
+    uint32_t worst = n_layers;
+    for (uint32_t l = 0; l < n_layers; l++)
+        if (fit[l] >= 0 && (worst == n_layers || fit[l] > fit[worst])) worst = l;
+    std::vector<double> fs = f, gs = g;
+    std::sort(fs.begin(), fs.end());
+    std::sort(gs.begin(), gs.end());
+    draft_add_record(m, STK_STAGE_FFN_COLLAPSE, kRecordNote, kFeatureLinear, STK_OK, fs[fs.size() / 2], gs[gs.size() / 2],
+                     "calibrated: median rel L2 %.4f (value), data-free %.4f (bound); worst %.4f at layer %u",
+                     fs[fs.size() / 2], gs[gs.size() / 2], fit[worst], worst);
+}
+
+// --calibration: unit u's values refit by least squares on its layer's kCalibFfn moments (keys
+// unchanged; calib_fit.h has the per-output system).  The entries are the unit's base (at
+// base0, 2 d L of them in (column, sign) slots) and its delta (per slot in sc.delta_*, counts in
+// sc.n_delta).  Outputs are dealt to `workers` in contiguous ranges; each output's entries are
+// written only by its worker, and the errors are summed in output order: the same bytes at any
+// thread count.  Then each slot's delta is re-sorted by the new |value| (ties by smaller i).
+// Returns the rel L2 on the moments, fitted and data-free (*free).
+static double ffn_refit_unit(const CalibLayer &cl, const FfnScratch &sc, LinearHandoff *h, uint64_t base0, uint64_t d, uint64_t L,
+                             unsigned workers, double *free_rel) {
+    const uint64_t n = 2 * d;
+    auto key_z = [&](uint64_t key) { return uint32_t(linear_key_sign(key) * d + linear_key_in(key)); };
+    std::fill(sc.off, sc.off + d + 1, uint64_t(0));
+    for (uint64_t slot = 0; slot < n; slot++) {
+        for (uint64_t r = 0; r < L; r++) sc.off[linear_key_out(h->base_keys[base0 + slot * L + r]) + 1]++;
+        const uint32_t t = sc.n_delta[slot] & 0x7FFFFFFFu;
+        for (uint32_t q = 0; q < t; q++) sc.off[linear_key_out(sc.delta_keys[slot * kLinearDeltaCap + q]) + 1]++;
+    }
+    for (uint64_t i = 0; i < d; i++) sc.off[i + 1] += sc.off[i];
+    std::copy(sc.off, sc.off + d, sc.cur);
+    constexpr uint64_t kDelta = uint64_t(1) << 63;
+    for (uint64_t slot = 0; slot < n; slot++) {
+        for (uint64_t r = 0; r < L; r++) {
+            const uint64_t at = base0 + slot * L + r, key = h->base_keys[at], c = sc.cur[linear_key_out(key)]++;
+            sc.ent_z[c] = key_z(key);
+            sc.ent_loc[c] = at;
+        }
+        const uint32_t t = sc.n_delta[slot] & 0x7FFFFFFFu;
+        for (uint32_t q = 0; q < t; q++) {
+            const uint64_t at = slot * kLinearDeltaCap + q, key = sc.delta_keys[at], c = sc.cur[linear_key_out(key)]++;
+            sc.ent_z[c] = key_z(key);
+            sc.ent_loc[c] = kDelta | at;
+        }
+    }
+    run_workers(workers, [&](unsigned w) {
+        double *m = sc.m + w * n, *m0 = sc.m0 + w * n, *work = sc.work + w * n * n;
+        for (uint64_t i = d * w / workers; i < d * (w + 1) / workers; i++) {
+            const uint64_t o0 = sc.off[i];
+            const uint32_t k = uint32_t(sc.off[i + 1] - o0);
+            const uint32_t *zs = sc.ent_z + o0;
+            for (uint32_t q = 0; q < k; q++) {
+                const uint64_t loc = sc.ent_loc[o0 + q];
+                float v;
+                if (loc & kDelta) std::memcpy(&v, &sc.delta_vals[loc & ~kDelta], 4);
+                else v = h->base_vals[loc];
+                m0[q] = double(v);
+            }
+            sc.err_free[i] = calib_ffn_output_error(cl.ffn_g, n, cl.ffn_x, d, cl.ffn_yy, i, zs, k, m0);
+            calib_ffn_solve(cl.ffn_g, n, cl.ffn_x, d, i, zs, k, m, work);
+            for (uint32_t q = 0; q < k; q++) {
+                const uint64_t loc = sc.ent_loc[o0 + q];
+                const float v = float(m[q]);
+                m[q] = double(v);  // the error of the values as stored
+                if (loc & kDelta) std::memcpy(&sc.delta_vals[loc & ~kDelta], &v, 4);
+                else h->base_vals[loc] = v;
+            }
+            sc.err_fit[i] = calib_ffn_output_error(cl.ffn_g, n, cl.ffn_x, d, cl.ffn_yy, i, zs, k, m);
+        }
+    });
+    double e_fit = 0, e_free = 0, yy = 0;
+    for (uint64_t i = 0; i < d; i++) {
+        e_fit += sc.err_fit[i];
+        e_free += sc.err_free[i];
+        yy += cl.ffn_yy[i];
+    }
+    // The delta's order within each slot follows the new values: |value| descending, ties by
+    // smaller output index (as the data-free selection orders it).
+    for (uint64_t slot = 0; slot < n; slot++) {
+        const uint32_t t = sc.n_delta[slot] & 0x7FFFFFFFu;
+        uint64_t *dk = sc.delta_keys + slot * kLinearDeltaCap;
+        uint32_t *dv = sc.delta_vals + slot * kLinearDeltaCap;
+        auto mag = [&](uint32_t bits) {
+            float v;
+            std::memcpy(&v, &bits, 4);
+            return std::fabs(v);
+        };
+        for (uint32_t a = 1; a < t; a++) {  // insertion sort: at most kLinearDeltaCap entries
+            const uint64_t k = dk[a];
+            const uint32_t v = dv[a];
+            uint32_t b = a;
+            while (b > 0) {
+                const float pa = mag(dv[b - 1]), pv = mag(v);
+                if (pa > pv || (pa == pv && linear_key_out(dk[b - 1]) < linear_key_out(k))) break;
+                dk[b] = dk[b - 1];
+                dv[b] = dv[b - 1];
+                b--;
+            }
+            dk[b] = k;
+            dv[b] = v;
+        }
+    }
+    *free_rel = yy > 0 ? std::sqrt(e_free / yy) : 0.0;
+    return yy > 0 ? std::sqrt(e_fit / yy) : 0.0;
 }
 
 void ffn_collapse_run(Job &job) {
@@ -278,7 +447,7 @@ void ffn_collapse_run(Job &job) {
     const ModelPlan &plan = *job.model;
     const uint32_t top_l = job.params.top_l;
     const unsigned threads = job.params.threads;
-    const Sizes z = sizes_of(plan, top_l);
+    const Sizes z = sizes_of(plan, top_l, job.calib != nullptr);
     const uint64_t d = z.d;
     if (d == 0 || d >= kLinearMaxDim)
         throw_error(STK_E_UNSUPPORTED, "ffn_collapse: d_model %llu; keys hold 1..%llu", (unsigned long long)d,
@@ -334,6 +503,9 @@ void ffn_collapse_run(Job &job) {
         throw_breach(STK_E_NONFINITE, "finite FFN weights", double(at), 0,
                      "ffn_collapse disabled: tensor %.40s has a NaN/Inf at element %llu", t.name, (unsigned long long)at);
     };
+    uint32_t fitted_layers = 0;
+    if (job.calib)
+        for (uint64_t l = 0; l <= z.n_layers; l++) sc.layer_fit[l] = sc.layer_free[l] = -1;  // -1: not fitted
     job_work_begin(job, n_units, "FFNs");
     for (uint32_t ui = 0; ui < n_units; ui++, job_work_add(job, 1)) {
         const FfnUnit &u = units[ui];
@@ -447,6 +619,14 @@ void ffn_collapse_run(Job &job) {
             dropped_entries += nonzero_dropped;
         });
         h->dropped += dropped_entries.load();
+        // --calibration: a dense unit of a layer with FFN moments gets its values refit.
+        if (job.calib && u.expert == kNoExpert) {
+            const CalibLayer &cl = job.calib->layer(uint32_t(u.layer));
+            if (cl.sections & kCalibFfn) {
+                sc.layer_fit[u.layer] = ffn_refit_unit(cl, sc, h, base0, d, L, sel, &sc.layer_free[u.layer]);
+                fitted_layers++;
+            }
+        }
         // The merge, in column order: the same entries and sums as one thread column by column.
         h->n_base = base0 + 2 * d * L;
         for (uint64_t slot = 0; slot < 2 * d; slot++) {
@@ -509,6 +689,7 @@ void ffn_collapse_run(Job &job) {
     if (any_bias)
         draft_add_record(m, STK_STAGE_FFN_COLLAPSE, kRecordNote, kFeatureLinear, STK_OK, h->bias_norm, 0,
                          "7.6 bias: L2 norm of linear_bias.bin = sum over dense layers of W2 relu(b1) + b2");
+    if (job.calib) ffn_calib_records(job, plan, units, n_units, sc.layer_fit, sc.layer_free, uint32_t(z.n_layers), fitted_layers);
     job.linear = h;
     arena.reset(mark);  // the unit buffers are scratch; the hand-off stays
 }

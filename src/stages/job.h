@@ -25,6 +25,7 @@ struct ModelPlan;         // ingest: what parse_tensors found (src/ingest/plan.h
 struct ModelDescription;  // ingest: config + mapped checkpoint + layout (src/ingest/model.h)
 struct TokenizerPlan;     // tokenizer stage inputs/outputs (src/tokenizer/plan.h)
 struct LinearHandoff;     // ffn_collapse -> mphf_cuckoo (src/stages/ffn_collapse.h)
+class CalibStats;         // --calibration's statistics, mapped and validated once (src/format/calib_stats.h)
 
 // An array some stage published under <out_dir>/arrays/.
 struct WrittenArray {
@@ -38,7 +39,7 @@ struct Job {
     Job() = default;
     Job(const Job &) = delete;
     Job &operator=(const Job &) = delete;
-    ~Job();  // releases `source` (the checkpoint mapping): the one thing held outside the arena
+    ~Job();  // releases `source` (the checkpoint mapping) and `calib`: held outside the arena
 
     stk_job_params params{};  // strings below point into the arena
     // The model, described once per job (stk_open): config, the checkpoint's mapping and the
@@ -46,6 +47,9 @@ struct Job {
     ModelDescription *source = nullptr;
     const char *in_dir = nullptr;
     const char *out_dir = nullptr;
+    // params.calibration's statistics (null without --calibration), checked against the plan's
+    // dimensions at stk_open and against the model's digest after parse_tensors.
+    CalibStats *calib = nullptr;
     Arena arena;  // everything the job allocates after stk_open
     StageRecord stages[STK_STAGE_COUNT + 1];
     WrittenArray *arrays = nullptr;  // kMaxArrays slots in the arena

@@ -32,6 +32,7 @@
 #include "ingest/model.h"
 #include "ingest/mxfp4.h"
 #include "stages/outputs.h"
+#include "stages/calib_job.h"
 #include "stages/stages.h"
 
 namespace stk {
@@ -381,6 +382,7 @@ void parse_tensors_run(Job &job) {
     if (g_parse_tensors_loop_hook) g_parse_tensors_loop_hook(1);
 
     digest.finish(job.stages[STK_STAGE_PARSE_TENSORS]);
+    calib_check_model(job);  // --calibration: statistics of another model are refused here
     job.model = plan;
     // Seed 1.4: what the policy let through is recorded, not hidden.
     if (plan->nonfinite_values) {

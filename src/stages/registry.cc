@@ -11,7 +11,9 @@
 #include "core/mapped_file.h"
 #include "core/output_file.h"
 #include "ingest/model.h"
+#include "format/calib_stats.h"
 #include "stages/attn_common.h"
+#include "stages/calib_job.h"
 #include "stages/job.h"
 #include "stages/policy.h"
 #include "stages/stages.h"
@@ -54,6 +56,7 @@ stk_job_params normalize_params(const stk_job_params &in) {
     if (p.l_tok > 64) throw_error(STK_E_INVALID_ARGUMENT, "Ltok = %u: at most 64", p.l_tok);
     if (p.top_l > 256) throw_error(STK_E_INVALID_ARGUMENT, "topL = %u: at most 256", p.top_l);
     if (p.threads > 1024) throw_error(STK_E_INVALID_ARGUMENT, "threads = %u: at most 1024", p.threads);
+    if (p.calibration && !*p.calibration) throw_error(STK_E_INVALID_ARGUMENT, "calibration is an empty path (NULL: none)");
     if (p.flags &
         ~uint32_t(STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER | STK_JOB_ALLOW_NONFINITE | STK_JOB_PUBLISH_ROOT | STK_JOB_MEMORY_FIT_LSQ))
         throw_error(STK_E_INVALID_ARGUMENT, "unknown job flags 0x%x", p.flags);
@@ -76,6 +79,7 @@ stk_job_params normalize_params_for(const stk_job_params &in, const ModelDescrip
 
 Job::~Job() {
     delete source;
+    delete calib;
     publish_release(*this);
 }
 
@@ -83,6 +87,7 @@ static void size_job(const JobInputs &in, ArenaSizer &s) {
     s.add(sizeof(Job), alignof(Job));
     s.add(std::strlen(in.params.in_dir) + 1, 1);
     s.add(std::strlen(in.params.out_dir) + 1, 1);
+    if (in.params.calibration) s.add(std::strlen(in.params.calibration) + 1, 1);
     if (in.params.flags & STK_JOB_PUBLISH_ROOT) s.add(kPublishPathSlack * 2 + 2 * std::strlen(in.params.out_dir), 1);
     s.add_array<WrittenArray>(kMaxArrays);
     for (const StageDef &st : kStages)
@@ -139,6 +144,7 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     job->out_dir = arena_strdup(job->arena, p.out_dir);
     job->params.in_dir = job->in_dir;
     job->params.out_dir = job->out_dir;
+    if (p.calibration) job->params.calibration = arena_strdup(job->arena, p.calibration);
     job->arrays = job->arena.alloc_array<WrittenArray>(kMaxArrays);
     job->source = model.release();
     job->rv_clamped = rv_clamped;
@@ -146,6 +152,7 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
         draft_add_record(job->manifest, STK_STAGE_OVERLAYS, kRecordNote, kFeatureOverlays, STK_OK, double(p.rv), 12.0,
                          "rv clamped: the default 12 exceeds min(r, d_v, d_model) = %u for this model", p.rv);
     try {
+        calib_open(*job, *job->source);  // before any output exists: a refused STATS leaves nothing
         make_dirs(p.out_dir);  // only once the job is accepted: a refused open leaves nothing behind
         if (p.flags & STK_JOB_PUBLISH_ROOT) publish_begin(*job);
     } catch (...) {

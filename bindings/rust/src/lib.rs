@@ -349,6 +349,8 @@ pub struct JobParams {
     pub threads: u32,
     /// [`ALLOW_UNCERTIFIED_TOKENIZER`] | [`ALLOW_NONFINITE`].
     pub flags: u32,
+    /// A calibration statistics file (`python -m stk calibrate`) the stages fit to; None: no data.
+    pub calibration: Option<PathBuf>,
 }
 
 impl JobParams {
@@ -361,6 +363,10 @@ impl JobParams {
     fn to_c(&self) -> Result<CParams> {
         let in_dir = path_cstring("in_dir", &self.in_dir)?;
         let out_dir = path_cstring("out_dir", &self.out_dir)?;
+        let calibration = match &self.calibration {
+            Some(p) => Some(path_cstring("calibration", p)?),
+            None => None,
+        };
         let raw = sys::stk_job_params {
             struct_size: std::mem::size_of::<sys::stk_job_params>(),
             in_dir: in_dir.as_ptr(),
@@ -371,8 +377,9 @@ impl JobParams {
             top_l: self.top_l,
             threads: self.threads,
             flags: self.flags,
+            calibration: calibration.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
         };
-        Ok(CParams { raw, _in_dir: in_dir, _out_dir: out_dir })
+        Ok(CParams { raw, _in_dir: in_dir, _out_dir: out_dir, _calibration: calibration })
     }
 }
 
@@ -380,6 +387,7 @@ struct CParams {
     raw: sys::stk_job_params,
     _in_dir: CString,
     _out_dir: CString,
+    _calibration: Option<CString>,
 }
 
 /// `stk_job_arena_size`: how many arena bytes a job with these parameters needs.  Reads the

@@ -80,6 +80,8 @@ pub struct stk_job_params {
     pub top_l: u32,
     pub threads: u32,
     pub flags: u32,
+    /// Appended: a calibration statistics file, or null.
+    pub calibration: *const c_char,
 }
 
 /// Opaque: lives inside the caller's arena; never constructed or moved from Rust.

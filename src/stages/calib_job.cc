@@ -1,0 +1,60 @@
+// The calibration statistics in the job (calib_job.h).
+#include "stages/calib_job.h"
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "format/calib_stats.h"
+#include "ingest/model.h"
+#include "stages/attn_common.h"
+
+namespace stk {
+
+CalibShape calib_shape_of(const ModelConfig &cfg) {
+    CalibShape c;
+    c.n_layers = cfg.n_layers;
+    c.d_model = cfg.d_model;
+    AttnShape s;
+    if (guard([&] { s = attn_shape(cfg); }) == STK_OK) c.d_v = uint32_t(s.d_v);
+    if (cfg.positions == PosKind::Rope) {
+        std::vector<double> theta;
+        std::string note;
+        uint32_t n = 0;
+        if (guard([&] { n = rope_angles(cfg, theta, &note); }) == STK_OK) c.n_pairs = n;
+    }
+    return c;
+}
+
+void calib_open(Job &job, const ModelDescription &model) {
+    if (!job.params.calibration) return;
+    job.calib = new CalibStats(job.params.calibration);
+    const CalibStats &st = *job.calib;
+    const CalibShape want = calib_shape_of(model.plan.config);
+    auto check = [&](const char *field, uint32_t have, uint32_t need) {
+        if (have != need)
+            throw_error(STK_E_INVALID_ARGUMENT,
+                        "calibration statistics %s: %s is %u, this model's is %u (statistics of another model's shape)",
+                        st.name().c_str(), field, have, need);
+    };
+    check("n_layers", st.n_layers(), want.n_layers);
+    check("d_model", st.d_model(), want.d_model);
+    check("d_v", st.d_v(), want.d_v);
+    check("n_pairs", st.n_pairs(), want.n_pairs);
+    draft_add_record(job.manifest, STK_STAGE_PARSE_TENSORS, kRecordNote, kFeatureNone, STK_OK, double(st.tokens()), 0,
+                     "calib sha256 %s; value = tokens", st.digest_hex().c_str());
+}
+
+void calib_check_model(Job &job) {
+    if (!job.calib) return;
+    const CalibStats &st = *job.calib;
+    const StageRecord &r = job.stages[STK_STAGE_PARSE_TENSORS];
+    if (st.model_crc32c() != r.crc32c || st.model_sha256_low64() != r.sha256_low64)
+        throw_error(STK_E_INVALID_ARGUMENT,
+                    "calibration statistics %s were made from another model: their model digest is crc32c %08x "
+                    "sha256_low64 %016llx, this model's is crc32c %08x sha256_low64 %016llx",
+                    st.name().c_str(), st.model_crc32c(), (unsigned long long)st.model_sha256_low64(), r.crc32c,
+                    (unsigned long long)r.sha256_low64);
+}
+
+}  // namespace stk
