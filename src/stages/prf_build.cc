@@ -20,6 +20,8 @@
 #include "core/output_file.h"
 #include "core/parallel.h"
 #include "format/array.h"
+#include "format/calib_stats.h"
+#include "stages/calib_fit.h"
 #include "stages/attn_common.h"
 #include "stages/outputs.h"
 #include "stages/plan.h"
@@ -33,6 +35,7 @@ namespace {
 struct PrfSizes {
     AttnShape s;
     uint64_t r, row_floats, threads;
+    bool calib;  // --calibration: the whitener fit's system too
 };
 
 PrfSizes prf_sizes(const stk_job_params &p, const ModelPlan &plan) {
@@ -42,6 +45,7 @@ PrfSizes prf_sizes(const stk_job_params &p, const ModelPlan &plan) {
     z.r = p.r;
     z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
     z.threads = std::min<uint64_t>(p.threads, z.r);  // normalised: >= 1
+    z.calib = p.calibration != nullptr;
     return z;
 }
 
@@ -49,6 +53,7 @@ PrfSizes prf_sizes(const stk_job_params &p, const ModelPlan &plan) {
 struct PrfBuffers {
     float *wk, *row_scratch, *prf, *row;
     double *diag, *sqrt_diag, *grow, *expected;
+    double *fit_work, *d_free, *r2, *r2_free;  // --calibration only (null without)
 };
 PrfBuffers prf_buffers(const PrfSizes &z, Buffers &b) {
     const uint64_t d = z.s.d_model;
@@ -61,6 +66,13 @@ PrfBuffers prf_buffers(const PrfSizes &z, Buffers &b) {
     o.prf = b.array<float>(z.r * d);                           // prf_W of one layer
     o.row = b.array<float>(std::max<uint64_t>(z.r, z.s.d_v));  // a row of zeros / ones
     o.expected = b.array<double>(z.s.n_layers);                // expected denominators
+    o.fit_work = o.d_free = o.r2 = o.r2_free = nullptr;
+    if (z.calib) {
+        o.fit_work = b.array<double>(d * d + d);  // the fit's d x d system
+        o.d_free = b.array<double>(d);            // the data-free diagonal, for comparison
+        o.r2 = b.array<double>(z.s.n_layers);     // per layer R^2 of the fit (-inf: not fitted)
+        o.r2_free = b.array<double>(z.s.n_layers);
+    }
     return o;
 }
 
@@ -77,6 +89,57 @@ PrfArrays prf_arrays(const PrfSizes &z) {
             {"whitening_sig2.bin", DType::F32, {L, r}},
             {"R_init.bin", DType::F32, {L, r, z.s.d_v}},
             {"s_init.bin", DType::F32, {L, r}}};
+}
+
+// --calibration: what the whitener fit did, for the manifest.
+struct PrfFitNotes {
+    uint32_t fitted = 0, missing = 0, no_gain = 0, clamped_low = 0, clamped_high = 0;
+};
+// The largest fitted D_j, as a share of tau: (1 - 0.25)^(-1/2) = 1.155 per such entry in the
+// expected denominator (5.5), which must stay finite (D_j < tau).
+constexpr double kCalibPrfUpperShare = 0.5;
+
+// Layer l's whitener fitted to its kCalibPrfPairs moments (calib_fit.h), replacing the data-free
+// diag when its R^2 on the moments is higher; kept (and said so) where it is not.
+void prf_calibrate_layer(Job &job, uint32_t l, uint64_t d, double tau, const PrfBuffers &buf, PrfFitNotes &notes) {
+    buf.r2[l] = buf.r2_free[l] = -INFINITY;
+    const CalibLayer &cl = job.calib->layer(l);
+    if (!(cl.sections & kCalibPrfPairs)) {
+        notes.missing++;
+        return;
+    }
+    std::memcpy(buf.d_free, buf.diag, size_t(d) * sizeof(double));
+    const CalibPrfFit f =
+        calib_prf_fit(cl.prf_m, cl.prf_b, cl.prf_l, d, tau, kCalibPrfUpperShare * tau, buf.d_free, buf.sqrt_diag, buf.fit_work);
+    buf.r2[l] = f.r2;
+    buf.r2_free[l] = f.r2_free;
+    notes.clamped_low += f.negative;
+    notes.clamped_high += f.high;
+    if (!(f.r2 > f.r2_free)) {
+        notes.no_gain++;
+        return;  // the data-free diagonal stays
+    }
+    std::memcpy(buf.diag, buf.sqrt_diag, size_t(d) * sizeof(double));  // sqrt_diag is recomputed from diag next
+    notes.fitted++;
+}
+
+void prf_calib_records(Job &job, uint32_t L, const PrfBuffers &buf, const PrfFitNotes &n) {
+    ManifestDraft &m = job.manifest;
+    draft_add_record(m, STK_STAGE_PRF, kRecordNote, kFeaturePrf, STK_OK, double(n.fitted), double(L),
+                     "calibrated whitener: %u of %u layers fitted (value); %u without moments, %u kept (no R^2 gain)",
+                     n.fitted, L, n.missing, n.no_gain);
+    if (n.clamped_low || n.clamped_high)
+        draft_add_record(m, STK_STAGE_PRF, kRecordNote, kFeaturePrf, STK_OK, double(n.clamped_low + n.clamped_high), 0,
+                         "calibrated whitener: %u entries solved below 1e-8 (negative), %u above tau/2: clamped",
+                         n.clamped_low, n.clamped_high);
+    uint32_t with = 0;
+    for (uint32_t l = 0; l < L; l++) with += std::isfinite(buf.r2[l]);
+    if (with > 16) return;  // per layer only for small models (the record list is bounded)
+    for (uint32_t l = 0; l < L; l++)
+        if (std::isfinite(buf.r2[l]))
+            draft_add_record(m, STK_STAGE_PRF, kRecordNote, kFeaturePrf, STK_OK, buf.r2[l], buf.r2_free[l],
+                             "calibrated layer %u: R^2 on the moments %.4f (value), data-free %.4f (bound)%s", l, buf.r2[l],
+                             buf.r2_free[l], buf.r2[l] > buf.r2_free[l] ? "" : "; kept data-free");
 }
 
 }  // namespace
@@ -117,11 +180,13 @@ void prf_build_run(Job &job) {
     StageDigest digest;
     const PrfArrays out = prf_arrays(z);
     ArrayWriter w(dir, out.w);
+    PrfFitNotes fit_notes;
     job_work_begin(job, L, "layers");
     for (uint32_t l = 0; l < L; l++, job_work_add(job, 1)) {
         const PlanTensor &t = reader.require(Role::K, int32_t(l), s.d_kv, d);
         reader.read(t, wk, row_scratch);
         whitening_diagonal(wk, s.d_kv, d, diag);
+        if (job.calib) prf_calibrate_layer(job, l, d, tau, buf, fit_notes);
         expected[l] = expected_denominator(diag, d, tau);
         // 5.5 needs a finite expectation (D_j < tau at any sane scale); an infinite one is a
         // bound breach (seed 1.4: prf and the overlays built on it are disabled), not a clamp.
@@ -196,6 +261,7 @@ void prf_build_run(Job &job) {
                      "12.2 whitening_sig2 >= eps (min 1 over %llu entries)", (unsigned long long)(L * r));
     draft_add_record(m, STK_STAGE_PRF, beta_floor > 0 ? kRecordInvariantPass : kRecordInvariantFail, kFeaturePrf, STK_OK,
                      beta_floor, 0, "12.2 beta_floor > 0 (max expected one-key denominator %.6g)", worst);
+    if (job.calib) prf_calib_records(job, uint32_t(L), buf, fit_notes);
     digest.finish(job.stages[STK_STAGE_PRF]);
     arena.reset(mark);
 }
