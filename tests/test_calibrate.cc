@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
+#include <sys/wait.h>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,6 +16,8 @@
 
 #include "calib_writer.h"
 #include "format/calib_stats.h"
+#include "ingest/model.h"
+#include "stages/calib_job.h"
 #include "stages/ffn_collapse.h"
 #include "stages/job.h"
 #include "stk/stk.h"
@@ -268,12 +272,47 @@ static void calibrated_bytes_same_at_any_thread_count(void **) {
     for (uint32_t i = 0; i < a.j().manifest.n_records; i++) std::printf("record: %s\n", a.j().manifest.records[i].text);
 }
 
+// The command line on a second family (gpt2: no RoPE, so n_pairs 0 and no rope section; FFN
+// biases): convert --calibration publishes, and stk check verifies the generation.
+static void cli_convert_calibrated_then_check(void **) {
+    const char *bin = std::getenv("STK_BIN");
+    if (!bin) fail_msg("STK_BIN is not set");
+    Run parsed(model("gpt2"), nullptr, 1, STK_STAGE_PARSE_TENSORS);
+    if (parsed.open || parsed.failed) fail_msg("%s", parsed.error.c_str());
+    const CalibShape sh = calib_shape_of(parsed.j().model->config);
+    assert_int_equal(sh.n_pairs, 0);
+    StatsSpec s;
+    s.model_crc = parsed.j().stages[STK_STAGE_PARSE_TENSORS].crc32c;
+    s.model_sha = parsed.j().stages[STK_STAGE_PARSE_TENSORS].sha256_low64;
+    s.n_layers = sh.n_layers;
+    s.d_model = sh.d_model;
+    s.d_v = sh.d_v;
+    s.sections = kCalibFfn | kCalibPrfPairs | kCalibAttnOut;
+    const std::string dir = make_temp_dir("calib-cli"), stats = dir + "/gpt2.stats", root = dir + "/root";
+    write_stats(stats, s);
+    const std::string conv = std::string(bin) + " convert --in " + model("gpt2") + " --out " + root +
+                             " --partial --r 16 --rv 4 --calibration " + stats + " >" + dir + "/log 2>&1";
+    if (std::system(conv.c_str()) != 0) fail_msg("%s failed", conv.c_str());
+    const std::string check = std::string(bin) + " check --out " + root + " >>" + dir + "/log 2>&1";
+    assert_int_equal(std::system(check.c_str()), 0);
+    // Statistics of another shape: exit 2 (invalid argument), nothing published.
+    s.d_model += 1;
+    write_stats(stats, s);
+    const std::string bad = std::string(bin) + " convert --in " + model("gpt2") + " --out " + dir + "/root2 --partial --r 16 " +
+                            "--rv 4 --calibration " + stats + " >" + dir + "/log2 2>&1";
+    const int rc = std::system(bad.c_str());
+    assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) != 0);
+    const std::vector<uint8_t> log = read_bytes(dir + "/log2");
+    assert_true(std::string(log.begin(), log.end()).find("d_model is") != std::string::npos);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(no_calibration_keeps_every_digest),
         cmocka_unit_test(refusals_name_file_field_and_digests),
         cmocka_unit_test(ffn_values_refit_on_the_moments),
         cmocka_unit_test(calibrated_bytes_same_at_any_thread_count),
+        cmocka_unit_test(cli_convert_calibrated_then_check),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
