@@ -1,10 +1,14 @@
 // The calibrated fits over plain arrays (calib_fit.h; docs/decisions.md "Calibrated fits").
 #include "stages/calib_fit.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 
 #include "core/error.h"
 #include "format/calib_stats.h"
+#include "kernels/linalg.h"
 #include "stages/attn_common.h"
 
 namespace stk {
@@ -122,6 +126,118 @@ CalibPrfFit calib_prf_fit(const double *M, const double *b, const double *el, ui
     }
     f.r2 = r2(D);
     if (d_free) f.r2_free = r2(d_free);
+    return f;
+}
+
+// ---- Overlays ----------------------------------------------------------------------------------
+
+namespace {
+
+constexpr unsigned kOvThreads = 1;  // BLIS: the bytes do not depend on it; one is enough here
+
+struct OvScratch {
+    double *C, *Q, *eig, *S, *T, *M, *Ua, *Ub, *WU, *B, *BC, *work;
+    size_t work_len;
+};
+OvScratch ov_scratch(uint64_t dm, uint64_t dv, uint64_t rv, double *base) {
+    OvScratch o;
+    double *p = base;
+    auto take = [&](uint64_t n) {
+        double *r = p;
+        p += n;
+        return r;
+    };
+    o.C = take(dv * dv);
+    o.Q = take(dv * dv);
+    o.eig = take(dv);
+    o.S = take(dv * dv);
+    o.T = take(dm * dv);
+    o.M = take(dv * dv);
+    o.Ua = take(dv * rv);
+    o.Ub = take(dv * rv);
+    o.WU = take(dm * rv);
+    o.B = take(dm * dv);
+    o.BC = take(dm * dv);
+    o.work_len = std::max(kernels::sym_eig_workspace(size_t(dv)), kernels::qr_workspace(size_t(dv), size_t(rv)));
+    o.work = take(o.work_len);
+    return o;
+}
+
+void unpack(const double *packed, uint64_t n, double *full) {
+    for (uint64_t i = 0; i < n; i++)
+        for (uint64_t j = 0; j < n; j++) full[i * n + j] = packed[calib_packed_index(n, i, j)];
+}
+
+// tr(B C B^T) with B = W - (W U) U^T; C full.
+double ov_err_raw(const double *W, uint64_t dm, uint64_t dv, const double *C, const double *U, uint64_t rv, OvScratch &s) {
+    std::memcpy(s.B, W, size_t(dm * dv) * sizeof(double));
+    if (U) {
+        kernels::gemm(false, false, dm, rv, dv, 1.0, W, ptrdiff_t(dv), 1, U, 1, ptrdiff_t(dv), 0.0, s.WU, ptrdiff_t(rv), 1,
+                      kOvThreads);
+        kernels::gemm(false, true, dm, dv, rv, -1.0, s.WU, ptrdiff_t(rv), 1, U, 1, ptrdiff_t(dv), 1.0, s.B, ptrdiff_t(dv), 1,
+                      kOvThreads);
+    }
+    kernels::gemm(false, false, dm, dv, dv, 1.0, s.B, ptrdiff_t(dv), 1, C, ptrdiff_t(dv), 1, 0.0, s.BC, ptrdiff_t(dv), 1,
+                  kOvThreads);
+    double e = 0;
+    for (uint64_t i = 0; i < dm * dv; i++) e += s.BC[i] * s.B[i];
+    return e;
+}
+
+}  // namespace
+
+uint64_t calib_overlay_scratch(uint64_t dm, uint64_t dv, uint64_t rv) {
+    return 5 * dv * dv + dv + 3 * dm * dv + 2 * dv * rv + dm * rv +
+           std::max(kernels::sym_eig_workspace(size_t(dv)), kernels::qr_workspace(size_t(dv), size_t(rv)));
+}
+
+double calib_overlay_error(const double *W, uint64_t dm, uint64_t dv, const double *C_packed, const double *U, uint64_t rv,
+                           double *scratch) {
+    OvScratch s = ov_scratch(dm, dv, rv, scratch);
+    unpack(C_packed, dv, s.C);
+    const double total = ov_err_raw(W, dm, dv, s.C, nullptr, rv, s);
+    return total > 0 ? ov_err_raw(W, dm, dv, s.C, U, rv, s) / total : 0.0;
+}
+
+CalibOverlayFit calib_overlay_fit(const double *W, uint64_t dm, uint64_t dv, const double *C_packed, const double *U_free,
+                                  uint64_t rv, double *U_out, double *scratch) {
+    OvScratch s = ov_scratch(dm, dv, rv, scratch);
+    unpack(C_packed, dv, s.C);
+    // S = Q diag(sqrt(max(w, 0))) Q^T (C symmetric: its row-major and column-major forms agree).
+    std::memcpy(s.Q, s.C, size_t(dv * dv) * sizeof(double));
+    kernels::symmetric_eigen(size_t(dv), s.Q, size_t(dv), s.eig, true, s.work, s.work_len);
+    for (uint64_t c = 0; c < dv; c++) {
+        const double q = std::sqrt(std::sqrt(std::max(s.eig[c], 0.0)));  // Q diag(w^(1/4)): S = R R^T
+        for (uint64_t i = 0; i < dv; i++) s.Q[c * dv + i] *= q;
+    }
+    kernels::gemm(false, true, dv, dv, dv, 1.0, s.Q, 1, ptrdiff_t(dv), s.Q, 1, ptrdiff_t(dv), 0.0, s.S, ptrdiff_t(dv), 1,
+                  kOvThreads);
+    // T = W S; M = T^T T; its rv leading eigenvectors (largest-magnitude entry positive).
+    kernels::gemm(false, false, dm, dv, dv, 1.0, W, ptrdiff_t(dv), 1, s.S, ptrdiff_t(dv), 1, 0.0, s.T, ptrdiff_t(dv), 1,
+                  kOvThreads);
+    kernels::gemm(true, false, dv, dv, dm, 1.0, s.T, ptrdiff_t(dv), 1, s.T, ptrdiff_t(dv), 1, 0.0, s.M, 1, ptrdiff_t(dv),
+                  kOvThreads);
+    kernels::symmetric_eigen(size_t(dv), s.M, size_t(dv), s.eig, true, s.work, s.work_len);
+    for (uint64_t c = 0; c < rv; c++) {
+        const double *v = s.M + (dv - 1 - c) * dv;
+        uint64_t arg = 0;
+        for (uint64_t i = 1; i < dv; i++)
+            if (std::fabs(v[i]) > std::fabs(v[arg])) arg = i;
+        const double sign = v[arg] < 0 ? -1.0 : 1.0;
+        for (uint64_t i = 0; i < dv; i++) s.Ub[c * dv + i] = sign * v[i];
+    }
+    // Candidate 1: orth(S V) (column-major d_v x rv).
+    kernels::gemm(false, false, dv, rv, dv, 1.0, s.S, ptrdiff_t(dv), 1, s.Ub, 1, ptrdiff_t(dv), 0.0, s.Ua, 1, ptrdiff_t(dv),
+                  kOvThreads);
+    kernels::orthonormalize_columns(size_t(dv), size_t(rv), s.Ua, size_t(dv), s.work, s.work_len);
+    CalibOverlayFit f;
+    const double total = ov_err_raw(W, dm, dv, s.C, nullptr, rv, s);
+    const double *cand[3] = {U_free, s.Ua, s.Ub};
+    for (uint32_t c = 0; c < 3; c++) {
+        f.err[c] = total > 0 ? ov_err_raw(W, dm, dv, s.C, cand[c], rv, s) / total : 0.0;
+        if (f.err[c] < f.err[f.choice]) f.choice = c;
+    }
+    std::memmove(U_out, cand[f.choice], size_t(dv * rv) * sizeof(double));  // U_out may be U_free
     return f;
 }
 

@@ -54,6 +54,30 @@ CalibPrfFit calib_prf_fit(const double *M, const double *b, const double *el, ui
 // E[(w^T D / tau - l)^2] from the moments.
 double calib_prf_error(const double *M, const double *b, const double *el, uint64_t d, double tau, const double *D);
 
+// ---- Overlay basis U weighted by the attention outputs' covariance -----------------------------
+// W = W_O (d_model x d_v, row-major), C = E[o o^T] (d_v x d_v, packed upper), P = U U^T.  The
+// error of a basis U (d_v x rv, column-major, orthonormal) on the moments:
+//   e(U) = tr(W (I - P) C (I - P) W^T) / tr(W C W^T)
+// (docs/decisions.md's "0.84 -> 0.53" measures this).  calib_overlay_fit computes, with S =
+// C^(1/2) (symmetric, from C's eigenvectors; negative rounding eigenvalues as 0) and V the rv
+// leading eigenvectors of S W^T W S (= W S's right singular vectors):
+//   candidate 1: U = orth(S V), the range the issue names (W L with any factor L L^T = C has the
+//                same left singular vectors and L V' spans the same space as S V);
+//   candidate 2: U = V, the plain top eigenvectors of C^(1/2) W^T W C^(1/2);
+// and keeps whichever of {data-free U, 1, 2} has the smallest e(U) (ties: the earlier).
+enum CalibOverlayChoice : uint32_t { kOverlayDataFree = 0, kOverlayRange = 1, kOverlayEigen = 2 };
+struct CalibOverlayFit {
+    uint32_t choice = kOverlayDataFree;
+    double err[3] = {0, 0, 0};  // e(U) of the data-free U, candidate 1, candidate 2
+};
+// Doubles of scratch calib_overlay_fit needs.
+uint64_t calib_overlay_scratch(uint64_t dm, uint64_t dv, uint64_t rv);
+CalibOverlayFit calib_overlay_fit(const double *W, uint64_t dm, uint64_t dv, const double *C_packed, const double *U_free,
+                                  uint64_t rv, double *U_out, double *scratch);
+// e(U) alone (scratch: calib_overlay_scratch doubles).
+double calib_overlay_error(const double *W, uint64_t dm, uint64_t dv, const double *C_packed, const double *U, uint64_t rv,
+                           double *scratch);
+
 // ---- Dense helpers ------------------------------------------------------------------------------
 // In-place Cholesky of the k x k row-major symmetric positive definite A (lower factor L, A = L
 // L^T, the upper part left as is).  Returns false when a pivot is not positive.

@@ -30,11 +30,13 @@
 #include "core/output_file.h"
 #include "core/prng.h"
 #include "format/array.h"
+#include "format/calib_stats.h"
 #include "kernels/elementwise.h"
 #include "kernels/linalg.h"
 #include "kernels/random.h"
 #include "kernels/sketch.h"
 #include "stages/attn_common.h"
+#include "stages/calib_fit.h"
 #include "stages/outputs.h"
 #include "stages/plan.h"
 #include "stages/policy.h"
@@ -60,6 +62,7 @@ struct OvSizes {
     uint64_t r, rv, k, opt_n, row_floats, sk;  // sk: sketch columns of the first power iteration (k + rv)
     uint64_t ld_k, ld_sk;                      // f32 row strides for k and sk columns
     size_t work;
+    bool calib = false;  // --calibration: U weighted by kCalibAttnOut, dense, for d_v <= kOptimumMaxDim
 };
 
 OvSizes ov_sizes(const stk_job_params &p, const ModelPlan &plan) {
@@ -78,6 +81,7 @@ OvSizes ov_sizes(const stk_job_params &p, const ModelPlan &plan) {
     uint64_t big = std::max<uint64_t>({z.s.d_v, z.s.d_model, z.r});
     z.work = std::max({kernels::qr_workspace(size_t(big), size_t(z.k)), kernels::sym_eig_workspace(size_t(z.k)),
                        z.opt_n ? kernels::sym_eig_workspace(size_t(z.opt_n)) : size_t(0)});
+    z.calib = p.calibration != nullptr && z.s.d_v <= kOptimumMaxDim;
     return z;
 }
 
@@ -94,6 +98,7 @@ OvArrays ov_arrays(const OvSizes &z) {
 
 struct OvBuffers {
     float *wo, *row_scratch, *prf32, *out32, *xf, *yf, *xt, *part;
+    double *cw, *cscratch;  // --calibration: W_O in double and calib_overlay_fit's scratch
     double *A, *ud, *aud, *omega, *Y, *AQ, *G, *eig, *U, *H, *P, *PH, *AU, *Z, *opt, *work, *q, *dots, *phi, *t1, *t2;
 };
 
@@ -131,6 +136,10 @@ OvBuffers ov_alloc(const OvSizes &z, Buffers &buf) {
     d(b.phi, z.r);
     d(b.t1, z.rv);
     d(b.t2, z.rv);
+    if (z.calib) {
+        d(b.cw, dm * dv);
+        d(b.cscratch, calib_overlay_scratch(dm, dv, z.rv));
+    }
     return b;
 }
 
@@ -253,6 +262,45 @@ double captured(const OvSizes &z, OvBuffers &b, const double *u, uint64_t n, dou
     return frob2(out, dm * n);
 }
 
+// --calibration: what the weighted basis did, for the manifest.
+struct OvCalibNotes {
+    uint32_t chosen[3] = {0, 0, 0};  // layers per CalibOverlayChoice
+    uint32_t missing = 0, too_wide = 0;
+    double worst = 0, worst_free = 0;
+};
+
+// Layer l's U from W_O weighted by its kCalibAttnOut covariance (calib_fit.h): the best of the
+// data-free U and the two weighted candidates on the moments replaces b.U.
+void overlay_calibrate_layer(Job &job, const OvSizes &z, OvBuffers &b, uint32_t l, OvCalibNotes &n) {
+    const CalibLayer &cl = job.calib->layer(l);
+    if (!(cl.sections & kCalibAttnOut)) {
+        n.missing++;
+        return;
+    }
+    if (!z.calib) {
+        n.too_wide++;
+        return;
+    }
+    const uint64_t dm = z.s.d_model, dv = z.s.d_v;
+    kernels::widen_to_f64(b.wo, b.cw, size_t(dm * dv));
+    const CalibOverlayFit f = calib_overlay_fit(b.cw, dm, dv, cl.attn_out, b.U, z.rv, b.U, b.cscratch);
+    n.chosen[f.choice]++;
+    n.worst = std::max(n.worst, f.err[f.choice]);
+    n.worst_free = std::max(n.worst_free, f.err[0]);
+    static const char *kName[3] = {"data-free", "range orth(C^1/2 V)", "eigen V"};
+    if (z.s.n_layers <= 16)
+        draft_add_record(job.manifest, STK_STAGE_OVERLAYS, kRecordNote, kFeatureOverlays, STK_OK, f.err[f.choice], f.err[0],
+                         "calibrated L%u: projection error %.4f (value), data-free %.4f (bound); U %s", l, f.err[f.choice],
+                         f.err[0], kName[f.choice]);
+}
+
+void overlay_calib_summary(Job &job, uint32_t L, const OvCalibNotes &n) {
+    draft_add_record(job.manifest, STK_STAGE_OVERLAYS, kRecordNote, kFeatureOverlays, STK_OK, n.worst, n.worst_free,
+                     "calibrated U: %u range, %u eigen, %u data-free kept; %u no moments, %u d_v > %llu (of %u)",
+                     n.chosen[kOverlayRange], n.chosen[kOverlayEigen], n.chosen[kOverlayDataFree], n.missing, n.too_wide,
+                     (unsigned long long)kOptimumMaxDim, L);
+}
+
 }  // namespace
 
 void overlays_build_size(const JobInputs &in, ArenaSizer &s) {
@@ -298,6 +346,7 @@ void overlays_build_run(Job &job) {
     OrthoLog ortho;
     ortho.inject = test_fault("overlays_ortho");
     bool z_finite = true, delta_finite = true;
+    OvCalibNotes calib_notes;
     job_work_begin(job, L, "layers");
     for (uint32_t l = 0; l < L; l++, job_work_add(job, 1)) {
         reader.read(reader.require(Role::O, int32_t(l), dm, dv), b.wo, b.row_scratch);
@@ -335,6 +384,7 @@ void overlays_build_run(Job &job) {
                           ptrdiff_t(dv), kBlisThreads);
         }
         double eu = orthonormalize_checked(dv, rv, b.U, b.work, z.work, &ortho);
+        if (job.calib) overlay_calibrate_layer(job, z, b, l, calib_notes);
         double cap = captured(z, b, b.U, rv, b.AU, threads);
 
         // The optimum: the rv largest eigenvalues of the Gram matrix on the smaller side.
@@ -451,6 +501,7 @@ void overlays_build_run(Job &job) {
     if (!z_finite || !delta_finite)
         throw_breach(STK_E_NONFINITE, "12.3 Z and deltaC finite", 0, 1, "overlays_build: Z finite %d, deltaC finite %d",
                      int(z_finite), int(delta_finite));
+    if (job.calib) overlay_calib_summary(job, uint32_t(L), calib_notes);
     digest.finish(job.stages[STK_STAGE_OVERLAYS]);
     arena.reset(mark);
 }
