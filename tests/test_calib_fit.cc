@@ -71,12 +71,25 @@ static void cholesky_solves(void **) {
     assert_false(calib_cholesky(s, 2));
 }
 
+static void overlay_basis_matches_numpy(void **) {
+    std::vector<double> scratch(calib_overlay_scratch(kOvDm, kOvDv, kOvRv)), U(kOvDv * kOvRv);
+    const CalibOverlayFit f = calib_overlay_fit(kOvW, kOvDm, kOvDv, kOvC, kOvUfree, kOvRv, U.data(), scratch.data());
+    for (unsigned c = 0; c < 3; c++) near(f.err[c], kOvErr[c], 1e-9, "err", c);
+    assert_int_equal(f.choice, kOvChoice);
+    const double *want = f.choice == 0 ? kOvUfree : f.choice == 1 ? kOvUa : kOvUb;
+    for (unsigned i = 0; i < kOvDv * kOvRv; i++) near(U[i], want[i], 1e-9, "U", i);
+    // Each candidate's error alone, and the weighted ones no worse than the data-free basis here.
+    near(calib_overlay_error(kOvW, kOvDm, kOvDv, kOvC, kOvUa, kOvRv, scratch.data()), kOvErr[1], 1e-9, "err(Ua)", 0);
+    assert_true(f.err[f.choice] <= f.err[0]);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(ffn_values_match_numpy),
         cmocka_unit_test(ffn_silent_entries_get_zero),
         cmocka_unit_test(prf_whitener_matches_numpy),
         cmocka_unit_test(cholesky_solves),
+        cmocka_unit_test(overlay_basis_matches_numpy),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
