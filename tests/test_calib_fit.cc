@@ -83,6 +83,14 @@ static void overlay_basis_matches_numpy(void **) {
     assert_true(f.err[f.choice] <= f.err[0]);
 }
 
+static void rope_kernel_matches_numpy(void **) {
+    const double *e[kRopeL] = {kRopeE, nullptr, kRopeE + 2 * kRopePairs};  // layer 1 without the section
+    std::vector<double> h(kRopeN);
+    assert_int_equal(calib_rope_kernel(e, kRopeL, kRopeTheta, kRopePairs, kRopeN, h.data()), 2);
+    for (unsigned t = 0; t < kRopeN; t++) near(h[t], kRopeH[t], 1e-12, "h", t);
+    near(calib_cosine(h.data(), kRopeH, kRopeN), 1.0, 1e-12, "cos", 0);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(ffn_values_match_numpy),
@@ -90,6 +98,7 @@ int main() {
         cmocka_unit_test(prf_whitener_matches_numpy),
         cmocka_unit_test(cholesky_solves),
         cmocka_unit_test(overlay_basis_matches_numpy),
+        cmocka_unit_test(rope_kernel_matches_numpy),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

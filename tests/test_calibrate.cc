@@ -249,7 +249,7 @@ static void ffn_values_refit_on_the_moments(void **) {
     std::printf("ffn refit: worst |value - reference| / max(1, |reference|) = %.3g\n", worst);
     assert_true(worst < 1e-5);  // f32 values of a double solve
     assert_true(cal.has_record("calibrated values: 2 of 2 layers fitted"));
-    assert_true(cal.has_record("calibrated layer 0: rel L2 on the moments"));
+    assert_true(cal.has_record("calibrated FFN L0: rel L2 on the moments"));
     assert_true(cal.has_record("calib sha256 "));
 }
 
@@ -269,7 +269,11 @@ static void calibrated_bytes_same_at_any_thread_count(void **) {
         if (p.stage == STK_STAGE_PARSE_TENSORS || p.stage == STK_STAGE_TOKENIZER)
             assert_int_equal(a.j().stages[p.stage].sha256_low64, p.sha);
     assert_true(a.has_record("calibrated whitener: "));
-    for (uint32_t i = 0; i < a.j().manifest.n_records; i++) std::printf("record: %s\n", a.j().manifest.records[i].text);
+    assert_true(a.has_record("calibrated: bank vs the activations' RoPE kernel (2 layers)"));
+    assert_true(a.has_record("calibrated U: "));
+    for (uint32_t i = 0; i < a.j().manifest.n_records; i++)
+        std::printf("record: %s [value %.6g bound %.6g]\n", a.j().manifest.records[i].text, a.j().manifest.records[i].value,
+                    a.j().manifest.records[i].bound);
 }
 
 // The command line on a second family (gpt2: no RoPE, so n_pairs 0 and no rope section; FFN

@@ -129,6 +129,36 @@ CalibPrfFit calib_prf_fit(const double *M, const double *b, const double *el, ui
     return f;
 }
 
+uint32_t calib_rope_kernel(const double *const *e, uint32_t n_layers, const double *theta, uint32_t n_pairs, uint64_t n,
+                           double *h) {
+    for (uint64_t t = 0; t < n; t++) h[t] = 0;
+    double total = 0;
+    uint32_t used = 0;
+    for (uint32_t l = 0; l < n_layers; l++) {
+        if (!e[l]) continue;
+        used++;
+        for (uint32_t f = 0; f < n_pairs; f++) {
+            total += e[l][f];
+            for (uint64_t t = 0; t < n; t++) h[t] += e[l][f] * std::cos(theta[f] * double(t));
+        }
+    }
+    if (total > 0)
+        for (uint64_t t = 0; t < n; t++) h[t] /= total;
+    else
+        for (uint64_t t = 0; t < n; t++) h[t] = 0;
+    return used;
+}
+
+double calib_cosine(const double *a, const double *b, uint64_t n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        ab += a[i] * b[i];
+        aa += a[i] * a[i];
+        bb += b[i] * b[i];
+    }
+    return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0;
+}
+
 // ---- Overlays ----------------------------------------------------------------------------------
 
 namespace {

@@ -78,6 +78,16 @@ CalibOverlayFit calib_overlay_fit(const double *W, uint64_t dm, uint64_t dv, con
 double calib_overlay_error(const double *W, uint64_t dm, uint64_t dv, const double *C_packed, const double *U, uint64_t rv,
                            double *scratch);
 
+// ---- Memory bank on the activations' RoPE kernel -----------------------------------------------
+// h(t) = sum_l sum_f e[l][f] cos(theta[f] t) / sum_l sum_f e[l][f], t < n, over the layers whose
+// e (kCalibRopePairs: E[sum_heads |q_f| |k_f|]) is not null (tools/fidelity/fidelity.py's
+// `kernel` with the activations' pair energies in place of the weights').  Returns the layers
+// used; h all zero when none (or every e is 0).
+uint32_t calib_rope_kernel(const double *const *e, uint32_t n_layers, const double *theta, uint32_t n_pairs, uint64_t n,
+                           double *h);
+// cos(a, b) = a.b / (|a| |b|) over n entries (0 when either is 0).
+double calib_cosine(const double *a, const double *b, uint64_t n);
+
 // ---- Dense helpers ------------------------------------------------------------------------------
 // In-place Cholesky of the k x k row-major symmetric positive definite A (lower factor L, A = L
 // L^T, the upper part left as is).  Returns false when a pivot is not positive.

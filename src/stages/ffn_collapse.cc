@@ -323,7 +323,7 @@ static void ffn_calib_records(Job &job, const ModelPlan &plan, const FfnUnit *un
     }
     (void)plan;
     draft_add_record(m, STK_STAGE_FFN_COLLAPSE, kRecordNote, kFeatureLinear, STK_OK, double(fitted), double(n_layers),
-                     "calibrated values: %u of %u layers fitted (value); %u dense without FFN moments, %u MoE experts data-free",
+                     "calibrated values: %u of %u layers fitted (value); %u dense w/o moments, %u MoE units data-free",
                      fitted, n_layers, missing, experts);
     std::vector<double> f, g;
     for (uint32_t l = 0; l < n_layers; l++)
@@ -332,7 +332,7 @@ static void ffn_calib_records(Job &job, const ModelPlan &plan, const FfnUnit *un
             g.push_back(free_rel[l]);
             if (fitted <= kCalibLayerRecords)
                 draft_add_record(m, STK_STAGE_FFN_COLLAPSE, kRecordNote, kFeatureLinear, STK_OK, fit[l], free_rel[l],
-                                 "calibrated layer %u: rel L2 on the moments %.4f (value), data-free %.4f (bound)", l, fit[l],
+                                 "calibrated FFN L%u: rel L2 on the moments %.4f (value), data-free %.4f (bound)", l, fit[l],
                                  free_rel[l]);
         }
     if (f.empty()) return;

@@ -22,7 +22,9 @@
 #include "core/error.h"
 #include "core/output_file.h"
 #include "format/array.h"
+#include "format/calib_stats.h"
 #include "stages/attn_common.h"
+#include "stages/calib_fit.h"
 #include "stages/outputs.h"
 #include "stages/plan.h"
 #include "stages/policy.h"
@@ -39,7 +41,8 @@ constexpr double kStateBound = 1e6;
 
 struct MemSizes {
     PosKind kind = PosKind::None;
-    bool rope_lsq = false;  // RoPE fitted by least squares (STK_JOB_MEMORY_FIT_LSQ)
+    bool rope_lsq = false;    // RoPE fitted by least squares (STK_JOB_MEMORY_FIT_LSQ)
+    bool rope_calib = false;  // --calibration on a RoPE model: the activations' kernel may be fitted
     uint64_t n_pos = 0, d = 0, samples = 0, row_floats = 1, d_v = 0, d_kv = 0;
 };
 
@@ -48,6 +51,7 @@ MemSizes mem_sizes(const ModelPlan &plan, const stk_job_params &params) {
     const ModelConfig &c = plan.config;
     z.kind = c.positions;
     z.rope_lsq = z.kind == PosKind::Rope && (params.flags & STK_JOB_MEMORY_FIT_LSQ);
+    z.rope_calib = z.kind == PosKind::Rope && params.calibration != nullptr;
     z.d = c.d_model;
     z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
     if (z.kind == PosKind::Rope && !(c.rope_theta > 1))
@@ -55,6 +59,7 @@ MemSizes mem_sizes(const ModelPlan &plan, const stk_job_params &params) {
     if (z.kind == PosKind::Rope && (c.head_dim < 2 || (c.rotary_dim ? c.rotary_dim : c.head_dim) < 2))
         throw_error(STK_E_BAD_JSON, "config: head_dim %u / rotary_dim %u leave no rotary pair", c.head_dim, c.rotary_dim);
     if (z.kind == PosKind::Alibi) z.samples = kAlibiSamples;
+    if (z.rope_calib) z.samples = kAlibiSamples;
     if (z.rope_lsq) {
         const AttnShape s = attn_shape(c);
         z.samples = kAlibiSamples;  // the same 512-step window 16.3 scores
@@ -80,7 +85,7 @@ MemArrays mem_arrays(uint64_t n_sections) {
 
 // Sections the fit may keep: RoPE's AR(2) is one; fit_sos keeps at most this many otherwise.
 uint32_t mem_max_sections(const MemSizes &z) {
-    if (z.kind == PosKind::Rope && !z.rope_lsq) return 1;
+    if (z.kind == PosKind::Rope && !z.rope_lsq && !z.rope_calib) return 1;
     if (z.kind == PosKind::Learned) return uint32_t(std::min<uint64_t>(kMaxSections, z.samples ? (z.samples - 1) / 4 : 0));
     return kMaxSections;
 }
@@ -113,6 +118,7 @@ void apply_18_3(Job &job, SosFit &fit) {
 // The stage's buffers, declared once: sized in memory_fit_size, allocated in memory_fit_run.
 struct MemBuffers {
     double *h, *work;
+    double *target;     // --calibration on RoPE: the activations' kernel, for the cosine record
     float *pos, *rows;  // learned position tables only
     float *wq, *wk;     // one layer's W_Q and W_K: RoPE least squares only
 };
@@ -120,6 +126,7 @@ MemBuffers mem_buffers(const MemSizes &z, Buffers &b) {
     MemBuffers o{};
     o.h = b.array<double>(std::max<uint64_t>(z.samples, kStateSteps));
     o.work = b.array<double>(fit_sos_workspace(size_t(z.samples ? z.samples : 1)));
+    o.target = z.rope_calib ? b.array<double>(z.samples) : nullptr;
     if (z.kind == PosKind::Learned) {
         o.pos = b.array<float>(z.n_pos * z.d);
         o.rows = b.array<float>(z.row_floats);
@@ -144,11 +151,11 @@ void memory_fit_plan(const JobInputs &in, ArrayPlan &plan) {
     const MemSizes z = mem_sizes(in.model->plan, in.params);
     const uint64_t n = mem_max_sections(z);
     const MemArrays a = mem_arrays(std::max<uint64_t>(n, 1));
-    const bool exact = z.kind == PosKind::Rope && !z.rope_lsq;
+    const bool exact = z.kind == PosKind::Rope && !z.rope_lsq && !z.rope_calib;
     const std::string why =
         exact ? ""
               : std::string("at most ") + std::to_string(n) + " sections: fit_sos keeps those the " +
-                    (z.rope_lsq ? std::string("RoPE kernel") : std::string(pos_kind_name(z.kind)) + " response") + " needs";
+                    (z.rope_lsq || z.rope_calib ? std::string("RoPE kernel") : std::string(pos_kind_name(z.kind)) + " response") + " needs";
     plan.add(STK_STAGE_MEMORY_FIT, a.coeff, exact, why);
     plan.add(STK_STAGE_MEMORY_FIT, a.delaybuf, exact, why);
     if (mem_nothing_to_fit(z))
@@ -183,9 +190,14 @@ void memory_fit_run(Job &job) {
     double *h = buf.h, *work = buf.work;
     const size_t work_len = fit_sos_workspace(size_t(z.samples ? z.samples : 1));
 
+    // --calibration with the activations' RoPE pair energies: their kernel is the target.
+    bool calib_rope = false;
+    uint32_t calib_layers = 0;
+    if (z.rope_calib && job.calib)
+        for (uint32_t l = 0; l < job.calib->n_layers(); l++) calib_rope |= (job.calib->layer(l).sections & kCalibRopePairs) != 0;
     SosFit fit;
     uint32_t mode = 0, p = 2, q = 0;
-    if (z.kind == PosKind::Rope && !z.rope_lsq) {
+    if (z.kind == PosKind::Rope && !z.rope_lsq && !calib_rope) {
         std::vector<double> theta;  // at most head_dim / 2 angles, before the stage's loops
         std::string note;
         uint32_t n = rope_angles(cfg, theta, &note);
@@ -207,7 +219,17 @@ void memory_fit_run(Job &job) {
     } else {
         const size_t n = size_t(z.samples);
         uint32_t max_sections = mem_max_sections(z);
-        if (z.rope_lsq) {
+        if (calib_rope) {
+            std::vector<double> theta;  // at most head_dim / 2 angles
+            std::string note;
+            const uint32_t np = rope_angles(cfg, theta, &note);
+            std::vector<const double *> e(job.calib->n_layers());  // per layer (the angles are the model's, every layer)
+            for (uint32_t l = 0; l < job.calib->n_layers(); l++)
+                e[l] = (job.calib->layer(l).sections & kCalibRopePairs) ? job.calib->layer(l).rope_pairs : nullptr;
+            calib_layers = calib_rope_kernel(e.data(), uint32_t(e.size()), theta.data(), np, n, h);
+            std::memcpy(buf.target, h, n * sizeof(double));
+            if (!(h[0] > 0)) throw_error(STK_E_UNSUPPORTED, "memory_fit: the calibration's RoPE pair energies are all zero");
+        } else if (z.rope_lsq) {
             std::vector<double> theta;  // at most head_dim / 2 angles
             std::string note;
             rope_angles(cfg, theta, &note);
@@ -251,7 +273,10 @@ void memory_fit_run(Job &job) {
         q = 1;
         draft_add_record(m, STK_STAGE_MEMORY_FIT, kRecordNote, kFeatureMemory, STK_OK, fit.rel_l2, 0,
                          "%s: %u sections fit h(t), t < %zu, relative L2 %.3g (18.3 scalings %u, clamped %u)",
-                         z.rope_lsq ? "RoPE (least squares of the weights' kernel)" : pos_kind_name(z.kind), fit.n_sections, n,
+                         calib_rope ? "RoPE (lsq, activations' kernel)"
+                         : z.rope_lsq ? "RoPE (least squares of the weights' kernel)"
+                                      : pos_kind_name(z.kind),
+                         fit.n_sections, n,
                          fit.rel_l2, fit.scale_steps, fit.clamped);
     }
 
@@ -262,6 +287,12 @@ void memory_fit_run(Job &job) {
     memory_pole_radii(fit.sections, fit.n_sections, &max_r, &min_r);
     memory_impulse_response(fit.sections, fit.n_sections, kStateSteps, h, &max_state);
     const bool poles_ok = max_r < 1, states_ok = std::isfinite(max_state) && max_state < kStateBound;
+    if (calib_rope) {
+        const double c = calib_cosine(h, buf.target, z.samples);
+        draft_add_record(m, STK_STAGE_MEMORY_FIT, kRecordNote, kFeatureMemory, STK_OK, c, 0.98,
+                         "calibrated: bank vs the activations' RoPE kernel (%u layers): cosine over %llu steps (value)",
+                         calib_layers, (unsigned long long)z.samples);
+    }
     draft_add_record(m, STK_STAGE_MEMORY_FIT, poles_ok ? kRecordInvariantPass : kRecordInvariantFail, kFeatureMemory,
                      poles_ok ? STK_OK : STK_E_INTERNAL, max_r, 1, "12.5 pole radii < 1 (value: the largest)");
     draft_add_record(m, STK_STAGE_MEMORY_FIT, states_ok ? kRecordInvariantPass : kRecordInvariantFail, kFeatureMemory,

@@ -138,7 +138,7 @@ void prf_calib_records(Job &job, uint32_t L, const PrfBuffers &buf, const PrfFit
     for (uint32_t l = 0; l < L; l++)
         if (std::isfinite(buf.r2[l]))
             draft_add_record(m, STK_STAGE_PRF, kRecordNote, kFeaturePrf, STK_OK, buf.r2[l], buf.r2_free[l],
-                             "calibrated layer %u: R^2 on the moments %.4f (value), data-free %.4f (bound)%s", l, buf.r2[l],
+                             "calibrated whitener L%u: R^2 on the moments %.4f (value), data-free %.4f (bound)%s", l, buf.r2[l],
                              buf.r2_free[l], buf.r2[l] > buf.r2_free[l] ? "" : "; kept data-free");
 }
 
