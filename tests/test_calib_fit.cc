@@ -50,9 +50,10 @@ static void ffn_silent_entries_get_zero(void **) {
 }
 
 static void prf_whitener_matches_numpy(void **) {
-    std::vector<double> D(kPrfD), work(kPrfD * kPrfD + kPrfD);
+    std::vector<double> D(kPrfD), work(kPrfD * kPrfD + 3 * kPrfD);
     const CalibPrfFit f = calib_prf_fit(kPrfM, kPrfB, kPrfEl, kPrfD, kPrfTau, kPrfUpper, kPrfDfree, D.data(), work.data());
     for (unsigned j = 0; j < kPrfD; j++) near(D[j], kPrfDexp[j], 1e-9, "D", j);
+    assert_true(f.passes < kCalibPrfMaxPasses);
     near(f.r2, kPrfR2, 1e-9, "r2", 0);
     near(f.r2_free, kPrfR2Free, 1e-9, "r2_free", 0);
     near(f.r2_unclamped, kPrfR2Unclamped, 1e-9, "r2_unclamped", 0);

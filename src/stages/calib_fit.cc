@@ -102,27 +102,76 @@ CalibPrfFit calib_prf_fit(const double *M, const double *b, const double *el, ui
     for (uint64_t a = 0; a < d; a++) s += M[calib_packed_index(d, a, a)];
     const double mean = d ? s / double(d) : 0.0;
     f.lambda = mean > 0 ? kCalibPrfRidge * mean : 1.0;
-    for (uint64_t a = 0; a < d; a++) {
-        double *row = work + a * d;
-        for (uint64_t c = 0; c <= a; c++) row[c] = M[calib_packed_index(d, a, c)];
-        row[a] += f.lambda;
-        D[a] = tau * b[a];
-    }
-    if (!calib_cholesky(work, uint32_t(d)))
-        throw_error(STK_E_INTERNAL, "calibrated PRF fit: the %llu x %llu system is not positive definite", (unsigned long long)d,
-                    (unsigned long long)d);
-    calib_cholesky_solve(work, uint32_t(d), D);
+    const double lo = kWhiteningEps;
+    double *fac = work, *rhs = work + d * d, *state = rhs + d;  // state: 0 free, -1 at lo, +1 at hi
+    uint32_t *free_idx = reinterpret_cast<uint32_t *>(state + d);  // d u32 in the last d doubles
+    auto mr = [&](uint64_t a, uint64_t c) { return M[calib_packed_index(d, a, c)] + (a == c ? f.lambda : 0.0); };
     const double var = el[1] - el[0] * el[0];
     auto r2 = [&](const double *x) { return var > 0 ? 1.0 - calib_prf_error(M, b, el, d, tau, x) / var : 0.0; };
-    f.r2_unclamped = r2(D);
-    for (uint64_t a = 0; a < d; a++) {
-        if (!(D[a] >= kWhiteningEps)) {
-            D[a] = kWhiteningEps;
-            f.negative++;
-        } else if (D[a] > upper) {
-            D[a] = upper;
-            f.high++;
+    // Solves the free entries with the bound ones fixed: Mr[F, F] x_F = tau b_F - Mr[F, B] x_B.
+    auto solve_free = [&]() {
+        uint32_t k = 0;
+        for (uint64_t a = 0; a < d; a++)
+            if (state[a] == 0) free_idx[k++] = uint32_t(a);
+        for (uint32_t p = 0; p < k; p++) {
+            const uint64_t a = free_idx[p];
+            for (uint32_t q = 0; q <= p; q++) fac[uint64_t(p) * k + q] = mr(a, free_idx[q]);
+            double r = tau * b[a];
+            for (uint64_t c = 0; c < d; c++)
+                if (state[c] != 0) r -= mr(a, c) * D[c];
+            rhs[p] = r;
         }
+        if (!calib_cholesky(fac, k))
+            throw_error(STK_E_INTERNAL, "calibrated PRF fit: the %u x %u system is not positive definite", k, k);
+        calib_cholesky_solve(fac, k, rhs);
+        for (uint32_t p = 0; p < k; p++) D[free_idx[p]] = rhs[p];
+    };
+    for (uint64_t a = 0; a < d; a++) state[a] = 0;
+    solve_free();
+    f.r2_unclamped = r2(D);
+    // The box [lo, upper] by an active set (Lawson-Hanson style, deterministic order): entries that
+    // leave the box go to their bound; then a bound entry whose gradient points inside is freed
+    // (the largest first); until neither happens (the KKT point of this strictly convex problem)
+    // or kCalibPrfMaxPasses passes.
+    for (f.passes = 0; f.passes < kCalibPrfMaxPasses; f.passes++) {
+        bool moved = false;
+        for (uint64_t a = 0; a < d; a++) {
+            if (state[a] != 0) continue;
+            if (!(D[a] >= lo)) {
+                D[a] = lo;
+                state[a] = -1;
+                moved = true;
+            } else if (D[a] > upper) {
+                D[a] = upper;
+                state[a] = 1;
+                moved = true;
+            }
+        }
+        if (!moved) {
+            // Gradient of D^T Mr D - 2 tau b^T D at the bound entries: free the worst violator.
+            uint64_t best = d;
+            double worst = 0;
+            for (uint64_t a = 0; a < d; a++) {
+                if (state[a] == 0) continue;
+                double g = -tau * b[a];
+                for (uint64_t c = 0; c < d; c++) g += mr(a, c) * D[c];
+                const double v = state[a] < 0 ? -g : g;  // > 0: moving inside lowers the objective
+                if (v > worst * (1 + 1e-12) && v > 1e-14 * (std::fabs(tau * b[a]) + mean)) {
+                    worst = v;
+                    best = a;
+                }
+            }
+            if (best == d) break;
+            state[best] = 0;
+        }
+        solve_free();
+    }
+    // The last solve may leave a free entry a rounding outside: back to the box.
+    for (uint64_t a = 0; a < d; a++) {
+        if (!(D[a] >= lo)) D[a] = lo, state[a] = -1;
+        if (D[a] > upper) D[a] = upper, state[a] = 1;
+        f.negative += state[a] < 0;
+        f.high += state[a] > 0;
     }
     f.r2 = r2(D);
     if (d_free) f.r2_free = r2(d_free);

@@ -36,19 +36,22 @@ double calib_ffn_output_error(const double *G, uint64_t n, const double *X, uint
 // arrays"); the model's attention weight is exp(l), l the head-averaged logit q.k / sqrt(head_dim).
 // With w = x o y (elementwise) the fit minimises E[(w^T D / tau - l)^2] over the diagonal D:
 // (M + lambda I) D = tau b, M = E[w w^T] packed upper (order d), b = E[w l], el = {E[l], E[l^2]},
-// lambda = kCalibPrfRidge * mean diag M.  Then D is clamped to [kWhiteningEps, upper]: the PRF
-// needs D >= 0 (prf_W = g sqrt(D)), and upper < tau keeps the expected denominator
-// prod_j (1 - (D_j / tau)^2)^(-1/2) finite.
+// lambda = kCalibPrfRidge * mean diag M, solved inside the box [kWhiteningEps, upper] (an active
+// set: the box-constrained minimiser, not the clamped free one): the PRF needs D >= 0 (prf_W = g
+// sqrt(D)), and upper < tau keeps the expected denominator prod_j (1 - (D_j / tau)^2)^(-1/2)
+// finite.
 constexpr double kCalibPrfRidge = 1e-6;
+constexpr uint32_t kCalibPrfMaxPasses = 256;  // active-set passes at most (each one d^3 / 3 solve)
 struct CalibPrfFit {
     double lambda = 0;
     double r2 = 0;            // 1 - E[(w^T D / tau - l)^2] / Var(l) of the clamped D (Var(l) = E[l^2] - E[l]^2)
     double r2_free = 0;       // the same for d_free (the data-free diagonal), for comparison
-    double r2_unclamped = 0;  // the same for the solve before the clamp
-    uint32_t negative = 0;    // entries the solve left below kWhiteningEps (clamped up)
-    uint32_t high = 0;        // entries clamped down to upper
+    double r2_unclamped = 0;  // the same for the unconstrained solve
+    uint32_t negative = 0;    // entries at the lower bound kWhiteningEps
+    uint32_t high = 0;        // entries at the upper bound
+    uint32_t passes = 0;      // active-set passes (kCalibPrfMaxPasses: stopped there)
 };
-// work: d * d + d doubles.  d_free may be null (r2_free left 0).
+// work: d * d + 3 d doubles.  d_free may be null (r2_free left 0).
 CalibPrfFit calib_prf_fit(const double *M, const double *b, const double *el, uint64_t d, double tau, double upper,
                           const double *d_free, double *D, double *work);
 // E[(w^T D / tau - l)^2] from the moments.

@@ -68,7 +68,7 @@ PrfBuffers prf_buffers(const PrfSizes &z, Buffers &b) {
     o.expected = b.array<double>(z.s.n_layers);                // expected denominators
     o.fit_work = o.d_free = o.r2 = o.r2_free = nullptr;
     if (z.calib) {
-        o.fit_work = b.array<double>(d * d + d);  // the fit's d x d system
+        o.fit_work = b.array<double>(d * d + 3 * d);  // the fit's d x d system and its vectors
         o.d_free = b.array<double>(d);            // the data-free diagonal, for comparison
         o.r2 = b.array<double>(z.s.n_layers);     // per layer R^2 of the fit (-inf: not fitted)
         o.r2_free = b.array<double>(z.s.n_layers);
@@ -130,7 +130,7 @@ void prf_calib_records(Job &job, uint32_t L, const PrfBuffers &buf, const PrfFit
                      n.fitted, L, n.missing, n.no_gain);
     if (n.clamped_low || n.clamped_high)
         draft_add_record(m, STK_STAGE_PRF, kRecordNote, kFeaturePrf, STK_OK, double(n.clamped_low + n.clamped_high), 0,
-                         "calibrated whitener: %u entries solved below 1e-8 (negative), %u above tau/2: clamped",
+                         "calibrated whitener: %u entries at the bound 1e-8, %u at tau/2 (D kept inside [1e-8, tau/2])",
                          n.clamped_low, n.clamped_high);
     uint32_t with = 0;
     for (uint32_t l = 0; l < L; l++) with += std::isfinite(buf.r2[l]);

@@ -159,17 +159,29 @@ def test_prf_whitener_is_the_clamped_least_squares_fit(gens):
         dfree = np.maximum((Wk ** 2).mean(0), 1e-8)
         M, b, el = layers[l]["prf_m"], layers[l]["prf_b"], layers[l]["prf_l"]
         lam = 1e-6 * np.mean(np.diag(M))
-        D = np.clip(np.linalg.solve(M + lam * np.eye(d), tau * b), 1e-8, tau / 2)
+        Mr, lo, hi = M + lam * np.eye(d), 1e-8, tau / 2
         var = el[1] - el[0] ** 2
         r2 = lambda x: 1 - ((x / tau) @ M @ (x / tau) - 2 * (x / tau) @ b + el[1]) / var  # noqa: E731
-        want = D if r2(D) > r2(dfree) else dfree
         # prf_W = f32(g sqrt(D)) with the same g: column energies scale by D / D_free.
         got = dfree * (Pc[l] ** 2).sum(0) / (Pf[l] ** 2).sum(0)
-        np.testing.assert_allclose(got, want, rtol=2e-5)
-        print(f"PRF L{l}: R^2 fitted {r2(D):.4f}, data-free {r2(dfree):.4f}")
         r = records(cal, f"calibrated whitener L{l}: R^2")[0]
-        assert r["value"] == pytest.approx(r2(D), rel=1e-6, abs=1e-9)
+        print(f"PRF L{l}: R^2 fitted {r['value']:.4f}, data-free {r2(dfree):.4f}, unconstrained "
+              f"{r2(np.linalg.solve(Mr, tau * b)):.4f}")
         assert r["bound"] == pytest.approx(r2(dfree), rel=1e-6, abs=1e-9)
+        if r["value"] <= r["bound"]:  # no gain: the data-free diagonal stays
+            np.testing.assert_allclose(got, dfree, rtol=2e-5)
+            continue
+        # Fitted: D is the minimiser of the strictly convex D^T Mr D - 2 tau b^T D on the box
+        # [1e-8, tau/2], i.e. it meets the KKT conditions: zero gradient inside, pointing out at
+        # a bound (tolerances for D read back from f32 prf_W).
+        D = np.clip(got, lo, hi)
+        at_lo, at_hi = got <= lo * 1.001, got >= hi * 0.999
+        g = Mr @ D - tau * b
+        scale = np.abs(Mr) @ np.abs(D) + np.abs(tau * b)
+        assert np.all(np.abs(g[~at_lo & ~at_hi]) <= 1e-3 * scale[~at_lo & ~at_hi])
+        assert np.all(g[at_lo] >= -1e-3 * scale[at_lo]) and np.all(g[at_hi] <= 1e-3 * scale[at_hi])
+        assert r["value"] == pytest.approx(r2(D), rel=1e-3, abs=1e-6)
+        assert r2(D) >= r2(np.clip(np.linalg.solve(Mr, tau * b), lo, hi)) - 1e-9
 
 
 def test_manifest_names_the_statistics(gens):
