@@ -950,7 +950,7 @@ extern "C" {
 // offsets are compared with the C compiler's in tests/header.rs.
 #[cfg(target_pointer_width = "64")]
 const _: () = {
-    assert!(std::mem::size_of::<stk_job_params>() == 48);
+    assert!(std::mem::size_of::<stk_job_params>() == 56);
     assert!(std::mem::size_of::<stk_verify_report>() == 288);
     assert!(std::mem::size_of::<stk_export_params>() == 40);
     assert!(std::mem::size_of::<stk_export_report>() == 40);

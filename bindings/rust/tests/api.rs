@@ -125,6 +125,7 @@ fn arena_size_with_struct_size_zero_is_struct_size() {
         top_l: 0,
         threads: 0,
         flags: 0,
+        calibration: std::ptr::null(),
     };
     let mut bytes = 12345usize;
     let st = unsafe { sys::stk_job_arena_size(&params, &mut bytes) };
@@ -133,8 +134,8 @@ fn arena_size_with_struct_size_zero_is_struct_size() {
     assert_eq!(bytes, 12345, "nothing written on failure");
     let msg = c_str(unsafe { sys::stk_last_error() });
     assert!(msg.contains("struct_size"), "{msg}");
-    // One byte short of the first version is refused too.
-    let short = sys::stk_job_params { struct_size: std::mem::size_of::<sys::stk_job_params>() - 1, ..params };
+    // One byte short of the first version (48 bytes: up to `flags`) is refused too.
+    let short = sys::stk_job_params { struct_size: 47, ..params };
     assert_eq!(unsafe { sys::stk_job_arena_size(&short, &mut bytes) }, sys::STK_E_STRUCT_SIZE);
     // NULL out-pointer.
     let full = sys::stk_job_params { struct_size: std::mem::size_of::<sys::stk_job_params>(), ..params };
