@@ -1,5 +1,5 @@
 /* include/stk/stk_acceptance.h compiled as C99 with -pedantic -Werror (tests/meson.build), linked
- * against libstk_acceptance and the static libstk: the header is plain C, and every function it
+ * against the shared libstk, which exports it: the header is plain C, and every function it
  * declares is called (refusals here; tests/test_cli_api.cc runs them on a real generation). */
 #define STK_EXPERIMENTAL
 #include <stk/stk_acceptance.h>

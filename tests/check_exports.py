@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The exported names of the shared libstk, the functions include/stk/stk.h declares and the
-global names of src/api/stk.map must be exactly the same set (issue 2 item 1).
+"""The exported names of the shared libstk, the functions include/stk/stk.h declares (with those of
+any further public header given, such as include/stk/stk_acceptance.h) and the global names of
+src/api/stk.map must be exactly the same set (issue 2 item 1).
 
-usage: check_exports.py LIBSTK_SO STK_H STK_MAP
+usage: check_exports.py LIBSTK_SO STK_H STK_MAP [MORE_HEADERS...]
 """
 import re
 import subprocess
@@ -39,10 +40,13 @@ def mapped(map_file):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) < 4:
         sys.exit(__doc__)
-    lib, header, map_file = sys.argv[1:]
-    sets = {"libstk.so exports": exported(lib), "stk.h declares": declared(header), "stk.map lists": mapped(map_file)}
+    lib, header, map_file = sys.argv[1:4]
+    headers = set()
+    for h in [header] + sys.argv[4:]:
+        headers |= declared(h)
+    sets = {"libstk.so exports": exported(lib), "stk.h declares": headers, "stk.map lists": mapped(map_file)}
     ok = True
     names = list(sets)
     for i, a in enumerate(names):

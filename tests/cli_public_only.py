@@ -6,7 +6,9 @@ compile_commands.json and checks that this is still so:
   - every src/cli/*.cc is compiled for the stk target, and nothing else of src/ is;
   - each of those commands names only these include directories: include/, the target's private
     folder (*.p, objects only), and the `public-only` folder whose one entry, `cli`, links to
-    src/cli; no forced -include, no -isystem/-iquote/-idirafter, no sysroot tricks.
+    src/cli; no forced -include, no -isystem/-iquote/-idirafter, no sysroot tricks;
+  - the stk target's link statement in build.ninja (inputs and LINK_ARGS) names libstk and no
+    other library of this build (not libstk_internal, not a separate acceptance library).
 Exit 0 when all hold; otherwise one line per violation and exit 1.
 
 Usage: cli_public_only.py SOURCE_ROOT BUILD_ROOT
@@ -38,6 +40,41 @@ def include_args(args):
                 break
         i += 1
     return out
+
+
+def is_libstk(path):
+    base = os.path.basename(path)
+    return base == "libstk.a" or base == "libstk.so" or base.startswith("libstk.so.")
+
+
+def project_libraries(build_root):
+    """The libraries of this build that build.ninja's link statement for src/cli/stk names."""
+    with open(os.path.join(build_root, "build.ninja"), encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("build src/cli/stk:"):
+            break
+    else:
+        return None
+    words = line.split()[2:]
+    for body in lines[i + 1:]:
+        if not body.startswith(" "):
+            break
+        name, _, value = body.strip().partition(" = ")
+        if name == "LINK_ARGS":
+            words += value.split()
+    libs = set()
+    for w in words:
+        if w in ("|", "||") or w.startswith("-") and not w.startswith("-l"):
+            continue
+        if w.startswith("-l"):
+            libs.add(w)  # a -l of a build library would name it here
+            continue
+        path = os.path.realpath(os.path.join(build_root, w))
+        base = os.path.basename(path)
+        if path.startswith(build_root + os.sep) and (base.endswith(".a") or ".so" in base):
+            libs.add(os.path.relpath(path, build_root))
+    return libs
 
 
 def main():
@@ -79,11 +116,22 @@ def main():
         errors.append(f"src/cli/{name}: not compiled for the stk target in compile_commands.json")
     if len(seen) < 10:
         errors.append(f"only {len(seen)} src/cli files found in compile_commands.json")
+    libs = project_libraries(build_root)
+    if libs is None:
+        errors.append("build.ninja: no link statement for src/cli/stk")
+    else:
+        own = {l for l in libs if not l.startswith("-l")}
+        others = sorted(l for l in own if not is_libstk(l))
+        for l in others:
+            errors.append(f"src/cli/stk links {l}: only libstk is expected among this build's libraries")
+        if not any(is_libstk(l) for l in own):
+            errors.append(f"src/cli/stk does not link libstk (this build's libraries on its link line: {sorted(own)})")
     if errors:
         for e in errors:
             print(e)
         return 1
-    print(f"{len(seen)} files of src/cli compile with include/ and src/cli only as include directories")
+    print(f"{len(seen)} files of src/cli compile with include/ and src/cli only as include directories; "
+          f"the stk target links {', '.join(sorted(l for l in libs if not l.startswith('-l')))} of this build's libraries")
     return 0
 
 

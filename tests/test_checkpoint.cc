@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ingest/config.h"
 #include "ingest/dtype_convert.h"
+#include "ingest/model_files.h"
 #include "ingest_expect.h"
 #include "test_util.h"
 
@@ -92,6 +94,69 @@ static void not_checkpoints(void **) {
     p = g_dir + "/empty.bin";
     test::write_bytes(p, {});
     test::expect_error(STK_E_TRUNCATED, [&] { open_checkpoint(p); });
+}
+
+// ---- a model path resolved once (ingest/model_files.h) ---------------------------------
+
+// The refusal a reader raises from the resolved files is the one the path-taking reader raised,
+// status and message byte for byte.
+static void same_refusal(stk_status status, const std::function<void()> &by_path, const std::function<void()> &by_files,
+                         const char *contains) {
+    std::string a = test::expect_error(status, by_path), b = test::expect_error(status, by_files);
+    assert_string_equal(a.c_str(), b.c_str());
+    assert_contains(b, contains);
+}
+
+static void model_files_resolved(void **) {
+    std::string d = fresh_dir("mf_hf");
+    copy_file(test::test_data("models/gpt2/config.json"), d + "/config.json");
+    copy_file(test::test_data("ingest/torch/basic.pt"), d + "/pytorch_model.bin");
+    test::write_bytes(d + "/merges.txt", {'#', '\n'});
+    test::write_bytes(d + "/vocab.json", {'{', '}', '\n'});
+    ModelFiles m = resolve_model_files(d);
+    assert_true(m.kind == ModelKind::HfDirectory);
+    assert_string_equal(m.config.c_str(), (d + "/config.json").c_str());
+    assert_string_equal(m.checkpoint.c_str(), (d + "/pytorch_model.bin").c_str());
+    assert_true(m.gguf.empty() && m.roles.empty() && !m.config_refusal && !m.checkpoint_refusal);
+    assert_int_equal(m.tokenizer.size(), 2);
+    assert_string_equal(m.tokenizer[0].c_str(), "vocab.json");  // kTokenizerFileNames order
+    assert_string_equal(m.tokenizer[1].c_str(), "merges.txt");
+    assert_int_equal(m.tokenizer_bytes, 5);
+    assert_string_equal(open_checkpoint(m)->format(), "pytorch-zip");
+
+    m = resolve_model_files(test::test_data("models/llama"));
+    assert_true(m.kind == ModelKind::ShardedCheckpoint);
+    assert_string_equal(m.checkpoint.c_str(), test::test_data("models/llama/model.safetensors.index.json").c_str());
+    assert_string_equal(open_checkpoint(m)->format(), "safetensors-sharded");
+
+    const std::string g = test::test_data("gguf/tiny-llama-bf16.gguf");
+    m = resolve_model_files(g);
+    assert_true(m.kind == ModelKind::GgufFile);
+    assert_string_equal(m.gguf.c_str(), g.c_str());
+    same_refusal(STK_E_NOT_FOUND, [&] { load_model_config(g); }, [&] { load_model_config(m); }, "not a directory");
+
+    const std::string missing = g_dir + "/no-such-model";
+    m = resolve_model_files(missing);
+    assert_true(m.kind == ModelKind::NotAModel && m.gguf.empty());
+    same_refusal(STK_E_NOT_FOUND, [&] { load_model_config(missing); }, [&] { load_model_config(m); }, "no such model directory");
+
+    d = fresh_dir("mf_weights_only");
+    copy_file(test::test_data("ingest/torch/basic.pt"), d + "/pytorch_model.bin");
+    m = resolve_model_files(d);
+    assert_true(m.kind == ModelKind::NotAModel);
+    same_refusal(STK_E_NOT_FOUND, [&] { load_model_config(d); }, [&] { load_model_config(m); }, "/config.json: missing:");
+
+    d = fresh_dir("mf_config_only");
+    copy_file(test::test_data("models/gpt2/config.json"), d + "/config.json");
+    m = resolve_model_files(d);
+    assert_true(m.kind == ModelKind::HfDirectory && m.checkpoint.empty());
+    same_refusal(STK_E_NOT_FOUND, [&] { open_checkpoint(d); }, [&] { open_checkpoint(m); }, "no checkpoint found");
+
+    d = fresh_dir("mf_two_ggufs");
+    copy_file(g, d + "/a.gguf");
+    copy_file(g, d + "/b.gguf");
+    std::string e = test::expect_error(STK_E_INVALID_ARGUMENT, [&] { resolve_model_files(d); });
+    assert_contains(e, "holds 2 GGUF models (a.gguf, b.gguf)");
 }
 
 // ---- conversions --------------------------------------------------------------------------
@@ -201,7 +266,7 @@ int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_shared_tensor_file),     cmocka_unit_test(directory_priority), cmocka_unit_test(not_checkpoints),
         cmocka_unit_test(f16_bf16_exhaustive),          cmocka_unit_test(f8_exhaustive),      cmocka_unit_test(dtype_table),
-        cmocka_unit_test(convert_bounds_and_nonfinite),
+        cmocka_unit_test(convert_bounds_and_nonfinite), cmocka_unit_test(model_files_resolved),
     };
     return cmocka_run_group_tests_name("checkpoint", tests, nullptr, nullptr);
 }

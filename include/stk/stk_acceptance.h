@@ -2,9 +2,8 @@
  * stk_acceptance - the acceptance measurements of a published generation (`stk check
  * --acceptance`; docs/decisions.md, "Acceptance", defines every row).
  *
- * Not part of libstk: the measurements are a static library of their own, libstk_acceptance,
- * above libstk, which the stk command, the tests and the benches link (with the static libstk).
- * It is not installed.  The conventions are stk.h's: status codes, stk_last_error(), versioned
+ * The measurements are built into libstk (static and shared; the shared one exports these
+ * functions), which the stk command links alone.  This header is not installed.  The conventions are stk.h's: status codes, stk_last_error(), versioned
  * structs that begin with struct_size.  The whole header is experimental: it may change in any
  * release.
  */

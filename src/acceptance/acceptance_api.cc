@@ -1,4 +1,4 @@
-// The C surface of libstk_acceptance (include/stk/stk_acceptance.h): the runner's rows behind a
+// The C surface of the acceptance measurements in libstk (include/stk/stk_acceptance.h): the runner's rows behind a
 // handle, the table and the JSON rendered once.
 #include <cstdio>
 #include <cstdlib>

@@ -2,6 +2,7 @@
 // checkpoint assembled from them (one or more sources, tensors sorted by name).  The dispatch
 // sits above the readers: it includes them, none of them includes it.
 #include "ingest/checkpoint.h"
+#include "ingest/model_files.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -75,18 +76,16 @@ std::string find_gguf(const std::string &dir) {
     return dir + "/" + first_file.begin()->second;
 }
 
-namespace {
-
 std::unique_ptr<Checkpoint> open_gguf_checkpoint(const std::string &path) {
     std::vector<std::unique_ptr<Source>> sources = open_gguf_sources(path);
     const char *format = sources.size() > 1 ? "gguf-split" : "gguf";
     return make_checkpoint(format, std::move(sources), {});
 }
 
-}  // namespace
+namespace {
 
-std::unique_ptr<Source> open_source(const std::string &path) {
-    MappedFile probe(path);
+// open_source on a file already mapped (the mapping is kept by a torch source, not mapped twice).
+std::unique_ptr<Source> open_source_mapped(MappedFile probe, const std::string &path) {
     const uint8_t *d = probe.data();
     uint64_t n = probe.size();
     refuse_lfs_pointer(d, n, path);
@@ -114,6 +113,10 @@ std::unique_ptr<Source> open_source(const std::string &path) {
     probe = MappedFile();
     return open_safetensors(path);
 }
+
+}  // namespace
+
+std::unique_ptr<Source> open_source(const std::string &path) { return open_source_mapped(MappedFile(path), path); }
 
 // Open every shard an index names (in the index's directory) and check that index and shards
 // agree: every tensor of the index is in the shard it names, no shard holds a tensor the index
@@ -155,6 +158,30 @@ std::unique_ptr<Checkpoint> open_sharded(const std::string &index_path) {
     return make_checkpoint(nullptr, std::move(sources), {index_path});
 }
 
+namespace {
+
+// A checkpoint file known to exist: a shard index, a GGUF or one safetensors / torch file.
+std::unique_ptr<Checkpoint> open_checkpoint_file(const std::string &path) {
+    if (ends_with(path, ".json")) return open_sharded(path);
+    MappedFile probe(path);
+    if (is_gguf(probe.data(), probe.size())) {
+        probe = MappedFile();
+        return open_gguf_checkpoint(path);
+    }
+    std::vector<std::unique_ptr<Source>> one;
+    one.push_back(open_source_mapped(std::move(probe), path));
+    return make_checkpoint(nullptr, std::move(one), {});
+}
+
+}  // namespace
+
+std::unique_ptr<Checkpoint> open_checkpoint(const ModelFiles &files) {
+    if (files.is_gguf()) return open_gguf_checkpoint(files.gguf);
+    if (files.checkpoint_refusal) std::rethrow_exception(files.checkpoint_refusal);
+    if (files.checkpoint_is_gguf) return open_gguf_checkpoint(files.checkpoint);
+    return open_checkpoint_file(files.checkpoint);
+}
+
 std::unique_ptr<Checkpoint> open_checkpoint(const std::string &path) {
     if (is_dir(path)) {
         static const char *kCandidates[] = {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -170,17 +197,7 @@ std::unique_ptr<Checkpoint> open_checkpoint(const std::string &path) {
                     path.c_str());
     }
     if (!file_exists(path)) throw_error(STK_E_NOT_FOUND, "%s: no such checkpoint file", path.c_str());
-    if (ends_with(path, ".json")) return open_sharded(path);
-    {
-        MappedFile probe(path);
-        if (is_gguf(probe.data(), probe.size())) {
-            probe = MappedFile();
-            return open_gguf_checkpoint(path);
-        }
-    }
-    std::vector<std::unique_ptr<Source>> one;
-    one.push_back(open_source(path));
-    return make_checkpoint(nullptr, std::move(one), {});
+    return open_checkpoint_file(path);
 }
 
 }  // namespace stk

@@ -93,6 +93,13 @@ public:
 // pytorch_model.bin(.index.json) (seed 001's priority).  Also accepts a single file path.
 // Errors name the file, the tensor and the offset (STK_E_* statuses).
 std::unique_ptr<Checkpoint> open_checkpoint(const std::string &path);
+// The checkpoint of resolved files (ingest/model_files.h): files.checkpoint (a file, a shard
+// index or the GGUF beside config.json), or the refusal kept there; the directory is not probed
+// again.
+struct ModelFiles;
+std::unique_ptr<Checkpoint> open_checkpoint(const ModelFiles &files);
+// A GGUF known to be one (the first file of a split set opens the set), as a checkpoint.
+std::unique_ptr<Checkpoint> open_gguf_checkpoint(const std::string &path);
 
 // Convert `count` elements starting at element `first` of a tensor's stored bytes (`bytes`, as
 // returned by tensor_bytes) to f32, honouring strides.  Integer types convert by value; BOOL to

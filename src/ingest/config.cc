@@ -1,4 +1,5 @@
 #include "ingest/config.h"
+#include "ingest/model_files.h"
 
 #include <sys/stat.h>
 
@@ -605,6 +606,16 @@ ParsedConfig parse_model_config(const std::string &json_text, const std::string 
     Ctx x{c, model_type, family_def(m.family), out, m, source};
     for (auto step : kConfigSteps) step(x);
     return out;
+}
+
+ParsedConfig load_model_config(const ModelFiles &files) {
+    if (files.config_refusal) std::rethrow_exception(files.config_refusal);
+    std::string text = read_small_file(files.config, kMaxConfigBytes);
+    if (!files.roles.empty()) {
+        std::string roles = read_small_file(files.roles, kMaxConfigBytes);
+        return parse_model_config(text, files.config, &roles, files.roles);
+    }
+    return parse_model_config(text, files.config);
 }
 
 ParsedConfig load_model_config(const std::string &dir) {

@@ -169,6 +169,10 @@ std::vector<std::string> model_approximations(const ModelConfig &c);
 
 // <dir>/config.json plus <dir>/stk_roles.json if present; each at most kMaxConfigBytes.
 ParsedConfig load_model_config(const std::string &dir);
+// The same from the resolved files (ingest/model_files.h): raises the refusal kept there, else
+// reads files.config (and files.roles when present) without probing the directory again.
+struct ModelFiles;
+ParsedConfig load_model_config(const ModelFiles &files);
 
 // Parse a role-pattern list: a JSON array of {"pattern", "role", ...} objects, or an object
 // {pattern: role}, or {"stk_roles": either}.  Used for "stk_roles" and stk_roles.json.

@@ -1,4 +1,5 @@
 #include "ingest/gguf_model.h"
+#include "ingest/model_files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -26,21 +27,9 @@ namespace stk {
 // ---------------------------------------------------------------------------------------------
 // Which file.
 
+std::string gguf_model_file(const std::string &path) { return resolve_model_files(path).gguf; }
+
 namespace {
-
-bool is_dir(const std::string &p) {
-    struct stat st;
-    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool starts_with_gguf_magic(const std::string &path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    uint8_t m[4] = {};
-    ssize_t n = ::read(fd, m, 4);
-    ::close(fd);
-    return n == 4 && std::memcmp(m, "GGUF", 4) == 0;
-}
 
 bool ends_with(const std::string &s, const char *suffix) {
     size_t n = std::strlen(suffix);
@@ -48,16 +37,6 @@ bool ends_with(const std::string &s, const char *suffix) {
 }
 
 }  // namespace
-
-std::string gguf_model_file(const std::string &path) {
-    // A file: by its magic, or by its name (a damaged .gguf is opened, and refused for what it is,
-    // not taken for a file of the HuggingFace directory around it).
-    if (!is_dir(path)) return file_exists(path) && (starts_with_gguf_magic(path) || ends_with(path, ".gguf")) ? path : std::string();
-    std::string dir = path;
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    if (file_exists(dir + "/config.json")) return {};  // a HuggingFace directory, whatever else it holds
-    return find_gguf(dir);
-}
 
 
 // ---------------------------------------------------------------------------------------------
@@ -592,7 +571,7 @@ GgufModel open_gguf_model(const std::string &path) {
     GgufMeta gm{meta, path, arch};
     gm.head_copy = F.head_copy;
 
-    std::unique_ptr<Checkpoint> raw = open_checkpoint(path);
+    std::unique_ptr<Checkpoint> raw = open_gguf_checkpoint(path);
     const std::vector<TensorRef> &rt = raw->tensors();
     std::vector<std::pair<TensorRef, Mapped>> mapped;
     struct Pending {

@@ -511,15 +511,18 @@ ModelLayout analyze_model(const ParsedConfig &pc, const std::vector<TensorRef> &
     return L;
 }
 
-std::unique_ptr<ModelDescription> describe_model(const std::string &dir) {
+std::unique_ptr<ModelDescription> describe_model(const std::string &dir) { return describe_model(resolve_model_files(dir)); }
+
+std::unique_ptr<ModelDescription> describe_model(ModelFiles files) {
     auto d = std::make_unique<ModelDescription>();
-    if (std::string gguf = gguf_model_file(dir); !gguf.empty()) {
-        GgufModel g = open_gguf_model(gguf);
+    d->files = std::move(files);
+    if (d->files.is_gguf()) {
+        GgufModel g = open_gguf_model(d->files.gguf);
         d->parsed = std::move(g.parsed);
         d->checkpoint = std::move(g.checkpoint);
     } else {
-        d->parsed = load_model_config(dir);
-        d->checkpoint = open_checkpoint(dir);
+        d->parsed = load_model_config(d->files);
+        d->checkpoint = open_checkpoint(d->files);
         const ModelConfig &c = d->parsed.config;
         if (c.fp8_block[0]) attach_fp8_scales(*d->checkpoint, c.fp8_block[0], c.fp8_block[1]);
         if (d->parsed.config.mxfp4) d->checkpoint = wrap_mxfp4(std::move(d->checkpoint));

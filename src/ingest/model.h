@@ -20,6 +20,7 @@
 #include "core/arena.h"
 #include "ingest/checkpoint.h"
 #include "ingest/config.h"
+#include "ingest/model_files.h"
 #include "ingest/roles.h"
 
 namespace stk {
@@ -114,6 +115,7 @@ ModelLayout analyze_model(const ParsedConfig &cfg, const std::vector<TensorRef> 
 
 // A whole model directory described (config + checkpoint + layout), as `stk inspect` shows it.
 struct ModelDescription {
+    ModelFiles files;  // what the path named, resolved once (ingest/model_files.h)
     ParsedConfig parsed;
     std::unique_ptr<Checkpoint> checkpoint;
     ModelLayout layout;
@@ -121,6 +123,8 @@ struct ModelDescription {
 };
 // `dir`: a model directory, or a GGUF (a file, or a directory holding one: ingest/gguf_model.h).
 std::unique_ptr<ModelDescription> describe_model(const std::string &dir);
+// The same from files resolved at the entry; reads only the files named there.
+std::unique_ptr<ModelDescription> describe_model(ModelFiles files);
 
 // The plan copied into an arena (names included); sized by plan_arena_size first.
 void plan_arena_size(const ModelDescription &d, ArenaSizer &sizer);

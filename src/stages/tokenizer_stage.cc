@@ -19,6 +19,8 @@
 #include "hash/rolling_hash.h"
 #include "ingest/gguf.h"
 #include "ingest/gguf_model.h"
+#include "ingest/model.h"
+#include "ingest/model_files.h"
 #include "stages/policy.h"
 #include "stages/outputs.h"
 #include "stages/plan.h"
@@ -31,31 +33,26 @@ namespace stk {
 
 namespace {
 
-// Files load_vocab_dir may read; their total size bounds everything the stage allocates.
-const char *const kTokenizerFiles[] = {"tokenizer.json", "vocab.json", "merges.txt",
-                                       "encoder.json",   "vocab.bpe",  "tokenizer.model"};
+// The files the tokenizer may read are listed once, in ingest/model_files.h (kTokenizerFileNames).
 
-uint64_t tokenizer_file_bytes(const char *dir, bool *any) {
+// The model's files as the job resolved them (stk_open), or, in a test that runs a stage by hand
+// without a described model, resolved here.
+ModelFiles files_of(const ModelDescription *model, const char *dir) { return model ? model->files : resolve_model_files(dir); }
+
+uint64_t tokenizer_file_bytes(const ModelFiles &files, bool *any) {
     uint64_t total = 0;
     *any = false;
     // A GGUF: the tokenizer is part of its metadata, which the tensor data follows.
-    if (std::string gguf = gguf_model_file(dir); !gguf.empty()) {
-        GgufFile f(gguf);
+    if (files.is_gguf()) {
+        GgufFile f(files.gguf);
         *any = f.find("tokenizer.ggml.tokens") != nullptr;
         total = f.file(0).size();
         for (const GgufTensorInfo &t : f.tensors())
             if (t.file_index == 0 && t.data_offset < total) total = t.data_offset;
         return total;
     }
-    for (const char *f : kTokenizerFiles) {
-        struct stat st;
-        std::string p = std::string(dir) + "/" + f;
-        if (::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-            total += uint64_t(st.st_size);
-            *any = true;
-        }
-    }
-    return total;
+    *any = !files.tokenizer.empty();
+    return files.tokenizer_bytes;
 }
 
 constexpr uint32_t kMaxMphfRetries = 8;                           // 18.1: M grows by 5 % at most 8 times (x1.48)
@@ -308,7 +305,8 @@ size_t tokenizer_arena_bytes(uint64_t file_bytes, uint32_t l_tok) {
 void tokenizer_stage_size(const JobInputs &in, ArenaSizer &s) {
     const stk_job_params &p = in.params;
     bool any = false;
-    uint64_t bytes = tokenizer_file_bytes(p.in_dir, &any);
+    const ModelFiles files = files_of(in.model, p.in_dir);
+    uint64_t bytes = tokenizer_file_bytes(files, &any);
     s.add(sizeof(TokenizerPlan), alignof(TokenizerPlan));
     if (!any) return;
     // What the stage needs is set by the vocabulary (tokens, piece bytes), not by the file's
@@ -316,7 +314,7 @@ void tokenizer_stage_size(const JobInputs &in, ArenaSizer &s) {
     // otherwise plan gigabytes.  The vocabulary is read now; a file that does not parse keeps
     // the file-size bound (the stage then refuses it, naming the file).
     size_t need = 0;
-    if (guard([&] { need = tokenizer_arena_bytes_for(load_vocab_dir(p.in_dir), p.l_tok); }) != STK_OK)
+    if (guard([&] { need = tokenizer_arena_bytes_for(load_vocab(files), p.l_tok); }) != STK_OK)
         need = tokenizer_arena_bytes(bytes, p.l_tok);
     s.add(need);
 }
@@ -538,7 +536,8 @@ void tokenizer_stage_plan(const JobInputs &in, ArrayPlan &plan) {
     const uint32_t L = in.params.l_tok;
     const stk_stage st = STK_STAGE_TOKENIZER;
     bool any = false;
-    tokenizer_file_bytes(in.params.in_dir, &any);
+    const ModelFiles files = files_of(in.model, in.params.in_dir);
+    tokenizer_file_bytes(files, &any);
     if (!any) {
         plan.add(st, dec_spec(0));
         plan.disable_stage(st,
@@ -546,7 +545,7 @@ void tokenizer_stage_plan(const JobInputs &in, ArrayPlan &plan) {
                            "tokenizer.model, or tokenizer.ggml.* keys in a GGUF) in the model");
         return;
     }
-    const Vocab vocab = load_vocab_dir(in.params.in_dir);
+    const Vocab vocab = load_vocab(files);
     uint64_t total = 0;
     plan.add(st, dec_spec(dec_size_for(vocab.pieces, &total, vocab.source.c_str())));
     // Bytepieces as the stage takes them: distinct non-special pieces of 1..L bytes.  Per length,
@@ -600,7 +599,8 @@ void tokenizer_stage_plan(const JobInputs &in, ArrayPlan &plan) {
 
 void tokenizer_stage_run(Job &job) {
     bool any = false;
-    tokenizer_file_bytes(job.in_dir, &any);
+    const ModelFiles files = files_of(job.source, job.in_dir);
+    tokenizer_file_bytes(files, &any);
     if (!any) {
         // Optional input (2.1): no tokenizer, feature disabled, recorded (1.4).
         TokenizerPlan *plan = new (job.arena.alloc(sizeof(TokenizerPlan), alignof(TokenizerPlan))) TokenizerPlan();
@@ -617,7 +617,7 @@ void tokenizer_stage_run(Job &job) {
         digest.finish(job.stages[STK_STAGE_TOKENIZER]);
         return;
     }
-    Vocab vocab = load_vocab_dir(job.in_dir);
+    Vocab vocab = load_vocab(files);
     tokenizer_stage_build(job, vocab);
 }
 

@@ -3,6 +3,7 @@
 
 #include "core/mapped_file.h"
 #include "ingest/gguf_model.h"
+#include "ingest/model_files.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/vocab_internal.h"
 
@@ -120,17 +121,21 @@ static std::string join(const std::string &dir, const char *name) {
     return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
-Vocab load_vocab_dir(const std::string &model_dir) {
-    if (std::string gguf = gguf_model_file(model_dir); !gguf.empty()) return load_gguf_vocab(gguf);
+Vocab load_vocab_dir(const std::string &model_dir) { return load_vocab(resolve_model_files(model_dir)); }
+
+Vocab load_vocab(const ModelFiles &files) {
+    if (files.is_gguf()) return load_gguf_vocab(files.gguf);
+    const std::string &model_dir = files.dir;
+    auto has = [&](const char *n) { return files.has_tokenizer_file(n); };
     std::string p = join(model_dir, "tokenizer.json");
-    if (file_exists(p)) return load_tokenizer_json(p);
+    if (has("tokenizer.json")) return load_tokenizer_json(p);
     std::string v = join(model_dir, "vocab.json"), m = join(model_dir, "merges.txt");
-    if (file_exists(v) && file_exists(m)) return load_gpt2_vocab(v, m);
+    if (has("vocab.json") && has("merges.txt")) return load_gpt2_vocab(v, m);
     std::string e = join(model_dir, "encoder.json"), b = join(model_dir, "vocab.bpe");
-    if (file_exists(e) && file_exists(b)) return load_gpt2_vocab(e, b);
+    if (has("encoder.json") && has("vocab.bpe")) return load_gpt2_vocab(e, b);
     std::string s = join(model_dir, "tokenizer.model");
-    if (file_exists(s)) return load_sentencepiece_model(s);
-    if (file_exists(v)) throw_error(STK_E_NOT_FOUND, "%s: vocab.json without merges.txt", model_dir.c_str());
+    if (has("tokenizer.model")) return load_sentencepiece_model(s);
+    if (has("vocab.json")) throw_error(STK_E_NOT_FOUND, "%s: vocab.json without merges.txt", model_dir.c_str());
     throw_error(STK_E_NOT_FOUND, "%s: no tokenizer.json, vocab.json + merges.txt or tokenizer.model", model_dir.c_str());
 }
 

@@ -24,6 +24,9 @@ class GgufFile;
 // .gguf file, or a directory holding one and no config.json: ingest/gguf_model.h), the tokenizer
 // its metadata describes.  STK_E_NOT_FOUND if none.
 Vocab load_vocab_dir(const std::string &model_dir);
+// The same from a model's resolved files (ingest/model_files.h): no probe of the directory.
+struct ModelFiles;
+Vocab load_vocab(const ModelFiles &files);
 
 // The tokenizer of a GGUF's tokenizer.ggml.* metadata (vocab_gguf.cc says how it is built).
 Vocab load_gguf_vocab(const std::string &path);
