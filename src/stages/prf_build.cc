@@ -98,6 +98,9 @@ struct PrfFitNotes {
 // The largest fitted D_j, as a share of tau: (1 - 0.25)^(-1/2) = 1.155 per such entry in the
 // expected denominator (5.5), which must stay finite (D_j < tau).
 constexpr double kCalibPrfUpperShare = 0.5;
+// The calibrated expected denominator at most (beta_floor = 5e-4 of it stays inside the manifest's
+// bound of 1e9).
+constexpr double kCalibMaxExpected = 1e12;
 
 // Layer l's whitener fitted to its kCalibPrfPairs moments (calib_fit.h), replacing the data-free
 // diag when its R^2 on the moments is higher; kept (and said so) where it is not.
@@ -188,6 +191,14 @@ void prf_build_run(Job &job) {
         whitening_diagonal(wk, s.d_kv, d, diag);
         if (job.calib) prf_calibrate_layer(job, l, d, tau, buf, fit_notes);
         expected[l] = expected_denominator(diag, d, tau);
+        if (job.calib && buf.r2[l] > buf.r2_free[l]) {
+            // A fitted D: the Gaussian-input expectation above no longer describes the kernel (D up
+            // to tau/2 on hundreds of entries gives 1.155^d_model); the calibration pairs' own
+            // logits do, E[exp(l)] for a log-normal l, which the fitted kernel approximates.
+            const double *el = job.calib->layer(l).prf_l;
+            const double var = std::max(0.0, el[1] - el[0] * el[0]);
+            expected[l] = std::min(std::exp(el[0] + 0.5 * var), kCalibMaxExpected);
+        }
         // 5.5 needs a finite expectation (D_j < tau at any sane scale); an infinite one is a
         // bound breach (seed 1.4: prf and the overlays built on it are disabled), not a clamp.
         if (!std::isfinite(expected[l]))
