@@ -273,7 +273,7 @@ struct OvCalibNotes {
 // data-free U and the two weighted candidates on the moments replaces b.U.
 void overlay_calibrate_layer(Job &job, const OvSizes &z, OvBuffers &b, uint32_t l, OvCalibNotes &n) {
     const CalibLayer &cl = job.calib->layer(l);
-    if (!(cl.sections & kCalibAttnOut)) {
+    if (!(cl.sections & kCalibAttnOut) || job.calib->d_v() != z.s.d_v) {  // MLA: moments of the unpadded V
         n.missing++;
         return;
     }
