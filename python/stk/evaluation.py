@@ -439,18 +439,13 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
             weights = {} if lowbit is None else lowbit[module][layer]
             blk.mlp = LowBitFFN(orig, layer, module, weights)
             undo.append(functools.partial(setattr, blk, "mlp", orig))
-    for layer in sorted(plan["window"]):
-        blk = layers[layer]
-        orig = blk.self_attn
-        meters.setdefault(("window", layer), _Meter())
-        blk.self_attn = Window(orig, layer)
-        undo.append(functools.partial(setattr, blk, "self_attn", orig))
-    for layer in sorted(plan["window-prf"]):
-        blk = layers[layer]
-        orig = blk.self_attn
-        meters.setdefault(("window-prf", layer), _Meter())
-        blk.self_attn = WindowPrf(orig, layer)
-        undo.append(functools.partial(setattr, blk, "self_attn", orig))
+    for module, cls in (("window", Window), ("window-prf", WindowPrf)):
+        for layer in sorted(plan[module]):
+            blk = layers[layer]
+            orig = blk.self_attn
+            meters.setdefault((module, layer), _Meter())
+            blk.self_attn = cls(orig, layer)
+            undo.append(functools.partial(setattr, blk, "self_attn", orig))
     attn_layers = plan["prf"] | plan["overlays"] | plan["memory"]
     for layer in sorted(plan["ffn"]):
         blk = layers[layer]
