@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <sys/wait.h>
+
+#include <hwy/targets.h>
 #include <map>
 #include <memory>
 #include <string>
@@ -117,6 +119,35 @@ static void no_calibration_keeps_every_digest(void **) {
     }
     assert_int_equal(a.j().manifest.n_records, b.j().manifest.n_records);
     assert_false(a.has_record("calib"));
+}
+
+// Issue 40: the digests above under every Highway target this CPU runs (the dispatch mocked down
+// to each in turn).  Targets with FMA (AVX2, AVX-512) give the pinned bytes; a dispatch left
+// without one (SSE4, SSSE3, scalar: the sketch passes would round apart) is refused at stk_open
+// with STK_E_UNSUPPORTED, before anything is written.
+static void every_highway_target_keeps_every_digest(void **) {
+    int fma_targets = 0, refused = 0;
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        const bool fma = (target & (HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL)) != 0;
+        Run a(model("llama"), nullptr, 2, STK_STAGE_BRIDGE_INIT);
+        hwy::SetSupportedTargetsForTest(0);
+        if (!fma) {
+            if (a.open != STK_E_UNSUPPORTED) fail_msg("target %s: stk_open gave %d, not STK_E_UNSUPPORTED", hwy::TargetName(target), a.open);
+            if (a.error.find("no AVX2 + FMA") == std::string::npos) fail_msg("target %s: %s", hwy::TargetName(target), a.error.c_str());
+            assert_false(file_exists(a.out));
+            refused++;
+            continue;
+        }
+        if (a.failed || a.open) fail_msg("target %s: %s", hwy::TargetName(target), a.error.c_str());
+        for (const Pin &p : kLlamaPins)
+            if (a.j().stages[p.stage].crc32c != p.crc || a.j().stages[p.stage].sha256_low64 != p.sha)
+                fail_msg("target %s: stage %s crc32c %08x, pinned %08x", hwy::TargetName(target), stk_stage_name(p.stage),
+                         a.j().stages[p.stage].crc32c, p.crc);
+        fma_targets++;
+    }
+    print_message("Highway targets: %d with FMA gave the pinned digests, %d without were refused\n", fma_targets, refused);
+    assert_true(fma_targets >= 1);
 }
 
 static void refusals_name_file_field_and_digests(void **) {
@@ -313,6 +344,7 @@ static void cli_convert_calibrated_then_check(void **) {
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(no_calibration_keeps_every_digest),
+        cmocka_unit_test(every_highway_target_keeps_every_digest),
         cmocka_unit_test(refusals_name_file_field_and_digests),
         cmocka_unit_test(ffn_values_refit_on_the_moments),
         cmocka_unit_test(calibrated_bytes_same_at_any_thread_count),

@@ -208,14 +208,19 @@ static void good_generation_verifies(void **) {
     assert_int_equal(m.stages[STK_STAGE_FFN_COLLAPSE - 1].state, kStageNotImplemented);
     assert_int_equal(m.stages[STK_STAGE_MANIFEST_EMIT - 1].state, kStageRan);
     assert_int_equal(m.stages[STK_STAGE_CHECK - 1].state, kStagePending);
-    // One "feature disabled" record for each stage that does not exist yet (5..8).
-    assert_int_equal(m.records.size(), 4);
-    assert_int_equal(m.records[0].stage, STK_STAGE_FFN_COLLAPSE);
-    assert_int_equal(m.records[0].kind, kRecordFeatureDisabled);
-    assert_int_equal(m.records[0].feature, kFeatureLinear);
-    assert_int_equal(m.records[0].status, STK_E_NOT_IMPLEMENTED);
-    assert_contains(m.records[0].text, "ffn_collapse is not implemented");
-    assert_int_equal(m.records[3].feature, kFeatureBridge);
+    // manifest_emit's note naming the numeric mode (issue 40), then one "feature disabled" record
+    // for each stage that does not exist yet (5..8).
+    assert_int_equal(m.records.size(), 1 + 4);
+    assert_int_equal(m.records[0].stage, STK_STAGE_MANIFEST_EMIT);
+    assert_int_equal(m.records[0].kind, kRecordNote);
+    assert_string_equal(m.records[0].text,
+                        "numeric mode 1: BLIS 0.9 haswell context (AVX2+FMA), reference LAPACK+BLAS, Highway FMA");
+    assert_int_equal(m.records[1].stage, STK_STAGE_FFN_COLLAPSE);
+    assert_int_equal(m.records[1].kind, kRecordFeatureDisabled);
+    assert_int_equal(m.records[1].feature, kFeatureLinear);
+    assert_int_equal(m.records[1].status, STK_E_NOT_IMPLEMENTED);
+    assert_contains(m.records[1].text, "ffn_collapse is not implemented");
+    assert_int_equal(m.records[4].feature, kFeatureBridge);
     // seed_digest: SHA-256 of "stk-params\0" + LE u32 r, rv, l_tok, top_l, flags + LE u64 seed.
     uint8_t rec[39] = "stk-params";
     uint32_t v[5] = {512, 12, 8, 12, 0};
@@ -268,15 +273,17 @@ static void draft_reaches_manifest(void **) {
     assert_int_equal(m.p_gen.size(), 3);
     assert_int_equal(m.p_gen[1], 299);
     assert_memory_equal(m.prev_hash, prev, 32);
-    // Stage records first, in order, then one per not-implemented stage (5..8).
-    assert_int_equal(m.records.size(), 2 + 4);
+    // Stage records first, in order, then the numeric-mode note, then one per not-implemented
+    // stage (5..8).
+    assert_int_equal(m.records.size(), 2 + 1 + 4);
     assert_int_equal(m.records[0].stage, STK_STAGE_PRF);
     assert_int_equal(m.records[0].feature, kFeatureO0Route);
     assert_int_equal(m.records[0].status, STK_E_NONFINITE);
     assert_true(m.records[0].value == 3.5 && m.records[0].bound == 1.0);
     assert_string_equal(m.records[0].text, "guard margin -2 negative: O(0) route disabled");
     assert_int_equal(m.records[1].kind, kRecordInvariantPass);
-    assert_int_equal(m.records[2].stage, STK_STAGE_FFN_COLLAPSE);
+    assert_int_equal(m.records[2].stage, STK_STAGE_MANIFEST_EMIT);
+    assert_int_equal(m.records[3].stage, STK_STAGE_FFN_COLLAPSE);
     // A stage that disabled a feature is recorded as such; one with only a pass record ran.
     assert_int_equal(m.stages[STK_STAGE_PRF - 1].state, kStageDisabled);
     assert_int_equal(m.stages[STK_STAGE_TOKENIZER - 1].state, kStageRan);

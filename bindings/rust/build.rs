@@ -13,8 +13,29 @@ use std::env;
 use std::process::Command;
 
 // libstk.a's own dependencies: the same list as stk_static_link_flags in meson.build (which
-// pkg-config --static --libs stk prints), in link order.
-const STATIC_DEPS: [&str; 12] = ["deflate", "crypto", "isal", "simdjson", "re2", "hwy", "utf8proc", "lapacke", "lapack", "blis", "stdc++", "m"];
+// pkg-config --static --libs stk prints), in link order: the shared ones, then the numeric
+// archives linked statically (docs/decisions.md, "The numeric mode": reference LAPACK over
+// reference BLAS, which Debian keeps in <libdir>/blas/, and BLIS), then what those need.
+const STATIC_DEPS: [&str; 7] = ["deflate", "crypto", "isal", "simdjson", "re2", "hwy", "utf8proc"];
+const NUMERIC_ARCHIVES: [&str; 4] = ["liblapacke.a", "liblapack_pic.a", "libblas.a", "libblis.a"];
+const NUMERIC_TAIL: [&str; 5] = ["gfortran", "gomp", "stdc++", "m", "pthread"];
+
+// The directories of those archives: the C compiler's multiarch libdir and Debian's reference
+// BLAS beside it (<libdir>/blas/libblas.a: the system libblas.so.3 may be another BLAS).
+fn numeric_archive_dirs() -> Vec<String> {
+    let multiarch = Command::new("cc")
+        .arg("-print-multiarch")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let libdir = if multiarch.is_empty() { "/usr/lib".to_string() } else { format!("/usr/lib/{multiarch}") };
+    if !std::path::Path::new(&format!("{libdir}/blas/libblas.a")).exists() {
+        panic!("STK_STATIC=1: no reference BLAS archive {libdir}/blas/libblas.a (Debian's libblas-dev)");
+    }
+    vec![libdir.clone(), format!("{libdir}/blas")]
+}
 
 fn main() {
     println!("cargo:rerun-if-env-changed=STK_LIB_DIR");
@@ -45,7 +66,15 @@ fn main() {
         for dep in STATIC_DEPS {
             println!("cargo:rustc-link-lib=dylib={dep}");
         }
-        println!("cargo:rustc-link-lib=dylib=pthread");
+        for dir in numeric_archive_dirs() {
+            println!("cargo:rustc-link-search=native={dir}");
+        }
+        for archive in NUMERIC_ARCHIVES {
+            println!("cargo:rustc-link-lib=static:+verbatim={archive}");
+        }
+        for dep in NUMERIC_TAIL {
+            println!("cargo:rustc-link-lib=dylib={dep}");
+        }
     } else {
         println!("cargo:rustc-link-lib=dylib=stk");
     }

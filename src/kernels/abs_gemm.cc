@@ -1,12 +1,11 @@
 // Blocked transform-while-packing GEMM over BLIS (see abs_gemm.h).
 #include "kernels/abs_gemm.h"
 
-#include <blis.h>
-
 #include <cmath>
 #include <vector>
 
 #include "core/parallel.h"
+#include "kernels/blis_pinned.h"
 
 namespace stk {
 
@@ -15,12 +14,13 @@ namespace {
 // One BLIS call, always single-threaded: our threads own output blocks, BLIS owns none.
 void sgemm_block(uint64_t m, uint64_t n, uint64_t k, const float *A, uint64_t rsa, const float *B, uint64_t rsb, float beta,
                  float *C, uint64_t rsc) {
+    cntx_t *cntx = kernels::pinned_blis_context();
     rntm_t rntm;
     bli_rntm_init(&rntm);
     bli_rntm_set_num_threads(1, &rntm);
     float alpha = 1.0f;
     bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, dim_t(m), dim_t(n), dim_t(k), &alpha, const_cast<float *>(A), inc_t(rsa),
-                 1, const_cast<float *>(B), inc_t(rsb), 1, &beta, C, inc_t(rsc), 1, nullptr, &rntm);
+                 1, const_cast<float *>(B), inc_t(rsb), 1, &beta, C, inc_t(rsc), 1, cntx, &rntm);
 }
 
 void pack_a_abs(const float *A, uint64_t lda, uint64_t m, uint64_t k0, uint64_t kc, float *out) {

@@ -1,12 +1,28 @@
-// GEMM of linalg.h on BLIS's typed expert API (the only file that includes blis.h).
-#include <blis.h>
-
+// GEMM of linalg.h on BLIS's typed expert API, in the pinned context of blis_pinned.h.
 #include <climits>
+#include <mutex>
 
 #include "core/error.h"
+#include "kernels/blis_pinned.h"
 #include "kernels/linalg.h"
+#include "kernels/numeric_mode.h"
+
+// Not in blis.h (the configuration's init functions are internal): it fills a context with the
+// haswell configuration's kernels and blocksizes.  Our libblis is the static one, so it links.
+extern "C" void bli_cntx_init_haswell(cntx_t *cntx);
 
 namespace stk::kernels {
+
+cntx_t *pinned_blis_context() {
+    static cntx_t cntx;
+    static std::once_flag once;
+    require_numeric_mode();
+    std::call_once(once, [] {
+        bli_init();
+        bli_cntx_init_haswell(&cntx);
+    });
+    return &cntx;
+}
 
 namespace {
 void check_dim(size_t v, const char *what) {
@@ -37,6 +53,7 @@ void blis_gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, T alpha
         return;
     }
     check_gemm(m, n, k, a, b, c, rs_a, cs_a, rs_b, cs_b, rs_c, cs_c, threads);
+    cntx_t *cntx = pinned_blis_context();
     rntm_t rntm;
     bli_rntm_init(&rntm);
     bli_rntm_set_num_threads(dim_t(threads), &rntm);
@@ -44,10 +61,10 @@ void blis_gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, T alpha
     T al = alpha, be = beta;
     if constexpr (sizeof(T) == sizeof(double))
         bli_dgemm_ex(ta, tb, dim_t(m), dim_t(n), dim_t(k), &al, const_cast<T *>(a), inc_t(rs_a), inc_t(cs_a), const_cast<T *>(b),
-                     inc_t(rs_b), inc_t(cs_b), &be, c, inc_t(rs_c), inc_t(cs_c), nullptr, &rntm);
+                     inc_t(rs_b), inc_t(cs_b), &be, c, inc_t(rs_c), inc_t(cs_c), cntx, &rntm);
     else
         bli_sgemm_ex(ta, tb, dim_t(m), dim_t(n), dim_t(k), &al, const_cast<T *>(a), inc_t(rs_a), inc_t(cs_a), const_cast<T *>(b),
-                     inc_t(rs_b), inc_t(cs_b), &be, c, inc_t(rs_c), inc_t(cs_c), nullptr, &rntm);
+                     inc_t(rs_b), inc_t(cs_b), &be, c, inc_t(rs_c), inc_t(cs_c), cntx, &rntm);
 }
 
 }  // namespace

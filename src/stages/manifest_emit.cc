@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/output_file.h"
 #include "format/manifest.h"
+#include "kernels/numeric_mode.h"
 #include "stages/policy.h"
 #include "stages/stages.h"
 
@@ -41,6 +42,14 @@ void manifest_emit_run(Job &job) {
 
     // Every draft record, then one "feature disabled" record per stage that did not run.
     std::vector<ManifestRecord> records(draft.records, draft.records + draft.n_records);
+    {  // the numeric mode every array was computed in (issue 40)
+        ManifestRecord r;
+        r.stage = uint16_t(STK_STAGE_MANIFEST_EMIT);
+        r.kind = kRecordNote;
+        r.feature = kFeatureNone;
+        std::snprintf(r.text, sizeof r.text, "%s", kernels::numeric_mode_name());
+        records.push_back(r);
+    }
     ManifestInput in;
     for (int id = 1; id <= STK_STAGE_COUNT; id++) {
         ManifestStage &s = in.stages[id - 1];

@@ -12,6 +12,7 @@
 #include "core/output_file.h"
 #include "ingest/model.h"
 #include "format/calib_stats.h"
+#include "kernels/numeric_mode.h"
 #include "stages/attn_common.h"
 #include "stages/calib_job.h"
 #include "stages/job.h"
@@ -128,6 +129,9 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     if (file_exists(manifest))
         throw_error(STK_E_OUTPUT_EXISTS, "%s already holds a published generation (%s); write to another directory", p.out_dir,
                     manifest.c_str());
+    // The numeric stages' bytes are pinned to one mode (kernels/numeric_mode.h): a CPU that cannot
+    // run it is refused before the model is read, not after minutes of work.
+    kernels::require_numeric_mode();
     std::unique_ptr<ModelDescription> model = describe_model(p.in_dir);
     bool rv_clamped = false;
     p = normalize_params_for(params, *model, &rv_clamped);

@@ -88,6 +88,23 @@ print(f"acceptance {sys.argv[2]}: {len(rows)} rows, {len(gating) - len(failed)}/
 PY
 done
 
+echo "== SmolLM2 under forced BLIS kernel sets (issue 40: one generation name on every CPU)"
+# The generation name is a function of the manifest, which holds every array's checksums: it must
+# be this one value under BLIS's own choice above and under AVX-512's skx and AVX's sandybridge
+# kernels forced (never run: stk pins its own context; docs/decisions.md, "The numeric mode").
+smol_pinned=$(sed -n 's/^real smollm2 //p' "$root/tests/data/numeric_mode_generations.txt")
+for a in own 0 4; do
+  if [ "$a" = own ]; then gen=$(sed -n 's|^  output .*/generations/\([0-9]*-[0-9a-f]*\) .*|\1|p' "$tmp/smollm2.err")
+  else
+    env BLIS_ARCH_TYPE=$a "$stk" convert --in "$smol" --out "$tmp/smollm2-arch$a" --threads "$threads" >/dev/null 2>"$tmp/arch$a.err" ||
+      { echo "FAIL: stk convert smollm2 BLIS_ARCH_TYPE=$a"; tail -5 "$tmp/arch$a.err"; exit 1; }
+    gen=$(sed -n 's|^  output .*/generations/\([0-9]*-[0-9a-f]*\) .*|\1|p' "$tmp/arch$a.err")
+    rm -rf "$tmp/smollm2-arch$a"
+  fi
+  [ "$gen" = "$smol_pinned" ] || { echo "FAIL: smollm2 BLIS_ARCH_TYPE=$a: generation $gen, pinned $smol_pinned"; exit 1; }
+  echo "ok smollm2 BLIS_ARCH_TYPE=$a: generation $gen"
+done
+
 echo "== DeepSeek-R1-Distill-Qwen-7B: not whole, refused"
 if [ -f "$deepseek" ]; then
   rc=0
