@@ -62,7 +62,7 @@ runs() {  # N LABEL: N runs at once into $cache; every one must succeed
   for i in $(seq 1 "$n"); do
     rc=0
     wait "${pids[$((i - 1))]}" || rc=$?
-    [ "$rc" = 0 ] || fail "$label: run $i of $n exited $rc: $(grep -m3 ERROR "$tmp/$label.$i.err")"
+    [ "$rc" = 0 ] || fail "$label: run $i of $n exited $rc: $(tail -n 2 "$tmp/$label.$i.err")"
     [ "$(cat "$tmp/$label.$i.out")" = "$cache" ] || fail "$label: run $i printed $(cat "$tmp/$label.$i.out")"
   done
   [ "$(sha256sum <"$cache/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf" | cut -d' ' -f1)" = "$want_smol" ] || fail "$label: SmolLM2 bytes"
