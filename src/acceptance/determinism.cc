@@ -177,15 +177,27 @@ void acceptance_determinism(const AcceptanceContext &ctx, std::vector<Acceptance
         p = stk_job_params{};
         p.struct_size = sizeof p;
     }
+    // A calibrated generation reruns on its statistics (acceptance_check_model verified them
+    // against the manifest's SHA-256); without them the reruns are data-free, so they are compared
+    // with each other only, never with the published generation.
+    const std::string calib = acceptance_calibration_sha256(ctx.out_dir);
+    const bool data_free_rerun = !calib.empty() && ctx.calibration.empty();
+    if (!calib.empty() && !ctx.calibration.empty()) p.calibration = ctx.calibration.c_str();
+    const char *with = data_free_rerun ? " (data-free)" : !calib.empty() ? " on the calibration statistics" : "";
     TempDir tmp("stk-acceptance-16.5");
-    acceptance_progress(ctx, "16.5 determinism: a fresh conversion at threads 1");
+    acceptance_progress(ctx, std::string("16.5 determinism: a fresh conversion at threads 1") + with);
     const std::string one = convert(ctx.model_dir, tmp.path + "/threads1", p, 1);
-    acceptance_progress(ctx, "16.5 determinism: a fresh conversion at threads 2");
+    acceptance_progress(ctx, std::string("16.5 determinism: a fresh conversion at threads 2") + with);
     const std::string two = convert(ctx.model_dir, tmp.path + "/threads2", p, 2);
     acceptance_progress(ctx, "16.5 determinism: comparing the generations and their replays");
-    acceptance_compare_generations(one, two, ctx.model_dir, "threads 1/2", rows);
+    acceptance_compare_generations(one, two, ctx.model_dir,
+                                   data_free_rerun ? "threads 1/2, data-free" : !calib.empty() ? "threads 1/2, calibrated" : "threads 1/2",
+                                   rows);
     static const uint8_t zeros[32] = {};
-    if (recovered)
+    if (data_free_rerun)
+        rows.push_back(acceptance_calibrated("16.5 published/rerun", "the published generation against a rerun", calib,
+                                             "give --calibration STATS to rerun on them"));
+    else if (recovered)
         acceptance_compare_generations(ctx.out_dir, one, ctx.model_dir, "published/rerun", rows,
                                        std::memcmp(pub.prev_hash, zeros, 32) != 0);
     else

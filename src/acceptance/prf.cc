@@ -142,8 +142,20 @@ void acceptance_prf(const AcceptanceContext &ctx, std::vector<AcceptanceRow> &ro
         prf_rows(prf_stream(0, l), D.data(), r, d, regen.data(), grow.data());
         if (std::memcmp(regen.data(), prf.payload() + size_t(l) * r * d * 4, size_t(r * d * 4))) mismatched++;
     }
-    rows.push_back(acceptance_row("16.1 prf_W-reproducible", "published prf_W == the generator on the model's W_K, every layer",
-                                  mismatched, 0, "<=", true, fmt("%.0f of %.0f layers differ", mismatched, double(L))));
+    // A calibrated generation's whitener D was fitted to the statistics (prf_build), not taken
+    // from W_K: the data-free generator is not its reference; 16.5 reruns the whole conversion.
+    const std::string calib = acceptance_calibration_sha256(ctx.out_dir);
+    if (!calib.empty())
+        rows.push_back(acceptance_calibrated("16.1 prf_W-reproducible",
+                                             "published prf_W == the generator on the model's W_K, every layer", calib,
+                                             ctx.calibration.empty()
+                                                 ? "give --calibration STATS: 16.5 published/rerun then compares prf_W "
+                                                   "with a rerun on them"
+                                                 : "16.5 published/rerun compares prf_W with a rerun on them"));
+    else
+        rows.push_back(acceptance_row("16.1 prf_W-reproducible",
+                                      "published prf_W == the generator on the model's W_K, every layer", mismatched, 0, "<=",
+                                      true, fmt("%.0f of %.0f layers differ", mismatched, double(L))));
     estimator_rows(d0.data(), d, uint32_t(r), "layer 0 whitening diagonal of the model", rows);
 
     // Model scale.

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "format/calib_stats.h"
 #include "format/manifest.h"
 #include "ingest/model.h"
 #include "stk/stk.h"
@@ -66,7 +67,46 @@ AcceptanceRow acceptance_skipped(const std::string &test, const std::string &def
     return r;
 }
 
+std::string acceptance_calibration_sha256(const std::string &generation_dir) {
+    static const char kPrefix[] = "calib sha256 ";
+    const Manifest m = read_manifest(generation_dir + "/" + kManifestFileName);
+    for (const ManifestRecord &r : m.records) {
+        const std::string text(r.text, strnlen(r.text, sizeof r.text));
+        if (r.stage == STK_STAGE_PARSE_TENSORS && r.kind == kRecordNote && text.rfind(kPrefix, 0) == 0)
+            return text.substr(sizeof kPrefix - 1, 64);
+    }
+    return "";
+}
+
+AcceptanceRow acceptance_calibrated(const std::string &test, const std::string &definition, const std::string &sha256,
+                                    const std::string &instead) {
+    AcceptanceRow r = acceptance_skipped(test, definition, "");
+    r.note = "skipped: calibrated: the generation was fitted to calibration statistics (sha256 " + sha256.substr(0, 16) +
+             "...), which this row's data-free reference does not see; " + instead;
+    return r;
+}
+
+// --calibration STATS: the statistics the manifest records, read whole (CalibStats checks every
+// byte and computes the SHA-256 the manifest records).
+static void check_calibration(const AcceptanceContext &ctx) {
+    const std::string recorded = acceptance_calibration_sha256(ctx.out_dir);
+    if (ctx.calibration.empty()) return;
+    if (recorded.empty())
+        throw_error(STK_E_INVALID_ARGUMENT,
+                    "--calibration %s: %s was converted without calibration statistics (its manifest records none); "
+                    "leave --calibration out",
+                    ctx.calibration.c_str(), ctx.out_dir.c_str());
+    acceptance_progress(ctx, "--calibration: the statistics' SHA-256 against the manifest's");
+    const CalibStats st(ctx.calibration);
+    if (st.digest_hex() != recorded)
+        throw_error(STK_E_INVALID_ARGUMENT,
+                    "--calibration %s is not the statistics %s was fitted to: their SHA-256 is %s, the manifest records %s; "
+                    "give the statistics file the generation was converted with",
+                    ctx.calibration.c_str(), ctx.out_dir.c_str(), st.digest_hex().c_str(), recorded.c_str());
+}
+
 void acceptance_check_model(const AcceptanceContext &ctx) {
+    check_calibration(ctx);
     if (ctx.model_dir.empty()) return;
     const Manifest m = read_manifest(ctx.out_dir + "/" + kManifestFileName);
     const ManifestStage &pub = m.stages[STK_STAGE_PARSE_TENSORS - 1];

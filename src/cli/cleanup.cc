@@ -170,6 +170,12 @@ void copy(char *dst, size_t cap, const std::string &s) {
 void install_fatal_signal_handlers(const char *command) {
     copy(g_command, sizeof g_command, command);
     set_handler(SIGBUS, on_signal);
+    // A reader that left (`stk convert ... 2>&1 | head -5`) must not kill a run silently with its
+    // staging directory left behind: the write fails with EPIPE instead, the line is lost, and
+    // the run ends through its own paths (publish or clean up).  A file-size limit (ulimit -f)
+    // likewise: EFBIG, reported by the write that hit it.
+    set_handler(SIGPIPE, SIG_IGN);
+    set_handler(SIGXFSZ, SIG_IGN);
 }
 
 Cleanup::Cleanup(const char *command, const std::string &dir, const std::string &prefix, bool created_dir, bool json) {

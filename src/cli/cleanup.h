@@ -8,6 +8,9 @@
 //     (entries of `dir` whose names start with `prefix`; a root this run created goes too if it
 //     is empty afterwards), "interrupted (SIGINT)" is printed, and the process exits with 128 +
 //     the signal number (130 for Ctrl-C, 143 for SIGTERM; docs/cli.md).
+//   - SIGPIPE and SIGXFSZ, any command: ignored, so that a closed pipe on stdout / stderr
+//     (`| head`) or a file-size limit makes a write fail (EPIPE, EFBIG) instead of killing the
+//     process with its staging directory left behind; the run ends through its own paths.
 //   - SIGBUS, any command: a mapped file could not be paged in (a file system that ran out of
 //     space under a sparse file, or a file truncated by another process while mapped).  The
 //     same cleanup, a message saying so, and exit code 5 (file system error), never a core dump.
@@ -19,7 +22,7 @@
 
 namespace stk::cli {
 
-// Installs the SIGBUS handler (every command) once; main() calls it first.
+// Installs the SIGBUS handler and ignores SIGPIPE / SIGXFSZ (every command) once; main() calls it first.
 void install_fatal_signal_handlers(const char *command);
 
 // While a Cleanup lives, SIGINT / SIGTERM / SIGHUP remove this process's leftovers in `dir`

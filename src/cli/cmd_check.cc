@@ -13,8 +13,8 @@
 namespace stk::cli {
 
 static const char kCheckHelp[] =
-    "usage: stk check --out DIR [--json] [--acceptance [--model DIR]]\n"
-    "       stk check DIR [--json] [--acceptance [--model DIR]]\n"
+    "usage: stk check --out DIR [--json] [--acceptance [--model DIR] [--calibration STATS]]\n"
+    "       stk check DIR [--json] [--acceptance [--model DIR] [--calibration STATS]]\n"
     "\n"
     "Verify a generations root (its current generation, and the prev_hash/curr_hash chain of the\n"
     "generations present, followed back from CURRENT) or one generation directory: the\n"
@@ -39,9 +39,16 @@ static const char kCheckHelp[] =
     "              the 16.3 surrogate and 16.5 need it (without it they say skipped).  A model\n"
     "              whose weights are not the generation's source (their parse_tensors digest\n"
     "              differs from the manifest's) is refused before any row runs\n"
+    "  --calibration STATS  the statistics a `convert --calibration` generation was fitted to: their\n"
+    "              SHA-256 must be the one the manifest records (refused otherwise, and for a\n"
+    "              data-free generation); 16.5's reruns then convert with them.  Without it, on a\n"
+    "              calibrated generation, the rows whose reference is data-free (16.1\n"
+    "              prf_W-reproducible, 16.2's dictionary rows, 16.5 published/rerun) say skipped:\n"
+    "              calibrated, never FAIL\n"
     "\n"
     "exit codes: 0 verified (and every gating acceptance row passed), 1 an acceptance row\n"
-    "failed or --model is not the generation's source, 2 usage, 4 verification failed,\n"
+    "failed, --model is not the generation's source or --calibration not its statistics,\n"
+    "2 usage, 4 verification failed,\n"
     "5 no such directory / I/O error\n";
 
 // Statuses 20..39 are about the bytes of the generation: "verification failed".
@@ -70,17 +77,19 @@ static void acceptance_ticker(void *user, const char *step, uint32_t suite, uint
 
 // --acceptance on the verified generation `dir`: the table (or the JSON object), and the verdict
 // as the exit code.
-static int run_acceptance_rows(const std::string &out, const std::string &dir, const std::string &model, const char *line,
-                               const stk_verify_report &report, bool json) {
+static int run_acceptance_rows(const std::string &out, const std::string &dir, const std::string &model,
+                               const std::string &calibration, const char *line, const stk_verify_report &report, bool json) {
     stk_acceptance_params ap{};
     ap.struct_size = sizeof ap;
     ap.generation_dir = dir.c_str();
     ap.model_dir = model.c_str();
+    ap.calibration = calibration.empty() ? nullptr : calibration.c_str();
     ap.threads = 1;  // the suites run single-threaded (their figures are seeded, not timed)
     auto t0 = std::chrono::steady_clock::now();
     ap.progress = acceptance_ticker;  // progress() prints only on a terminal
     ap.progress_user = &t0;
-    // A --model that is not the generation's source would fail rows for the wrong reason.
+    // A --model that is not the generation's source (or --calibration not its statistics) would
+    // fail rows for the wrong reason.
     // Refused before any row runs: exit 1 (the input was refused), not a usage error.
     stk_status st = stk_acceptance_check_model(&ap);
     progress("%s", "");
@@ -128,6 +137,7 @@ int cmd_check(int argc, char **argv) {
     }
     std::string out = args.get("out");
     std::string model = args.get("model");
+    std::string calibration = args.get("calibration");
     bool json = args.flag("json");
     bool acceptance = args.flag("acceptance");
     if (!args.finish("check", 1)) return kExitUsage;
@@ -137,6 +147,7 @@ int cmd_check(int argc, char **argv) {
         out = args.positional()[0];
     }
     if (!acceptance && !model.empty()) return report_usage("check", "--model goes with --acceptance", json);
+    if (!acceptance && !calibration.empty()) return report_usage("check", "--calibration goes with --acceptance", json);
     if (out.empty()) return report_usage("check", "--out DIR is required", json);
 
     progress("stk check: verifying %s ...", out.c_str());
@@ -208,7 +219,7 @@ int cmd_check(int argc, char **argv) {
     std::snprintf(line, sizeof line, "%s", full_line.c_str());
     if (acceptance)
         return run_acceptance_rows(out, root ? out + "/" + STK_GENERATIONS_DIR_NAME + "/" + chain.front().e.name : out, model,
-                                   line, report, json);
+                                   calibration, line, report, json);
     if (json) {
         json_result("check", kExitOk, STK_OK, line)
             .str("out", out)

@@ -576,6 +576,10 @@ struct ConvertReport {
     uint64_t bytes = 0;
     size_t n_arrays = 0;
     uint32_t rv = 0;  // the manifest's overlay rank (the default clamped on a narrow model)
+    // --calibration: the SHA-256 of the statistics the stages fitted to and their token count, as
+    // the published manifest records them ("calib sha256 HEX" note of parse_tensors); "" without.
+    std::string calib_sha256;
+    uint64_t calib_tokens = 0;
 };
 
 // What the published manifest says: its hashes, arrays and bytes, the overlay rank, and the
@@ -602,6 +606,11 @@ static void read_published(ConvertReport &rep) {
         std::string text = rec.text;
         if (rec.stage == STK_STAGE_PARSE_TENSORS && rec.kind == STK_RECORD_NOTE && text.rfind("approx: ", 0) == 0)
             rep.approximations.push_back(text.substr(8));
+        static const char kCalib[] = "calib sha256 ";
+        if (rec.stage == STK_STAGE_PARSE_TENSORS && rec.kind == STK_RECORD_NOTE && text.rfind(kCalib, 0) == 0) {
+            rep.calib_sha256 = text.substr(sizeof kCalib - 1, 64);
+            rep.calib_tokens = uint64_t(rec.value);
+        }
     }
     stk_manifest_close(m);
 }
@@ -674,6 +683,12 @@ void print_convert_json(const ConvertOptions &o, const ConvertRun &run, const Co
     }
     Json t;
     t.str("mode", rep.tok_mode).str("reason", rep.tok_why);
+    std::string calib = "null";
+    if (!rep.calib_sha256.empty()) {
+        Json c;
+        c.str("file", o.calibration).str("sha256", rep.calib_sha256).unum("tokens", rep.calib_tokens);
+        calib = c.text();
+    }
     if (rep.tok) t.unum("vocab_size", rep.info.vocab_size).unum("ltok", rep.info.l_tok);
     const bool published = rep.published;
     json_result("convert", run.exit_code, run.failed_status, rep.summary)
@@ -689,6 +704,7 @@ void print_convert_json(const ConvertOptions &o, const ConvertRun &run, const Co
         .unum("bytes", rep.bytes)
         .unum("arena_bytes", arena_bytes)
         .raw("tokenizer", t.text())
+        .raw("calibration", calib)
         .raw("disabled_features", json_array(dis))
         .raw("policy_disabled", json_array(br))
         .raw("approximations", json_array(apx))
@@ -706,6 +722,12 @@ void print_convert_summary(const ConvertOptions &o, const ConvertReport &rep) {
                  rep.previous.empty() ? "none (the root's first generation)" : rep.previous.c_str());
     std::fprintf(stderr, "  arrays      %zu, %s (%llu bytes of payload)\n", rep.n_arrays, human_bytes(rep.bytes).c_str(),
                  (unsigned long long)rep.bytes);
+    if (!rep.calib_sha256.empty())
+        std::fprintf(stderr, "  calibration %s\n",
+                     wrap(o.calibration + " (sha256 " + rep.calib_sha256 + ", " + std::to_string(rep.calib_tokens) +
+                              " tokens): the stages fitted to these statistics",
+                          14)
+                         .c_str());
     if (rep.tok)
         std::fprintf(stderr, "  tokenizer   %s\n",
                      wrap(rep.tok_mode + ": " + (rep.tok_why.empty() ? "-" : rep.tok_why), 14).c_str());

@@ -12,7 +12,9 @@
 namespace stk {
 
 MappedFile::MappedFile(const std::string &path, bool follow_symlinks) : path_(path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (follow_symlinks ? 0 : O_NOFOLLOW));
+    // O_NONBLOCK: a FIFO (or a device) given as a file is refused below, never waited on in open()
+    // for a writer that may not come; a regular file's reads and mapping ignore the flag.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow_symlinks ? 0 : O_NOFOLLOW));
     if (fd < 0 && errno == ELOOP && !follow_symlinks)
         throw_error(STK_E_CORRUPT,
                     "%s is a symbolic link: a generation's files are plain files; refused (a link can "
@@ -28,7 +30,13 @@ MappedFile::MappedFile(const std::string &path, bool follow_symlinks) : path_(pa
     }
     if (!S_ISREG(st.st_mode)) {
         ::close(fd);
-        throw_error(STK_E_IO, "%s: not a regular file", path.c_str());
+        const char *kind = S_ISFIFO(st.st_mode)  ? "a FIFO (named pipe)"
+                           : S_ISDIR(st.st_mode) ? "a directory"
+                           : S_ISCHR(st.st_mode) ? "a character device"
+                           : S_ISBLK(st.st_mode) ? "a block device"
+                           : S_ISSOCK(st.st_mode) ? "a socket"
+                                                  : "not a file";
+        throw_error(STK_E_IO, "%s: not a regular file (%s): refused, a file is read whole and mapped", path.c_str(), kind);
     }
     size_ = uint64_t(st.st_size);
     opened_ = true;

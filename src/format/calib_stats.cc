@@ -1,7 +1,8 @@
 // The calibration statistics reader: see calib_stats.h and docs/format.md ("Calibration
 // statistics").  Every size is computed with checked arithmetic from the header's dimensions
-// (bounded first), the file must be exactly as long as they say, and nothing is read before the
-// header crc32c and the payload's SHA-256 have matched.
+// (bounded first), the file must be exactly as long as they say (checked before the payload is
+// hashed: a huge file whose header and table do not describe it costs nothing), and no value is
+// read before the header crc32c and the payload's SHA-256 have matched.
 #include "format/calib_stats.h"
 
 #include <cinttypes>
@@ -38,9 +39,12 @@ const char *section_name(uint32_t bit) {
 
 }  // namespace
 
-CalibStats::CalibStats(const std::string &path) : file_(path), name_(path) { parse(file_.data(), file_.size()); }
+CalibStats::CalibStats(const std::string &path, const std::function<void(const CalibStats &)> &before_digest)
+    : file_(path), name_(path) {
+    parse(file_.data(), file_.size(), before_digest);
+}
 
-CalibStats::CalibStats(const uint8_t *data, uint64_t size, const std::string &name) : name_(name) { parse(data, size); }
+CalibStats::CalibStats(const uint8_t *data, uint64_t size, const std::string &name) : name_(name) { parse(data, size, {}); }
 
 std::string CalibStats::digest_hex() const {
     static const char kHex[] = "0123456789abcdef";
@@ -52,7 +56,7 @@ std::string CalibStats::digest_hex() const {
     return s;
 }
 
-void CalibStats::parse(const uint8_t *p, uint64_t size) {
+void CalibStats::parse(const uint8_t *p, uint64_t size, const std::function<void(const CalibStats &)> &before_digest) {
     const std::string &f = name_;
     if (size < kCalibHeaderBytes)
         throw_at(STK_E_TRUNCATED, f, size, "%" PRIu64 " bytes: shorter than the 128-byte calibration statistics header",
@@ -100,12 +104,6 @@ void CalibStats::parse(const uint8_t *p, uint64_t size) {
     if (file_bytes != size)
         throw_at(STK_E_SIZE_MISMATCH, f, off::file_bytes,
                  "the header's file_bytes is %" PRIu64 " but the file has %" PRIu64 " bytes", file_bytes, size);
-
-    // The payload's digest (bytes 128 .. end), before any of the payload is read.
-    const Sha256Digest d = sha256(p + kCalibHeaderBytes, size_t(size - kCalibHeaderBytes));
-    if (std::memcmp(d.bytes, p + off::sha256, 32) != 0)
-        throw_at(STK_E_CHECKSUM, f, off::sha256, "SHA-256 of bytes 128..%" PRIu64 " does not match the header's", size);
-    std::memcpy(digest_, d.bytes, 32);
 
     // Section sizes in f64 values (checked: the bounds above keep them far from 2^64, but every
     // size from input is computed the checked way).
@@ -159,6 +157,21 @@ void CalibStats::parse(const uint8_t *p, uint64_t size) {
     if (expect != size)
         throw_at(expect > size ? STK_E_TRUNCATED : STK_E_SIZE_MISMATCH, f, expect > size ? size : expect,
                  "the header and layer table describe %" PRIu64 " bytes, the file has %" PRIu64, expect, size);
+    // The caller's checks of the dimensions (the model's shape), still before the digest: a file
+    // that cannot be used is refused without reading its payload (a 64 GiB one in microseconds).
+    if (before_digest) before_digest(*this);
+
+    // The payload's digest (bytes 128 .. end), before any value is read.  The header passed its
+    // crc32c, so the digest field at 64 is as written: a mismatch is a change in bytes 128 .. end.
+    // One digest covers them all; the changed byte cannot be located closer than that range.
+    const Sha256Digest d = sha256(p + kCalibHeaderBytes, size_t(size - kCalibHeaderBytes));
+    if (std::memcmp(d.bytes, p + off::sha256, 32) != 0)
+        throw_at(STK_E_CHECKSUM, f, kCalibHeaderBytes,
+                 "bytes 128..%" PRIu64 " (the layer table and every layer's sections) do not match the SHA-256 the "
+                 "header records at offset 64 (the header passed its crc32c): they were changed after they were "
+                 "written, somewhere in that range (one digest covers it: no closer location)",
+                 size);
+    std::memcpy(digest_, d.bytes, 32);
 
     // The views, every value finite.
     uint64_t at = table_end;

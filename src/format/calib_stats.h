@@ -37,6 +37,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -84,12 +85,15 @@ struct CalibLayer {
 };
 
 // A validated statistics file.  The constructors check every byte of structure (magic, version,
-// reserved zeros, header crc32c, sizes with checked arithmetic, file_bytes against the size,
-// the SHA-256 of the payload, every value finite) and throw stk::Error (STK_E_BAD_MAGIC,
-// STK_E_CORRUPT, STK_E_CHECKSUM, ...) naming the file, the layer and section, and the offset.
+// reserved zeros, header crc32c, sizes with checked arithmetic, file_bytes and the layer table
+// against the size), then the SHA-256 of the payload, then every value finite, and throw
+// stk::Error (STK_E_BAD_MAGIC, STK_E_CORRUPT, STK_E_CHECKSUM, ...) naming the file, the layer and
+// section, and the offset.  The file is opened without blocking (a FIFO is refused, never waited on).
 class CalibStats {
 public:
-    explicit CalibStats(const std::string &path);
+    // `before_digest` (may be empty): the caller's checks of the header's dimensions, run after
+    // the structure checks and before the payload is hashed (it throws to refuse).
+    explicit CalibStats(const std::string &path, const std::function<void(const CalibStats &)> &before_digest = {});
     // Bytes in memory, kept by the caller (the fuzz target); `name` names them in messages.
     CalibStats(const uint8_t *data, uint64_t size, const std::string &name);
 
@@ -101,12 +105,12 @@ public:
     uint32_t d_v() const { return d_v_; }
     uint32_t n_pairs() const { return n_pairs_; }
     uint64_t tokens() const { return tokens_; }
-    const uint8_t *digest() const { return digest_; }  // 32 bytes: SHA-256 of bytes 128..end
+    const uint8_t *digest() const { return digest_; }  // 32 bytes: SHA-256 of bytes 128..end (zero in before_digest)
     std::string digest_hex() const;
     const CalibLayer &layer(uint32_t l) const { return layers_[l]; }
 
 private:
-    void parse(const uint8_t *data, uint64_t size);
+    void parse(const uint8_t *data, uint64_t size, const std::function<void(const CalibStats &)> &before_digest);
     MappedFile file_;
     std::string name_;
     uint64_t model_sha256_low64_ = 0;

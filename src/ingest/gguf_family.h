@@ -101,7 +101,6 @@ struct GgufMeta {
     const std::string &path;
     const std::string &arch;  // general.architecture
     uint64_t d = 0, layers = 0, heads = 0, kv = 0, vocab = 0, experts = 0;
-    bool head_copy = false;  // the family's GgufFamily::head_copy
 
     std::string key(const char *k) const { return arch + "." + k; }
     // {arch}.k as a scalar (nullptr when absent; an array is refused).
@@ -110,8 +109,10 @@ struct GgufMeta {
     const GgufTensorInfo *tensor(const char *name) const { return f.find_tensor(name); }
     // The FFN width as the tensors give it: the rows of blk.0.ffn_up.weight.
     uint64_t ffn_width_from_tensors() const;
-    // No output.weight, or (where the family says the converter copies it) output.weight the
-    // same type, shape and bytes as token_embd.weight.
+    // No output.weight, or output.weight the same type, shape and bytes as token_embd.weight:
+    // converters store a tied head again as a copy (llama.cpp's BLOOM today, GPT-2 before mid-2025,
+    // MPT's first script), and a head equal to the embedding bit for bit is the tied head in every
+    // family (the same logits), so the copy is read as the tie, never as a second matrix.
     bool tied_head() const;
 };
 
@@ -128,7 +129,6 @@ struct GgufFamily {
     bool permute_qk = false;                          // Q/K rows permuted per head (LlamaModel.permute)
     bool norm_plus_one = false;                       // "*norm.weight" stored as weight + 1
     bool fused_qkv = false;                           // attn_qkv stored [Q; K; V]: the config's layout back
-    bool head_copy = false;                           // output.weight may be a copy of token_embd.weight
     // config.json
     const char *kv_key = "num_key_value_heads";       // nullptr: written by `config` or not at all
     const char *ffn_key = "intermediate_size";        // the FFN width's key

@@ -136,7 +136,7 @@ uint64_t GgufMeta::ffn_width_from_tensors() const {
 bool GgufMeta::tied_head() const {
     const GgufTensorInfo *out = tensor("output.weight"), *emb = tensor("token_embd.weight");
     if (!out) return true;
-    if (!head_copy || !emb || out->type != emb->type || out->shape != emb->shape || out->n_bytes != emb->n_bytes) return false;
+    if (!emb || out->type != emb->type || out->shape != emb->shape || out->n_bytes != emb->n_bytes) return false;
     return std::memcmp(f.tensor_data(*out), f.tensor_data(*emb), size_t(out->n_bytes)) == 0;
 }
 
@@ -201,7 +201,6 @@ std::string gguf_config_json(const GgufFile &f, const std::string &path) {
     const Found found = find_family(arch, path);
     const GgufFamily &F = *found.gguf;
     GgufMeta m{f, path, arch};
-    m.head_copy = F.head_copy;
 
     const GgufTensorInfo *emb = m.tensor("token_embd.weight");
     if (!emb || emb->shape.size() != 2)
@@ -569,7 +568,6 @@ GgufModel open_gguf_model(const std::string &path) {
     out.parsed = parse_model_config(gguf_config_json(meta, path), path + " (GGUF metadata)");
     const ModelConfig &cfg = out.parsed.config;
     GgufMeta gm{meta, path, arch};
-    gm.head_copy = F.head_copy;
 
     std::unique_ptr<Checkpoint> raw = open_gguf_checkpoint(path);
     const std::vector<TensorRef> &rt = raw->tensors();
@@ -625,8 +623,8 @@ GgufModel open_gguf_model(const std::string &path) {
         else if (stem == "position_embd" && F.globals.pos) hf = F.globals.pos;
         else if (stem == "token_embd_norm" && F.globals.emb_norm) hf = F.globals.emb_norm;
         else if (stem == "output_norm" && F.globals.final_norm) hf = F.globals.final_norm;
-        else if (stem == "output" && F.head_copy && suffix == ".weight" && gm.tied_head())
-            continue;  // the tied head, stored again by older converters: the embedding is the head
+        else if (stem == "output" && suffix == ".weight" && gm.tied_head())
+            continue;  // the tied head, stored again as a copy (GgufMeta::tied_head): the embedding is the head
         else if (stem == "output" && F.globals.head) hf = F.globals.head;
         else if (stem == "rope_freqs" || stem == "rope_factors_long" || stem == "rope_factors_short")
             continue;  // llama.cpp's precomputed RoPE factors: in the config

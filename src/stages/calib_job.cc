@@ -32,30 +32,36 @@ uint32_t cfg_mla_dv(const ModelConfig &c) { return c.mla ? c.n_heads * c.v_head_
 
 void calib_open(Job &job, const ModelDescription &model) {
     if (!job.params.calibration) return;
-    job.calib = new CalibStats(job.params.calibration);
-    const CalibStats &st = *job.calib;
     const CalibShape want = calib_shape_of(model.plan.config);
-    auto check = [&](const char *field, uint32_t have, uint32_t need) {
-        if (have != need)
-            throw_error(STK_E_INVALID_ARGUMENT,
-                        "calibration statistics %s: %s is %u, this model's is %u (statistics of another model's shape)",
-                        st.name().c_str(), field, have, need);
+    bool mla_width = false;
+    // The shape checks run inside the reader, before it hashes the payload: statistics of another
+    // model's shape are refused without reading them (docs/format.md, "Checks of the calibration
+    // statistics reader").
+    auto shape = [&](const CalibStats &st) {
+        auto check = [&](const char *field, uint32_t have, uint32_t need) {
+            if (have != need)
+                throw_error(STK_E_INVALID_ARGUMENT,
+                            "calibration statistics %s: %s is %u, this model's is %u (statistics of another model's shape)",
+                            st.name().c_str(), field, have, need);
+        };
+        check("n_layers", st.n_layers(), want.n_layers);
+        check("d_model", st.d_model(), want.d_model);
+        // DeepSeek's MLA: o_proj reads n_heads x v_head_dim, the stages' d_v pads V to the q/k head
+        // width; moments of that width are the model's own, and the overlay basis stays data-free.
+        mla_width = cfg_mla_dv(model.plan.config) == st.d_v() && st.d_v() != want.d_v;
+        if (!mla_width) check("d_v", st.d_v(), want.d_v);
+        // n_pairs 0 on a RoPE model: the writer could not read this family's rotary pairs (GPT-J's
+        // interleaved pairs, Phi-3's fused qkv) and wrote no RoPE section; the bank stays data-free.
+        if (st.n_pairs() != 0 || want.n_pairs == 0) check("n_pairs", st.n_pairs(), want.n_pairs);
     };
-    check("n_layers", st.n_layers(), want.n_layers);
-    check("d_model", st.d_model(), want.d_model);
-    // DeepSeek's MLA: o_proj reads n_heads x v_head_dim, the stages' d_v pads V to the q/k head
-    // width; moments of that width are the model's own, and the overlay basis stays data-free.
-    const bool mla_width = cfg_mla_dv(model.plan.config) == st.d_v() && st.d_v() != want.d_v;
-    if (!mla_width) check("d_v", st.d_v(), want.d_v);
-    else
+    job.calib = new CalibStats(job.params.calibration, shape);
+    const CalibStats &st = *job.calib;
+    if (mla_width)
         draft_add_record(job.manifest, STK_STAGE_PARSE_TENSORS, kRecordNote, kFeatureNone, STK_OK, double(st.d_v()),
                          double(want.d_v),
                          "calibration: attention outputs %u wide (n_heads x v_head_dim), the arrays' d_v %u (MLA's padded "
                          "V): the overlay basis stays data-free",
                          st.d_v(), want.d_v);
-    // n_pairs 0 on a RoPE model: the writer could not read this family's rotary pairs (GPT-J's
-    // interleaved pairs, Phi-3's fused qkv) and wrote no RoPE section; the bank stays data-free.
-    if (st.n_pairs() != 0 || want.n_pairs == 0) check("n_pairs", st.n_pairs(), want.n_pairs);
     draft_add_record(job.manifest, STK_STAGE_PARSE_TENSORS, kRecordNote, kFeatureNone, STK_OK, double(st.tokens()), 0,
                      "calib sha256 %s; value = tokens", st.digest_hex().c_str());
 }

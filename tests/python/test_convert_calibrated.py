@@ -194,3 +194,29 @@ def test_manifest_names_the_statistics(gens):
     mem = records(cal, "calibrated: bank vs the activations' RoPE kernel")
     assert len(mem) == 1 and 0 < mem[0]["value"] <= 1
     print("memory cosine over 512 steps", mem[0]["value"])
+
+
+def test_cli_summary_names_the_statistics(gens, tmp_path):
+    """`stk convert --calibration STATS` says so: the summary (stderr) and the --json object name
+    the statistics file and its SHA-256 (hashlib over bytes 128.. of the file, docs/format.md) and
+    token count (the header's u64 at 48); a data-free convert says nothing of calibration."""
+    import hashlib
+    import json
+    import subprocess
+    from stk import _lib
+    stats = gens[0]
+    b = open(stats, "rb").read()
+    sha, tokens = hashlib.sha256(b[128:]).hexdigest(), struct.unpack_from("<Q", b, 48)[0]
+    base = [_lib.binary_path(), "convert", str(TINY_LLAMA), "--r", str(R), "--rv", str(RV), "--allow-uncertified-tokenizer"]
+    p = subprocess.run(base + [str(tmp_path / "text"), "--calibration", str(stats)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    want = f"  calibration {stats} (sha256 {sha}, {tokens} tokens): the stages fitted to these statistics"
+    assert any(line.startswith("  calibration ") for line in p.stderr.splitlines()), p.stderr
+    assert " ".join(want.split()) in " ".join(p.stderr.split()), p.stderr  # wrap() breaks lines at spaces
+    p = subprocess.run(base + [str(tmp_path / "json"), "--calibration", str(stats), "--json"], capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["calibration"] == {"file": str(stats), "sha256": sha, "tokens": tokens}
+    p = subprocess.run(base + [str(tmp_path / "free"), "--json"], capture_output=True, text=True)
+    assert p.returncode == 0 and json.loads(p.stdout)["calibration"] is None, p.stderr
+    assert "calibration" not in p.stderr

@@ -65,7 +65,6 @@ extern const GgufFamily kGgufGpt2 = {
     .layer = kGpt2Layer,
     .globals = {"wte", "wpe", nullptr, "ln_f", "lm_head"},
     .transposed = kGpt2Transposed,
-    .head_copy = true,  // GPT2Model before mid-2025: "GPT2 output is tied to (same as) wte"
     .whole_config = gpt2_gguf_config,
 };
 
