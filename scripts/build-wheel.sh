@@ -18,7 +18,7 @@
 # 4. auditwheel repair --plat $POLICY: every library outside the policy that libstk.so or the stk
 #    binary needs (libdeflate, OpenSSL's libcrypto, isa-l, simdjson, RE2, Highway, utf8proc, and
 #    BLIS / LAPACK / gfortran where they are shared) is copied into stk.libs/ under a hashed name,
-#    and both ELF files get a RUNPATH to it ($ORIGIN/../stk.libs, $ORIGIN/../../stk.libs).
+#    and both ELF files get an RPATH to it, their NEEDED entries renamed ($ORIGIN/../stk.libs, $ORIGIN/../../stk.libs).
 # 5. auditwheel show on the result: the policy it is consistent with must be $POLICY.
 #
 # The policy: the lowest whose symbol versions cover every version the two ELF files and the
