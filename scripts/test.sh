@@ -62,6 +62,24 @@ else
   echo "real models: SKIPPED: scripts/fetch-real-models.sh failed: $(grep -m1 ERROR build-test.fetch.log || tail -1 build-test.fetch.log)"
 fi
 grep -h 'WARNING' build-test.fetch.log | head -3 || true
+# The binary wheel as a user installs it: scripts/build-wheel.sh builds it (release, the kept
+# build-wheel/ folder and ccache make a rerun a relink at most) and repairs it into a manylinux
+# wheel with its libraries bundled; tests/wheel_install.py installs it into a fresh venv and runs
+# the README's Python block and the `stk` console script from a temporary folder.
+if whl=$(bash scripts/build-wheel.sh build-wheel-dist | tail -1) && [ -f "$whl" ]; then
+  wrc=0
+  python3 tests/wheel_install.py "$whl" . >build-wheel.test.log 2>&1 || wrc=$?
+  cat build-wheel.test.log
+  wok=$(sed -n 's/^wheel: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' build-wheel.test.log)
+  wfail=$(sed -n 's/^wheel: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' build-wheel.test.log)
+  if [ -z "$wok" ]; then wok=0; wfail=1; fi  # the script died before its summary
+  if [ "$wrc" != 0 ] && [ "$wfail" = 0 ]; then wfail=1; fi
+  total_pass=$((total_pass + wok))
+  total_fail=$((total_fail + wfail))
+else
+  echo "wheel: 0 passed, 1 failed (scripts/build-wheel.sh failed; build-wheel.log)"
+  total_fail=$((total_fail + 1))
+fi
 # The libFuzzer targets (clang, whole library instrumented): build them and run each over its
 # seed corpus once (-runs=0 executes the corpus only), so the fuzz build never rots.
 if command -v clang++ >/dev/null; then
@@ -87,6 +105,6 @@ if command -v clang++ >/dev/null; then
   total_pass=$((total_pass + fpass))
   total_fail=$((total_fail + ffail))
 fi
-echo "disk: $(du -sh build-test build-asan build-fuzz 2>/dev/null | awk '{printf "%s%s %s", sep, $2, $1; sep = ", "}') after the builds"
+echo "disk: $(du -sh build-test build-asan build-fuzz build-wheel 2>/dev/null | awk '{printf "%s%s %s", sep, $2, $1; sep = ", "}') after the builds"
 echo "${total_pass} passed, ${total_fail} failed"
 [ "$total_fail" = 0 ]

@@ -2,14 +2,15 @@
 # Upgrades the test suite's Python references on purpose, in one command:
 #   1. re-resolves scripts/requirements-test.in with pip-compile (pip-tools) into the lock
 #      scripts/requirements-test.txt: every package, transitive ones included, at one exact version
-#      with the SHA-256 of each of its files on PyPI;
+#      with the SHA-256 of each of its files on PyPI; and scripts/requirements-wheel.in (the
+#      packaging tools of scripts/build-wheel.sh) the same way into scripts/requirements-wheel.txt;
 #   2. rewrites the pins of pyproject.toml's optional dependencies (`eval = [...]`) to the
 #      lock's versions;
 #   3. installs the lock into the repository's venv (scripts/make-venv.sh:
 #      ${STK_VENV:-${STK_CACHE:-$HOME/.cache/stk}/venv}), hashes checked;
 #   4. reruns the tests that use the references (meson test --no-suite real in the build folder
 #      ${STK_BUILD:-build-test}, set up as scripts/test.sh's release build if absent).
-# Then review `git diff` and commit the lock and pyproject.toml together.
+# Then review `git diff` and commit the locks and pyproject.toml together.
 #
 # Usage: scripts/upgrade-references.sh                  every reference to its newest release
 #        scripts/upgrade-references.sh NAME...          only those packages; the rest keep their pins
@@ -33,7 +34,7 @@ for a in "$@"; do
   case "$a" in
     --no-upgrade) upgrade=() ;;
     --no-test) run_tests=0 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) echo "upgrade-references: unknown option $a" >&2; exit 2 ;;
     *) names+=("$a") ;;
   esac
@@ -52,14 +53,19 @@ if [ ! -x "$tools/bin/pip-compile" ] || \
     "pip==$PIP_VERSION" "pip-tools==$PIP_TOOLS_VERSION"
 fi
 
-# 1. The lock.  A machine's own wheel folder (PIP_FIND_LINKS) must not enter it.
+# 1. The locks.  A machine's own wheel folder (PIP_FIND_LINKS) must not enter them.
+compile_lock() {  # IN OUT: pip-compile scripts/IN into the file scripts/OUT
+  (cd scripts && env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL \
+    "$tools/bin/pip-compile" --quiet --generate-hashes --allow-unsafe --strip-extras \
+    --no-emit-find-links --no-emit-index-url --no-header --resolver=backtracking \
+    ${upgrade[@]+"${upgrade[@]}"} -o "$2" "$1")
+}
 new=$(mktemp scripts/requirements-test.txt.XXXXXX)
 trap 'rm -f "$new" "$new.body"' EXIT
 cp scripts/requirements-test.txt "$new.body"
-(cd scripts && env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL \
-  "$tools/bin/pip-compile" --quiet --generate-hashes --allow-unsafe --strip-extras \
-  --no-emit-find-links --no-emit-index-url --no-header --resolver=backtracking \
-  ${upgrade[@]+"${upgrade[@]}"} -o "$(basename "$new.body")" requirements-test.in)
+compile_lock requirements-test.in "$(basename "$new.body")"
+# The packaging tools of scripts/build-wheel.sh: their own lock (their venv is not the test venv).
+compile_lock requirements-wheel.in requirements-wheel.txt
 { cat <<'EOF'
 # The test suite's Python references, pinned with their hashes: written by
 # scripts/upgrade-references.sh from scripts/requirements-test.in (do not edit by hand), installed
@@ -97,7 +103,7 @@ EOF
 # 3. The venv.
 py=$(bash scripts/make-venv.sh)
 echo "upgrade-references: lock written, venv ${py%/bin/python3} updated"
-git --no-pager diff --stat -- scripts/requirements-test.txt pyproject.toml 2>/dev/null || true
+git --no-pager diff --stat -- scripts/requirements-test.txt scripts/requirements-wheel.txt pyproject.toml 2>/dev/null || true
 
 # 4. The tests that read the references.
 if [ "$run_tests" = 1 ]; then

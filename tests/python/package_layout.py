@@ -1,8 +1,8 @@
 """The wheel's contents without building it: configure the tree as pyproject.toml does
 (-Dpython=true ...) and check meson's install plan for the python-runtime tag, the only tag
 meson-python installs: the package's modules, its libstk.so and the stk binary, and nothing else.
-(The full route, `python -m build` then a fresh venv, is too slow for every CI run; it is recorded
-in docs/decisions.md, "Python".)
+(The full route, the wheel built, repaired and installed into a fresh venv, is scripts/test.sh's
+wheel step: scripts/build-wheel.sh then tests/wheel_install.py.)
 
 usage: package_layout.py MESON SOURCE_ROOT SCRATCH_DIR
 """

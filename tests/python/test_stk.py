@@ -370,6 +370,26 @@ def test_python_m_stk_is_the_command(converted):
         assert (a.returncode, a.stdout) == (b.returncode, b.stdout)
 
 
+def test_console_script_help_and_python_commands():
+    """`stk` (pyproject.toml's console script: stk.cli:main, argv[0] the script) and `python -m stk`:
+    --help is the binary's usage after one line naming the Python commands; `help eval` is
+    `eval --help` (the binary has no eval)."""
+    script = "import sys; from stk.cli import main; sys.argv[0] = '/venv/bin/stk'; sys.exit(main())"
+    usage = subprocess.run([_lib.binary_path(), "--help"], capture_output=True, text=True).stdout
+    for cmd, prog in (([sys.executable, "-c", script], "stk"), ([sys.executable, "-m", "stk"], "python -m stk")):
+        r = subprocess.run([*cmd, "--help"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == (f"{prog}: the stk command (below), plus the Python commands: `eval`, `calibrate` "
+                            f"({prog} eval --help)\n\n" + usage)
+        for name in ("eval", "calibrate"):
+            r = subprocess.run([*cmd, "help", name], capture_output=True, text=True)
+            assert r.returncode == 0 and r.stdout.startswith(f"usage: stk {name} "), (r.stdout[:200], r.stderr)
+    # any other `help COMMAND` is the binary's
+    r = subprocess.run([sys.executable, "-c", script, "help", "check"], capture_output=True, text=True)
+    b = subprocess.run([_lib.binary_path(), "help", "check"], capture_output=True, text=True)
+    assert (r.returncode, r.stdout) == (b.returncode, b.stdout) and b.stdout.startswith("usage: stk check ")
+
+
 def test_progress_true_draws_a_tqdm_bar(fresh_root, tiny, capsys):
     pytest.importorskip("tqdm")
     s = stk.convert(tiny, fresh_root, progress=True)
