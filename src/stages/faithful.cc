@@ -1,0 +1,332 @@
+// The faithful profile's writer (stages/faithful.h; docs/format.md "Faithful profile").
+//
+// parse_tensors' plan lists every streamed tensor with its role, layer and expert in a fixed order
+// (layers in order; in a layer roles, then norm slots, then experts), so the tensors of one array
+// (one kind in one layer; a kind's routed experts stacked) are consecutive.  Each tensor is
+// materialised in f32 (materialize_f32: transposes and fused-QKV parts as the roles present them),
+// encoded, appended to its array's streaming writer, and dropped: the resident set is one tensor
+// in f32 plus its encoding, and the bytes do not depend on the thread count (one writer, in plan
+// order).
+#include "stages/faithful.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/bytes.h"
+#include "core/checked.h"
+#include "core/error.h"
+#include "core/float16.h"
+#include "core/output_file.h"
+#include "format/lowbit.h"
+#include "ingest/model.h"
+#include "stages/attn_common.h"
+#include "stages/outputs.h"
+
+namespace stk {
+
+namespace {
+
+const char *norm_kind_base(NormSlot s) {
+    switch (s) {
+        case NormSlot::Attn: return "attn_norm";
+        case NormSlot::Ffn: return "ffn_norm";
+        case NormSlot::Final: return "final_norm";
+        case NormSlot::Emb: return "emb_norm";
+        case NormSlot::PostAttn: return "post_attn_norm";
+        case NormSlot::PostFfn: return "post_ffn_norm";
+        case NormSlot::QNorm: return "q_norm";
+        case NormSlot::KNorm: return "k_norm";
+        case NormSlot::QLora: return "q_a_norm";
+        case NormSlot::KvLora: return "kv_a_norm";
+        case NormSlot::None: break;
+    }
+    return nullptr;
+}
+
+// FFN matrices and biases: "ffn_" (dense), "shared_" (the MoE shared expert), "experts_" (the
+// routed experts, stacked).
+const char *ffn_kind(const PlanTensor &t, const char *dense, const char *shared, const char *routed) {
+    return t.expert == kNoExpert ? dense : t.expert == kSharedExpert ? shared : routed;
+}
+
+bool is_ffn_matrix(const PlanTensor &t) {
+    return t.rank == 2 && (t.role == Role::FFN_W1 || t.role == Role::FFN_W2 || t.role == Role::FFN_W3);
+}
+
+// Matrices are bf16 (or int8 for the FFN's with STK_JOB_FAITHFUL_FFN_INT8), except the router's
+// and the shared expert's gate (f32: routing decisions flip on small differences, and they are
+// small); vectors (norms, biases, sink logits) f32.
+DType element_type(const PlanTensor &t, bool ffn_int8) {
+    if (t.rank != 2 || t.role == Role::ROUTER_GATE || t.role == Role::SHARED_GATE) return DType::F32;
+    if (ffn_int8 && is_ffn_matrix(t)) return DType::I8;
+    return DType::BF16;
+}
+
+struct Group {
+    uint32_t first = 0, count = 0;  // consecutive plan tensors of one array
+};
+
+}  // namespace
+
+const char *faithful_kind(const PlanTensor &t) {
+    if (t.tied || t.composed) return nullptr;
+    switch (t.role) {
+        case Role::EMB: return "tok_emb";
+        case Role::POS_EMB: return "pos_emb";
+        case Role::LM_HEAD: return "head";
+        case Role::LM_HEAD_B: return "head_b";
+        case Role::Q: return "attn_q";
+        case Role::K: return "attn_k";
+        case Role::V: return "attn_v";
+        case Role::O: return "attn_o";
+        case Role::Q_B: return "attn_q_b";
+        case Role::K_B: return "attn_k_b";
+        case Role::V_B: return "attn_v_b";
+        case Role::O_B: return "attn_o_b";
+        case Role::ATTN_SINK: return "attn_sink";
+        case Role::MLA_Q_A: return "mla_q_a";
+        case Role::MLA_Q_B: return "mla_q_b";
+        case Role::MLA_KV_A: return "mla_kv_a";
+        case Role::MLA_KV_B: return "mla_kv_b";
+        case Role::FFN_W1: return ffn_kind(t, "ffn_w1", "shared_w1", "experts_w1");
+        case Role::FFN_W2: return ffn_kind(t, "ffn_w2", "shared_w2", "experts_w2");
+        case Role::FFN_W3: return ffn_kind(t, "ffn_w3", "shared_w3", "experts_w3");
+        case Role::FFN_B1: return ffn_kind(t, "ffn_b1", "shared_b1", "experts_b1");
+        case Role::FFN_B2: return ffn_kind(t, "ffn_b2", "shared_b2", "experts_b2");
+        case Role::FFN_B3: return ffn_kind(t, "ffn_b3", "shared_b3", "experts_b3");
+        case Role::ROUTER_GATE: return "router";
+        case Role::ROUTER_B: return "router_b";
+        case Role::SHARED_GATE: return "shared_gate";
+        case Role::LN_G:
+        case Role::LN_B: {
+            static const char *const kG[] = {nullptr,      "attn_norm.w",      "ffn_norm.w",      "final_norm.w",
+                                             "emb_norm.w", "post_attn_norm.w", "post_ffn_norm.w", "q_norm.w",
+                                             "k_norm.w",   "q_a_norm.w",       "kv_a_norm.w"};
+            static const char *const kB[] = {nullptr,      "attn_norm.b",      "ffn_norm.b",      "final_norm.b",
+                                             "emb_norm.b", "post_attn_norm.b", "post_ffn_norm.b", "q_norm.b",
+                                             "k_norm.b",   "q_a_norm.b",       "kv_a_norm.b"};
+            const unsigned s = unsigned(t.slot);
+            if (norm_kind_base(t.slot) && s < sizeof kG / sizeof kG[0]) return t.role == Role::LN_G ? kG[s] : kB[s];
+            break;
+        }
+        default: break;
+    }
+    throw_error(STK_E_NOT_IMPLEMENTED, "faithful profile: tensor '%s' (role %s, layer %d) has no array in this profile",
+                t.name, role_name(t.role), int(t.layer));
+}
+
+std::string faithful_array_name(const PlanTensor &t) {
+    const char *k = faithful_kind(t);
+    if (!k) return std::string();
+    if (t.layer < 0) return std::string(k) + ".bin";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "L%03d.%s.bin", int(t.layer), k);
+    return buf;
+}
+
+namespace {
+
+uint64_t largest_tensor(const ModelPlan &p) {
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < p.n_streamed; i++) n = std::max(n, p.tensors[i].n_elements);
+    return n;
+}
+
+struct FaithfulBuffers {
+    float *values, *rows;
+    uint8_t *encoded;
+};
+FaithfulBuffers faithful_buffers(const ModelPlan &p, Buffers &b) {
+    const uint64_t n = largest_tensor(p);
+    FaithfulBuffers o{};
+    o.values = b.array<float>(n);
+    o.rows = b.array<float>(p.max_row_floats ? p.max_row_floats : 1);
+    o.encoded = static_cast<uint8_t *>(b.bytes(checked_mul(n, 2, "faithful encode buffer")));
+    return o;
+}
+
+void set_str(uint8_t out[32], const char *s) {
+    std::memset(out, 0, 32);
+    const size_t n = strnlen(s, 31);
+    for (size_t i = 0; i < n; i++) out[i] = (s[i] >= 0x20 && s[i] <= 0x7e) ? uint8_t(s[i]) : uint8_t('?');
+}
+
+// The rotary frequencies of each table (row 0 the global base with the config's scaling, row 1
+// Gemma 3's local base, unscaled, as transformers builds rotary_emb_local), as rope_angles does for
+// memory_fit: one definition of the angles.
+std::vector<std::vector<double>> rope_tables(const ModelConfig &c, std::string *note) {
+    ModelConfig g = c;
+    if (c.mla) g.rotary_dim = c.qk_rope_dim;
+    std::vector<std::vector<double>> t(1);
+    rope_angles(g, t[0], note);
+    if (c.rope_local_theta > 0) {
+        ModelConfig l = g;
+        l.rope_theta = c.rope_local_theta;
+        l.rope_scaling_type[0] = 0;
+        t.emplace_back();
+        rope_angles(l, t[1], nullptr);
+    }
+    return t;
+}
+
+void fill_runtime(const Job &job, const ModelConfig &c, uint32_t rope_pairs, ManifestDraft &d) {
+    ManifestRuntime &r = d.runtime;
+    r = ManifestRuntime();
+    r.profile = kRuntimeProfileFaithful;
+    r.sinks = job.params.sinks;
+    r.window = job.params.window;
+    r.kv_dtype = uint32_t(DType::F32);
+    r.weight_dtype = uint32_t(DType::BF16);
+    r.ffn_dtype = uint32_t((job.params.flags & STK_JOB_FAITHFUL_FFN_INT8) ? DType::I8 : DType::BF16);
+    set_str(r.model_type, c.model_type);
+    r.n_layers = c.n_layers, r.d_model = c.d_model, r.n_heads = c.n_heads, r.n_kv_heads = c.n_kv_heads;
+    r.head_dim = c.head_dim, r.vocab_size = c.vocab_size, r.ffn_dim = c.ffn_dim;
+    r.ffn_kind = uint32_t(c.ffn_kind);
+    set_str(r.activation, c.activation);
+    r.norm_kind = uint32_t(c.norm), r.norms_per_layer = c.norms_per_layer, r.post_norms = c.post_norms;
+    r.qk_norm = uint32_t(c.qk_norm), r.norm_bias = c.norm_bias;
+    r.norm_eps = c.norm_eps, r.norm_offset = c.norm_offset;
+    r.emb_multiplier = c.emb_multiplier, r.residual_multiplier = c.residual_multiplier, r.logit_scale = c.logit_scale;
+    const double qk_dim = c.mla ? double(c.qk_nope_dim + c.qk_rope_dim) : double(c.head_dim);
+    r.score_scale = c.attn_scale > 0 ? c.attn_scale : (qk_dim > 0 ? 1 / std::sqrt(qk_dim) : 0);
+    r.attn_softcap = c.attn_softcap, r.final_softcap = c.final_softcap;
+    r.positions = uint32_t(c.positions);
+    r.rotary_dim = c.mla ? c.qk_rope_dim : (c.rotary_dim ? c.rotary_dim : (c.positions == PosKind::Rope ? c.head_dim : 0));
+    r.rope_pairs = rope_pairs, r.rope_interleaved = c.rope_interleaved;
+    r.rope_theta = c.rope_theta, r.rope_local_theta = c.rope_local_theta, r.rope_attn_factor = c.rope_attn_factor;
+    r.alibi_scale = c.alibi_scale;
+    r.pos_offset = c.pos_offset, r.sliding_window = c.sliding_window, r.parallel_attn = c.parallel_attn;
+    r.tied_embeddings = c.tied_embeddings, r.emb_norm = c.emb_norm;
+    r.qkv_bias = c.qkv_bias, r.o_bias = c.o_bias, r.mlp_bias = c.mlp_bias, r.lm_head_bias = c.lm_head_bias;
+    r.attn_sinks = c.attn_sinks;
+    r.n_experts = c.n_experts, r.top_k = c.top_k, r.moe_ffn_dim = c.moe_ffn_dim, r.shared_expert_ffn_dim = c.shared_expert_ffn_dim;
+    r.shared_expert_gate = c.shared_expert_gate, r.norm_topk_prob = c.norm_topk_prob;
+    set_str(r.router, c.router);
+    r.first_moe_layer = c.first_moe_layer, r.moe_layer_step = c.moe_layer_step, r.n_group = c.n_group;
+    r.topk_group = c.topk_group, r.expert_bias = c.expert_bias, r.router_bias = c.router_bias;
+    r.routed_scaling = c.routed_scaling, r.swiglu_limit = c.swiglu_limit, r.gated_up_offset = c.gated_up_offset;
+    r.mla = c.mla, r.mla_rope_interleaved = c.mla_rope_interleaved, r.q_lora_rank = c.q_lora_rank;
+    r.kv_lora_rank = c.kv_lora_rank, r.qk_nope_dim = c.qk_nope_dim, r.qk_rope_dim = c.qk_rope_dim, r.v_head_dim = c.v_head_dim;
+    r.mla_rope_gain = c.mla_rope_gain;
+    if (c.n_layers > kRuntimeMaxLayers) throw_error(STK_E_UNSUPPORTED, "faithful profile: %u layers, at most %u", c.n_layers, kRuntimeMaxLayers);
+    for (uint32_t l = 0; l < c.n_layers; l++) {
+        RuntimeLayer &e = d.runtime_layers[l];
+        const bool sliding = c.sliding_window && c.layer_is_sliding(l);
+        e.kind = sliding ? 1 : 0;
+        e.model_window = sliding ? c.sliding_window : 0;
+        e.moe = c.n_experts && c.layer_is_moe(l) ? 1 : 0;
+        e.rope_table = sliding && c.rope_local_theta > 0 ? 1 : 0;
+    }
+    d.has_runtime = true;
+}
+
+}  // namespace
+
+void faithful_size(const JobInputs &in, ArenaSizer &s) {
+    if (!job_is_faithful(in.params)) return;
+    Buffers b(s);
+    faithful_buffers(in.model->plan, b);
+}
+
+void faithful_write(Job &job, const ModelPlan &plan, StageDigest &digest) {
+    const ModelConfig &c = plan.config;
+    const bool ffn_int8 = (job.params.flags & STK_JOB_FAITHFUL_FFN_INT8) != 0;
+    Buffers alloc(job.arena);
+    FaithfulBuffers buf = faithful_buffers(plan, alloc);
+    const Checkpoint &ckpt = *job.source->checkpoint;
+    const std::vector<TensorRef> &refs = ckpt.tensors();
+    std::vector<uint8_t> inflate_scratch;
+    const std::string dir = std::string(job.out_dir) + "/" + kArraysDirName;
+    make_dirs(dir);
+
+    // The arrays in plan order: a group is a run of consecutive tensors with the same name.
+    std::vector<Group> groups;
+    std::vector<std::string> names;
+    for (uint32_t i = 0; i < plan.n_streamed; i++) {
+        std::string name = faithful_array_name(plan.tensors[i]);
+        if (name.empty()) continue;
+        if (!groups.empty() && names.back() == name && groups.back().first + groups.back().count == i) {
+            groups.back().count++;
+            continue;
+        }
+        for (const std::string &n : names)
+            if (n == name)
+                throw_error(STK_E_INTERNAL, "faithful profile: array %s's tensors are not consecutive in the plan", name.c_str());
+        groups.push_back(Group{i, 1});
+        names.push_back(name);
+    }
+    job_work_begin(job, groups.size(), "arrays");
+    for (size_t g = 0; g < groups.size(); g++) {
+        const PlanTensor &t0 = plan.tensors[groups[g].first];
+        const uint32_t count = groups[g].count;
+        const bool stacked = t0.expert >= 0;
+        if (!stacked && count != 1)
+            throw_error(STK_E_INTERNAL, "faithful profile: %u tensors for array %s", count, names[g].c_str());
+        for (uint32_t k = 0; k < count; k++) {
+            const PlanTensor &t = plan.tensors[groups[g].first + k];
+            if (t.rank != t0.rank || t.dims[0] != t0.dims[0] || (t.rank == 2 && t.dims[1] != t0.dims[1]) ||
+                (stacked && t.expert != int32_t(k)))
+                throw_error(STK_E_PARAM_COUNT, "faithful profile: tensor '%s' (expert %d) does not stack with '%s' in %s", t.name,
+                            int(t.expert), t0.name, names[g].c_str());
+        }
+        const DType dt = element_type(t0, ffn_int8);
+        ArraySpec spec;
+        spec.name = names[g];
+        spec.dtype = dt;
+        spec.rank = 0;
+        if (stacked) spec.dims[spec.rank++] = count;
+        spec.dims[spec.rank++] = t0.dims[0];
+        if (t0.rank == 2) spec.dims[spec.rank++] = t0.dims[1];
+        ArrayWriter w(dir, spec);
+        std::vector<float> scales;
+        for (uint32_t k = 0; k < count; k++) {
+            const PlanTensor &t = plan.tensors[groups[g].first + k];
+            const TensorRef &src = refs[t.source];
+            const uint8_t *bytes = ckpt.tensor_bytes(src, inflate_scratch);
+            materialize_f32(t, src, bytes, buf.values, buf.rows);
+            ckpt.release(src);
+            const uint64_t n = t.n_elements;  // finite: parse_tensors refused NaN/Inf unless --allow-nonfinite
+            if (dt == DType::F32) {
+                w.append(buf.values, size_t(n * 4));
+            } else if (dt == DType::BF16) {
+                for (uint64_t i = 0; i < n; i++) store_le<uint16_t>(buf.encoded + 2 * i, f32_to_bf16_rne(buf.values[i]));
+                w.append(buf.encoded, size_t(n * 2));
+            } else {
+                const LwtQuant q = lwt_choose_quant(LwtDType::I8, buf.values, n);
+                lwt_pack(LwtDType::I8, buf.values, n, q, buf.encoded);
+                w.append(buf.encoded, size_t(n));
+                scales.push_back(q.scale);
+            }
+        }
+        job_record_array(job, STK_STAGE_PARSE_TENSORS, digest, spec.name.c_str(), w.finish());
+        if (dt == DType::I8) {
+            // One f32 scale per matrix (per expert when stacked): value = code * scale.
+            ArraySpec sc(names[g].substr(0, names[g].size() - 4) + ".scale.bin", DType::F32, {uint64_t(scales.size())});
+            ArrayWriter sw(dir, sc);
+            sw.append(scales.data(), scales.size() * 4);
+            job_record_array(job, STK_STAGE_PARSE_TENSORS, digest, sc.name.c_str(), sw.finish());
+        }
+        job_work_add(job, 1);
+    }
+
+    // Rotary frequencies, one row per table (docs/format.md): f64, so a reader may compute its
+    // angles in f64 or round them to f32 as transformers does.
+    uint32_t pairs = 0;
+    if (c.positions == PosKind::Rope) {
+        std::string note;
+        std::vector<std::vector<double>> tables = rope_tables(c, &note);
+        pairs = uint32_t(tables[0].size());
+        if (!note.empty())
+            draft_add_record(job.manifest, STK_STAGE_PARSE_TENSORS, kRecordNote, kFeatureNone, STK_OK, 0, 0, "faithful: %s",
+                             note.c_str());
+        ArraySpec spec("rope_inv_freq.bin", DType::F64, {uint64_t(tables.size()), uint64_t(pairs)});
+        ArrayWriter w(dir, spec);
+        for (const auto &row : tables) w.append(row.data(), row.size() * 8);
+        job_record_array(job, STK_STAGE_PARSE_TENSORS, digest, spec.name.c_str(), w.finish());
+    }
+    fill_runtime(job, c, pairs, job.manifest);
+}
+
+}  // namespace stk
