@@ -129,6 +129,11 @@ struct ManifestRuntime {
     uint32_t positions = 0;  // 0 none, 1 learned, 2 rope, 3 alibi
     uint32_t rotary_dim = 0, rope_pairs = 0, rope_interleaved = 0;
     double rope_theta = 0, rope_local_theta = 0, rope_attn_factor = 0, alibi_scale = 0;
+    // The rope_scaling the global table applies (rope_inv_freq.bin holds the result).
+    uint8_t rope_scaling_type[32] = {};
+    double rope_scaling_factor = 0, rope_low_freq_factor = 0, rope_high_freq_factor = 0, rope_beta_fast = 0, rope_beta_slow = 0;
+    uint64_t rope_original_max = 0, max_positions = 0;
+    uint32_t rope_yarn_truncate = 0;
     uint32_t pos_offset = 0, sliding_window = 0, parallel_attn = 0, tied_embeddings = 0, emb_norm = 0;
     uint32_t qkv_bias = 0, o_bias = 0, mlp_bias = 0, lm_head_bias = 0, attn_sinks = 0;
     uint32_t n_experts = 0, top_k = 0;

@@ -20,6 +20,7 @@
 #include "core/float16.h"
 #include "core/output_file.h"
 #include "format/lowbit.h"
+#include "ingest/faithful_names.h"
 #include "ingest/model.h"
 #include "stages/attn_common.h"
 #include "stages/outputs.h"
@@ -27,29 +28,6 @@
 namespace stk {
 
 namespace {
-
-const char *norm_kind_base(NormSlot s) {
-    switch (s) {
-        case NormSlot::Attn: return "attn_norm";
-        case NormSlot::Ffn: return "ffn_norm";
-        case NormSlot::Final: return "final_norm";
-        case NormSlot::Emb: return "emb_norm";
-        case NormSlot::PostAttn: return "post_attn_norm";
-        case NormSlot::PostFfn: return "post_ffn_norm";
-        case NormSlot::QNorm: return "q_norm";
-        case NormSlot::KNorm: return "k_norm";
-        case NormSlot::QLora: return "q_a_norm";
-        case NormSlot::KvLora: return "kv_a_norm";
-        case NormSlot::None: break;
-    }
-    return nullptr;
-}
-
-// FFN matrices and biases: "ffn_" (dense), "shared_" (the MoE shared expert), "experts_" (the
-// routed experts, stacked).
-const char *ffn_kind(const PlanTensor &t, const char *dense, const char *shared, const char *routed) {
-    return t.expert == kNoExpert ? dense : t.expert == kSharedExpert ? shared : routed;
-}
 
 bool is_ffn_matrix(const PlanTensor &t) {
     return t.rank == 2 && (t.role == Role::FFN_W1 || t.role == Role::FFN_W2 || t.role == Role::FFN_W3);
@@ -72,58 +50,15 @@ struct Group {
 
 const char *faithful_kind(const PlanTensor &t) {
     if (t.tied || t.composed) return nullptr;
-    switch (t.role) {
-        case Role::EMB: return "tok_emb";
-        case Role::POS_EMB: return "pos_emb";
-        case Role::LM_HEAD: return "head";
-        case Role::LM_HEAD_B: return "head_b";
-        case Role::Q: return "attn_q";
-        case Role::K: return "attn_k";
-        case Role::V: return "attn_v";
-        case Role::O: return "attn_o";
-        case Role::Q_B: return "attn_q_b";
-        case Role::K_B: return "attn_k_b";
-        case Role::V_B: return "attn_v_b";
-        case Role::O_B: return "attn_o_b";
-        case Role::ATTN_SINK: return "attn_sink";
-        case Role::MLA_Q_A: return "mla_q_a";
-        case Role::MLA_Q_B: return "mla_q_b";
-        case Role::MLA_KV_A: return "mla_kv_a";
-        case Role::MLA_KV_B: return "mla_kv_b";
-        case Role::FFN_W1: return ffn_kind(t, "ffn_w1", "shared_w1", "experts_w1");
-        case Role::FFN_W2: return ffn_kind(t, "ffn_w2", "shared_w2", "experts_w2");
-        case Role::FFN_W3: return ffn_kind(t, "ffn_w3", "shared_w3", "experts_w3");
-        case Role::FFN_B1: return ffn_kind(t, "ffn_b1", "shared_b1", "experts_b1");
-        case Role::FFN_B2: return ffn_kind(t, "ffn_b2", "shared_b2", "experts_b2");
-        case Role::FFN_B3: return ffn_kind(t, "ffn_b3", "shared_b3", "experts_b3");
-        case Role::ROUTER_GATE: return "router";
-        case Role::ROUTER_B: return "router_b";
-        case Role::SHARED_GATE: return "shared_gate";
-        case Role::LN_G:
-        case Role::LN_B: {
-            static const char *const kG[] = {nullptr,      "attn_norm.w",      "ffn_norm.w",      "final_norm.w",
-                                             "emb_norm.w", "post_attn_norm.w", "post_ffn_norm.w", "q_norm.w",
-                                             "k_norm.w",   "q_a_norm.w",       "kv_a_norm.w"};
-            static const char *const kB[] = {nullptr,      "attn_norm.b",      "ffn_norm.b",      "final_norm.b",
-                                             "emb_norm.b", "post_attn_norm.b", "post_ffn_norm.b", "q_norm.b",
-                                             "k_norm.b",   "q_a_norm.b",       "kv_a_norm.b"};
-            const unsigned s = unsigned(t.slot);
-            if (norm_kind_base(t.slot) && s < sizeof kG / sizeof kG[0]) return t.role == Role::LN_G ? kG[s] : kB[s];
-            break;
-        }
-        default: break;
-    }
+    const NormSlot slot = (t.role == Role::LN_G || t.role == Role::LN_B) ? t.slot : NormSlot::None;
+    if (const FaithfulKind *k = faithful_kind_of(t.role, slot, expert_class(t.expert))) return k->name;
     throw_error(STK_E_NOT_IMPLEMENTED, "faithful profile: tensor '%s' (role %s, layer %d) has no array in this profile",
                 t.name, role_name(t.role), int(t.layer));
 }
 
 std::string faithful_array_name(const PlanTensor &t) {
     const char *k = faithful_kind(t);
-    if (!k) return std::string();
-    if (t.layer < 0) return std::string(k) + ".bin";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "L%03d.%s.bin", int(t.layer), k);
-    return buf;
+    return k ? faithful_file_name(*faithful_kind_named(k), t.layer) : std::string();
 }
 
 namespace {
@@ -197,6 +132,10 @@ void fill_runtime(const Job &job, const ModelConfig &c, uint32_t rope_pairs, Man
     r.rope_pairs = rope_pairs, r.rope_interleaved = c.rope_interleaved;
     r.rope_theta = c.rope_theta, r.rope_local_theta = c.rope_local_theta, r.rope_attn_factor = c.rope_attn_factor;
     r.alibi_scale = c.alibi_scale;
+    set_str(r.rope_scaling_type, c.rope_scaling_type);
+    r.rope_scaling_factor = c.rope_scaling_factor, r.rope_low_freq_factor = c.rope_low_freq_factor;
+    r.rope_high_freq_factor = c.rope_high_freq_factor, r.rope_beta_fast = c.rope_beta_fast, r.rope_beta_slow = c.rope_beta_slow;
+    r.rope_original_max = c.rope_original_max, r.max_positions = c.max_positions, r.rope_yarn_truncate = c.rope_yarn_truncate;
     r.pos_offset = c.pos_offset, r.sliding_window = c.sliding_window, r.parallel_attn = c.parallel_attn;
     r.tied_embeddings = c.tied_embeddings, r.emb_norm = c.emb_norm;
     r.qkv_bias = c.qkv_bias, r.o_bias = c.o_bias, r.mlp_bias = c.mlp_bias, r.lm_head_bias = c.lm_head_bias;

@@ -21,7 +21,7 @@ inline bool job_is_faithful(const stk_job_params &p) { return (p.flags & STK_JOB
 // or null for one the profile does not write (a tied head, a pure buffer).  Throws
 // STK_E_NOT_IMPLEMENTED naming the role for a role the profile has no array for.
 const char *faithful_kind(const PlanTensor &t);
-// Its array file name: "<kind>.bin" for the model-wide ones, "L<layer, 3 digits>.<kind>.bin".
+// Its array file name (ingest/faithful_names.h): "<kind>.bin", "L<layer, 4 digits>.<kind>.bin".
 std::string faithful_array_name(const PlanTensor &t);
 
 // Arena the writer needs beside parse_tensors' own buffers (one tensor in f32 and encoded).
