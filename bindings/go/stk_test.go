@@ -92,7 +92,7 @@ func TestStageNames(t *testing.T) {
 
 func TestStructSizes(t *testing.T) {
 	if runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64" {
-		if jobParamsSize() != 56 || verifyReportSize() != 288 {
+		if jobParamsSize() != 64 || verifyReportSize() != 288 {
 			t.Fatalf("sizeof stk_job_params %d, stk_verify_report %d", jobParamsSize(), verifyReportSize())
 		}
 	}

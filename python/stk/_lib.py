@@ -43,7 +43,8 @@ def binary_path() -> str:
 class JobParams(Structure):
     _fields_ = [("struct_size", c_size_t), ("in_dir", c_char_p), ("out_dir", c_char_p), ("r", c_uint32),
                 ("rv", c_uint32), ("l_tok", c_uint32), ("top_l", c_uint32), ("threads", c_uint32),
-                ("flags", c_uint32), ("calibration", c_char_p)]
+                ("flags", c_uint32), ("calibration", c_char_p),
+                ("sinks", c_uint32), ("window", c_uint32)]
 
 
 class VerifyReport(Structure):

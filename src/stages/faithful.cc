@@ -24,6 +24,7 @@
 #include "ingest/model.h"
 #include "stages/attn_common.h"
 #include "stages/outputs.h"
+#include "stages/plan.h"
 
 namespace stk {
 
@@ -42,14 +43,12 @@ DType element_type(const PlanTensor &t, bool ffn_int8) {
     return DType::BF16;
 }
 
-struct Group {
-    uint32_t first = 0, count = 0;  // consecutive plan tensors of one array
-};
-
 }  // namespace
 
 const char *faithful_kind(const PlanTensor &t) {
-    if (t.tied || t.composed) return nullptr;
+    // A stored rotary_emb.inv_freq (ROPE_ALPHA) is a buffer transformers recomputes from the
+    // config and never loads: rope_inv_freq.bin holds the frequencies, computed the same way.
+    if (t.tied || t.composed || t.role == Role::ROPE_ALPHA) return nullptr;
     const NormSlot slot = (t.role == Role::LN_G || t.role == Role::LN_B) ? t.slot : NormSlot::None;
     if (const FaithfulKind *k = faithful_kind_of(t.role, slot, expert_class(t.expert))) return k->name;
     throw_error(STK_E_NOT_IMPLEMENTED, "faithful profile: tensor '%s' (role %s, layer %d) has no array in this profile",
@@ -169,6 +168,83 @@ void faithful_size(const JobInputs &in, ArenaSizer &s) {
     faithful_buffers(in.model->plan, b);
 }
 
+namespace {
+
+// One weight array of the profile: consecutive plan tensors (one kind in one layer; a kind's
+// routed experts stacked) and the spec they are written under.
+struct FaithfulArray {
+    ArraySpec spec;
+    uint32_t first = 0, count = 0;
+    bool scaled = false;  // int8: its "<stem>.scale.bin" follows
+};
+
+ArraySpec scale_spec(const FaithfulArray &a) {
+    return ArraySpec(a.spec.name.substr(0, a.spec.name.size() - 4) + ".scale.bin", DType::F32, {uint64_t(a.count)});
+}
+
+// The weight arrays in plan order (the writer's order), with their specs: what faithful_write
+// writes and faithful_plan lists, from one computation.
+std::vector<FaithfulArray> faithful_layout(const ModelPlan &plan, bool ffn_int8) {
+    std::vector<FaithfulArray> out;
+    for (uint32_t i = 0; i < plan.n_streamed; i++) {
+        std::string name = faithful_array_name(plan.tensors[i]);
+        if (name.empty()) continue;
+        if (!out.empty() && out.back().spec.name == name && out.back().first + out.back().count == i) {
+            out.back().count++;
+            continue;
+        }
+        for (const FaithfulArray &a : out)
+            if (a.spec.name == name)
+                throw_error(STK_E_INTERNAL, "faithful profile: array %s's tensors are not consecutive in the plan", name.c_str());
+        FaithfulArray a;
+        a.spec.name = std::move(name);
+        a.first = i, a.count = 1;
+        out.push_back(std::move(a));
+    }
+    for (FaithfulArray &a : out) {
+        const PlanTensor &t0 = plan.tensors[a.first];
+        const bool stacked = t0.expert >= 0;
+        if (!stacked && a.count != 1)
+            throw_error(STK_E_INTERNAL, "faithful profile: %u tensors for array %s", a.count, a.spec.name.c_str());
+        for (uint32_t k = 0; k < a.count; k++) {
+            const PlanTensor &t = plan.tensors[a.first + k];
+            if (t.rank != t0.rank || t.dims[0] != t0.dims[0] || (t.rank == 2 && t.dims[1] != t0.dims[1]) ||
+                (stacked && t.expert != int32_t(k)))
+                throw_error(STK_E_PARAM_COUNT, "faithful profile: tensor '%s' (expert %d) does not stack with '%s' in %s", t.name,
+                            int(t.expert), t0.name, a.spec.name.c_str());
+        }
+        a.spec.dtype = element_type(t0, ffn_int8);
+        a.spec.rank = 0;
+        if (stacked) a.spec.dims[a.spec.rank++] = a.count;
+        a.spec.dims[a.spec.rank++] = t0.dims[0];
+        if (t0.rank == 2) a.spec.dims[a.spec.rank++] = t0.dims[1];
+        a.scaled = a.spec.dtype == DType::I8;
+    }
+    return out;
+}
+
+// The rotary table's spec (none without RoPE): one f64 row per table (docs/format.md).
+bool rope_spec(const ModelConfig &c, ArraySpec &spec, std::vector<std::vector<double>> *tables, std::string *note) {
+    if (c.positions != PosKind::Rope) return false;
+    std::vector<std::vector<double>> t = rope_tables(c, note);
+    spec = ArraySpec("rope_inv_freq.bin", DType::F64, {uint64_t(t.size()), uint64_t(t[0].size())});
+    if (tables) *tables = std::move(t);
+    return true;
+}
+
+}  // namespace
+
+void faithful_plan(const JobInputs &in, ArrayPlan &out) {
+    if (!job_is_faithful(in.params)) return;
+    const ModelPlan &plan = in.model->plan;
+    for (const FaithfulArray &a : faithful_layout(plan, (in.params.flags & STK_JOB_FAITHFUL_FFN_INT8) != 0)) {
+        out.add(STK_STAGE_PARSE_TENSORS, a.spec);
+        if (a.scaled) out.add(STK_STAGE_PARSE_TENSORS, scale_spec(a));
+    }
+    ArraySpec rope;
+    if (rope_spec(plan.config, rope, nullptr, nullptr)) out.add(STK_STAGE_PARSE_TENSORS, rope);
+}
+
 void faithful_write(Job &job, const ModelPlan &plan, StageDigest &digest) {
     const ModelConfig &c = plan.config;
     const bool ffn_int8 = (job.params.flags & STK_JOB_FAITHFUL_FFN_INT8) != 0;
@@ -180,48 +256,14 @@ void faithful_write(Job &job, const ModelPlan &plan, StageDigest &digest) {
     const std::string dir = std::string(job.out_dir) + "/" + kArraysDirName;
     make_dirs(dir);
 
-    // The arrays in plan order: a group is a run of consecutive tensors with the same name.
-    std::vector<Group> groups;
-    std::vector<std::string> names;
-    for (uint32_t i = 0; i < plan.n_streamed; i++) {
-        std::string name = faithful_array_name(plan.tensors[i]);
-        if (name.empty()) continue;
-        if (!groups.empty() && names.back() == name && groups.back().first + groups.back().count == i) {
-            groups.back().count++;
-            continue;
-        }
-        for (const std::string &n : names)
-            if (n == name)
-                throw_error(STK_E_INTERNAL, "faithful profile: array %s's tensors are not consecutive in the plan", name.c_str());
-        groups.push_back(Group{i, 1});
-        names.push_back(name);
-    }
-    job_work_begin(job, groups.size(), "arrays");
-    for (size_t g = 0; g < groups.size(); g++) {
-        const PlanTensor &t0 = plan.tensors[groups[g].first];
-        const uint32_t count = groups[g].count;
-        const bool stacked = t0.expert >= 0;
-        if (!stacked && count != 1)
-            throw_error(STK_E_INTERNAL, "faithful profile: %u tensors for array %s", count, names[g].c_str());
-        for (uint32_t k = 0; k < count; k++) {
-            const PlanTensor &t = plan.tensors[groups[g].first + k];
-            if (t.rank != t0.rank || t.dims[0] != t0.dims[0] || (t.rank == 2 && t.dims[1] != t0.dims[1]) ||
-                (stacked && t.expert != int32_t(k)))
-                throw_error(STK_E_PARAM_COUNT, "faithful profile: tensor '%s' (expert %d) does not stack with '%s' in %s", t.name,
-                            int(t.expert), t0.name, names[g].c_str());
-        }
-        const DType dt = element_type(t0, ffn_int8);
-        ArraySpec spec;
-        spec.name = names[g];
-        spec.dtype = dt;
-        spec.rank = 0;
-        if (stacked) spec.dims[spec.rank++] = count;
-        spec.dims[spec.rank++] = t0.dims[0];
-        if (t0.rank == 2) spec.dims[spec.rank++] = t0.dims[1];
-        ArrayWriter w(dir, spec);
+    const std::vector<FaithfulArray> arrays = faithful_layout(plan, ffn_int8);
+    job_work_begin(job, arrays.size(), "arrays");
+    for (const FaithfulArray &a : arrays) {
+        const DType dt = a.spec.dtype;
+        ArrayWriter w(dir, a.spec);
         std::vector<float> scales;
-        for (uint32_t k = 0; k < count; k++) {
-            const PlanTensor &t = plan.tensors[groups[g].first + k];
+        for (uint32_t k = 0; k < a.count; k++) {
+            const PlanTensor &t = plan.tensors[a.first + k];
             const TensorRef &src = refs[t.source];
             const uint8_t *bytes = ckpt.tensor_bytes(src, inflate_scratch);
             materialize_f32(t, src, bytes, buf.values, buf.rows);
@@ -239,13 +281,12 @@ void faithful_write(Job &job, const ModelPlan &plan, StageDigest &digest) {
                 scales.push_back(q.scale);
             }
         }
-        job_record_array(job, STK_STAGE_PARSE_TENSORS, digest, spec.name.c_str(), w.finish());
-        if (dt == DType::I8) {
+        job_record_array(job, STK_STAGE_PARSE_TENSORS, digest, a.spec.name.c_str(), w.finish());
+        if (a.scaled) {
             // One f32 scale per matrix (per expert when stacked): value = code * scale.
-            ArraySpec sc(names[g].substr(0, names[g].size() - 4) + ".scale.bin", DType::F32, {uint64_t(scales.size())});
-            ArrayWriter sw(dir, sc);
+            ArrayWriter sw(dir, scale_spec(a));
             sw.append(scales.data(), scales.size() * 4);
-            job_record_array(job, STK_STAGE_PARSE_TENSORS, digest, sc.name.c_str(), sw.finish());
+            job_record_array(job, STK_STAGE_PARSE_TENSORS, digest, scale_spec(a).name.c_str(), sw.finish());
         }
         job_work_add(job, 1);
     }
@@ -253,17 +294,17 @@ void faithful_write(Job &job, const ModelPlan &plan, StageDigest &digest) {
     // Rotary frequencies, one row per table (docs/format.md): f64, so a reader may compute its
     // angles in f64 or round them to f32 as transformers does.
     uint32_t pairs = 0;
-    if (c.positions == PosKind::Rope) {
-        std::string note;
-        std::vector<std::vector<double>> tables = rope_tables(c, &note);
-        pairs = uint32_t(tables[0].size());
+    std::string note;
+    std::vector<std::vector<double>> tables;
+    ArraySpec rope;
+    if (rope_spec(c, rope, &tables, &note)) {
+        pairs = uint32_t(rope.dims[1]);
         if (!note.empty())
             draft_add_record(job.manifest, STK_STAGE_PARSE_TENSORS, kRecordNote, kFeatureNone, STK_OK, 0, 0, "faithful: %s",
                              note.c_str());
-        ArraySpec spec("rope_inv_freq.bin", DType::F64, {uint64_t(tables.size()), uint64_t(pairs)});
-        ArrayWriter w(dir, spec);
+        ArrayWriter w(dir, rope);
         for (const auto &row : tables) w.append(row.data(), row.size() * 8);
-        job_record_array(job, STK_STAGE_PARSE_TENSORS, digest, spec.name.c_str(), w.finish());
+        job_record_array(job, STK_STAGE_PARSE_TENSORS, digest, rope.name.c_str(), w.finish());
     }
     fill_runtime(job, c, pairs, job.manifest);
 }

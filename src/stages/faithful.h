@@ -14,6 +14,7 @@ namespace stk {
 struct PlanTensor;
 struct ModelPlan;
 class StageDigest;
+struct ArrayPlan;
 
 inline bool job_is_faithful(const stk_job_params &p) { return (p.flags & STK_JOB_PROFILE_FAITHFUL) != 0; }
 
@@ -24,6 +25,9 @@ const char *faithful_kind(const PlanTensor &t);
 // Its array file name (ingest/faithful_names.h): "<kind>.bin", "L<layer, 4 digits>.<kind>.bin".
 std::string faithful_array_name(const PlanTensor &t);
 
+// `stk convert --dry-run` (stages/plan.h): the arrays faithful_write writes, from the same layout
+// (nothing outside the faithful profile).
+void faithful_plan(const JobInputs &in, ArrayPlan &plan);
 // Arena the writer needs beside parse_tensors' own buffers (one tensor in f32 and encoded).
 void faithful_size(const JobInputs &in, ArenaSizer &s);
 // Write every array of the profile in stream order (one tensor in memory at a time), record

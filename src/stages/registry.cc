@@ -24,7 +24,7 @@ namespace stk {
 // The DAG of seed 15.2.  A null run is a stage that is not implemented: it writes nothing and
 // says so (STK_E_NOT_IMPLEMENTED); the manifest records the feature as disabled.
 static const StageDef kStages[STK_STAGE_COUNT] = {
-    {STK_STAGE_PARSE_TENSORS, "parse_tensors", parse_tensors_size, parse_tensors_run, nullptr},
+    {STK_STAGE_PARSE_TENSORS, "parse_tensors", parse_tensors_size, parse_tensors_run, faithful_plan},
     {STK_STAGE_TOKENIZER, "tokenizer_build_or_wrap", tokenizer_stage_size, tokenizer_stage_run, tokenizer_stage_plan},
     {STK_STAGE_PRF, "prf_build", prf_build_size, prf_build_run, prf_build_plan},
     {STK_STAGE_OVERLAYS, "overlays_build", overlays_build_size, overlays_build_run, overlays_build_plan},

@@ -85,6 +85,8 @@ def llama_names(cfg: dict, names) -> dict:
         rest = ".".join(parts[3:])
         if rest in per:
             out[n] = (f"L{layer:04d}.{per[rest]}.bin", None, None)
+        elif rest == "self_attn.rotary_emb.inv_freq":
+            continue  # a buffer transformers recomputes and never loads: rope_inv_freq.bin instead
         elif rest.startswith("block_sparse_moe.experts."):
             e, w = int(parts[5]), parts[6]
             out[n] = (f"L{layer:04d}.experts_{w}.bin", e, None)
@@ -96,16 +98,17 @@ def llama_names(cfg: dict, names) -> dict:
 def gpt2_names(cfg: dict, names) -> dict:
     d = cfg["n_embd"]
     out = {}
-    top = {"transformer.wte.weight": "tok_emb.bin", "transformer.wpe.weight": "pos_emb.bin",
-           "transformer.ln_f.weight": "final_norm.w.bin", "transformer.ln_f.bias": "final_norm.b.bin"}
+    top = {"wte.weight": "tok_emb.bin", "wpe.weight": "pos_emb.bin", "ln_f.weight": "final_norm.w.bin",
+           "ln_f.bias": "final_norm.b.bin"}
     for n in names:
-        if n in top:
-            out[n] = (top[n], None, None)
+        s = n.removeprefix("transformer.")  # GPT2LMHeadModel's names, or GPT2Model's bare ones
+        if s in top:
+            out[n] = (top[s], None, None)
             continue
-        p = n.split(".")
-        if p[-1] not in ("weight", "bias") or len(p) < 5:
+        p = s.split(".")
+        if p[-1] not in ("weight", "bias") or len(p) < 4 or p[2:-1] == ["attn"]:
             continue  # attn.bias / masked_bias buffers
-        layer, mod = int(p[2]), ".".join(p[3:-1])
+        layer, mod = int(p[1]), ".".join(p[2:-1])
         w = p[-1] == "weight"
         L = f"L{layer:04d}."
         if mod == "ln_1":
@@ -120,6 +123,8 @@ def gpt2_names(cfg: dict, names) -> dict:
             k = {"attn.c_proj": "attn_o", "mlp.c_fc": "ffn_w1", "mlp.c_proj": "ffn_w2"}[mod]
             kb = {"attn.c_proj": "attn_o_b", "mlp.c_fc": "ffn_b1", "mlp.c_proj": "ffn_b2"}[mod]
             out[n] = (L + (k if w else kb) + ".bin", None, (lambda a: a.T) if w else None)
+        else:
+            raise AssertionError(f"unmapped tensor {n}")
     return out
 
 

@@ -126,6 +126,8 @@ fn arena_size_with_struct_size_zero_is_struct_size() {
         threads: 0,
         flags: 0,
         calibration: std::ptr::null(),
+        sinks: 0,
+        window: 0,
     };
     let mut bytes = 12345usize;
     let st = unsafe { sys::stk_job_arena_size(&params, &mut bytes) };
