@@ -48,7 +48,8 @@ DType element_type(const PlanTensor &t, bool ffn_int8) {
 const char *faithful_kind(const PlanTensor &t) {
     // A stored rotary_emb.inv_freq (ROPE_ALPHA) is a buffer transformers recomputes from the
     // config and never loads: rope_inv_freq.bin holds the frequencies, computed the same way.
-    if (t.tied || t.composed || t.role == Role::ROPE_ALPHA) return nullptr;
+    // A buffer (a mask, a stored copy of a tied head) is no weight either.
+    if (t.tied || t.composed || t.buffer || t.role == Role::ROPE_ALPHA) return nullptr;
     const NormSlot slot = (t.role == Role::LN_G || t.role == Role::LN_B) ? t.slot : NormSlot::None;
     if (const FaithfulKind *k = faithful_kind_of(t.role, slot, expert_class(t.expert))) return k->name;
     throw_error(STK_E_NOT_IMPLEMENTED, "faithful profile: tensor '%s' (role %s, layer %d) has no array in this profile",
