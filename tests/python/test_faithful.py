@@ -361,3 +361,17 @@ def test_profile_options_are_refused_without_the_profile(tmp_path):
                            capture_output=True, text=True)
         assert r.returncode == 2, (extra, r.stderr)
         assert not (tmp_path / "x").exists()
+
+
+def test_python_convert_is_the_cli(tmp_path):
+    # stk.convert(profile="faithful", ...) through the C ABI: the same manifest and arrays as the CLI.
+    import stk
+    convert(MODELS / "mixtral", tmp_path / "cli", "--profile", "faithful", "--ffn", "int8", "--window", "60")
+    s = stk.convert(MODELS / "mixtral", tmp_path / "py", profile="faithful", ffn="int8", window=60)
+    a, b = gen_dir(tmp_path / "cli"), Path(s["generation_dir"])
+    assert (a / "sera_manifest.bin").read_bytes() == (b / "sera_manifest.bin").read_bytes()
+    assert sorted(p.name for p in (a / "arrays").iterdir()) == sorted(p.name for p in (b / "arrays").iterdir())
+    with pytest.raises(ValueError):
+        stk.convert(MODELS / "mixtral", tmp_path / "bad", window=60)
+    with pytest.raises(ValueError):
+        stk.convert(MODELS / "mixtral", tmp_path / "bad", profile="lossy")
