@@ -402,7 +402,11 @@ void parse_tensors_run(Job &job) {
         }
     }
     // What the family does that the arrays cannot represent: recorded, never silent (issue 20).
-    for (const std::string &a : model_approximations(plan->config)) {
+    // Not in the faithful profile: its runtime block carries every one of these facts (windows,
+    // local bases, q/k norms, scales, softcaps), and the numeric arrays they concern are not written.
+    const std::vector<std::string> approx =
+        job_is_faithful(job.params) ? std::vector<std::string>() : model_approximations(plan->config);
+    for (const std::string &a : approx) {
         Feature f = a.find("RoPE") != std::string::npos                                               ? kFeatureMemory
                     : a.find("head") != std::string::npos || a.find("embedding") != std::string::npos ? kFeatureBridge
                                                                                                       : kFeaturePrf;

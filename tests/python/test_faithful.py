@@ -375,3 +375,11 @@ def test_python_convert_is_the_cli(tmp_path):
         stk.convert(MODELS / "mixtral", tmp_path / "bad", window=60)
     with pytest.raises(ValueError):
         stk.convert(MODELS / "mixtral", tmp_path / "bad", profile="lossy")
+
+
+def test_no_approximation_notes(tmp_path):
+    # gemma3's sliding windows, local base, q/k norms and embedding scale are approximations of the
+    # spec's arrays (recorded in the default profile); the faithful profile's runtime block carries them.
+    d = convert(FAMILIES / "gemma3", tmp_path / "d")
+    f = convert(FAMILIES / "gemma3", tmp_path / "f", "--profile", "faithful")
+    assert d["approximations"] and f["approximations"] == []
