@@ -186,6 +186,16 @@ func TestOutOfRangeOptionsAreRefused(t *testing.T) {
 	if n, err := ArenaSize(p); err != nil || n <= 0 {
 		t.Fatalf("%d %v", n, err)
 	}
+	// The faithful profile's window: refused without the profile, taken with it.
+	p.Window = 60
+	if _, err := ArenaSize(p); !errors.Is(err, StatusInvalidArgument) || !strings.Contains(err.Error(), "faithful") {
+		t.Fatalf("window without the profile: %v", err)
+	}
+	p.Flags |= ProfileFaithful | FaithfulFfnInt8
+	if n, err := ArenaSize(p); err != nil || n <= 0 {
+		t.Fatalf("faithful: %d %v", n, err)
+	}
+	p.Flags, p.Window = 0, 0
 	p.InDir = "bad\x00dir"
 	if _, err := ArenaSize(p); !errors.Is(err, StatusInvalidArgument) || !strings.Contains(err.Error(), "InDir") {
 		t.Fatalf("NUL in path: %v", err)

@@ -175,6 +175,13 @@ fn out_of_range_options_are_refused() {
     assert_eq!(stk::arena_size(&params).unwrap_err().status(), Status::InvalidArgument);
     params.flags = stk::ALLOW_NONFINITE | stk::ALLOW_UNCERTIFIED_TOKENIZER;
     assert!(stk::arena_size(&params).unwrap() > 0);
+    // The faithful profile's window: refused without the profile, taken with it.
+    params.window = 60;
+    let err = stk::arena_size(&params).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert!(err.message().contains("faithful"), "{err}");
+    params.flags |= stk::PROFILE_FAITHFUL | stk::FAITHFUL_FFN_INT8;
+    assert!(stk::arena_size(&params).unwrap() > 0);
 }
 
 #[test]
