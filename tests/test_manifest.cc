@@ -446,6 +446,107 @@ static void draft_records(void **) {
     assert_string_equal(d.records[kMaxDraftRecords - 1].text, "6 records dropped: more than 127");
 }
 
+// The faithful profile's runtime block (docs/format.md "Runtime block"): the second schema digest,
+// the block's fields at their documented offsets between the records and the hashes, a round
+// trip, and bounds refused by the writer (naming the field) and by the reader (with the offset).
+static const char kRuntimeSchemaSha256[] = "19794526581b04fe9927f3f366e5b3e74d427c14aa4f98f601e11f86dd011d15";
+
+struct WithRuntime {
+    Small s;
+    ManifestRuntime r;
+    RuntimeLayer layers[2];
+};
+
+static void make_runtime(WithRuntime &w) {
+    make_small(w.s);
+    ManifestRuntime &r = w.r;
+    r.profile = 1, r.sinks = 4, r.window = 252, r.kv_dtype = 2, r.weight_dtype = 9, r.ffn_dtype = 9;
+    std::strcpy(reinterpret_cast<char *>(r.model_type), "gemma3_text");
+    r.n_layers = 2, r.d_model = 64, r.n_heads = 4, r.n_kv_heads = 2, r.head_dim = 16, r.vocab_size = 10, r.ffn_dim = 128;
+    r.ffn_kind = 1;
+    std::strcpy(reinterpret_cast<char *>(r.activation), "gelu_pytorch_tanh");
+    r.norm_kind = 1, r.norms_per_layer = 2, r.post_norms = 1, r.qk_norm = 1;
+    r.norm_eps = 1e-6, r.norm_offset = 1, r.emb_multiplier = 8, r.residual_multiplier = 1, r.logit_scale = 1;
+    r.score_scale = 0.25, r.positions = 2, r.rotary_dim = 16, r.rope_pairs = 8;
+    r.rope_theta = 1e6, r.rope_local_theta = 1e4, r.rope_attn_factor = 1, r.sliding_window = 512;
+    w.layers[0] = RuntimeLayer{1, 512, 0, 1};
+    w.layers[1] = RuntimeLayer{0, 0, 0, 0};
+    w.s.in.runtime = &w.r;
+    w.s.in.runtime_layers = w.layers;
+}
+
+static void runtime_block(void **) {
+    // The first digest is untouched (schema_digest_pinned); the second is pinned here and named
+    // in docs/format.md, whose runtime table lists every field the schema text does.
+    assert_string_equal(hex32(manifest_schema_sha256(true)).c_str(), kRuntimeSchemaSha256);
+    const std::string doc = docs_format();
+    assert_contains(doc, kRuntimeSchemaSha256);
+    assert_int_equal(manifest_runtime_fixed_size(), 540);
+    WithRuntime w;
+    make_runtime(w);
+    std::vector<uint8_t> b = encode_manifest(w.s.in);
+    assert_int_equal(b.size(), small_bytes().size() + 540 + 2 * 16);
+    assert_memory_equal(&b[8], manifest_schema_sha256(true), 32);
+    // Everything before the block is the default manifest's but the schema digest.
+    std::vector<uint8_t> d = small_bytes();
+    const size_t block = d.size() - 64;
+    assert_memory_equal(&b[40], &d[40], block - 40);
+    // The block's bytes at docs/format.md's offsets.
+    assert_int_equal(load_le<uint32_t>(&b[block + 0]), 1);
+    assert_int_equal(load_le<uint32_t>(&b[block + 4]), 4);
+    assert_int_equal(load_le<uint32_t>(&b[block + 8]), 252);
+    assert_string_equal(reinterpret_cast<const char *>(&b[block + 24]), "gemma3_text");
+    assert_int_equal(load_le<uint32_t>(&b[block + 56]), 2);
+    assert_true(load_le<double>(&b[block + 188]) == 0.25);
+    assert_true(load_le<double>(&b[block + 228]) == 1e6);
+    assert_true(load_le<double>(&b[block + 236]) == 1e4);
+    assert_int_equal(load_le<uint32_t>(&b[block + 356]), 512);
+    assert_int_equal(load_le<uint32_t>(&b[block + 540 + 0]), 1);    // layer 0: sliding
+    assert_int_equal(load_le<uint32_t>(&b[block + 540 + 4]), 512);  // its window
+    assert_int_equal(load_le<uint32_t>(&b[block + 540 + 12]), 1);   // the local rotary table
+    // Round trip.
+    Manifest m = decode_manifest(b.data(), b.size(), "rt");
+    assert_true(m.has_runtime);
+    assert_int_equal(m.runtime.window, 252);
+    assert_true(m.runtime.rope_local_theta == 1e4);
+    assert_string_equal(reinterpret_cast<const char *>(m.runtime.activation), "gelu_pytorch_tanh");
+    assert_int_equal(m.runtime_layers.size(), 2);
+    assert_int_equal(m.runtime_layers[0].model_window, 512);
+    assert_false(decode_manifest(d.data(), d.size(), "d").has_runtime);
+    // Writer: a bound broken is refused naming the field.
+    make_runtime(w);
+    w.r.window = 0;
+    assert_contains(test::expect_error(STK_E_INVALID_ARGUMENT, [&] { encode_manifest(w.s.in); }), "runtime.window");
+    make_runtime(w);
+    w.layers[1].kind = 1;  // sliding without a window
+    assert_contains(test::expect_error(STK_E_INVALID_ARGUMENT, [&] { encode_manifest(w.s.in); }), "runtime layer 1");
+    make_runtime(w);
+    w.r.n_kv_heads = 3;
+    assert_contains(test::expect_error(STK_E_INVALID_ARGUMENT, [&] { encode_manifest(w.s.in); }), "kv heads");
+    // Reader: the same with the offset; a layer count that disagrees with the size; truncation.
+    std::vector<uint8_t> c = b;
+    store_le<uint32_t>(&c[block + 8], 0);
+    fix_hash(c);
+    assert_contains(test::expect_error(STK_E_CORRUPT, [&] { decode_manifest(c.data(), c.size(), "m"); }),
+                    "offset " + std::to_string(block + 8) + ": runtime.window");
+    c = b;
+    store_le<double>(&c[block + 148], NAN);
+    fix_hash(c);
+    assert_contains(test::expect_error(STK_E_CORRUPT, [&] { decode_manifest(c.data(), c.size(), "m"); }), "runtime.norm_eps");
+    c = b;
+    store_le<uint32_t>(&c[block + 56], 3);  // one layer more than the bytes hold
+    fix_hash(c);
+    test::expect_error(STK_E_TRUNCATED, [&] { decode_manifest(c.data(), c.size(), "m"); });
+    c = b;
+    store_le<uint32_t>(&c[block + 56], 1);  // one fewer
+    fix_hash(c);
+    test::expect_error(STK_E_SIZE_MISMATCH, [&] { decode_manifest(c.data(), c.size(), "m"); });
+    for (size_t n = d.size() - 64; n < b.size(); n += 7) {
+        std::vector<uint8_t> t(b.begin(), b.begin() + long(n));
+        test::expect_error(STK_E_TRUNCATED, [&] { decode_manifest(t.data(), t.size(), "t"); });
+    }
+}
+
 int main() {
     g_dir = test::make_temp_dir("manifest");
     const struct CMUnitTest tests[] = {
@@ -460,6 +561,7 @@ int main() {
         cmocka_unit_test(bounds_enforced),
         cmocka_unit_test(bad_tables_refused),
         cmocka_unit_test(draft_records),
+        cmocka_unit_test(runtime_block),
     };
     return cmocka_run_group_tests_name("manifest", tests, nullptr, nullptr);
 }

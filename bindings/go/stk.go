@@ -27,6 +27,11 @@ const HeaderVersionString = C.STK_VERSION_STRING
 const (
 	AllowUncertifiedTokenizer = uint32(C.STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER)
 	AllowNonfinite            = uint32(C.STK_JOB_ALLOW_NONFINITE)
+	// ProfileFaithful: the model's own weights and the manifest's runtime block instead of the
+	// spec's numeric arrays (stk convert --profile faithful).
+	ProfileFaithful = uint32(C.STK_JOB_PROFILE_FAITHFUL)
+	// FaithfulFfnInt8: with ProfileFaithful, the FFN and expert matrices as .lwt int8.
+	FaithfulFfnInt8 = uint32(C.STK_JOB_FAITHFUL_FFN_INT8)
 )
 
 // Status is a libstk status code; the values are the header's pinned values.
@@ -180,6 +185,9 @@ type JobParams struct {
 	// Calibration: a calibration statistics file (python -m stk calibrate) the stages fit to;
 	// "" converts without data.
 	Calibration string
+	// Sinks, Window: with ProfileFaithful, the sink positions and recent positions the runtime
+	// keeps exact (0: 4 and 252); 0 otherwise.
+	Sinks, Window uint32
 }
 
 // cParams is the C struct and the C strings it points to; free releases the strings.
@@ -205,6 +213,8 @@ func (p *JobParams) toC() (*cParams, error) {
 	c.raw.top_l = C.uint32_t(p.TopL)
 	c.raw.threads = C.uint32_t(p.Threads)
 	c.raw.flags = C.uint32_t(p.Flags)
+	c.raw.sinks = C.uint32_t(p.Sinks)
+	c.raw.window = C.uint32_t(p.Window)
 	if p.Calibration != "" {
 		c.raw.calibration = C.CString(p.Calibration)
 	}

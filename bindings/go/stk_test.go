@@ -92,7 +92,7 @@ func TestStageNames(t *testing.T) {
 
 func TestStructSizes(t *testing.T) {
 	if runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64" {
-		if jobParamsSize() != 56 || verifyReportSize() != 288 {
+		if jobParamsSize() != 64 || verifyReportSize() != 288 {
 			t.Fatalf("sizeof stk_job_params %d, stk_verify_report %d", jobParamsSize(), verifyReportSize())
 		}
 	}
@@ -186,6 +186,16 @@ func TestOutOfRangeOptionsAreRefused(t *testing.T) {
 	if n, err := ArenaSize(p); err != nil || n <= 0 {
 		t.Fatalf("%d %v", n, err)
 	}
+	// The faithful profile's window: refused without the profile, taken with it.
+	p.Window = 60
+	if _, err := ArenaSize(p); !errors.Is(err, StatusInvalidArgument) || !strings.Contains(err.Error(), "faithful") {
+		t.Fatalf("window without the profile: %v", err)
+	}
+	p.Flags |= ProfileFaithful | FaithfulFfnInt8
+	if n, err := ArenaSize(p); err != nil || n <= 0 {
+		t.Fatalf("faithful: %d %v", n, err)
+	}
+	p.Flags, p.Window = 0, 0
 	p.InDir = "bad\x00dir"
 	if _, err := ArenaSize(p); !errors.Is(err, StatusInvalidArgument) || !strings.Contains(err.Error(), "InDir") {
 		t.Fatalf("NUL in path: %v", err)

@@ -159,6 +159,15 @@ STK_API const char *stk_stage_name(stk_stage stage);
 #define STK_JOB_PUBLISH_ROOT 0x4u                /* out_dir is a generations root (see below) */
 /* RoPE memory: a least-squares SOS bank of the weights' RoPE kernel, not the spec's AR(2) */
 #define STK_JOB_MEMORY_FIT_LSQ 0x8u
+/* The faithful profile (`stk convert --profile faithful`; docs/format.md "Faithful profile"): the
+ * model's own weights (bf16 matrices, f32 norms and biases, per-layer RoPE frequencies) and the
+ * manifest's runtime block (sinks, window, per-layer attention kind, the family's constants).
+ * The spec's numeric stages (prf_build .. bridge_init) are not run: each is recorded disabled by
+ * the profile.  Without this flag every byte is the default profile's. */
+#define STK_JOB_PROFILE_FAITHFUL 0x10u
+/* Faithful profile only: FFN and expert matrices as .lwt int8 (one f32 scale per matrix,
+ * docs/spec/lowbit-packing.txt) instead of bf16. */
+#define STK_JOB_FAITHFUL_FFN_INT8 0x20u
 
 typedef struct stk_job_params {
     size_t struct_size;  /* sizeof(stk_job_params) */
@@ -176,6 +185,11 @@ typedef struct stk_job_params {
      * NULL for the data-free conversion (every array then as without this field).  stk_open
      * validates it and refuses one of another shape; parse_tensors refuses one of another model. */
     const char *calibration;
+    /* Appended; faithful profile only (0 elsewhere, else STK_E_INVALID_ARGUMENT): the sink
+     * positions and the window of recent positions the runtime keeps exact (0: the defaults 4 and
+     * 252; the runtime block records them). */
+    uint32_t sinks;
+    uint32_t window;
 } stk_job_params;
 
 typedef struct stk_job stk_job;
@@ -571,6 +585,13 @@ typedef struct stk_manifest_info {
     uint32_t published;        /* 1: dir sits in a generations root's generations/ (it was published,
                                   so the check stage passed it) */
     uint32_t first;            /* 1: the first generation of its root (prev_hash all zero) */
+    /* Appended: the conversion profile (docs/format.md "Runtime block"): 0 default (no runtime
+     * block), 1 faithful; then, for the faithful profile, its sinks, window and FFN element type
+     * (9 bf16, 5 int8). */
+    uint32_t profile;
+    uint32_t runtime_sinks;
+    uint32_t runtime_window;
+    uint32_t runtime_ffn_dtype;
 } stk_manifest_info;
 
 typedef struct stk_manifest_array {

@@ -43,7 +43,8 @@ def binary_path() -> str:
 class JobParams(Structure):
     _fields_ = [("struct_size", c_size_t), ("in_dir", c_char_p), ("out_dir", c_char_p), ("r", c_uint32),
                 ("rv", c_uint32), ("l_tok", c_uint32), ("top_l", c_uint32), ("threads", c_uint32),
-                ("flags", c_uint32), ("calibration", c_char_p)]
+                ("flags", c_uint32), ("calibration", c_char_p),
+                ("sinks", c_uint32), ("window", c_uint32)]
 
 
 class VerifyReport(Structure):
@@ -82,6 +83,8 @@ STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER = 0x1
 STK_JOB_ALLOW_NONFINITE = 0x2
 STK_JOB_PUBLISH_ROOT = 0x4
 STK_JOB_MEMORY_FIT_LSQ = 0x8
+STK_JOB_PROFILE_FAITHFUL = 0x10
+STK_JOB_FAITHFUL_FFN_INT8 = 0x20
 STK_STAGE_COUNT = 10
 
 

@@ -80,12 +80,17 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
             ltok: Optional[int] = None, topl: Optional[int] = None, threads: Optional[int] = None,
             allow_uncertified_tokenizer: bool = False, allow_nonfinite: bool = False,
             progress: Union[None, bool, ProgressCallback] = None,
-            calibration: Optional[PathLike] = None) -> dict[str, Any]:
+            calibration: Optional[PathLike] = None, profile: str = "default", ffn: Optional[str] = None,
+            sinks: Optional[int] = None, window: Optional[int] = None) -> dict[str, Any]:
     """Convert the checkpoint ``src`` into the generations root ``root`` (``stk convert SRC ROOT``):
     run every stage, and once the check stage has verified the new generation, publish it and make
     it current.  Options as the command's (``None``: the library's default: r 512, rv 12, ltok 8,
     topl 12, threads 1).  ``calibration``: a statistics file of ``python -m stk calibrate``
     (``stk convert --calibration STATS``): the stages fit to it; None converts without data.
+    ``profile``: "default" (the spec's arrays) or "faithful" (``--profile faithful``: the model's
+    own weights and the manifest's runtime block, docs/format.md "Faithful profile"); ``ffn``
+    ("bf16" or "int8"), ``sinks`` and ``window`` are that profile's options (None: its defaults
+    bf16, 4 and 252) and are refused with the default profile (ValueError).
 
     ``progress``: a callable ``progress(stage_name, index, total)`` called on this thread as each
     stage starts (index 1..total), or True for a tqdm bar (when tqdm is installed).
@@ -119,6 +124,17 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
         params.flags |= _lib.STK_JOB_ALLOW_NONFINITE
     if calibration is not None:
         params.calibration = _p(os.fspath(calibration))
+    if profile not in ("default", "faithful"):
+        raise ValueError(f"profile {profile!r}: expected 'default' or 'faithful'")
+    if ffn not in (None, "bf16", "int8"):
+        raise ValueError(f"ffn {ffn!r}: expected 'bf16' or 'int8'")
+    if profile == "faithful":
+        params.flags |= _lib.STK_JOB_PROFILE_FAITHFUL
+        if ffn == "int8":
+            params.flags |= _lib.STK_JOB_FAITHFUL_FFN_INT8
+        params.sinks, params.window = sinks or 0, window or 0
+    elif ffn is not None or sinks is not None or window is not None:
+        raise ValueError("ffn, sinks and window need profile='faithful'")
 
     callback: Optional[ProgressCallback] = None
     bar = None

@@ -87,6 +87,10 @@ STK_API stk_status stk_manifest_get_info(const stk_manifest *manifest, stk_manif
         for (uint8_t b : m.prev_hash) v.first = v.first && b == 0;
         v.prf_r = m.fields.prf.r;
         v.overlays_rv = m.fields.overlays.r_v;
+        if (m.has_runtime) {
+            v.profile = m.runtime.profile;
+            v.runtime_sinks = m.runtime.sinks, v.runtime_window = m.runtime.window, v.runtime_ffn_dtype = m.runtime.ffn_dtype;
+        }
         abi_write(out, v);
     });
 }

@@ -215,6 +215,20 @@ int cmd_check(int argc, char **argv) {
     std::snprintf(line, sizeof line, "%s: OK, manifest and %u arrays verified, %llu bytes (%s) in %.3f s (%.2f GB/s)",
                   out.c_str(), report.arrays_checked, (unsigned long long)report.bytes_checked,
                   human_bytes(report.bytes_checked).c_str(), secs, gbps);
+    // The profile (docs/format.md "Runtime block"): a faithful generation says so, with its window.
+    std::string profile = "default";
+    {
+        stk_manifest *mf = nullptr;
+        stk_manifest_info mi = {};
+        mi.struct_size = sizeof mi;
+        const std::string gen = root ? out + "/" + STK_GENERATIONS_DIR_NAME + "/" + chain.front().e.name : out;
+        if (stk_manifest_open(gen.c_str(), &mf) == STK_OK && stk_manifest_get_info(mf, &mi) == STK_OK && mi.profile == 1)
+            profile = "faithful";
+        if (profile == "faithful")
+            chain_text += "; profile faithful (" + std::to_string(mi.runtime_sinks) + " sinks + " +
+                          std::to_string(mi.runtime_window) + " window, FFN " + (mi.runtime_ffn_dtype == 5 ? "int8" : "bf16") + ")";
+        stk_manifest_close(mf);
+    }
     std::string full_line = std::string(line) + chain_text;
     std::snprintf(line, sizeof line, "%s", full_line.c_str());
     if (acceptance)
@@ -228,6 +242,7 @@ int cmd_check(int argc, char **argv) {
             .real("seconds", secs)
             .real("gb_per_s", gbps)
             .boolean("root", root)
+            .str("profile", profile)
             .str_or_null("generation", root ? chain.front().e.name : nullptr)
             .raw("chain", json_array(chain_names))
             .print();

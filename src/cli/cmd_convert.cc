@@ -54,6 +54,16 @@ static const char kHelp[] =
     "                  records the file's SHA-256 and what each stage fitted).  Statistics of\n"
     "                  another model, or of another shape, are refused.  Without it the\n"
     "                  conversion uses no data (the spec's default)\n"
+    "  --profile default|faithful\n"
+    "                  default: the spec's arrays.  faithful: the model's own weights (bf16\n"
+    "                  matrices, f32 norms and biases, RoPE frequencies) and the manifest's\n"
+    "                  runtime block (sinks, window, per-layer attention kind, the family's\n"
+    "                  constants) for a runtime that keeps the model; the spec's numeric stages\n"
+    "                  are not run (docs/format.md, \"Faithful profile\")\n"
+    "  --ffn bf16|int8 faithful profile: the FFN and expert matrices' width (default bf16; int8\n"
+    "                  is the .lwt int8 packing with one scale per matrix)\n"
+    "  --sinks N       faithful profile: sink positions kept exact (default 4)\n"
+    "  --window N      faithful profile: most recent positions kept exact (default 252)\n"
     "  --threads N     worker threads (default 1, at most 1024); the output bytes do not\n"
     "                  depend on it\n"
     "  --partial       publish even if some stages are not implemented yet (they are recorded\n"
@@ -439,6 +449,17 @@ int convert_options(int argc, char **argv, ConvertOptions &o) {
         return report_usage("convert", "--memory-fit " + memory_fit + ": expected spec or lsq", json);
     o.calibration = args.get("calibration");
     if (!o.calibration.empty()) p.calibration = o.calibration.c_str();
+    const std::string profile = args.get("profile"), ffn = args.get("ffn");
+    if (profile == "faithful") p.flags |= STK_JOB_PROFILE_FAITHFUL;
+    else if (!profile.empty() && profile != "default")
+        return report_usage("convert", "--profile " + profile + ": expected default or faithful", json);
+    if (ffn == "int8") p.flags |= STK_JOB_FAITHFUL_FFN_INT8;
+    else if (!ffn.empty() && ffn != "bf16") return report_usage("convert", "--ffn " + ffn + ": expected bf16 or int8", json);
+    if (!ffn.empty() && profile != "faithful") return report_usage("convert", "--ffn needs --profile faithful", json);
+    p.sinks = args.get_count("sinks", 65536);
+    p.window = args.get_count("window", 16777216);
+    if ((p.sinks || p.window) && profile != "faithful")
+        return report_usage("convert", "--sinks / --window need --profile faithful", json);
     if (!args.finish("convert", 2)) return kExitUsage;
     const auto &pos = args.positional();
     if (!pos.empty()) {

@@ -335,6 +335,13 @@ static int inspect_generation(const std::string &in, bool json, const std::strin
             .unum("bytes", bytes)
             .unum("n_pgen", m.pgen_count)
             .raw("tokenizer", tok.text())
+            .str("profile", m.profile == 1 ? "faithful" : "default")
+            .raw("runtime", m.profile == 1 ? Json()
+                                                  .unum("sinks", m.runtime_sinks)
+                                                  .unum("window", m.runtime_window)
+                                                  .str("ffn_dtype", m.runtime_ffn_dtype == 5 ? "int8" : "bf16")
+                                                  .text()
+                                            : "null")
             .raw("stages", json_array(sj))
             .raw("arrays", json_array(aj))
             .raw("records", json_array(rj))
@@ -352,6 +359,11 @@ static int inspect_generation(const std::string &in, bool json, const std::strin
     std::printf("arrays          %zu, %s (%llu bytes)\n", arrays.size(), human_bytes(bytes).c_str(), (unsigned long long)bytes);
     std::printf("tokenizer       %s, L_tok %u, vocab %u, %u proposal ids\n", tokenizer_mode_name(m.tokenizer_mode), m.tokenizer_l_tok,
                 m.tokenizer_vocab_size, m.pgen_count);
+    if (m.profile == 1)
+        std::printf("profile         faithful: %u sinks + %u window, FFN %s (the runtime block)\n", m.runtime_sinks,
+                    m.runtime_window, m.runtime_ffn_dtype == 5 ? "int8" : "bf16");
+    else
+        std::printf("profile         default\n");
     std::printf("\n%-24s %-16s %-8s %s\n", "stage", "state", "crc32c", "sha256_low64");
     for (int i = 0; i < STK_STAGE_COUNT; i++) {
         const char *name = stk_stage_name(stk_stage(i + 1));

@@ -99,8 +99,94 @@ const FieldDef kFields[] = {
     FLD("salts.mphf_salt_digest", D32, salts.mphf_salt_digest, 0, 0, ""),
     FLD("salts.key_salt_digest", D32, salts.key_salt_digest, 0, 0, ""),
 };
-#pragma GCC diagnostic pop
 #undef FLD
+// The runtime block of the faithful profile (ManifestRuntime), in the same table form.
+#define RFLD(name, type, member, lo, hi, note) \
+  { name, FT::type, offsetof(ManifestRuntime, member), lo, hi, note }
+const FieldDef kRuntimeFields[] = {
+    RFLD("runtime.profile", U32, profile, 1, 1, "1 faithful"),
+    RFLD("runtime.sinks", U32, sinks, 0, 65536, "sink positions kept exact"),
+    RFLD("runtime.window", U32, window, 1, 16777216, "most recent positions kept exact"),
+    RFLD("runtime.kv_dtype", U32, kv_dtype, 2, 2, "2 f32"),
+    RFLD("runtime.weight_dtype", U32, weight_dtype, 9, 9, "9 bf16"),
+    RFLD("runtime.ffn_dtype", U32, ffn_dtype, 5, 9, "9 bf16, 5 i8 (.lwt int8, one f32 scale per matrix)"),
+    RFLD("runtime.model_type", D32, model_type, 0, 0, "ASCII, NUL-padded"),
+    RFLD("runtime.n_layers", U32, n_layers, 1, 1024, ""),
+    RFLD("runtime.d_model", U32, d_model, 1, 131072, ""),
+    RFLD("runtime.n_heads", U32, n_heads, 0, 4096, ""),
+    RFLD("runtime.n_kv_heads", U32, n_kv_heads, 0, 4096, ""),
+    RFLD("runtime.head_dim", U32, head_dim, 0, 4096, ""),
+    RFLD("runtime.vocab_size", U64, vocab_size, 1, 16777216, ""),
+    RFLD("runtime.ffn_dim", U64, ffn_dim, 0, 1048576, "dense FFN hidden size"),
+    RFLD("runtime.ffn_kind", U32, ffn_kind, 0, 1, "0 plain W2 act(W1 x), 1 gated W2 (act(W1 x) * W3 x)"),
+    RFLD("runtime.activation", D32, activation, 0, 0, "as config.json names it; ASCII, NUL-padded"),
+    RFLD("runtime.norm_kind", U32, norm_kind, 0, 1, "0 LayerNorm, 1 RMSNorm"),
+    RFLD("runtime.norms_per_layer", U32, norms_per_layer, 1, 2, ""),
+    RFLD("runtime.post_norms", U32, post_norms, 0, 1, "1: a norm on each sublayer's output too"),
+    RFLD("runtime.qk_norm", U32, qk_norm, 0, 2, "0 none, 1 per head [head_dim], 2 whole [heads * head_dim]"),
+    RFLD("runtime.norm_bias", U32, norm_bias, 0, 1, "1: LayerNorms carry a bias"),
+    RFLD("runtime.norm_eps", F64, norm_eps, 0, 1, ""),
+    RFLD("runtime.norm_offset", F64, norm_offset, -16, 16, "the gain is offset + stored weight"),
+    RFLD("runtime.emb_multiplier", F64, emb_multiplier, -1e9, 1e9, "the embedding row is scaled by it"),
+    RFLD("runtime.residual_multiplier", F64, residual_multiplier, -1e9, 1e9, "each sublayer's output is scaled by it"),
+    RFLD("runtime.logit_scale", F64, logit_scale, -1e9, 1e9, "the output logits are scaled by it"),
+    RFLD("runtime.score_scale", F64, score_scale, 0, 1e9, "the attention logits' scale"),
+    RFLD("runtime.attn_softcap", F64, attn_softcap, 0, 1e9, "c tanh(x / c) on attention logits; 0 none"),
+    RFLD("runtime.final_softcap", F64, final_softcap, 0, 1e9, "the same on the output logits; 0 none"),
+    RFLD("runtime.positions", U32, positions, 0, 3, "0 none, 1 learned, 2 rope, 3 alibi"),
+    RFLD("runtime.rotary_dim", U32, rotary_dim, 0, 4096, "rotated dims per head"),
+    RFLD("runtime.rope_pairs", U32, rope_pairs, 0, 2048, "columns of rope_inv_freq.bin"),
+    RFLD("runtime.rope_interleaved", U32, rope_interleaved, 0, 1, "1: pairs (2i, 2i+1); 0: (i, i + rotary_dim / 2)"),
+    RFLD("runtime.rope_theta", F64, rope_theta, 0, 1e15, ""),
+    RFLD("runtime.rope_local_theta", F64, rope_local_theta, 0, 1e15, "sliding layers' base; 0: rope_theta"),
+    RFLD("runtime.rope_attn_factor", F64, rope_attn_factor, 0, 1e6, "cos and sin are scaled by it (yarn mscale)"),
+    RFLD("runtime.alibi_scale", F64, alibi_scale, -1e9, 1e9, ""),
+    RFLD("runtime.rope_scaling_type", D32, rope_scaling_type, 0, 0, "\"\" none, linear, llama3, yarn, longrope, ...; ASCII, NUL-padded"),
+    RFLD("runtime.rope_scaling_factor", F64, rope_scaling_factor, 0, 1e9, ""),
+    RFLD("runtime.rope_low_freq_factor", F64, rope_low_freq_factor, 0, 1e9, "llama3"),
+    RFLD("runtime.rope_high_freq_factor", F64, rope_high_freq_factor, 0, 1e9, "llama3"),
+    RFLD("runtime.rope_beta_fast", F64, rope_beta_fast, 0, 1e9, "yarn"),
+    RFLD("runtime.rope_beta_slow", F64, rope_beta_slow, 0, 1e9, "yarn"),
+    RFLD("runtime.rope_original_max", U64, rope_original_max, 0, 16777216, ""),
+    RFLD("runtime.max_positions", U64, max_positions, 0, 16777216, "0: not stated"),
+    RFLD("runtime.rope_yarn_truncate", U32, rope_yarn_truncate, 0, 1, ""),
+    RFLD("runtime.pos_offset", U32, pos_offset, 0, 65536, "learned position rows before position 0"),
+    RFLD("runtime.sliding_window", U32, sliding_window, 0, 16777216, "the model's own window; 0 none"),
+    RFLD("runtime.parallel_attn", U32, parallel_attn, 0, 1, ""),
+    RFLD("runtime.tied_embeddings", U32, tied_embeddings, 0, 1, "1: the head is the token embedding"),
+    RFLD("runtime.emb_norm", U32, emb_norm, 0, 1, ""),
+    RFLD("runtime.qkv_bias", U32, qkv_bias, 0, 1, ""),
+    RFLD("runtime.o_bias", U32, o_bias, 0, 1, ""),
+    RFLD("runtime.mlp_bias", U32, mlp_bias, 0, 1, ""),
+    RFLD("runtime.lm_head_bias", U32, lm_head_bias, 0, 1, ""),
+    RFLD("runtime.attn_sinks", U32, attn_sinks, 0, 1, "1: one learned logit per head joins each softmax"),
+    RFLD("runtime.n_experts", U32, n_experts, 0, 1024, "0 dense"),
+    RFLD("runtime.top_k", U32, top_k, 0, 1024, ""),
+    RFLD("runtime.moe_ffn_dim", U64, moe_ffn_dim, 0, 1048576, ""),
+    RFLD("runtime.shared_expert_ffn_dim", U64, shared_expert_ffn_dim, 0, 1048576, ""),
+    RFLD("runtime.shared_expert_gate", U32, shared_expert_gate, 0, 1, ""),
+    RFLD("runtime.norm_topk_prob", U32, norm_topk_prob, 0, 1, ""),
+    RFLD("runtime.router", D32, router, 0, 0, "ASCII, NUL-padded"),
+    RFLD("runtime.first_moe_layer", U32, first_moe_layer, 0, 1024, ""),
+    RFLD("runtime.moe_layer_step", U32, moe_layer_step, 0, 1024, ""),
+    RFLD("runtime.n_group", U32, n_group, 0, 1024, ""),
+    RFLD("runtime.topk_group", U32, topk_group, 0, 1024, ""),
+    RFLD("runtime.expert_bias", U32, expert_bias, 0, 1, ""),
+    RFLD("runtime.router_bias", U32, router_bias, 0, 1, ""),
+    RFLD("runtime.routed_scaling", F64, routed_scaling, 0, 1e9, ""),
+    RFLD("runtime.swiglu_limit", F64, swiglu_limit, 0, 1e9, ""),
+    RFLD("runtime.gated_up_offset", F64, gated_up_offset, -1e9, 1e9, ""),
+    RFLD("runtime.mla", U32, mla, 0, 1, ""),
+    RFLD("runtime.mla_rope_interleaved", U32, mla_rope_interleaved, 0, 1, ""),
+    RFLD("runtime.q_lora_rank", U32, q_lora_rank, 0, 131072, ""),
+    RFLD("runtime.kv_lora_rank", U32, kv_lora_rank, 0, 131072, ""),
+    RFLD("runtime.qk_nope_dim", U32, qk_nope_dim, 0, 4096, ""),
+    RFLD("runtime.qk_rope_dim", U32, qk_rope_dim, 0, 4096, ""),
+    RFLD("runtime.v_head_dim", U32, v_head_dim, 0, 4096, ""),
+    RFLD("runtime.mla_rope_gain", F64, mla_rope_gain, 0, 1e6, ""),
+};
+#undef RFLD
+#pragma GCC diagnostic pop
 
 constexpr size_t kOffMagic = 0, kOffEndian = 4, kOffSchema = 8, kOffNPgen = 40, kOffNArrays = 44, kOffNStages = 48,
                  kOffNRecords = 52, kOffFields = 56;
@@ -131,7 +217,22 @@ size_t compute_fixed_size() {
     return n;
 }
 
-std::string build_schema_text() {
+uint64_t runtime_field_offset(const char *name) {
+    uint64_t at = 0;
+    for (const FieldDef &f : kRuntimeFields) {
+        if (std::strcmp(f.name, name) == 0) return at;
+        at += field_size(f.type);
+    }
+    return 0;
+}
+
+size_t compute_runtime_fixed_size() {
+    size_t n = 0;
+    for (const FieldDef &f : kRuntimeFields) n += field_size(f.type);
+    return n;
+}
+
+std::string build_schema_text(bool runtime) {
     std::string t;
     t += "sera_manifest (magic SERM): little-endian, packed, no padding; schema_sha256 = SHA-256 of this text\n";
     t += "fixed part:\n";
@@ -162,6 +263,21 @@ std::string build_schema_text() {
     t += "record[n_records] 128 bytes each: @0 u16 stage 1..10 @2 u16 kind 1 feature disabled, 2 invariant pass, "
          "3 invariant fail, 4 note @4 u32 feature 0..8 @8 u32 status 0..99 @12 u32 zero @16 f64 value finite "
          "@24 f64 bound finite @32 char[96] text (printable ASCII, NUL-padded)\n";
+    if (runtime) {
+        t += "runtime block (faithful profile), its fields packed in this order:\n";
+        size_t rat = 0;
+        for (const FieldDef &f : kRuntimeFields) {
+            t += format("+%zu %s %s", rat, type_name(f.type), f.name);
+            if (f.type == FT::F64) t += format(" %.9g..%.9g finite", f.lo, f.hi);
+            else if (f.type != FT::D32) t += format(" %llu..%llu", (unsigned long long)f.lo, (unsigned long long)f.hi);
+            if (*f.note) t += format(" ; %s", f.note);
+            t += "\n";
+            rat += field_size(f.type);
+        }
+        t += format("+%zu end of the runtime fields\n", rat);
+        t += "runtime.layer[runtime.n_layers] 16 bytes each: @0 u32 kind 0 full, 1 sliding @4 u32 model_window "
+             "(0 for full layers) @8 u32 moe 0..1 @12 u32 rope_table 0..1\n";
+    }
     t += "u8[32] hashes.prev_hash ; curr_hash of the generation this one replaces, zeros for the first\n";
     t += "u8[32] hashes.curr_hash = SHA-256 of every byte before it\n";
     return t;
@@ -170,10 +286,10 @@ std::string build_schema_text() {
 // Shared by the writer (validating its input) and the reader.  `at` is the file offset of the
 // item, for messages.
 
-void check_fields(const ManifestFields &f, const std::string &file, uint64_t base) {
-    const auto *p = reinterpret_cast<const uint8_t *>(&f);
+template <size_t N>
+void check_table(const FieldDef (&table)[N], const uint8_t *p, const std::string &file, uint64_t base) {
     uint64_t at = base;
-    for (const FieldDef &d : kFields) {
+    for (const FieldDef &d : table) {
         switch (d.type) {
             case FT::U32: {
                 uint32_t v = load_u32(p + d.off);
@@ -196,6 +312,37 @@ void check_fields(const ManifestFields &f, const std::string &file, uint64_t bas
             case FT::D32: break;
         }
         at += field_size(d.type);
+    }
+}
+
+void check_fields(const ManifestFields &f, const std::string &file, uint64_t base) {
+    check_table(kFields, reinterpret_cast<const uint8_t *>(&f), file, base);
+}
+
+// The runtime block: its fields' bounds, its strings NUL-padded ASCII, its layer table.
+void check_runtime(const ManifestRuntime &r, const RuntimeLayer *layers, const std::string &file, uint64_t base) {
+    const auto *p = reinterpret_cast<const uint8_t *>(&r);
+    check_table(kRuntimeFields, p, file, base);
+    uint64_t at = base;
+    for (const FieldDef &d : kRuntimeFields) {
+        if (d.type == FT::D32) {
+            const uint8_t *s = p + d.off;
+            size_t len = strnlen(reinterpret_cast<const char *>(s), 32);
+            if (len == 32) throw_at(STK_E_CORRUPT, file, at, "%s is not NUL-terminated", d.name);
+            for (size_t i = 0; i < 32; i++)
+                if (i < len ? (s[i] < 0x20 || s[i] > 0x7e) : s[i] != 0)
+                    throw_at(STK_E_CORRUPT, file, at + i, "%s byte %zu is 0x%02x (ASCII, NUL-padded)", d.name, i, s[i]);
+        }
+        at += field_size(d.type);
+    }
+    if (r.n_kv_heads > r.n_heads || (r.n_kv_heads && r.n_heads % r.n_kv_heads))
+        throw_at(STK_E_CORRUPT, file, base, "runtime: %u heads are not a multiple of %u kv heads", r.n_heads, r.n_kv_heads);
+    if (r.top_k > r.n_experts) throw_at(STK_E_CORRUPT, file, base, "runtime: top_k %u above n_experts %u", r.top_k, r.n_experts);
+    for (uint32_t l = 0; l < r.n_layers; l++, at += kRuntimeLayerSize) {
+        const RuntimeLayer &e = layers[l];
+        if (e.kind > 1 || e.moe > 1 || e.rope_table > 1 || (e.kind == 0 && e.model_window) || (e.kind == 1 && !e.model_window))
+            throw_at(STK_E_CORRUPT, file, at, "runtime layer %u: kind %u, model_window %u, moe %u, rope_table %u", l, e.kind,
+                     e.model_window, e.moe, e.rope_table);
     }
 }
 
@@ -360,6 +507,10 @@ void validate_input(const ManifestInput &in) {
         for (uint32_t i = 0; i < in.n_arrays; i++, at += kManifestArrayEntrySize) check_array_entry(in.arrays[i], w, at);
         for (uint32_t i = 0; i < kManifestStages; i++, at += kManifestStageEntrySize) check_stage_entry(i, in.stages[i], w, at);
         for (uint32_t i = 0; i < in.n_records; i++, at += kManifestRecordSize) check_record(in.records[i], w, at);
+        if (in.runtime) {
+            if (!in.runtime_layers) throw_error(STK_E_INVALID_ARGUMENT, "manifest writer: a runtime block without its layers");
+            check_runtime(*in.runtime, in.runtime_layers, w, at);
+        }
         check_cross(*in.fields, in.p_gen, in.n_pgen, in.arrays, in.n_arrays, w, pgen_at, arrays_at);
         check_array_stages(in.arrays, in.n_arrays, in.stages, w, arrays_at);
     } catch (const Error &e) {
@@ -374,7 +525,7 @@ void emit(const ManifestInput &in, Put &&put) {
     uint8_t head[kOffFields];
     store_le<uint32_t>(head + kOffMagic, kManifestMagic);
     store_le<uint32_t>(head + kOffEndian, kManifestEndian);
-    std::memcpy(head + kOffSchema, manifest_schema_sha256(), 32);
+    std::memcpy(head + kOffSchema, manifest_schema_sha256(in.runtime != nullptr), 32);
     store_le<uint32_t>(head + kOffNPgen, in.n_pgen);
     store_le<uint32_t>(head + kOffNArrays, in.n_arrays);
     store_le<uint32_t>(head + kOffNStages, kManifestStages);
@@ -405,19 +556,33 @@ void emit(const ManifestInput &in, Put &&put) {
         encode_record(in.records[i], b);
         put(b, sizeof b);
     }
+    if (in.runtime) {
+        const auto *r = reinterpret_cast<const uint8_t *>(in.runtime);
+        for (const FieldDef &d : kRuntimeFields) put(r + d.off, field_size(d.type));  // LE host: bytes as stored
+        for (uint32_t l = 0; l < in.runtime->n_layers; l++) {
+            uint8_t b[kRuntimeLayerSize];
+            const RuntimeLayer &e = in.runtime_layers[l];
+            store_le<uint32_t>(b + 0, e.kind);
+            store_le<uint32_t>(b + 4, e.model_window);
+            store_le<uint32_t>(b + 8, e.moe);
+            store_le<uint32_t>(b + 12, e.rope_table);
+            put(b, sizeof b);
+        }
+    }
     put(in.prev_hash, 32);
 }
 
 }  // namespace
 
-const std::string &manifest_schema_text() {
-    static const std::string text = build_schema_text();
-    return text;
+const std::string &manifest_schema_text(bool with_runtime) {
+    static const std::string text = build_schema_text(false), text_runtime = build_schema_text(true);
+    return with_runtime ? text_runtime : text;
 }
 
-const uint8_t *manifest_schema_sha256() {
-    static const Sha256Digest d = sha256(manifest_schema_text().data(), manifest_schema_text().size());
-    return d.bytes;
+const uint8_t *manifest_schema_sha256(bool with_runtime) {
+    static const Sha256Digest d = sha256(manifest_schema_text(false).data(), manifest_schema_text(false).size());
+    static const Sha256Digest dr = sha256(manifest_schema_text(true).data(), manifest_schema_text(true).size());
+    return with_runtime ? dr.bytes : d.bytes;
 }
 
 size_t manifest_fixed_size() {
@@ -425,12 +590,19 @@ size_t manifest_fixed_size() {
     return n;
 }
 
-uint64_t manifest_total_size(uint64_t n_pgen, uint64_t n_arrays, uint64_t n_records) {
+size_t manifest_runtime_fixed_size() {
+    static const size_t n = compute_runtime_fixed_size();
+    return n;
+}
+
+uint64_t manifest_total_size(uint64_t n_pgen, uint64_t n_arrays, uint64_t n_records, int64_t runtime_layers) {
     uint64_t t = manifest_fixed_size();
     t = checked_add(t, checked_mul(n_pgen, 4, "manifest n_pgen"), "manifest size");
     t = checked_add(t, checked_mul(n_arrays, kManifestArrayEntrySize, "manifest n_arrays"), "manifest size");
     t = checked_add(t, kManifestStages * kManifestStageEntrySize, "manifest size");
     t = checked_add(t, checked_mul(n_records, kManifestRecordSize, "manifest n_records"), "manifest size");
+    if (runtime_layers >= 0)
+        t = checked_add(t, manifest_runtime_fixed_size() + uint64_t(runtime_layers) * kRuntimeLayerSize, "manifest size");
     return checked_add(t, kManifestHashesSize, "manifest size");
 }
 
@@ -499,7 +671,7 @@ void draft_add_record(ManifestDraft &d, stk_stage stage, RecordKind kind, Featur
 std::vector<uint8_t> encode_manifest(const ManifestInput &in) {
     validate_input(in);
     std::vector<uint8_t> out;
-    out.reserve(size_t(manifest_total_size(in.n_pgen, in.n_arrays, in.n_records)));
+    out.reserve(size_t(manifest_total_size(in.n_pgen, in.n_arrays, in.n_records, in.runtime ? int64_t(in.runtime->n_layers) : -1)));
     emit(in, [&](const void *p, size_t n) {
         auto *b = static_cast<const uint8_t *>(p);
         out.insert(out.end(), b, b + n);
@@ -548,15 +720,25 @@ Manifest decode_manifest(const uint8_t *p, uint64_t size, const std::string &fil
     uint32_t endian = load_u32(p + kOffEndian);
     if (endian != kManifestEndian)
         throw_at(STK_E_CORRUPT, file, kOffEndian, "endian tag 0x%08x, expected 0x%08x (little-endian)", endian, kManifestEndian);
-    if (std::memcmp(p + kOffSchema, manifest_schema_sha256(), 32) != 0)
-        throw_at(STK_E_SCHEMA, file, kOffSchema, "schema digest %s is not the schema this reader knows (%s)",
-                 hex32(p + kOffSchema).c_str(), hex32(manifest_schema_sha256()).c_str());
+    const bool runtime = std::memcmp(p + kOffSchema, manifest_schema_sha256(true), 32) == 0;
+    if (!runtime && std::memcmp(p + kOffSchema, manifest_schema_sha256(), 32) != 0)
+        throw_at(STK_E_SCHEMA, file, kOffSchema, "schema digest %s is not a schema this reader knows (%s, or %s with the runtime block)",
+                 hex32(p + kOffSchema).c_str(), hex32(manifest_schema_sha256()).c_str(), hex32(manifest_schema_sha256(true)).c_str());
     uint32_t n_pgen = load_u32(p + kOffNPgen), n_arrays = load_u32(p + kOffNArrays), n_stages = load_u32(p + kOffNStages),
              n_records = load_u32(p + kOffNRecords);
     check_counts(n_pgen, n_arrays, n_records, file);
     if (n_stages != kManifestStages)
         throw_at(STK_E_CORRUPT, file, kOffNStages, "n_stages %u, the DAG has %u", n_stages, kManifestStages);
-    uint64_t total = manifest_total_size(n_pgen, n_arrays, n_records);
+    uint64_t total = manifest_total_size(n_pgen, n_arrays, n_records, runtime ? 0 : -1);
+    // The runtime block's layer count sits inside it: read it once the fixed part is known there.
+    uint32_t rt_layers = 0;
+    if (runtime && size >= total) {
+        const uint64_t at_nl = total - kManifestHashesSize - manifest_runtime_fixed_size() + runtime_field_offset("runtime.n_layers");
+        rt_layers = load_u32(p + at_nl);
+        if (rt_layers < 1 || rt_layers > 1024)
+            throw_at(STK_E_CORRUPT, file, at_nl, "runtime.n_layers = %u outside 1..1024", rt_layers);
+        total = manifest_total_size(n_pgen, n_arrays, n_records, rt_layers);
+    }
     if (size < total)
         throw_at(STK_E_TRUNCATED, file, size, "%llu bytes, the counts (%u P_gen ids, %u arrays, %u records) need %llu",
                  (unsigned long long)size, n_pgen, n_arrays, n_records, (unsigned long long)total);
@@ -598,6 +780,22 @@ Manifest decode_manifest(const uint8_t *p, uint64_t size, const std::string &fil
     for (uint32_t i = 0; i < n_records; i++, at += kManifestRecordSize) {
         m.records[i] = decode_record(p + at, file, at);
         check_record(m.records[i], file, at);
+    }
+    if (runtime) {
+        m.has_runtime = true;
+        const uint64_t rt_at = at;
+        auto *rb = reinterpret_cast<uint8_t *>(&m.runtime);
+        for (const FieldDef &d : kRuntimeFields) {
+            std::memcpy(rb + d.off, p + at, field_size(d.type));
+            at += field_size(d.type);
+        }
+        m.runtime_layers.resize(rt_layers);
+        for (uint32_t l = 0; l < rt_layers; l++, at += kRuntimeLayerSize) {
+            RuntimeLayer &e = m.runtime_layers[l];
+            e.kind = load_u32(p + at), e.model_window = load_u32(p + at + 4), e.moe = load_u32(p + at + 8),
+            e.rope_table = load_u32(p + at + 12);
+        }
+        check_runtime(m.runtime, m.runtime_layers.data(), file, rt_at);
     }
     check_cross(m.fields, m.p_gen.data(), n_pgen, m.arrays.data(), n_arrays, file, pgen_at, arrays_at);
     check_array_stages(m.arrays.data(), n_arrays, m.stages, file, arrays_at);

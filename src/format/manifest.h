@@ -102,6 +102,61 @@ struct ManifestFields {
     } salts;
 };
 
+// The runtime block (docs/format.md, "Runtime block"): present only in a generation of the
+// faithful profile (`stk convert --profile faithful`), which stores the second schema digest
+// (manifest_schema_sha256(true)); a default-profile manifest has no block and the first digest, so
+// its bytes are what they were before the block existed.  Everything a forward over the model's
+// own weights needs beyond the arrays: the fixed-state attention (sinks + window), and the
+// ModelConfig fields the families differ in.  Strings (model_type, activation, router) are ASCII,
+// NUL-padded in 32 bytes.
+struct ManifestRuntime {
+    uint32_t profile = 0;  // 1 faithful
+    uint32_t sinks = 0, window = 0;
+    uint32_t kv_dtype = 0;      // the KV ring's element type Sera keeps (DType: 2 f32)
+    uint32_t weight_dtype = 0;  // matrices other than the FFN's (9 bf16)
+    uint32_t ffn_dtype = 0;     // FFN and expert matrices: 9 bf16, 5 i8 (.lwt int8, one scale per matrix)
+    uint8_t model_type[32] = {};
+    uint32_t n_layers = 0, d_model = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+    uint64_t vocab_size = 0, ffn_dim = 0;
+    uint32_t ffn_kind = 0;  // 0 plain, 1 gated
+    uint8_t activation[32] = {};
+    uint32_t norm_kind = 0;  // 0 LayerNorm, 1 RMSNorm
+    uint32_t norms_per_layer = 0, post_norms = 0, qk_norm = 0, norm_bias = 0;
+    double norm_eps = 0, norm_offset = 0;
+    double emb_multiplier = 0, residual_multiplier = 0, logit_scale = 0;
+    double score_scale = 0;  // the attention logits' scale (1/sqrt(head_dim) or the model's own)
+    double attn_softcap = 0, final_softcap = 0;
+    uint32_t positions = 0;  // 0 none, 1 learned, 2 rope, 3 alibi
+    uint32_t rotary_dim = 0, rope_pairs = 0, rope_interleaved = 0;
+    double rope_theta = 0, rope_local_theta = 0, rope_attn_factor = 0, alibi_scale = 0;
+    // The rope_scaling the global table applies (rope_inv_freq.bin holds the result).
+    uint8_t rope_scaling_type[32] = {};
+    double rope_scaling_factor = 0, rope_low_freq_factor = 0, rope_high_freq_factor = 0, rope_beta_fast = 0, rope_beta_slow = 0;
+    uint64_t rope_original_max = 0, max_positions = 0;
+    uint32_t rope_yarn_truncate = 0;
+    uint32_t pos_offset = 0, sliding_window = 0, parallel_attn = 0, tied_embeddings = 0, emb_norm = 0;
+    uint32_t qkv_bias = 0, o_bias = 0, mlp_bias = 0, lm_head_bias = 0, attn_sinks = 0;
+    uint32_t n_experts = 0, top_k = 0;
+    uint64_t moe_ffn_dim = 0, shared_expert_ffn_dim = 0;
+    uint32_t shared_expert_gate = 0, norm_topk_prob = 0;
+    uint8_t router[32] = {};
+    uint32_t first_moe_layer = 0, moe_layer_step = 0, n_group = 0, topk_group = 0, expert_bias = 0, router_bias = 0;
+    double routed_scaling = 0, swiglu_limit = 0, gated_up_offset = 0;
+    uint32_t mla = 0, mla_rope_interleaved = 0, q_lora_rank = 0, kv_lora_rank = 0, qk_nope_dim = 0, qk_rope_dim = 0,
+             v_head_dim = 0;
+    double mla_rope_gain = 0;
+};
+// One entry per layer after the runtime block's fields (16 bytes, docs/format.md).
+struct RuntimeLayer {
+    uint32_t kind = 0;          // 0 full attention, 1 sliding window
+    uint32_t model_window = 0;  // sliding: the model's own window (0 for full layers)
+    uint32_t moe = 0;           // 1: the FFN routes through experts
+    uint32_t rope_table = 0;    // row of rope_inv_freq.bin this layer rotates with
+};
+constexpr uint32_t kRuntimeProfileFaithful = 1;
+constexpr uint32_t kRuntimeMaxLayers = 1024;
+constexpr size_t kRuntimeLayerSize = 16;
+
 // One array of the generation: the file arrays/<name> and the header it must carry.
 struct ManifestArray {
     char name[kManifestNameSize] = {};  // [A-Za-z0-9._-]+, NUL-padded
@@ -171,6 +226,10 @@ struct ManifestInput {
     const ManifestRecord *records = nullptr;
     uint32_t n_records = 0;
     uint8_t prev_hash[32] = {};  // curr_hash of the generation this one replaces; zeros for the first
+    // The faithful profile's runtime block (null: none, the default profile) and its n_layers
+    // per-layer entries.
+    const ManifestRuntime *runtime = nullptr;
+    const RuntimeLayer *runtime_layers = nullptr;
 };
 
 // A decoded, validated manifest.
@@ -183,6 +242,9 @@ struct Manifest {
     uint8_t prev_hash[32] = {};
     uint8_t curr_hash[32] = {};
     uint8_t schema_sha256[32] = {};
+    bool has_runtime = false;  // the faithful profile's block (schema digest 2)
+    ManifestRuntime runtime;
+    std::vector<RuntimeLayer> runtime_layers;
 };
 
 // What stages fill while a job runs (lives inside the Job, so inside the arena); manifest_emit
@@ -197,6 +259,9 @@ struct ManifestDraft {
     uint8_t prev_hash[32] = {};  // set by a publisher that replaces a generation
     ManifestRecord records[kMaxDraftRecords];
     uint32_t n_records = 0;
+    bool has_runtime = false;  // the faithful profile filled the runtime block
+    ManifestRuntime runtime;
+    RuntimeLayer runtime_layers[kRuntimeMaxLayers];
 };
 
 // Append a record (a text over 95 printable characters is cut at a word boundary and ends in
@@ -205,13 +270,17 @@ struct ManifestDraft {
 void draft_add_record(ManifestDraft &d, stk_stage stage, RecordKind kind, Feature feature, stk_status status, double value,
                       double bound, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
 
-// The canonical schema text and its SHA-256 (the value stored as schema_sha256).
-const std::string &manifest_schema_text();
-const uint8_t *manifest_schema_sha256();
+// The canonical schema text and its SHA-256 (the value stored as schema_sha256); with_runtime:
+// the schema of a manifest holding the runtime block (the first text with the block's lines
+// inserted before the hashes).
+const std::string &manifest_schema_text(bool with_runtime = false);
+const uint8_t *manifest_schema_sha256(bool with_runtime = false);
 
-// Byte size of the fixed part and of a whole manifest with these counts (checked arithmetic).
+// Byte size of the fixed part and of a whole manifest with these counts (checked arithmetic);
+// runtime_layers: with a runtime block of that many layers (-1: none).
 size_t manifest_fixed_size();
-uint64_t manifest_total_size(uint64_t n_pgen, uint64_t n_arrays, uint64_t n_records);
+size_t manifest_runtime_fixed_size();
+uint64_t manifest_total_size(uint64_t n_pgen, uint64_t n_arrays, uint64_t n_records, int64_t runtime_layers = -1);
 
 // Encode to bytes (tests, fuzz seeds) / write write-once to `path` (via OutputFile, streamed).
 // Both validate the input with the reader's rules first (STK_E_INVALID_ARGUMENT naming the

@@ -102,6 +102,10 @@ void manifest_emit_run(Job &job) {
     in.records = records.data();
     in.n_records = uint32_t(records.size());
     std::memcpy(in.prev_hash, draft.prev_hash, 32);
+    if (draft.has_runtime) {
+        in.runtime = &draft.runtime;
+        in.runtime_layers = draft.runtime_layers;
+    }
 
     make_dirs(out_dir);
     uint8_t curr[32];

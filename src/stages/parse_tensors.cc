@@ -33,6 +33,7 @@
 #include "ingest/mxfp4.h"
 #include "stages/outputs.h"
 #include "stages/calib_job.h"
+#include "stages/faithful.h"
 #include "stages/stages.h"
 
 namespace stk {
@@ -287,6 +288,7 @@ void parse_tensors_size(const JobInputs &in, ArenaSizer &s) {
     plan_arena_size(d, s);
     Buffers b(s);
     work_buffers(d.plan, in.params.threads, b);  // normalize_params: 1..1024
+    faithful_size(in, s);                         // the faithful profile's writer (nothing otherwise)
 }
 
 void parse_tensors_run(Job &job) {
@@ -380,6 +382,9 @@ void parse_tensors_run(Job &job) {
         }
     }
     if (g_parse_tensors_loop_hook) g_parse_tensors_loop_hook(1);
+    // The faithful profile: the model's own weights, after the hash tree (so the stage digest is
+    // the default profile's tree followed by these arrays' headers).
+    if (job_is_faithful(job.params)) faithful_write(job, *plan, digest);
 
     digest.finish(job.stages[STK_STAGE_PARSE_TENSORS]);
     calib_check_model(job);  // --calibration: statistics of another model are refused here
@@ -397,7 +402,11 @@ void parse_tensors_run(Job &job) {
         }
     }
     // What the family does that the arrays cannot represent: recorded, never silent (issue 20).
-    for (const std::string &a : model_approximations(plan->config)) {
+    // Not in the faithful profile: its runtime block carries every one of these facts (windows,
+    // local bases, q/k norms, scales, softcaps), and the numeric arrays they concern are not written.
+    const std::vector<std::string> approx =
+        job_is_faithful(job.params) ? std::vector<std::string>() : model_approximations(plan->config);
+    for (const std::string &a : approx) {
         Feature f = a.find("RoPE") != std::string::npos                                               ? kFeatureMemory
                     : a.find("head") != std::string::npos || a.find("embedding") != std::string::npos ? kFeatureBridge
                                                                                                       : kFeaturePrf;

@@ -2,6 +2,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "stages/faithful.h"
 #include "stages/policy.h"
 #include "stages/stages.h"
 
@@ -31,6 +32,13 @@ ArrayPlan plan_job_arrays(const JobInputs &in) {
     const StageDef *table = stage_table();
     for (int i = 0; i < STK_STAGE_COUNT; i++)  // each planner in its stage's file, beside the dims its writer uses
         if (table[i].plan && table[i].run) table[i].plan(in, plan);
+    // The faithful profile does not run the spec's numeric stages (registry.cc records them
+    // disabled): their arrays are planned disabled, with the same reason.
+    if (job_is_faithful(in.params))
+        for (int i = 0; i < STK_STAGE_COUNT; i++)
+            if (stage_skipped_by_profile(table[i].id))
+                plan.disable_stage(table[i].id, std::string(table[i].name) +
+                                                    " not run: the faithful profile stores the model's own weights instead");
     // Seed 1.4: a stage whose input stage is disabled is disabled too (overlays on prf).
     for (PlannedArray &a : plan.arrays) {
         const stk_stage needed = stage_depends_on(a.stage);

@@ -169,6 +169,18 @@ void policy_disable_dependent(Job &job, stk_stage id, stk_stage needed) {
     mark_disabled(job, id, text);
 }
 
+bool stage_skipped_by_profile(stk_stage id) {
+    return id >= STK_STAGE_PRF && id <= STK_STAGE_BRIDGE_INIT;
+}
+
+void policy_disable_by_profile(Job &job, stk_stage id) {
+    char text[kManifestTextSize];
+    std::snprintf(text, sizeof text, "%s not run: the faithful profile stores the model's own weights instead",
+                  find_stage(id)->name);
+    add_disabled_record(job, id, STK_E_NOT_IMPLEMENTED, 0, 0, text);
+    mark_disabled(job, id, text);
+}
+
 void policy_note_header_repairs(Job &job, stk_stage id, uint64_t before) {
     uint64_t n = array_header_repairs() - before;
     if (n)

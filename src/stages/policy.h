@@ -76,6 +76,11 @@ void policy_disable(Job &job, stk_stage id, const StageSnapshot &snap, const Bou
 void policy_disable(Job &job, stk_stage id, const StageSnapshot &snap, const Error &e);
 // A stage skipped because the stage it needs was disabled: record it, mark it done and disabled.
 void policy_disable_dependent(Job &job, stk_stage id, stk_stage needed);
+// The stages a profile does not run: the faithful profile skips the spec's numeric stages
+// (prf_build, overlays_build, ffn_collapse, mphf_cuckoo, memory_fit, bridge_init).
+bool stage_skipped_by_profile(stk_stage id);
+// Such a stage: recorded "feature disabled" with the profile as the reason, marked done and disabled.
+void policy_disable_by_profile(Job &job, stk_stage id);
 // After a stage that ran: an 18.5 note if array headers were recomputed while it wrote
 // (`before`: array_header_repairs() when it started).
 void policy_note_header_repairs(Job &job, stk_stage id, uint64_t before);

@@ -15,6 +15,7 @@
 #include "kernels/numeric_mode.h"
 #include "stages/attn_common.h"
 #include "stages/calib_job.h"
+#include "stages/faithful.h"
 #include "stages/job.h"
 #include "stages/policy.h"
 #include "stages/stages.h"
@@ -24,7 +25,7 @@ namespace stk {
 // The DAG of seed 15.2.  A null run is a stage that is not implemented: it writes nothing and
 // says so (STK_E_NOT_IMPLEMENTED); the manifest records the feature as disabled.
 static const StageDef kStages[STK_STAGE_COUNT] = {
-    {STK_STAGE_PARSE_TENSORS, "parse_tensors", parse_tensors_size, parse_tensors_run, nullptr},
+    {STK_STAGE_PARSE_TENSORS, "parse_tensors", parse_tensors_size, parse_tensors_run, faithful_plan},
     {STK_STAGE_TOKENIZER, "tokenizer_build_or_wrap", tokenizer_stage_size, tokenizer_stage_run, tokenizer_stage_plan},
     {STK_STAGE_PRF, "prf_build", prf_build_size, prf_build_run, prf_build_plan},
     {STK_STAGE_OVERLAYS, "overlays_build", overlays_build_size, overlays_build_run, overlays_build_plan},
@@ -58,9 +59,23 @@ stk_job_params normalize_params(const stk_job_params &in) {
     if (p.top_l > 256) throw_error(STK_E_INVALID_ARGUMENT, "topL = %u: at most 256", p.top_l);
     if (p.threads > 1024) throw_error(STK_E_INVALID_ARGUMENT, "threads = %u: at most 1024", p.threads);
     if (p.calibration && !*p.calibration) throw_error(STK_E_INVALID_ARGUMENT, "calibration is an empty path (NULL: none)");
-    if (p.flags &
-        ~uint32_t(STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER | STK_JOB_ALLOW_NONFINITE | STK_JOB_PUBLISH_ROOT | STK_JOB_MEMORY_FIT_LSQ))
+    if (p.flags & ~uint32_t(STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER | STK_JOB_ALLOW_NONFINITE | STK_JOB_PUBLISH_ROOT |
+                            STK_JOB_MEMORY_FIT_LSQ | STK_JOB_PROFILE_FAITHFUL | STK_JOB_FAITHFUL_FFN_INT8))
         throw_error(STK_E_INVALID_ARGUMENT, "unknown job flags 0x%x", p.flags);
+    // The faithful profile's own parameters mean nothing elsewhere: refused, never ignored.
+    if (p.flags & STK_JOB_PROFILE_FAITHFUL) {
+        if (!p.sinks) p.sinks = 4;
+        if (!p.window) p.window = 252;
+        if (p.sinks > 65536) throw_error(STK_E_INVALID_ARGUMENT, "sinks = %u: at most 65536", p.sinks);
+        if (p.window > (1u << 24)) throw_error(STK_E_INVALID_ARGUMENT, "window = %u: at most 16777216", p.window);
+        if (p.calibration)
+            throw_error(STK_E_INVALID_ARGUMENT, "calibration: the faithful profile stores the model's own weights (nothing to fit)");
+    } else {
+        if (p.flags & STK_JOB_FAITHFUL_FFN_INT8)
+            throw_error(STK_E_INVALID_ARGUMENT, "STK_JOB_FAITHFUL_FFN_INT8 (--ffn int8) needs the faithful profile");
+        if (p.sinks || p.window)
+            throw_error(STK_E_INVALID_ARGUMENT, "sinks / window (%u / %u) need the faithful profile", p.sinks, p.window);
+    }
     return p;
 }
 
@@ -92,7 +107,7 @@ static void size_job(const JobInputs &in, ArenaSizer &s) {
     if (in.params.flags & STK_JOB_PUBLISH_ROOT) s.add(kPublishPathSlack * 2 + 2 * std::strlen(in.params.out_dir), 1);
     s.add_array<WrittenArray>(kMaxArrays);
     for (const StageDef &st : kStages)
-        if (st.size) st.size(in, s);
+        if (st.size && !(job_is_faithful(in.params) && stage_skipped_by_profile(st.id))) st.size(in, s);
 }
 
 size_t job_arena_size(const stk_job_params &params) {
@@ -214,6 +229,12 @@ void job_run_stage(Job &job, stk_stage id) {
         job.stages[id].done = true;
         job.stages[id].not_implemented = true;
         throw_error(STK_E_NOT_IMPLEMENTED, "stage %s is not implemented: nothing written, its feature is disabled", st->name);
+    }
+    // The faithful profile does not run the spec's numeric stages (docs/decisions.md, "Faithful
+    // profile"): each is recorded disabled, with the reason, and writes nothing.
+    if (job_is_faithful(job.params) && stage_skipped_by_profile(id)) {
+        policy_disable_by_profile(job, id);
+        return;
     }
     // Seed 1.4: an optional stage whose input stage was disabled is disabled too (recorded).
     const stk_stage needed = stage_depends_on(id);

@@ -12,7 +12,9 @@
 # bounds); llama runs once more with a SentencePiece tokenizer.model beside it (not byte-level
 # BPE: the token tables disabled, EXT wrapper), and tiny-gpt2's weights once more with GPT-2's
 # full vocabulary (the T_n bounds over thousands of keys), and with a 5-token vocabulary that
-# Sardinas-Patterson certifies (the plan says "optional", the run writes the tables).
+# Sardinas-Patterson certifies (the plan says "optional", the run writes the tables).  Five
+# models once more in the faithful profile: its arrays are the plan's, exactly, and the numeric
+# stages' arrays are planned disabled by the profile.
 # Usage: dry_run.sh STK MODELS_DIR TINY_GPT2_DIR
 set -eu
 stk=$1
@@ -108,6 +110,14 @@ if name in ("gpt2", "llama", "bloom"):  # no tokenizer file
 if "--allow-uncertified-tokenizer" in opts:
     assert mode == "fst_uncertified" and all(p["status"] == "written" for p in tok), (name, mode)
     assert any(p["name"] == "T_1.bin" and not p["exact"] for p in tok), (name, tok)
+if "faithful" in opts:  # the model's own weights: exactly the arrays written, the numeric stages off
+    mine = {n for n, p in planned.items() if p["stage"] == "parse_tensors"}
+    assert mine and mine == {n for n, a in published.items() if a["stage"] == "parse_tensors"}, (name, mine)
+    assert all(planned[n]["exact"] and planned[n]["status"] == "written" for n in mine), (name, mine)
+    numeric = ("prf_build", "overlays_build", "ffn_collapse", "mphf_cuckoo", "memory_fit", "bridge_init")
+    for p in plan["arrays"]:
+        if p["stage"] in numeric:
+            assert p["status"] == "disabled" and "faithful profile" in p["reason"], (name, p)
 print("ok: %s: %d arrays planned (%d disabled), %d published, %d of <= %d payload bytes%s" % (
     name, t["arrays"], t["disabled"], conv["arrays"], conv["bytes"], t["bytes"], "" if t["exact"] else " (bounded)"))
 PY
@@ -117,6 +127,12 @@ for m in gpt2 llama llama_f32 mixtral qwen2_moe gpt_neox bloom; do
   check "$m" "$models/$m"
 done
 check tiny-gpt2 "$tiny"
+# The faithful profile (docs/format.md "Faithful profile"): its weight arrays planned exactly.
+check llama-faithful "$models/llama" --profile faithful
+check gpt2-faithful "$models/gpt2" --profile faithful --window 8 --sinks 1
+check mixtral-faithful-int8 "$models/mixtral" --profile faithful --ffn int8
+check qwen2_moe-faithful "$models/qwen2_moe" --profile faithful
+check gpt_neox-faithful "$models/gpt_neox" --profile faithful
 check tiny-gpt2-fst "$tiny" --allow-uncertified-tokenizer
 mkdir "$tmp/llama-sp-model"
 for f in "$models"/llama/*; do ln -s "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")" "$tmp/llama-sp-model/"; done

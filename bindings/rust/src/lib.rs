@@ -47,6 +47,11 @@ pub const HEADER_VERSION_STRING: &str = sys::STK_VERSION_STRING;
 pub const ALLOW_UNCERTIFIED_TOKENIZER: u32 = sys::STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER;
 /// Job flag: record NaN/Inf weights instead of refusing them.
 pub const ALLOW_NONFINITE: u32 = sys::STK_JOB_ALLOW_NONFINITE;
+/// Job flag: the faithful profile (`stk convert --profile faithful`): the model's own weights
+/// and the manifest's runtime block instead of the spec's numeric arrays.
+pub const PROFILE_FAITHFUL: u32 = sys::STK_JOB_PROFILE_FAITHFUL;
+/// Job flag, faithful profile only: FFN and expert matrices as .lwt int8 instead of bf16.
+pub const FAITHFUL_FFN_INT8: u32 = sys::STK_JOB_FAITHFUL_FFN_INT8;
 
 /// A status code of libstk.  The discriminants are the header's pinned values.
 ///
@@ -351,6 +356,10 @@ pub struct JobParams {
     pub flags: u32,
     /// A calibration statistics file (`python -m stk calibrate`) the stages fit to; None: no data.
     pub calibration: Option<PathBuf>,
+    /// Faithful profile only: sink positions kept exact (0: 4).
+    pub sinks: u32,
+    /// Faithful profile only: most recent positions kept exact (0: 252).
+    pub window: u32,
 }
 
 impl JobParams {
@@ -378,6 +387,8 @@ impl JobParams {
             threads: self.threads,
             flags: self.flags,
             calibration: calibration.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            sinks: self.sinks,
+            window: self.window,
         };
         Ok(CParams { raw, _in_dir: in_dir, _out_dir: out_dir, _calibration: calibration })
     }

@@ -67,6 +67,8 @@ pub const STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER: u32 = 0x1;
 pub const STK_JOB_ALLOW_NONFINITE: u32 = 0x2;
 pub const STK_JOB_PUBLISH_ROOT: u32 = 0x4;
 pub const STK_JOB_MEMORY_FIT_LSQ: u32 = 0x8;
+pub const STK_JOB_PROFILE_FAITHFUL: u32 = 0x10;
+pub const STK_JOB_FAITHFUL_FFN_INT8: u32 = 0x20;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -82,6 +84,9 @@ pub struct stk_job_params {
     pub flags: u32,
     /// Appended: a calibration statistics file, or null.
     pub calibration: *const c_char,
+    /// Appended: the faithful profile's sinks and window (0: its defaults; 0 outside it).
+    pub sinks: u32,
+    pub window: u32,
 }
 
 /// Opaque: lives inside the caller's arena; never constructed or moved from Rust.
@@ -349,6 +354,11 @@ pub struct stk_manifest_info {
     pub manifest_path: *const c_char,
     pub published: u32,
     pub first: u32,
+    /// Appended: 0 default profile, 1 faithful; its sinks, window, FFN dtype (9 bf16, 5 int8).
+    pub profile: u32,
+    pub runtime_sinks: u32,
+    pub runtime_window: u32,
+    pub runtime_ffn_dtype: u32,
 }
 
 #[repr(C)]
@@ -950,7 +960,7 @@ extern "C" {
 // offsets are compared with the C compiler's in tests/header.rs.
 #[cfg(target_pointer_width = "64")]
 const _: () = {
-    assert!(std::mem::size_of::<stk_job_params>() == 56);
+    assert!(std::mem::size_of::<stk_job_params>() == 64);
     assert!(std::mem::size_of::<stk_verify_report>() == 288);
     assert!(std::mem::size_of::<stk_export_params>() == 40);
     assert!(std::mem::size_of::<stk_export_report>() == 40);

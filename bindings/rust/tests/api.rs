@@ -126,6 +126,8 @@ fn arena_size_with_struct_size_zero_is_struct_size() {
         threads: 0,
         flags: 0,
         calibration: std::ptr::null(),
+        sinks: 0,
+        window: 0,
     };
     let mut bytes = 12345usize;
     let st = unsafe { sys::stk_job_arena_size(&params, &mut bytes) };
@@ -172,6 +174,13 @@ fn out_of_range_options_are_refused() {
     params.flags = 0x80;
     assert_eq!(stk::arena_size(&params).unwrap_err().status(), Status::InvalidArgument);
     params.flags = stk::ALLOW_NONFINITE | stk::ALLOW_UNCERTIFIED_TOKENIZER;
+    assert!(stk::arena_size(&params).unwrap() > 0);
+    // The faithful profile's window: refused without the profile, taken with it.
+    params.window = 60;
+    let err = stk::arena_size(&params).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert!(err.message().contains("faithful"), "{err}");
+    params.flags |= stk::PROFILE_FAITHFUL | stk::FAITHFUL_FFN_INT8;
     assert!(stk::arena_size(&params).unwrap() > 0);
 }
 

@@ -101,6 +101,8 @@ fn every_header_constant_matches_sys() {
         ("STK_JOB_ALLOW_NONFINITE", sys::STK_JOB_ALLOW_NONFINITE as u64),
         ("STK_JOB_PUBLISH_ROOT", sys::STK_JOB_PUBLISH_ROOT as u64),
         ("STK_JOB_MEMORY_FIT_LSQ", sys::STK_JOB_MEMORY_FIT_LSQ as u64),
+        ("STK_JOB_PROFILE_FAITHFUL", sys::STK_JOB_PROFILE_FAITHFUL as u64),
+        ("STK_JOB_FAITHFUL_FFN_INT8", sys::STK_JOB_FAITHFUL_FFN_INT8 as u64),
         ("STK_LOOKUP_TOKEN_ID", sys::STK_LOOKUP_TOKEN_ID as u64),
         ("STK_LOOKUP_TOKEN_BYTES", sys::STK_LOOKUP_TOKEN_BYTES as u64),
         ("STK_LOOKUP_LINEAR", sys::STK_LOOKUP_LINEAR as u64),
