@@ -662,7 +662,6 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: Optio
     missing = need_torch("eval")
     if missing:
         raise ModuleNotFoundError(missing)
-    import torch
 
     # Every argument is checked before the model loads.
     swaps = parse_swap(swap) if isinstance(swap, str) else list(swap)
@@ -682,9 +681,23 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: Optio
     if needs_gen and not zero and gen is None:
         raise ValueError("stk eval --swap: give --gen ROOT|DIR, the generation of --model whose arrays replace the modules")
     gen_obj = None
-    rt = None
     if gen is not None:
         gen_obj = Generation(gen)
+    try:
+        return _evaluate(model, gen_obj, texts, swaps, ctx, contexts, zero, threads, sinks, window, isolated, progress,
+                         needs_gen)
+    finally:
+        if gen_obj is not None:
+            gen_obj.close()
+
+
+def _evaluate(model: str, gen_obj: Optional[Generation], texts: Sequence[str], swaps: list[Swap], ctx: Optional[int],
+              contexts: int, zero: bool, threads: int, sinks: int, window: int, isolated: bool,
+              progress: bool | Callable[[int, int], None], needs_gen: bool) -> dict[str, Any]:
+    import torch
+
+    rt = None
+    if gen_obj is not None:
         want = generation_digest(gen_obj)
         have = model_digest(os.fspath(model))
         if want != have:
@@ -777,8 +790,6 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: Optio
         "layers": layers,
         "seconds": round(time.monotonic() - t0, 1),
     }
-    if gen_obj is not None:
-        gen_obj.close()
     return report
 
 
