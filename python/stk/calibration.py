@@ -36,12 +36,17 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from .errors import StkError
+from .evaluation import need_torch
 
 MAGIC = b"STKCAL01"
 VERSION = 1
 HEADER_BYTES = 128
 PRF_PAIRS, ATTN_OUT, ROPE_PAIRS, FFN = 1, 2, 4, 8
 SECTION_NAMES = {PRF_PAIRS: "prf_pairs", ATTN_OUT: "attn_out", ROPE_PAIRS: "rope_pairs", FFN: "ffn"}
+# The ffn moments read positions 1.. of each context: position 0's FFN output (the attention
+# sink's massive activations) is orders of magnitude above the rest and would fit the dictionary
+# to that one token (docs/decisions.md "Calibrated fits", issue 39).
+FFN_FROM_POSITION = 1
 # Families whose rotary pairs are interleaved (element 2f with 2f + 1), not rotate_half's f with
 # f + rotary_dim/2, or whose keys carry the rotation apart from the heads (MLA).
 _INTERLEAVED_ROPE = {"gptj": "GPT-J rotates interleaved pairs (2f, 2f+1)",
@@ -144,27 +149,61 @@ def pair_keys(t_len: int, per_query: int, rng: np.random.Generator) -> tuple[np.
     return np.concatenate(ts), np.concatenate(ss)
 
 
-def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: int = 512, contexts: int = 8,
-              pairs_per_query: int = 16, progress: bool | Callable[[int, int], None] = True) -> dict[str, Any]:
-    """Run ``model`` on ``texts`` and write the statistics file ``out``; returns the report (the
-    fields of ``stk calibrate --json``, docs/cli.md)."""
-    from .evaluation import _load, contexts_of, model_digest
+def _tmp_name(out: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.tmp-{os.getpid()}")
 
-    if ctx < 1:
-        raise ValueError(f"--ctx {ctx}: at least 1 token")
+
+def check_out(out: str | os.PathLike[str]) -> None:
+    """--out can be written: not a directory, in a directory that exists and takes a new file (a
+    probe file is created and removed), checked before the model runs.  OSError naming --out."""
+    p = os.fspath(out)
+    if os.path.isdir(p):
+        raise OSError(f"--out {p}: a directory; give the path of the statistics file to write")
+    parent = os.path.dirname(os.path.abspath(p))
+    if not os.path.isdir(parent):
+        raise OSError(f"--out {p}: the directory {parent} does not exist")
+    probe = _tmp_name(p)
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except OSError as e:
+        raise OSError(f"--out {p}: cannot create a file in {parent}: {e.strerror}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: Optional[int] = None, contexts: int = 8,
+              pairs_per_query: int = 16, progress: bool | Callable[[int, int], None] = True,
+              ffn_from_position: int = FFN_FROM_POSITION) -> dict[str, Any]:
+    """Run ``model`` on ``texts`` and write the statistics file ``out``; returns the report (the
+    fields of ``stk calibrate --json``, docs/cli.md).  ``ctx`` None: 512, or the model's positions
+    when it has fewer.  ``ffn_from_position``: the first position of each context the ffn moments
+    read (1, docs/decisions.md "Calibrated fits"; 0 only to measure what the old fit did)."""
+    from .evaluation import _load, check_model_path, contexts_of, model_digest, need_torch, read_text, resolve_ctx
+
+    missing = need_torch("calibrate")
+    if missing:
+        raise ModuleNotFoundError(missing)
+    if ctx is not None and ctx <= ffn_from_position:
+        raise ValueError(f"--ctx {ctx}: at least {ffn_from_position + 1} tokens (the ffn moments read positions "
+                         f"{ffn_from_position}.. of each context)")
     if contexts < 1:
         raise ValueError(f"--contexts {contexts}: at least 1")
     if pairs_per_query < 1:
         raise ValueError(f"--pairs-per-query {pairs_per_query}: at least 1")
     if not texts:
         raise ValueError("stk calibrate: give at least one --text FILE")
+    # Every argument, and --out, is checked before the model loads.
     for t in texts:
-        if not os.path.isfile(t):
-            raise ValueError(f"--text {os.fspath(t)}: no such file")
+        read_text(t)
+    check_model_path(model)
+    check_out(out)
     import torch
 
     t0 = time.monotonic()
     m, tok = _load(os.fspath(model))
+    ctx = resolve_ctx(ctx, m.config)
+    if ctx <= ffn_from_position:
+        raise ValueError(f"--ctx {ctx}: at least {ffn_from_position + 1} tokens")
     cfg = m.config
     layers, layers_name = _layers(m)
     n_layers = len(layers)
@@ -195,8 +234,11 @@ def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: int = 512, con
             want[li] |= FFN
 
             def ffn_hook(mod: Any, args: Any, output: Any, li: int = li) -> None:
-                x = args[0].reshape(-1, d_model).double()
-                y = (output[0] if isinstance(output, tuple) else output).reshape(-1, d_model).double()
+                # [batch 1, t, d]: positions ffn_from_position.. (the first token's massive
+                # activations would otherwise dominate the moments: docs/decisions.md)
+                x = args[0][:, ffn_from_position:].reshape(-1, d_model).double()
+                y = (output[0] if isinstance(output, tuple) else output)[:, ffn_from_position:]
+                y = y.reshape(-1, d_model).double()
                 z = torch.cat([torch.relu(x), torch.relu(-x)], dim=1)
                 a = accs[li]
                 a.ffn_g = _add(a.ffn_g, z.T @ z)
@@ -398,7 +440,7 @@ def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: int = 512, con
     head[64:96] = digest
     struct.pack_into("<I", head, 124, crc32c(bytes(head[:124])))
     out = os.fspath(out)
-    tmp = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.tmp-{os.getpid()}")
+    tmp = _tmp_name(out)
     try:
         with open(tmp, "wb") as f:
             f.write(head)
@@ -482,12 +524,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--model", required=True, help="the model: a HF directory or a .gguf file")
     p.add_argument("--text", action="append", required=True, metavar="FILE", help="a UTF-8 text (repeatable)")
     p.add_argument("--out", required=True, metavar="STATS", help="the statistics file to write")
-    p.add_argument("--ctx", type=int, default=512, help="tokens per context (default 512)")
+    p.add_argument("--ctx", type=int, default=None, help="tokens per context (default 512, or the model's positions "
+                   "when it has fewer)")
     p.add_argument("--contexts", type=int, default=8, help="at most this many contexts per --text file (default 8)")
     p.add_argument("--pairs-per-query", type=int, default=16,
                    help="PRF pairs: keys drawn per query position (default 16)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     a = p.parse_args(argv)
+    missing = need_torch("calibrate")
+    if missing:
+        print(f"stk calibrate: {missing}", file=sys.stderr)
+        return 1
     try:
         r = calibrate(a.model, a.text, a.out, ctx=a.ctx, contexts=a.contexts, pairs_per_query=a.pairs_per_query,
                       progress=True)

@@ -42,14 +42,41 @@ from . import _lib
 from .errors import Status, StkError, _raise
 from .generation import Generation
 
-MODULES = ("ffn", "prf", "overlays", "memory")
-# Beyond the spec's arrays (a proposal to Sera, docs/proposal-faithful-runtime.md): exact softmax
-# over S sink tokens plus a window of the last W (`window`; `window-prf` adds the generation's PRF
-# state holding every key that left the window, in the same normalisation), and the FFN's own
-# weights through the .lwt low-bit packing (docs/spec/lowbit-packing.txt) at one scale per tensor,
-# or as bfloat16.
-BEYOND = ("window", "window-prf", "ffn-bfloat16", "ffn-int8", "ffn-int4", "ffn-ternary")
+# Every --swap module, what it swaps in, and whether it is one of the spec's arrays or beyond the
+# format: the one list `--help`, the errors and docs/cli.md's list are written from.
+SWAP_MODULES: dict[str, tuple[bool, str]] = {
+    "ffn": (True, "the FFN as the generation's linear dictionary"),
+    "prf": (True, "attention as PRF attention over the generation's whitener"),
+    "overlays": (True, "prf plus the overlay correction"),
+    "memory": (True, "prf with the memory bank filtering its state"),
+    # Beyond the spec's arrays (a proposal to Sera, docs/proposal-faithful-runtime.md): exact
+    # softmax over S sink tokens plus a window of the last W (`window`; `window-prf` adds the
+    # generation's PRF state holding every key that left the window, in the same normalisation),
+    # and the FFN's own weights through the .lwt low-bit packing (docs/spec/lowbit-packing.txt) at
+    # one scale per tensor, or as bfloat16.
+    "window": (False, "the model's attention over the first --sinks and the last --window positions"),
+    "window-prf": (False, "window plus the PRF state of every key that left it (needs --gen)"),
+    "ffn-bfloat16": (False, "the FFN's own weights as bfloat16"),
+    "ffn-int8": (False, "the FFN's own weights as int8 (stk export --dtype int8)"),
+    "ffn-int4": (False, "the FFN's own weights as int4"),
+    "ffn-ternary": (False, "the FFN's own weights as ternary"),
+}
+MODULES = tuple(m for m, (spec, _) in SWAP_MODULES.items() if spec)
+BEYOND = tuple(m for m, (spec, _) in SWAP_MODULES.items() if not spec)
 ALL_MODULES = MODULES + BEYOND
+
+
+def swap_modules_text() -> str:
+    """The modules --swap takes, in one sentence (the --help text and every --swap error)."""
+    return f"{', '.join(MODULES)}; beyond the format: {', '.join(BEYOND)}"
+
+
+def swap_modules_help() -> str:
+    """One line per --swap module: `python -m stk eval --help`'s list."""
+    return "\n".join(f"  {m:<13} {why}" + ("" if spec else " [beyond the format]")
+                     for m, (spec, why) in SWAP_MODULES.items())
+
+
 _STAGE_PARSE_TENSORS = 1  # stk_stage STK_STAGE_PARSE_TENSORS
 
 
@@ -72,13 +99,15 @@ def parse_swap(spec: str) -> list[Swap]:
         return out
     for part in spec.split(","):
         part = part.strip()
-        name, _, layers = part.partition(":")
+        name, colon, layers = part.partition(":")
         if name not in ALL_MODULES:
-            raise ValueError(f"--swap {spec!r}: unknown module {name!r} (the modules: {', '.join(MODULES)}; "
-                             f"beyond the format: {', '.join(BEYOND)})")
-        if not layers:
+            raise ValueError(f"--swap {spec!r}: unknown module {name!r} (the modules: {swap_modules_text()})")
+        if not colon:
             out.append(Swap(name, None))
             continue
+        if not layers:
+            raise ValueError(f"--swap {spec!r}: no layers after '{name}:' (give N, A-B or N+M, or {name} without ':' "
+                             "for every layer)")
         picked: list[int] = []
         for piece in layers.split("+"):
             a, dash, b = piece.partition("-")
@@ -106,7 +135,84 @@ def _plan(swaps: Sequence[Swap], n_layers: int) -> dict[str, set[int]]:
 
 
 # --------------------------------------------------------------------------------------------
-# texts -> contexts
+# the user's inputs, each checked before the model loads
+
+
+DEFAULT_CTX = 512
+
+
+def need_torch(command: str) -> Optional[str]:
+    """None when torch and transformers import; else the sentence saying what to install (the
+    first thing `stk eval` / `stk calibrate` check, so a missing torch is one line, not a traceback)."""
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        return (f"stk {command} needs torch and transformers, which the rest of stk does not: pip install 'stk[eval]' "
+                f"(or: pip install torch transformers accelerate gguf); {e}")
+    return None
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """A --text file's contents: a regular file, UTF-8, no NUL byte; refused naming the file."""
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        raise ValueError(f"--text {p}: no such file")
+    if not os.path.isfile(p):
+        raise ValueError(f"--text {p}: not a regular file")
+    try:
+        with open(p, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ValueError(f"--text {p}: cannot be read: {e.strerror}") from None
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise ValueError(f"--text {p}: a binary file, not UTF-8 text (a NUL byte at offset {nul})")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"--text {p}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start} "
+                         f"{e.reason})") from None
+
+
+def check_model_path(model: str | os.PathLike[str]) -> None:
+    """--model names a HF directory (with config.json) or a .gguf file."""
+    p = os.fspath(model)
+    if not os.path.exists(p):
+        raise ValueError(f"--model {p}: no such file or directory (give a HF model directory or a .gguf file)")
+    if os.path.isdir(p):
+        if not os.path.isfile(os.path.join(p, "config.json")):
+            raise ValueError(f"--model {p}: a directory without config.json, not a HF model directory")
+    elif not p.endswith(".gguf"):
+        raise ValueError(f"--model {p}: neither a HF model directory nor a .gguf file")
+
+
+_POSITION_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx", "seq_length", "max_seq_len")
+
+
+def max_positions(config: Any) -> Optional[tuple[int, str]]:
+    """The model's position limit and the config field it is read from; None when it declares none."""
+    for cfg in (config, getattr(config, "text_config", None)):
+        if cfg is None:
+            continue
+        fields = cfg.to_dict() if hasattr(cfg, "to_dict") else vars(cfg)  # the names as config.json spells them
+        for name in _POSITION_FIELDS:
+            v = fields.get(name)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v, name
+    return None
+
+
+def resolve_ctx(ctx: Optional[int], config: Any) -> int:
+    """--ctx against the model's positions: the default (None) is 512 or the model's limit when it
+    has fewer; a --ctx above the limit is refused before anything runs."""
+    limit = max_positions(config)
+    if ctx is None:
+        return DEFAULT_CTX if limit is None else min(DEFAULT_CTX, limit[0])
+    if limit is not None and ctx > limit[0]:
+        raise ValueError(f"--ctx {ctx}: the model has {limit[0]} positions ({limit[1]} in its config); "
+                         f"give --ctx {limit[0]} or less")
+    return ctx
 
 
 def contexts_of(tokenizer: Any, texts: Sequence[str], ctx: int, per_file: int) -> list[tuple[str, list[int]]]:
@@ -114,8 +220,7 @@ def contexts_of(tokenizer: Any, texts: Sequence[str], ctx: int, per_file: int) -
     consecutive contexts of ``ctx`` tokens, at most ``per_file`` of them; a shorter tail is dropped."""
     out: list[tuple[str, list[int]]] = []
     for path in texts:
-        with open(path, encoding="utf-8") as f:
-            ids = list(tokenizer(f.read())["input_ids"])
+        ids = list(tokenizer(read_text(path))["input_ids"])
         n = min(per_file, len(ids) // ctx)
         if n == 0:
             raise ValueError(f"--text {path}: {len(ids)} tokens, fewer than one context of --ctx {ctx}")
@@ -131,19 +236,20 @@ def contexts_of(tokenizer: Any, texts: Sequence[str], ctx: int, per_file: int) -
 def _load(model: str) -> tuple[Any, Any]:
     """transformers' own loading (kept for the next call on the same model: the swaps are undone
     after every forward): a HF directory, or a GGUF through its gguf_file= reader."""
-    try:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-    except ImportError as e:  # pragma: no cover - the message is the point
-        raise ImportError("stk eval needs torch and transformers: pip install 'stk[eval]' "
-                          f"(or: pip install torch transformers accelerate gguf): {e}") from e
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    check_model_path(model)
     kw: dict[str, Any] = {}
     path = os.fspath(model)
     if os.path.isfile(path) and path.endswith(".gguf"):
         kw["gguf_file"] = os.path.basename(path)
         path = os.path.dirname(os.path.abspath(path))
-    tok = AutoTokenizer.from_pretrained(path, **kw)
-    m = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="eager", **kw)
+    try:
+        tok = AutoTokenizer.from_pretrained(path, **kw)
+        m = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="eager", **kw)
+    except (OSError, ValueError, KeyError, TypeError) as e:  # transformers' words for a model it cannot read
+        raise ValueError(f"--model {model}: transformers cannot load it: {e}") from None
     m.eval()
     return m, tok
 
@@ -206,12 +312,55 @@ class _Meter:
 
 
 def _decoder_layers(model: Any) -> Any:
+    """The decoder blocks: ``model.layers`` (Llama and its kin) or ``transformer.h`` (GPT-2, Falcon)."""
     inner = getattr(model, "model", None)
     layers = getattr(inner, "layers", None)
     if layers is None:
-        raise NotImplementedError(f"stk eval: {type(model).__name__} has no model.layers; the swaps are implemented "
-                                  "for decoder models laid out as Llama's (q/k/v/o_proj attention, model.layers)")
+        layers = getattr(getattr(model, "transformer", None), "h", None)
+    if layers is None:
+        raise NotImplementedError(f"stk eval: {type(model).__name__} has neither model.layers nor transformer.h; the swaps "
+                                  "are implemented for decoders laid out as Llama's, GPT-2's or Falcon's")
     return layers
+
+
+# A block's attention and FFN modules, by the names transformers gives them.
+_ATTN_NAMES = ("self_attn", "attn", "self_attention")
+
+
+def _attn_name(blk: Any) -> str:
+    for n in _ATTN_NAMES:
+        if getattr(blk, n, None) is not None:
+            return n
+    raise NotImplementedError(f"stk eval: {type(blk).__name__} has none of {', '.join(_ATTN_NAMES)}")
+
+
+def _out_proj(attn: Any) -> Any:
+    """The attention's output projection W_O: o_proj (Llama), c_proj (GPT-2), dense (Falcon)."""
+    for n in ("o_proj", "c_proj", "dense"):
+        if getattr(attn, n, None) is not None:
+            return getattr(attn, n)
+    raise NotImplementedError(f"{type(attn).__name__} has no o_proj / c_proj / dense output projection")
+
+
+def _values(attn: Any, x: Any, h: int, hkv: int, hd: int) -> Any:
+    """The attention's value heads at every position, [t, h * hd], each query head's value head
+    (GQA / MQA heads repeated): from v_proj, or split out of the fused projection as the family's
+    own forward splits it (GPT-2's c_attn is [q | k | v]; Falcon's query_key_value is split by its
+    _split_heads, which broadcasts each key/value head over its query heads)."""
+    t = x.shape[0]
+    if getattr(attn, "v_proj", None) is not None:
+        v = attn.v_proj(x).reshape(t, hkv, hd)
+        return v.repeat_interleave(h // hkv, dim=1).reshape(t, h * hd)
+    if getattr(attn, "c_attn", None) is not None and not getattr(attn, "is_cross_attention", False):
+        d = int(attn.split_size)
+        return attn.c_attn(x)[:, 2 * d:3 * d]
+    if getattr(attn, "query_key_value", None) is not None and hasattr(attn, "_split_heads"):
+        _, _, v = attn._split_heads(attn.query_key_value(x)[None])  # [1, t, heads, hd]; MQA: 1 head
+        v = v[0]
+        if v.shape[1] == 1:
+            v = v.expand(t, h, v.shape[-1])
+        return v.reshape(t, -1)
+    raise NotImplementedError(f"{type(attn).__name__} has none of v_proj, c_attn (GPT-2), query_key_value (Falcon)")
 
 
 def _attn_geometry(attn: Any, config: Any) -> tuple[int, int, int]:
@@ -261,9 +410,12 @@ def _lowbit_ffn_weights(model_path: str, dtype: str, layers: Iterable[int]) -> d
 
 
 def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters: dict[tuple[str, int], _Meter],
-             sinks: int = 4, window: int = 60, lowbit: Optional[dict[str, dict[int, dict[str, np.ndarray]]]] = None
-             ) -> list[Callable[[], None]]:
-    """Replace the planned modules in ``model``; returns the undo callables."""
+             sinks: int = 4, window: int = 60, lowbit: Optional[dict[str, dict[int, dict[str, np.ndarray]]]] = None,
+             passthrough: bool = False) -> list[Callable[[], None]]:
+    """Replace the planned modules in ``model``; returns the undo callables.  With ``passthrough``
+    each replacement is computed and measured but the original module's output goes on: the
+    forward stays the original's, and ``meters`` get each module's error on the original model's
+    inputs (``--isolated``)."""
     import copy
 
     import torch
@@ -282,6 +434,8 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
             flat = x.reshape(-1, x.shape[-1]).detach().cpu().numpy().astype(np.float32)
             y = np.zeros_like(flat) if zero else rt.ffn_apply(self.layer, flat)
             meters[("ffn", self.layer)].add(y, ref.reshape(flat.shape).detach().cpu().numpy())
+            if passthrough:
+                return ref
             return torch.from_numpy(np.ascontiguousarray(y)).reshape(ref.shape).to(ref.dtype)
 
     class Attention(torch.nn.Module):
@@ -300,16 +454,16 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
             if zero:
                 out = torch.zeros_like(ref)
             else:
-                t = x.shape[0]
-                v = self.orig.v_proj(x).reshape(t, self.hkv, self.hd)
-                v = v.repeat_interleave(self.h // self.hkv, dim=1).reshape(t, self.h * self.hd)
+                v = _values(self.orig, x, self.h, self.hkv, self.hd)
                 xn = x.detach().cpu().numpy().astype(np.float32)
                 vn = v.detach().cpu().numpy().astype(np.float32)
                 o = rt.prf_run(self.layer, xn, vn, memory=self.memory)
                 if self.overlays:
                     o = o + rt.overlay_delta(self.layer, xn)
-                out = self.orig.o_proj(torch.from_numpy(np.ascontiguousarray(o)).to(ref.dtype))[None]
+                out = _out_proj(self.orig)(torch.from_numpy(np.ascontiguousarray(o)).to(ref.dtype))[None]
             meters[(self.module, self.layer)].add(out.detach().cpu().numpy(), ref.detach().cpu().numpy())
+            if passthrough:
+                return ref_out
             if isinstance(ref_out, tuple):
                 return (out,) + tuple(None for _ in ref_out[1:])
             return out
@@ -338,6 +492,8 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
             out_all = self.orig(hidden_states, *args, **dict(kwargs, attention_mask=new))
             out = torch.zeros_like(ref) if zero else (out_all[0] if isinstance(out_all, tuple) else out_all)
             meters[("window", self.layer)].add(out.detach().cpu().numpy(), ref.detach().cpu().numpy())
+            if passthrough:
+                return ref_out
             if isinstance(ref_out, tuple):
                 return (out,) + tuple(None for _ in ref_out[1:])
             return out
@@ -376,6 +532,8 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
                     setattr(mod, "eager_attention_forward", eager)
                 out = out_all[0] if isinstance(out_all, tuple) else out_all
             meters[("window-prf", self.layer)].add(out.detach().cpu().numpy(), ref.detach().cpu().numpy())
+            if passthrough:
+                return ref_out
             if isinstance(ref_out, tuple):
                 return (out,) + tuple(None for _ in ref_out[1:])
             return out
@@ -429,23 +587,24 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
             ref = self.orig(x)
             out = torch.zeros_like(ref) if zero else self.copy(x)
             meters[(self.module, self.layer)].add(out.detach().cpu().numpy(), ref.detach().cpu().numpy())
-            return out
+            return ref if passthrough else out
+
+    def put(blk: Any, name: str, new: Any) -> None:
+        undo.append(functools.partial(setattr, blk, name, getattr(blk, name)))
+        setattr(blk, name, new)
 
     for module in (m for m in BEYOND if m.startswith("ffn-")):
         for layer in sorted(plan[module]):
             blk = layers[layer]
-            orig = blk.mlp
             meters.setdefault((module, layer), _Meter())
             weights = {} if lowbit is None else lowbit[module][layer]
-            blk.mlp = LowBitFFN(orig, layer, module, weights)
-            undo.append(functools.partial(setattr, blk, "mlp", orig))
+            put(blk, "mlp", LowBitFFN(blk.mlp, layer, module, weights))
     for module, cls in (("window", Window), ("window-prf", WindowPrf)):
         for layer in sorted(plan[module]):
             blk = layers[layer]
-            orig = blk.self_attn
+            name = _attn_name(blk)
             meters.setdefault((module, layer), _Meter())
-            blk.self_attn = cls(orig, layer)
-            undo.append(functools.partial(setattr, blk, "self_attn", orig))
+            put(blk, name, cls(getattr(blk, name), layer))
     attn_layers = plan["prf"] | plan["overlays"] | plan["memory"]
     for layer in sorted(plan["ffn"]):
         blk = layers[layer]
@@ -454,18 +613,20 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
             raise NotImplementedError(f"stk eval --swap ffn:{layer}: layer {layer}'s FFN is a mixture of experts; "
                                       "swapping MoE layers (router + per-expert dictionary units) is not implemented")
         meters.setdefault(("ffn", layer), _Meter())
-        blk.mlp = FFN(orig, layer)
-        undo.append(functools.partial(setattr, blk, "mlp", orig))
+        put(blk, "mlp", FFN(orig, layer))
     for layer in sorted(attn_layers):
         blk = layers[layer]
-        orig = blk.self_attn
-        if not all(hasattr(orig, n) for n in ("v_proj", "o_proj")):
-            raise NotImplementedError(f"stk eval --swap prf:{layer}: {type(orig).__name__} has no v_proj/o_proj; "
-                                      "attention swaps are implemented for Llama-style attention blocks")
+        name = _attn_name(blk)
+        orig = getattr(blk, name)
         module = "memory" if layer in plan["memory"] else "overlays" if layer in plan["overlays"] else "prf"
+        try:
+            _out_proj(orig)
+            if not any(getattr(orig, n, None) is not None for n in ("v_proj", "c_attn", "query_key_value")):
+                raise NotImplementedError(f"{type(orig).__name__} has none of v_proj, c_attn (GPT-2), query_key_value (Falcon)")
+        except NotImplementedError as e:
+            raise NotImplementedError(f"stk eval --swap {module}:{layer}: {e}") from None
         meters.setdefault((module, layer), _Meter())
-        blk.self_attn = Attention(orig, layer, module, layer in plan["overlays"], layer in plan["memory"])
-        undo.append(functools.partial(setattr, blk, "self_attn", orig))
+        put(blk, name, Attention(orig, layer, module, layer in plan["overlays"], layer in plan["memory"]))
     return undo
 
 
@@ -492,40 +653,51 @@ class _Scores:
             self.agree.append((lo.argmax(-1) == ls.argmax(-1)).numpy())
 
 
-def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: int = 512, contexts: int = 8,
+def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: Optional[int] = None, contexts: int = 8,
              swap: str | Sequence[Swap] = "", zero: bool = False, threads: int = 0, sinks: int = 4, window: int = 60,
-             progress: bool | Callable[[int, int], None] = False) -> dict[str, Any]:
+             isolated: bool = False, progress: bool | Callable[[int, int], None] = False) -> dict[str, Any]:
     """Run the original and the swapped model on ``texts`` and return the report (the fields of
-    ``stk eval --json``, docs/cli.md)."""
-    import torch
+    ``stk eval --json``, docs/cli.md).  ``ctx`` None: 512, or the model's positions when fewer.
+    ``isolated``: each swapped module's error is also measured on the original model's inputs."""
+    missing = need_torch("eval")
+    if missing:
+        raise ModuleNotFoundError(missing)
 
+    # Every argument is checked before the model loads.
     swaps = parse_swap(swap) if isinstance(swap, str) else list(swap)
-    if ctx < 2:
+    if ctx is not None and ctx < 2:
         raise ValueError(f"--ctx {ctx}: at least 2 tokens (a context scores its next tokens)")
     if contexts < 1:
         raise ValueError(f"--contexts {contexts}: at least 1")
     if not texts:
         raise ValueError("stk eval: give at least one --text FILE")
-    if threads:
-        torch.set_num_threads(threads)
-    t0 = time.monotonic()
-    m, tok = _load(os.fspath(model))
-    plan = _plan(swaps, len(_decoder_layers(m)))
-    _check_plan(plan)
     if sinks < 0 or window < 1:
         raise ValueError(f"--sinks {sinks} --window {window}: sinks >= 0 and window >= 1")
-    swapped_any = any(plan.values())
-    lowbit = None
-    if not zero and any(plan[mod] for mod in BEYOND if mod.startswith("ffn-")):
-        lowbit = {mod: _lowbit_ffn_weights(model, mod[len("ffn-"):], plan[mod]) for mod in BEYOND if mod.startswith("ffn-") and plan[mod]}
-    needs_gen = any(plan[mod] for mod in MODULES + ("window-prf",))
-    rt = None
+    for t in texts:
+        read_text(t)
+    check_model_path(model)
+    modules = {s.module for s in swaps}
+    needs_gen = bool(modules & set(MODULES + ("window-prf",)))
+    if needs_gen and not zero and gen is None:
+        raise ValueError("stk eval --swap: give --gen ROOT|DIR, the generation of --model whose arrays replace the modules")
     gen_obj = None
-    if needs_gen and not zero:
-        if gen is None:
-            raise ValueError("stk eval --swap: give --gen ROOT|DIR, the generation of --model whose arrays replace the modules")
     if gen is not None:
         gen_obj = Generation(gen)
+    try:
+        return _evaluate(model, gen_obj, texts, swaps, ctx, contexts, zero, threads, sinks, window, isolated, progress,
+                         needs_gen)
+    finally:
+        if gen_obj is not None:
+            gen_obj.close()
+
+
+def _evaluate(model: str, gen_obj: Optional[Generation], texts: Sequence[str], swaps: list[Swap], ctx: Optional[int],
+              contexts: int, zero: bool, threads: int, sinks: int, window: int, isolated: bool,
+              progress: bool | Callable[[int, int], None], needs_gen: bool) -> dict[str, Any]:
+    import torch
+
+    rt = None
+    if gen_obj is not None:
         want = generation_digest(gen_obj)
         have = model_digest(os.fspath(model))
         if want != have:
@@ -533,11 +705,23 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: int =
                            f"--gen {gen_obj.dir} was converted from another model: its parse_tensors digest is crc32c "
                            f"{want[0]:08x} sha256_low64 {want[1]:016x}, --model {model} has crc32c {have[0]:08x} "
                            f"sha256_low64 {have[1]:016x}")
-        if needs_gen and not zero:
-            from .runtime import ReferenceRuntime
-            rt = ReferenceRuntime(gen_obj)
+    if threads:
+        torch.set_num_threads(threads)
+    t0 = time.monotonic()
+    m, tok = _load(os.fspath(model))
+    ctx = resolve_ctx(ctx, m.config)
+    plan = _plan(swaps, len(_decoder_layers(m)))
+    _check_plan(plan)
+    swapped_any = any(plan.values())
+    lowbit = None
+    if not zero and any(plan[mod] for mod in BEYOND if mod.startswith("ffn-")):
+        lowbit = {mod: _lowbit_ffn_weights(model, mod[len("ffn-"):], plan[mod]) for mod in BEYOND if mod.startswith("ffn-") and plan[mod]}
+    if gen_obj is not None and needs_gen and not zero:
+        from .runtime import ReferenceRuntime
+        rt = ReferenceRuntime(gen_obj)
     ctxs = contexts_of(tok, texts, ctx, contexts)
     meters: dict[tuple[str, int], _Meter] = {}
+    meters_iso: dict[tuple[str, int], _Meter] = {}
     scores = _Scores()
     bar = None
     if progress is True:
@@ -549,7 +733,16 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: int =
     with torch.no_grad():
         for i, (_, ids) in enumerate(ctxs):
             x = torch.tensor([ids])
-            lo = m(x, use_cache=False).logits[0]
+            # The original forward; with --isolated every planned module is computed beside the
+            # module it replaces, on that module's own (original) input, and the original's
+            # output goes on.
+            undo = _install(m, rt, plan, zero, meters_iso, sinks, window, lowbit, passthrough=True) \
+                if isolated and swapped_any else []
+            try:
+                lo = m(x, use_cache=False).logits[0]
+            finally:
+                for u in reversed(undo):
+                    u()
             undo = _install(m, rt, plan, zero, meters, sinks, window, lowbit) if swapped_any else []
             try:
                 ls = m(x, use_cache=False).logits[0]
@@ -567,7 +760,12 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: int =
     nll_s = np.concatenate(scores.nll_s)
     kl = np.concatenate(scores.kl)
     agree = np.concatenate(scores.agree)
-    layers = [{"module": mod, "layer": layer, "rel_l2": meter.rel_l2()} for (mod, layer), meter in sorted(meters.items(), key=lambda kv: (kv[0][1], ALL_MODULES.index(kv[0][0])))]
+    layers = []
+    for (mod, layer), meter in sorted(meters.items(), key=lambda kv: (kv[0][1], ALL_MODULES.index(kv[0][0]))):
+        e: dict[str, Any] = {"module": mod, "layer": layer, "rel_l2": meter.rel_l2()}
+        if isolated:
+            e["rel_l2_isolated"] = meters_iso[(mod, layer)].rel_l2()
+        layers.append(e)
     report = {
         "command": "eval",
         "model": os.fspath(model),
@@ -587,12 +785,18 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: int =
         "positions_compared": int(kl.size),
         "positions": (f"perplexity: the next token at positions 0..{ctx - 2} of each context ({ctx - 1} per context); "
                       f"KL and top-1: every position 0..{ctx - 1} ({ctx} per context); each context starts at position 0"),
+        "isolated": isolated,
+        "layer_errors": LAYER_ERRORS_ISOLATED if isolated else LAYER_ERRORS,
         "layers": layers,
         "seconds": round(time.monotonic() - t0, 1),
     }
-    if gen_obj is not None:
-        gen_obj.close()
     return report
+
+
+LAYER_ERRORS = ("rel_l2: the relative L2 of each swapped module's output against the output of the module it "
+                "replaced, inside the swapped run (its input already changed by the swapped modules before it)")
+LAYER_ERRORS_ISOLATED = (LAYER_ERRORS + "; rel_l2_isolated: the same on the original model's inputs (the module's "
+                         "own error, each module alone)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -611,34 +815,49 @@ def _format(r: dict[str, Any]) -> str:
         f"  top-1 agreement  {r['top1_agreement']:.4f}",
     ]
     if r["layers"]:
-        lines.append("  per module (relative L2 of its output against the output it replaced):")
-        for e in r["layers"]:
-            lines.append(f"    {e['module']:<9} layer {e['layer']:>3}  {e['rel_l2']:.4f}")
+        if r.get("isolated"):
+            lines.append("  per module, relative L2 of its output against the output it replaced:")
+            lines.append("    swapped run: on the swapped run's inputs; isolated: on the original model's inputs")
+            lines.append(f"    {'module':<12} {'layer':>5}  {'swapped run':>11}  {'isolated':>9}")
+            for e in r["layers"]:
+                lines.append(f"    {e['module']:<12} {e['layer']:>5}  {e['rel_l2']:>11.4f}  {e['rel_l2_isolated']:>9.4f}")
+        else:
+            lines.append("  per module (relative L2 of its output against the output it replaced, on the swapped run's inputs):")
+            for e in r["layers"]:
+                lines.append(f"    {e['module']:<12} layer {e['layer']:>3}  {e['rel_l2']:.4f}")
     lines.append(f"  {r['seconds']} s")
     return "\n".join(lines)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="stk eval", description=(
+    p = argparse.ArgumentParser(prog="stk eval", formatter_class=argparse.RawDescriptionHelpFormatter, description=(
         "What a converted model keeps: the original model (transformers, float32) against the same forward with "
-        "modules computed from a generation's arrays by stk's reference runtime. Needs pip install 'stk[eval]'."))
+        "modules computed from a generation's arrays by stk's reference runtime. Needs pip install 'stk[eval]'."),
+        epilog="--swap modules:\n" + swap_modules_help())
     p.add_argument("--model", required=True, help="the model: a HF directory or a .gguf file")
     p.add_argument("--gen", help="a generations root or generation directory converted from --model")
     p.add_argument("--text", action="append", required=True, metavar="FILE", help="a UTF-8 text (repeatable)")
-    p.add_argument("--ctx", type=int, default=512, help="tokens per context (default 512)")
+    p.add_argument("--ctx", type=int, default=None, help=f"tokens per context (default {DEFAULT_CTX}, or the model's "
+                   "positions when it has fewer)")
     p.add_argument("--contexts", type=int, default=8, help="at most this many contexts per --text file (default 8)")
-    p.add_argument("--swap", default="", help="modules to swap: ffn, prf, overlays, memory, comma-separated, each "
-                   "optionally :LAYERS (N, A-B, N+M), e.g. ffn:15,prf:0-29 (default: nothing)")
-    p.add_argument("--sinks", type=int, default=4, help="window swap: the first S positions every query sees (default 4)")
-    p.add_argument("--window", type=int, default=60, help="window swap: the last W positions every query sees, its own "
+    p.add_argument("--swap", default="", help=f"modules to swap, comma-separated: {swap_modules_text()} (listed "
+                   "below); each optionally :LAYERS (N, A-B, N+M), e.g. ffn:15,prf:0-29 (default: nothing)")
+    p.add_argument("--sinks", type=int, default=4, help="window swaps: the first S positions every query sees (default 4)")
+    p.add_argument("--window", type=int, default=60, help="window swaps: the last W positions every query sees, its own "
                    "included (default 60)")
     p.add_argument("--zero", action="store_true", help="replace the --swap modules by zero (the 'module deleted' baseline)")
+    p.add_argument("--isolated", action="store_true", help="also measure each swapped module's error on the original "
+                   "model's inputs (rel_l2_isolated), beside the swapped run's (rel_l2)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     a = p.parse_args(argv)
+    missing = need_torch("eval")
+    if missing:
+        print(f"stk eval: {missing}", file=sys.stderr)
+        return 1
     try:
         r = evaluate(a.model, a.gen, a.text, ctx=a.ctx, contexts=a.contexts, swap=a.swap, zero=a.zero,
-                     threads=a.threads, sinks=a.sinks, window=a.window, progress=True)
+                     threads=a.threads, sinks=a.sinks, window=a.window, isolated=a.isolated, progress=True)
     except ValueError as e:
         print(f"stk eval: {e}", file=sys.stderr)
         return 2

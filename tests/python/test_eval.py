@@ -192,3 +192,144 @@ def test_window_prf_combines_the_window_and_the_carried_state(text, llama_gen):
             want[t] = (1 - w)[:, None] * v[t] + w[:, None] * op.reshape(H, hd)
     got = cap["o"].double().numpy().reshape(CTX, H, hd)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+# ---- fused attention projections (issue 39, item 9) -----------------------------------------
+
+def _attention_io(m, blocks, name, layer, ids):
+    """The attention block's input (its hidden_states) and output in the original forward."""
+    cap = {}
+    attn = getattr(blocks[layer], name)
+    h1 = attn.register_forward_pre_hook(lambda mod, a, kw: cap.update(x=(a[0] if a else kw["hidden_states"])[0]),
+                                        with_kwargs=True)
+    h2 = attn.register_forward_hook(lambda mod, a, o: cap.update(y=(o[0] if isinstance(o, tuple) else o)[0]))
+    try:
+        with torch.no_grad():
+            m(torch.tensor([ids]), use_cache=False)
+    finally:
+        h1.remove()
+        h2.remove()
+    return cap["x"].double().numpy(), cap["y"].double().numpy()
+
+
+def _prf_reference(gen_root, layer, xs, values, out_proj, overlays):
+    """sqrt(sum |W_O o + b - y|^2 / sum |y|^2) over the contexts, o the reference runtime's PRF
+    read-out of x against the values the test split out of the fused weight itself."""
+    from stk.runtime import ReferenceRuntime
+    err2 = ref2 = 0.0
+    with stk.Generation(gen_root) as g:
+        rt = ReferenceRuntime(g)
+        for x, y in xs:
+            x32 = x.astype(np.float32)
+            o = rt.prf_run(layer, x32, values(x).astype(np.float32)).astype(np.float64)
+            if overlays:
+                o = o + rt.overlay_delta(layer, x32)
+            out = out_proj(o)
+            err2 += float(((out - y) ** 2).sum())
+            ref2 += float((y ** 2).sum())
+    return math.sqrt(err2 / ref2)
+
+
+def test_gpt2_fused_c_attn_attention_swaps(text, converted):
+    """tiny-gpt2 (the repository's demo model): c_attn is [q | k | v] of 16 columns each (Conv1D,
+    x @ W + b); the values are its last 16 columns, W_O is c_proj.  Layer 0's error is on the
+    original inputs in both measures; layer 1's isolated error too."""
+    from safetensors.numpy import load_file
+    root, _ = converted
+    ctx = 32
+    r = evaluation.evaluate(str(TINY), str(root), [text], ctx=ctx, contexts=2, swap="prf:0,overlays:1", isolated=True)
+    w = load_file(str(TINY / "model.safetensors"))
+    m, tok = evaluation._load(str(TINY))
+    ids = tok(open(text, encoding="utf-8").read())["input_ids"]
+    got = {(e["module"], e["layer"]): e for e in r["layers"]}
+    assert sorted(got) == [("overlays", 1), ("prf", 0)]
+    for (module, layer) in got:
+        wa, ba = w[f"h.{layer}.attn.c_attn.weight"].astype(np.float64), w[f"h.{layer}.attn.c_attn.bias"].astype(np.float64)
+        wp, bp = w[f"h.{layer}.attn.c_proj.weight"].astype(np.float64), w[f"h.{layer}.attn.c_proj.bias"].astype(np.float64)
+        xs = [_attention_io(m, m.transformer.h, "attn", layer, ids[i * ctx:(i + 1) * ctx]) for i in range(2)]
+        want = _prf_reference(root, layer, xs, lambda x: x @ wa[:, 32:48] + ba[32:48], lambda o: o @ wp + bp,
+                              module == "overlays")
+        assert got[(module, layer)]["rel_l2_isolated"] == pytest.approx(want, rel=1e-5)
+        if layer == 0:
+            assert got[(module, layer)]["rel_l2"] == pytest.approx(want, rel=1e-5)
+        assert 1e-5 < want < 10  # not zero: the swap computed something of its own
+    assert r["perplexity_swapped"] != r["perplexity_original"] and 0 <= r["top1_agreement"] <= 1
+
+
+@pytest.fixture(scope="module")
+def falcon(tmp_path_factory):
+    """tests/fixtures/families/falcon (new_decoder_architecture: 4 query heads, 2 key/value heads,
+    one fused query_key_value) with the tiny Llama's tokenizer beside it, converted."""
+    import shutil
+    d = tmp_path_factory.mktemp("falcon") / "falcon"
+    shutil.copytree(SOURCE_ROOT / "tests" / "fixtures" / "families" / "falcon", d)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(TINY_LLAMA / f, d / f)
+    root = d.parent / "root"
+    stk.convert(d, root, threads=2, allow_uncertified_tokenizer=True)
+    return d, str(root)
+
+
+def test_falcon_fused_qkv_attention_swap(text, falcon, monkeypatch):
+    """Falcon's query_key_value rows come in 2 groups (one per key/value head) of [q_0, q_1, k, v],
+    16 rows each: query head j reads the v rows of group j // 2; W_O is `dense` (no bias)."""
+    from safetensors.torch import load_file
+    d, root = falcon
+    orig = evaluation.contexts_of
+    monkeypatch.setattr(evaluation, "contexts_of", lambda tok, texts, c, n: [
+        (p, [i % 256 for i in ids]) for p, ids in orig(tok, texts, c, n)])  # the fixture's vocabulary is 256
+    ctx = 40
+    r = evaluation.evaluate(str(d), root, [text], ctx=ctx, contexts=2, swap="prf:0,memory:1", isolated=True)
+    w = {k: v.double().numpy() for k, v in load_file(str(d / "model.safetensors")).items()}
+    m, tok = evaluation._load(str(d))
+    ids = [i % 256 for i in tok(open(text, encoding="utf-8").read())["input_ids"]]
+    got = {(e["module"], e["layer"]): e for e in r["layers"]}
+    assert sorted(got) == [("memory", 1), ("prf", 0)]
+    layer = 0
+    qkv = w[f"transformer.h.{layer}.self_attention.query_key_value.weight"]  # [(4 + 2 * 2) * 16, 64]
+    wo = w[f"transformer.h.{layer}.self_attention.dense.weight"]
+    v_rows = np.concatenate([qkv[g * 64 + 48:g * 64 + 64] for j in range(4) for g in [j // 2]])  # [4 * 16, 64]
+    xs = [_attention_io(m, m.transformer.h, "self_attention", layer, ids[i * ctx:(i + 1) * ctx]) for i in range(2)]
+    want = _prf_reference(root, layer, xs, lambda x: x @ v_rows.T, lambda o: o @ wo.T, False)
+    assert got[("prf", 0)]["rel_l2"] == pytest.approx(want, rel=1e-5)
+    assert got[("prf", 0)]["rel_l2_isolated"] == pytest.approx(want, rel=1e-5)
+    assert 1e-5 < want < 10
+    assert math.isfinite(got[("memory", 1)]["rel_l2"]) and got[("memory", 1)]["rel_l2"] > 0
+
+
+# ---- --isolated (issue 39, item 10) -----------------------------------------------------------
+
+def test_isolated_measures_each_module_on_the_original_inputs(text, llama_gen):
+    """Every FFN swapped: layer 0's input is the original's either way; layer 1's swapped-run
+    input is already changed by layer 0's dictionary, its isolated one is the original model's
+    (recomputed here from hooks on the unswapped model and the dictionary read through stk_lookup)."""
+    m, ids, _ = _reference(text)
+    r = evaluation.evaluate(str(TINY_LLAMA), llama_gen, [text], ctx=CTX, contexts=2, swap="ffn", isolated=True)
+    plain = evaluation.evaluate(str(TINY_LLAMA), llama_gen, [text], ctx=CTX, contexts=2, swap="ffn")
+    want = []
+    for layer in range(2):
+        err2 = ref2 = 0.0
+        for i in range(2):
+            cap = {}
+            h = m.model.layers[layer].mlp.register_forward_hook(lambda mod, a, out: cap.update(x=a[0][0], y=out[0]))
+            with torch.no_grad():
+                m(torch.tensor([ids[i * CTX:(i + 1) * CTX]]), use_cache=False)
+            h.remove()
+            y = _dictionary_ffn(llama_gen, layer, cap["x"].double().numpy())
+            err2 += float(((y - cap["y"].double().numpy()) ** 2).sum())
+            ref2 += float((cap["y"].double().numpy() ** 2).sum())
+        want.append(math.sqrt(err2 / ref2))
+    e0, e1 = r["layers"]
+    assert (e0["module"], e0["layer"], e1["module"], e1["layer"]) == ("ffn", 0, "ffn", 1)
+    assert e0["rel_l2_isolated"] == pytest.approx(want[0], rel=1e-5) and e0["rel_l2"] == pytest.approx(want[0], rel=1e-5)
+    assert e1["rel_l2_isolated"] == pytest.approx(want[1], rel=1e-5)
+    assert abs(e1["rel_l2"] - want[1]) > 1e-3  # the drifted measure is another number
+    # the swapped run and the scores are those of a run without --isolated (the original forward unchanged)
+    assert [e["rel_l2"] for e in plain["layers"]] == [e["rel_l2"] for e in r["layers"]]
+    for k in ("perplexity_original", "perplexity_swapped", "kl_mean", "top1_agreement"):
+        assert r[k] == plain[k]
+    assert r["isolated"] is True and "rel_l2_isolated" in r["layer_errors"] and "original model's inputs" in r["layer_errors"]
+    assert "rel_l2_isolated" not in plain["layers"][0]
+    text_out = evaluation._format(r)
+    assert "swapped run: on the swapped run's inputs; isolated: on the original model's inputs" in text_out
+    assert f"ffn              1  {e1['rel_l2']:>11.4f}  {e1['rel_l2_isolated']:>9.4f}" in text_out
