@@ -26,7 +26,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 REF = os.path.join(HERE, "fixtures", "lm")
-BOUND = 2e-3  # max |delta logit|: f32 sums in another order than torch's over 2-4 tiny layers
+BOUND = 1e-4  # max |delta logit|: f32 sums in another order than torch's (measured: at most 1.9e-6)
 STK_E_NOT_IMPLEMENTED = 4
 
 
