@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/float16.h"
 #include "core/parallel.h"
+#include "ingest/rope.h"
 #include "kernels/linalg.h"
 
 namespace stk::lm {
@@ -103,67 +104,22 @@ struct LayerW {
     TensorView q_norm, k_norm;
     TensorView q, k, v, o, qb, kb, vb, ob;
     TensorView w1, w2, w3, b1, b2, b3;  // dense FFN
-    TensorView router;
+    TensorView qa, qa_norm, kva, kva_norm, kvb;  // MLA: q_a_proj (or none), kv_a_proj_with_mqa, kv_b_proj
+    TensorView sinks;                            // one learned logit per head (gpt-oss)
+    TensorView router, router_b;
     bool moe = false;
-    std::vector<TensorView> e1, e2, e3;  // routed experts
+    std::vector<TensorView> e1, e2, e3, eb1, eb2, eb3;  // routed experts (and their biases)
     TensorView s1, s2, s3, sgate;        // shared expert and its gate
     bool sliding = false;
     int rope_class = 0;  // 0: global angles, 1: the local (sliding) base
 };
 
-uint32_t alibi_like_slopes(uint32_t n, double *out) {
-    // BLOOM's build_alibi_tensor (MPT's equals it for a power-of-two head count).
-    uint32_t cp = 1;
-    while (cp * 2 <= n) cp *= 2;
-    const double base = std::pow(2.0, -std::pow(2.0, -(std::log2(double(cp)) - 3)));
-    for (uint32_t i = 0; i < cp; i++) out[i] = std::pow(base, double(i + 1));
-    if (cp < n) {
-        const double extra = std::pow(2.0, -std::pow(2.0, -(std::log2(double(2 * cp)) - 3)));
-        for (uint32_t i = 0; i < n - cp; i++) out[cp + i] = std::pow(extra, double(2 * i + 1));
-    }
-    return n;
-}
-
-// The RoPE inverse frequencies as transformers initialises them (modeling_rope_utils), rounded
-// to f32 as its buffer holds them.  `local`: Gemma 3's sliding-layer base, never scaled.
+// The RoPE inverse frequencies (ingest/rope.h) rounded to f32, as transformers' buffer holds
+// them.  `local`: Gemma 3's sliding-layer base, never scaled.
 std::vector<float> inv_freq(const ModelConfig &c, bool local) {
-    const uint32_t rot = c.rotary_dim ? c.rotary_dim : c.head_dim;
-    const uint32_t n = rot / 2;
-    const double base = local ? c.rope_local_theta : c.rope_theta;
-    std::vector<double> t(n);
-    for (uint32_t i = 0; i < n; i++) t[i] = 1.0 / std::pow(base, double(2 * i) / double(rot));
-    const std::string type = local ? "" : c.rope_scaling_type;
-    const double factor = c.rope_scaling_factor;
-    const double orig = double(c.rope_original_max ? c.rope_original_max : c.max_positions);
-    if (type == "linear") {
-        for (double &x : t) x /= factor;
-    } else if (type == "llama3") {
-        const double lo = c.rope_low_freq_factor > 0 ? c.rope_low_freq_factor : 1;
-        const double hi = c.rope_high_freq_factor > 0 ? c.rope_high_freq_factor : 4;
-        const double lo_wave = orig / lo, hi_wave = orig / hi;
-        for (double &x : t) {
-            const double wave = 2 * M_PI / x;
-            if (wave > lo_wave) x /= factor;
-            else if (wave >= hi_wave) {
-                const double smooth = (orig / wave - lo) / (hi - lo);
-                x = (1 - smooth) * x / factor + smooth * x;
-            }
-        }
-    } else if (type == "yarn") {
-        const double fast = c.rope_beta_fast > 0 ? c.rope_beta_fast : 32, slow = c.rope_beta_slow > 0 ? c.rope_beta_slow : 1;
-        auto corr = [&](double rots) { return double(rot) * std::log(orig / (rots * 2 * M_PI)) / (2 * std::log(c.rope_theta)); };
-        double low = corr(fast), high = corr(slow);
-        if (c.rope_yarn_truncate) low = std::floor(low), high = std::ceil(high);
-        low = std::max(0.0, low), high = std::min(double(rot - 1), high);
-        if (low == high) high += 0.001;
-        for (uint32_t i = 0; i < n; i++) {
-            const double extrap = 1 - std::min(1.0, std::max(0.0, (double(i) - low) / (high - low)));
-            t[i] = t[i] / factor * (1 - extrap) + t[i] * extrap;
-        }
-    }
-    std::vector<float> f(n);
-    for (uint32_t i = 0; i < n; i++) f[i] = float(t[i]);
-    return f;
+    std::vector<double> t;
+    rope_angles(c, t, nullptr, local);
+    return std::vector<float>(t.begin(), t.end());
 }
 
 }  // namespace
@@ -172,14 +128,18 @@ std::string unsupported(const ModelConfig &c) {
     const std::string fam = c.model_type[0] ? c.model_type : family_name(c.family);
     auto no = [&](const std::string &why) { return "the LM runtime does not run " + fam + ": " + why; };
     Act a;
-    if (c.mla) return no("multi-head latent attention (MLA) is not computed yet");
-    if (c.attn_sinks) return no("learned attention sinks (ATTN_SINK) are not computed yet");
     if (c.n_experts) {
-        if (std::string(c.router) != "softmax_topk") return no(std::string("router '") + c.router + "' is not computed yet");
-        if (c.router_bias || c.n_group || c.router_jitter != 0 || c.routed_scaling != 1)
-            return no("biased, grouped or jittered routing is not computed yet");
-        if (c.expert_bias || c.swiglu_limit != 0 || c.gated_up_offset != 0) return no("expert biases and clamped SwiGLU are not computed yet");
+        const std::string r = c.router;
+        if (r != "softmax_topk" && r != "softmax_group_topk" && r != "sigmoid_group_topk" && r != "sparsemixer")
+            return no("router '" + r + "' is not computed");
+        if (r == "sparsemixer" && c.top_k != 2) return no("the sparsemixer router with top_k " + std::to_string(c.top_k) + " (it picks 2)");
+        if ((r == "softmax_group_topk" || r == "sigmoid_group_topk") && !(c.n_group && c.topk_group && c.n_experts % c.n_group == 0))
+            return no("grouped routing without n_group / topk_group");
+        if (c.n_group > 256) return no("more than 256 expert groups");
+        if (r == "sigmoid_group_topk" && (c.n_experts / c.n_group < 2 || c.top_k > c.topk_group * (c.n_experts / c.n_group)))
+            return no("sigmoid group routing with fewer than 2 experts a group or more picks than the groups hold");
     }
+    if (c.mla && c.qk_nope_dim + c.qk_rope_dim == 0) return no("MLA without query/key width");
     if (!parse_act(c.activation, &a)) return no(std::string("activation '") + c.activation + "' is not computed");
     const std::string rs = c.rope_scaling_type;
     if (c.positions == PosKind::Rope && !(rs.empty() || rs == "default" || rs == "linear" || rs == "llama3" || rs == "yarn"))
@@ -196,7 +156,11 @@ struct Sequence::Impl {
     ModelConfig c;
     SeqOptions o;
     Act act_kind = Act::Silu;
-    uint32_t nh = 0, nkv = 0, hd = 0, qdim = 0, kvdim = 0, n_pairs = 0, rot = 0, cap = 0;
+    // Per head: khd the query/key width (the dot product), vhd the value width; qdim = nh * khd,
+    // kdim = nkv * khd, vdim = nkv * vhd.  MLA: khd = nope + rope, vhd = v_head_dim, nkv = nh,
+    // its rotary part the last n_pairs * 2 of each query/key head (rot_off = nope).
+    uint32_t nh = 0, nkv = 0, khd = 0, vhd = 0, qdim = 0, kdim = 0, vdim = 0, n_pairs = 0, rot = 0, rot_off = 0, cap = 0;
+    bool pair_interleaved = false;
     uint64_t d = 0, vocab = 0, ffn_max = 0;
     float scale = 1;
     TensorView emb, pos_emb, emb_norm_g, emb_norm_b, final_g, final_b, head, head_b;
@@ -207,10 +171,11 @@ struct Sequence::Impl {
 
     // Arena buffers.
     float *x = nullptr, *h = nullptr, *h2 = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *att = nullptr, *tmp = nullptr;
-    float *fa = nullptr, *fb = nullptr, *acc = nullptr, *gath = nullptr, *eout = nullptr, *rlog = nullptr, *wbuf = nullptr;
+    float *lat = nullptr, *lat2 = nullptr;  // MLA: [max_batch][max(q_lora, kv_lora + rope)], [max_batch][nh * (nope + v)]
+    float *fa = nullptr, *fb = nullptr, *acc = nullptr, *gath = nullptr, *eout = nullptr, *rlog = nullptr, *rlog2 = nullptr, *wbuf = nullptr;
     float *scores = nullptr;  // [threads][cap + max_batch]
     float *cosb = nullptr, *sinb = nullptr;  // [2][max_batch][n_pairs]
-    float *kring = nullptr, *vring = nullptr;  // [layers][cap][kvdim]
+    float *kring = nullptr, *vring = nullptr;  // [layers][cap][kdim], [layers][cap][vdim]
     float *logit = nullptr;
     int32_t *route = nullptr;  // [max_batch][top_k] expert ids
     float *route_w = nullptr;  // [max_batch][top_k]
@@ -225,21 +190,25 @@ struct Sequence::Impl {
         const std::string why = unsupported(c);
         if (!why.empty()) throw_error(STK_E_NOT_IMPLEMENTED, "%s: %s", ws.describe().c_str(), why.c_str());
         parse_act(c.activation, &act_kind);
-        nh = c.n_heads, nkv = c.n_kv_heads ? c.n_kv_heads : c.n_heads, hd = c.head_dim;
-        if (!nh || !hd || nh % nkv) throw_error(STK_E_CORRUPT, "%s: %u heads over %u key/value heads of width %u", ws.describe().c_str(), nh, nkv, hd);
-        qdim = nh * hd, kvdim = nkv * hd;
+        nh = c.n_heads, nkv = c.n_kv_heads ? c.n_kv_heads : c.n_heads, khd = vhd = c.head_dim;
+        if (c.mla) nkv = nh, khd = c.qk_nope_dim + c.qk_rope_dim, vhd = c.v_head_dim;
+        if (!nh || !khd || !vhd || nh % nkv)
+            throw_error(STK_E_CORRUPT, "%s: %u heads over %u key/value heads of width %u", ws.describe().c_str(), nh, nkv, khd);
+        qdim = nh * khd, kdim = nkv * khd, vdim = nkv * vhd;
         d = c.d_model, vocab = c.vocab_size;
         cap = uint32_t(checked_add(o.sinks, o.window, "sinks + window"));
-        scale = c.attn_scale > 0 ? float(c.attn_scale) : float(1.0 / std::sqrt(double(hd)));
+        scale = c.attn_scale > 0 ? float(c.attn_scale) : float(1.0 / std::sqrt(double(khd)));
         if (c.positions == PosKind::Rope) {
-            rot = c.rotary_dim ? c.rotary_dim : hd;
+            rot = c.mla ? c.qk_rope_dim : c.rotary_dim ? c.rotary_dim : khd;
+            rot_off = c.mla ? c.qk_nope_dim : 0;
+            pair_interleaved = c.mla ? c.mla_rope_interleaved : c.rope_interleaved;
             n_pairs = rot / 2;
             inv[0] = inv_freq(c, false);
             inv[1] = c.rope_local_theta > 0 ? inv_freq(c, true) : inv[0];
         }
         if (c.positions == PosKind::Alibi) {
             slopes.resize(nh);
-            alibi_like_slopes(nh, slopes.data());
+            alibi_slopes(nh, slopes.data());
         }
         resolve();
     }
@@ -293,20 +262,36 @@ struct Sequence::Impl {
             L.post_ffn_g = opt(Role::LN_G, li, d, 1, kNoExpert, NormSlot::PostFfn);
             L.post_ffn_b = opt(Role::LN_B, li, d, 1, kNoExpert, NormSlot::PostFfn);
             if (c.qk_norm == QkNorm::PerHead) {
-                L.q_norm = need(Role::LN_G, li, hd, 1, kNoExpert, NormSlot::QNorm);
-                L.k_norm = need(Role::LN_G, li, hd, 1, kNoExpert, NormSlot::KNorm);
+                L.q_norm = need(Role::LN_G, li, khd, 1, kNoExpert, NormSlot::QNorm);
+                L.k_norm = need(Role::LN_G, li, khd, 1, kNoExpert, NormSlot::KNorm);
             } else if (c.qk_norm == QkNorm::Whole) {
                 L.q_norm = need(Role::LN_G, li, qdim, 1, kNoExpert, NormSlot::QNorm);
-                L.k_norm = need(Role::LN_G, li, kvdim, 1, kNoExpert, NormSlot::KNorm);
+                L.k_norm = need(Role::LN_G, li, kdim, 1, kNoExpert, NormSlot::KNorm);
             }
-            L.q = need(Role::Q, li, qdim, d);
-            L.k = need(Role::K, li, kvdim, d);
-            L.v = need(Role::V, li, kvdim, d);
-            L.o = need(Role::O, li, d, qdim);
-            L.qb = opt(Role::Q_B, li, qdim, 1);
-            L.kb = opt(Role::K_B, li, kvdim, 1);
-            L.vb = opt(Role::V_B, li, kvdim, 1);
+            if (c.mla) {
+                const uint64_t kvl = c.kv_lora_rank;
+                if (c.q_lora_rank) {
+                    L.qa = need(Role::MLA_Q_A, li, c.q_lora_rank, d);
+                    L.qa_norm = need(Role::LN_G, li, c.q_lora_rank, 1, kNoExpert, NormSlot::QLora);
+                    L.q = need(Role::MLA_Q_B, li, qdim, c.q_lora_rank);
+                } else {
+                    L.q = need(Role::Q, li, qdim, d);
+                }
+                L.kva = need(Role::MLA_KV_A, li, kvl + c.qk_rope_dim, d);
+                L.kva_norm = need(Role::LN_G, li, kvl, 1, kNoExpert, NormSlot::KvLora);
+                L.kvb = need(Role::MLA_KV_B, li, uint64_t(nh) * (c.qk_nope_dim + c.v_head_dim), kvl);
+                L.o = need(Role::O, li, d, uint64_t(nh) * vhd);
+            } else {
+                L.q = need(Role::Q, li, qdim, d);
+                L.k = need(Role::K, li, kdim, d);
+                L.v = need(Role::V, li, vdim, d);
+                L.o = need(Role::O, li, d, qdim);
+                L.qb = opt(Role::Q_B, li, qdim, 1);
+                L.kb = opt(Role::K_B, li, kdim, 1);
+                L.vb = opt(Role::V_B, li, vdim, 1);
+            }
             L.ob = opt(Role::O_B, li, d, 1);
+            if (c.attn_sinks) L.sinks = need(Role::ATTN_SINK, li, nh, 1);
             L.sliding = c.sliding_window > 0 && c.layer_is_sliding(l);
             L.rope_class = (L.sliding && c.rope_local_theta > 0) ? 1 : 0;
             const bool gated = c.ffn_kind == FfnKind::Gated;
@@ -324,10 +309,15 @@ struct Sequence::Impl {
                 const uint64_t f = c.moe_ffn_dim;
                 ffn_max = std::max(ffn_max, f);
                 L.router = need(Role::ROUTER_GATE, li, c.n_experts, d);
+                if (c.router_bias) L.router_b = need(Role::ROUTER_B, li, c.n_experts, 1);
                 for (uint32_t e = 0; e < c.n_experts; e++) {
-                    L.e1.push_back(need(Role::FFN_W1, li, f, d, int32_t(e)));
-                    L.e2.push_back(need(Role::FFN_W2, li, d, f, int32_t(e)));
-                    L.e3.push_back(gated ? need(Role::FFN_W3, li, f, d, int32_t(e)) : TensorView{});
+                    const int32_t ei = int32_t(e);
+                    L.e1.push_back(need(Role::FFN_W1, li, f, d, ei));
+                    L.e2.push_back(need(Role::FFN_W2, li, d, f, ei));
+                    L.e3.push_back(gated ? need(Role::FFN_W3, li, f, d, ei) : TensorView{});
+                    L.eb1.push_back(c.expert_bias ? need(Role::FFN_B1, li, f, 1, ei) : TensorView{});
+                    L.eb2.push_back(c.expert_bias ? need(Role::FFN_B2, li, d, 1, ei) : TensorView{});
+                    L.eb3.push_back(c.expert_bias && gated ? need(Role::FFN_B3, li, f, 1, ei) : TensorView{});
                 }
                 if (c.shared_expert_ffn_dim) {
                     const uint64_t fs = c.shared_expert_ffn_dim;
@@ -348,9 +338,13 @@ struct Sequence::Impl {
         h = b.array<float>(B * d);
         h2 = b.array<float>(B * d);
         q = b.array<float>(B * qdim);
-        k = b.array<float>(B * kvdim);
-        v = b.array<float>(B * kvdim);
-        att = b.array<float>(B * qdim);
+        k = b.array<float>(B * kdim);
+        v = b.array<float>(B * vdim);
+        if (c.mla) {
+            lat = b.array<float>(B * std::max<uint64_t>(c.q_lora_rank, uint64_t(c.kv_lora_rank) + c.qk_rope_dim));
+            lat2 = b.array<float>(B * uint64_t(nh) * (c.qk_nope_dim + c.v_head_dim));
+        }
+        att = b.array<float>(B * uint64_t(nh) * vhd);
         tmp = b.array<float>(B * d);
         fa = b.array<float>(B * ffn_max);
         fb = b.array<float>(B * ffn_max);
@@ -358,18 +352,20 @@ struct Sequence::Impl {
         gath = b.array<float>(B * d);
         eout = b.array<float>(B * d);
         rlog = b.array<float>(B * std::max<uint64_t>(c.n_experts, 1));
+        rlog2 = b.array<float>(std::max<uint64_t>(c.n_experts, 1));
         route = b.array<int32_t>(B * std::max<uint32_t>(c.top_k, 1));
         route_w = b.array<float>(B * std::max<uint32_t>(c.top_k, 1));
         erows = b.array<uint32_t>(B);
         uint64_t widest = std::max<uint64_t>(d, ffn_max);
-        widest = std::max<uint64_t>(widest, qdim);
+        widest = std::max<uint64_t>(widest, std::max<uint64_t>(qdim, uint64_t(nh) * vhd));
+        if (c.mla) widest = std::max<uint64_t>(widest, std::max<uint64_t>(c.q_lora_rank, c.kv_lora_rank));
         wbuf = b.array<float>(kWidenRows * widest);
         scores = b.array<float>(T * (uint64_t(cap) + B));
         cosb = b.array<float>(2 * B * std::max<uint32_t>(n_pairs, 1));
         sinb = b.array<float>(2 * B * std::max<uint32_t>(n_pairs, 1));
-        const uint64_t ring = checked_mul(checked_mul(uint64_t(c.n_layers), cap, "KV ring"), kvdim, "KV ring");
-        kring = b.array<float>(ring);
-        vring = b.array<float>(ring);
+        const uint64_t ring = checked_mul(uint64_t(c.n_layers), cap, "KV ring");
+        kring = b.array<float>(checked_mul(ring, kdim, "KV ring"));
+        vring = b.array<float>(checked_mul(ring, vdim, "KV ring"));
         logit = b.array<float>(vocab);
     }
 
@@ -385,15 +381,16 @@ struct Sequence::Impl {
         });
     }
 
-    // Y[n, out] (row stride ldy) = X[n, in] W^T (+ bias).
-    void linear(const float *X, uint64_t n, const TensorView &W, const TensorView &bias, float *Y, uint64_t ldy) {
+    // Y[n, out] (row stride ldy) = X[n, in] (row stride ldx, 0: in) W^T (+ bias).
+    void linear(const float *X, uint64_t n, const TensorView &W, const TensorView &bias, float *Y, uint64_t ldy, uint64_t ldx = 0) {
         const uint64_t in = W.cols, out = W.rows;
+        if (!ldx) ldx = in;
         if (n == 1) {
             run(out, [&](uint64_t a, uint64_t e) {
                 for (uint64_t r = a; r < e; r++) Y[r] = dot_row(W, r, X);
             });
         } else if (W.dtype == WDType::F32) {
-            kernels::sgemm(false, true, n, out, in, 1.0f, X, ptrdiff_t(in), 1, static_cast<const float *>(W.data), ptrdiff_t(in), 1, 0.0f,
+            kernels::sgemm(false, true, n, out, in, 1.0f, X, ptrdiff_t(ldx), 1, static_cast<const float *>(W.data), ptrdiff_t(in), 1, 0.0f,
                            Y, ptrdiff_t(ldy), 1, o.threads);
         } else {
             for (uint64_t r0 = 0; r0 < out; r0 += kWidenRows) {
@@ -401,7 +398,7 @@ struct Sequence::Impl {
                 run(nr, [&](uint64_t a, uint64_t e) {
                     for (uint64_t r = a; r < e; r++) widen_row(W, r0 + r, wbuf + r * in);
                 });
-                kernels::sgemm(false, true, n, nr, in, 1.0f, X, ptrdiff_t(in), 1, wbuf, ptrdiff_t(in), 1, 0.0f, Y + r0, ptrdiff_t(ldy), 1,
+                kernels::sgemm(false, true, n, nr, in, 1.0f, X, ptrdiff_t(ldx), 1, wbuf, ptrdiff_t(in), 1, 0.0f, Y + r0, ptrdiff_t(ldy), 1,
                                o.threads);
             }
         }
@@ -432,7 +429,8 @@ struct Sequence::Impl {
     }
 
     void rope(float *vec, const float *cs, const float *sn) const {
-        if (c.rope_interleaved) {
+        vec += rot_off;
+        if (pair_interleaved) {
             for (uint32_t i = 0; i < n_pairs; i++) {
                 const float a = vec[2 * i], b = vec[2 * i + 1];
                 vec[2 * i] = a * cs[i] - b * sn[i];
@@ -536,18 +534,49 @@ struct Sequence::Impl {
         }
     }
 
+    // MLA (DeepSeek-V2/V3): the keys and values of each head expanded from the latent, as
+    // transformers computes them: q = q_b(RMSNorm(q_a h)) (or q_proj h), [c; k_rot] = kv_a h,
+    // [k_nope_h; v_h] = kv_b(RMSNorm(c)), K_h = [k_nope_h; k_rot] (k_rot shared, rotated below).
+    void mla_project(const LayerW &L, uint64_t n) {
+        const uint64_t ql = c.q_lora_rank, kvl = c.kv_lora_rank, nope = c.qk_nope_dim, rp = c.qk_rope_dim;
+        if (ql) {
+            linear(h, n, L.qa, {}, lat, ql);
+            for (uint64_t i = 0; i < n; i++) norm(lat + i * ql, lat + i * ql, ql, L.qa_norm, {});
+            linear(lat, n, L.q, {}, q, qdim);
+        } else {
+            linear(h, n, L.q, {}, q, qdim);
+        }
+        const uint64_t kw = kvl + rp, bw = nope + vhd;
+        linear(h, n, L.kva, {}, lat, kw);
+        for (uint64_t i = 0; i < n; i++) norm(lat + i * kw, lat + i * kw, kvl, L.kva_norm, {});
+        linear(lat, n, L.kvb, {}, lat2, uint64_t(nh) * bw, kw);
+        for (uint64_t i = 0; i < n; i++)
+            for (uint32_t hh = 0; hh < nh; hh++) {
+                const float *src = lat2 + i * nh * bw + hh * bw;
+                float *kh = k + i * kdim + uint64_t(hh) * khd;
+                std::memcpy(kh, src, nope * sizeof(float));
+                std::memcpy(kh + nope, lat + i * kw + kvl, rp * sizeof(float));
+                std::memcpy(v + i * vdim + uint64_t(hh) * vhd, src + nope, vhd * sizeof(float));
+            }
+    }
+
     void attention(uint32_t l, const LayerW &L, uint64_t n, uint64_t p0) {
-        linear(h, n, L.q, L.qb, q, qdim);
-        linear(h, n, L.k, L.kb, k, kvdim);
-        linear(h, n, L.v, L.vb, v, kvdim);
+        if (c.mla) {
+            mla_project(L, n);
+        } else {
+            linear(h, n, L.q, L.qb, q, qdim);
+            linear(h, n, L.k, L.kb, k, kdim);
+            linear(h, n, L.v, L.vb, v, vdim);
+        }
+        const uint32_t hd = khd;
         for (uint64_t i = 0; i < n; i++) {
-            float *qi = q + i * qdim, *ki = k + i * kvdim;
+            float *qi = q + i * qdim, *ki = k + i * kdim;
             if (c.qk_norm == QkNorm::PerHead) {
                 for (uint32_t hh = 0; hh < nh; hh++) norm(qi + hh * hd, qi + hh * hd, hd, L.q_norm, {});
                 for (uint32_t hh = 0; hh < nkv; hh++) norm(ki + hh * hd, ki + hh * hd, hd, L.k_norm, {});
             } else if (c.qk_norm == QkNorm::Whole) {
                 norm(qi, qi, qdim, L.q_norm, {});
-                norm(ki, ki, kvdim, L.k_norm, {});
+                norm(ki, ki, kdim, L.k_norm, {});
             }
             if (n_pairs) {
                 const float *cs = cosb + (L.rope_class * o.max_batch + i) * n_pairs;
@@ -556,7 +585,7 @@ struct Sequence::Impl {
                 for (uint32_t hh = 0; hh < nkv; hh++) rope(ki + hh * hd, cs, sn);
             }
         }
-        float *kr = kring + uint64_t(l) * cap * kvdim, *vr = vring + uint64_t(l) * cap * kvdim;
+        float *kr = kring + uint64_t(l) * cap * kdim, *vr = vring + uint64_t(l) * cap * vdim;
         const uint32_t group = nh / nkv;
         const uint64_t sw = L.sliding ? c.sliding_window : 0;
         const float softcap = float(c.attn_softcap);
@@ -570,6 +599,7 @@ struct Sequence::Impl {
                 const uint32_t hh = uint32_t(it % nh), kh = hh / group;
                 const uint64_t p = p0 + i;
                 const float *qv = q + i * qdim + uint64_t(hh) * hd;
+                const float sink = L.sinks ? widen_elem(L.sinks, hh) : 0.0f;
                 // The visible keys, in position order: the sinks, then the window.
                 const uint64_t s_end = std::min<uint64_t>(o.sinks, p + 1);
                 uint64_t w_begin = p + 1 >= o.window ? p + 1 - o.window : 0;
@@ -580,11 +610,11 @@ struct Sequence::Impl {
                 float mx = -INFINITY;
                 auto key = [&](uint64_t kp, const float **kv, const float **vv) {
                     if (kp >= p0) {
-                        *kv = k + (kp - p0) * kvdim + uint64_t(kh) * hd;
-                        *vv = v + (kp - p0) * kvdim + uint64_t(kh) * hd;
+                        *kv = k + (kp - p0) * kdim + uint64_t(kh) * hd;
+                        *vv = v + (kp - p0) * vdim + uint64_t(kh) * vhd;
                     } else {
-                        *kv = kr + slot(kp) * kvdim + uint64_t(kh) * hd;
-                        *vv = vr + slot(kp) * kvdim + uint64_t(kh) * hd;
+                        *kv = kr + slot(kp) * kdim + uint64_t(kh) * hd;
+                        *vv = vr + slot(kp) * vdim + uint64_t(kh) * vhd;
                     }
                 };
                 auto score = [&](uint64_t kp) {
@@ -600,19 +630,22 @@ struct Sequence::Impl {
                 };
                 for (uint64_t kp = std::max<uint64_t>(lo, 0); kp < s_end; kp++) score(kp);
                 for (uint64_t kp = std::max(lo, w_begin); kp <= p; kp++) score(kp);
+                // A learned sink logit joins the softmax and takes its share of the mass (gpt-oss).
+                if (L.sinks) mx = std::max(mx, sink);
                 float sum = 0;
                 for (uint64_t j = 0; j < m; j++) {
                     sc[j] = std::exp(sc[j] - mx);
                     sum += sc[j];
                 }
-                float *out = att + i * qdim + uint64_t(hh) * hd;
-                std::fill(out, out + hd, 0.0f);
+                if (L.sinks) sum += std::exp(sink - mx);
+                float *out = att + (i * nh + hh) * vhd;
+                std::fill(out, out + vhd, 0.0f);
                 uint64_t jj = 0;
                 auto accum = [&](uint64_t kp) {
                     const float *kv, *vv;
                     key(kp, &kv, &vv);
                     const float wgt = sc[jj++] / sum;
-                    for (uint32_t j = 0; j < hd; j++) out[j] += wgt * vv[j];
+                    for (uint32_t j = 0; j < vhd; j++) out[j] += wgt * vv[j];
                 };
                 for (uint64_t kp = lo; kp < s_end; kp++) accum(kp);
                 for (uint64_t kp = std::max(lo, w_begin); kp <= p; kp++) accum(kp);
@@ -629,10 +662,118 @@ struct Sequence::Impl {
         // the slot of the one W positions before it).
         for (uint64_t i = 0; i < n; i++) {
             const uint64_t s = slot(p0 + i);
-            std::memcpy(kr + s * kvdim, k + i * kvdim, kvdim * sizeof(float));
-            std::memcpy(vr + s * kvdim, v + i * kvdim, kvdim * sizeof(float));
+            std::memcpy(kr + s * kdim, k + i * kdim, kdim * sizeof(float));
+            std::memcpy(vr + s * vdim, v + i * vdim, vdim * sizeof(float));
         }
         linear(att, n, L.o, L.ob, tmp, d);
+    }
+
+    // The k largest of v[0..E) (ties: the lower index) into idx, in descending order.
+    static void top_k(const float *v, uint32_t E, uint32_t K, int32_t *idx) {
+        for (uint32_t j = 0; j < K; j++) {
+            int32_t best = -1;
+            for (uint32_t e = 0; e < E; e++) {
+                bool taken = false;
+                for (uint32_t t = 0; t < j; t++) taken |= idx[t] == int32_t(e);
+                if (!taken && (best < 0 || v[e] > v[best])) best = int32_t(e);
+            }
+            idx[j] = best;
+        }
+    }
+
+    static void softmax_inplace(float *r, uint32_t E) {
+        float mx = -INFINITY;
+        for (uint32_t e = 0; e < E; e++) mx = std::max(mx, r[e]);
+        float s = 0;
+        for (uint32_t e = 0; e < E; e++) s += (r[e] = std::exp(r[e] - mx));
+        for (uint32_t e = 0; e < E; e++) r[e] /= s;
+    }
+
+    // One token's experts and weights from its router logits r[E] (overwritten), as transformers'
+    // routers compute them in eval mode.
+    void route_token(const LayerW &L, float *r, int32_t *ri, float *rw) const {
+        const uint32_t E = c.n_experts, K = c.top_k;
+        const std::string kind = c.router;
+        if (kind == "sparsemixer") {
+            // PhiMoE in eval: the best expert, weighted by the softmax over the scores within the
+            // jitter band of it; then the best of the rest, the same way (the first masked out).
+            const float band = float(2 * c.router_jitter);
+            float *masked = rlog2;
+            for (uint32_t pick = 0; pick < 2; pick++) {
+                int32_t best = -1;
+                for (uint32_t e = 0; e < E; e++)
+                    if ((pick == 0 || int32_t(e) != ri[0]) && (best < 0 || r[e] > r[best])) best = int32_t(e);
+                const float m = r[best];
+                for (uint32_t e = 0; e < E; e++) {
+                    const float factor = std::max(std::fabs(r[e]), m);
+                    const bool out = (pick == 1 && int32_t(e) == ri[0]) || (m - r[e]) / factor > band;
+                    masked[e] = out ? -INFINITY : r[e];
+                }
+                softmax_inplace(masked, E);
+                ri[pick] = best;
+                rw[pick] = masked[best];
+            }
+            return;
+        }
+        if (kind == "sigmoid_group_topk") {
+            // DeepSeek-V3: sigmoid scores; the choice adds the correction bias, keeps the topk_group
+            // groups of the largest two-best sums, then the top k; weights the plain scores.
+            const uint32_t G = c.n_group, per = E / G;
+            float *choice = rlog2;
+            for (uint32_t e = 0; e < E; e++) {
+                r[e] = 1.0f / (1.0f + std::exp(-r[e]));
+                choice[e] = r[e] + widen_elem(L.router_b, e);
+            }
+            float gs[256];
+            int32_t two[2], gsel[256];
+            for (uint32_t g = 0; g < G; g++) {
+                top_k(choice + g * per, per, 2, two);
+                gs[g] = choice[g * per + two[0]] + choice[g * per + two[1]];
+            }
+            top_k(gs, G, c.topk_group, gsel);
+            for (uint32_t g = 0; g < G; g++) {
+                bool keep = false;
+                for (uint32_t t = 0; t < c.topk_group; t++) keep |= gsel[t] == int32_t(g);
+                if (!keep)
+                    for (uint32_t e = 0; e < per; e++) choice[g * per + e] = -INFINITY;
+            }
+            top_k(choice, E, K, ri);
+            for (uint32_t j = 0; j < K; j++) rw[j] = r[ri[j]];
+            if (c.norm_topk_prob) {
+                float t = 0;
+                for (uint32_t j = 0; j < K; j++) t += rw[j];
+                for (uint32_t j = 0; j < K; j++) rw[j] /= t + 1e-20f;
+            }
+        } else {
+            // softmax over all experts (a router bias added to the logits first: gpt-oss), the top k,
+            // renormalised if asked; DeepSeek-V2's group_limited_greedy first zeroes all but the
+            // topk_group groups of the largest best score.
+            if (L.router_b)
+                for (uint32_t e = 0; e < E; e++) r[e] += widen_elem(L.router_b, e);
+            softmax_inplace(r, E);
+            if (kind == "softmax_group_topk") {
+                const uint32_t G = c.n_group, per = E / G;
+                float gs[256];
+                int32_t gsel[256];
+                for (uint32_t g = 0; g < G; g++) gs[g] = *std::max_element(r + g * per, r + (g + 1) * per);
+                top_k(gs, G, c.topk_group, gsel);
+                for (uint32_t g = 0; g < G; g++) {
+                    bool keep = false;
+                    for (uint32_t t = 0; t < c.topk_group; t++) keep |= gsel[t] == int32_t(g);
+                    if (!keep)
+                        for (uint32_t e = 0; e < per; e++) r[g * per + e] = 0;
+                }
+            }
+            top_k(r, E, K, ri);
+            for (uint32_t j = 0; j < K; j++) rw[j] = r[ri[j]];
+            if (c.norm_topk_prob) {
+                float t = 0;
+                for (uint32_t j = 0; j < K; j++) t += rw[j];
+                for (uint32_t j = 0; j < K; j++) rw[j] /= t;
+            }
+        }
+        if (c.routed_scaling != 1)
+            for (uint32_t j = 0; j < K; j++) rw[j] *= float(c.routed_scaling);
     }
 
     // Dense or expert MLP: out[n, d] = W2 act(W1 x (+b1)) [* (W3 x (+b3))] (+b2).
@@ -640,7 +781,13 @@ struct Sequence::Impl {
              const TensorView &w2, const TensorView &b2, float *out) {
         const uint64_t f = w1.rows;
         linear(in, n, w1, b1, fa, f);
-        if (w3) {
+        if (w3 && c.swiglu_limit > 0) {
+            // gpt-oss: the gate clamped above, the up part both ways, then act(gate) * (up + offset).
+            linear(in, n, w3, b3, fb, f);
+            const float lim = float(c.swiglu_limit), off = float(c.gated_up_offset);
+            for (uint64_t i = 0; i < n * f; i++)
+                fa[i] = act(act_kind, std::min(fa[i], lim)) * (std::min(std::max(fb[i], -lim), lim) + off);
+        } else if (w3) {
             linear(in, n, w3, b3, fb, f);
             for (uint64_t i = 0; i < n * f; i++) fa[i] = act(act_kind, fa[i]) * fb[i];
         } else {
@@ -653,32 +800,7 @@ struct Sequence::Impl {
         if (!L.moe) return mlp(in, n, L.w1, L.b1, L.w3, L.b3, L.w2, L.b2, out);
         const uint32_t E = c.n_experts, K = c.top_k;
         linear(in, n, L.router, {}, rlog, E);
-        for (uint64_t i = 0; i < n; i++) {
-            // softmax over all experts, the top k (ties: the lower index), renormalised if asked.
-            float *r = rlog + i * E;
-            float mx = -INFINITY;
-            for (uint32_t e = 0; e < E; e++) mx = std::max(mx, r[e]);
-            float s = 0;
-            for (uint32_t e = 0; e < E; e++) s += (r[e] = std::exp(r[e] - mx));
-            for (uint32_t e = 0; e < E; e++) r[e] /= s;
-            int32_t *ri = route + i * K;
-            float *rw = route_w + i * K;
-            for (uint32_t j = 0; j < K; j++) {
-                int32_t best = -1;
-                for (uint32_t e = 0; e < E; e++) {
-                    bool taken = false;
-                    for (uint32_t t = 0; t < j; t++) taken |= ri[t] == int32_t(e);
-                    if (!taken && (best < 0 || r[e] > r[best])) best = int32_t(e);
-                }
-                ri[j] = best;
-                rw[j] = r[best];
-            }
-            if (c.norm_topk_prob) {
-                float t = 0;
-                for (uint32_t j = 0; j < K; j++) t += rw[j];
-                for (uint32_t j = 0; j < K; j++) rw[j] /= t;
-            }
-        }
+        for (uint64_t i = 0; i < n; i++) route_token(L, rlog + i * E, route + i * K, route_w + i * K);
         std::fill(out, out + n * d, 0.0f);
         // Experts in index order; each takes the rows routed to it (one GEMM), adds weight x output.
         for (uint32_t e = 0; e < E; e++) {
@@ -688,7 +810,7 @@ struct Sequence::Impl {
                     if (route[i * K + j] == int32_t(e)) erows[m++] = uint32_t(i);
             if (!m) continue;
             for (uint64_t r = 0; r < m; r++) std::memcpy(gath + r * d, in + uint64_t(erows[r]) * d, d * sizeof(float));
-            mlp(gath, m, L.e1[e], {}, L.e3[e], {}, L.e2[e], {}, eout);
+            mlp(gath, m, L.e1[e], L.eb1[e], L.e3[e], L.eb3[e], L.e2[e], L.eb2[e], eout);
             for (uint64_t r = 0; r < m; r++) {
                 const uint64_t i = erows[r];
                 float wgt = 0;
