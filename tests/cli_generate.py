@@ -5,8 +5,9 @@ recorded by tests/fixtures/lm/generate_reference.py).
 For every recorded prompt: `stk generate --in MODEL --prompt P --tokens N --json` must give the
 prompt ids transformers' tokenizer gave and the N ids its greedy generate gave, and decode them to
 the bytes of those ids.  Sampling: the same seed gives the same ids twice, ids inside the
-vocabulary; another temperature or seed is a different run of the same length.  Refusals: a
-sequence past the model's 32 learned positions, --seed without --temperature, no model.
+vocabulary; another seed is a different run of the same length.  Refusals: a sequence past the
+model's 32 learned positions, --seed without --temperature, no model, --gen on a generation of
+the default profile (exit 3, STK_E_NOT_IMPLEMENTED naming it).
 
 Usage: cli_generate.py STK SOURCE_ROOT
 """
@@ -14,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 
 def run(stk, *args):
@@ -68,6 +70,15 @@ def main():
         code, out, err = run(stk, *args)
         if code != want_code or words not in out["message"] + err:
             fails.append(f"{args}: exit {code}, {out['message']!r}; want {want_code} and {words!r}")
+    # A generation of the default profile holds no weights the runtime reads: refused by name
+    # (exit 3) until the faithful profile's loader reads it.
+    with tempfile.TemporaryDirectory() as tmp:
+        root_dir = os.path.join(tmp, "root")
+        subprocess.run([stk, "convert", model, root_dir, "--allow-uncertified-tokenizer"], check=True, capture_output=True)
+        code, out, err = run(stk, "--gen", root_dir, "--prompt", "hello")
+        if code != 3 or out["status"] != "STK_E_NOT_IMPLEMENTED" or root_dir not in out["message"]:
+            fails.append(f"--gen on a default-profile root: exit {code}, {out['status']}: {out['message']!r}")
+        print(f"--gen ROOT (default profile): exit {code}: {out['message']}")
     for f in fails:
         print("FAIL", f)
     return 1 if fails else 0
