@@ -689,6 +689,19 @@ struct Sequence::Impl {
         for (uint32_t e = 0; e < E; e++) r[e] /= s;
     }
 
+    // DeepSeek's group-limited routing: the scores v[E] of every group but the topk_group best by
+    // group_score[n_group] set to `fill`.
+    void keep_top_groups(float *v, const float *group_score, float fill) const {
+        const uint32_t G = c.n_group, per = c.n_experts / G;
+        int32_t sel[256];
+        top_k(group_score, G, c.topk_group, sel);
+        for (uint32_t g = 0; g < G; g++) {
+            bool keep = false;
+            for (uint32_t t = 0; t < c.topk_group; t++) keep |= sel[t] == int32_t(g);
+            if (!keep) std::fill(v + g * per, v + (g + 1) * per, fill);
+        }
+    }
+
     // One token's experts and weights from its router logits r[E] (overwritten), as transformers'
     // routers compute them in eval mode.
     void route_token(const LayerW &L, float *r, int32_t *ri, float *rw) const {
@@ -725,18 +738,12 @@ struct Sequence::Impl {
                 choice[e] = r[e] + widen_elem(L.router_b, e);
             }
             float gs[256];
-            int32_t two[2], gsel[256];
+            int32_t two[2];
             for (uint32_t g = 0; g < G; g++) {
                 top_k(choice + g * per, per, 2, two);
                 gs[g] = choice[g * per + two[0]] + choice[g * per + two[1]];
             }
-            top_k(gs, G, c.topk_group, gsel);
-            for (uint32_t g = 0; g < G; g++) {
-                bool keep = false;
-                for (uint32_t t = 0; t < c.topk_group; t++) keep |= gsel[t] == int32_t(g);
-                if (!keep)
-                    for (uint32_t e = 0; e < per; e++) choice[g * per + e] = -INFINITY;
-            }
+            keep_top_groups(choice, gs, -INFINITY);
             top_k(choice, E, K, ri);
             for (uint32_t j = 0; j < K; j++) rw[j] = r[ri[j]];
             if (c.norm_topk_prob) {
@@ -754,15 +761,8 @@ struct Sequence::Impl {
             if (kind == "softmax_group_topk") {
                 const uint32_t G = c.n_group, per = E / G;
                 float gs[256];
-                int32_t gsel[256];
                 for (uint32_t g = 0; g < G; g++) gs[g] = *std::max_element(r + g * per, r + (g + 1) * per);
-                top_k(gs, G, c.topk_group, gsel);
-                for (uint32_t g = 0; g < G; g++) {
-                    bool keep = false;
-                    for (uint32_t t = 0; t < c.topk_group; t++) keep |= gsel[t] == int32_t(g);
-                    if (!keep)
-                        for (uint32_t e = 0; e < per; e++) r[g * per + e] = 0;
-                }
+                keep_top_groups(r, gs, 0.0f);
             }
             top_k(r, E, K, ri);
             for (uint32_t j = 0; j < K; j++) rw[j] = r[ri[j]];
