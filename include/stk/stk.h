@@ -1112,6 +1112,61 @@ STK_API stk_status stk_memory_reset(const stk_generation *gen, void *state, size
 STK_API stk_status stk_memory_step(const stk_generation *gen, void *state, size_t state_bytes, float u, float *y);
 
 
+/* -- The language-model runtime (issue 36; docs/decisions.md "The LM runtime"): a Transformer's
+ * forward, token by token, over a fixed state per sequence: the keys and values of `sinks` first
+ * positions plus a ring of the `window` most recent, per layer (StreamingLLM).  A query at
+ * position p sees key k when k <= p and (k < sinks or p - k < window), and on a layer with the
+ * model's own sliding window sw also p - k < sw: the definition of `stk eval --swap window`.
+ * With sinks + window >= the context it is the exact model.  f32 compute; the same bits at any
+ * thread count.  Families the forward does not compute are refused by name with
+ * STK_E_NOT_IMPLEMENTED when the model opens. */
+typedef struct stk_lm stk_lm;   /* weights + config, read-only: shared by any number of sequences */
+typedef struct stk_seq stk_seq; /* one sequence's state, inside the caller's arena */
+
+#  define STK_LM_WEIGHTS_F32 0u  /* model weights kept in memory as f32 (default) */
+#  define STK_LM_WEIGHTS_BF16 1u /* ... as bf16 (half the memory; widened to f32 on the fly) */
+
+typedef struct stk_seq_params {
+    size_t struct_size; /* sizeof(stk_seq_params) */
+    uint32_t sinks;     /* S: the first positions every query sees */
+    uint32_t window;    /* W >= 1: the most recent positions every query sees (its own included) */
+    uint32_t threads;   /* 0: 1 */
+    uint32_t max_batch; /* prompt tokens computed together (GEMM); 0: 64 */
+} stk_seq_params;
+
+typedef struct stk_lm_info {
+    size_t struct_size; /* sizeof(stk_lm_info) */
+    uint64_t vocab_size;
+    uint32_t n_layers, d_model, n_heads, n_kv_heads, head_dim;
+    char model_type[32];
+} stk_lm_info;
+
+/* Open the weights at `path`: an HF model directory or a GGUF (file, or directory holding one),
+ * read through stk's own ingestion (the same tensors `stk convert` reads), kept as `flags`
+ * (STK_LM_WEIGHTS_F32 / _BF16); or a generations root of the faithful profile (its current
+ * generation; STK_E_NOT_IMPLEMENTED until that loader lands).  Threads: any. */
+STK_API stk_status stk_lm_open(const char *path, uint32_t flags, stk_lm **out);
+STK_API void stk_lm_close(stk_lm *lm);
+STK_API stk_status stk_lm_get_info(const stk_lm *lm, stk_lm_info *out);
+
+/* Bytes of the arena a sequence with `params` needs (the KV ring of n_layers x (sinks + window)
+ * positions, activations of max_batch tokens, scratch): the only memory a sequence uses. */
+STK_API stk_status stk_seq_arena_size(const stk_lm *lm, const stk_seq_params *params, size_t *out_bytes);
+/* A sequence at position 0 in `arena` (at least stk_seq_arena_size bytes; the caller keeps it,
+ * and `lm`, alive until stk_seq_close).  feed/logits/reset allocate nothing. */
+STK_API stk_status stk_seq_open(const stk_lm *lm, const stk_seq_params *params, void *arena, size_t arena_bytes,
+                                stk_seq **out);
+/* Feed n tokens at the next positions (n > max_batch is split).  all_logits: NULL, or
+ * [n, vocab_size] floats receiving every token's logits.  A token outside the vocabulary (or a
+ * position past a model's learned positions) is STK_E_INVALID_ARGUMENT with nothing fed. */
+STK_API stk_status stk_seq_feed(stk_seq *seq, const int32_t *tokens, size_t n, float *all_logits);
+/* The logits of the last token fed ([vocab_size] floats, valid until the next feed / reset /
+ * close; zeros before any) and the position (tokens fed so far). */
+STK_API stk_status stk_seq_logits(const stk_seq *seq, const float **out, size_t *out_vocab, uint64_t *out_position);
+STK_API stk_status stk_seq_reset(stk_seq *seq);
+STK_API void stk_seq_close(stk_seq *seq);
+
+
 #endif /* STK_EXPERIMENTAL */
 
 #ifdef __cplusplus

@@ -185,3 +185,40 @@ def _declare_refrun(lib: ctypes.CDLL) -> None:
 
 
 _declare_refrun(lib)
+
+
+# -- The language-model runtime (python/stk/lm.py; stk.h's stk_lm_*, stk_seq_*).
+class SeqParams(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("sinks", c_uint32), ("window", c_uint32), ("threads", c_uint32),
+                ("max_batch", c_uint32)]
+
+
+class LmInfo(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("vocab_size", c_uint64), ("n_layers", c_uint32), ("d_model", c_uint32),
+                ("n_heads", c_uint32), ("n_kv_heads", c_uint32), ("head_dim", c_uint32), ("model_type", c_char * 32)]
+
+
+STK_LM_WEIGHTS_F32 = 0
+STK_LM_WEIGHTS_BF16 = 1
+
+
+def _declare_lm(lib: ctypes.CDLL) -> None:
+    st, vp, sz = c_uint32, c_void_p, c_size_t
+    sigs = {
+        "stk_lm_open": (st, [c_char_p, c_uint32, POINTER(c_void_p)]),
+        "stk_lm_close": (None, [vp]),
+        "stk_lm_get_info": (st, [vp, POINTER(LmInfo)]),
+        "stk_seq_arena_size": (st, [vp, POINTER(SeqParams), POINTER(c_size_t)]),
+        "stk_seq_open": (st, [vp, POINTER(SeqParams), vp, sz, POINTER(c_void_p)]),
+        "stk_seq_feed": (st, [vp, vp, sz, vp]),
+        "stk_seq_logits": (st, [vp, POINTER(POINTER(c_float)), POINTER(c_size_t), POINTER(c_uint64)]),
+        "stk_seq_reset": (st, [vp]),
+        "stk_seq_close": (None, [vp]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+
+
+_declare_lm(lib)

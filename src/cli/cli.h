@@ -165,6 +165,7 @@ int cmd_check(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_generate(int argc, char **argv);  // cmd_generate.cc
 int cmd_list_models(int argc, char **argv);  // stk --list-models
 int cmd_export(int argc, char **argv);
 int cmd_generations(int argc, char **argv);  // cmd_generations.cc

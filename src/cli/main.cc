@@ -19,6 +19,7 @@ static const char kUsage[] =
     "  inspect   show what a checkpoint directory holds (architecture, tensors, roles), or what a\n"
     "            published generation holds (manifest, arrays, sizes, digests)\n"
     "  tokenize  encode text with a model directory's tokenizer\n"
+    "  generate  continue a prompt with the library's own Transformer forward (greedy or sampled)\n"
     "  export    write an HF checkpoint's weights as one .lwt weight file\n"
     "  generations  list the generations of a root; --gc / --remove NAME remove old ones\n"
     "\n"
@@ -78,6 +79,7 @@ int main(int argc, char **argv) {
     if (!std::strcmp(cmd, "replay")) return cmd_replay(argc, argv);
     if (!std::strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
     if (!std::strcmp(cmd, "tokenize")) return cmd_tokenize(argc, argv);
+    if (!std::strcmp(cmd, "generate")) return cmd_generate(argc, argv);
     if (!std::strcmp(cmd, "export")) return cmd_export(argc, argv);
     if (!std::strcmp(cmd, "generations")) return cmd_generations(argc, argv);
     if (wants_json(argc, argv)) return report_usage("", std::string("unknown command '") + cmd + "'", true);

@@ -88,6 +88,8 @@ constexpr AbiStruct abi_of(const stk_array_file_info *) {
 }
 constexpr AbiStruct abi_of(const stk_lwt_header *) { return {STK_ABI_END(stk_lwt_header, n_config), "stk_lwt_header"}; }
 constexpr AbiStruct abi_of(const stk_refrun_info *) { return {STK_ABI_END(stk_refrun_info, ffn_entries), "stk_refrun_info"}; }
+constexpr AbiStruct abi_of(const stk_seq_params *) { return {STK_ABI_END(stk_seq_params, max_batch), "stk_seq_params"}; }
+constexpr AbiStruct abi_of(const stk_lm_info *) { return {STK_ABI_END(stk_lm_info, model_type), "stk_lm_info"}; }
 #undef STK_ABI_END
 
 // Checks struct_size and, for a newer caller's struct, that the bytes past sizeof(T) are zero.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ingest/model.h"
+#include "ingest/rope.h"
 #include "runtime/memory_step.h"
 
 namespace stk {
@@ -98,11 +99,7 @@ constexpr uint32_t kOverlayPowerIters = 2;     // q power iterations
 constexpr double kRopeRho = 0.995;    // 8.1 damping
 constexpr uint32_t kMaxSections = 6;  // 8.2: L <= 6
 
-// RoPE angles theta_i = base^(-2i / rotary_dim), i < rotary_dim / 2, with the config's
-// rope_scaling applied as transformers initialises it (linear, llama3, yarn, longrope's long
-// factors; dynamic leaves them unscaled).  Returns the count; *note is set when the scaling is
-// not modelled or only in part.
-uint32_t rope_angles(const ModelConfig &cfg, std::vector<double> &theta, std::string *note);
+// rope_angles and alibi_slopes: ingest/rope.h.
 // The RoPE kernel the weights imply (16.3's surrogate; with STK_JOB_MEMORY_FIT_LSQ, what
 // memory_fit fits): h(t) = sum_i e_i cos(theta_i t) / sum_i e_i for t < n, e_i = sum over layers
 // and heads of |W_Q pair i| |W_K pair i| (Frobenius norms of rows i and i + n_pairs of the head's
@@ -110,8 +107,6 @@ uint32_t rope_angles(const ModelConfig &cfg, std::vector<double> &theta, std::st
 // wq: d_v * d_model floats, wk: d_kv * d_model, row_scratch: plan.max_row_floats (at least 1).
 void rope_energy_kernel(WeightReader &reader, const AttnShape &s, const std::vector<double> &theta, size_t n, float *wq,
                         float *wk, float *row_scratch, double *h);
-// ALiBi slopes of `n_heads` heads as BLOOM and the ALiBi paper compute them.
-void alibi_slopes(uint32_t n_heads, double *out);
 
 struct SosFit {
     uint32_t n_sections = 0;

@@ -1028,3 +1028,173 @@ impl<'g> Runtime<'g> {
         Ok(out)
     }
 }
+
+// ---- The LM runtime (experimental tier: stk_lm_* / stk_seq_*) -------------------------------
+
+/// How [`Lm::open`] keeps the weights in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum LmWeights {
+    F32 = sys::STK_LM_WEIGHTS_F32,
+    /// Half the memory; widened to f32 on the fly.
+    Bf16 = sys::STK_LM_WEIGHTS_BF16,
+}
+
+/// The model's shape as the LM runtime reads it (`stk_lm_get_info`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LmInfo {
+    pub vocab_size: u64,
+    pub n_layers: u32,
+    pub d_model: u32,
+    pub n_heads: u32,
+    pub n_kv_heads: u32,
+    pub head_dim: u32,
+    pub model_type: String,
+}
+
+/// The weights of the LM runtime (`stk_lm_open`): an HF model directory or a GGUF, read through
+/// stk's ingestion.  Read-only after opening: any number of [`Sequence`]s, on any threads.
+pub struct Lm {
+    raw: NonNull<sys::stk_lm>,
+}
+
+// SAFETY: the header: "weights + config, read-only: shared by any number of sequences", any thread.
+unsafe impl Send for Lm {}
+unsafe impl Sync for Lm {}
+
+impl Lm {
+    /// Opens the weights at `path`.  A family the forward does not compute is
+    /// [`Status::NotImplemented`] naming it.
+    pub fn open(path: impl AsRef<Path>, weights: LmWeights) -> Result<Lm> {
+        check_version()?;
+        let p = path_cstring("path", path.as_ref())?;
+        let mut raw: *mut sys::stk_lm = std::ptr::null_mut();
+        // SAFETY: p is NUL-terminated; raw is a valid out-pointer.
+        check(unsafe { sys::stk_lm_open(p.as_ptr(), weights as u32, &mut raw) })?;
+        let raw = NonNull::new(raw)
+            .ok_or_else(|| Error::local(Status::Internal, "stk_lm_open returned STK_OK and a NULL handle".into()))?;
+        Ok(Lm { raw })
+    }
+
+    pub fn info(&self) -> Result<LmInfo> {
+        // SAFETY: an all-zero stk_lm_info is valid (integers and a char array).
+        let mut i: sys::stk_lm_info = unsafe { std::mem::zeroed() };
+        i.struct_size = std::mem::size_of::<sys::stk_lm_info>();
+        // SAFETY: raw is open; i is a valid out-pointer of the declared size.
+        check(unsafe { sys::stk_lm_get_info(self.raw.as_ptr(), &mut i) })?;
+        let bytes: Vec<u8> = i.model_type.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        Ok(LmInfo {
+            vocab_size: i.vocab_size,
+            n_layers: i.n_layers,
+            d_model: i.d_model,
+            n_heads: i.n_heads,
+            n_kv_heads: i.n_kv_heads,
+            head_dim: i.head_dim,
+            model_type: String::from_utf8_lossy(&bytes).into_owned(),
+        })
+    }
+}
+
+impl Drop for Lm {
+    fn drop(&mut self) {
+        // SAFETY: raw came from stk_lm_open and is closed once; sequences borrow self, so none is left.
+        unsafe { sys::stk_lm_close(self.raw.as_ptr()) }
+    }
+}
+
+/// A sequence's fixed state: `sinks` first positions plus a ring of the `window` most recent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeqParams {
+    pub sinks: u32,
+    /// At least 1 (the query's own position).
+    pub window: u32,
+    /// 0: 1.
+    pub threads: u32,
+    /// Prompt tokens computed together (GEMM); 0: 64.
+    pub max_batch: u32,
+}
+
+impl SeqParams {
+    fn raw(&self) -> sys::stk_seq_params {
+        sys::stk_seq_params {
+            struct_size: std::mem::size_of::<sys::stk_seq_params>(),
+            sinks: self.sinks,
+            window: self.window,
+            threads: self.threads,
+            max_batch: self.max_batch,
+        }
+    }
+}
+
+/// One sequence over an [`Lm`] (`stk_seq_open`), in an arena this handle owns (sized by
+/// `stk_seq_arena_size`; nothing is allocated per token).
+pub struct Sequence<'lm> {
+    raw: NonNull<sys::stk_seq>,
+    _arena: Box<[u8]>,
+    _lm: &'lm Lm,
+    vocab: usize,
+}
+
+// SAFETY: the sequence's state lies in its own arena; the Lm it reads is Sync.
+unsafe impl Send for Sequence<'_> {}
+
+impl<'lm> Sequence<'lm> {
+    pub fn open(lm: &'lm Lm, params: &SeqParams) -> Result<Sequence<'lm>> {
+        let p = params.raw();
+        let mut bytes = 0usize;
+        // SAFETY: lm is open; p and bytes are valid pointers.
+        check(unsafe { sys::stk_seq_arena_size(lm.raw.as_ptr(), &p, &mut bytes) })?;
+        let mut arena = vec![0u8; bytes].into_boxed_slice();
+        let mut raw: *mut sys::stk_seq = std::ptr::null_mut();
+        // SAFETY: the arena holds `bytes` bytes and lives (boxed, never moved) as long as the sequence.
+        check(unsafe { sys::stk_seq_open(lm.raw.as_ptr(), &p, arena.as_mut_ptr().cast(), bytes, &mut raw) })?;
+        let raw = NonNull::new(raw)
+            .ok_or_else(|| Error::local(Status::Internal, "stk_seq_open returned STK_OK and a NULL handle".into()))?;
+        let vocab = lm.info()?.vocab_size as usize;
+        Ok(Sequence { raw, _arena: arena, _lm: lm, vocab })
+    }
+
+    /// Feeds `tokens` at the next positions; the last token's logits are then [`Sequence::logits`].
+    pub fn feed(&mut self, tokens: &[i32]) -> Result<()> {
+        // SAFETY: raw is open; tokens is valid for its length; no logits are written.
+        check(unsafe { sys::stk_seq_feed(self.raw.as_ptr(), tokens.as_ptr(), tokens.len(), std::ptr::null_mut()) })
+    }
+
+    /// Feeds `tokens` and returns every token's logits, row-major [tokens.len(), vocab].
+    pub fn feed_all(&mut self, tokens: &[i32]) -> Result<Vec<f32>> {
+        let mut out = vec![0f32; tokens.len() * self.vocab];
+        // SAFETY: out holds tokens.len() * vocab floats.
+        check(unsafe { sys::stk_seq_feed(self.raw.as_ptr(), tokens.as_ptr(), tokens.len(), out.as_mut_ptr()) })?;
+        Ok(out)
+    }
+
+    /// The logits of the last token fed (zeros before any) and the position (tokens fed so far).
+    pub fn logits(&self) -> Result<(&[f32], u64)> {
+        let (mut p, mut n, mut pos) = (std::ptr::null::<f32>(), 0usize, 0u64);
+        // SAFETY: raw is open; out-pointers are valid.  The slice borrows self: valid until the
+        // next feed / reset (which take &mut self).
+        check(unsafe { sys::stk_seq_logits(self.raw.as_ptr(), &mut p, &mut n, &mut pos) })?;
+        if p.is_null() || n != self.vocab {
+            return Err(Error::local(Status::Internal, format!("stk_seq_logits gave {n} logits, the model has {}", self.vocab)));
+        }
+        // SAFETY: the library holds n floats at p while the sequence is unchanged.
+        Ok((unsafe { std::slice::from_raw_parts(p, n) }, pos))
+    }
+
+    /// Back to position 0, the state emptied.
+    pub fn reset(&mut self) -> Result<()> {
+        // SAFETY: raw is open.
+        check(unsafe { sys::stk_seq_reset(self.raw.as_ptr()) })
+    }
+
+    pub fn vocab(&self) -> usize {
+        self.vocab
+    }
+}
+
+impl Drop for Sequence<'_> {
+    fn drop(&mut self) {
+        // SAFETY: raw came from stk_seq_open and is closed once, before the arena is freed.
+        unsafe { sys::stk_seq_close(self.raw.as_ptr()) }
+    }
+}

@@ -697,6 +697,47 @@ pub struct stk_refrun_info {
 
 pub const STK_PRF_MEMORY: u32 = 0x1;
 
+// The LM runtime (experimental tier): weights, and sequences over sinks + a window ring.
+pub const STK_LM_WEIGHTS_F32: u32 = 0;
+pub const STK_LM_WEIGHTS_BF16: u32 = 1;
+
+/// Opaque handle of the weights of the LM runtime (stk_lm_open).
+#[repr(C)]
+pub struct stk_lm {
+    _private: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// Opaque handle of one sequence's state inside the caller's arena (stk_seq_open).
+#[repr(C)]
+pub struct stk_seq {
+    _private: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct stk_seq_params {
+    pub struct_size: usize,
+    pub sinks: u32,
+    pub window: u32,
+    pub threads: u32,
+    pub max_batch: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct stk_lm_info {
+    pub struct_size: usize,
+    pub vocab_size: u64,
+    pub n_layers: u32,
+    pub d_model: u32,
+    pub n_heads: u32,
+    pub n_kv_heads: u32,
+    pub head_dim: u32,
+    pub model_type: [c_char; 32],
+}
+
 extern "C" {
     pub fn stk_status_str(status: stk_status) -> *const c_char;
     pub fn stk_last_error() -> *const c_char;
@@ -954,6 +995,22 @@ extern "C" {
     pub fn stk_memory_reset(gen: *const stk_generation, state: *mut c_void, state_bytes: usize) -> stk_status;
     pub fn stk_memory_step(gen: *const stk_generation, state: *mut c_void, state_bytes: usize, u: f32, y: *mut f32)
         -> stk_status;
+    pub fn stk_lm_open(path: *const c_char, flags: u32, out: *mut *mut stk_lm) -> stk_status;
+    pub fn stk_lm_close(lm: *mut stk_lm);
+    pub fn stk_lm_get_info(lm: *const stk_lm, out: *mut stk_lm_info) -> stk_status;
+    pub fn stk_seq_arena_size(lm: *const stk_lm, params: *const stk_seq_params, out_bytes: *mut usize) -> stk_status;
+    pub fn stk_seq_open(
+        lm: *const stk_lm,
+        params: *const stk_seq_params,
+        arena: *mut c_void,
+        arena_bytes: usize,
+        out: *mut *mut stk_seq,
+    ) -> stk_status;
+    pub fn stk_seq_feed(seq: *mut stk_seq, tokens: *const i32, n: usize, all_logits: *mut f32) -> stk_status;
+    pub fn stk_seq_logits(seq: *const stk_seq, out: *mut *const f32, out_vocab: *mut usize, out_position: *mut u64)
+        -> stk_status;
+    pub fn stk_seq_reset(seq: *mut stk_seq) -> stk_status;
+    pub fn stk_seq_close(seq: *mut stk_seq);
 }
 
 // The C sizes on LP64 targets (x86_64, aarch64 Linux): a mismatch fails the build.  Field
@@ -979,4 +1036,6 @@ const _: () = {
     assert!(std::mem::size_of::<stk_array_file_info>() == 88);
     assert!(std::mem::size_of::<stk_lwt_header>() == 96);
     assert!(std::mem::size_of::<stk_refrun_info>() == 128);
+    assert!(std::mem::size_of::<stk_seq_params>() == 24);
+    assert!(std::mem::size_of::<stk_lm_info>() == 72);
 };

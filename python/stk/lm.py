@@ -1,0 +1,106 @@
+"""The language-model runtime (stk.h's ``stk_lm_*`` / ``stk_seq_*``; docs/decisions.md "The LM
+runtime"): a Transformer's forward over a fixed state of ``sinks`` first positions plus a ring of
+the ``window`` most recent, per layer.  With sinks + window >= the context it is the exact model::
+
+    from stk.lm import LanguageModel
+    lm = LanguageModel("path/to/model-or.gguf")          # weights kept as f32 (bf16=True: half)
+    seq = lm.sequence(sinks=4, window=252, threads=2)
+    logits = seq.feed(token_ids)                        # [vocab]: the last token's
+    every = seq.feed(more_ids, all_logits=True)         # [n, vocab]
+    seq.reset()
+
+A family the runtime does not compute raises StkError (STK_E_NOT_IMPLEMENTED) naming it.  The
+sequence's arena is a numpy buffer owned by the Sequence; the C calls allocate nothing and
+release the GIL.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Union
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from . import _lib
+from ._lib import lib as _c
+from .errors import StkError
+
+__all__ = ["LanguageModel", "Sequence"]
+
+
+def _raise(status: int) -> None:
+    if status != 0:
+        raise StkError(status, (_c.stk_last_error() or b"").decode("utf-8", "replace"))
+
+
+class LanguageModel:
+    """Weights + config, read-only: any number of sequences share them.  Attributes: ``vocab_size``,
+    ``n_layers``, ``d_model``, ``n_heads``, ``n_kv_heads``, ``head_dim``, ``model_type``."""
+
+    def __init__(self, path: Union[str, "os.PathLike[str]"], bf16: bool = False) -> None:
+        self._h = ctypes.c_void_p()
+        flags = _lib.STK_LM_WEIGHTS_BF16 if bf16 else _lib.STK_LM_WEIGHTS_F32
+        _raise(_c.stk_lm_open(os.fsencode(path), flags, ctypes.byref(self._h)))
+        info = _lib.LmInfo()
+        info.struct_size = ctypes.sizeof(info)
+        _raise(_c.stk_lm_get_info(self._h, ctypes.byref(info)))
+        self.vocab_size, self.n_layers, self.d_model = info.vocab_size, info.n_layers, info.d_model
+        self.n_heads, self.n_kv_heads, self.head_dim = info.n_heads, info.n_kv_heads, info.head_dim
+        self.model_type = info.model_type.decode()
+
+    def sequence(self, sinks: int = 4, window: int = 252, threads: int = 1, max_batch: int = 64) -> "Sequence":
+        return Sequence(self, sinks, window, threads, max_batch)
+
+    def close(self) -> None:
+        if self._h:
+            _c.stk_lm_close(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class Sequence:
+    """One sequence's state (the KV ring) in an arena owned here."""
+
+    def __init__(self, lm: LanguageModel, sinks: int, window: int, threads: int, max_batch: int) -> None:
+        self.lm = lm  # keeps the weights alive
+        p = _lib.SeqParams(ctypes.sizeof(_lib.SeqParams), sinks, window, threads, max_batch)
+        n = ctypes.c_size_t()
+        _raise(_c.stk_seq_arena_size(lm._h, ctypes.byref(p), ctypes.byref(n)))
+        self._arena = np.zeros(max(n.value, 8) // 8 + 1, dtype=np.float64)
+        self._h = ctypes.c_void_p()
+        _raise(_c.stk_seq_open(lm._h, ctypes.byref(p), ctypes.c_void_p(self._arena.ctypes.data), self._arena.nbytes,
+                               ctypes.byref(self._h)))
+
+    def feed(self, tokens: ArrayLike, all_logits: bool = False) -> np.ndarray:
+        """Feed token ids at the next positions: the last one's logits [vocab], or every one's [n, vocab]."""
+        t = np.ascontiguousarray(tokens, dtype=np.int32).reshape(-1)
+        out = np.zeros((len(t), self.lm.vocab_size), np.float32) if all_logits else None
+        _raise(_c.stk_seq_feed(self._h, ctypes.c_void_p(t.ctypes.data), len(t),
+                               ctypes.c_void_p(out.ctypes.data) if out is not None else None))
+        return out if out is not None else self.logits()
+
+    def logits(self) -> np.ndarray:
+        ptr, voc, pos = ctypes.POINTER(ctypes.c_float)(), ctypes.c_size_t(), ctypes.c_uint64()
+        _raise(_c.stk_seq_logits(self._h, ctypes.byref(ptr), ctypes.byref(voc), ctypes.byref(pos)))
+        return np.ctypeslib.as_array(ptr, (voc.value,)).copy()
+
+    @property
+    def position(self) -> int:
+        pos = ctypes.c_uint64()
+        _raise(_c.stk_seq_logits(self._h, None, None, ctypes.byref(pos)))
+        return pos.value
+
+    def reset(self) -> None:
+        _raise(_c.stk_seq_reset(self._h))
+
+    def close(self) -> None:
+        if self._h:
+            _c.stk_seq_close(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self) -> None:
+        self.close()

@@ -1,0 +1,132 @@
+// The language-model runtime's C entry points (lm/forward.h holds the forward, lm/weights.h the
+// weights it reads).
+#include <cstring>
+#include <memory>
+
+#include "core/abi.h"
+#include "core/error.h"
+#include "lm/forward.h"
+#include "lm/weights.h"
+#include "publish/generations.h"
+#include "stk/stk.h"
+
+using namespace stk;
+
+struct stk_lm {
+    std::unique_ptr<lm::WeightSource> weights;
+};
+
+struct stk_seq {
+    std::unique_ptr<lm::Sequence> seq;
+};
+
+namespace {
+
+lm::SeqOptions options(const stk_seq_params *params, const char *fn) {
+    if (!params) throw_error(STK_E_INVALID_ARGUMENT, "%s: params is NULL", fn);
+    const stk_seq_params p = abi_read(params);
+    lm::SeqOptions o;
+    o.sinks = p.sinks;
+    o.window = p.window;
+    o.threads = p.threads ? p.threads : 1;
+    o.max_batch = p.max_batch ? p.max_batch : 64;
+    return o;
+}
+
+const lm::WeightSource &weights(const stk_lm *m, const char *fn) {
+    if (!m || !m->weights) throw_error(STK_E_INVALID_ARGUMENT, "%s: lm is NULL", fn);
+    return *m->weights;
+}
+
+}  // namespace
+
+extern "C" {
+
+STK_API stk_status stk_lm_open(const char *path, uint32_t flags, stk_lm **out) {
+    return guard([&] {
+        if (!out) throw_error(STK_E_INVALID_ARGUMENT, "stk_lm_open: out is NULL");
+        *out = nullptr;
+        if (!path) throw_error(STK_E_INVALID_ARGUMENT, "stk_lm_open: path is NULL");
+        if (flags > STK_LM_WEIGHTS_BF16) throw_error(STK_E_INVALID_ARGUMENT, "stk_lm_open: flags %u: not a weight width", flags);
+        if (is_generations_root(path))
+            throw_error(STK_E_NOT_IMPLEMENTED, "%s: a generations root: the faithful profile's weight loader has not landed yet", path);
+        auto m = std::make_unique<stk_lm>();
+        m->weights = lm::open_model_weights(path, flags == STK_LM_WEIGHTS_BF16 ? lm::WDType::BF16 : lm::WDType::F32);
+        const std::string why = lm::unsupported(m->weights->config());
+        if (!why.empty()) throw_error(STK_E_NOT_IMPLEMENTED, "%s: %s", path, why.c_str());
+        *out = m.release();
+    });
+}
+
+STK_API void stk_lm_close(stk_lm *lm) { delete lm; }
+
+STK_API stk_status stk_lm_get_info(const stk_lm *lm, stk_lm_info *out) {
+    return guard([&] {
+        if (!out) throw_error(STK_E_INVALID_ARGUMENT, "stk_lm_get_info: out is NULL");
+        abi_check_out(out);
+        const ModelConfig &c = weights(lm, "stk_lm_get_info").config();
+        stk_lm_info i;
+        std::memset(&i, 0, sizeof i);
+        i.struct_size = sizeof i;
+        i.vocab_size = c.vocab_size;
+        i.n_layers = c.n_layers;
+        i.d_model = c.d_model;
+        i.n_heads = c.n_heads;
+        i.n_kv_heads = c.n_kv_heads;
+        i.head_dim = c.head_dim;
+        std::memcpy(i.model_type, c.model_type, sizeof i.model_type);
+        i.model_type[sizeof i.model_type - 1] = 0;
+        abi_write(out, i);
+    });
+}
+
+STK_API stk_status stk_seq_arena_size(const stk_lm *lm, const stk_seq_params *params, size_t *out_bytes) {
+    return guard([&] {
+        if (!out_bytes) throw_error(STK_E_INVALID_ARGUMENT, "stk_seq_arena_size: out_bytes is NULL");
+        *out_bytes = lm::arena_size(weights(lm, "stk_seq_arena_size"), options(params, "stk_seq_arena_size"));
+    });
+}
+
+STK_API stk_status stk_seq_open(const stk_lm *lm, const stk_seq_params *params, void *arena, size_t arena_bytes, stk_seq **out) {
+    return guard([&] {
+        if (!out) throw_error(STK_E_INVALID_ARGUMENT, "stk_seq_open: out is NULL");
+        *out = nullptr;
+        const lm::WeightSource &w = weights(lm, "stk_seq_open");
+        const lm::SeqOptions o = options(params, "stk_seq_open");
+        if (!arena) throw_error(STK_E_INVALID_ARGUMENT, "stk_seq_open: arena is NULL");
+        const size_t need = lm::arena_size(w, o);
+        if (arena_bytes < need)
+            throw_error(STK_E_ARENA_TOO_SMALL, "stk_seq_open: the arena holds %zu bytes, the sequence needs %zu (stk_seq_arena_size)",
+                        arena_bytes, need);
+        auto s = std::make_unique<stk_seq>();
+        s->seq = std::make_unique<lm::Sequence>(w, o, arena, arena_bytes);
+        *out = s.release();
+    });
+}
+
+STK_API stk_status stk_seq_feed(stk_seq *seq, const int32_t *tokens, size_t n, float *all_logits) {
+    return guard([&] {
+        if (!seq) throw_error(STK_E_INVALID_ARGUMENT, "stk_seq_feed: seq is NULL");
+        seq->seq->feed(tokens, n, all_logits);
+    });
+}
+
+STK_API stk_status stk_seq_logits(const stk_seq *seq, const float **out, size_t *out_vocab, uint64_t *out_position) {
+    return guard([&] {
+        if (!seq) throw_error(STK_E_INVALID_ARGUMENT, "stk_seq_logits: seq is NULL");
+        if (out) *out = seq->seq->logits();
+        if (out_vocab) *out_vocab = size_t(seq->seq->vocab());
+        if (out_position) *out_position = seq->seq->position();
+    });
+}
+
+STK_API stk_status stk_seq_reset(stk_seq *seq) {
+    return guard([&] {
+        if (!seq) throw_error(STK_E_INVALID_ARGUMENT, "stk_seq_reset: seq is NULL");
+        seq->seq->reset();
+    });
+}
+
+STK_API void stk_seq_close(stk_seq *seq) { delete seq; }
+
+}  // extern "C"

@@ -1,0 +1,71 @@
+// The Transformer forward of the language-model runtime (issue 36 item 2), token by token over a
+// fixed state: per layer, the keys and values of S sink positions (the first S of the sequence)
+// plus a ring of the W most recent (StreamingLLM).  A query at position p sees key k when
+// k <= p and (k < S or p - k < W), and on a layer with the model's own sliding window sw also
+// p - k < sw: the same set as `stk eval --swap window` (python/stk/evaluation.py).  With
+// S + W >= the context it is the exact model.  Positions stay absolute (RoPE of the true position).
+//
+// One forward for every family it runs: the family's facts are data (ModelConfig: norm kind,
+// offset, eps; pre / post / parallel norms; RoPE part, pairing, bases, scaling; GQA; q/k norms;
+// softcaps; score scale; gated or plain FFN and its activation; MoE router and experts; learned
+// positions; embedding scale).  Families whose facts it does not compute are refused by name
+// (STK_E_NOT_IMPLEMENTED) when a sequence opens: lm::unsupported().
+//
+// Compute is f32 (bf16 / int8 weights widened on the fly).  Deterministic at any thread count:
+// threads split output rows (and attention heads), never a sum; sums run in a fixed order.  No
+// allocation after open: every buffer lies in the caller's arena, sized by arena_size first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "lm/weights.h"
+
+namespace stk {
+class WorkerPool;
+}
+
+namespace stk::lm {
+
+struct SeqOptions {
+    uint32_t sinks = 4;          // S
+    uint32_t window = 252;       // W >= 1
+    uint32_t threads = 1;        // 0: 1
+    uint32_t max_batch = 64;     // prompt tokens computed together (GEMM); feed() splits longer runs
+};
+
+// "" when the forward runs this model; else why not, naming the family and the feature.
+std::string unsupported(const ModelConfig &c);
+
+// Bytes of the arena a Sequence over `w` with `o` needs (KV ring, activations, scratch).
+// STK_E_NOT_IMPLEMENTED for a model unsupported() refuses; STK_E_INVALID_ARGUMENT for window 0.
+size_t arena_size(const WeightSource &w, const SeqOptions &o);
+
+class Sequence {
+public:
+    // `arena` (at least arena_size(w, o) bytes, 64-byte aligned or not) and `w` must outlive the
+    // sequence.  Checks that every tensor the forward reads is present with its shape
+    // (STK_E_CORRUPT naming role, layer and expert otherwise).
+    Sequence(const WeightSource &w, const SeqOptions &o, void *arena, size_t arena_bytes);
+    ~Sequence();
+    Sequence(const Sequence &) = delete;
+    Sequence &operator=(const Sequence &) = delete;
+
+    // Feed n tokens at the next positions.  The logits of the last one are kept (logits());
+    // with all_logits non-null, every token's logits are written there ([n, vocab] floats).
+    // A token id >= vocab is STK_E_INVALID_ARGUMENT (nothing fed).
+    void feed(const int32_t *tokens, size_t n, float *all_logits = nullptr);
+    const float *logits() const;  // [vocab] of the last token fed (zeros before any)
+    uint64_t vocab() const;
+    uint64_t position() const;    // tokens fed so far
+    void reset();                 // back to position 0 (the state emptied)
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stk::lm
