@@ -70,15 +70,26 @@ def main():
         code, out, err = run(stk, *args)
         if code != want_code or words not in out["message"] + err:
             fails.append(f"{args}: exit {code}, {out['message']!r}; want {want_code} and {words!r}")
-    # A generation of the default profile holds no weights the runtime reads: refused by name
-    # (exit 3) until the faithful profile's loader reads it.
+    # A generation of the default profile holds no weights the runtime reads: refused by name.  A
+    # faithful one (stk convert --profile faithful: bf16 matrices) runs, each array verified as it
+    # is mapped; on this model its greedy ids are those of the checkpoint's own weights.
     with tempfile.TemporaryDirectory() as tmp:
         root_dir = os.path.join(tmp, "root")
         subprocess.run([stk, "convert", model, root_dir, "--allow-uncertified-tokenizer"], check=True, capture_output=True)
-        code, out, err = run(stk, "--gen", root_dir, "--prompt", "hello")
-        if code != 3 or out["status"] != "STK_E_NOT_IMPLEMENTED" or root_dir not in out["message"]:
+        code, out, err = run(stk, "--gen", root_dir, "--in", model, "--prompt", "hello")
+        if code == 0 or out["status"] != "STK_E_INVALID_ARGUMENT" or root_dir not in out["message"] \
+                or "--profile faithful" not in out["message"]:
             fails.append(f"--gen on a default-profile root: exit {code}, {out['status']}: {out['message']!r}")
         print(f"--gen ROOT (default profile): exit {code}: {out['message']}")
+        faithful = os.path.join(tmp, "faithful")
+        subprocess.run([stk, "convert", model, faithful, "--profile", "faithful"], check=True, capture_output=True)
+        for case in ref["cases"]:
+            code, out, err = run(stk, "--gen", faithful, "--in", model, "--prompt", case["prompt"], "--tokens",
+                                 str(ref["tokens"]))
+            if code != 0 or out.get("ids") != case["ids"]:
+                fails.append(f"--gen on a faithful root: exit {code}, {out.get('ids')} against {case['ids']}: "
+                             f"{out.get('message')!r}")
+            print(f"--gen ROOT (faithful profile): exit {code}: ids {out.get('ids')}")
     for f in fails:
         print("FAIL", f)
     return 1 if fails else 0

@@ -5,7 +5,10 @@
 
 #include "core/abi.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "format/manifest.h"
 #include "lm/forward.h"
+#include "lm/from_generation.h"
 #include "lm/weights.h"
 #include "publish/generations.h"
 #include "stk/stk.h"
@@ -48,10 +51,15 @@ STK_API stk_status stk_lm_open(const char *path, uint32_t flags, stk_lm **out) {
         *out = nullptr;
         if (!path) throw_error(STK_E_INVALID_ARGUMENT, "stk_lm_open: path is NULL");
         if (flags > STK_LM_WEIGHTS_BF16) throw_error(STK_E_INVALID_ARGUMENT, "stk_lm_open: flags %u: not a weight width", flags);
-        if (is_generations_root(path))
-            throw_error(STK_E_NOT_IMPLEMENTED, "%s: a generations root: the faithful profile's weight loader has not landed yet", path);
         auto m = std::make_unique<stk_lm>();
-        m->weights = lm::open_model_weights(path, flags == STK_LM_WEIGHTS_BF16 ? lm::WDType::BF16 : lm::WDType::F32);
+        // A generations root (its CURRENT generation) or one generation directory: the faithful
+        // profile's arrays, verified as they are mapped, at the width they were written in (the
+        // flags choose the width of a model read from its checkpoint only).
+        const bool generation = is_generations_root(path) || file_exists(std::string(path) + "/" + kManifestFileName);
+        if (generation)
+            m->weights = lm::open_generation_weights(resolve_generation(path));
+        else
+            m->weights = lm::open_model_weights(path, flags == STK_LM_WEIGHTS_BF16 ? lm::WDType::BF16 : lm::WDType::F32);
         const std::string why = lm::unsupported(m->weights->config());
         if (!why.empty()) throw_error(STK_E_NOT_IMPLEMENTED, "%s: %s", path, why.c_str());
         *out = m.release();
