@@ -1143,8 +1143,10 @@ typedef struct stk_lm_info {
 
 /* Open the weights at `path`: an HF model directory or a GGUF (file, or directory holding one),
  * read through stk's own ingestion (the same tensors `stk convert` reads), kept as `flags`
- * (STK_LM_WEIGHTS_F32 / _BF16); or a generations root of the faithful profile (its current
- * generation; STK_E_NOT_IMPLEMENTED until that loader lands).  Threads: any. */
+ * (STK_LM_WEIGHTS_F32 / _BF16); or a generation of the faithful profile (a generations root,
+ * meaning its current generation, or one generation directory: its arrays mapped and verified,
+ * at the width they were written in; a default-profile generation is refused by name).
+ * Threads: any. */
 STK_API stk_status stk_lm_open(const char *path, uint32_t flags, stk_lm **out);
 STK_API void stk_lm_close(stk_lm *lm);
 STK_API stk_status stk_lm_get_info(const stk_lm *lm, stk_lm_info *out);
