@@ -1125,6 +1125,10 @@ typedef struct stk_seq stk_seq; /* one sequence's state, inside the caller's are
 
 #  define STK_LM_WEIGHTS_F32 0u  /* model weights kept in memory as f32 (default) */
 #  define STK_LM_WEIGHTS_BF16 1u /* ... as bf16 (half the memory; widened to f32 on the fly) */
+/* Or'ed with one of the above (issue 37): the FFN matrices kept block-scaled instead, quantised
+ * at open by ggml's rule (docs/format.md "Block-scaled types"; rows a multiple of 32). */
+#  define STK_LM_WEIGHTS_FFN_Q4_0 0x10u /* 4-bit codes, blocks of 32 with an f16 scale */
+#  define STK_LM_WEIGHTS_FFN_Q8_0 0x20u /* 8-bit codes, blocks of 32 with an f16 scale */
 
 typedef struct stk_seq_params {
     size_t struct_size; /* sizeof(stk_seq_params) */
@@ -1132,7 +1136,19 @@ typedef struct stk_seq_params {
     uint32_t window;    /* W >= 1: the most recent positions every query sees (its own included) */
     uint32_t threads;   /* 0: 1 */
     uint32_t max_batch; /* prompt tokens computed together (GEMM); 0: 64 */
+    /* Appended (issue 37; an older caller's struct_size leaves them 0: the window).  Which
+     * `window` non-sink positions the state keeps (docs/decisions.md "Retention policies"):
+     * STK_SEQ_POLICY_*.  The state holds sinks + window positions per layer (per key/value head
+     * for TOVA_HEAD), the query's own included, whatever the length; the scores are state too
+     * (in stk_seq_arena_size). */
+    uint32_t policy;
+    uint32_t recent;    /* H2O: the most recent positions never evicted; 0: window / 2; < window */
 } stk_seq_params;
+
+#  define STK_SEQ_POLICY_WINDOW 0u    /* evict the oldest (StreamingLLM sinks + window) */
+#  define STK_SEQ_POLICY_TOVA 1u      /* the lowest attention weight of the last query, averaged over heads */
+#  define STK_SEQ_POLICY_H2O 2u       /* the lowest accumulated attention, outside the `recent` newest */
+#  define STK_SEQ_POLICY_TOVA_HEAD 3u /* TOVA per key/value head: each keeps its own positions */
 
 typedef struct stk_lm_info {
     size_t struct_size; /* sizeof(stk_lm_info) */
@@ -1143,9 +1159,11 @@ typedef struct stk_lm_info {
 
 /* Open the weights at `path`: an HF model directory or a GGUF (file, or directory holding one),
  * read through stk's own ingestion (the same tensors `stk convert` reads), kept as `flags`
- * (STK_LM_WEIGHTS_F32 / _BF16); or a generation of the faithful profile (a generations root,
- * meaning its current generation, or one generation directory: its arrays mapped and verified,
- * at the width they were written in; a default-profile generation is refused by name).
+ * (STK_LM_WEIGHTS_F32 / _BF16, optionally or-ed with one STK_LM_WEIGHTS_FFN_* block type for
+ * the FFN matrices); or a generation of the faithful profile (a generations root, meaning its
+ * current generation, or one generation directory: its arrays mapped and verified, at the width
+ * they were written in; a default-profile generation is refused by name, and an FFN block type
+ * with STK_E_NOT_IMPLEMENTED).
  * Threads: any. */
 STK_API stk_status stk_lm_open(const char *path, uint32_t flags, stk_lm **out);
 STK_API void stk_lm_close(stk_lm *lm);
@@ -1166,6 +1184,11 @@ STK_API stk_status stk_seq_feed(stk_seq *seq, const int32_t *tokens, size_t n, f
  * close; zeros before any) and the position (tokens fed so far). */
 STK_API stk_status stk_seq_logits(const stk_seq *seq, const float **out, size_t *out_vocab, uint64_t *out_position);
 STK_API stk_status stk_seq_reset(stk_seq *seq);
+/* The positions layer `layer`'s state holds now (key/value head `kv_head`'s under TOVA_HEAD,
+ * ignored otherwise), ascending, into positions[capacity] (NULL: count only); *out_n: how many
+ * (at most sinks + window; more than capacity: the first capacity written). */
+STK_API stk_status stk_seq_kept(const stk_seq *seq, uint32_t layer, uint32_t kv_head, uint64_t *positions, size_t capacity,
+                                size_t *out_n);
 STK_API void stk_seq_close(stk_seq *seq);
 
 

@@ -190,7 +190,7 @@ _declare_refrun(lib)
 # -- The language-model runtime (python/stk/lm.py; stk.h's stk_lm_*, stk_seq_*).
 class SeqParams(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("sinks", c_uint32), ("window", c_uint32), ("threads", c_uint32),
-                ("max_batch", c_uint32)]
+                ("max_batch", c_uint32), ("policy", c_uint32), ("recent", c_uint32)]
 
 
 class LmInfo(ctypes.Structure):
@@ -200,6 +200,8 @@ class LmInfo(ctypes.Structure):
 
 STK_LM_WEIGHTS_F32 = 0
 STK_LM_WEIGHTS_BF16 = 1
+STK_LM_WEIGHTS_FFN = {"q4_0": 0x10, "q8_0": 0x20}  # or'ed: the FFN matrices block-scaled
+STK_SEQ_POLICIES = {"window": 0, "tova": 1, "h2o": 2, "tova-head": 3}
 
 
 def _declare_lm(lib: ctypes.CDLL) -> None:
@@ -214,6 +216,7 @@ def _declare_lm(lib: ctypes.CDLL) -> None:
         "stk_seq_logits": (st, [vp, POINTER(POINTER(c_float)), POINTER(c_size_t), POINTER(c_uint64)]),
         "stk_seq_reset": (st, [vp]),
         "stk_seq_close": (None, [vp]),
+        "stk_seq_kept": (st, [vp, c_uint32, c_uint32, POINTER(c_uint64), sz, POINTER(c_size_t)]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)

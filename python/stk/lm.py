@@ -4,7 +4,7 @@ the ``window`` most recent, per layer.  With sinks + window >= the context it is
 
     from stk.lm import LanguageModel
     lm = LanguageModel("path/to/model-or.gguf")          # weights kept as f32 (bf16=True: half)
-    seq = lm.sequence(sinks=4, window=252, threads=2)
+    seq = lm.sequence(sinks=4, window=252, threads=2)   # policy="tova" / "h2o" / "tova-head": which stay
     logits = seq.feed(token_ids)                        # [vocab]: the last token's
     every = seq.feed(more_ids, all_logits=True)         # [n, vocab]
     seq.reset()
@@ -39,9 +39,14 @@ class LanguageModel:
     """Weights + config, read-only: any number of sequences share them.  Attributes: ``vocab_size``,
     ``n_layers``, ``d_model``, ``n_heads``, ``n_kv_heads``, ``head_dim``, ``model_type``."""
 
-    def __init__(self, path: Union[str, "os.PathLike[str]"], bf16: bool = False) -> None:
+    def __init__(self, path: Union[str, "os.PathLike[str]"], bf16: bool = False, ffn: str = "") -> None:
+        """``ffn``: "q4_0" / "q8_0" keeps the FFN matrices block-scaled (quantised at open)."""
         self._h = ctypes.c_void_p()
         flags = _lib.STK_LM_WEIGHTS_BF16 if bf16 else _lib.STK_LM_WEIGHTS_F32
+        if ffn:
+            if ffn not in _lib.STK_LM_WEIGHTS_FFN:
+                raise ValueError(f"ffn={ffn!r}: one of {sorted(_lib.STK_LM_WEIGHTS_FFN)}")
+            flags |= _lib.STK_LM_WEIGHTS_FFN[ffn]
         _raise(_c.stk_lm_open(os.fsencode(path), flags, ctypes.byref(self._h)))
         info = _lib.LmInfo()
         info.struct_size = ctypes.sizeof(info)
@@ -50,8 +55,11 @@ class LanguageModel:
         self.n_heads, self.n_kv_heads, self.head_dim = info.n_heads, info.n_kv_heads, info.head_dim
         self.model_type = info.model_type.decode()
 
-    def sequence(self, sinks: int = 4, window: int = 252, threads: int = 1, max_batch: int = 64) -> "Sequence":
-        return Sequence(self, sinks, window, threads, max_batch)
+    def sequence(self, sinks: int = 4, window: int = 252, threads: int = 1, max_batch: int = 64, policy: str = "window",
+                 recent: int = 0) -> "Sequence":
+        """``policy``: which ``window`` non-sink positions the state keeps ("window", "tova", "h2o",
+        "tova-head"; docs/decisions.md "Retention policies"); ``recent``: h2o's protected newest."""
+        return Sequence(self, sinks, window, threads, max_batch, policy, recent)
 
     def close(self) -> None:
         if self._h:
@@ -65,9 +73,13 @@ class LanguageModel:
 class Sequence:
     """One sequence's state (the KV ring) in an arena owned here."""
 
-    def __init__(self, lm: LanguageModel, sinks: int, window: int, threads: int, max_batch: int) -> None:
+    def __init__(self, lm: LanguageModel, sinks: int, window: int, threads: int, max_batch: int, policy: str = "window",
+                 recent: int = 0) -> None:
         self.lm = lm  # keeps the weights alive
-        p = _lib.SeqParams(ctypes.sizeof(_lib.SeqParams), sinks, window, threads, max_batch)
+        if policy not in _lib.STK_SEQ_POLICIES:
+            raise ValueError(f"policy={policy!r}: one of {sorted(_lib.STK_SEQ_POLICIES)}")
+        p = _lib.SeqParams(ctypes.sizeof(_lib.SeqParams), sinks, window, threads, max_batch, _lib.STK_SEQ_POLICIES[policy],
+                           recent)
         n = ctypes.c_size_t()
         _raise(_c.stk_seq_arena_size(lm._h, ctypes.byref(p), ctypes.byref(n)))
         self._arena = np.zeros(max(n.value, 8) // 8 + 1, dtype=np.float64)
@@ -96,6 +108,14 @@ class Sequence:
 
     def reset(self) -> None:
         _raise(_c.stk_seq_reset(self._h))
+
+    def kept(self, layer: int, kv_head: int = 0) -> list[int]:
+        """The positions layer ``layer``'s state holds now (``kv_head``'s under "tova-head"), ascending."""
+        n = ctypes.c_size_t()
+        _raise(_c.stk_seq_kept(self._h, layer, kv_head, None, 0, ctypes.byref(n)))
+        buf = (ctypes.c_uint64 * max(n.value, 1))()
+        _raise(_c.stk_seq_kept(self._h, layer, kv_head, buf, n.value, ctypes.byref(n)))
+        return list(buf[:n.value])
 
     def close(self) -> None:
         if self._h:

@@ -33,6 +33,8 @@ lm::SeqOptions options(const stk_seq_params *params, const char *fn) {
     o.window = p.window;
     o.threads = p.threads ? p.threads : 1;
     o.max_batch = p.max_batch ? p.max_batch : 64;
+    o.policy = lm::Policy(p.policy);  // range checked by the sequence
+    o.recent = p.recent;
     return o;
 }
 
@@ -50,16 +52,24 @@ STK_API stk_status stk_lm_open(const char *path, uint32_t flags, stk_lm **out) {
         if (!out) throw_error(STK_E_INVALID_ARGUMENT, "stk_lm_open: out is NULL");
         *out = nullptr;
         if (!path) throw_error(STK_E_INVALID_ARGUMENT, "stk_lm_open: path is NULL");
-        if (flags > STK_LM_WEIGHTS_BF16) throw_error(STK_E_INVALID_ARGUMENT, "stk_lm_open: flags %u: not a weight width", flags);
+        const uint32_t width = flags & 0xfu, ffn = flags & 0xf0u;
+        if (width > STK_LM_WEIGHTS_BF16 || (flags & ~0xffu) || (ffn != 0 && ffn != STK_LM_WEIGHTS_FFN_Q4_0 && ffn != STK_LM_WEIGHTS_FFN_Q8_0))
+            throw_error(STK_E_INVALID_ARGUMENT, "stk_lm_open: flags 0x%x: not a weight width (STK_LM_WEIGHTS_*)", flags);
         auto m = std::make_unique<stk_lm>();
         // A generations root (its CURRENT generation) or one generation directory: the faithful
         // profile's arrays, verified as they are mapped, at the width they were written in (the
-        // flags choose the width of a model read from its checkpoint only).
-        const bool generation = is_generations_root(path) || file_exists(std::string(path) + "/" + kManifestFileName);
-        if (generation)
-            m->weights = lm::open_generation_weights(resolve_generation(path));
-        else
-            m->weights = lm::open_model_weights(path, flags == STK_LM_WEIGHTS_BF16 ? lm::WDType::BF16 : lm::WDType::F32);
+        // flags choose the widths of a model read from its checkpoint only).
+        bool root = false;
+        const std::string dir = resolve_generation(path, nullptr, &root);
+        if (root || file_exists(dir + "/" + kManifestFileName)) {
+            if (ffn)
+                throw_error(STK_E_NOT_IMPLEMENTED, "%s: a faithful generation keeps the FFN width it was converted with; "
+                            "block-scaled FFN weights (flags 0x%x) apply to a model read from its checkpoint only", path, flags);
+            m->weights = lm::open_generation_weights(dir);
+        } else {
+            const lm::WDType ffn_t = ffn == STK_LM_WEIGHTS_FFN_Q4_0 ? lm::WDType::Q4_0 : ffn == STK_LM_WEIGHTS_FFN_Q8_0 ? lm::WDType::Q8_0 : lm::WDType::F32;
+            m->weights = lm::open_model_weights(path, width == STK_LM_WEIGHTS_BF16 ? lm::WDType::BF16 : lm::WDType::F32, ffn_t);
+        }
         const std::string why = lm::unsupported(m->weights->config());
         if (!why.empty()) throw_error(STK_E_NOT_IMPLEMENTED, "%s: %s", path, why.c_str());
         *out = m.release();
@@ -132,6 +142,15 @@ STK_API stk_status stk_seq_reset(stk_seq *seq) {
     return guard([&] {
         if (!seq) throw_error(STK_E_INVALID_ARGUMENT, "stk_seq_reset: seq is NULL");
         seq->seq->reset();
+    });
+}
+
+STK_API stk_status stk_seq_kept(const stk_seq *seq, uint32_t layer, uint32_t kv_head, uint64_t *positions, size_t capacity,
+                                size_t *out_n) {
+    return guard([&] {
+        if (!seq) throw_error(STK_E_INVALID_ARGUMENT, "stk_seq_kept: seq is NULL");
+        const size_t n = seq->seq->kept(layer, kv_head, positions, positions ? capacity : 0);
+        if (out_n) *out_n = n;
     });
 }
 

@@ -443,3 +443,109 @@ uint64_t lwt_unpack(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float
 }
 
 }  // namespace stk
+
+// ---- block-scaled types (lowbit.h) -------------------------------------------------------------
+
+namespace stk {
+
+const char *blockq_name(BlockQType t) { return t == BlockQType::Q4_0 ? "q4_0" : "q8_0"; }
+
+bool parse_blockq(std::string_view name, BlockQType *out) {
+    if (name == "q4_0") *out = BlockQType::Q4_0;
+    else if (name == "q8_0") *out = BlockQType::Q8_0;
+    else return false;
+    return true;
+}
+
+uint64_t blockq_block_bytes(BlockQType t) { return t == BlockQType::Q4_0 ? 18 : 34; }
+
+bool blockq_bytes(BlockQType t, uint64_t n, uint64_t *out) {
+    if (n % kBlockQElems) return false;
+    const uint64_t blocks = n / kBlockQElems;
+    if (blocks > UINT64_MAX / blockq_block_bytes(t)) return false;
+    *out = blocks * blockq_block_bytes(t);
+    return true;
+}
+
+namespace {
+
+// The product rounded to f32 on its own (gguf-py's numpy does each operation apart).
+inline float mul_f32(float a, float b) {
+    const float p = a * b;
+    return p;
+}
+
+}  // namespace
+
+void blockq_quantize(BlockQType t, const float *v, uint64_t n, uint8_t *out) {
+    for (uint64_t b = 0; b < n / kBlockQElems; b++) {
+        const float *x = v + b * kBlockQElems;
+        uint8_t *o = out + b * blockq_block_bytes(t);
+        float d;
+        if (t == BlockQType::Q4_0) {
+            float amax = std::fabs(x[0]), m = x[0];  // the first of largest |v| (numpy's argmax), its sign kept
+            for (uint64_t j = 1; j < kBlockQElems; j++)
+                if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), m = x[j];
+            d = m / -8.0f;
+            const float id = d != 0 ? 1.0f / d : 0.0f;
+            uint8_t q[kBlockQElems];
+            for (uint64_t j = 0; j < kBlockQElems; j++) {
+                volatile float p = mul_f32(x[j], id);  // no fused multiply-add: numpy rounds the product
+                const float s = p + 8.5f;
+                const int c = int(std::trunc(s));
+                q[j] = uint8_t(c < 0 ? 0 : c > 15 ? 15 : c);
+            }
+            for (uint64_t j = 0; j < 16; j++) o[2 + j] = uint8_t(q[j] | (q[j + 16] << 4));
+        } else {
+            float amax = 0;
+            for (uint64_t j = 0; j < kBlockQElems; j++) amax = std::max(amax, std::fabs(x[j]));
+            d = amax / 127.0f;
+            const float id = d != 0 ? 1.0f / d : 0.0f;
+            for (uint64_t j = 0; j < kBlockQElems; j++) {
+                const float p = mul_f32(x[j], id);
+                o[2 + j] = uint8_t(int8_t(std::round(p)));  // half away from zero, as np_roundf
+            }
+        }
+        const uint16_t h = f32_to_f16_rne(d);
+        o[0] = uint8_t(h & 0xff);
+        o[1] = uint8_t(h >> 8);
+    }
+}
+
+void blockq_dequantize(BlockQType t, const uint8_t *in, uint64_t n, float *out) {
+    for (uint64_t b = 0; b < n / kBlockQElems; b++) {
+        const uint8_t *o = in + b * blockq_block_bytes(t);
+        const float d = f16_to_f32(uint16_t(o[0] | (o[1] << 8)));
+        float *y = out + b * kBlockQElems;
+        if (t == BlockQType::Q4_0) {
+            for (uint64_t j = 0; j < 16; j++) {
+                y[j] = d * float(int(o[2 + j] & 15) - 8);
+                y[j + 16] = d * float(int(o[2 + j] >> 4) - 8);
+            }
+        } else {
+            for (uint64_t j = 0; j < kBlockQElems; j++) y[j] = d * float(int8_t(o[2 + j]));
+        }
+    }
+}
+
+float blockq_dot(BlockQType t, const uint8_t *row, const float *x, uint64_t n) {
+    float total = 0;
+    for (uint64_t b = 0; b < n / kBlockQElems; b++) {
+        const uint8_t *o = row + b * blockq_block_bytes(t);
+        const float d = f16_to_f32(uint16_t(o[0] | (o[1] << 8)));
+        const float *xb = x + b * kBlockQElems;
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (t == BlockQType::Q4_0) {
+            for (uint64_t j = 0; j < 16; j++) {
+                acc[j & 7] += float(int(o[2 + j] & 15) - 8) * xb[j];
+                acc[j & 7] += float(int(o[2 + j] >> 4) - 8) * xb[j + 16];
+            }
+        } else {
+            for (uint64_t j = 0; j < kBlockQElems; j++) acc[j & 7] += float(int8_t(o[2 + j])) * xb[j];
+        }
+        total += d * (((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])));
+    }
+    return total;
+}
+
+}  // namespace stk

@@ -146,3 +146,32 @@ uint64_t lwt_unpack_scalar(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q
 uint32_t lwt_field_at(LwtDType t, const uint8_t *in, uint64_t i);
 
 }  // namespace stk
+
+namespace stk {
+
+// Block-scaled types (issue 37): the values in blocks of 32, each block with its own f16 scale,
+// byte for byte ggml's types of the same name (docs/format.md, "Block-scaled types"); the rule
+// that makes the codes is gguf-py's quantize (gguf.quants), which equals ggml-quants.c's
+// reference rows:
+//   Q4_0 (ggml type 2), 18 bytes a block: d (f16, little-endian), then 16 bytes qs; element j
+//        of the block is qs[j] & 15 (j < 16) or qs[j - 16] >> 4, decoding to (q - 8) * d.
+//        Encoding: m = the element of largest |v| (the first), d = m / -8, id = 1 / d (0 when
+//        d = 0), q = min(15, trunc(v * id + 8.5)) in f32; d stored as f16 (rne).
+//   Q8_0 (ggml type 8), 34 bytes a block: d (f16), then 32 int8 q; value q * d.  Encoding:
+//        d = absmax / 127, id = 1 / d (0 when d = 0), q = round-half-away(v * id) in f32.
+// Decoding: f32(d) * f32(q), one rounding.  A row length must be a multiple of 32.
+enum class BlockQType : uint32_t { Q4_0 = 2, Q8_0 = 8 };  // ggml's type numbers
+constexpr uint64_t kBlockQElems = 32;
+const char *blockq_name(BlockQType t);              // "q4_0", "q8_0"
+bool parse_blockq(std::string_view name, BlockQType *out);
+uint64_t blockq_block_bytes(BlockQType t);          // 18, 34
+// Bytes of n values (n a multiple of 32), false when n is not or the size overflows.
+bool blockq_bytes(BlockQType t, uint64_t n, uint64_t *out);
+// n values (finite, n a multiple of 32) -> blockq_bytes bytes; and back.
+void blockq_quantize(BlockQType t, const float *v, uint64_t n, uint8_t *out);
+void blockq_dequantize(BlockQType t, const uint8_t *in, uint64_t n, float *out);
+// sum_j value_j * x[j] over n values of a row: per block, the integer codes times x summed in f32
+// (8 partial sums, added pairwise), times d; the blocks' terms added in order.
+float blockq_dot(BlockQType t, const uint8_t *row, const float *x, uint64_t n);
+
+}  // namespace stk

@@ -45,12 +45,24 @@ inline float act(Act a, float x) {
     return x;
 }
 
+// Bytes of one row of a block-scaled view.
+inline uint64_t block_row_bytes(const TensorView &v, BlockQType bq) { return v.cols / kBlockQElems * blockq_block_bytes(bq); }
+
 inline float widen(const TensorView &v, uint64_t r, uint64_t c) {
     const uint64_t i = r * v.cols + c;
+    BlockQType bq{};
     switch (v.dtype) {
         case WDType::F32: return static_cast<const float *>(v.data)[i];
         case WDType::BF16: return bf16_to_f32(static_cast<const uint16_t *>(v.data)[i]);
         case WDType::I8: return float(static_cast<const int8_t *>(v.data)[i]) * v.row_scale[r];
+        case WDType::Q4_0:
+        case WDType::Q8_0: {
+            wdtype_block(v.dtype, &bq);
+            float blk[kBlockQElems];
+            const uint8_t *row = static_cast<const uint8_t *>(v.data) + r * block_row_bytes(v, bq);
+            blockq_dequantize(bq, row + c / kBlockQElems * blockq_block_bytes(bq), kBlockQElems, blk);
+            return blk[c % kBlockQElems];
+        }
     }
     return 0;
 }
@@ -65,6 +77,8 @@ void widen_row(const TensorView &v, uint64_t r, float *out) {
     } else if (v.dtype == WDType::BF16) {
         const uint16_t *p = static_cast<const uint16_t *>(v.data) + r * v.cols;
         for (uint64_t c = 0; c < v.cols; c++) out[c] = bf16_to_f32(p[c]);
+    } else if (BlockQType bq{}; wdtype_block(v.dtype, &bq)) {
+        blockq_dequantize(bq, static_cast<const uint8_t *>(v.data) + r * block_row_bytes(v, bq), v.cols, out);
     } else {
         const int8_t *p = static_cast<const int8_t *>(v.data) + r * v.cols;
         const float s = v.row_scale[r];
@@ -77,6 +91,8 @@ float dot_row(const TensorView &w, uint64_t r, const float *x) {
     const uint64_t n = w.cols;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     uint64_t c = 0;
+    if (BlockQType bq{}; wdtype_block(w.dtype, &bq))
+        return blockq_dot(bq, static_cast<const uint8_t *>(w.data) + r * block_row_bytes(w, bq), x, n);
     if (w.dtype == WDType::F32) {
         const float *p = static_cast<const float *>(w.data) + r * n;
         for (; c + 8 <= n; c += 8)
@@ -123,6 +139,16 @@ std::vector<float> inv_freq(const ModelConfig &c, bool local) {
 }
 
 }  // namespace
+
+const char *policy_name(Policy p) {
+    switch (p) {
+        case Policy::Window: return "window";
+        case Policy::Tova: return "tova";
+        case Policy::H2o: return "h2o";
+        case Policy::TovaHead: return "tova-head";
+    }
+    return "?";
+}
 
 std::string unsupported(const ModelConfig &c) {
     const std::string fam = c.model_type[0] ? c.model_type : family_name(c.family);
@@ -180,6 +206,12 @@ struct Sequence::Impl {
     int32_t *route = nullptr;  // [max_batch][top_k] expert ids
     float *route_w = nullptr;  // [max_batch][top_k]
     uint32_t *erows = nullptr;  // tokens routed to one expert
+    // Scored policies (o.policy != Window): per layer, `tables` tables of cap slots (one, or one
+    // per key/value head): the position each slot holds (-1: empty) and its score.
+    uint32_t tables = 0, recent = 0;
+    int64_t *kpos = nullptr;   // [layers][tables][cap]
+    float *pscore = nullptr;   // [layers][tables][cap]
+    float *wts = nullptr;      // [n_heads][cap]: one query's attention weights per slot
     uint64_t pos = 0;
     bool have_logits = false;
 
@@ -197,6 +229,15 @@ struct Sequence::Impl {
         qdim = nh * khd, kdim = nkv * khd, vdim = nkv * vhd;
         d = c.d_model, vocab = c.vocab_size;
         cap = uint32_t(checked_add(o.sinks, o.window, "sinks + window"));
+        if (uint32_t(o.policy) >= kPolicyCount)
+            throw_error(STK_E_INVALID_ARGUMENT, "%s: retention policy %u: not one of window, tova, h2o, tova-head", ws.describe().c_str(),
+                        uint32_t(o.policy));
+        if (o.policy == Policy::H2o) {
+            recent = o.recent ? o.recent : o.window / 2;
+            if (recent >= o.window)
+                throw_error(STK_E_INVALID_ARGUMENT, "%s: h2o keeps %u recent positions of a window of %u: the heavy hitters need at least one",
+                            ws.describe().c_str(), recent, o.window);
+        }
         scale = c.attn_scale > 0 ? float(c.attn_scale) : float(1.0 / std::sqrt(double(khd)));
         if (c.positions == PosKind::Rope) {
             rot = c.mla ? c.qk_rope_dim : c.rotary_dim ? c.rotary_dim : khd;
@@ -366,6 +407,13 @@ struct Sequence::Impl {
         const uint64_t ring = checked_mul(uint64_t(c.n_layers), cap, "KV ring");
         kring = b.array<float>(checked_mul(ring, kdim, "KV ring"));
         vring = b.array<float>(checked_mul(ring, vdim, "KV ring"));
+        if (o.policy != Policy::Window) {
+            tables = o.policy == Policy::TovaHead ? nkv : 1;
+            const uint64_t slots = checked_mul(checked_mul(uint64_t(c.n_layers), tables, "policy slots"), cap, "policy slots");
+            kpos = b.array<int64_t>(slots);
+            pscore = b.array<float>(slots);
+            wts = b.array<float>(checked_mul(uint64_t(nh), cap, "attention weights"));
+        }
         logit = b.array<float>(vocab);
     }
 
@@ -585,7 +633,12 @@ struct Sequence::Impl {
                 for (uint32_t hh = 0; hh < nkv; hh++) rope(ki + hh * hd, cs, sn);
             }
         }
-        float *kr = kring + uint64_t(l) * cap * kdim, *vr = vring + uint64_t(l) * cap * vdim;
+        if (o.policy != Policy::Window) {
+            attend_kept(l, L, n, p0);
+            linear(att, n, L.o, L.ob, tmp, d);
+            return;
+        }
+                float *kr = kring + uint64_t(l) * cap * kdim, *vr = vring + uint64_t(l) * cap * vdim;
         const uint32_t group = nh / nkv;
         const uint64_t sw = L.sliding ? c.sliding_window : 0;
         const float softcap = float(c.attn_softcap);
@@ -776,6 +829,101 @@ struct Sequence::Impl {
             for (uint32_t j = 0; j < K; j++) rw[j] *= float(c.routed_scaling);
     }
 
+    // The slot a scored policy frees for position p (>= S, W non-sink positions held): see
+    // forward.h's Policy.  kt / st: one table's positions and scores.
+    uint64_t victim(const int64_t *kt, const float *st, uint64_t p, uint64_t sw) const {
+        uint64_t best = cap;
+        auto older = [&](uint64_t s) { return best == cap || kt[s] < kt[best]; };
+        if (sw) {
+            for (uint64_t s = o.sinks; s < cap; s++)
+                if (p - uint64_t(kt[s]) >= sw && older(s)) best = s;
+            if (best != cap) return best;
+        }
+        for (uint64_t s = o.sinks; s < cap; s++) {
+            if (o.policy == Policy::H2o && uint64_t(kt[s]) + recent >= p) continue;  // among the recent: kept
+            if (best == cap || st[s] < st[best] || (st[s] == st[best] && kt[s] < kt[best])) best = s;
+        }
+        if (best == cap)  // nothing outside the recent part (not reached while recent < W)
+            for (uint64_t s = o.sinks; s < cap; s++)
+                if (older(s)) best = s;
+        return best;
+    }
+
+    // Attention of the chunk's n tokens (q, k, v computed) under a scored policy, token after
+    // token: evict, write the token's key and value, attend over the held slots (heads in
+    // parallel), then the slots' scores from this query's weights (heads summed in order).
+    void attend_kept(uint32_t l, const LayerW &L, uint64_t n, uint64_t p0) {
+        float *kr = kring + uint64_t(l) * cap * kdim, *vr = vring + uint64_t(l) * cap * vdim;
+        const uint32_t group = nh / nkv;
+        const uint64_t sw = L.sliding ? c.sliding_window : 0;
+        const float softcap = float(c.attn_softcap);
+        int64_t *kp = kpos + uint64_t(l) * tables * cap;
+        float *ps = pscore + uint64_t(l) * tables * cap;
+        for (uint64_t i = 0; i < n; i++) {
+            const uint64_t p = p0 + i;
+            for (uint32_t t = 0; t < tables; t++) {
+                int64_t *kt = kp + uint64_t(t) * cap;
+                float *st = ps + uint64_t(t) * cap;
+                const uint64_t s = p < cap ? p : victim(kt, st, p, sw);  // slots fill in position order
+                kt[s] = int64_t(p);
+                st[s] = 0;
+                const uint32_t h0 = tables == 1 ? 0 : t, h1 = tables == 1 ? nkv : t + 1;
+                for (uint32_t kh = h0; kh < h1; kh++) {
+                    std::memcpy(kr + s * kdim + uint64_t(kh) * khd, k + i * kdim + uint64_t(kh) * khd, khd * sizeof(float));
+                    std::memcpy(vr + s * vdim + uint64_t(kh) * vhd, v + i * vdim + uint64_t(kh) * vhd, vhd * sizeof(float));
+                }
+            }
+            const uint64_t used = std::min<uint64_t>(p + 1, cap);
+            run(nh, [&](uint64_t a, uint64_t e) {
+                for (uint64_t hh = a; hh < e; hh++) {
+                    const uint32_t kh = uint32_t(hh) / group;
+                    const int64_t *kt = kp + uint64_t(tables == 1 ? 0 : kh) * cap;
+                    float *wr = wts + hh * cap;
+                    const float *qv = q + i * qdim + hh * khd;
+                    float mx = -INFINITY;
+                    for (uint64_t s = 0; s < used; s++) {
+                        const uint64_t kpp = uint64_t(kt[s]);
+                        if (sw && p - kpp >= sw) {
+                            wr[s] = -INFINITY;
+                            continue;
+                        }
+                        const float *kv = kr + s * kdim + uint64_t(kh) * khd;
+                        float sc = 0;
+                        for (uint32_t j = 0; j < khd; j++) sc += qv[j] * kv[j];
+                        sc *= scale;
+                        if (softcap > 0) sc = std::tanh(sc / softcap) * softcap;
+                        if (!slopes.empty()) sc += float(c.alibi_scale * slopes[hh] * (double(kpp) - double(p)));
+                        wr[s] = sc;
+                        mx = std::max(mx, sc);
+                    }
+                    float sum = 0;
+                    for (uint64_t s = 0; s < used; s++) {
+                        wr[s] = wr[s] == -INFINITY ? 0.0f : std::exp(wr[s] - mx);
+                        sum += wr[s];
+                    }
+                    float *out = att + (i * nh + hh) * vhd;
+                    std::fill(out, out + vhd, 0.0f);
+                    for (uint64_t s = 0; s < used; s++) {
+                        wr[s] /= sum;
+                        if (wr[s] == 0) continue;
+                        const float *vv = vr + s * vdim + uint64_t(kh) * vhd;
+                        for (uint32_t j = 0; j < vhd; j++) out[j] += wr[s] * vv[j];
+                    }
+                }
+            });
+            for (uint32_t t = 0; t < tables; t++) {
+                float *st = ps + uint64_t(t) * cap;
+                const uint32_t a = tables == 1 ? 0 : t * group, e = tables == 1 ? nh : (t + 1) * group;
+                for (uint64_t s = 0; s < used; s++) {
+                    float m = 0;
+                    for (uint32_t hh = a; hh < e; hh++) m += wts[uint64_t(hh) * cap + s];
+                    m /= float(e - a);
+                    st[s] = o.policy == Policy::H2o ? st[s] + m : m;
+                }
+            }
+        }
+    }
+
     // Dense or expert MLP: out[n, d] = W2 act(W1 x (+b1)) [* (W3 x (+b3))] (+b2).
     void mlp(const float *in, uint64_t n, const TensorView &w1, const TensorView &b1, const TensorView &w3, const TensorView &b3,
              const TensorView &w2, const TensorView &b2, float *out) {
@@ -873,6 +1021,31 @@ void Sequence::reset() {
     im.pos = 0;
     im.have_logits = false;
     std::fill(im.logit, im.logit + im.vocab, 0.0f);
+    if (im.kpos) {
+        const uint64_t slots = uint64_t(im.c.n_layers) * im.tables * im.cap;
+        std::fill(im.kpos, im.kpos + slots, int64_t(-1));
+        std::fill(im.pscore, im.pscore + slots, 0.0f);
+    }
+}
+
+size_t Sequence::kept(uint32_t layer, uint32_t kv_head, uint64_t *out, size_t cap) const {
+    const Impl &im = *impl_;
+    if (layer >= im.c.n_layers) throw_error(STK_E_INVALID_ARGUMENT, "kept: layer %u of %u", layer, im.c.n_layers);
+    if (kv_head >= im.nkv) throw_error(STK_E_INVALID_ARGUMENT, "kept: key/value head %u of %u", kv_head, im.nkv);
+    std::vector<uint64_t> ps;  // a test's query, not the per-token path
+    if (!im.kpos) {
+        for (uint64_t p = 0; p < std::min<uint64_t>(im.o.sinks, im.pos); p++) ps.push_back(p);
+        const uint64_t a = std::max<uint64_t>(im.o.sinks, im.pos > im.o.window ? im.pos - im.o.window : 0);
+        for (uint64_t p = a; p < im.pos; p++) ps.push_back(p);
+    } else {
+        const int64_t *kt = im.kpos + (uint64_t(layer) * im.tables + (im.tables == 1 ? 0 : kv_head)) * im.cap;
+        for (uint64_t s = 0; s < im.cap; s++)
+            if (kt[s] >= 0) ps.push_back(uint64_t(kt[s]));
+        std::sort(ps.begin(), ps.end());
+    }
+    if (out)
+        for (size_t i = 0; i < std::min(cap, ps.size()); i++) out[i] = ps[i];
+    return ps.size();
 }
 
 }  // namespace stk::lm

@@ -29,11 +29,31 @@ class WorkerPool;
 
 namespace stk::lm {
 
+// Which W non-sink positions a layer's state keeps (issue 37; docs/decisions.md "Retention
+// policies").  The state holds S + W positions per layer (per key/value head for TovaHead),
+// the query's own included: at position p >= S, once W non-sink positions are held, one is
+// evicted before p is written and attended:
+//   Window   the oldest (StreamingLLM; the ring above);
+//   Tova     the lowest attention weight of the last query (p - 1), averaged over the layer's
+//            heads (Oren et al. 2024, "Transformers are Multi-State RNNs");
+//   H2o      the lowest attention accumulated over every query so far (averaged over heads),
+//            among those older than the `recent` most recent positions (Zhang et al. 2023);
+//   TovaHead Tova per key/value head (weights averaged over the query heads of its group): each
+//            key/value head keeps its own positions.
+// Ties go to the oldest.  On a layer with the model's own sliding window sw, a position the
+// window hides (p - k >= sw) is evicted first (oldest first).  The scores are state: counted in
+// arena_size, kept per position.
+enum class Policy : uint32_t { Window = 0, Tova = 1, H2o = 2, TovaHead = 3 };
+const char *policy_name(Policy p);
+constexpr uint32_t kPolicyCount = 4;
+
 struct SeqOptions {
     uint32_t sinks = 4;          // S
     uint32_t window = 252;       // W >= 1
     uint32_t threads = 1;        // 0: 1
     uint32_t max_batch = 64;     // prompt tokens computed together (GEMM); feed() splits longer runs
+    Policy policy = Policy::Window;
+    uint32_t recent = 0;         // H2o: the most recent positions never evicted (0: W / 2; < W)
 };
 
 // "" when the forward runs this model; else why not, naming the family and the feature.
@@ -61,6 +81,10 @@ public:
     uint64_t vocab() const;
     uint64_t position() const;    // tokens fed so far
     void reset();                 // back to position 0 (the state emptied)
+    // The positions layer `layer`'s state holds now (key/value head `kv_head`'s under TovaHead;
+    // ignored otherwise), ascending, into out[cap]; returns how many (at most S + W).
+    // STK_E_INVALID_ARGUMENT for a layer or head out of range.
+    size_t kept(uint32_t layer, uint32_t kv_head, uint64_t *out, size_t cap) const;
 
     struct Impl;
 

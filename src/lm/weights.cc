@@ -17,8 +17,17 @@ const char *wdtype_name(WDType t) {
         case WDType::F32: return "f32";
         case WDType::BF16: return "bf16";
         case WDType::I8: return "int8";
+        case WDType::Q4_0: return "q4_0";
+        case WDType::Q8_0: return "q8_0";
     }
     return "?";
+}
+
+bool wdtype_block(WDType t, BlockQType *out) {
+    if (t == WDType::Q4_0) *out = BlockQType::Q4_0;
+    else if (t == WDType::Q8_0) *out = BlockQType::Q8_0;
+    else return false;
+    return true;
 }
 
 namespace {
@@ -27,9 +36,14 @@ using Key = std::tuple<int, int, int32_t, int32_t>;  // role, slot, layer, exper
 
 class ModelWeights final : public WeightSource {
 public:
-    ModelWeights(const std::string &path, WDType keep) : path_(path), keep_(keep) {
+    ModelWeights(const std::string &path, WDType keep, WDType ffn) : path_(path), keep_(keep) {
         if (keep != WDType::F32 && keep != WDType::BF16)
             throw_error(STK_E_INVALID_ARGUMENT, "%s: model weights are kept as f32 or bf16, not %s", path.c_str(), wdtype_name(keep));
+        BlockQType bq{};
+        const bool block_ffn = wdtype_block(ffn, &bq);
+        if (!block_ffn && ffn != WDType::F32)
+            throw_error(STK_E_INVALID_ARGUMENT, "%s: FFN weights are kept as the model's or block-scaled (q4_0, q8_0), not %s", path.c_str(),
+                        wdtype_name(ffn));
         std::unique_ptr<ModelDescription> d = describe_model(path);
         config_ = d->plan.config;
         const Checkpoint &ck = *d->checkpoint;
@@ -49,7 +63,17 @@ public:
             Stored s;
             s.rows = t.dims[0];
             s.cols = t.rank == 2 ? t.dims[1] : 1;
-            if (keep == WDType::F32) {
+            s.dtype = keep;
+            const bool is_ffn = t.role == Role::FFN_W1 || t.role == Role::FFN_W2 || t.role == Role::FFN_W3;
+            if (block_ffn && is_ffn && t.rank == 2) {
+                uint64_t row_bytes = 0;
+                if (!blockq_bytes(bq, s.cols, &row_bytes))
+                    throw_error(STK_E_INVALID_ARGUMENT, "%s: tensor %s has rows of %llu values, not a multiple of %llu: it cannot be kept as %s",
+                                path.c_str(), t.name, (unsigned long long)s.cols, (unsigned long long)kBlockQElems, blockq_name(bq));
+                s.blk.resize(size_t(row_bytes * s.rows));
+                blockq_quantize(bq, f32.data(), s.rows * s.cols, s.blk.data());  // rows end on block boundaries
+                s.dtype = ffn;
+            } else if (keep == WDType::F32) {
                 s.f32 = f32;
             } else {
                 s.bf16.resize(f32.size());
@@ -70,8 +94,10 @@ public:
         TensorView v;
         v.rows = it->second.rows;
         v.cols = it->second.cols;
-        v.dtype = keep_;
-        v.data = keep_ == WDType::F32 ? static_cast<const void *>(it->second.f32.data()) : it->second.bf16.data();
+        v.dtype = it->second.dtype;
+        v.data = v.dtype == WDType::F32    ? static_cast<const void *>(it->second.f32.data())
+                 : v.dtype == WDType::BF16 ? static_cast<const void *>(it->second.bf16.data())
+                                           : static_cast<const void *>(it->second.blk.data());
         return v;
     }
     std::string describe() const override { return "model " + path_; }
@@ -79,7 +105,9 @@ public:
 private:
     struct Stored {
         uint64_t rows = 0, cols = 0;
+        WDType dtype = WDType::F32;
         std::vector<float> f32;
+        std::vector<uint8_t> blk;  // Q4_0 / Q8_0 rows
         std::vector<uint16_t> bf16;
     };
     std::string path_;
@@ -90,8 +118,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<WeightSource> open_model_weights(const std::string &path, WDType keep) {
-    return std::make_unique<ModelWeights>(path, keep);
+std::unique_ptr<WeightSource> open_model_weights(const std::string &path, WDType keep, WDType ffn) {
+    return std::make_unique<ModelWeights>(path, keep, ffn);
 }
 
 }  // namespace stk::lm

@@ -19,6 +19,7 @@
 
 #include "ingest/config.h"
 #include "ingest/roles.h"
+#include "format/lowbit.h"
 
 namespace stk::lm {
 
@@ -26,7 +27,11 @@ enum class WDType : uint8_t {
     F32 = 0,
     BF16 = 1,  // widened to f32 on the fly (core/float16.h bf16_to_f32)
     I8 = 2,    // int8 values, row r scaled by row_scale[r] (value = q * row_scale[r])
+    Q4_0 = 3,  // block-scaled (format/lowbit.h BlockQType): each row cols / 32 blocks of 18 bytes
+    Q8_0 = 4,  // ... of 34 bytes; cols a multiple of 32
 };
+// The block type of a Q4_0 / Q8_0 view.
+bool wdtype_block(WDType t, BlockQType *out);
 const char *wdtype_name(WDType t);
 
 struct TensorView {
@@ -68,8 +73,11 @@ public:
 // An HF model directory or a GGUF (file or directory holding one), read through ingest: the
 // plan's streamed tensors (MLA's stored factors, not the stages' composed Q/K/V/O) are
 // materialised once as f32 and kept as `keep` (F32 or BF16; I8 is refused:
-// STK_E_INVALID_ARGUMENT).  Matrices of an MoE layer's experts are kept the same way.  Errors
-// are ingest's (STK_E_* naming file and tensor).
-std::unique_ptr<WeightSource> open_model_weights(const std::string &path, WDType keep = WDType::F32);
+// STK_E_INVALID_ARGUMENT).  Matrices of an MoE layer's experts are kept the same way.  `ffn`
+// Q4_0 / Q8_0: the FFN matrices (FFN_W1 / W2 / W3, dense, routed and shared experts) are kept
+// block-scaled instead (quantised once from f32 by blockq_quantize, row by row; a row length
+// not a multiple of 32 is STK_E_INVALID_ARGUMENT naming the tensor).  Errors are ingest's
+// (STK_E_* naming file and tensor).
+std::unique_ptr<WeightSource> open_model_weights(const std::string &path, WDType keep = WDType::F32, WDType ffn = WDType::F32);
 
 }  // namespace stk::lm
