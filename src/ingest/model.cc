@@ -168,7 +168,6 @@ void map_view(const ModelConfig &c, const std::string &cfg_src, const RoleRule &
 void map_tensor(const ModelConfig &c, const std::string &cfg_src, const RoleMapper &mapper, const TensorRef &src, uint32_t i,
                 ModelPlan &S, MapState &st) {
     const bool known = c.family != kCustomFamily;
-    const uint64_t hd = c.head_dim;
     RoleMatch m = mapper.match(src.name);
     PlanTensor t;
     t.name = src.name.c_str();

@@ -16,8 +16,10 @@ namespace stk::kernels {
 cntx_t *pinned_blis_context() {
     static cntx_t cntx;
     static std::once_flag once;
-    require_numeric_mode();
+    // Checked once: stk_open refuses first; this guards the library's other GEMM users (the LM
+    // runtime).  A throw leaves the flag unset, so the next call checks again.
     std::call_once(once, [] {
+        require_numeric_mode();
         bli_init();
         bli_cntx_init_haswell(&cntx);
     });
