@@ -7,7 +7,10 @@
 // test vector (P_gen ids), generations from tests/test_check.cc (arrays, stage digests,
 // disabled-feature records) and tests/test_api.cc (no arrays), and `stk convert --partial`
 // outputs (convert_*.bin: tests/data/models/gpt2 with the shared GPT-2 vocab.json + merges.txt and
-// --allow-uncertified-tokenizer, 9 tokenizer arrays; gpt2 alone; llama with llama2 tokenizer.json).
+// --allow-uncertified-tokenizer, 9 tokenizer arrays; gpt2 alone; llama with llama2 tokenizer.json);
+// faithful-*.bin: `stk convert --profile faithful` of tests/data/models/llama, of
+// tests/fixtures/families/gemma3 (sliding layers, two rope bases) and of tests/data/models/mixtral
+// with --ffn int8: the runtime block and its per-layer entries, round-tripped with the rest.
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -28,6 +31,10 @@ static void round_trip(const uint8_t *data, size_t size) {
     in.records = m.records.data();
     in.n_records = uint32_t(m.records.size());
     std::memcpy(in.prev_hash, m.prev_hash, 32);
+    if (m.has_runtime) {  // the faithful profile's runtime block
+        in.runtime = &m.runtime;
+        in.runtime_layers = m.runtime_layers.data();
+    }
     std::vector<uint8_t> again = stk::encode_manifest(in);
     if (again.size() != size || std::memcmp(again.data(), data, size) != 0) __builtin_trap();
 }

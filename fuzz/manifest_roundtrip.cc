@@ -27,6 +27,10 @@ static stk::ManifestInput input_of(const stk::Manifest &m) {
     in.records = m.records.data();
     in.n_records = uint32_t(m.records.size());
     std::memcpy(in.prev_hash, m.prev_hash, 32);
+    if (m.has_runtime) {  // the faithful profile's runtime block
+        in.runtime = &m.runtime;
+        in.runtime_layers = m.runtime_layers.data();
+    }
     return in;
 }
 
