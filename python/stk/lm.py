@@ -8,6 +8,8 @@ the ``window`` most recent, per layer.  With sinks + window >= the context it is
     logits = seq.feed(token_ids)                        # [vocab]: the last token's
     every = seq.feed(more_ids, all_logits=True)         # [n, vocab]
     seq.reset()
+    tok = Tokenizer("path/to/model-or.gguf")            # the model's own encoder (stk_tokenizer_*)
+    ids = tok.encode("text")                            # the post-processor's special ids added
 
 A family the runtime does not compute raises StkError (STK_E_NOT_IMPLEMENTED) naming it.  The
 sequence's arena is a numpy buffer owned by the Sequence; the C calls allocate nothing and
@@ -27,7 +29,7 @@ from . import _lib
 from ._lib import lib as _c
 from .errors import StkError
 
-__all__ = ["LanguageModel", "Sequence"]
+__all__ = ["LanguageModel", "Sequence", "Tokenizer"]
 
 
 def _raise(status: int) -> None:
@@ -120,6 +122,38 @@ class Sequence:
     def close(self) -> None:
         if self._h:
             _c.stk_seq_close(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class Tokenizer:
+    """A model's own encoder (stk.h's ``stk_tokenizer_*``, BPE or SentencePiece: the ids HF
+    tokenizers give) read from a model directory or a GGUF; no transformers needed."""
+
+    def __init__(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        self._h = ctypes.c_void_p()
+        self._path = os.fsencode(path)  # kept alive: the params point at it during open
+        p = _lib.TokenizerParams(ctypes.sizeof(_lib.TokenizerParams), self._path, _lib.STK_TOKENIZE_BPE, 0)
+        _raise(_c.stk_tokenizer_open(ctypes.byref(p), ctypes.byref(self._h)))
+
+    def encode(self, text: str, special: bool = True) -> list[int]:
+        """The ids of ``text``; ``special``: with the post-processor's special ids (Llama's <s>), as
+        a HF tokenizer's ``tokenizer(text)`` gives them."""
+        data = text.encode("utf-8")
+        ids, n = ctypes.POINTER(ctypes.c_uint32)(), ctypes.c_size_t()
+        _raise(_c.stk_tokenizer_encode(self._h, data, len(data), _lib.STK_TOKENIZE_ADD_SPECIAL if special else 0,
+                                       ctypes.byref(ids), ctypes.byref(n)))
+        return np.ctypeslib.as_array(ids, (n.value,)).tolist() if n.value else []
+
+    def __call__(self, text: str) -> dict[str, list[int]]:
+        """``{"input_ids": ids}``, as a HF tokenizer's call (stk.evaluation.contexts_of takes either)."""
+        return {"input_ids": self.encode(text)}
+
+    def close(self) -> None:
+        if self._h:
+            _c.stk_tokenizer_close(self._h)
             self._h = ctypes.c_void_p()
 
     def __del__(self) -> None:
