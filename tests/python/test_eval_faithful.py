@@ -21,9 +21,8 @@ import pytest
 
 from stk import evaluation
 from stk.lm import LanguageModel, Tokenizer
-from conftest import SOURCE_ROOT, TINY
+from conftest import SOURCE_ROOT, TINY, TINY_LLAMA  # `text`: conftest's prose
 
-TINY_LLAMA = SOURCE_ROOT / "tests" / "fixtures" / "eval" / "tiny-llama"
 STK = os.environ.get("STK_BIN", str(SOURCE_ROOT / "build-test" / "src" / "cli" / "stk"))
 CTX, SINKS, WINDOW = 48, 2, 16
 
@@ -32,14 +31,6 @@ CTX, SINKS, WINDOW = 48, 2, 16
 TODAY_KEYS = ["command", "model", "gen", "texts", "ctx", "contexts", "swap", "zero", "sinks", "window",
               "perplexity_original", "perplexity_swapped", "kl_mean", "kl_p99", "top1_agreement", "tokens_scored",
               "positions_compared", "positions", "isolated", "layer_errors", "layers", "seconds"]
-
-
-@pytest.fixture(scope="module")
-def text(tmp_path_factory):
-    p = tmp_path_factory.mktemp("text") / "prose.txt"
-    # 3+ contexts of 48 tokens with this 261-token vocabulary
-    p.write_text("the then in hello there, the thin thing in the heather. " * 40, encoding="utf-8")
-    return str(p)
 
 
 @pytest.fixture(scope="module")
