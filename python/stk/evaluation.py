@@ -755,10 +755,10 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: Optio
     try:
         faithful = faithful_runtime(gen_obj) if gen_obj is not None else None
         if faithful is not None:
-            if swaps or zero or isolated:
-                raise ValueError(f"--gen {gen_obj.dir if gen_obj else gen}: a faithful generation is scored as the library "
-                                 "runs it, whole: --swap, --zero and --isolated apply to the default profile's arrays")
             assert gen_obj is not None
+            if swaps or zero or isolated:
+                raise ValueError(f"--gen {gen_obj.dir}: a faithful generation is scored as the library runs it, whole: "
+                                 "--swap, --zero and --isolated apply to the default profile's arrays")
             return _evaluate_faithful(model, gen_obj, faithful, texts, ctx, contexts, threads, sinks, window,
                                       reference or "stk", progress)
         if reference == "stk":
