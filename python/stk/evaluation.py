@@ -278,9 +278,11 @@ def _load(model: str) -> tuple[Any, Any]:
 
 
 @functools.lru_cache(maxsize=4)
-def model_digest(model: str) -> tuple[int, int]:
+def model_digest(model: str, faithful: Optional[tuple[str, int, int]] = None) -> tuple[int, int]:
     """The parse_tensors digest (crc32c, sha256_low64) of ``model``'s weights, as stk computes it
-    for a conversion: the stage run alone, into a staging directory that is removed."""
+    for a conversion: the stage run alone, into a staging directory that is removed.
+    ``faithful``: (ffn dtype, sinks, window) of a faithful conversion, whose stage writes the
+    model's own weights (another digest)."""
     c = _lib.lib
     with tempfile.TemporaryDirectory(prefix="stk-eval-digest-") as tmp:
         params = _lib.JobParams()
@@ -289,6 +291,9 @@ def model_digest(model: str) -> tuple[int, int]:
         params.out_dir = os.fsencode(os.path.join(tmp, "out"))
         params.threads = 0
         params.flags = _lib.STK_JOB_ALLOW_NONFINITE
+        if faithful is not None:
+            params.flags |= _lib.STK_JOB_PROFILE_FAITHFUL | (_lib.STK_JOB_FAITHFUL_FFN_INT8 if faithful[0] == "int8" else 0)
+            params.sinks, params.window = faithful[1], faithful[2]
         size = ctypes.c_size_t(0)
         _raise(c.stk_job_arena_size(ctypes.byref(params), ctypes.byref(size)))
         arena = ctypes.create_string_buffer(max(size.value, 1) + 64)
@@ -774,10 +779,12 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: Optio
             gen_obj.close()
 
 
-def _check_digest(model: str, gen_obj: Generation) -> None:
-    """--gen must have been converted from --model: the parse_tensors digests are equal."""
+def _check_digest(model: str, gen_obj: Generation, faithful: Optional[dict[str, Any]] = None) -> None:
+    """--gen must have been converted from --model: the parse_tensors digests are equal (``faithful``:
+    the generation's runtime block, the profile its stage ran with)."""
     want = generation_digest(gen_obj)
-    have = model_digest(os.fspath(model))
+    have = model_digest(os.fspath(model), None if faithful is None else
+                        (str(faithful.get("ffn_dtype", "bf16")), int(faithful["sinks"]), int(faithful["window"])))
     if want != have:
         raise StkError(Status.INVALID_ARGUMENT,
                        f"--gen {gen_obj.dir} was converted from another model: its parse_tensors digest is crc32c "
@@ -812,7 +819,7 @@ def _evaluate_faithful(model: str, gen_obj: Generation, runtime: dict[str, Any],
     the whole context, or transformers); torch is imported only for the latter."""
     from .lm import LanguageModel, Tokenizer
 
-    _check_digest(model, gen_obj)
+    _check_digest(model, gen_obj, runtime)
     sinks = int(runtime["sinks"]) if sinks is None else sinks
     window = int(runtime["window"]) if window is None else window
     nthreads = threads or os.cpu_count() or 1
