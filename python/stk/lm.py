@@ -37,7 +37,24 @@ def _raise(status: int) -> None:
         raise StkError(status, (_c.stk_last_error() or b"").decode("utf-8", "replace"))
 
 
-class LanguageModel:
+class _Handle:
+    """A C handle closed once: by close(), or when the object goes (also one whose constructor
+    raised before it had a handle)."""
+    _h = ctypes.c_void_p()  # falsy: no handle
+
+    def _close_handle(self, h: ctypes.c_void_p) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        if self._h:
+            self._close_handle(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class LanguageModel(_Handle):
     """Weights + config, read-only: any number of sequences share them.  Attributes: ``vocab_size``,
     ``n_layers``, ``d_model``, ``n_heads``, ``n_kv_heads``, ``head_dim``, ``model_type``."""
 
@@ -63,16 +80,11 @@ class LanguageModel:
         "tova-head"; docs/decisions.md "Retention policies"); ``recent``: h2o's protected newest."""
         return Sequence(self, sinks, window, threads, max_batch, policy, recent)
 
-    def close(self) -> None:
-        if self._h:
-            _c.stk_lm_close(self._h)
-            self._h = ctypes.c_void_p()
-
-    def __del__(self) -> None:
-        self.close()
+    def _close_handle(self, h: ctypes.c_void_p) -> None:
+        _c.stk_lm_close(h)
 
 
-class Sequence:
+class Sequence(_Handle):
     """One sequence's state (the KV ring) in an arena owned here."""
 
     def __init__(self, lm: LanguageModel, sinks: int, window: int, threads: int, max_batch: int, policy: str = "window",
@@ -119,16 +131,11 @@ class Sequence:
         _raise(_c.stk_seq_kept(self._h, layer, kv_head, buf, n.value, ctypes.byref(n)))
         return list(buf[:n.value])
 
-    def close(self) -> None:
-        if self._h:
-            _c.stk_seq_close(self._h)
-            self._h = ctypes.c_void_p()
-
-    def __del__(self) -> None:
-        self.close()
+    def _close_handle(self, h: ctypes.c_void_p) -> None:
+        _c.stk_seq_close(h)
 
 
-class Tokenizer:
+class Tokenizer(_Handle):
     """A model's own encoder (stk.h's ``stk_tokenizer_*``, BPE or SentencePiece: the ids HF
     tokenizers give) read from a model directory or a GGUF; no transformers needed."""
 
@@ -151,10 +158,5 @@ class Tokenizer:
         """``{"input_ids": ids}``, as a HF tokenizer's call (stk.evaluation.contexts_of takes either)."""
         return {"input_ids": self.encode(text)}
 
-    def close(self) -> None:
-        if self._h:
-            _c.stk_tokenizer_close(self._h)
-            self._h = ctypes.c_void_p()
-
-    def __del__(self) -> None:
-        self.close()
+    def _close_handle(self, h: ctypes.c_void_p) -> None:
+        _c.stk_tokenizer_close(h)
