@@ -42,7 +42,9 @@ def version() -> str:
 
 def eval(*args: Any, **kwargs: Any) -> dict[str, Any]:  # noqa: A001 - the command's name, `stk eval`
     """``stk eval``: the original model against the same forward with modules computed from a
-    generation's arrays (stk.evaluation.evaluate; needs ``pip install 'stk[eval]'``)."""
+    generation's arrays (stk.evaluation.evaluate; needs ``pip install 'stk[eval]'``), or a
+    faithful generation as the library runs it against the original run by the library (numpy
+    only; ``reference="transformers"``: the original from transformers)."""
     from .evaluation import evaluate
     return evaluate(*args, **kwargs)
 

@@ -198,6 +198,13 @@ class LmInfo(ctypes.Structure):
                 ("n_heads", c_uint32), ("n_kv_heads", c_uint32), ("head_dim", c_uint32), ("model_type", c_char * 32)]
 
 
+# stk.h's tokenizers (stk_tokenizer_*): the model's own encoder, for stk.lm.Tokenizer.
+class TokenizerParams(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("path", c_char_p), ("kind", c_uint32), ("l_tok", c_uint32)]
+
+
+STK_TOKENIZE_BPE = 1
+STK_TOKENIZE_ADD_SPECIAL = 0x1
 STK_LM_WEIGHTS_F32 = 0
 STK_LM_WEIGHTS_BF16 = 1
 STK_LM_WEIGHTS_FFN = {"q4_0": 0x10, "q8_0": 0x20}  # or'ed: the FFN matrices block-scaled
@@ -217,6 +224,9 @@ def _declare_lm(lib: ctypes.CDLL) -> None:
         "stk_seq_reset": (st, [vp]),
         "stk_seq_close": (None, [vp]),
         "stk_seq_kept": (st, [vp, c_uint32, c_uint32, POINTER(c_uint64), sz, POINTER(c_size_t)]),
+        "stk_tokenizer_open": (st, [POINTER(TokenizerParams), POINTER(c_void_p)]),
+        "stk_tokenizer_close": (None, [vp]),
+        "stk_tokenizer_encode": (st, [vp, c_char_p, sz, c_uint32, POINTER(POINTER(c_uint32)), POINTER(c_size_t)]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)

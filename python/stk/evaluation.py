@@ -20,7 +20,17 @@ What a swap computes (docs/decisions.md, "The reference runtime and `stk eval`")
 - ``memory``: PRF attention whose state is filtered by the generation's memory bank (each key's
   contribution weighted by the bank's impulse response at its lag); it implies ``prf``.
 
-torch and transformers are needed here only (``pip install .[eval]``), never by the library.
+A faithful generation (``stk convert --profile faithful``: the model's own weights and a runtime
+block) is scored as the library runs it, with no swap: ``--gen ROOT`` alone.  Its logits come from
+``stk.lm`` on the generation (its runtime block's sinks and window unless --sinks / --window say
+otherwise), and the original's from ``stk.lm`` on --model with a window of the whole context (full
+attention: transformers' float32 forward, docs/fidelity.md "The LM runtime"), both tokenized by the
+model's own tokenizer through the library (``stk.lm.Tokenizer``): numpy is the only Python
+dependency of that path.  ``--reference transformers`` takes the original (and the tokens) from
+transformers instead, the cross-check.
+
+torch and transformers are needed here only (``pip install .[eval]``), never by the library, and
+not by a faithful generation's default path.
 """
 from __future__ import annotations
 
@@ -207,10 +217,23 @@ def resolve_ctx(ctx: Optional[int], config: Any) -> int:
     """--ctx against the model's positions: the default (None) is 512 or the model's limit when it
     has fewer; a --ctx above the limit is refused before anything runs."""
     limit = max_positions(config)
+    return ctx_within(ctx, None if limit is None else (limit[0], f"{limit[1]} in its config"))
+
+
+def library_positions(model: str) -> Optional[tuple[int, str]]:
+    """The model's position limit as stk reads it (``stk inspect``'s max_positions: the config's
+    field or the GGUF's context_length); None when it declares none.  No transformers."""
+    from .reports import inspect
+    n = int(inspect(model).get("max_positions") or 0)
+    return (n, "max_positions as stk inspect reads it") if n > 0 else None
+
+
+def ctx_within(ctx: Optional[int], limit: Optional[tuple[int, str]]) -> int:
+    """resolve_ctx against a known limit: (positions, where they were read)."""
     if ctx is None:
         return DEFAULT_CTX if limit is None else min(DEFAULT_CTX, limit[0])
     if limit is not None and ctx > limit[0]:
-        raise ValueError(f"--ctx {ctx}: the model has {limit[0]} positions ({limit[1]} in its config); "
+        raise ValueError(f"--ctx {ctx}: the model has {limit[0]} positions ({limit[1]}); "
                          f"give --ctx {limit[0]} or less")
     return ctx
 
@@ -255,9 +278,11 @@ def _load(model: str) -> tuple[Any, Any]:
 
 
 @functools.lru_cache(maxsize=4)
-def model_digest(model: str) -> tuple[int, int]:
+def model_digest(model: str, faithful: Optional[tuple[str, int, int]] = None) -> tuple[int, int]:
     """The parse_tensors digest (crc32c, sha256_low64) of ``model``'s weights, as stk computes it
-    for a conversion: the stage run alone, into a staging directory that is removed."""
+    for a conversion: the stage run alone, into a staging directory that is removed.
+    ``faithful``: (ffn dtype, sinks, window) of a faithful conversion, whose stage writes the
+    model's own weights (another digest)."""
     c = _lib.lib
     with tempfile.TemporaryDirectory(prefix="stk-eval-digest-") as tmp:
         params = _lib.JobParams()
@@ -266,6 +291,9 @@ def model_digest(model: str) -> tuple[int, int]:
         params.out_dir = os.fsencode(os.path.join(tmp, "out"))
         params.threads = 0
         params.flags = _lib.STK_JOB_ALLOW_NONFINITE
+        if faithful is not None:
+            params.flags |= _lib.STK_JOB_PROFILE_FAITHFUL | (_lib.STK_JOB_FAITHFUL_FFN_INT8 if faithful[0] == "int8" else 0)
+            params.sinks, params.window = faithful[1], faithful[2]
         size = ctypes.c_size_t(0)
         _raise(c.stk_job_arena_size(ctypes.byref(params), ctypes.byref(size)))
         arena = ctypes.create_string_buffer(max(size.value, 1) + 64)
@@ -634,6 +662,13 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
 # scoring
 
 
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    y = x.astype(np.float64)
+    y -= y.max(-1, keepdims=True)
+    y -= np.log(np.exp(y).sum(-1, keepdims=True))
+    return y
+
+
 @dataclass
 class _Scores:
     nll_o: list[np.ndarray] = field(default_factory=list)
@@ -641,27 +676,66 @@ class _Scores:
     kl: list[np.ndarray] = field(default_factory=list)
     agree: list[np.ndarray] = field(default_factory=list)
 
-    def add(self, ids: list[int], lo: Any, ls: Any) -> None:
-        import torch
-        with torch.no_grad():
-            po = torch.log_softmax(lo.double(), -1)
-            ps = torch.log_softmax(ls.double(), -1)
-            nxt = torch.tensor(ids[1:])
-            self.nll_o.append((-po[:-1].gather(1, nxt[:, None])[:, 0]).numpy())
-            self.nll_s.append((-ps[:-1].gather(1, nxt[:, None])[:, 0]).numpy())
-            self.kl.append((po.exp() * (po - ps)).sum(-1).clamp_min(0).numpy())
-            self.agree.append((lo.argmax(-1) == ls.argmax(-1)).numpy())
+    def add(self, ids: Sequence[int], lo: np.ndarray, ls: np.ndarray, rows: int = 64) -> None:
+        """One context's logits [t, vocab] of the original (lo) and the swapped / converted model
+        (ls), in float64, ``rows`` positions at a time (a 262,144-token vocabulary is 2 MiB a row)."""
+        t = len(ids)
+        nxt = np.asarray(ids[1:], dtype=np.int64)
+        nll_o, nll_s = np.empty(t - 1), np.empty(t - 1)
+        kl, agree = np.empty(t), np.empty(t, dtype=bool)
+        for a in range(0, t, rows):
+            b = min(t, a + rows)
+            po, ps = _log_softmax(lo[a:b]), _log_softmax(ls[a:b])
+            k = min(b, t - 1) - a  # the rows with a next token
+            at = np.arange(k)
+            nll_o[a:a + k] = -po[at, nxt[a:a + k]]
+            nll_s[a:a + k] = -ps[at, nxt[a:a + k]]
+            kl[a:b] = np.maximum((np.exp(po) * (po - ps)).sum(-1), 0.0)
+            agree[a:b] = lo[a:b].argmax(-1) == ls[a:b].argmax(-1)
+        self.nll_o.append(nll_o)
+        self.nll_s.append(nll_s)
+        self.kl.append(kl)
+        self.agree.append(agree)
+
+
+REFERENCES = ("stk", "transformers")
+
+
+class Report(dict[str, Any]):
+    """The report (``stk eval --json``'s object); ``original`` / ``converted``: what each side
+    was, for the text output (a faithful generation's run)."""
+    original: Optional[str] = None
+    converted: Optional[str] = None
+
+
+def faithful_runtime(gen: Generation) -> Optional[dict[str, Any]]:
+    """A faithful generation's runtime block as ``stk inspect --json`` prints it (sinks, window,
+    ffn_dtype); None for the default profile's."""
+    m = gen.manifest
+    if m.get("profile") != "faithful":
+        return None
+    rt = m.get("runtime")
+    return dict(rt) if isinstance(rt, dict) else None
 
 
 def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: Optional[int] = None, contexts: int = 8,
-             swap: str | Sequence[Swap] = "", zero: bool = False, threads: int = 0, sinks: int = 4, window: int = 60,
-             isolated: bool = False, progress: bool | Callable[[int, int], None] = False) -> dict[str, Any]:
+             swap: str | Sequence[Swap] = "", zero: bool = False, threads: int = 0, sinks: Optional[int] = None,
+             window: Optional[int] = None, isolated: bool = False, progress: bool | Callable[[int, int], None] = False,
+             reference: Optional[str] = None) -> dict[str, Any]:
     """Run the original and the swapped model on ``texts`` and return the report (the fields of
     ``stk eval --json``, docs/cli.md).  ``ctx`` None: 512, or the model's positions when fewer.
-    ``isolated``: each swapped module's error is also measured on the original model's inputs."""
-    missing = need_torch("eval")
-    if missing:
-        raise ModuleNotFoundError(missing)
+    ``isolated``: each swapped module's error is also measured on the original model's inputs.
+    ``sinks`` / ``window``: the window swaps' (default 4 and 60).
+
+    ``gen`` a faithful generation (and no swap): the generation as the library runs it (its own
+    sinks and window unless ``sinks`` / ``window`` are given) against the original, computed by the
+    library (``reference`` None or "stk") or by transformers (``reference="transformers"``)."""
+    if reference is not None and reference not in REFERENCES:
+        raise ValueError(f"--reference {reference}: one of {', '.join(REFERENCES)}")
+    if gen is None or reference == "transformers":
+        missing = need_torch("eval")
+        if missing:
+            raise ModuleNotFoundError(missing)
 
     # Every argument is checked before the model loads.
     swaps = parse_swap(swap) if isinstance(swap, str) else list(swap)
@@ -671,7 +745,7 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: Optio
         raise ValueError(f"--contexts {contexts}: at least 1")
     if not texts:
         raise ValueError("stk eval: give at least one --text FILE")
-    if sinks < 0 or window < 1:
+    if (sinks is not None and sinks < 0) or (window is not None and window < 1):
         raise ValueError(f"--sinks {sinks} --window {window}: sinks >= 0 and window >= 1")
     for t in texts:
         read_text(t)
@@ -684,11 +758,141 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: Optio
     if gen is not None:
         gen_obj = Generation(gen)
     try:
-        return _evaluate(model, gen_obj, texts, swaps, ctx, contexts, zero, threads, sinks, window, isolated, progress,
-                         needs_gen)
+        faithful = faithful_runtime(gen_obj) if gen_obj is not None else None
+        if faithful is not None:
+            assert gen_obj is not None
+            if swaps or zero or isolated:
+                raise ValueError(f"--gen {gen_obj.dir}: a faithful generation is scored as the library runs it, whole: "
+                                 "--swap, --zero and --isolated apply to the default profile's arrays")
+            return _evaluate_faithful(model, gen_obj, faithful, texts, ctx, contexts, threads, sinks, window,
+                                      reference or "stk", progress)
+        if reference == "stk":
+            raise NotImplementedError("--reference stk: the --swap modules run inside transformers' forward; the library "
+                                      "scores a faithful --gen (stk convert --profile faithful)")
+        missing = need_torch("eval")
+        if missing:
+            raise ModuleNotFoundError(missing)
+        return _evaluate(model, gen_obj, texts, swaps, ctx, contexts, zero, threads, 4 if sinks is None else sinks,
+                         60 if window is None else window, isolated, progress, needs_gen)
     finally:
         if gen_obj is not None:
             gen_obj.close()
+
+
+def _check_digest(model: str, gen_obj: Generation, faithful: Optional[dict[str, Any]] = None) -> None:
+    """--gen must have been converted from --model: the parse_tensors digests are equal (``faithful``:
+    the generation's runtime block, the profile its stage ran with)."""
+    want = generation_digest(gen_obj)
+    have = model_digest(os.fspath(model), None if faithful is None else
+                        (str(faithful.get("ffn_dtype", "bf16")), int(faithful["sinks"]), int(faithful["window"])))
+    if want != have:
+        raise StkError(Status.INVALID_ARGUMENT,
+                       f"--gen {gen_obj.dir} was converted from another model: its parse_tensors digest is crc32c "
+                       f"{want[0]:08x} sha256_low64 {want[1]:016x}, --model {model} has crc32c {have[0]:08x} "
+                       f"sha256_low64 {have[1]:016x}")
+
+
+def _progress_bar(progress: bool | Callable[[int, int], None], total: int) -> Callable[[int], None]:
+    """What each finished context calls (i + 1 of total); .close on the tqdm bar at the end."""
+    if progress is True:
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return lambda done: None
+        bar = tqdm(total=total, unit="context", desc="stk eval", file=sys.stderr)
+
+        def step(done: int) -> None:
+            bar.update(1)
+            if done == total:
+                bar.close()
+        return step
+    if callable(progress):
+        cb = progress
+        return lambda done: cb(done, total)
+    return lambda done: None
+
+
+def _evaluate_faithful(model: str, gen_obj: Generation, runtime: dict[str, Any], texts: Sequence[str],
+                       ctx: Optional[int], contexts: int, threads: int, sinks: Optional[int], window: Optional[int],
+                       reference: str, progress: bool | Callable[[int, int], None]) -> dict[str, Any]:
+    """A faithful generation run by the library (stk.lm) against the original (stk.lm at a window of
+    the whole context, or transformers); torch is imported only for the latter."""
+    from .lm import LanguageModel, Tokenizer
+
+    _check_digest(model, gen_obj, runtime)
+    sinks = int(runtime["sinks"]) if sinks is None else sinks
+    window = int(runtime["window"]) if window is None else window
+    nthreads = threads or os.cpu_count() or 1
+    t0 = time.monotonic()
+    if reference == "transformers":
+        import torch
+        if threads:
+            torch.set_num_threads(threads)
+        m, tok = _load(os.fspath(model))
+        ctx = resolve_ctx(ctx, m.config)
+
+        def original(ids: list[int]) -> np.ndarray:
+            with torch.no_grad():
+                out: np.ndarray = m(torch.tensor([ids]), use_cache=False).logits[0].float().numpy()
+                return out
+        said = "transformers' float32 eager forward of --model (the cross-check)"
+    else:
+        tok = Tokenizer(os.fspath(model))
+        ctx = ctx_within(ctx, library_positions(os.fspath(model)))
+        full = LanguageModel(os.fspath(model)).sequence(sinks=0, window=ctx, threads=nthreads)
+
+        def original(ids: list[int]) -> np.ndarray:
+            full.reset()
+            return full.feed(ids, all_logits=True)
+        said = "stk's forward of --model (float32, a window of the whole context: full attention)"
+    ctxs = contexts_of(tok, texts, ctx, contexts)
+    conv = LanguageModel(gen_obj.dir).sequence(sinks=sinks, window=window, threads=nthreads)
+    scores = _Scores()
+    step = _progress_bar(progress, len(ctxs))
+    for i, (_, ids) in enumerate(ctxs):
+        conv.reset()
+        ls = conv.feed(ids, all_logits=True)
+        scores.add(ids, original(ids), ls)
+        step(i + 1)
+    r = _report(model, gen_obj, texts, ctx, len(ctxs), "", False, (sinks, window), scores, False, [], t0)
+    r.original = said
+    r.converted = (f"the faithful generation as stk runs it: {sinks} sinks + a window of {window}, FFN "
+                   f"{runtime.get('ffn_dtype', 'bf16')}")
+    return r
+
+
+def _report(model: str, gen_obj: Optional[Generation], texts: Sequence[str], ctx: int, n_contexts: int, swap: str,
+            zero: bool, sinks_window: Optional[tuple[int, int]], scores: _Scores, isolated: bool,
+            layers: list[dict[str, Any]], t0: float) -> Report:
+    """The report's keys, in their order, for every kind of run."""
+    nll_o = np.concatenate(scores.nll_o)
+    nll_s = np.concatenate(scores.nll_s)
+    kl = np.concatenate(scores.kl)
+    agree = np.concatenate(scores.agree)
+    return Report({
+        "command": "eval",
+        "model": os.fspath(model),
+        "gen": gen_obj.dir if gen_obj is not None else None,
+        "texts": [os.fspath(t) for t in texts],
+        "ctx": ctx,
+        "contexts": n_contexts,
+        "swap": swap,
+        "zero": zero,
+        **({"sinks": sinks_window[0], "window": sinks_window[1]} if sinks_window is not None else {}),
+        "perplexity_original": float(math.exp(nll_o.mean())),
+        "perplexity_swapped": float(math.exp(nll_s.mean())),
+        "kl_mean": float(kl.mean()),
+        "kl_p99": float(np.percentile(kl, 99)),
+        "top1_agreement": float(agree.mean()),
+        "tokens_scored": int(nll_o.size),
+        "positions_compared": int(kl.size),
+        "positions": (f"perplexity: the next token at positions 0..{ctx - 2} of each context ({ctx - 1} per context); "
+                      f"KL and top-1: every position 0..{ctx - 1} ({ctx} per context); each context starts at position 0"),
+        "isolated": isolated,
+        "layer_errors": LAYER_ERRORS_ISOLATED if isolated else LAYER_ERRORS,
+        "layers": layers,
+        "seconds": round(time.monotonic() - t0, 1),
+    })
 
 
 def _evaluate(model: str, gen_obj: Optional[Generation], texts: Sequence[str], swaps: list[Swap], ctx: Optional[int],
@@ -698,13 +902,7 @@ def _evaluate(model: str, gen_obj: Optional[Generation], texts: Sequence[str], s
 
     rt = None
     if gen_obj is not None:
-        want = generation_digest(gen_obj)
-        have = model_digest(os.fspath(model))
-        if want != have:
-            raise StkError(Status.INVALID_ARGUMENT,
-                           f"--gen {gen_obj.dir} was converted from another model: its parse_tensors digest is crc32c "
-                           f"{want[0]:08x} sha256_low64 {want[1]:016x}, --model {model} has crc32c {have[0]:08x} "
-                           f"sha256_low64 {have[1]:016x}")
+        _check_digest(model, gen_obj)
     if threads:
         torch.set_num_threads(threads)
     t0 = time.monotonic()
@@ -723,13 +921,7 @@ def _evaluate(model: str, gen_obj: Optional[Generation], texts: Sequence[str], s
     meters: dict[tuple[str, int], _Meter] = {}
     meters_iso: dict[tuple[str, int], _Meter] = {}
     scores = _Scores()
-    bar = None
-    if progress is True:
-        try:
-            from tqdm import tqdm
-            bar = tqdm(total=len(ctxs), unit="context", desc="stk eval", file=sys.stderr)
-        except ImportError:
-            bar = None
+    step = _progress_bar(progress, len(ctxs))
     with torch.no_grad():
         for i, (_, ids) in enumerate(ctxs):
             x = torch.tensor([ids])
@@ -749,48 +941,17 @@ def _evaluate(model: str, gen_obj: Optional[Generation], texts: Sequence[str], s
             finally:
                 for u in reversed(undo):
                     u()
-            scores.add(ids, lo, ls)
-            if bar is not None:
-                bar.update(1)
-            elif callable(progress):
-                progress(i + 1, len(ctxs))
-    if bar is not None:
-        bar.close()
-    nll_o = np.concatenate(scores.nll_o)
-    nll_s = np.concatenate(scores.nll_s)
-    kl = np.concatenate(scores.kl)
-    agree = np.concatenate(scores.agree)
+            scores.add(ids, lo.float().numpy(), ls.float().numpy())
+            step(i + 1)
     layers = []
     for (mod, layer), meter in sorted(meters.items(), key=lambda kv: (kv[0][1], ALL_MODULES.index(kv[0][0]))):
         e: dict[str, Any] = {"module": mod, "layer": layer, "rel_l2": meter.rel_l2()}
         if isolated:
             e["rel_l2_isolated"] = meters_iso[(mod, layer)].rel_l2()
         layers.append(e)
-    report = {
-        "command": "eval",
-        "model": os.fspath(model),
-        "gen": gen_obj.dir if gen_obj is not None else None,
-        "texts": [os.fspath(t) for t in texts],
-        "ctx": ctx,
-        "contexts": len(ctxs),
-        "swap": ",".join(f"{s.module}" + ("" if s.layers is None else ":" + "+".join(map(str, s.layers))) for s in swaps),
-        "zero": zero,
-        **({"sinks": sinks, "window": window} if plan["window"] or plan["window-prf"] else {}),
-        "perplexity_original": float(math.exp(nll_o.mean())),
-        "perplexity_swapped": float(math.exp(nll_s.mean())),
-        "kl_mean": float(kl.mean()),
-        "kl_p99": float(np.percentile(kl, 99)),
-        "top1_agreement": float(agree.mean()),
-        "tokens_scored": int(nll_o.size),
-        "positions_compared": int(kl.size),
-        "positions": (f"perplexity: the next token at positions 0..{ctx - 2} of each context ({ctx - 1} per context); "
-                      f"KL and top-1: every position 0..{ctx - 1} ({ctx} per context); each context starts at position 0"),
-        "isolated": isolated,
-        "layer_errors": LAYER_ERRORS_ISOLATED if isolated else LAYER_ERRORS,
-        "layers": layers,
-        "seconds": round(time.monotonic() - t0, 1),
-    }
-    return report
+    swap_text = ",".join(f"{s.module}" + ("" if s.layers is None else ":" + "+".join(map(str, s.layers))) for s in swaps)
+    return _report(model, gen_obj, texts, ctx, len(ctxs), swap_text, zero,
+                   (sinks, window) if plan["window"] or plan["window-prf"] else None, scores, isolated, layers, t0)
 
 
 LAYER_ERRORS = ("rel_l2: the relative L2 of each swapped module's output against the output of the module it "
@@ -804,14 +965,22 @@ LAYER_ERRORS_ISOLATED = (LAYER_ERRORS + "; rel_l2_isolated: the same on the orig
 
 
 def _format(r: dict[str, Any]) -> str:
+    original, converted = getattr(r, "original", None), getattr(r, "converted", None)
+    other = "swapped" if converted is None else "converted"
     lines = [
         f"stk eval: {r['model']}" + (f" against {r['gen']}" if r["gen"] else ""),
         f"  texts     {', '.join(r['texts'])}: {r['contexts']} contexts of {r['ctx']} tokens",
-        f"  swap      {r['swap'] or '(nothing)'}{' -> zero (module deleted)' if r['zero'] else ''}",
+    ]
+    if converted is None:
+        lines.append(f"  swap      {r['swap'] or '(nothing)'}{' -> zero (module deleted)' if r['zero'] else ''}")
+    else:
+        lines.append(f"  original  {original}")
+        lines.append(f"  converted {converted}")
+    lines += [
         f"  scored    {r['positions']}",
-        f"  perplexity  original {r['perplexity_original']:.4f}   swapped {r['perplexity_swapped']:.4f}"
+        f"  perplexity  original {r['perplexity_original']:.4f}   {other} {r['perplexity_swapped']:.4f}"
         f"   ({r['tokens_scored']} tokens)",
-        f"  KL(original || swapped)  mean {r['kl_mean']:.4g} nats   p99 {r['kl_p99']:.4g} nats   ({r['positions_compared']} positions)",
+        f"  KL(original || {other})  mean {r['kl_mean']:.4g} nats   p99 {r['kl_p99']:.4g} nats   ({r['positions_compared']} positions)",
         f"  top-1 agreement  {r['top1_agreement']:.4f}",
     ]
     if r["layers"]:
@@ -832,7 +1001,10 @@ def _format(r: dict[str, Any]) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="stk eval", formatter_class=argparse.RawDescriptionHelpFormatter, description=(
         "What a converted model keeps: the original model (transformers, float32) against the same forward with "
-        "modules computed from a generation's arrays by stk's reference runtime. Needs pip install 'stk[eval]'."),
+        "modules computed from a generation's arrays by stk's reference runtime. Needs pip install 'stk[eval]'. "
+        "A faithful generation (stk convert --profile faithful; --gen alone, no --swap) is scored as the library "
+        "runs it against the original run by the library at full attention: no torch needed "
+        "(--reference transformers: the original from transformers)."),
         epilog="--swap modules:\n" + swap_modules_help())
     p.add_argument("--model", required=True, help="the model: a HF directory or a .gguf file")
     p.add_argument("--gen", help="a generations root or generation directory converted from --model")
@@ -842,22 +1014,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--contexts", type=int, default=8, help="at most this many contexts per --text file (default 8)")
     p.add_argument("--swap", default="", help=f"modules to swap, comma-separated: {swap_modules_text()} (listed "
                    "below); each optionally :LAYERS (N, A-B, N+M), e.g. ffn:15,prf:0-29 (default: nothing)")
-    p.add_argument("--sinks", type=int, default=4, help="window swaps: the first S positions every query sees (default 4)")
-    p.add_argument("--window", type=int, default=60, help="window swaps: the last W positions every query sees, its own "
-                   "included (default 60)")
+    p.add_argument("--sinks", type=int, default=None, help="window swaps: the first S positions every query sees "
+                   "(default 4); a faithful --gen: its runtime block's")
+    p.add_argument("--window", type=int, default=None, help="window swaps: the last W positions every query sees, its "
+                   "own included (default 60); a faithful --gen: its runtime block's")
+    p.add_argument("--reference", choices=REFERENCES, default=None, help="a faithful --gen: what computes the original, "
+                   "stk's own forward at full attention (default) or transformers' (needs torch)")
     p.add_argument("--zero", action="store_true", help="replace the --swap modules by zero (the 'module deleted' baseline)")
     p.add_argument("--isolated", action="store_true", help="also measure each swapped module's error on the original "
                    "model's inputs (rel_l2_isolated), beside the swapped run's (rel_l2)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's); stk's forward: threads "
+                   "(default: every core)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     a = p.parse_args(argv)
-    missing = need_torch("eval")
-    if missing:
-        print(f"stk eval: {missing}", file=sys.stderr)
-        return 1
     try:
         r = evaluate(a.model, a.gen, a.text, ctx=a.ctx, contexts=a.contexts, swap=a.swap, zero=a.zero,
-                     threads=a.threads, sinks=a.sinks, window=a.window, isolated=a.isolated, progress=True)
+                     threads=a.threads, sinks=a.sinks, window=a.window, isolated=a.isolated, progress=True,
+                     reference=a.reference)
+    except ModuleNotFoundError as e:  # need_torch's sentence: a path that needs torch, without it
+        print(f"stk eval: {e}", file=sys.stderr)
+        return 1
     except ValueError as e:
         print(f"stk eval: {e}", file=sys.stderr)
         return 2

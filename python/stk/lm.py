@@ -8,6 +8,8 @@ the ``window`` most recent, per layer.  With sinks + window >= the context it is
     logits = seq.feed(token_ids)                        # [vocab]: the last token's
     every = seq.feed(more_ids, all_logits=True)         # [n, vocab]
     seq.reset()
+    tok = Tokenizer("path/to/model-or.gguf")            # the model's own encoder (stk_tokenizer_*)
+    ids = tok.encode("text")                            # the post-processor's special ids added
 
 A family the runtime does not compute raises StkError (STK_E_NOT_IMPLEMENTED) naming it.  The
 sequence's arena is a numpy buffer owned by the Sequence; the C calls allocate nothing and
@@ -27,7 +29,7 @@ from . import _lib
 from ._lib import lib as _c
 from .errors import StkError
 
-__all__ = ["LanguageModel", "Sequence"]
+__all__ = ["LanguageModel", "Sequence", "Tokenizer"]
 
 
 def _raise(status: int) -> None:
@@ -35,7 +37,24 @@ def _raise(status: int) -> None:
         raise StkError(status, (_c.stk_last_error() or b"").decode("utf-8", "replace"))
 
 
-class LanguageModel:
+class _Handle:
+    """A C handle closed once: by close(), or when the object goes (also one whose constructor
+    raised before it had a handle)."""
+    _h = ctypes.c_void_p()  # falsy: no handle
+
+    def _close_handle(self, h: ctypes.c_void_p) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        if self._h:
+            self._close_handle(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class LanguageModel(_Handle):
     """Weights + config, read-only: any number of sequences share them.  Attributes: ``vocab_size``,
     ``n_layers``, ``d_model``, ``n_heads``, ``n_kv_heads``, ``head_dim``, ``model_type``."""
 
@@ -61,16 +80,11 @@ class LanguageModel:
         "tova-head"; docs/decisions.md "Retention policies"); ``recent``: h2o's protected newest."""
         return Sequence(self, sinks, window, threads, max_batch, policy, recent)
 
-    def close(self) -> None:
-        if self._h:
-            _c.stk_lm_close(self._h)
-            self._h = ctypes.c_void_p()
-
-    def __del__(self) -> None:
-        self.close()
+    def _close_handle(self, h: ctypes.c_void_p) -> None:
+        _c.stk_lm_close(h)
 
 
-class Sequence:
+class Sequence(_Handle):
     """One sequence's state (the KV ring) in an arena owned here."""
 
     def __init__(self, lm: LanguageModel, sinks: int, window: int, threads: int, max_batch: int, policy: str = "window",
@@ -117,10 +131,32 @@ class Sequence:
         _raise(_c.stk_seq_kept(self._h, layer, kv_head, buf, n.value, ctypes.byref(n)))
         return list(buf[:n.value])
 
-    def close(self) -> None:
-        if self._h:
-            _c.stk_seq_close(self._h)
-            self._h = ctypes.c_void_p()
+    def _close_handle(self, h: ctypes.c_void_p) -> None:
+        _c.stk_seq_close(h)
 
-    def __del__(self) -> None:
-        self.close()
+
+class Tokenizer(_Handle):
+    """A model's own encoder (stk.h's ``stk_tokenizer_*``, BPE or SentencePiece: the ids HF
+    tokenizers give) read from a model directory or a GGUF; no transformers needed."""
+
+    def __init__(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        self._h = ctypes.c_void_p()
+        self._path = os.fsencode(path)  # kept alive: the params point at it during open
+        p = _lib.TokenizerParams(ctypes.sizeof(_lib.TokenizerParams), self._path, _lib.STK_TOKENIZE_BPE, 0)
+        _raise(_c.stk_tokenizer_open(ctypes.byref(p), ctypes.byref(self._h)))
+
+    def encode(self, text: str, special: bool = True) -> list[int]:
+        """The ids of ``text``; ``special``: with the post-processor's special ids (Llama's <s>), as
+        a HF tokenizer's ``tokenizer(text)`` gives them."""
+        data = text.encode("utf-8")
+        ids, n = ctypes.POINTER(ctypes.c_uint32)(), ctypes.c_size_t()
+        _raise(_c.stk_tokenizer_encode(self._h, data, len(data), _lib.STK_TOKENIZE_ADD_SPECIAL if special else 0,
+                                       ctypes.byref(ids), ctypes.byref(n)))
+        return np.ctypeslib.as_array(ids, (n.value,)).tolist() if n.value else []
+
+    def __call__(self, text: str) -> dict[str, list[int]]:
+        """``{"input_ids": ids}``, as a HF tokenizer's call (stk.evaluation.contexts_of takes either)."""
+        return {"input_ids": self.encode(text)}
+
+    def _close_handle(self, h: ctypes.c_void_p) -> None:
+        _c.stk_tokenizer_close(h)

@@ -12,12 +12,22 @@ import pytest
 
 SOURCE_ROOT = Path(os.environ.get("STK_SOURCE_ROOT", Path(__file__).resolve().parents[2]))
 TINY = SOURCE_ROOT / "bindings" / "testdata" / "tiny-gpt2"
+TINY_LLAMA = SOURCE_ROOT / "tests" / "fixtures" / "eval" / "tiny-llama"  # scripts/make_eval_fixture.py
 sys.path.insert(0, str(SOURCE_ROOT / "tests"))  # lwt_reader.py: the independent .lwt reference
 
 
 @pytest.fixture(scope="session")
 def tiny() -> Path:
     return TINY
+
+
+@pytest.fixture(scope="session")
+def text(tmp_path_factory):
+    """English-like prose: enough for 3 contexts of 48 tokens with tiny-llama's 261-token vocabulary
+    (stk eval / stk calibrate tests)."""
+    p = tmp_path_factory.mktemp("text") / "prose.txt"
+    p.write_text("the then in hello there, the thin thing in the heather. " * 40, encoding="utf-8")
+    return str(p)
 
 
 @pytest.fixture(scope="session")

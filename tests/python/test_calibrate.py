@@ -21,9 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import stk
 from stk import evaluation
-from conftest import SOURCE_ROOT, TINY
-
-TINY_LLAMA = SOURCE_ROOT / "tests" / "fixtures" / "eval" / "tiny-llama"
+from conftest import SOURCE_ROOT, TINY, TINY_LLAMA  # `text`: conftest's prose
 PPQ = 16
 
 
@@ -39,13 +37,6 @@ def crc32c_ref(data: bytes) -> int:
 
 def test_crc32c_check_value():
     assert crc32c_ref(b"123456789") == 0xE3069283
-
-
-@pytest.fixture(scope="module")
-def text(tmp_path_factory):
-    p = tmp_path_factory.mktemp("text") / "prose.txt"
-    p.write_text("the then in hello there, the thin thing in the heather. " * 40, encoding="utf-8")
-    return str(p)
 
 
 def _triu(a):

@@ -15,18 +15,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import stk
 from stk import evaluation
-from conftest import SOURCE_ROOT, TINY
-
-TINY_LLAMA = SOURCE_ROOT / "tests" / "fixtures" / "eval" / "tiny-llama"
+from conftest import SOURCE_ROOT, TINY, TINY_LLAMA  # `text`: conftest's prose
 CTX = 48
-
-
-@pytest.fixture(scope="module")
-def text(tmp_path_factory):
-    p = tmp_path_factory.mktemp("text") / "prose.txt"
-    # enough for 3 contexts of 48 tokens with this 261-token vocabulary
-    p.write_text("the then in hello there, the thin thing in the heather. " * 40, encoding="utf-8")
-    return str(p)
 
 
 @pytest.fixture(scope="module")
