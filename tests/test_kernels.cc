@@ -283,49 +283,9 @@ static void elementwise_kernels(void **) {
     const double ref_sum = ((ref_s[0] + ref_s[1]) + (ref_s[2] + ref_s[3])) + ((ref_s[4] + ref_s[5]) + (ref_s[6] + ref_s[7]));
     std::vector<double> dd(x.size());
     for (size_t i = 0; i < x.size(); i++) dd[i] = 0.25 + std::fabs(std::cos(double(i)));
-    // The LM runtime's dot products: 7 rows (a block of four, then three alone) of 1031 columns
-    // (a tail), each exactly the scalar eight-partial-sum order, as f32, bf16 bits and int8.
-    const size_t rows = 7, n = x.size();
-    std::vector<float> wf(rows * n);
-    std::vector<uint16_t> wb(rows * n);
-    std::vector<int8_t> wi(rows * n);
-    for (size_t i = 0; i < rows * n; i++) {
-        wf[i] = float(std::cos(double(i) * 0.37) * 2.0);
-        uint32_t u;
-        std::memcpy(&u, &wf[i], 4);
-        wb[i] = uint16_t(u >> 16);
-        wi[i] = int8_t(int(i * 37 % 255) - 127);
-    }
-    auto scalar_dot = [&](auto elem, float scale) {
-        float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (size_t j = 0; j < n; j++) {
-            float p = elem(j) * x[j];
-            s[j & 7] = s[j & 7] + p;
-        }
-        for (float &a : s) a = a * scale;
-        return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
-    };
-    std::vector<float> ref_f(rows), ref_b(rows), ref_i(rows);
-    for (size_t r = 0; r < rows; r++) {
-        ref_f[r] = scalar_dot([&](size_t j) { return wf[r * n + j]; }, 1.0f);
-        ref_b[r] = scalar_dot([&](size_t j) {
-            uint32_t u = uint32_t(wb[r * n + j]) << 16;
-            float f;
-            std::memcpy(&f, &u, 4);
-            return f;
-        }, 1.0f);
-        ref_i[r] = scalar_dot([&](size_t j) { return float(wi[r * n + j]); }, 0.03125f);
-    }
     int tried = 0;
     for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
         hwy::SetSupportedTargetsForTest(target);
-        std::vector<float> got(rows);
-        dot_bf16_rows(wb.data(), n, rows, x.data(), n, got.data());
-        for (size_t r = 0; r < rows; r++) {
-            if (dot_f32(wf.data() + r * n, x.data(), n) != ref_f[r]) fail_msg("dot_f32 on %s: row %zu", hwy::TargetName(target), r);
-            if (got[r] != ref_b[r]) fail_msg("dot_bf16_rows on %s: row %zu", hwy::TargetName(target), r);
-            if (dot_i8(wi.data() + r * n, x.data(), n, 0.03125f) != ref_i[r]) fail_msg("dot_i8 on %s: row %zu", hwy::TargetName(target), r);
-        }
         assert_true(sum_squares_f32(x.data(), x.size()) == ref_sum);
         std::vector<double> acc2(x.size(), 1.0);
         accumulate_squares(x.data(), acc2.data(), x.size());

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 
 namespace stk::kernels {
 
@@ -25,15 +24,6 @@ void scale_by_sqrt_to_f32(const double *x, const double *d, float *out, size_t n
 // sum_j double(x[j])^2 in a fixed order independent of the SIMD target: eight partial sums
 // (j mod 8, each in index order), then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)).
 double sum_squares_f32(const float *x, size_t n);
-
-// sum_j w[j] * x[j] in float, in the order of sum_squares_f32 (eight partial sums j mod 8, each
-// product rounded before its add, the partials combined as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) +
-// (s3 + s7))): the LM runtime's matrix-vector rows.  w as f32, as bf16 bits (widened exactly),
-// or as int8 with every partial sum multiplied by `scale` before they are combined.
-float dot_f32(const float *w, const float *x, size_t n);
-// out[r] = row r of a bf16 matrix (rows of `stride` elements) . x, for r < rows.
-void dot_bf16_rows(const uint16_t *w, size_t stride, size_t rows, const float *x, size_t n, float *out);
-float dot_i8(const int8_t *w, const float *x, size_t n, float scale);
 
 // True if every x[j] is finite.
 bool all_finite(const double *x, size_t n);

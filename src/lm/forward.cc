@@ -13,7 +13,6 @@
 #include "core/float16.h"
 #include "core/parallel.h"
 #include "ingest/rope.h"
-#include "kernels/elementwise.h"
 #include "kernels/linalg.h"
 
 namespace stk::lm {
@@ -87,19 +86,31 @@ void widen_row(const TensorView &v, uint64_t r, float *out) {
     }
 }
 
-// x . row r of W in a fixed order, whatever the SIMD target: 8 partial sums, added pairwise at
-// the end (kernels/elementwise.h).
+// x . row r of W in a fixed order: 8 partial sums, added pairwise at the end.
 float dot_row(const TensorView &w, uint64_t r, const float *x) {
     const uint64_t n = w.cols;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    uint64_t c = 0;
     if (BlockQType bq{}; wdtype_block(w.dtype, &bq))
         return blockq_dot(bq, static_cast<const uint8_t *>(w.data) + r * block_row_bytes(w, bq), x, n);
-    if (w.dtype == WDType::F32) return kernels::dot_f32(static_cast<const float *>(w.data) + r * n, x, n);
-    if (w.dtype == WDType::BF16) {
-        float y;
-        kernels::dot_bf16_rows(static_cast<const uint16_t *>(w.data) + r * n, n, 1, x, n, &y);
-        return y;
+    if (w.dtype == WDType::F32) {
+        const float *p = static_cast<const float *>(w.data) + r * n;
+        for (; c + 8 <= n; c += 8)
+            for (int j = 0; j < 8; j++) acc[j] += p[c + j] * x[c + j];
+        for (; c < n; c++) acc[c & 7] += p[c] * x[c];
+    } else if (w.dtype == WDType::BF16) {
+        const uint16_t *p = static_cast<const uint16_t *>(w.data) + r * n;
+        for (; c + 8 <= n; c += 8)
+            for (int j = 0; j < 8; j++) acc[j] += bf16_to_f32(p[c + j]) * x[c + j];
+        for (; c < n; c++) acc[c & 7] += bf16_to_f32(p[c]) * x[c];
+    } else {
+        const int8_t *p = static_cast<const int8_t *>(w.data) + r * n;
+        for (; c + 8 <= n; c += 8)
+            for (int j = 0; j < 8; j++) acc[j] += float(p[c + j]) * x[c + j];
+        for (; c < n; c++) acc[c & 7] += float(p[c]) * x[c];
+        for (float &a : acc) a *= w.row_scale[r];
     }
-    return kernels::dot_i8(static_cast<const int8_t *>(w.data) + r * n, x, n, w.row_scale[r]);
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
 constexpr uint64_t kWidenRows = 64;  // weight rows widened at once for a bf16 / int8 GEMM
@@ -424,8 +435,6 @@ struct Sequence::Impl {
         if (!ldx) ldx = in;
         if (n == 1) {
             run(out, [&](uint64_t a, uint64_t e) {
-                if (W.dtype == WDType::BF16)  // four rows at a time (the same sums as dot_row)
-                    return kernels::dot_bf16_rows(static_cast<const uint16_t *>(W.data) + a * in, in, e - a, X, in, Y + a);
                 for (uint64_t r = a; r < e; r++) Y[r] = dot_row(W, r, X);
             });
         } else if (W.dtype == WDType::F32) {
