@@ -14,6 +14,10 @@ import hashlib
 import os
 import shutil
 import struct
+import sys
+
+sys.path.insert(0, "tests")
+from calib_stats_reference import crc32c, layer_spans, reseal, section_values  # noqa: E402 (docs/format.md's layout)
 
 OUT = os.path.join("fuzz", "corpus", "calib_stats")
 MAGIC = b"STKCAL01"
@@ -21,37 +25,20 @@ SEEDS = ("every-section", "one-layer-ffn", "prf-attn-no-rope", "no-sections", "t
          "tiny-gpt2.stats")
 
 
-def crc32c(data: bytes) -> int:
-    c = 0xFFFFFFFF
-    for b in data:
-        c ^= b
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-    return c ^ 0xFFFFFFFF
-
-
-def counts(d, dv, n_pairs):
-    return {1: d * (d + 1) // 2 + d + 2, 2: dv * (dv + 1) // 2, 4: n_pairs, 8: 2 * d * (2 * d + 1) // 2 + 2 * d * d + d}
-
-
 def build(d, dv, n_pairs, sections, tokens=5):
     table = b""
     body = b""
-    n = counts(d, dv, n_pairs)
+    n = section_values(d, dv, n_pairs)
     for li, secs in enumerate(sections):
-        layer = b""
+        table += struct.pack("<IIQ", secs, 0, 10 + li if secs & 1 else 0)
         for bit in (1, 2, 4, 8):
             if secs & bit:
-                layer += struct.pack(f"<{n[bit]}d", *[li + bit + i / 4 for i in range(n[bit])])
-        table += struct.pack("<IIQ", secs, crc32c(layer), 10 + li if secs & 1 else 0)
-        body += layer
-    payload = table + body
-    head = bytearray(128)
-    struct.pack_into("<8sIIQIIIIIIQQ", head, 0, MAGIC, 2, 0, 0x0123456789ABCDEF, 0xFEEDBEEF, len(sections), d, dv,
-                     n_pairs, 0, tokens, 128 + len(payload))
-    head[64:96] = hashlib.sha256(payload).digest()
-    struct.pack_into("<I", head, 124, crc32c(bytes(head[:124])))
-    return bytes(head) + payload
+                body += struct.pack(f"<{n[bit]}d", *[li + bit + i / 4 for i in range(n[bit])])
+    b = bytearray(128) + table + body
+    struct.pack_into("<8sIIQIIIIIIQQ", b, 0, MAGIC, 2, 0, 0x0123456789ABCDEF, 0xFEEDBEEF, len(sections), d, dv,
+                     n_pairs, 0, tokens, len(b))
+    reseal(b)  # each layer's crc32c, the SHA-256, the header crc32c
+    return bytes(b)
 
 
 def upgrade(b: bytes) -> bytes:
@@ -66,19 +53,11 @@ def upgrade(b: bytes) -> bytes:
     sha_ok = hashlib.sha256(b[128:]).digest() == b[64:96]
     n_layers, d, dv, n_pairs = struct.unpack_from("<4I", b, 28)
     if n_layers <= 65536 and d <= 65536 and dv <= 1 << 20 and n_pairs <= 65536:
-        n = counts(d, dv, n_pairs)
-        at = 128 + 16 * n_layers
-        for li in range(n_layers):
-            e = 128 + 16 * li
-            if at > len(b):
+        for li, (start, end) in enumerate(layer_spans(b)):
+            if end > len(b):
                 break
-            secs, reserved = struct.unpack_from("<II", b, e)
-            size = 8 * sum(n[bit] for bit in (1, 2, 4, 8) if secs & bit)
-            if at + size > len(b):
-                break
-            if reserved == 0:
-                struct.pack_into("<I", out, e + 4, crc32c(b[at:at + size]))
-            at += size
+            if struct.unpack_from("<I", b, 128 + 16 * li + 4)[0] == 0:
+                struct.pack_into("<I", out, 128 + 16 * li + 4, crc32c(b[start:end]))
     if sha_ok:
         out[64:96] = hashlib.sha256(bytes(out[128:])).digest()
     if header_ok:

@@ -72,25 +72,13 @@ rows "$tmp/with.json" with
 # 3. Other statistics (one value changed, layer 0's crc32c, the digest and the header crc32c
 #    resealed: a valid file), and statistics for a data-free generation: refused before any row,
 #    exit 1, naming both digests.
-python3 - "$stats" "$tmp/other.stats" <<'PY'
-import hashlib, struct, sys
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" python3 - "$stats" "$tmp/other.stats" <<'PY'
+import struct, sys
+from calib_stats_reference import reseal
 b = bytearray(open(sys.argv[1], "rb").read())
-L, d, dv, npairs = struct.unpack_from("<4I", b, 28)
-at = 128 + 16 * L  # the first value of layer 0's first section
+at = 128 + 16 * struct.unpack_from("<I", b, 28)[0]  # the first value of layer 0's first section
 struct.pack_into("<d", b, at, struct.unpack_from("<d", b, at)[0] + 1.0)
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for x in data:
-        c ^= x
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-    return c ^ 0xFFFFFFFF
-secs = struct.unpack_from("<I", b, 128)[0]  # layer 0's sections: their bytes, docs/format.md's sizes
-counts = {1: d * (d + 1) // 2 + d + 2, 2: dv * (dv + 1) // 2, 4: npairs, 8: 2 * d * (2 * d + 1) // 2 + 2 * d * d + d}
-n = 8 * sum(counts[bit] for bit in (1, 2, 4, 8) if secs & bit)
-struct.pack_into("<I", b, 132, crc32c(bytes(b[at:at + n])))  # version 2: the layer's crc32c
-b[64:96] = hashlib.sha256(b[128:]).digest()
-struct.pack_into("<I", b, 124, crc32c(bytes(b[:124])))
+reseal(b)  # layer 0's crc32c, the SHA-256, the header crc32c (tests/calib_stats_reference.py)
 open(sys.argv[2], "wb").write(b)
 PY
 rc=0

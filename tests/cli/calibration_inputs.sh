@@ -33,16 +33,10 @@ mkfifo "$tmp/fifo.stats"
 run fifo 5 "$tmp/fifo.stats: not a regular file (a FIFO (named pipe))" "$tmp/fifo.stats"
 
 # Headers written here from docs/format.md's layout (crc32c in Python), over 64 GiB sparse files.
-python3 - "$tmp" <<'PY' || { echo "SKIPPED: no 64 GiB sparse file here"; exit 77; }
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" python3 - "$tmp" <<'PY' || { echo "SKIPPED: no 64 GiB sparse file here"; exit 77; }
 import os, struct, sys
+from calib_stats_reference import crc32c
 tmp = sys.argv[1]
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for x in data:
-        c ^= x
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-    return c ^ 0xFFFFFFFF
 def write(name, n_layers, d_model, d_v, sections, size):
     h = bytearray(128)
     h[0:8] = b"STKCAL01"
@@ -76,18 +70,12 @@ PY
 run flipped 1 "flipped.stats: offset $layer1: layer 1: its sections (prf_pairs, attn_out, ffn), bytes \[$layer1, $size), have crc32c 0x[0-9a-f]*, but its layer table entry at offset 144 records 0x[0-9a-f]* (at offset 148)" "$tmp/flipped.stats"
 
 # A version 1 file (the version field set back, the header crc32c resealed): refused, rerun calibrate.
-python3 - "$stats" "$tmp/v1.stats" <<'PY'
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" python3 - "$stats" "$tmp/v1.stats" <<'PY'
 import struct, sys
+from calib_stats_reference import reseal_header
 b = bytearray(open(sys.argv[1], "rb").read())
 struct.pack_into("<I", b, 8, 1)
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for x in data:
-        c ^= x
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-    return c ^ 0xFFFFFFFF
-struct.pack_into("<I", b, 124, crc32c(bytes(b[:124])))
+reseal_header(b)
 open(sys.argv[2], "wb").write(b)
 PY
 run v1 1 "v1.stats: offset 8: calibration statistics version 1: made by an older \`stk calibrate\`.*rerun \`stk calibrate\` to write version 2" "$tmp/v1.stats"

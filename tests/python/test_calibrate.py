@@ -22,19 +22,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import stk
 from stk import calibration, evaluation
 from conftest import SOURCE_ROOT, TINY
+from calib_stats_reference import crc32c as crc32c_ref  # tests/: bitwise, from CRC32C's definition
 
 TINY_LLAMA = SOURCE_ROOT / "tests" / "fixtures" / "eval" / "tiny-llama"
 PPQ = 16
-
-
-def crc32c_ref(data: bytes) -> int:
-    """Bitwise CRC32C (Castagnoli, reflected polynomial 0x82F63B78, init/xorout 0xFFFFFFFF)."""
-    c = 0xFFFFFFFF
-    for b in data:
-        c ^= b
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-    return c ^ 0xFFFFFFFF
 
 
 def test_crc32c_check_value():
