@@ -2,13 +2,15 @@
 of every section built from docs/format.md's layout ("Calibration statistics"), version 2 (each
 layer table entry holds the crc32c of the layer's section bytes).
 
-    python3 fuzz/make_calib_corpus.py   # from the repository root; rewrites fuzz/corpus/calib_stats/
+    python3 fuzz/make_calib_corpus.py [--upgrade-v1]   # from the repository root
 
-The named seeds are written afresh.  Every other file there (what a campaign merged in) that
-reads as version 1 is upgraded in place, keeping what is wrong with it: the version becomes 2,
-each layer whose reserved u32 was 0 and whose sections lie inside the file gets its crc32c, and
-the SHA-256 and the header crc32c are recomputed only where they matched before; the file is
-renamed to the SHA-1 of its new bytes.
+The named seeds are written afresh into fuzz/corpus/calib_stats/; what a campaign merged in is
+left as it is.  --upgrade-v1 (run once, 2026-11-29, when the format went to version 2) also
+upgrades every other file there that reads as version 1, keeping what is wrong with it: the
+version becomes 2, each layer whose reserved u32 was 0 and whose sections lie inside the file gets
+its crc32c, and the SHA-256 and the header crc32c are recomputed only where they matched before;
+the file is renamed to the SHA-1 of its new bytes.  Not by default: a version 1 input a campaign
+merges in since then is a seed of the version 1 refusal.
 """
 import hashlib
 import os
@@ -16,7 +18,7 @@ import shutil
 import struct
 import sys
 
-sys.path.insert(0, "tests")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests"))
 from calib_stats_reference import crc32c, layer_spans, reseal, section_values  # noqa: E402 (docs/format.md's layout)
 
 OUT = os.path.join("fuzz", "corpus", "calib_stats")
@@ -65,7 +67,7 @@ def upgrade(b: bytes) -> bytes:
     return bytes(out)
 
 
-def main():
+def main(upgrade_v1=False):
     os.makedirs(OUT, exist_ok=True)
     seeds = {
         "every-section": build(3, 4, 2, [0xF, 0xC]),
@@ -79,7 +81,7 @@ def main():
         with open(os.path.join(OUT, name), "wb") as f:
             f.write(b)
     shutil.copy(os.path.join("tests", "data", "calib", "tiny-gpt2.stats"), os.path.join(OUT, "tiny-gpt2.stats"))
-    for name in sorted(os.listdir(OUT)):
+    for name in sorted(os.listdir(OUT)) if upgrade_v1 else []:
         if name in SEEDS:
             continue
         path = os.path.join(OUT, name)
@@ -92,4 +94,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(upgrade_v1="--upgrade-v1" in sys.argv[1:])

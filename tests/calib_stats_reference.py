@@ -1,21 +1,13 @@
 """Calibration statistics written from docs/format.md ("Calibration statistics", version 2), not
-from stk's reader or writer: CRC32C from its definition, each layer's byte range from the header's
-dimensions and the table's section bits, and resealing a changed file (its layers' crc32c, the
-payload SHA-256, the header crc32c).  Plain Python (the CLI tests run the system python3).  Used by
-tests/cli/calibration_inputs.sh, tests/cli/acceptance_calibrated.sh, tests/python/test_calibrate.py
-and fuzz/make_calib_corpus.py."""
+from stk's reader or writer: CRC32C from its definition (crc32c_reference.py), each layer's byte
+range from the header's dimensions and the table's section bits, and resealing a changed file (its
+layers' crc32c, the payload SHA-256, the header crc32c).  Plain Python (the CLI tests run the
+system python3).  Used by tests/cli/calibration_inputs.sh, tests/cli/acceptance_calibrated.sh,
+tests/python/test_calibrate.py and fuzz/make_calib_corpus.py."""
 import hashlib
 import struct
 
-
-def crc32c(data):
-    """CRC32C (Castagnoli, reflected polynomial 0x82F63B78, init and final xor 0xFFFFFFFF), bitwise."""
-    c = 0xFFFFFFFF
-    for x in data:
-        c ^= x
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-    return c ^ 0xFFFFFFFF
+from crc32c_reference import crc32c  # noqa: F401 (the scripts import it from here too)
 
 
 def section_values(d, dv, n_pairs):
