@@ -62,11 +62,12 @@ def crc32c(data: bytes, crc: int = 0) -> int:
     chunks for a layer's sections (13 MB a layer on SmolLM2)."""
     table = _crc_table()
     c = crc ^ 0xFFFFFFFF
-    n = len(data)
+    view = memoryview(data)
+    n = len(view)
     if n >= 4 * _CHUNK:
-        c = _crc_chunks(memoryview(data)[: n - n % _CHUNK], c)
-        data = memoryview(data)[n - n % _CHUNK:]
-    for byte in bytes(data):
+        c = _crc_chunks(view[: n - n % _CHUNK], c)
+        view = view[n - n % _CHUNK:]
+    for byte in bytes(view):
         c = table[(c ^ byte) & 0xFF] ^ (c >> 8)
     return c ^ 0xFFFFFFFF
 
