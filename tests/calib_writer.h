@@ -51,7 +51,9 @@ inline std::vector<uint8_t> write_stats(const std::string &path, const StatsSpec
     StatsRng rng{sp.seed};
     const size_t T = 48, d = sp.d_model;
     std::vector<double> pay;
+    std::vector<size_t> layer_at;  // each layer's first value in pay, then pay's end
     for (uint32_t l = 0; l < sp.n_layers; l++) {
+        layer_at.push_back(pay.size());
         if (sp.sections & kCalibPrfPairs) {
             std::vector<std::vector<double>> w(T, std::vector<double>(d));
             std::vector<double> lv(T);
@@ -106,12 +108,13 @@ inline std::vector<uint8_t> write_stats(const std::string &path, const StatsSpec
             }
         }
     }
+    layer_at.push_back(pay.size());
     const uint64_t table = 16ull * sp.n_layers, total = 128 + table + 8 * pay.size();
     std::vector<uint8_t> f(total, 0);
     auto u32 = [&](size_t at, uint32_t v) { std::memcpy(&f[at], &v, 4); };
     auto u64 = [&](size_t at, uint64_t v) { std::memcpy(&f[at], &v, 8); };
     std::memcpy(&f[0], "STKCAL01", 8);
-    u32(8, 1);
+    u32(8, 2);
     u64(16, sp.model_sha);
     u32(24, sp.model_crc);
     u32(28, sp.n_layers);
@@ -120,11 +123,13 @@ inline std::vector<uint8_t> write_stats(const std::string &path, const StatsSpec
     u32(40, sp.n_pairs);
     u64(48, sp.tokens);
     u64(56, total);
+    std::memcpy(f.data() + 128 + table, pay.data(), 8 * pay.size());
     for (uint32_t l = 0; l < sp.n_layers; l++) {
         u32(128 + 16 * l, sp.sections);
+        // the crc32c of the layer's section bytes (version 2)
+        u32(128 + 16 * l + 4, crc32c(f.data() + 128 + table + 8 * layer_at[l], 8 * (layer_at[l + 1] - layer_at[l])));
         u64(128 + 16 * l + 8, (sp.sections & kCalibPrfPairs) ? T : 0);
     }
-    std::memcpy(&f[128 + table], pay.data(), 8 * pay.size());
     Sha256 sh;
     sh.update(&f[128], size_t(total - 128));
     Sha256Digest dg = sh.finish();

@@ -15,6 +15,8 @@ import os
 import struct
 import sys
 
+from crc32c_reference import crc32c  # tests/: bitwise, from the definition
+
 # Role numbers (docs/format.md) and, per streamed tensor of a Llama layout, its record fields.
 EMB, Q, K, V, O, W1, W2, LN_G, ROPE, W3, LM_HEAD = 0, 1, 2, 3, 4, 5, 6, 9, 12, 13, 20
 SLOT_NONE, SLOT_ATTN, SLOT_FFN, SLOT_FINAL = 0, 1, 2, 3
@@ -31,15 +33,6 @@ LAYER_TENSORS = [  # name suffix, role, norm slot; the order inside a unit: role
     ("mlp.up_proj.weight", W3, SLOT_NONE),
 ]
 CHUNK = 65536
-
-
-def crc32c(data, crc=0):
-    crc ^= 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
 
 
 def read_tensors(model_dir):

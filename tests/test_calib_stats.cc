@@ -47,10 +47,47 @@ uint64_t section_values(const Spec &s, uint32_t bit) {
 
 double value_at(uint32_t layer, uint32_t bit, uint64_t i) { return 100.0 * layer + 10.0 * bit + double(i) / 8; }
 
-void reseal(std::vector<uint8_t> &b) {
+// Each layer's bytes [start, end) as docs/format.md lays them out (the sizes from the header's
+// dimensions and the table's section bits), as far as they lie inside b.
+struct Span {
+    uint64_t start, end;
+};
+std::vector<Span> layer_spans(const std::vector<uint8_t> &b) {
+    const uint64_t L = load_u32(&b[28]), d = load_u32(&b[32]), dv = load_u32(&b[36]), np = load_u32(&b[40]);
+    std::vector<Span> out;
+    uint64_t at = 128 + 16 * L;
+    for (uint64_t l = 0; l < L && 128 + 16 * (l + 1) <= b.size(); l++) {
+        const uint32_t secs = load_u32(&b[128 + 16 * l]);
+        uint64_t n = 0;
+        if (secs & kCalibPrfPairs) n += d * (d + 1) / 2 + d + 2;
+        if (secs & kCalibAttnOut) n += dv * (dv + 1) / 2;
+        if (secs & kCalibRopePairs) n += np;
+        if (secs & kCalibFfn) n += 2 * d * (2 * d + 1) / 2 + 2 * d * d + d;
+        if (at > b.size() || 8 * n > b.size() - at) break;
+        out.push_back({at, at + 8 * n});
+        at += 8 * n;
+    }
+    return out;
+}
+
+// Version 2: each layer's crc32c over its sections' bytes, in its table entry's second u32.
+void reseal_layers(std::vector<uint8_t> &b) {
+    const std::vector<Span> sp = layer_spans(b);
+    for (size_t l = 0; l < sp.size(); l++)
+        store_le<uint32_t>(&b[128 + 16 * l + 4], crc32c(b.data() + sp[l].start, sp[l].end - sp[l].start));
+}
+
+// The payload's SHA-256 and the header crc32c (the layers' crc32c left as they are).
+void reseal_digest(std::vector<uint8_t> &b) {
     Sha256Digest d = sha256(b.data() + 128, b.size() - 128);
     std::memcpy(b.data() + 64, d.bytes, 32);
     store_le<uint32_t>(b.data() + 124, crc32c(b.data(), 124));
+}
+
+// Every checksum: the layers', the payload's, the header's.
+void reseal(std::vector<uint8_t> &b) {
+    reseal_layers(b);
+    reseal_digest(b);
 }
 
 void reseal_header(std::vector<uint8_t> &b) { store_le<uint32_t>(b.data() + 124, crc32c(b.data(), 124)); }
@@ -58,7 +95,7 @@ void reseal_header(std::vector<uint8_t> &b) { store_le<uint32_t>(b.data() + 124,
 std::vector<uint8_t> build(const Spec &s) {
     std::vector<uint8_t> b(128 + 16 * s.n_layers, 0);
     std::memcpy(b.data(), "STKCAL01", 8);
-    store_le<uint32_t>(&b[8], 1);
+    store_le<uint32_t>(&b[8], 2);
     store_le<uint64_t>(&b[16], 0x0123456789abcdefull);
     store_le<uint32_t>(&b[24], 0xfeedbeefu);
     store_le<uint32_t>(&b[28], s.n_layers);
@@ -105,7 +142,7 @@ static void reads_python_fixture(void **) {
     assert_int_equal(c.tokens(), 96);
     assert_true(c.model_sha256_low64() == load_u64(&raw[16]));
     assert_int_equal(c.model_crc32c(), load_u32(&raw[24]));
-    assert_string_equal(c.digest_hex().c_str(), "925ebbf20dd13e798e87d60e941a514a109e138d152466ddd9a691706e59dd3e");
+    assert_string_equal(c.digest_hex().c_str(), "a22985689fb79dd767f821c812011218f11170eb2095830b83d3d1fa3643362f");
     const uint64_t d = 16, nm = d * (d + 1) / 2, nc = nm, ng = 2 * d * (2 * d + 1) / 2;
     uint64_t at = 128 + 32;
     for (uint32_t l = 0; l < 2; l++) {
@@ -130,11 +167,15 @@ static void reads_python_fixture(void **) {
         check(L.ffn_yy, d);
     }
     assert_int_equal(at, raw.size());
+    // version 2: each layer's crc32c, over its sections' bytes as laid out
+    assert_int_equal(load_u32(&raw[8]), 2);
+    for (uint32_t l = 0; l < 2; l++)
+        assert_int_equal(c.layer(l).crc32c, crc32c(&raw[160 + 10768 * l], 10768));
     // values the writer computed (pinned: python -m stk calibrate, tests/data/calib/README.md)
-    assert_true(c.layer(0).prf_m[0] == 1.4617191064024557);
+    assert_true(c.layer(0).prf_m[0] == 1.4617191064024555);
     assert_true(c.layer(0).prf_l[1] == 1.8361946072110148e-05);
-    assert_true(c.layer(1).attn_out[nc - 1] == 0.0011313519857148156);
-    assert_true(c.layer(0).ffn_yy[d - 1] == 1.346203851099865e-05);
+    assert_true(c.layer(1).attn_out[nc - 1] == 0.00113135200554805);
+    assert_true(c.layer(0).ffn_yy[d - 1] == 1.1334567813724884e-05);
     // the diagonal of a second moment is non-negative; E[l^2] >= E[l]^2
     for (uint32_t l = 0; l < 2; l++) {
         for (uint64_t i = 0; i < 2 * d; i++) assert_true(c.layer(l).ffn_g[calib_packed_index(2 * d, i, i)] >= 0);
@@ -175,6 +216,11 @@ static void reads_every_section(void **) {
     assert_true(z.rope_pairs[0] == value_at(1, kCalibRopePairs, 0));
     assert_true(z.ffn_yy[0] == value_at(1, kCalibFfn, 39));
     assert_int_equal(b.size(), 128 + 32 + 8 * (11 + 10 + 2 + 42 + 2 + 42));
+    // each layer's crc32c as its table entry records it: its sections' bytes, [160, 680), [680, 1032)
+    assert_int_equal(a.crc32c, crc32c(b.data() + 160, 520));
+    assert_int_equal(z.crc32c, crc32c(b.data() + 680, 352));
+    assert_int_equal(load_u32(&b[132]), a.crc32c);
+    assert_int_equal(load_u32(&b[148]), z.crc32c);
     // the packed index: row i holds columns i .. n-1
     assert_int_equal(calib_packed_index(4, 0, 0), 0);
     assert_int_equal(calib_packed_index(4, 0, 3), 3);
@@ -234,7 +280,12 @@ static void refuses_header_fields(void **) {
         {40, 65537, STK_E_DIMS_OVERFLOW, "offset 40: n_pairs is 65537, above the limit 65536"},
         {48, 0, STK_E_CORRUPT, "offset 48: tokens is 0"},
         {4, 0, STK_E_BAD_MAGIC, "offset 0: not a calibration statistics file"},
-        {8, 2, STK_E_UNSUPPORTED, "offset 8: calibration statistics version 2 (this reader knows version 1)"},
+        {8, 3, STK_E_UNSUPPORTED, "offset 8: calibration statistics version 3 (this reader knows version 2)"},
+        {8, 0, STK_E_UNSUPPORTED, "offset 8: calibration statistics version 0 (this reader knows version 2)"},
+        {8, 1, STK_E_UNSUPPORTED,
+         "offset 8: calibration statistics version 1: made by an older `stk calibrate` (its layers carry no crc32c, "
+         "and one made before the ffn moments left out position 0 of each context cannot be told apart); rerun "
+         "`stk calibrate` to write version 2"},
     };
     for (const Case &k : cases) {
         std::vector<uint8_t> b = good;
@@ -257,31 +308,98 @@ static void refuses_bad_checksums(void **) {
     std::vector<uint8_t> b = good;
     store_le<uint32_t>(&b[124], load_u32(&b[124]) ^ 1);
     assert_contains(refuse(STK_E_CHECKSUM, b), "hostile.stats: offset 124: header crc32c 0x");
-    // the SHA-256 field (header resealed) and a payload byte (sha left as it was)
+    // The SHA-256 field changed, the header resealed: every layer matches its crc32c, so the
+    // whole-payload digest is the guard that refuses it, naming what the crc32cs do not cover.
     b = good;
     b[70] ^= 0x80;
     reseal_header(b);
-    const std::string range = "offset 128: bytes 128.." + std::to_string(good.size()) +
-                              " (the layer table and every layer's sections) do not match the SHA-256 the header records "
-                              "at offset 64";
     std::string m = refuse(STK_E_CHECKSUM, b);
-    assert_contains(m, "hostile.stats: " + range);
-    // A payload byte flipped: reported as the range it lies in (the digest field is not where the
-    // bytes differ), never at offset 64.
-    for (uint64_t at : {uint64_t(170), uint64_t(200), uint64_t(good.size() - 1)}) {
-        b = good;
-        b[at] ^= 1;
-        m = refuse(STK_E_CHECKSUM, b);
-        assert_contains(m, range);
-        assert_contains(m, "somewhere in that range");
+    assert_contains(m, "hostile.stats: offset 128: bytes 128..1032 do not match the SHA-256 the header records at offset 64 "
+                       "(the header passed its crc32c), yet every layer's sections match the crc32c in their table entry: "
+                       "the change is in the layer table, bytes [128, 160) (a sections or pairs field: one 16-byte entry "
+                       "per layer), or the digest at offset 64 was rewritten with the header's crc32c");
+}
+
+// Issue 39 item 4: a payload byte flipped is named by its layer, that layer's sections and their
+// byte range [start, end), and the table entry whose crc32c it fails (version 1 could say only
+// "somewhere in bytes 128..end").  Every byte of every layer, each flip on its own.
+static void payload_flip_named_by_layer(void **) {
+    const std::vector<uint8_t> good = build(Spec{});  // layer 0: every section, [160, 680); layer 1: rope_pairs, ffn, [680, 1032)
+    assert_int_equal(good.size(), 1032);
+    struct Layer {
+        uint64_t start, end;
+        const char *sections;
+    };
+    const Layer layers[] = {{160, 680, "prf_pairs, attn_out, rope_pairs, ffn"}, {680, 1032, "rope_pairs, ffn"}};
+    char want[512];
+    for (uint32_t k = 0; k < 2; k++) {
+        const Layer &L = layers[k];
+        const uint32_t stored = load_u32(&good[128 + 16 * k + 4]);
+        for (uint64_t at = L.start; at < L.end; at++) {
+            std::vector<uint8_t> b = good;
+            b[at] ^= uint8_t(1u << (at % 8));
+            const uint32_t have = crc32c(b.data() + L.start, L.end - L.start);
+            std::snprintf(want, sizeof want,
+                          "hostile.stats: offset %llu: layer %u: its sections (%s), bytes [%llu, %llu), have crc32c 0x%08x, "
+                          "but its layer table entry at offset %u records 0x%08x (at offset %u): a byte in [%llu, %llu) was "
+                          "changed after the file was written (or that crc32c field was)",
+                          (unsigned long long)L.start, k, L.sections, (unsigned long long)L.start, (unsigned long long)L.end,
+                          have, 128 + 16 * k, stored, 128 + 16 * k + 4, (unsigned long long)L.start,
+                          (unsigned long long)L.end);
+            const std::string m = refuse(STK_E_CHECKSUM, b);
+            if (m.find(want) == std::string::npos) fail_msg("byte %llu flipped: got \"%s\"\nwant \"%s\"", (unsigned long long)at, m.c_str(), want);
+        }
     }
-    // A flip in the layer table is caught by the structure checks, at its byte, before any hashing.
+    // The first failing layer is the one named: layer 0 and layer 1 both changed -> layer 0.
+    std::vector<uint8_t> b = good;
+    b[700] ^= 4;
+    b[300] ^= 4;
+    assert_contains(refuse(STK_E_CHECKSUM, b), "offset 160: layer 0: its sections (prf_pairs, attn_out, rope_pairs, ffn), bytes [160, 680)");
+    // The same value changed with layer 1's crc32c resealed (the payload digest not): the layers
+    // match, the digest is the guard (it names the table's range: what the crc32cs do not cover).
+    b = good;
+    b[1000] ^= 4;
+    reseal_layers(b);
+    assert_contains(refuse(STK_E_CHECKSUM, b), "offset 128: bytes 128..1032 do not match the SHA-256");
+}
+
+// A layer table entry changed: its crc32c field (named with the entry's offset), its pairs field
+// (the crc32cs do not cover the table: the digest names the table's range), its sections field
+// (the sizes no longer add up, or an unknown bit at the entry), an entry without sections whose
+// crc32c is not 0 (the crc32c of no bytes).
+static void table_entry_flip(void **) {
+    const std::vector<uint8_t> good = build(Spec{});
+    std::vector<uint8_t> b = good;
+    b[150] ^= 0x20;  // layer 1's crc32c field, byte 2
+    std::string m = refuse(STK_E_CHECKSUM, b);
+    char want[256];
+    std::snprintf(want, sizeof want, "offset 680: layer 1: its sections (rope_pairs, ffn), bytes [680, 1032), have crc32c 0x%08x, "
+                  "but its layer table entry at offset 144 records 0x%08x (at offset 148)",
+                  load_u32(&good[148]), load_u32(&good[148]) ^ 0x200000u);
+    assert_contains(m, want);
+    b = good;
+    b[136] ^= 1;  // layer 0's pairs, 1000 -> 1001
+    assert_contains(refuse(STK_E_CHECKSUM, b), "offset 128: bytes 128..1032 do not match the SHA-256 the header records at "
+                                               "offset 64 (the header passed its crc32c), yet every layer's sections match the "
+                                               "crc32c in their table entry: the change is in the layer table, bytes [128, 160)");
     b = good;
     b[128] ^= 2;  // layer 0's sections 0xF -> 0xD (attn_out gone): the sizes no longer add up
-    assert_contains(refuse(STK_E_SIZE_MISMATCH, b), "the header and layer table describe");
+    assert_contains(refuse(STK_E_SIZE_MISMATCH, b), "the header and layer table describe 952 bytes, the file has 1032");
     b = good;
     b[131] ^= 0x10;
     assert_contains(refuse(STK_E_BAD_HEADER, b), "offset 128: layer 0: unknown section bits 0x10000000");
+    // a layer without sections: its crc32c must be 0
+    Spec s;
+    s.sections = {0xF, 0};
+    b = build(s);
+    assert_int_equal(load_u32(&b[148]), 0);
+    CalibStats ok(b.data(), b.size(), "empty-layer.stats");
+    assert_int_equal(ok.layer(1).crc32c, 0);
+    store_le<uint32_t>(&b[148], 5);
+    reseal_digest(b);
+    assert_contains(refuse(STK_E_CHECKSUM, b), "hostile.stats: offset 148: layer 1 has no sections (no bytes), but its layer "
+                                               "table entry at offset 144 records crc32c 0x00000005 at offset 148 (the crc32c "
+                                               "of no bytes is 0x00000000): the entry was changed after it was written");
 }
 
 static void refuses_nonfinite(void **) {
@@ -312,9 +430,11 @@ static void refuses_layer_table(void **) {
     reseal(b);
     assert_contains(refuse(STK_E_BAD_HEADER, b), "offset 128: layer 0: unknown section bits 0x80000000");
     b = good;
-    store_le<uint32_t>(&b[132], 3);
-    reseal(b);
-    assert_contains(refuse(STK_E_BAD_HEADER, b), "offset 132: layer 0: reserved u32 is 0x00000003, must be 0");
+    store_le<uint32_t>(&b[132], 3);  // version 1's reserved u32 is version 2's crc32c: 3 is not layer 0's
+    reseal_digest(b);
+    assert_contains(refuse(STK_E_CHECKSUM, b), "offset 160: layer 0: its sections (prf_pairs, attn_out, rope_pairs, ffn), "
+                                               "bytes [160, 680), have crc32c 0x");
+    assert_contains(refuse(STK_E_CHECKSUM, b), "records 0x00000003 (at offset 132)");
     b = good;
     store_le<uint64_t>(&b[136], 0);
     reseal(b);
@@ -474,7 +594,8 @@ int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(reads_python_fixture),  cmocka_unit_test(reads_every_section),
         cmocka_unit_test(refuses_truncation),    cmocka_unit_test(refuses_header_fields),
-        cmocka_unit_test(refuses_bad_checksums), cmocka_unit_test(refuses_nonfinite),
+        cmocka_unit_test(refuses_bad_checksums), cmocka_unit_test(payload_flip_named_by_layer),
+        cmocka_unit_test(table_entry_flip),      cmocka_unit_test(refuses_nonfinite),
         cmocka_unit_test(refuses_layer_table),   cmocka_unit_test(refuses_sizes),
         cmocka_unit_test(refuses_misaligned_and_missing), cmocka_unit_test(refuses_fifo_and_huge_files_at_once),
     };

@@ -39,7 +39,7 @@ from .errors import StkError
 from .evaluation import need_torch
 
 MAGIC = b"STKCAL01"
-VERSION = 1
+VERSION = 2  # 1: no per-layer crc32c (the reader refuses it: rerun stk calibrate)
 HEADER_BYTES = 128
 PRF_PAIRS, ATTN_OUT, ROPE_PAIRS, FFN = 1, 2, 4, 8
 SECTION_NAMES = {PRF_PAIRS: "prf_pairs", ATTN_OUT: "attn_out", ROPE_PAIRS: "rope_pairs", FFN: "ffn"}
@@ -57,16 +57,24 @@ _INTERLEAVED_ROPE = {"gptj": "GPT-J rotates interleaved pairs (2f, 2f+1)",
 
 
 def crc32c(data: bytes, crc: int = 0) -> int:
-    """CRC32C (Castagnoli, reflected, init and final xor 0xFFFFFFFF), a table-driven pure Python
-    form (the header is 124 bytes)."""
+    """CRC32C (Castagnoli, reflected, init and final xor 0xFFFFFFFF) of ``data``, continuing
+    ``crc``: table-driven pure Python for short inputs (the header's 124 bytes), numpy over
+    chunks for a layer's sections (13 MB a layer on SmolLM2)."""
     table = _crc_table()
     c = crc ^ 0xFFFFFFFF
-    for byte in data:
+    view = memoryview(data)
+    n = len(view)
+    if n >= 4 * _CHUNK:
+        c = _crc_chunks(view[: n - n % _CHUNK], c)
+        view = view[n - n % _CHUNK:]
+    for byte in bytes(view):
         c = table[(c ^ byte) & 0xFF] ^ (c >> 8)
     return c ^ 0xFFFFFFFF
 
 
 _TABLE: list[int] = []
+_CHUNK = 4096
+_SHIFT: list[list[int]] = []  # the register after _CHUNK zero bytes, by the register's bytes
 
 
 def _crc_table() -> list[int]:
@@ -77,6 +85,27 @@ def _crc_table() -> list[int]:
                 c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
             _TABLE.append(c)
     return _TABLE
+
+
+def _crc_chunks(data: memoryview, c: int) -> int:
+    """The CRC register after ``data`` (a whole number of _CHUNK-byte chunks) from register
+    ``c``.  The register update is linear over GF(2) in (register, byte): each chunk's register
+    from 0 is computed for every chunk at once (numpy, one byte column per step), then chained:
+    c <- Z(c) ^ chunk, Z the register after _CHUNK zero bytes (a table per register byte)."""
+    t = np.array(_crc_table(), dtype=np.uint32)
+    if not _SHIFT:
+        basis = np.array([v << (8 * k) for k in range(4) for v in range(256)], dtype=np.uint32)
+        for _ in range(_CHUNK):
+            basis = t[basis & 0xFF] ^ (basis >> 8)
+        _SHIFT.extend(basis.reshape(4, 256).tolist())
+    cols = np.frombuffer(data, dtype=np.uint8).reshape(-1, _CHUNK).T.copy()
+    r = np.zeros(cols.shape[1], dtype=np.uint32)
+    for col in cols:
+        r = t[(r ^ col) & 0xFF] ^ (r >> 8)
+    s0, s1, s2, s3 = _SHIFT
+    for v in r.tolist():
+        c = s0[c & 0xFF] ^ s1[(c >> 8) & 0xFF] ^ s2[(c >> 16) & 0xFF] ^ s3[c >> 24] ^ v
+    return c
 
 
 def packed_upper(a: np.ndarray) -> np.ndarray:
@@ -408,7 +437,7 @@ def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: Optional[int] 
     present: list[list[str]] = []
     for li, a in enumerate(accs):
         secs = want[li]
-        table += struct.pack("<IIQ", secs, 0, a.prf_n if secs & PRF_PAIRS else 0)
+        first = len(body)
         names = []
         if secs & PRF_PAIRS:
             n = a.prf_n
@@ -426,6 +455,11 @@ def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: Optional[int] 
             body.append(np.concatenate([packed_upper(a.ffn_g.numpy() / n), (a.ffn_x.numpy() / n).ravel(),
                                         a.ffn_yy.numpy() / n]).astype("<f8").tobytes())
             names.append("ffn")
+        # the table entry: sections, the crc32c of the layer's section bytes, the PRF pairs
+        layer_crc = 0
+        for part in body[first:]:
+            layer_crc = crc32c(part, layer_crc)
+        table += struct.pack("<IIQ", secs, layer_crc, a.prf_n if secs & PRF_PAIRS else 0)
         present.append(names)
     payload = bytes(table) + b"".join(body)
     for b in body:

@@ -1,8 +1,10 @@
 // The calibration statistics reader: see calib_stats.h and docs/format.md ("Calibration
 // statistics").  Every size is computed with checked arithmetic from the header's dimensions
 // (bounded first), the file must be exactly as long as they say (checked before the payload is
-// hashed: a huge file whose header and table do not describe it costs nothing), and no value is
-// read before the header crc32c and the payload's SHA-256 have matched.
+// read: a huge file whose header and table do not describe it costs nothing), each layer's
+// sections must match the crc32c its table entry records (so a changed byte is located to one
+// layer's range), and no value is read before the header crc32c, every layer's crc32c and the
+// payload's SHA-256 have matched.
 #include "format/calib_stats.h"
 
 #include <cinttypes>
@@ -66,6 +68,12 @@ void CalibStats::parse(const uint8_t *p, uint64_t size, const std::function<void
     if (std::memcmp(p + off::magic, kCalibMagic, 8) != 0)
         throw_at(STK_E_BAD_MAGIC, f, off::magic, "not a calibration statistics file: magic is not \"STKCAL01\"");
     const uint32_t version = load_u32(p + off::version);
+    if (version == 1)
+        throw_at(STK_E_UNSUPPORTED, f, off::version,
+                 "calibration statistics version 1: made by an older `stk calibrate` (its layers carry no crc32c, and "
+                 "one made before the ffn moments left out position 0 of each context cannot be told apart); rerun "
+                 "`stk calibrate` to write version %u",
+                 kCalibVersion);
     if (version != kCalibVersion)
         throw_at(STK_E_UNSUPPORTED, f, off::version, "calibration statistics version %u (this reader knows version %u)",
                  version, kCalibVersion);
@@ -137,12 +145,11 @@ void CalibStats::parse(const uint8_t *p, uint64_t size, const std::function<void
         const uint64_t e = kCalibHeaderBytes + kCalibLayerEntryBytes * l;
         CalibLayer &L = layers_[l];
         L.sections = load_u32(p + e);
+        L.crc32c = load_u32(p + e + 4);
         L.pairs = load_u64(p + e + 8);
         if (L.sections & ~uint32_t(kCalibAllSections))
             throw_at(STK_E_BAD_HEADER, f, e, "layer %u: unknown section bits 0x%08x (known: 0x%x)", l,
                      L.sections & ~uint32_t(kCalibAllSections), unsigned(kCalibAllSections));
-        if (load_u32(p + e + 4) != 0)
-            throw_at(STK_E_BAD_HEADER, f, e + 4, "layer %u: reserved u32 is 0x%08x, must be 0", l, load_u32(p + e + 4));
         if ((L.sections & kCalibPrfPairs) && L.pairs == 0)
             throw_at(STK_E_CORRUPT, f, e + 8, "layer %u: section prf_pairs present with 0 pairs", l);
         if (!(L.sections & kCalibPrfPairs) && L.pairs != 0)
@@ -161,16 +168,52 @@ void CalibStats::parse(const uint8_t *p, uint64_t size, const std::function<void
     // that cannot be used is refused without reading its payload (a 64 GiB one in microseconds).
     if (before_digest) before_digest(*this);
 
-    // The payload's digest (bytes 128 .. end), before any value is read.  The header passed its
-    // crc32c, so the digest field at 64 is as written: a mismatch is a change in bytes 128 .. end.
-    // One digest covers them all; the changed byte cannot be located closer than that range.
-    const Sha256Digest d = sha256(p + kCalibHeaderBytes, size_t(size - kCalibHeaderBytes));
+    // Layer by layer, the crc32c of its sections against the one its table entry records, and
+    // the SHA-256 of bytes 128 .. end over the same bytes in the same pass; before any value is
+    // read.  The header passed its crc32c, the sizes add up: a layer whose crc32c differs had a
+    // byte changed in its own range (or its entry's crc32c field did), and is named with it.
+    Sha256 sha;
+    sha.update(p + kCalibHeaderBytes, size_t(table_end - kCalibHeaderBytes));
+    uint64_t start = table_end;
+    for (uint32_t l = 0; l < n_layers_; l++) {
+        const CalibLayer &L = layers_[l];
+        const uint64_t e = kCalibHeaderBytes + kCalibLayerEntryBytes * l;
+        uint64_t end = start;
+        std::string names;
+        for (uint32_t bit = 1; bit <= kCalibFfn; bit <<= 1)
+            if (L.sections & bit) {
+                end += 8 * values_of(bit);  // inside the file: the sizes were checked above
+                names += names.empty() ? "" : ", ";
+                names += section_name(bit);
+            }
+        const uint32_t crc = crc32c(p + start, size_t(end - start));
+        if (crc != L.crc32c) {
+            if (start == end)
+                throw_at(STK_E_CHECKSUM, f, e + 4,
+                         "layer %u has no sections (no bytes), but its layer table entry at offset %" PRIu64
+                         " records crc32c 0x%08x at offset %" PRIu64 " (the crc32c of no bytes is 0x00000000): "
+                         "the entry was changed after it was written",
+                         l, e, L.crc32c, e + 4);
+            throw_at(STK_E_CHECKSUM, f, start,
+                     "layer %u: its sections (%s), bytes [%" PRIu64 ", %" PRIu64 "), have crc32c 0x%08x, but its "
+                     "layer table entry at offset %" PRIu64 " records 0x%08x (at offset %" PRIu64 "): a byte in "
+                     "[%" PRIu64 ", %" PRIu64 ") was changed after the file was written (or that crc32c field was)",
+                     l, names.c_str(), start, end, crc, e, L.crc32c, e + 4, start, end);
+        }
+        sha.update(p + start, size_t(end - start));
+        start = end;
+    }
+    // The whole-payload guard.  Every layer's sections matched their crc32c, so a mismatch here
+    // is a change the crc32cs do not cover: in the layer table's sections or pairs fields, or a
+    // digest at 64 rewritten together with the header's crc32c.
+    const Sha256Digest d = sha.finish();
     if (std::memcmp(d.bytes, p + off::sha256, 32) != 0)
         throw_at(STK_E_CHECKSUM, f, kCalibHeaderBytes,
-                 "bytes 128..%" PRIu64 " (the layer table and every layer's sections) do not match the SHA-256 the "
-                 "header records at offset 64 (the header passed its crc32c): they were changed after they were "
-                 "written, somewhere in that range (one digest covers it: no closer location)",
-                 size);
+                 "bytes 128..%" PRIu64 " do not match the SHA-256 the header records at offset 64 (the header passed "
+                 "its crc32c), yet every layer's sections match the crc32c in their table entry: the change is in the "
+                 "layer table, bytes [128, %" PRIu64 ") (a sections or pairs field: one 16-byte entry per layer), or "
+                 "the digest at offset 64 was rewritten with the header's crc32c",
+                 size, table_end);
     std::memcpy(digest_, d.bytes, 32);
 
     // The views, every value finite.

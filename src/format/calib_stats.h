@@ -3,7 +3,7 @@
 // docs/format.md, "Calibration statistics".  Every number little-endian.
 //
 //   0    8   magic "STKCAL01"
-//   8    4   u32 version = 1
+//   8    4   u32 version = 2 (version 1, from an older `stk calibrate`, is refused: rerun it)
 //   12   4   u32 flags = 0 (reserved; any other value is refused)
 //   16   8   u64 the model's parse_tensors digest, sha256_low64
 //   24   4   u32 the model's parse_tensors digest, crc32c
@@ -18,8 +18,9 @@
 //   96   28  reserved, zero
 //   124  4   u32 crc32c of bytes 0 .. 123
 //   128  16 * n_layers: the layer table, one entry per layer:
-//            u32 sections (bit set of kCalib*), u32 reserved = 0, u64 pairs (PRF pairs sampled;
-//            0 unless kCalibPrfPairs)
+//            u32 sections (bit set of kCalib*), u32 crc32c of the layer's section bytes (all its
+//            sections back to back, as laid out below; 0 for a layer without sections), u64 pairs
+//            (PRF pairs sampled; 0 unless kCalibPrfPairs)
 //   then, layer by layer, the present sections in bit order, each f64 (means, not sums):
 //     kCalibPrfPairs  (1)  M = E[(x o y)(x o y)^T] packed upper triangle, d_model (d_model+1)/2;
 //                          b = E[(x o y) l(x, y)], d_model; then E[l], E[l^2] (2 values).
@@ -46,7 +47,7 @@
 namespace stk {
 
 constexpr char kCalibMagic[8] = {'S', 'T', 'K', 'C', 'A', 'L', '0', '1'};
-constexpr uint32_t kCalibVersion = 1;
+constexpr uint32_t kCalibVersion = 2;
 constexpr uint64_t kCalibHeaderBytes = 128;
 constexpr uint64_t kCalibLayerEntryBytes = 16;
 
@@ -73,6 +74,7 @@ inline uint64_t calib_packed_count(uint64_t n) { return n * (n + 1) / 2; }
 // inside the mapping and valid while the CalibStats lives.
 struct CalibLayer {
     uint32_t sections = 0;
+    uint32_t crc32c = 0;  // of the layer's section bytes, as its table entry records (checked)
     uint64_t pairs = 0;
     const double *prf_m = nullptr;      // packed upper, d_model
     const double *prf_b = nullptr;      // [d_model]
@@ -86,9 +88,10 @@ struct CalibLayer {
 
 // A validated statistics file.  The constructors check every byte of structure (magic, version,
 // reserved zeros, header crc32c, sizes with checked arithmetic, file_bytes and the layer table
-// against the size), then the SHA-256 of the payload, then every value finite, and throw
-// stk::Error (STK_E_BAD_MAGIC, STK_E_CORRUPT, STK_E_CHECKSUM, ...) naming the file, the layer and
-// section, and the offset.  The file is opened without blocking (a FIFO is refused, never waited on).
+// against the size), then layer by layer the crc32c of its sections (a changed byte is named by
+// its layer, that layer's sections and their byte range), then the SHA-256 of bytes 128 .. end,
+// then every value finite, and throw stk::Error (STK_E_BAD_MAGIC, STK_E_CORRUPT, STK_E_CHECKSUM,
+// ...) naming the file, the layer and section, and the offset.  The file is opened without blocking (a FIFO is refused, never waited on).
 class CalibStats {
 public:
     // `before_digest` (may be empty): the caller's checks of the header's dimensions, run after

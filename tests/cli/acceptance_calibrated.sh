@@ -69,23 +69,16 @@ rc=0
 [ "$rc" -le 1 ] || { echo "FAIL: with --calibration: exit $rc"; cat "$tmp/with.err"; exit 1; }
 rows "$tmp/with.json" with
 
-# 3. Other statistics (one value changed, digest and header crc32c resealed: a valid file), and
-#    statistics for a data-free generation: refused before any row, exit 1, naming both digests.
-python3 - "$stats" "$tmp/other.stats" <<'PY'
-import hashlib, struct, sys
+# 3. Other statistics (one value changed, layer 0's crc32c, the digest and the header crc32c
+#    resealed: a valid file), and statistics for a data-free generation: refused before any row,
+#    exit 1, naming both digests.
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" python3 - "$stats" "$tmp/other.stats" <<'PY'
+import struct, sys
+from calib_stats_reference import reseal
 b = bytearray(open(sys.argv[1], "rb").read())
-L = struct.unpack_from("<I", b, 28)[0]
-at = 128 + 16 * L  # the first value of layer 0's first section
+at = 128 + 16 * struct.unpack_from("<I", b, 28)[0]  # the first value of layer 0's first section
 struct.pack_into("<d", b, at, struct.unpack_from("<d", b, at)[0] + 1.0)
-b[64:96] = hashlib.sha256(b[128:]).digest()
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for x in data:
-        c ^= x
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-    return c ^ 0xFFFFFFFF
-struct.pack_into("<I", b, 124, crc32c(bytes(b[:124])))
+reseal(b)  # layer 0's crc32c, the SHA-256, the header crc32c (tests/calib_stats_reference.py)
 open(sys.argv[2], "wb").write(b)
 PY
 rc=0

@@ -4,7 +4,8 @@
 # never waited on; a 64 GiB sparse file with a valid header (file_bytes = its size) is refused in
 # well under a second, whether its layer table describes fewer bytes or describes the whole file
 # with another model's d_model (checked before hashing: hashing 64 GiB took 597 s); a flipped
-# payload byte is reported as the digested range at offset 128, not at the digest field (64).
+# payload byte is reported at its layer (version 2's per-layer crc32c): the layer, its sections and
+# their byte range, never at the digest field (64); a version 1 file is refused: rerun calibrate.
 # Nothing is left behind.  `timeout` bounds each run: a hang or a full hash fails the test.
 # Usage: calibration_inputs.sh STK SOURCE_ROOT
 set -u
@@ -32,24 +33,18 @@ mkfifo "$tmp/fifo.stats"
 run fifo 5 "$tmp/fifo.stats: not a regular file (a FIFO (named pipe))" "$tmp/fifo.stats"
 
 # Headers written here from docs/format.md's layout (crc32c in Python), over 64 GiB sparse files.
-python3 - "$tmp" <<'PY' || { echo "SKIPPED: no 64 GiB sparse file here"; exit 77; }
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" python3 - "$tmp" <<'PY' || { echo "SKIPPED: no 64 GiB sparse file here"; exit 77; }
 import os, struct, sys
+from calib_stats_reference import crc32c
 tmp = sys.argv[1]
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for x in data:
-        c ^= x
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-    return c ^ 0xFFFFFFFF
 def write(name, n_layers, d_model, d_v, sections, size):
     h = bytearray(128)
     h[0:8] = b"STKCAL01"
-    struct.pack_into("<II", h, 8, 1, 0)
+    struct.pack_into("<II", h, 8, 2, 0)
     struct.pack_into("<4I", h, 28, n_layers, d_model, d_v, 0)
     struct.pack_into("<QQ", h, 48, 96, size)
     struct.pack_into("<I", h, 124, crc32c(bytes(h[:124])))
-    table = b"".join(struct.pack("<IIQ", s, 0, 0) for s in sections)
+    table = b"".join(struct.pack("<IIQ", s, 0, 0) for s in sections)  # layer crc32c 0: never reached
     with open(os.path.join(tmp, name), "wb") as f:
         f.write(h + table)
         f.truncate(size)
@@ -62,12 +57,25 @@ run huge 1 "offset 160: the header and layer table describe 160 bytes, the file 
 run wide 2 "d_model is 32768, this model's is 16" "$tmp/wide.stats"
 rm -f "$tmp/huge.stats" "$tmp/wide.stats"
 
-# A payload value flipped (header intact): the range, at offset 128.
+# A payload value flipped (header intact): named at its layer, with the layer's sections and
+# byte range (both layers of tiny-gpt2.stats hold the same sections: layer 1 is the second half).
 size=$(stat -c %s "$stats")
+layer1=$((size - (size - 160) / 2))
 python3 - "$stats" "$tmp/flipped.stats" <<'PY'
 import sys
 b = bytearray(open(sys.argv[1], "rb").read())
 b[len(b) - 3] ^= 0x10  # inside the last value of the last section
 open(sys.argv[2], "wb").write(b)
 PY
-run flipped 1 "offset 128: bytes 128..$size (the layer table and every layer's sections) do not match the SHA-256 the header records at offset 64" "$tmp/flipped.stats"
+run flipped 1 "flipped.stats: offset $layer1: layer 1: its sections (prf_pairs, attn_out, ffn), bytes \[$layer1, $size), have crc32c 0x[0-9a-f]*, but its layer table entry at offset 144 records 0x[0-9a-f]* (at offset 148)" "$tmp/flipped.stats"
+
+# A version 1 file (the version field set back, the header crc32c resealed): refused, rerun calibrate.
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$src/tests" python3 - "$stats" "$tmp/v1.stats" <<'PY'
+import struct, sys
+from calib_stats_reference import reseal_header
+b = bytearray(open(sys.argv[1], "rb").read())
+struct.pack_into("<I", b, 8, 1)
+reseal_header(b)
+open(sys.argv[2], "wb").write(b)
+PY
+run v1 1 "v1.stats: offset 8: calibration statistics version 1: made by an older \`stk calibrate\`.*rerun \`stk calibrate\` to write version 2" "$tmp/v1.stats"

@@ -20,23 +20,20 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import stk
-from stk import evaluation
+from stk import calibration, evaluation
 from conftest import SOURCE_ROOT, TINY, TINY_LLAMA  # `text`: conftest's prose
+from calib_stats_reference import crc32c as crc32c_ref  # tests/: bitwise, from CRC32C's definition
 PPQ = 16
-
-
-def crc32c_ref(data: bytes) -> int:
-    """Bitwise CRC32C (Castagnoli, reflected polynomial 0x82F63B78, init/xorout 0xFFFFFFFF)."""
-    c = 0xFFFFFFFF
-    for b in data:
-        c ^= b
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
-    return c ^ 0xFFFFFFFF
 
 
 def test_crc32c_check_value():
     assert crc32c_ref(b"123456789") == 0xE3069283
+    # the writer's crc32c (numpy over 4096-byte chunks from 16 KiB on), whole and continued
+    assert calibration.crc32c(b"123456789") == 0xE3069283
+    data = np.random.default_rng(7).integers(0, 256, 40001, dtype=np.uint8).tobytes()
+    want = crc32c_ref(data)
+    assert calibration.crc32c(data) == want
+    assert calibration.crc32c(data[17000:], calibration.crc32c(data[:17000])) == want
 
 
 def _triu(a):
@@ -151,8 +148,8 @@ def _read(path):
     layers = []
     at = 128 + 16 * L
     for li in range(L):
-        secs, r, pairs = struct.unpack_from("<IIQ", b, 128 + 16 * li)
-        out = dict(sections=secs, reserved=r, pairs=pairs)
+        secs, lcrc, pairs = struct.unpack_from("<IIQ", b, 128 + 16 * li)
+        out = dict(sections=secs, crc=lcrc, pairs=pairs, start=at)
 
         def take(n):
             nonlocal at
@@ -171,6 +168,7 @@ def _read(path):
             out["G"] = take(2 * d * (2 * d + 1) // 2)
             out["X"] = take(2 * d * d).reshape(2 * d, d)
             out["yy"] = take(d)
+        out["end"] = at
         layers.append(out)
     assert at == len(b)
     return b, hdr, layers
@@ -205,7 +203,7 @@ def test_moments_match_reference(tmp_path, text, family, ctx, request, monkeypat
     acc, tokens, (L, d, dv, npairs) = _reference(model, text, ctx, 3, family)
     b, hdr, layers = _read(out)
     # header, byte by byte
-    assert hdr["magic"] == b"STKCAL01" and hdr["version"] == 1 and hdr["flags"] == 0 and hdr["res"] == 0
+    assert hdr["magic"] == b"STKCAL01" and hdr["version"] == 2 and hdr["flags"] == 0 and hdr["res"] == 0
     assert hdr["res2"] == bytes(28)
     assert (hdr["crc"], hdr["low"]) == evaluation.model_digest(str(model))
     assert (hdr["L"], hdr["d"], hdr["dv"], hdr["npairs"]) == (L, d, dv, npairs)
@@ -216,7 +214,8 @@ def test_moments_match_reference(tmp_path, text, family, ctx, request, monkeypat
     assert hdr["hcrc"] == crc32c_ref(b[:124])
     want_secs = 0xB if family == "gpt2" else 0xF
     for li, (got, a) in enumerate(zip(layers, acc)):
-        assert got["sections"] == want_secs and got["reserved"] == 0
+        assert got["sections"] == want_secs
+        assert got["crc"] == crc32c_ref(b[got["start"]:got["end"]])  # version 2: the layer's section bytes
         assert got["pairs"] == a["np"]
         n, n_p = a["n"], a["np"]
         assert a["nf"] == n - 3  # 3 contexts, position 0 of each left out of the ffn moments

@@ -41,7 +41,9 @@ def read_stats(path):
     if data[:8] != b'STKCAL01':
         raise ValueError(f'{path}: not a calibration statistics file (magic at offset 0)')
     version, flags, low64, crc, L, d, dv, npairs, _, tokens, nbytes = struct.unpack_from('<IIQIIIIIIQQ', data, 8)
-    if version != 1 or nbytes != len(data):
+    if version == 1:
+        raise ValueError(f'{path}: calibration statistics version 1: made by an older `stk calibrate`; rerun it')
+    if version != 2 or nbytes != len(data):
         raise ValueError(f'{path}: version {version}, file_bytes {nbytes} for a file of {len(data)}')
     if hashlib.sha256(data[128:]).digest() != data[64:96]:
         raise ValueError(f'{path}: SHA-256 of bytes 128.. does not match the header')
