@@ -1112,7 +1112,17 @@ pub struct SeqParams {
     pub threads: u32,
     /// Prompt tokens computed together (GEMM); 0: 64.
     pub max_batch: u32,
+    /// Which `window` positions the state keeps: [`POLICY_WINDOW`] (the most recent),
+    /// [`POLICY_TOVA`], [`POLICY_H2O`], [`POLICY_TOVA_HEAD`] (stk.h `STK_SEQ_POLICY_*`).
+    pub policy: u32,
+    /// H2O: the most recent positions never evicted; 0: window / 2.
+    pub recent: u32,
 }
+
+pub const POLICY_WINDOW: u32 = 0;
+pub const POLICY_TOVA: u32 = 1;
+pub const POLICY_H2O: u32 = 2;
+pub const POLICY_TOVA_HEAD: u32 = 3;
 
 impl SeqParams {
     fn raw(&self) -> sys::stk_seq_params {
@@ -1122,6 +1132,8 @@ impl SeqParams {
             window: self.window,
             threads: self.threads,
             max_batch: self.max_batch,
+            policy: self.policy,
+            recent: self.recent,
         }
     }
 }
@@ -1185,6 +1197,19 @@ impl<'lm> Sequence<'lm> {
     pub fn reset(&mut self) -> Result<()> {
         // SAFETY: raw is open.
         check(unsafe { sys::stk_seq_reset(self.raw.as_ptr()) })
+    }
+
+    /// The positions layer `layer`'s state holds now (key/value head `kv_head`'s under
+    /// [`POLICY_TOVA_HEAD`]), ascending.
+    pub fn kept(&self, layer: u32, kv_head: u32) -> Result<Vec<u64>> {
+        let mut n = 0usize;
+        // SAFETY: raw is open; a NULL positions array with capacity 0 asks for the count.
+        check(unsafe { sys::stk_seq_kept(self.raw.as_ptr(), layer, kv_head, std::ptr::null_mut(), 0, &mut n) })?;
+        let mut out = vec![0u64; n];
+        // SAFETY: out holds n positions.
+        check(unsafe { sys::stk_seq_kept(self.raw.as_ptr(), layer, kv_head, out.as_mut_ptr(), n, &mut n) })?;
+        out.truncate(n);
+        Ok(out)
     }
 
     pub fn vocab(&self) -> usize {

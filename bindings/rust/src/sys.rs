@@ -723,6 +723,8 @@ pub struct stk_seq_params {
     pub window: u32,
     pub threads: u32,
     pub max_batch: u32,
+    pub policy: u32,
+    pub recent: u32,
 }
 
 #[repr(C)]
@@ -1010,6 +1012,14 @@ extern "C" {
     pub fn stk_seq_logits(seq: *const stk_seq, out: *mut *const f32, out_vocab: *mut usize, out_position: *mut u64)
         -> stk_status;
     pub fn stk_seq_reset(seq: *mut stk_seq) -> stk_status;
+    pub fn stk_seq_kept(
+        seq: *const stk_seq,
+        layer: u32,
+        kv_head: u32,
+        positions: *mut u64,
+        capacity: usize,
+        out_n: *mut usize,
+    ) -> stk_status;
     pub fn stk_seq_close(seq: *mut stk_seq);
 }
 
@@ -1036,6 +1046,6 @@ const _: () = {
     assert!(std::mem::size_of::<stk_array_file_info>() == 88);
     assert!(std::mem::size_of::<stk_lwt_header>() == 96);
     assert!(std::mem::size_of::<stk_refrun_info>() == 128);
-    assert!(std::mem::size_of::<stk_seq_params>() == 24);
+    assert!(std::mem::size_of::<stk_seq_params>() == 32);
     assert!(std::mem::size_of::<stk_lm_info>() == 72);
 };

@@ -3,7 +3,7 @@
 // tiny_gpt2.full.npy's [16, 261] logits).
 use std::path::{Path, PathBuf};
 
-use stk::{Lm, LmWeights, SeqParams, Sequence, Status};
+use stk::{Lm, LmWeights, SeqParams, Sequence, Status, POLICY_TOVA, POLICY_WINDOW};
 
 fn root() -> PathBuf {
     match std::env::var_os("STK_SOURCE_ROOT") {
@@ -57,7 +57,7 @@ fn tiny_gpt2_logits_match_transformers() {
     let v = info.vocab_size as usize;
     // The whole context in the window: the exact model; the prompt at once (GEMM) and token by token.
     for max_batch in [64u32, 1] {
-        let mut seq = Sequence::open(&lm, &SeqParams { sinks: 0, window: toks.len() as u32, threads: 2, max_batch }).unwrap();
+        let mut seq = Sequence::open(&lm, &SeqParams { sinks: 0, window: toks.len() as u32, threads: 2, max_batch, policy: POLICY_WINDOW, recent: 0 }).unwrap();
         let got = seq.feed_all(&toks).unwrap();
         let mut worst = 0f32;
         for t in 0..toks.len() {
@@ -81,12 +81,28 @@ fn tiny_gpt2_logits_match_transformers() {
 #[test]
 fn lm_refusals_carry_their_status() {
     let lm = Lm::open(root().join("bindings/testdata/tiny-gpt2"), LmWeights::F32).unwrap();
-    let e = Sequence::open(&lm, &SeqParams { sinks: 0, window: 0, threads: 1, max_batch: 1 }).err().unwrap();
+    let e = Sequence::open(&lm, &SeqParams { sinks: 0, window: 0, threads: 1, max_batch: 1, policy: POLICY_WINDOW, recent: 0 }).err().unwrap();
     assert_eq!(e.status(), Status::InvalidArgument);
-    let mut seq = Sequence::open(&lm, &SeqParams { sinks: 1, window: 4, threads: 1, max_batch: 4 }).unwrap();
+    let mut seq = Sequence::open(&lm, &SeqParams { sinks: 1, window: 4, threads: 1, max_batch: 4, policy: POLICY_WINDOW, recent: 0 }).unwrap();
     let e = seq.feed(&[261]).unwrap_err();
     assert_eq!(e.status(), Status::InvalidArgument);
     assert!(e.message().contains("vocabulary"), "{}", e.message());
     let e = Lm::open(root().join("no-such-model-dir"), LmWeights::F32).err().unwrap();
     assert_ne!(e.status(), Status::Ok);
+}
+
+#[test]
+fn lm_policy_keeps_sinks_and_newest() {
+    let lm = Lm::open(root().join("bindings/testdata/tiny-gpt2"), LmWeights::F32).unwrap();
+    for policy in [POLICY_WINDOW, POLICY_TOVA] {
+        let mut seq = Sequence::open(&lm, &SeqParams { sinks: 1, window: 4, threads: 1, max_batch: 4, policy, recent: 0 }).unwrap();
+        seq.feed(&[5, 17, 3, 99, 42, 7, 8, 150, 2, 60]).unwrap();
+        let kept = seq.kept(0, 0).unwrap();
+        assert_eq!(kept.len(), 5, "policy {policy}: {kept:?}");
+        assert_eq!(kept[0], 0);
+        assert_eq!(kept[4], 9);
+        if policy == POLICY_WINDOW {
+            assert_eq!(kept, vec![0, 6, 7, 8, 9]);
+        }
+    }
 }
