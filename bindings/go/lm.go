@@ -91,12 +91,23 @@ type SeqParams struct {
 	Window   uint32 // at least 1 (the query's own position)
 	Threads  uint32 // 0: 1
 	MaxBatch uint32 // prompt tokens computed together (GEMM); 0: 64
+	Policy   uint32 // which Window positions the state keeps: PolicyWindow (0, the most recent), PolicyTova, PolicyH2O, PolicyTovaHead
+	Recent   uint32 // PolicyH2O: the most recent positions never evicted; 0: Window / 2
 }
+
+// The retention policies of SeqParams.Policy (stk.h STK_SEQ_POLICY_*).
+const (
+	PolicyWindow   uint32 = C.STK_SEQ_POLICY_WINDOW
+	PolicyTova     uint32 = C.STK_SEQ_POLICY_TOVA
+	PolicyH2O      uint32 = C.STK_SEQ_POLICY_H2O
+	PolicyTovaHead uint32 = C.STK_SEQ_POLICY_TOVA_HEAD
+)
 
 func (p SeqParams) toC() C.stk_seq_params {
 	var c C.stk_seq_params
 	c.struct_size = C.size_t(unsafe.Sizeof(c))
 	c.sinks, c.window, c.threads, c.max_batch = C.uint32_t(p.Sinks), C.uint32_t(p.Window), C.uint32_t(p.Threads), C.uint32_t(p.MaxBatch)
+	c.policy, c.recent = C.uint32_t(p.Policy), C.uint32_t(p.Recent)
 	return c
 }
 
@@ -201,6 +212,28 @@ func (s *Sequence) Reset() error {
 		return err
 	}
 	return call(func() C.stk_status { return C.stk_seq_reset(s.raw) })
+}
+
+// Kept is the positions layer's state holds now (kvHead's under PolicyTovaHead), ascending.
+func (s *Sequence) Kept(layer, kvHead uint32) ([]uint64, error) {
+	if err := s.closed(); err != nil {
+		return nil, err
+	}
+	var n C.size_t
+	if err := call(func() C.stk_status { return C.stk_seq_kept(s.raw, C.uint32_t(layer), C.uint32_t(kvHead), nil, 0, &n) }); err != nil {
+		return nil, err
+	}
+	out := make([]uint64, int(n))
+	if n == 0 {
+		return out, nil
+	}
+	buf := (*C.uint64_t)(C.malloc(n * 8))
+	defer C.free(unsafe.Pointer(buf))
+	if err := call(func() C.stk_status { return C.stk_seq_kept(s.raw, C.uint32_t(layer), C.uint32_t(kvHead), buf, n, &n) }); err != nil {
+		return nil, err
+	}
+	copy(out, unsafe.Slice((*uint64)(unsafe.Pointer(buf)), int(n)))
+	return out[:int(n)], nil
 }
 
 // Vocab is the number of logits per token.

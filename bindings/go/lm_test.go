@@ -159,3 +159,31 @@ func TestLmTinyGPT2MatchesTransformers(t *testing.T) {
 		t.Fatalf("token 261: %v", err)
 	}
 }
+
+func TestLmPolicyKeepsSinksAndNewest(t *testing.T) {
+	lm, err := OpenLm(fixture(t), LmWeightsF32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lm.Close()
+	for _, policy := range []uint32{PolicyWindow, PolicyTova} {
+		seq, err := lm.OpenSequence(SeqParams{Sinks: 1, Window: 4, Threads: 1, MaxBatch: 4, Policy: policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := seq.Feed([]int32{5, 17, 3, 99, 42, 7, 8, 150, 2, 60}); err != nil {
+			t.Fatal(err)
+		}
+		kept, err := seq.Kept(0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(kept) != 5 || kept[0] != 0 || kept[4] != 9 {
+			t.Fatalf("policy %d: kept %v", policy, kept)
+		}
+		if policy == PolicyWindow && (kept[1] != 6 || kept[2] != 7 || kept[3] != 8) {
+			t.Fatalf("window: kept %v", kept)
+		}
+		seq.Close()
+	}
+}
