@@ -29,11 +29,8 @@
 #include "core/error.h"
 #include "kernels/linalg.h"
 #include "lm/forward.h"
-#include "lm/from_generation.h"
+#include "api/lm_open.h"
 #include "lm/weights.h"
-#include "publish/generations.h"
-#include "core/mapped_file.h"
-#include "format/manifest.h"
 
 using namespace stk;
 using Clock = std::chrono::steady_clock;
@@ -140,12 +137,10 @@ int main(int argc, char **argv) {
     o.window = argc > 8 ? uint32_t(std::atoi(argv[8])) : 252;
     o.threads = threads;
     try {
-        bool root = false;
-        const std::string dir = resolve_generation(path, nullptr, &root);
-        const bool generation = root || file_exists(dir + "/" + kManifestFileName);
+        bool generation = false;
         const auto t_open = Clock::now();
         std::unique_ptr<lm::WeightSource> w =
-            generation ? lm::open_generation_weights(dir) : lm::open_model_weights(path, width == "f32" ? lm::WDType::F32 : lm::WDType::BF16);
+            lm::open_weights(path, width == "f32" ? lm::WDType::F32 : lm::WDType::BF16, lm::WDType::F32, &generation);
         const double open_s = seconds_since(t_open);
         const ModelConfig &c = w->config();
         const std::string why = lm::unsupported(c);

@@ -5,12 +5,11 @@
 
 #include "core/abi.h"
 #include "core/error.h"
-#include "core/mapped_file.h"
 #include "format/manifest.h"
 #include "lm/forward.h"
+#include "api/lm_open.h"
 #include "lm/from_generation.h"
 #include "lm/weights.h"
-#include "publish/generations.h"
 #include "stk/stk.h"
 
 using namespace stk;
@@ -56,20 +55,10 @@ STK_API stk_status stk_lm_open(const char *path, uint32_t flags, stk_lm **out) {
         if (width > STK_LM_WEIGHTS_BF16 || (flags & ~0xffu) || (ffn != 0 && ffn != STK_LM_WEIGHTS_FFN_Q4_0 && ffn != STK_LM_WEIGHTS_FFN_Q8_0))
             throw_error(STK_E_INVALID_ARGUMENT, "stk_lm_open: flags 0x%x: not a weight width (STK_LM_WEIGHTS_*)", flags);
         auto m = std::make_unique<stk_lm>();
-        // A generations root (its CURRENT generation) or one generation directory: the faithful
-        // profile's arrays, verified as they are mapped, at the width they were written in (the
-        // flags choose the widths of a model read from its checkpoint only).
-        bool root = false;
-        const std::string dir = resolve_generation(path, nullptr, &root);
-        if (root || file_exists(dir + "/" + kManifestFileName)) {
-            if (ffn)
-                throw_error(STK_E_NOT_IMPLEMENTED, "%s: a faithful generation keeps the FFN width it was converted with; "
-                            "block-scaled FFN weights (flags 0x%x) apply to a model read from its checkpoint only", path, flags);
-            m->weights = lm::open_generation_weights(dir);
-        } else {
-            const lm::WDType ffn_t = ffn == STK_LM_WEIGHTS_FFN_Q4_0 ? lm::WDType::Q4_0 : ffn == STK_LM_WEIGHTS_FFN_Q8_0 ? lm::WDType::Q8_0 : lm::WDType::F32;
-            m->weights = lm::open_model_weights(path, width == STK_LM_WEIGHTS_BF16 ? lm::WDType::BF16 : lm::WDType::F32, ffn_t);
-        }
+        // A faithful generation (root or directory) at the widths it was written in, or a model
+        // read from its checkpoint at the flags' widths (lm/from_generation.h open_weights).
+        const lm::WDType ffn_t = ffn == STK_LM_WEIGHTS_FFN_Q4_0 ? lm::WDType::Q4_0 : ffn == STK_LM_WEIGHTS_FFN_Q8_0 ? lm::WDType::Q8_0 : lm::WDType::F32;
+        m->weights = lm::open_weights(path, width == STK_LM_WEIGHTS_BF16 ? lm::WDType::BF16 : lm::WDType::F32, ffn_t);
         const std::string why = lm::unsupported(m->weights->config());
         if (!why.empty()) throw_error(STK_E_NOT_IMPLEMENTED, "%s: %s", path, why.c_str());
         *out = m.release();
