@@ -56,7 +56,7 @@ STK_API stk_status stk_lm_open(const char *path, uint32_t flags, stk_lm **out) {
             throw_error(STK_E_INVALID_ARGUMENT, "stk_lm_open: flags 0x%x: not a weight width (STK_LM_WEIGHTS_*)", flags);
         auto m = std::make_unique<stk_lm>();
         // A faithful generation (root or directory) at the widths it was written in, or a model
-        // read from its checkpoint at the flags' widths (lm/from_generation.h open_weights).
+        // read from its checkpoint at the flags' widths (api/lm_open.h open_weights).
         const lm::WDType ffn_t = ffn == STK_LM_WEIGHTS_FFN_Q4_0 ? lm::WDType::Q4_0 : ffn == STK_LM_WEIGHTS_FFN_Q8_0 ? lm::WDType::Q8_0 : lm::WDType::F32;
         m->weights = lm::open_weights(path, width == STK_LM_WEIGHTS_BF16 ? lm::WDType::BF16 : lm::WDType::F32, ffn_t);
         const std::string why = lm::unsupported(m->weights->config());
