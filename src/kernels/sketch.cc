@@ -63,18 +63,18 @@ HWY_INLINE void ProductBlock(const float *HWY_RESTRICT w, size_t ld_w, size_t n,
     const D d;
     const size_t N = hn::Lanes(d);
     hn::Vec<D> acc[R][V];
-    for (size_t r = 0; r < R; r++)
-        for (size_t v = 0; v < V; v++) acc[r][v] = hn::Zero(d);
+    HWY_UNROLL(8) for (size_t r = 0; r < R; r++)
+        HWY_UNROLL(8) for (size_t v = 0; v < V; v++) acc[r][v] = hn::Zero(d);
     for (size_t j = 0; j < n; j++) {
         hn::Vec<D> xv[V];
-        for (size_t v = 0; v < V; v++) xv[v] = hn::LoadU(d, x + j * ld_x + v * N);
-        for (size_t r = 0; r < R; r++) {
+        HWY_UNROLL(8) for (size_t v = 0; v < V; v++) xv[v] = hn::LoadU(d, x + j * ld_x + v * N);
+        HWY_UNROLL(8) for (size_t r = 0; r < R; r++) {
             const hn::Vec<D> b = hn::Set(d, T(w[r * ld_w + j]));
-            for (size_t v = 0; v < V; v++) acc[r][v] = hn::MulAdd(b, xv[v], acc[r][v]);
+            HWY_UNROLL(8) for (size_t v = 0; v < V; v++) acc[r][v] = hn::MulAdd(b, xv[v], acc[r][v]);
         }
     }
-    for (size_t r = 0; r < R; r++)
-        for (size_t v = 0; v < V; v++) hn::StoreU(acc[r][v], d, y + r * ld_y + v * N);
+    HWY_UNROLL(8) for (size_t r = 0; r < R; r++)
+        HWY_UNROLL(8) for (size_t v = 0; v < V; v++) hn::StoreU(acc[r][v], d, y + r * ld_y + v * N);
 }
 
 // p[j, 0 .. V*N) += sum_r w[r, j] y[r, 0 .. V*N) for every j, r < R in order.
@@ -84,16 +84,16 @@ HWY_INLINE void TransposedBlock(const float *HWY_RESTRICT w, size_t ld_w, size_t
     const DF d;
     const size_t N = hn::Lanes(d);
     VF yv[R][V];
-    for (size_t r = 0; r < R; r++)
-        for (size_t v = 0; v < V; v++) yv[r][v] = hn::LoadU(d, y + r * ld_y + v * N);
+    HWY_UNROLL(8) for (size_t r = 0; r < R; r++)
+        HWY_UNROLL(8) for (size_t v = 0; v < V; v++) yv[r][v] = hn::LoadU(d, y + r * ld_y + v * N);
     for (size_t j = 0; j < n; j++) {
         VF a[V];
-        for (size_t v = 0; v < V; v++) a[v] = hn::LoadU(d, p + j * ld_p + v * N);
-        for (size_t r = 0; r < R; r++) {
+        HWY_UNROLL(8) for (size_t v = 0; v < V; v++) a[v] = hn::LoadU(d, p + j * ld_p + v * N);
+        HWY_UNROLL(8) for (size_t r = 0; r < R; r++) {
             const VF b = hn::Set(d, w[r * ld_w + j]);
-            for (size_t v = 0; v < V; v++) a[v] = hn::MulAdd(b, yv[r][v], a[v]);
+            HWY_UNROLL(8) for (size_t v = 0; v < V; v++) a[v] = hn::MulAdd(b, yv[r][v], a[v]);
         }
-        for (size_t v = 0; v < V; v++) hn::StoreU(a[v], d, p + j * ld_p + v * N);
+        HWY_UNROLL(8) for (size_t v = 0; v < V; v++) hn::StoreU(a[v], d, p + j * ld_p + v * N);
     }
 }
 
