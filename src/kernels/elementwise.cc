@@ -88,13 +88,13 @@ double SumSquaresImpl(const float *x, size_t n) {
     size_t j = 0;
     if (hn::Lanes(dd) == kL) {
         hn::Vec<decltype(dd)> acc[kV];
-        for (size_t v = 0; v < kV; v++) acc[v] = hn::Zero(dd);
+        HWY_UNROLL(8) for (size_t v = 0; v < kV; v++) acc[v] = hn::Zero(dd);
         for (; j + 8 <= n; j += 8)
-            for (size_t v = 0; v < kV; v++) {
+            HWY_UNROLL(8) for (size_t v = 0; v < kV; v++) {
                 auto e = hn::PromoteTo(dd, hn::LoadU(df, x + j + v * kL));
                 acc[v] = hn::Add(acc[v], hn::Mul(e, e));
             }
-        for (size_t v = 0; v < kV; v++) hn::StoreU(acc[v], dd, s + v * kL);
+        HWY_UNROLL(8) for (size_t v = 0; v < kV; v++) hn::StoreU(acc[v], dd, s + v * kL);
     }
     for (; j + 8 <= n; j += 8)
         for (size_t l = 0; l < 8; l++) {
