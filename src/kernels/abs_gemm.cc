@@ -23,38 +23,39 @@ void sgemm_block(uint64_t m, uint64_t n, uint64_t k, const float *A, uint64_t rs
                  1, const_cast<float *>(B), inc_t(rsb), 1, &beta, C, inc_t(rsc), 1, cntx, &rntm);
 }
 
-void pack_a_abs(const float *A, uint64_t lda, uint64_t m, uint64_t k0, uint64_t kc, float *out) {
-    for (uint64_t i = 0; i < m; i++) {
+// Rows [i0, i1) of |A[:, k0 .. k0 + kc)| into out (row stride kc).
+void pack_a_abs(const float *A, uint64_t lda, uint64_t i0, uint64_t i1, uint64_t k0, uint64_t kc, float *out) {
+    for (uint64_t i = i0; i < i1; i++) {
         const float *src = A + i * lda + k0;
         float *dst = out + i * kc;
         for (uint64_t k = 0; k < kc; k++) dst[k] = std::fabs(src[k]);
     }
 }
 
+// dst[j] = f(g[j], u[j]) for j < nc.
+template <class F>
+inline void pack_row(float *dst, const float *g, const float *u, uint64_t nc, F f) {
+    for (uint64_t j = 0; j < nc; j++) dst[j] = f(g[j], u[j]);
+}
+
 void pack_b(PackB op, const float *B, const float *B2, uint64_t ldb, uint64_t k0, uint64_t kc, uint64_t j0, uint64_t nc,
             float *out) {
     for (uint64_t k = 0; k < kc; k++) {
         const float *g = B + (k0 + k) * ldb + j0;
-        const float *u = B2 ? B2 + (k0 + k) * ldb + j0 : nullptr;
+        const float *u = B2 ? B2 + (k0 + k) * ldb + j0 : g;  // without B2, u is unused
         float *dst = out + k * nc;
         switch (op) {
             case PackB::Abs:
-                if (u)
-                    for (uint64_t j = 0; j < nc; j++) dst[j] = std::fabs(g[j]) * std::fabs(u[j]);
-                else
-                    for (uint64_t j = 0; j < nc; j++) dst[j] = std::fabs(g[j]);
+                if (B2) pack_row(dst, g, u, nc, [](float x, float y) { return std::fabs(x) * std::fabs(y); });
+                else pack_row(dst, g, u, nc, [](float x, float) { return std::fabs(x); });
                 break;
             case PackB::Pos:
-                if (u)
-                    for (uint64_t j = 0; j < nc; j++) dst[j] = (g[j] > 0.0f ? g[j] : 0.0f) * u[j];
-                else
-                    for (uint64_t j = 0; j < nc; j++) dst[j] = g[j] > 0.0f ? g[j] : 0.0f;
+                if (B2) pack_row(dst, g, u, nc, [](float x, float y) { return (x > 0.0f ? x : 0.0f) * y; });
+                else pack_row(dst, g, u, nc, [](float x, float) { return x > 0.0f ? x : 0.0f; });
                 break;
             case PackB::Neg:
-                if (u)
-                    for (uint64_t j = 0; j < nc; j++) dst[j] = (g[j] < 0.0f ? -g[j] : 0.0f) * -u[j];
-                else
-                    for (uint64_t j = 0; j < nc; j++) dst[j] = g[j] < 0.0f ? -g[j] : 0.0f;
+                if (B2) pack_row(dst, g, u, nc, [](float x, float y) { return (x < 0.0f ? -x : 0.0f) * -y; });
+                else pack_row(dst, g, u, nc, [](float x, float) { return x < 0.0f ? -x : 0.0f; });
                 break;
         }
     }
@@ -81,32 +82,36 @@ void abs_gemm(uint64_t m, uint64_t n, uint64_t k, PackA opa, const float *A, uin
               const float *B2, uint64_t ldb, float *C, uint64_t ldc, float *scratch, unsigned threads) {
     if (m == 0 || n == 0) return;
     const uint64_t n_blocks = (n + kGemmNB - 1) / kGemmNB;
-    const uint64_t per_thread = abs_gemm_scratch_floats(m);
-    for_column_blocks(n_blocks, threads, [&](uint64_t blk, unsigned t) {
-        const uint64_t j0 = blk * kGemmNB, nc = n - j0 < kGemmNB ? n - j0 : kGemmNB;
-        float *ap = scratch + t * per_thread;
-        float *bp = ap + m * kGemmKB;
-        if (k == 0) {
-            for (uint64_t i = 0; i < m; i++)
-                for (uint64_t j = 0; j < nc; j++) C[i * ldc + j0 + j] = 0.0f;
-            return;
+    if (k == 0) {
+        for (uint64_t i = 0; i < m; i++)
+            for (uint64_t j = 0; j < n; j++) C[i * ldc + j] = 0.0f;
+        return;
+    }
+    // The scratch: |A|'s depth block (m x KB), shared by every column block, then one B block per
+    // thread.  Depth blocks outermost, so A is read (and |A| packed) once per product instead of
+    // once per column block; each output block still gets its depth blocks in ascending order,
+    // from the same packed values, so C's bytes are those of any other order of the blocks.
+    float *ap = scratch;
+    float *bps = scratch + m * kGemmKB;
+    const unsigned t_rows = threads < m ? threads : unsigned(m);
+    for (uint64_t k0 = 0; k0 < k; k0 += kGemmKB) {
+        const uint64_t kc = k - k0 < kGemmKB ? k - k0 : kGemmKB;
+        const float *a = A + k0;
+        uint64_t rsa = lda;
+        if (opa == PackA::Abs) {
+            if (t_rows <= 1) pack_a_abs(A, lda, 0, m, k0, kc, ap);
+            else
+                run_workers(t_rows, [&](unsigned t) { pack_a_abs(A, lda, m * t / t_rows, m * (t + 1) / t_rows, k0, kc, ap); });
+            a = ap;
+            rsa = kc;
         }
-        for (uint64_t k0 = 0; k0 < k; k0 += kGemmKB) {
-            const uint64_t kc = k - k0 < kGemmKB ? k - k0 : kGemmKB;
+        for_column_blocks(n_blocks, threads, [&](uint64_t blk, unsigned t) {
+            const uint64_t j0 = blk * kGemmNB, nc = n - j0 < kGemmNB ? n - j0 : kGemmNB;
+            float *bp = bps + t * (kGemmKB * kGemmNB + 16);
             pack_b(opb, B, B2, ldb, k0, kc, j0, nc, bp);
-            const float *a;
-            uint64_t rsa;
-            if (opa == PackA::Abs) {
-                pack_a_abs(A, lda, m, k0, kc, ap);
-                a = ap;
-                rsa = kc;
-            } else {
-                a = A + k0;
-                rsa = lda;
-            }
             sgemm_block(m, nc, kc, a, rsa, bp, nc, k0 == 0 ? 0.0f : 1.0f, C + j0, ldc);
-        }
-    });
+        });
+    }
 }
 
 void plain_sgemm(uint64_t m, uint64_t n, uint64_t k, const float *A, uint64_t lda, const float *B, uint64_t ldb, float *C,
