@@ -1,6 +1,8 @@
 // core: checksums against published vectors, checked arithmetic, arena bounds, PRNG.
 #include "test_util.h"
 
+#include <vector>
+
 #include "core/arena.h"
 #include "core/checked.h"
 #include "core/checksum.h"
@@ -76,10 +78,32 @@ static void escape_bytes_quotes_input(void **) {
     assert_string_equal(escape_bytes("ab\xe2\x96\x81", 3).c_str(), "ab\\xe2...");  // a sequence cut by the bound
 }
 
+// payload_sums with a window: the same sums as without, and done() told every byte once, in order,
+// in pieces of at least the window (the last may be shorter).
+static void payload_sums_windows(void **) {
+    std::vector<uint8_t> b(3 * 256 * 1024 + 1000);
+    for (size_t i = 0; i < b.size(); i++) b[i] = uint8_t(i * 131 + (i >> 9));
+    const PayloadSums whole = payload_sums(b.data(), b.size());
+    for (size_t window : {size_t(1), size_t(256 * 1024), size_t(600 * 1024), size_t(1) << 30}) {
+        size_t next = 0, calls = 0;
+        PayloadSums s = payload_sums(b.data(), b.size(), window, [&](size_t off, size_t len) {
+            assert_int_equal(off, next);
+            assert_true(len >= window || off + len == b.size());
+            next = off + len;
+            calls++;
+        });
+        assert_int_equal(s.crc32c, whole.crc32c);
+        assert_true(s.sha256_low64 == whole.sha256_low64);
+        assert_int_equal(next, b.size());
+        assert_int_equal(calls, window == 1 ? 4u : window == 256 * 1024 ? 4u : window == 600 * 1024 ? 2u : 1u);
+    }
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(crc32c_known_vectors), cmocka_unit_test(sha256_known_vectors), cmocka_unit_test(checked_arithmetic),
         cmocka_unit_test(arena_bounds),         cmocka_unit_test(splitmix64_reference), cmocka_unit_test(escape_bytes_quotes_input),
+        cmocka_unit_test(payload_sums_windows),
     };
     return cmocka_run_group_tests_name("core", tests, nullptr, nullptr);
 }

@@ -54,16 +54,23 @@ Sha256Digest sha256(const void *data, size_t len) {
     return h.finish();
 }
 
-PayloadSums payload_sums(const void *data, size_t len) {
+PayloadSums payload_sums(const void *data, size_t len) { return payload_sums(data, len, len, {}); }
+
+PayloadSums payload_sums(const void *data, size_t len, size_t window, const std::function<void(size_t, size_t)> &done) {
     // 256 KiB blocks: each block is CRC'd and hashed while it is still in L2.
     const size_t block = 256 * 1024;
     Sha256 h;
     uint32_t crc = 0;
     auto *p = static_cast<const uint8_t *>(data);
+    size_t told = 0;
     for (size_t off = 0; off < len; off += block) {
         size_t n = len - off < block ? len - off : block;
         crc = crc32c(p + off, n, crc);
         h.update(p + off, n);
+        if (done && (off + n - told >= window || off + n == len)) {
+            done(told, off + n - told);
+            told = off + n;
+        }
     }
     return {crc, h.finish().low64()};
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <cstdint>
 
 namespace stk {
@@ -42,5 +43,8 @@ struct PayloadSums {
     uint64_t sha256_low64;
 };
 PayloadSums payload_sums(const void *data, size_t len);
+// The same sums; after each `window` bytes (and at the end) done(offset, length) is told which
+// bytes the sums no longer need (a verifier hands those pages of a mapping back).
+PayloadSums payload_sums(const void *data, size_t len, size_t window, const std::function<void(size_t, size_t)> &done);
 
 }  // namespace stk

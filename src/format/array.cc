@@ -105,8 +105,11 @@ ArrayHeader decode_array_header(const uint8_t *p, uint64_t size, const std::stri
     return h;
 }
 
-void verify_array_payload(const ArrayHeader &h, const uint8_t *payload, const std::string &file) {
-    PayloadSums s = payload_sums(payload, size_t(h.byte_len));
+void verify_array_payload(const ArrayHeader &h, const uint8_t *payload, const std::string &file, const MappedFile *mapping) {
+    const uint64_t base = mapping ? uint64_t(payload - mapping->data()) : 0;
+    PayloadSums s = mapping ? payload_sums(payload, size_t(h.byte_len), size_t(64) << 20,
+                                           [&](size_t off, size_t len) { mapping->dont_need(base + off, len); })
+                            : payload_sums(payload, size_t(h.byte_len));
     if (s.crc32c != h.crc32c)
         throw_at(STK_E_CHECKSUM, file, kArrayHeaderSize,
                  "payload bytes %zu..%llu: crc32c 0x%08x, header says 0x%08x (one checksum covers the whole payload: "

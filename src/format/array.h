@@ -74,8 +74,11 @@ private:
 };
 
 // Verify payload checksums of a decoded header against bytes; throws STK_E_CHECKSUM naming the
-// file and the field's offset.
-void verify_array_payload(const ArrayHeader &h, const uint8_t *payload, const std::string &file);
+// file and the field's offset.  With `mapping` (the file the payload lies in, mapped read-only),
+// the pages already summed go back to the kernel 64 MiB at a time (the page cache keeps them): a
+// verifier's resident set holds a window of each array, not the whole of it.
+void verify_array_payload(const ArrayHeader &h, const uint8_t *payload, const std::string &file,
+                          const MappedFile *mapping = nullptr);
 
 // Payload bytes of an array: prod(dims) * dtype size, checked (STK_E_BAD_DTYPE, STK_E_BAD_RANK,
 // overflow), `what` naming it in the message.  The writers and the dry-run planner use it.

@@ -63,7 +63,7 @@ void verify_one(const std::string &out_dir, const ManifestArray &e, Failure &f) 
         if (h.flags != e.flags) differ(kHdrFlags, STK_E_BAD_HEADER, "flags", h.flags, e.flags);
         if (h.crc32c != e.crc32c) differ(kHdrCrc, STK_E_CHECKSUM, "crc32c", h.crc32c, e.crc32c);
         if (h.sha256_low64 != e.sha256_low64) differ(kHdrSha, STK_E_CHECKSUM, "sha256_low64", h.sha256_low64, e.sha256_low64);
-        verify_array_payload(h, m.data() + kArrayHeaderSize, path);
+        verify_array_payload(h, m.data() + kArrayHeaderSize, path, &m);
     } catch (const Error &err) {
         f.status = err.status();
         f.message = err.what();
