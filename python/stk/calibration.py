@@ -221,7 +221,7 @@ def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: Optional[int] 
     if reference not in REFERENCES:
         raise ValueError(f"--reference {reference}: one of {', '.join(REFERENCES)}")
     if reference == "transformers":
-        missing = need_torch("calibrate --reference transformers")
+        missing = need_torch("calibrate")
         if missing:
             raise ModuleNotFoundError(missing)
     if ctx is not None and ctx <= ffn_from_position:
@@ -281,7 +281,7 @@ def _moments_library(model: str, texts: Sequence[str], ctx: Optional[int], conte
     from .lm import LanguageModel, Tokenizer
 
     tok = Tokenizer(os.fspath(model))
-    ctx = evaluation.ctx_within(ctx, evaluation.library_positions(os.fspath(model)))
+    ctx = evaluation.ctx_within(ctx, evaluation.model_positions(os.fspath(model)))
     if ctx <= ffn_from_position:
         raise ValueError(f"--ctx {ctx}: at least {ffn_from_position + 1} tokens")
     lm = LanguageModel(os.fspath(model))
@@ -735,7 +735,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     a = p.parse_args(argv)
     if a.reference == "transformers":
-        missing = need_torch("calibrate --reference transformers")
+        missing = need_torch("calibrate")
         if missing:
             print(f"stk calibrate: {missing}", file=sys.stderr)
             return 1

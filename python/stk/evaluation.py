@@ -234,6 +234,26 @@ def library_positions(model: str) -> Optional[tuple[int, str]]:
     return (n, "max_positions as stk inspect reads it") if n > 0 else None
 
 
+def model_positions(model: str) -> Optional[tuple[int, str]]:
+    """The model's position limit without transformers: an HF directory's config.json field (the
+    names resolve_ctx reads, so the refusals say the same), else stk's reading (library_positions)."""
+    cfg_path = os.path.join(os.fspath(model), "config.json")
+    if os.path.isfile(cfg_path):
+        try:
+            with open(cfg_path, encoding="utf-8") as f:
+                cfg = json.load(f)
+        except (OSError, ValueError):
+            cfg = None
+        for c in (cfg, cfg.get("text_config") if isinstance(cfg, dict) else None):
+            if not isinstance(c, dict):
+                continue
+            for name in _POSITION_FIELDS:
+                v = c.get(name)
+                if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                    return v, f"{name} in its config"
+    return library_positions(model)
+
+
 def ctx_within(ctx: Optional[int], limit: Optional[tuple[int, str]]) -> int:
     """resolve_ctx against a known limit: (positions, where they were read)."""
     if ctx is None:
@@ -901,7 +921,7 @@ def _evaluate_library(model: str, gen_obj: Optional[Generation], texts: Sequence
         _check_digest(model, gen_obj)
     t0 = time.monotonic()
     tok = Tokenizer(os.fspath(model))
-    ctx = ctx_within(ctx, library_positions(os.fspath(model)))
+    ctx = ctx_within(ctx, model_positions(os.fspath(model)))
     lm = LanguageModel(os.fspath(model))
     plan = _plan(swaps, lm.n_layers)
     _check_plan(plan)
