@@ -586,7 +586,7 @@ def _moments_transformers(model: str, texts: Sequence[str], ctx: Optional[int], 
 
 def _np(a: Any) -> np.ndarray:
     """A float64 sum as numpy (torch's tensors on the transformers path)."""
-    return a if isinstance(a, np.ndarray) else a.numpy()
+    return a if isinstance(a, np.ndarray) else np.asarray(a.numpy())
 
 
 def _write(model: str, out: str, mo: _Moments, pairs_per_query: int, reference: str, t0: float) -> dict[str, Any]:

@@ -916,7 +916,7 @@ def _evaluate_library(model: str, gen_obj: Optional[Generation], texts: Sequence
     transformers; --isolated measures them in the original run without overwriting."""
     from .lm import LanguageModel, Tokenizer
 
-    rt = None
+    rt: Any = None
     if gen_obj is not None:
         _check_digest(model, gen_obj)
     t0 = time.monotonic()
@@ -1046,7 +1046,7 @@ def _report(model: str, gen_obj: Optional[Generation], texts: Sequence[str], ctx
 
 def _evaluate(model: str, gen_obj: Optional[Generation], texts: Sequence[str], swaps: list[Swap], ctx: Optional[int],
               contexts: int, zero: bool, threads: int, sinks: int, window: int, isolated: bool,
-              progress: bool | Callable[[int, int], None], needs_gen: bool) -> dict[str, Any]:
+              progress: bool | Callable[[int, int], None], needs_gen: bool) -> Report:
     import torch
 
     rt = None

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Callable, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, Optional, Union
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -105,7 +105,7 @@ class Sequence(_Handle):
         _raise(_c.stk_seq_arena_size(lm._h, ctypes.byref(p), ctypes.byref(n)))
         self._arena = np.zeros(max(n.value, 8) // 8 + 1, dtype=np.float64)
         self._h = ctypes.c_void_p()
-        self._probe_cb = None
+        self._probe_cb: Any = None  # the ctypes callback (kept alive while the C side holds it)
         self._probe_error: list[BaseException] = []  # what the probe raised during the last feed
         _raise(_c.stk_seq_open(lm._h, ctypes.byref(p), ctypes.c_void_p(self._arena.ctypes.data), self._arena.nbytes,
                                ctypes.byref(self._h)))
