@@ -1180,8 +1180,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         r = evaluate(a.model, a.gen, a.text, ctx=a.ctx, contexts=a.contexts, swap=a.swap, zero=a.zero,
                      threads=a.threads, sinks=a.sinks, window=a.window, isolated=a.isolated, progress=True,
                      reference=a.reference)
-        if getattr(r, "note", None):
-            print(f"stk eval: {r.note}", file=sys.stderr)
+        note = getattr(r, "note", None)
+        if note:
+            print(f"stk eval: {note}", file=sys.stderr)
     except ModuleNotFoundError as e:  # need_torch's sentence: a path that needs torch, without it
         print(f"stk eval: {e}", file=sys.stderr)
         return 1
