@@ -1191,6 +1191,62 @@ STK_API stk_status stk_seq_kept(const stk_seq *seq, uint32_t layer, uint32_t kv_
                                 size_t *out_n);
 STK_API void stk_seq_close(stk_seq *seq);
 
+/* -- Probes (issue 38; experimental; docs/decisions.md "Probes"): a callback the forward calls at
+ * fixed points of every layer for every chunk of tokens it computes (a feed splits into chunks of
+ * max_batch), with the chunk's activations as f32 [n_tokens, width], row-major, token i at
+ * position `position + i`.  For `stk calibrate` (the moments) and `stk eval` (a swap overwrites
+ * the data at a writable point and the forward continues with it).  The callback runs on the
+ * thread that called stk_seq_feed, between the forward's parallel phases, in layer order and, in a
+ * layer, in the order of the points below; it must not call stk_seq_feed / reset / close on the
+ * same sequence (stk_seq_attn_project is allowed).  It returns 0 to go on; anything else stops
+ * the feed with STK_E_CANCELLED, the sequence's state then half-written: reset it.  Without a
+ * probe (or with points 0) the forward computes exactly what it computes without this call.  No
+ * allocation: `data` points into the sequence's arena and is valid during the call only. */
+#  define STK_PROBE_ATTN_IN 0u   /* the attention's input: after the layer's input norm [n, d_model] */
+#  define STK_PROBE_Q_PRE 1u     /* the queries after their projection (and q norm), before RoPE [n, n_heads * head_width] */
+#  define STK_PROBE_K_PRE 2u     /* the keys, likewise [n, n_kv_heads * head_width] */
+#  define STK_PROBE_Q 3u         /* the queries after RoPE: what the scores read */
+#  define STK_PROBE_K 4u         /* the keys after RoPE: what the state holds */
+#  define STK_PROBE_V 5u         /* the values [n, n_kv_heads * head_width] */
+#  define STK_PROBE_ATTN_OUT 6u  /* the heads' outputs concatenated, W_O's input [n, n_heads * head_width]; writable */
+#  define STK_PROBE_ATTN_PROJ 7u /* W_O's output (+ its bias), before any post-attention norm and the residual add [n, d_model]; writable */
+#  define STK_PROBE_FFN_IN 8u    /* the FFN's input: after its norm (MoE: the router's input) [n, d_model] */
+#  define STK_PROBE_FFN_OUT 9u   /* the FFN's output (MoE: every expert summed), before any post-FFN norm and the residual add [n, d_model]; writable */
+#  define STK_PROBE_POINTS 10u
+#  define STK_PROBE_ALL 0x3ffu   /* every point: the mask of stk_seq_set_probe */
+
+/* stk_probe_data.flags */
+#  define STK_PROBE_LAYER_MOE 0x1u         /* the layer's FFN is a mixture of experts */
+#  define STK_PROBE_LAYER_SLIDING 0x2u     /* the layer has the model's own sliding window */
+#  define STK_PROBE_ROPE_INTERLEAVED 0x4u  /* RoPE rotates (2f, 2f+1) pairs, not rotate_half's (f, f + rot/2) */
+
+typedef struct stk_probe_data {
+    size_t struct_size; /* sizeof(stk_probe_data) as the library writes it (later fields appended) */
+    uint32_t layer;
+    uint32_t point;     /* STK_PROBE_* */
+    uint64_t position;  /* of the chunk's first token */
+    uint64_t n_tokens;
+    uint64_t width;     /* floats per token (heads * head_width at the per-head points) */
+    float *data;        /* [n_tokens, width] */
+    uint32_t writable;  /* 1 at ATTN_OUT, ATTN_PROJ and FFN_OUT: what the callback leaves there goes on */
+    uint32_t flags;     /* STK_PROBE_LAYER_* / STK_PROBE_ROPE_* */
+    uint32_t heads;     /* Q*: n_heads; K*, V: key/value heads; ATTN_OUT: n_heads; else 1 */
+    uint32_t head_width;/* width / heads */
+    uint32_t rot_offset;/* Q* / K*: the first element of each head the rotation reads (MLA: its nope width) */
+    uint32_t rot_pairs; /* Q* / K*: pairs rotated per head (0: no RoPE) */
+} stk_probe_data;
+
+typedef int (*stk_probe_fn)(void *user, const stk_probe_data *d);
+
+/* Register `fn` (NULL: none) at the points of `points` (a mask, bit STK_PROBE_x for point x;
+ * STK_PROBE_ALL); replaces any earlier probe.  STK_E_INVALID_ARGUMENT for bits past the last
+ * point. */
+STK_API stk_status stk_seq_set_probe(stk_seq *seq, uint32_t points, stk_probe_fn fn, void *user);
+/* y[n, d_model] = W_O x + its bias for layer `layer`'s attention (x [n, n_heads * head_width],
+ * the width of STK_PROBE_ATTN_OUT), as the forward computes it: what a callback needs to measure a
+ * swap made at ATTN_OUT against the block's own output.  Callable from inside the probe. */
+STK_API stk_status stk_seq_attn_project(stk_seq *seq, uint32_t layer, const float *x, uint64_t n, float *y);
+
 
 #endif /* STK_EXPERIMENTAL */
 

@@ -198,6 +198,20 @@ class LmInfo(ctypes.Structure):
                 ("n_heads", c_uint32), ("n_kv_heads", c_uint32), ("head_dim", c_uint32), ("model_type", c_char * 32)]
 
 
+# stk.h's probes (stk_seq_set_probe): the data a callback receives.
+class ProbeData(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("layer", c_uint32), ("point", c_uint32), ("position", c_uint64),
+                ("n_tokens", c_uint64), ("width", c_uint64), ("data", POINTER(c_float)), ("writable", c_uint32),
+                ("flags", c_uint32), ("heads", c_uint32), ("head_width", c_uint32), ("rot_offset", c_uint32),
+                ("rot_pairs", c_uint32)]
+
+
+PROBE_FN = ctypes.CFUNCTYPE(ctypes.c_int, c_void_p, POINTER(ProbeData))
+# STK_PROBE_*: the points, by name, in the forward's order within a layer.
+STK_PROBE_POINTS = ("attn_in", "q_pre", "k_pre", "q", "k", "v", "attn_out", "attn_proj", "ffn_in", "ffn_out")
+STK_PROBE_LAYER_MOE, STK_PROBE_LAYER_SLIDING, STK_PROBE_ROPE_INTERLEAVED = 0x1, 0x2, 0x4
+
+
 # stk.h's tokenizers (stk_tokenizer_*): the model's own encoder, for stk.lm.Tokenizer.
 class TokenizerParams(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("path", c_char_p), ("kind", c_uint32), ("l_tok", c_uint32)]
@@ -224,6 +238,8 @@ def _declare_lm(lib: ctypes.CDLL) -> None:
         "stk_seq_reset": (st, [vp]),
         "stk_seq_close": (None, [vp]),
         "stk_seq_kept": (st, [vp, c_uint32, c_uint32, POINTER(c_uint64), sz, POINTER(c_size_t)]),
+        "stk_seq_set_probe": (st, [vp, c_uint32, PROBE_FN, vp]),
+        "stk_seq_attn_project": (st, [vp, c_uint32, vp, c_uint64, vp]),
         "stk_tokenizer_open": (st, [POINTER(TokenizerParams), POINTER(c_void_p)]),
         "stk_tokenizer_close": (None, [vp]),
         "stk_tokenizer_encode": (st, [vp, c_char_p, sz, c_uint32, POINTER(POINTER(c_uint32)), POINTER(c_size_t)]),

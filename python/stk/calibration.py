@@ -1,9 +1,13 @@
 """``stk calibrate``: activation statistics of a model on the user's text, as llama.cpp's
 ``llama-imatrix`` gathers them, for ``stk convert --calibration STATS``.
 
-The model runs as transformers runs it (float32, eager attention, the loading and the contexts of
-``stk eval``); forward hooks on transformers' own modules read, at every layer, the inputs and
-outputs the calibrated fits need and accumulate their moments in float64.  The file they go into
+The model runs on the library's own forward (``stk.lm``, float32, full attention: transformers'
+float32 forward within 1e-4 on every logit, docs/fidelity.md "The LM runtime"), tokenized by the
+model's own tokenizer through the library; a probe (``stk_seq_set_probe``) reads, at every layer,
+the inputs and outputs the calibrated fits need, and numpy accumulates their moments in float64.
+``--reference transformers`` runs the model as transformers runs it instead (float32, eager
+attention, the loading and the contexts of ``stk eval``), forward hooks on its own modules reading
+the same activations: the cross-check, and the path for families the library's forward refuses.  The file they go into
 (docs/format.md, "Calibration statistics"; src/format/calib_stats.h) holds means, not sums:
 
 - ``ffn`` (dense MLPs): x the MLP module's input, y its output, z = [relu(x); relu(-x)];
@@ -19,7 +23,8 @@ outputs the calibrated fits need and accumulate their moments in float64.  The f
   (x_t o x_s)^T] (packed upper), b = E[(x_t o x_s) l], E[l], E[l^2].
 
 A section a family cannot give is left out (its bit clear) and the command says which and why.
-torch and transformers are needed here only (``pip install .[eval]``), never by the library.
+numpy is the default path's only Python dependency; torch and transformers are needed by
+``--reference transformers`` only (``pip install .[eval]``), never by the library.
 """
 from __future__ import annotations
 
@@ -36,7 +41,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from .errors import StkError
-from .evaluation import need_torch
+from .evaluation import REFERENCES, need_torch
 
 MAGIC = b"STKCAL01"
 VERSION = 2  # 1: no per-layer crc32c (the reader refuses it: rerun stk calibrate)
@@ -202,16 +207,23 @@ def check_out(out: str | os.PathLike[str]) -> None:
 
 def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: Optional[int] = None, contexts: int = 8,
               pairs_per_query: int = 16, progress: bool | Callable[[int, int], None] = True,
-              ffn_from_position: int = FFN_FROM_POSITION) -> dict[str, Any]:
+              ffn_from_position: int = FFN_FROM_POSITION, reference: Optional[str] = None,
+              threads: int = 0) -> dict[str, Any]:
     """Run ``model`` on ``texts`` and write the statistics file ``out``; returns the report (the
     fields of ``stk calibrate --json``, docs/cli.md).  ``ctx`` None: 512, or the model's positions
     when it has fewer.  ``ffn_from_position``: the first position of each context the ffn moments
-    read (1, docs/decisions.md "Calibrated fits"; 0 only to measure what the old fit did)."""
-    from .evaluation import _load, check_model_path, contexts_of, model_digest, need_torch, read_text, resolve_ctx
+    read (1, docs/decisions.md "Calibrated fits"; 0 only to measure what the old fit did).
+    ``reference``: what runs the model, the library's forward ("stk", the default) or
+    transformers' ("transformers", needs torch).  ``threads``: the library's (0: every core)."""
+    from .evaluation import check_model_path, model_digest, read_text
 
-    missing = need_torch("calibrate")
-    if missing:
-        raise ModuleNotFoundError(missing)
+    reference = reference or "stk"
+    if reference not in REFERENCES:
+        raise ValueError(f"--reference {reference}: one of {', '.join(REFERENCES)}")
+    if reference == "transformers":
+        missing = need_torch("calibrate")
+        if missing:
+            raise ModuleNotFoundError(missing)
     if ctx is not None and ctx <= ffn_from_position:
         raise ValueError(f"--ctx {ctx}: at least {ffn_from_position + 1} tokens (the ffn moments read positions "
                          f"{ffn_from_position}.. of each context)")
@@ -226,9 +238,149 @@ def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: Optional[int] 
         read_text(t)
     check_model_path(model)
     check_out(out)
+    t0 = time.monotonic()
+    if reference == "transformers":
+        mo = _moments_transformers(model, texts, ctx, contexts, pairs_per_query, progress, ffn_from_position)
+    else:
+        mo = _moments_library(model, texts, ctx, contexts, pairs_per_query, progress, ffn_from_position, threads)
+    return _write(model, out, mo, pairs_per_query, reference, t0)
+
+
+class _Moments:
+    """What a forward gathered: the accumulators per layer and the model's shape."""
+
+    def __init__(self, accs: list[_Layer], want: list[int], notes: list[str], n_layers: int, d_model: int, d_v: int,
+                 n_pairs: int, tokens: int, n_contexts: int, ctx: int, layer_path: str) -> None:
+        self.accs, self.want, self.notes = accs, want, notes
+        self.n_layers, self.d_model, self.d_v, self.n_pairs = n_layers, d_model, d_v, n_pairs
+        self.tokens, self.n_contexts, self.ctx, self.layer_path = tokens, n_contexts, ctx, layer_path
+
+
+def _contexts_bar(progress: bool | Callable[[int, int], None], total: int) -> tuple[Any, Callable[[int], None]]:
+    bar = None
+    if progress is True:
+        try:
+            from tqdm import tqdm
+            bar = tqdm(total=total, unit="context", desc="stk calibrate", file=sys.stderr)
+        except ImportError:
+            bar = None
+
+    def step(done: int) -> None:
+        if bar is not None:
+            bar.update(1)
+        elif callable(progress):
+            progress(done, total)
+    return bar, step
+
+
+def _moments_library(model: str, texts: Sequence[str], ctx: Optional[int], contexts: int, pairs_per_query: int,
+                     progress: bool | Callable[[int, int], None], ffn_from_position: int, threads: int) -> _Moments:
+    """The moments from the library's forward (stk.lm at full attention, one chunk a context),
+    read through a probe: numpy only."""
+    from . import evaluation
+    from .lm import LanguageModel, Tokenizer
+
+    tok = Tokenizer(os.fspath(model))
+    ctx = evaluation.ctx_within(ctx, evaluation.model_positions(os.fspath(model)))
+    if ctx <= ffn_from_position:
+        raise ValueError(f"--ctx {ctx}: at least {ffn_from_position + 1} tokens")
+    lm = LanguageModel(os.fspath(model))
+    n_layers, d_model, h = lm.n_layers, lm.d_model, lm.n_heads
+    model_type = lm.model_type
+    seq = lm.sequence(sinks=0, window=ctx, threads=threads or os.cpu_count() or 1, max_batch=ctx)
+    accs = [_Layer() for _ in range(n_layers)]
+    want = [PRF_PAIRS | ATTN_OUT | ROPE_PAIRS | FFN] * n_layers
+    notes: list[str] = []
+    shape = {"d_v": 0, "n_pairs": 0}
+    held: dict[str, np.ndarray] = {}  # this layer's points read so far
+    pairs: list[np.ndarray] = []      # this context's (t, s)
+
+    def probe(p: Any) -> None:
+        li, a = p.layer, accs[p.layer]
+        if p.point in ("attn_in", "q_pre", "q", "ffn_in"):
+            held[p.point] = np.array(p.data, dtype=np.float64)
+            if p.point == "q_pre":
+                held["heads"] = np.array([p.heads, p.head_width, p.rot_offset, p.rot_pairs, p.interleaved])
+        elif p.point == "k_pre" and want[li] & ROPE_PAIRS:
+            heads, hd, off, npairs, inter = (int(v) for v in held["heads"])
+            why = ""
+            if model_type in _INTERLEAVED_ROPE:
+                why = _INTERLEAVED_ROPE[model_type]
+            elif npairs == 0:
+                why = f"{model_type} has no rotary position embedding"
+            elif inter or off:
+                why = f"{model_type} rotates interleaved pairs (2f, 2f+1) or a part apart from the heads"
+            if why:
+                want[li] &= ~ROPE_PAIRS
+                notes.append(f"layer {li}: rope_pairs left out: {why}")
+                return
+            t = p.data.shape[0]
+            q = held["q_pre"].reshape(t, heads, hd)
+            k = np.repeat(np.asarray(p.data, dtype=np.float64).reshape(t, p.heads, hd), heads // p.heads, axis=1)
+            qn = np.sqrt(q[..., :npairs] ** 2 + q[..., npairs:2 * npairs] ** 2)
+            kn = np.sqrt(k[..., :npairs] ** 2 + k[..., npairs:2 * npairs] ** 2)
+            a.rope = _add(a.rope, (qn * kn).sum((0, 1)))
+            a.rope_n += t
+            shape["n_pairs"] = npairs
+        elif p.point == "k":
+            # the logits of the (t, s) pairs: mean over heads of q_h(t).k_h(s) / sqrt(head_dim)
+            ts, ss = pairs
+            t = p.data.shape[0]
+            hd = p.head_width
+            q = held["q"].reshape(t, h, hd)
+            k = np.repeat(np.asarray(p.data, dtype=np.float64).reshape(t, p.heads, hd), h // p.heads, axis=1)
+            lg = np.einsum("phd,phd->p", q[ts], k[ss]) / h / math.sqrt(hd)
+            x = held["attn_in"]
+            pp = x[ts] * x[ss]
+            a.prf_m = _add(a.prf_m, pp.T @ pp)
+            a.prf_b = _add(a.prf_b, pp.T @ lg)
+            a.prf_l[0] += float(lg.sum())
+            a.prf_l[1] += float((lg * lg).sum())
+            a.prf_n += int(ts.shape[0])
+        elif p.point == "attn_out":
+            o = np.asarray(p.data, dtype=np.float64)
+            a.attn_c = _add(a.attn_c, o.T @ o)
+            a.attn_n += o.shape[0]
+            shape["d_v"] = o.shape[1]
+        elif p.point == "ffn_out" and want[li] & FFN:
+            if p.moe:
+                want[li] &= ~FFN
+                notes.append(f"layer {li}: ffn left out: the layer's FFN is a mixture of experts (dense MLPs only)")
+                return
+            x = held["ffn_in"][ffn_from_position:]
+            y = np.asarray(p.data[ffn_from_position:], dtype=np.float64)
+            z = np.concatenate([np.maximum(x, 0), np.maximum(-x, 0)], axis=1)
+            a.ffn_g = _add(a.ffn_g, z.T @ z)
+            a.ffn_x = _add(a.ffn_x, z.T @ y)
+            a.ffn_yy = _add(a.ffn_yy, (y * y).sum(0))
+            a.ffn_n += x.shape[0]
+
+    seq.set_probe(probe, ("attn_in", "q_pre", "k_pre", "q", "k", "attn_out", "ffn_in", "ffn_out"))
+    rng = np.random.default_rng(0)
+    tokens = 0
+    ctxs = evaluation.contexts_of(tok, texts, ctx, contexts)
+    bar, step = _contexts_bar(progress, len(ctxs))
+    try:
+        for ci, (_, ids) in enumerate(ctxs):
+            pairs[:] = pair_keys(len(ids), pairs_per_query, rng)
+            seq.reset()
+            seq.feed(ids)
+            tokens += len(ids)
+            step(ci + 1)
+    finally:
+        if bar is not None:
+            bar.close()
+        seq.set_probe(None)
+    return _Moments(accs, want, notes, n_layers, d_model, shape["d_v"] or h * lm.head_dim, shape["n_pairs"], tokens,
+                    len(ctxs), ctx, "stk.lm")
+
+
+def _moments_transformers(model: str, texts: Sequence[str], ctx: Optional[int], contexts: int, pairs_per_query: int,
+                          progress: bool | Callable[[int, int], None], ffn_from_position: int) -> _Moments:
+    """The moments from transformers' forward (float32, eager), read by hooks on its modules."""
     import torch
 
-    t0 = time.monotonic()
+    from .evaluation import _load, contexts_of, resolve_ctx
     m, tok = _load(os.fspath(model))
     ctx = resolve_ctx(ctx, m.config)
     if ctx <= ffn_from_position:
@@ -429,6 +581,18 @@ def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: Optional[int] 
             raise NotImplementedError("stk calibrate: layers with different rotary widths")
     if d_v == 0:
         d_v = h * int(getattr(cfg, "head_dim", 0) or d_model // h)
+    return _Moments(accs, want, notes, n_layers, d_model, d_v, n_pairs, tokens, len(ctxs), ctx, layers_name)
+
+
+def _np(a: Any) -> np.ndarray:
+    """A float64 sum as numpy (torch's tensors on the transformers path)."""
+    return a if isinstance(a, np.ndarray) else np.asarray(a.numpy())
+
+
+def _write(model: str, out: str, mo: _Moments, pairs_per_query: int, reference: str, t0: float) -> dict[str, Any]:
+    """The statistics file (docs/format.md) from the moments, and the report."""
+    from .evaluation import model_digest
+    accs, n_layers, d_model, d_v, n_pairs, tokens = mo.accs, mo.n_layers, mo.d_model, mo.d_v, mo.n_pairs, mo.tokens
     crc, low = model_digest(os.fspath(model))
 
     # The file.
@@ -436,24 +600,24 @@ def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: Optional[int] 
     body: list[bytes] = []
     present: list[list[str]] = []
     for li, a in enumerate(accs):
-        secs = want[li]
+        secs = mo.want[li]
         first = len(body)
         names = []
         if secs & PRF_PAIRS:
             n = a.prf_n
-            body.append(np.concatenate([packed_upper(a.prf_m.numpy() / n), a.prf_b.numpy() / n,
+            body.append(np.concatenate([packed_upper(_np(a.prf_m) / n), _np(a.prf_b) / n,
                                         [a.prf_l[0] / n, a.prf_l[1] / n]]).astype("<f8").tobytes())
             names.append("prf_pairs")
         if secs & ATTN_OUT:
-            body.append(packed_upper(a.attn_c.numpy() / a.attn_n).astype("<f8").tobytes())
+            body.append(packed_upper(_np(a.attn_c) / a.attn_n).astype("<f8").tobytes())
             names.append("attn_out")
         if secs & ROPE_PAIRS:
-            body.append((a.rope.numpy() / a.rope_n).astype("<f8").tobytes())
+            body.append((_np(a.rope) / a.rope_n).astype("<f8").tobytes())
             names.append("rope_pairs")
         if secs & FFN:
             n = a.ffn_n
-            body.append(np.concatenate([packed_upper(a.ffn_g.numpy() / n), (a.ffn_x.numpy() / n).ravel(),
-                                        a.ffn_yy.numpy() / n]).astype("<f8").tobytes())
+            body.append(np.concatenate([packed_upper(_np(a.ffn_g) / n), (_np(a.ffn_x) / n).ravel(),
+                                        _np(a.ffn_yy) / n]).astype("<f8").tobytes())
             names.append("ffn")
         # the table entry: sections, the crc32c of the layer's section bytes, the PRF pairs
         layer_crc = 0
@@ -486,7 +650,7 @@ def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: Optional[int] 
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    uniq_notes = _group_notes(notes)
+    uniq_notes = _group_notes(mo.notes)
     return {
         "command": "calibrate",
         "model": os.fspath(model),
@@ -494,11 +658,12 @@ def calibrate(model: str, texts: Sequence[str], out: str, *, ctx: Optional[int] 
         "digest": digest.hex(),
         "bytes": file_bytes,
         "tokens": tokens,
-        "contexts": len(ctxs),
-        "ctx": ctx,
+        "contexts": mo.n_contexts,
+        "ctx": mo.ctx,
         "pairs_per_query": pairs_per_query,
+        "reference": reference,
         "layers": n_layers,
-        "layer_path": layers_name,
+        "layer_path": mo.layer_path,
         "d_model": d_model,
         "d_v": d_v,
         "n_pairs": n_pairs,
@@ -553,8 +718,9 @@ def _format(r: dict[str, Any]) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="stk calibrate", description=(
-        "Activation statistics of a model on your text (transformers, float32), written to a checksummed file "
-        "for stk convert --calibration. Needs pip install 'stk[eval]'."))
+        "Activation statistics of a model on your text, computed by stk's own forward (float32, full attention; "
+        "numpy only), written to a checksummed file for stk convert --calibration. --reference transformers: "
+        "transformers' forward instead (needs pip install 'stk[eval]')."))
     p.add_argument("--model", required=True, help="the model: a HF directory or a .gguf file")
     p.add_argument("--text", action="append", required=True, metavar="FILE", help="a UTF-8 text (repeatable)")
     p.add_argument("--out", required=True, metavar="STATS", help="the statistics file to write")
@@ -563,15 +729,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--contexts", type=int, default=8, help="at most this many contexts per --text file (default 8)")
     p.add_argument("--pairs-per-query", type=int, default=16,
                    help="PRF pairs: keys drawn per query position (default 16)")
+    p.add_argument("--reference", choices=REFERENCES, default="stk", help="what runs the model: stk's own forward "
+                   "(default) or transformers' (needs torch)")
+    p.add_argument("--threads", type=int, default=0, help="stk's forward: threads (default: every core)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     a = p.parse_args(argv)
-    missing = need_torch("calibrate")
-    if missing:
-        print(f"stk calibrate: {missing}", file=sys.stderr)
-        return 1
+    if a.reference == "transformers":
+        missing = need_torch("calibrate")
+        if missing:
+            print(f"stk calibrate: {missing}", file=sys.stderr)
+            return 1
     try:
         r = calibrate(a.model, a.text, a.out, ctx=a.ctx, contexts=a.contexts, pairs_per_query=a.pairs_per_query,
-                      progress=True)
+                      progress=True, reference=a.reference, threads=a.threads)
     except ValueError as e:
         print(f"stk calibrate: {e}", file=sys.stderr)
         return 2

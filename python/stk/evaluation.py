@@ -1,8 +1,10 @@
 """``stk eval``: what a converted model keeps, end to end.
 
-The original model runs as transformers runs it (float32, eager attention); the same forward then
-runs with chosen modules computed by the library's reference runtime of the arrays
-(``stk.runtime.ReferenceRuntime``), or with those modules deleted (``zero=True``), and the two are
+The original model runs on the library's own forward (``stk.lm`` at full attention: transformers'
+float32 forward within 1e-4 on every logit), tokenized by the library; the same forward then runs
+with chosen modules computed by the library's reference runtime of the arrays
+(``stk.runtime.ReferenceRuntime``), or with those modules deleted (``zero=True``), each written
+over the block's output at the forward's probe points (docs/decisions.md "Probes"), and the two are
 compared on the user's own text: perplexity of each, the KL divergence of the swapped model's
 next-token distribution from the original's (mean and 99th percentile over positions), top-1
 agreement, and for each swapped module and layer the relative L2 of its output against the output
@@ -29,8 +31,12 @@ model's own tokenizer through the library (``stk.lm.Tokenizer``): numpy is the o
 dependency of that path.  ``--reference transformers`` takes the original (and the tokens) from
 transformers instead, the cross-check.
 
-torch and transformers are needed here only (``pip install .[eval]``), never by the library, and
-not by a faithful generation's default path.
+``--reference transformers`` runs both models as transformers runs them (float32, eager attention)
+with the swapped modules installed as torch modules: the cross-check.  The swaps the probe points
+cannot express (``window``, ``window-prf``, the ``ffn-*`` low-bit copies: they change the
+attention's mask or the FFN's weights) always run there, and the command says so.  torch and
+transformers are needed for those only (``pip install .[eval]``), never by the library, and not by
+the default path.
 """
 from __future__ import annotations
 
@@ -226,6 +232,26 @@ def library_positions(model: str) -> Optional[tuple[int, str]]:
     from .reports import inspect
     n = int(inspect(model).get("max_positions") or 0)
     return (n, "max_positions as stk inspect reads it") if n > 0 else None
+
+
+def model_positions(model: str) -> Optional[tuple[int, str]]:
+    """The model's position limit without transformers: an HF directory's config.json field (the
+    names resolve_ctx reads, so the refusals say the same), else stk's reading (library_positions)."""
+    cfg_path = os.path.join(os.fspath(model), "config.json")
+    if os.path.isfile(cfg_path):
+        try:
+            with open(cfg_path, encoding="utf-8") as f:
+                cfg = json.load(f)
+        except (OSError, ValueError):
+            cfg = None
+        for c in (cfg, cfg.get("text_config") if isinstance(cfg, dict) else None):
+            if not isinstance(c, dict):
+                continue
+            for name in _POSITION_FIELDS:
+                v = c.get(name)
+                if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                    return v, f"{name} in its config"
+    return library_positions(model)
 
 
 def ctx_within(ctx: Optional[int], limit: Optional[tuple[int, str]]) -> int:
@@ -703,9 +729,21 @@ REFERENCES = ("stk", "transformers")
 
 class Report(dict[str, Any]):
     """The report (``stk eval --json``'s object); ``original`` / ``converted``: what each side
-    was, for the text output (a faithful generation's run)."""
+    was, for the text output (a faithful generation's run); ``note``: a line for stderr (swaps
+    that ran inside transformers' forward)."""
     original: Optional[str] = None
     converted: Optional[str] = None
+    note: Optional[str] = None
+
+
+# The --swap modules the library's probe points cannot express (they change the attention's own
+# mask or the FFN's weights, not a block's output): computed inside transformers' forward.
+TORCH_ONLY = ("window", "window-prf", "ffn-bfloat16", "ffn-int8", "ffn-int4", "ffn-ternary")
+
+
+def torch_only_note(mods: Sequence[str]) -> str:
+    return (f"--swap {', '.join(mods)}: computed inside transformers' forward (the library's probe points replace a "
+            "block's output, not the attention's mask or the FFN's weights)")
 
 
 def faithful_runtime(gen: Generation) -> Optional[dict[str, Any]]:
@@ -732,7 +770,7 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: Optio
     library (``reference`` None or "stk") or by transformers (``reference="transformers"``)."""
     if reference is not None and reference not in REFERENCES:
         raise ValueError(f"--reference {reference}: one of {', '.join(REFERENCES)}")
-    if gen is None or reference == "transformers":
+    if reference == "transformers":
         missing = need_torch("eval")
         if missing:
             raise ModuleNotFoundError(missing)
@@ -766,14 +804,20 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: Optio
                                  "--swap, --zero and --isolated apply to the default profile's arrays")
             return _evaluate_faithful(model, gen_obj, faithful, texts, ctx, contexts, threads, sinks, window,
                                       reference or "stk", progress)
-        if reference == "stk":
-            raise NotImplementedError("--reference stk: the --swap modules run inside transformers' forward; the library "
-                                      "scores a faithful --gen (stk convert --profile faithful)")
-        missing = need_torch("eval")
-        if missing:
-            raise ModuleNotFoundError(missing)
-        return _evaluate(model, gen_obj, texts, swaps, ctx, contexts, zero, threads, 4 if sinks is None else sinks,
-                         60 if window is None else window, isolated, progress, needs_gen)
+        torch_only = sorted(modules & set(TORCH_ONLY))
+        if reference == "transformers" or torch_only:
+            missing = need_torch("eval" + (f" --swap {','.join(torch_only)}" if torch_only and reference != "transformers"
+                                           else ""))
+            if missing:
+                if torch_only and reference != "transformers":
+                    missing = f"{torch_only_note(torch_only)}; {missing}"
+                raise ModuleNotFoundError(missing)
+            r = _evaluate(model, gen_obj, texts, swaps, ctx, contexts, zero, threads, 4 if sinks is None else sinks,
+                          60 if window is None else window, isolated, progress, needs_gen)
+            if torch_only and reference != "transformers":
+                r.note = torch_only_note(torch_only)
+            return r
+        return _evaluate_library(model, gen_obj, texts, swaps, ctx, contexts, zero, threads, isolated, progress, needs_gen)
     finally:
         if gen_obj is not None:
             gen_obj.close()
@@ -861,6 +905,111 @@ def _evaluate_faithful(model: str, gen_obj: Generation, runtime: dict[str, Any],
     return r
 
 
+def _evaluate_library(model: str, gen_obj: Optional[Generation], texts: Sequence[str], swaps: list[Swap],
+                      ctx: Optional[int], contexts: int, zero: bool, threads: int, isolated: bool,
+                      progress: bool | Callable[[int, int], None], needs_gen: bool) -> Report:
+    """The original and the swapped model both computed by the library's forward (stk.lm at full
+    attention, one chunk a context), tokenized by the library: numpy only.  A swap overwrites a
+    block's output at the forward's probe points (docs/decisions.md "Probes"): ffn the FFN's
+    output (from its input), prf / overlays / memory the attention block's output after W_O (from
+    the attention's input and its value heads), each as ``_install`` computes it inside
+    transformers; --isolated measures them in the original run without overwriting."""
+    from .lm import LanguageModel, Tokenizer
+
+    rt: Any = None
+    if gen_obj is not None:
+        _check_digest(model, gen_obj)
+    t0 = time.monotonic()
+    tok = Tokenizer(os.fspath(model))
+    ctx = ctx_within(ctx, model_positions(os.fspath(model)))
+    lm = LanguageModel(os.fspath(model))
+    plan = _plan(swaps, lm.n_layers)
+    _check_plan(plan)
+    swapped_any = any(plan.values())
+    if gen_obj is not None and needs_gen and not zero:
+        from .runtime import ReferenceRuntime
+        rt = ReferenceRuntime(gen_obj)
+    ctxs = contexts_of(tok, texts, ctx, contexts)
+    seq = lm.sequence(sinks=0, window=ctx, threads=threads or os.cpu_count() or 1, max_batch=ctx)
+    attn_mod = {layer: "memory" if layer in plan["memory"] else "overlays" if layer in plan["overlays"] else "prf"
+                for layer in plan["prf"] | plan["overlays"] | plan["memory"]}
+    ffn_layers = set(plan["ffn"])
+    h, hkv = lm.n_heads, lm.n_kv_heads
+
+    def swapper(meters: dict[tuple[str, int], _Meter], passthrough: bool) -> Callable[[Any], None]:
+        for layer in sorted(ffn_layers):
+            meters.setdefault(("ffn", layer), _Meter())
+        for layer, mod in attn_mod.items():
+            meters.setdefault((mod, layer), _Meter())
+        held: dict[str, np.ndarray] = {}
+
+        def probe(p: Any) -> None:
+            li = p.layer
+            if p.point == "ffn_in" and li in ffn_layers:
+                if p.moe:
+                    raise NotImplementedError(f"stk eval --swap ffn:{li}: layer {li}'s FFN is a mixture of experts; "
+                                              "swapping MoE layers (router + per-expert dictionary units) is not implemented")
+                held["ffn_in"] = np.array(p.data)
+            elif p.point == "ffn_out" and li in ffn_layers:
+                ref = np.array(p.data)
+                y = np.zeros_like(ref) if zero else rt.ffn_apply(li, held["ffn_in"])
+                meters[("ffn", li)].add(y, ref)
+                if not passthrough:
+                    p.data[...] = y
+            elif li in attn_mod:
+                if p.point == "attn_in":
+                    held["x"] = np.array(p.data)
+                elif p.point == "v":
+                    t = p.data.shape[0]  # each query head's value head (GQA heads repeated)
+                    held["v"] = np.repeat(np.asarray(p.data).reshape(t, p.heads, p.head_width), h // p.heads,
+                                          axis=1).reshape(t, -1)
+                elif p.point == "attn_proj":
+                    ref = np.array(p.data)
+                    if zero:
+                        out = np.zeros_like(ref)
+                    else:
+                        mod = attn_mod[li]
+                        o = rt.prf_run(li, held["x"], held["v"], memory=mod == "memory")
+                        if mod == "overlays":
+                            o = o + rt.overlay_delta(li, held["x"])
+                        out = seq.attn_project(li, o)
+                    meters[(attn_mod[li], li)].add(out, ref)
+                    if not passthrough:
+                        p.data[...] = out
+        return probe
+
+    points = ("attn_in", "v", "attn_proj", "ffn_in", "ffn_out")
+    meters: dict[tuple[str, int], _Meter] = {}
+    meters_iso: dict[tuple[str, int], _Meter] = {}
+    scores = _Scores()
+    step = _progress_bar(progress, len(ctxs))
+    try:
+        for i, (_, ids) in enumerate(ctxs):
+            # The original forward; with --isolated every planned module is computed beside the
+            # block it replaces, on the original's own input, and the original's output goes on.
+            seq.set_probe(swapper(meters_iso, True) if isolated and swapped_any else None, points)
+            seq.reset()
+            lo = seq.feed(ids, all_logits=True)
+            if swapped_any:
+                seq.set_probe(swapper(meters, False), points)
+                seq.reset()
+                ls = seq.feed(ids, all_logits=True)
+            else:
+                ls = lo
+            scores.add(ids, lo, ls)
+            step(i + 1)
+    finally:
+        seq.set_probe(None)
+    layers = []
+    for (mod, layer), meter in sorted(meters.items(), key=lambda kv: (kv[0][1], ALL_MODULES.index(kv[0][0]))):
+        e: dict[str, Any] = {"module": mod, "layer": layer, "rel_l2": meter.rel_l2()}
+        if isolated:
+            e["rel_l2_isolated"] = meters_iso[(mod, layer)].rel_l2()
+        layers.append(e)
+    swap_text = ",".join(f"{s.module}" + ("" if s.layers is None else ":" + "+".join(map(str, s.layers))) for s in swaps)
+    return _report(model, gen_obj, texts, ctx, len(ctxs), swap_text, zero, None, scores, isolated, layers, t0)
+
+
 def _report(model: str, gen_obj: Optional[Generation], texts: Sequence[str], ctx: int, n_contexts: int, swap: str,
             zero: bool, sinks_window: Optional[tuple[int, int]], scores: _Scores, isolated: bool,
             layers: list[dict[str, Any]], t0: float) -> Report:
@@ -897,7 +1046,7 @@ def _report(model: str, gen_obj: Optional[Generation], texts: Sequence[str], ctx
 
 def _evaluate(model: str, gen_obj: Optional[Generation], texts: Sequence[str], swaps: list[Swap], ctx: Optional[int],
               contexts: int, zero: bool, threads: int, sinks: int, window: int, isolated: bool,
-              progress: bool | Callable[[int, int], None], needs_gen: bool) -> dict[str, Any]:
+              progress: bool | Callable[[int, int], None], needs_gen: bool) -> Report:
     import torch
 
     rt = None
@@ -1000,11 +1149,11 @@ def _format(r: dict[str, Any]) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="stk eval", formatter_class=argparse.RawDescriptionHelpFormatter, description=(
-        "What a converted model keeps: the original model (transformers, float32) against the same forward with "
-        "modules computed from a generation's arrays by stk's reference runtime. Needs pip install 'stk[eval]'. "
-        "A faithful generation (stk convert --profile faithful; --gen alone, no --swap) is scored as the library "
-        "runs it against the original run by the library at full attention: no torch needed "
-        "(--reference transformers: the original from transformers)."),
+        "What a converted model keeps: the original model (stk's own forward, float32, full attention) against the "
+        "same forward with modules computed from a generation's arrays by stk's reference runtime; numpy only. "
+        "--reference transformers: both from transformers' forward (needs pip install 'stk[eval]'), as are the "
+        "window, window-prf and ffn-* swaps. A faithful generation (stk convert --profile faithful; --gen alone, "
+        "no --swap) is scored as the library runs it against the original run by the library at full attention."),
         epilog="--swap modules:\n" + swap_modules_help())
     p.add_argument("--model", required=True, help="the model: a HF directory or a .gguf file")
     p.add_argument("--gen", help="a generations root or generation directory converted from --model")
@@ -1018,8 +1167,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "(default 4); a faithful --gen: its runtime block's")
     p.add_argument("--window", type=int, default=None, help="window swaps: the last W positions every query sees, its "
                    "own included (default 60); a faithful --gen: its runtime block's")
-    p.add_argument("--reference", choices=REFERENCES, default=None, help="a faithful --gen: what computes the original, "
-                   "stk's own forward at full attention (default) or transformers' (needs torch)")
+    p.add_argument("--reference", choices=REFERENCES, default=None, help="what computes the models (a faithful "
+                   "--gen: the original), stk's own forward at full attention (default) or transformers' (needs torch)")
     p.add_argument("--zero", action="store_true", help="replace the --swap modules by zero (the 'module deleted' baseline)")
     p.add_argument("--isolated", action="store_true", help="also measure each swapped module's error on the original "
                    "model's inputs (rel_l2_isolated), beside the swapped run's (rel_l2)")
@@ -1031,6 +1180,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         r = evaluate(a.model, a.gen, a.text, ctx=a.ctx, contexts=a.contexts, swap=a.swap, zero=a.zero,
                      threads=a.threads, sinks=a.sinks, window=a.window, isolated=a.isolated, progress=True,
                      reference=a.reference)
+        note = getattr(r, "note", None)
+        if note:
+            print(f"stk eval: {note}", file=sys.stderr)
     except ModuleNotFoundError as e:  # need_torch's sentence: a path that needs torch, without it
         print(f"stk eval: {e}", file=sys.stderr)
         return 1

@@ -10,6 +10,11 @@ the ``window`` most recent, per layer.  With sinks + window >= the context it is
     seq.reset()
     tok = Tokenizer("path/to/model-or.gguf")            # the model's own encoder (stk_tokenizer_*)
     ids = tok.encode("text")                            # the post-processor's special ids added
+    seq.set_probe(fn, points=("attn_out", "ffn_out"))   # fn(p: Probe) at those points of every layer
+
+A probe (stk.h's ``stk_seq_set_probe``; docs/decisions.md "Probes") sees the activations of every
+layer for every chunk the forward computes, as a numpy view of the sequence's own buffer; at the
+writable points (attn_out, attn_proj, ffn_out) what it leaves in ``p.data`` goes on.
 
 A family the runtime does not compute raises StkError (STK_E_NOT_IMPLEMENTED) naming it.  The
 sequence's arena is a numpy buffer owned by the Sequence; the C calls allocate nothing and
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Union
+from typing import Any, Callable, Iterable, Optional, Union
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -29,7 +34,9 @@ from . import _lib
 from ._lib import lib as _c
 from .errors import StkError
 
-__all__ = ["LanguageModel", "Sequence", "Tokenizer"]
+__all__ = ["LanguageModel", "Probe", "Sequence", "Tokenizer", "POINTS"]
+
+POINTS = _lib.STK_PROBE_POINTS  # the probe points, in the forward's order within a layer
 
 
 def _raise(status: int) -> None:
@@ -98,6 +105,8 @@ class Sequence(_Handle):
         _raise(_c.stk_seq_arena_size(lm._h, ctypes.byref(p), ctypes.byref(n)))
         self._arena = np.zeros(max(n.value, 8) // 8 + 1, dtype=np.float64)
         self._h = ctypes.c_void_p()
+        self._probe_cb: Any = None  # the ctypes callback (kept alive while the C side holds it)
+        self._probe_error: list[BaseException] = []  # what the probe raised during the last feed
         _raise(_c.stk_seq_open(lm._h, ctypes.byref(p), ctypes.c_void_p(self._arena.ctypes.data), self._arena.nbytes,
                                ctypes.byref(self._h)))
 
@@ -105,8 +114,13 @@ class Sequence(_Handle):
         """Feed token ids at the next positions: the last one's logits [vocab], or every one's [n, vocab]."""
         t = np.ascontiguousarray(tokens, dtype=np.int32).reshape(-1)
         out = np.zeros((len(t), self.lm.vocab_size), np.float32) if all_logits else None
-        _raise(_c.stk_seq_feed(self._h, ctypes.c_void_p(t.ctypes.data), len(t),
-                               ctypes.c_void_p(out.ctypes.data) if out is not None else None))
+        st = _c.stk_seq_feed(self._h, ctypes.c_void_p(t.ctypes.data), len(t),
+                             ctypes.c_void_p(out.ctypes.data) if out is not None else None)
+        if self._probe_error:
+            err = self._probe_error.pop()
+            self._probe_error.clear()
+            raise err
+        _raise(st)
         return out if out is not None else self.logits()
 
     def logits(self) -> np.ndarray:
@@ -131,8 +145,62 @@ class Sequence(_Handle):
         _raise(_c.stk_seq_kept(self._h, layer, kv_head, buf, n.value, ctypes.byref(n)))
         return list(buf[:n.value])
 
+    def set_probe(self, fn: "Optional[Callable[[Probe], None]]", points: "Iterable[str]" = POINTS) -> None:
+        """Call ``fn(p)`` at ``points`` (names of POINTS) of every layer for every chunk fed; None:
+        no probe.  An exception ``fn`` raises stops the feed and is raised again by ``feed``."""
+        mask = 0
+        for name in points:
+            if name not in POINTS:
+                raise ValueError(f"probe point {name!r}: one of {', '.join(POINTS)}")
+            mask |= 1 << POINTS.index(name)
+        self._probe_error.clear()
+        if fn is None:
+            self._probe_cb = None
+            _raise(_c.stk_seq_set_probe(self._h, 0, _lib.PROBE_FN(), None))
+            return
+        user_fn, errors = fn, self._probe_error  # not self: no cycle through the callback
+
+        def trampoline(_user: int, d: "ctypes._Pointer[_lib.ProbeData]") -> int:
+            try:
+                user_fn(Probe(d.contents))
+                return 0
+            except BaseException as e:  # noqa: BLE001 - handed back to feed()
+                errors.append(e)
+                return 1
+        self._probe_cb = _lib.PROBE_FN(trampoline)  # kept alive as long as the sequence may call it
+        _raise(_c.stk_seq_set_probe(self._h, mask, self._probe_cb, None))
+
+    def attn_project(self, layer: int, x: ArrayLike) -> np.ndarray:
+        """W_O x (+ bias) of ``layer`` for x [n, heads * head width] (attn_out's width): [n, d_model]."""
+        a = np.ascontiguousarray(x, dtype=np.float32)
+        a = a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+        y = np.empty((a.shape[0], self.lm.d_model), np.float32)
+        _raise(_c.stk_seq_attn_project(self._h, layer, ctypes.c_void_p(a.ctypes.data), a.shape[0], ctypes.c_void_p(y.ctypes.data)))
+        return y
+
     def _close_handle(self, h: ctypes.c_void_p) -> None:
         _c.stk_seq_close(h)
+
+
+class Probe:
+    """One probe call: ``layer``, ``point`` (a name of POINTS), ``position`` (of the chunk's first
+    token), ``data`` ([n_tokens, width] float32, a view of the forward's buffer valid during the
+    call; writable at attn_out, attn_proj and ffn_out), ``heads`` / ``head_width``, ``rot_offset``
+    / ``rot_pairs`` (q and k: the part of each head RoPE rotates), and the layer's ``moe``,
+    ``sliding`` and ``interleaved`` (RoPE pairs (2f, 2f+1)) facts."""
+    __slots__ = ("layer", "point", "position", "data", "writable", "heads", "head_width", "rot_offset", "rot_pairs",
+                 "moe", "sliding", "interleaved")
+
+    def __init__(self, d: "_lib.ProbeData") -> None:
+        self.layer, self.point, self.position = d.layer, POINTS[d.point], d.position
+        self.data = np.ctypeslib.as_array(d.data, (d.n_tokens, d.width))
+        self.writable = bool(d.writable)
+        if not self.writable:
+            self.data.flags.writeable = False
+        self.heads, self.head_width, self.rot_offset, self.rot_pairs = d.heads, d.head_width, d.rot_offset, d.rot_pairs
+        self.moe = bool(d.flags & _lib.STK_PROBE_LAYER_MOE)
+        self.sliding = bool(d.flags & _lib.STK_PROBE_LAYER_SLIDING)
+        self.interleaved = bool(d.flags & _lib.STK_PROBE_ROPE_INTERLEAVED)
 
 
 class Tokenizer(_Handle):

@@ -20,6 +20,8 @@ struct stk_lm {
 
 struct stk_seq {
     std::unique_ptr<lm::Sequence> seq;
+    stk_probe_fn probe = nullptr;  // the caller's callback and its argument (stk_seq_set_probe)
+    void *probe_user = nullptr;
 };
 
 namespace {
@@ -40,6 +42,34 @@ lm::SeqOptions options(const stk_seq_params *params, const char *fn) {
 const lm::WeightSource &weights(const stk_lm *m, const char *fn) {
     if (!m || !m->weights) throw_error(STK_E_INVALID_ARGUMENT, "%s: lm is NULL", fn);
     return *m->weights;
+}
+
+static_assert(uint32_t(lm::Point::FfnOut) == STK_PROBE_FFN_OUT && uint32_t(lm::Point::AttnOut) == STK_PROBE_ATTN_OUT &&
+                  uint32_t(lm::Point::QPre) == STK_PROBE_Q_PRE && lm::kPointCount == STK_PROBE_POINTS,
+              "lm::Point numbers are stk.h's STK_PROBE_*");
+static_assert(lm::kProbeMoe == STK_PROBE_LAYER_MOE && lm::kProbeSliding == STK_PROBE_LAYER_SLIDING &&
+                  lm::kProbeInterleaved == STK_PROBE_ROPE_INTERLEAVED,
+              "lm probe flags are stk.h's");
+
+// The forward's probe, handed on to the caller's callback as stk.h's struct.
+int probe_trampoline(void *user, const lm::ProbeData &p) {
+    const stk_seq *s = static_cast<const stk_seq *>(user);
+    stk_probe_data d;
+    std::memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.layer = p.layer;
+    d.point = uint32_t(p.point);
+    d.position = p.position;
+    d.n_tokens = p.n;
+    d.width = p.width;
+    d.data = p.data;
+    d.writable = p.writable ? 1u : 0u;
+    d.flags = p.flags;
+    d.heads = p.heads;
+    d.head_width = p.head_width;
+    d.rot_offset = p.rot_offset;
+    d.rot_pairs = p.rot_pairs;
+    return s->probe(s->probe_user, &d);
 }
 
 }  // namespace
@@ -144,5 +174,24 @@ STK_API stk_status stk_seq_kept(const stk_seq *seq, uint32_t layer, uint32_t kv_
 }
 
 STK_API void stk_seq_close(stk_seq *seq) { delete seq; }
+
+STK_API stk_status stk_seq_set_probe(stk_seq *seq, uint32_t points, stk_probe_fn fn, void *user) {
+    return guard([&] {
+        if (!seq) throw_error(STK_E_INVALID_ARGUMENT, "stk_seq_set_probe: seq is NULL");
+        if (points & ~uint32_t(STK_PROBE_ALL))
+            throw_error(STK_E_INVALID_ARGUMENT, "stk_seq_set_probe: points 0x%x: bits past STK_PROBE_ALL (0x%x)", points,
+                        unsigned(STK_PROBE_ALL));
+        seq->probe = fn;
+        seq->probe_user = user;
+        seq->seq->set_probe(fn ? points : 0, fn ? probe_trampoline : nullptr, seq);
+    });
+}
+
+STK_API stk_status stk_seq_attn_project(stk_seq *seq, uint32_t layer, const float *x, uint64_t n, float *y) {
+    return guard([&] {
+        if (!seq) throw_error(STK_E_INVALID_ARGUMENT, "stk_seq_attn_project: seq is NULL");
+        seq->seq->attn_project(layer, x, n, y);
+    });
+}
 
 }  // extern "C"

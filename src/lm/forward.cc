@@ -203,6 +203,10 @@ struct Sequence::Impl {
     float *cosb = nullptr, *sinb = nullptr;  // [2][max_batch][n_pairs]
     float *kring = nullptr, *vring = nullptr;  // [layers][cap][kdim], [layers][cap][vdim]
     float *logit = nullptr;
+    // The probe (set_probe): the points asked, the callback.
+    uint32_t probe_mask = 0;
+    ProbeFn probe_fn = nullptr;
+    void *probe_user = nullptr;
     int32_t *route = nullptr;  // [max_batch][top_k] expert ids
     float *route_w = nullptr;  // [max_batch][top_k]
     uint32_t *erows = nullptr;  // tokens routed to one expert
@@ -495,6 +499,30 @@ struct Sequence::Impl {
 
     uint64_t slot(uint64_t p) const { return p < o.sinks ? p : o.sinks + (p - o.sinks) % o.window; }
 
+    // The probe at point `pt` of layer l over the chunk's n rows of `width` floats (`heads` heads).
+    void probe(uint32_t l, Point pt, float *data, uint64_t n, uint64_t width, uint32_t heads = 1) {
+        if (!((probe_mask >> uint32_t(pt)) & 1u)) return;
+        const LayerW &L = layers[l];
+        ProbeData p;
+        p.layer = l;
+        p.point = pt;
+        p.position = pos;
+        p.n = n;
+        p.width = width;
+        p.data = data;
+        p.writable = pt == Point::AttnOut || pt == Point::AttnProj || pt == Point::FfnOut;
+        p.flags = (L.moe ? kProbeMoe : 0) | (L.sliding ? kProbeSliding : 0) | (pair_interleaved ? kProbeInterleaved : 0);
+        p.heads = heads;
+        p.head_width = uint32_t(width / heads);
+        if (pt == Point::QPre || pt == Point::KPre || pt == Point::Q || pt == Point::K) {
+            p.rot_offset = rot_off;
+            p.rot_pairs = n_pairs;
+        }
+        if (probe_fn(probe_user, p) != 0)
+            throw_error(STK_E_CANCELLED, "feed: the probe stopped the forward at layer %u, point %u, position %llu", l, uint32_t(pt),
+                        (unsigned long long)pos);
+    }
+
     // ---- one chunk of n tokens at positions pos .. pos + n - 1 -----------------------------------
 
     void chunk(const int32_t *tok, uint64_t n, float *all_logits) {
@@ -530,6 +558,7 @@ struct Sequence::Impl {
                 if (L.ln_attn_g) norm(x + i * d, h + i * d, d, L.ln_attn_g, L.ln_attn_b);
                 else std::memcpy(h + i * d, x + i * d, d * sizeof(float));
             }
+            probe(l, Point::AttnIn, h, n, d);
             attention(l, L, n, p0);  // tmp = attention output (after O)
             if (L.post_attn_g)
                 for (uint64_t i = 0; i < n; i++) norm(tmp + i * d, tmp + i * d, d, L.post_attn_g, L.post_attn_b);
@@ -539,7 +568,9 @@ struct Sequence::Impl {
                     if (L.ln_ffn_g) norm(x + i * d, h2 + i * d, d, L.ln_ffn_g, L.ln_ffn_b);
                     else std::memcpy(h2 + i * d, h + i * d, d * sizeof(float));
                 }
+                probe(l, Point::FfnIn, h2, n, d);
                 ffn(L, h2, n, acc);
+                probe(l, Point::FfnOut, acc, n, d);
                 for (uint64_t i = 0; i < n * d; i++) x[i] = x[i] + (rm * tmp[i] + rm * acc[i]);
             } else {
                 for (uint64_t i = 0; i < n * d; i++) x[i] += rm * tmp[i];
@@ -547,7 +578,9 @@ struct Sequence::Impl {
                     if (L.ln_ffn_g) norm(x + i * d, h2 + i * d, d, L.ln_ffn_g, L.ln_ffn_b);
                     else std::memcpy(h2 + i * d, x + i * d, d * sizeof(float));
                 }
+                probe(l, Point::FfnIn, h2, n, d);
                 ffn(L, h2, n, acc);
+                probe(l, Point::FfnOut, acc, n, d);
                 if (L.post_ffn_g)
                     for (uint64_t i = 0; i < n; i++) norm(acc + i * d, acc + i * d, d, L.post_ffn_g, L.post_ffn_b);
                 for (uint64_t i = 0; i < n * d; i++) x[i] += rm * acc[i];
@@ -626,6 +659,11 @@ struct Sequence::Impl {
                 norm(qi, qi, qdim, L.q_norm, {});
                 norm(ki, ki, kdim, L.k_norm, {});
             }
+        }
+        probe(l, Point::QPre, q, n, qdim, nh);
+        probe(l, Point::KPre, k, n, kdim, nkv);
+        for (uint64_t i = 0; i < n; i++) {
+            float *qi = q + i * qdim, *ki = k + i * kdim;
             if (n_pairs) {
                 const float *cs = cosb + (L.rope_class * o.max_batch + i) * n_pairs;
                 const float *sn = sinb + (L.rope_class * o.max_batch + i) * n_pairs;
@@ -633,12 +671,15 @@ struct Sequence::Impl {
                 for (uint32_t hh = 0; hh < nkv; hh++) rope(ki + hh * hd, cs, sn);
             }
         }
+        probe(l, Point::Q, q, n, qdim, nh);
+        probe(l, Point::K, k, n, kdim, nkv);
+        probe(l, Point::V, v, n, vdim, nkv);
         if (o.policy != Policy::Window) {
             attend_kept(l, L, n, p0);
-            linear(att, n, L.o, L.ob, tmp, d);
+            project(l, L, n);
             return;
         }
-                float *kr = kring + uint64_t(l) * cap * kdim, *vr = vring + uint64_t(l) * cap * vdim;
+        float *kr = kring + uint64_t(l) * cap * kdim, *vr = vring + uint64_t(l) * cap * vdim;
         const uint32_t group = nh / nkv;
         const uint64_t sw = L.sliding ? c.sliding_window : 0;
         const float softcap = float(c.attn_softcap);
@@ -718,7 +759,14 @@ struct Sequence::Impl {
             std::memcpy(kr + s * kdim, k + i * kdim, kdim * sizeof(float));
             std::memcpy(vr + s * vdim, v + i * vdim, vdim * sizeof(float));
         }
+        project(l, L, n);
+    }
+
+    // tmp = W_O att (+ bias), with the probes around it.
+    void project(uint32_t l, const LayerW &L, uint64_t n) {
+        probe(l, Point::AttnOut, att, n, uint64_t(nh) * vhd, nh);
         linear(att, n, L.o, L.ob, tmp, d);
+        probe(l, Point::AttnProj, tmp, n, d);
     }
 
     // The k largest of v[0..E) (ties: the lower index) into idx, in descending order.
@@ -1013,6 +1061,21 @@ void Sequence::feed(const int32_t *tokens, size_t n, float *all_logits) {
 }
 
 const float *Sequence::logits() const { return impl_->logit; }
+
+void Sequence::set_probe(uint32_t mask, ProbeFn fn, void *user) {
+    if (mask >> kPointCount) throw_error(STK_E_INVALID_ARGUMENT, "set_probe: points 0x%x: bits past the last point (%u)", mask, kPointCount - 1);
+    Impl &im = *impl_;
+    im.probe_fn = fn;
+    im.probe_user = user;
+    im.probe_mask = fn ? mask : 0;
+}
+
+void Sequence::attn_project(uint32_t layer, const float *x, uint64_t n, float *y) {
+    Impl &im = *impl_;
+    if (layer >= im.c.n_layers) throw_error(STK_E_INVALID_ARGUMENT, "attn_project: layer %u of %u", layer, im.c.n_layers);
+    if (n && (!x || !y)) throw_error(STK_E_INVALID_ARGUMENT, "attn_project: %llu rows at a null pointer", (unsigned long long)n);
+    if (n) im.linear(x, n, im.layers[layer].o, im.layers[layer].ob, y, im.d);
+}
 uint64_t Sequence::vocab() const { return impl_->vocab; }
 uint64_t Sequence::position() const { return impl_->pos; }
 

@@ -56,6 +56,24 @@ struct SeqOptions {
     uint32_t recent = 0;         // H2o: the most recent positions never evicted (0: W / 2; < W)
 };
 
+// Probes (stk.h's stk_seq_set_probe; docs/decisions.md "Probes"): points of every layer where
+// a callback reads (and at the writable ones may overwrite) the chunk's activations.  The numbers
+// are stk.h's STK_PROBE_*.
+enum class Point : uint32_t { AttnIn = 0, QPre, KPre, Q, K, V, AttnOut, AttnProj, FfnIn, FfnOut };
+constexpr uint32_t kPointCount = 10;
+constexpr uint32_t kProbeMoe = 1, kProbeSliding = 2, kProbeInterleaved = 4;  // ProbeData.flags
+
+struct ProbeData {
+    uint32_t layer = 0;
+    Point point = Point::AttnIn;
+    uint64_t position = 0, n = 0, width = 0;  // tokens at position .. position + n - 1; [n, width]
+    float *data = nullptr;
+    bool writable = false;
+    uint32_t flags = 0, heads = 1, head_width = 0, rot_offset = 0, rot_pairs = 0;
+};
+// Returns 0 to go on; anything else stops the feed (STK_E_CANCELLED).
+using ProbeFn = int (*)(void *user, const ProbeData &d);
+
 // "" when the forward runs this model; else why not, naming the family and the feature.
 std::string unsupported(const ModelConfig &c);
 
@@ -85,6 +103,11 @@ public:
     // ignored otherwise), ascending, into out[cap]; returns how many (at most S + W).
     // STK_E_INVALID_ARGUMENT for a layer or head out of range.
     size_t kept(uint32_t layer, uint32_t kv_head, uint64_t *out, size_t cap) const;
+    // The probe called at the points of `mask` (bit i: Point i) of every layer, on the calling
+    // thread between parallel phases; fn null: none.  STK_E_INVALID_ARGUMENT for bits past the last.
+    void set_probe(uint32_t mask, ProbeFn fn, void *user);
+    // y[n, d] = W_O x (+ bias) of layer `layer` (x [n, heads * value width]), as the forward's own.
+    void attn_project(uint32_t layer, const float *x, uint64_t n, float *y);
 
     struct Impl;
 

@@ -199,7 +199,9 @@ def test_moments_match_reference(tmp_path, text, family, ctx, request, monkeypat
         monkeypatch.setattr(evaluation, "contexts_of", lambda tok, texts, c, n: [
             (p, [i % 256 for i in ids]) for p, ids in orig(tok, texts, c, n)])
     out = tmp_path / "model.stats"
-    r = stk.calibrate(str(model), [text], str(out), ctx=ctx, contexts=3, pairs_per_query=PPQ, progress=False)
+    # transformers' forward here (the library's is checked against it: tests/python/test_probe_paths.py)
+    r = stk.calibrate(str(model), [text], str(out), ctx=ctx, contexts=3, pairs_per_query=PPQ, progress=False,
+                      reference="transformers")
     acc, tokens, (L, d, dv, npairs) = _reference(model, text, ctx, 3, family)
     b, hdr, layers = _read(out)
     # header, byte by byte

@@ -220,6 +220,17 @@ def _prf_reference(gen_root, layer, xs, values, out_proj, overlays):
     return math.sqrt(err2 / ref2)
 
 
+def _same_on_the_library(ref, lib):
+    """The library's forward (the default path, which splits fused projections at ingestion) gives
+    the transformers path's per-module errors within a relative 1e-4 (a rel_l2 of 1e-4 is a
+    difference of nearly equal outputs: their float32 inputs' last bits show)."""
+    assert [(e["module"], e["layer"]) for e in lib["layers"]] == [(e["module"], e["layer"]) for e in ref["layers"]]
+    for a, b in zip(lib["layers"], ref["layers"]):
+        assert a["rel_l2"] == pytest.approx(b["rel_l2"], rel=1e-4)
+        assert a["rel_l2_isolated"] == pytest.approx(b["rel_l2_isolated"], rel=1e-4)
+    assert lib["perplexity_swapped"] == pytest.approx(ref["perplexity_swapped"], rel=1e-5)
+
+
 def test_gpt2_fused_c_attn_attention_swaps(text, converted):
     """tiny-gpt2 (the repository's demo model): c_attn is [q | k | v] of 16 columns each (Conv1D,
     x @ W + b); the values are its last 16 columns, W_O is c_proj.  Layer 0's error is on the
@@ -227,7 +238,10 @@ def test_gpt2_fused_c_attn_attention_swaps(text, converted):
     from safetensors.numpy import load_file
     root, _ = converted
     ctx = 32
-    r = evaluation.evaluate(str(TINY), str(root), [text], ctx=ctx, contexts=2, swap="prf:0,overlays:1", isolated=True)
+    r = evaluation.evaluate(str(TINY), str(root), [text], ctx=ctx, contexts=2, swap="prf:0,overlays:1", isolated=True,
+                            reference="transformers")  # the split of c_attn inside transformers' modules
+    _same_on_the_library(r, evaluation.evaluate(str(TINY), str(root), [text], ctx=ctx, contexts=2, swap="prf:0,overlays:1",
+                                                isolated=True))
     w = load_file(str(TINY / "model.safetensors"))
     m, tok = evaluation._load(str(TINY))
     ids = tok(open(text, encoding="utf-8").read())["input_ids"]
@@ -269,7 +283,10 @@ def test_falcon_fused_qkv_attention_swap(text, falcon, monkeypatch):
     monkeypatch.setattr(evaluation, "contexts_of", lambda tok, texts, c, n: [
         (p, [i % 256 for i in ids]) for p, ids in orig(tok, texts, c, n)])  # the fixture's vocabulary is 256
     ctx = 40
-    r = evaluation.evaluate(str(d), root, [text], ctx=ctx, contexts=2, swap="prf:0,memory:1", isolated=True)
+    r = evaluation.evaluate(str(d), root, [text], ctx=ctx, contexts=2, swap="prf:0,memory:1", isolated=True,
+                            reference="transformers")  # the split of query_key_value inside transformers' modules
+    _same_on_the_library(r, evaluation.evaluate(str(d), root, [text], ctx=ctx, contexts=2, swap="prf:0,memory:1",
+                                                isolated=True))
     w = {k: v.double().numpy() for k, v in load_file(str(d / "model.safetensors")).items()}
     m, tok = evaluation._load(str(d))
     ids = [i % 256 for i in tok(open(text, encoding="utf-8").read())["input_ids"]]

@@ -41,13 +41,14 @@ def run(main, argv, capsys):
 @pytest.mark.parametrize("command", ["eval", "calibrate"])
 def test_torch_missing_is_one_line(tmp_path, text, command):
     """A torch that does not import (a package shadowing it raises ModuleNotFoundError, as a
-    missing one does): the command says what to install, before anything else."""
+    missing one does): --reference transformers says what to install, before anything else."""
     fake = tmp_path / "fake"
     (fake / "torch").mkdir(parents=True)
     (fake / "torch" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(fake)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    argv = [sys.executable, "-m", "stk", command, "--model", str(tmp_path / "no-model"), "--text", text]
+    argv = [sys.executable, "-m", "stk", command, "--model", str(tmp_path / "no-model"), "--text", text, "--reference",
+            "transformers"]  # the default paths run on the library: tests/python/test_probe_paths.py
     if command == "calibrate":
         argv += ["--out", str(tmp_path / "x.stkcal")]
     p = subprocess.run(argv, capture_output=True, text=True, env=env)
