@@ -168,6 +168,12 @@ STK_API const char *stk_stage_name(stk_stage stage);
 /* Faithful profile only: FFN and expert matrices as .lwt int8 (one f32 scale per matrix,
  * docs/spec/lowbit-packing.txt) instead of bf16. */
 #define STK_JOB_FAITHFUL_FFN_INT8 0x20u
+/* Faithful profile only, at most one of the FFN flags (issue 37): FFN and expert matrices as ggml
+ * Q4_0 / Q8_0 blocks (docs/format.md "Block-scaled arrays": blocks of 32 along each row, one f16
+ * scale per block; gguf-py's quantize); a matrix whose rows are not a multiple of 32 values is
+ * refused by name (STK_E_INVALID_ARGUMENT). */
+#define STK_JOB_FAITHFUL_FFN_Q4_0 0x40u
+#define STK_JOB_FAITHFUL_FFN_Q8_0 0x80u
 
 typedef struct stk_job_params {
     size_t struct_size;  /* sizeof(stk_job_params) */
@@ -587,7 +593,7 @@ typedef struct stk_manifest_info {
     uint32_t first;            /* 1: the first generation of its root (prev_hash all zero) */
     /* Appended: the conversion profile (docs/format.md "Runtime block"): 0 default (no runtime
      * block), 1 faithful; then, for the faithful profile, its sinks, window and FFN element type
-     * (9 bf16, 5 int8). */
+     * (9 bf16, 5 int8, 10 q4_0, 11 q8_0: docs/format.md's array dtype codes). */
     uint32_t profile;
     uint32_t runtime_sinks;
     uint32_t runtime_window;
@@ -1163,7 +1169,7 @@ typedef struct stk_lm_info {
  * the FFN matrices); or a generation of the faithful profile (a generations root, meaning its
  * current generation, or one generation directory: its arrays mapped and verified, at the width
  * they were written in; a default-profile generation is refused by name, and an FFN block type
- * with STK_E_NOT_IMPLEMENTED).
+ * other than the one its FFN holds (--ffn q4_0 / q8_0 at convert) with STK_E_NOT_IMPLEMENTED).
  * Threads: any. */
 STK_API stk_status stk_lm_open(const char *path, uint32_t flags, stk_lm **out);
 STK_API void stk_lm_close(stk_lm *lm);
