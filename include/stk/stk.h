@@ -290,7 +290,8 @@ STK_API stk_status stk_generation_dir(const stk_generation *gen, const char **ou
 
 /* One published array of an open generation: its manifest entry and its payload bytes inside a
  * read-only mapping (docs/format.md, "Sera array").  dtype: 1 f64, 2 f32, 3 i32, 4 i16, 5 i8,
- * 6 u8, 7 Q8.8 and 8 Q4.12 (i16 fixed point), 9 bf16; little-endian, row-major. */
+ * 6 u8, 7 Q8.8 and 8 Q4.12 (i16 fixed point), 9 bf16, 10 q4_0 and 11 q8_0 (ggml blocks of 32
+ * along the last dim: byte_len = elements / 32 x 18 or 34); little-endian, row-major. */
 typedef struct stk_array_view {
     size_t struct_size; /* sizeof(stk_array_view) */
     char name[64];      /* file name under arrays/ ("prf_W.bin"), NUL-terminated */
@@ -479,8 +480,9 @@ STK_API stk_status stk_job_warning_at(const stk_job *job, uint32_t index, char *
 #  define STK_LOCK_FILE_NAME "LOCK"                  /* ROOT/LOCK, held by the one writer */
 #  define STK_STAGING_PREFIX ".staging-"             /* ROOT/.staging-<pid>-<n>/: a conversion being built */
 
-/* The short name of an array dtype ("f32", "q8_8", ...; stk_array_view's list), "unknown" for a
- * value outside 1..9.  Threads: any. */
+/* The short name of an array dtype ("f32", "q8_8", ...; stk_array_view's list; 10 "q4_0" and 11
+ * "q8_0", the block-scaled types of a faithful generation), "unknown" for a value outside 1..11.
+ * Threads: any. */
 STK_API const char *stk_dtype_name(uint32_t dtype);
 
 /* The GGUF file a model path names, or "" when it is not a GGUF model: a file that starts with
