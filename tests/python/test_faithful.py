@@ -336,7 +336,7 @@ def test_block_ffn_rows_not_whole_blocks_are_refused(tmp_path):
     # mixtral's fixture: experts' w2 rows hold intermediate_size 48 values.
     r = subprocess.run([STK, "convert", "--in", str(MODELS / "mixtral"), "--out", str(tmp_path / "root"), "--profile",
                         "faithful", "--ffn", "q4_0"], capture_output=True, text=True)
-    assert r.returncode == 1  # refused (STK_E_INVALID_ARGUMENT), before anything is written
+    assert r.returncode == 2  # refused (STK_E_INVALID_ARGUMENT), before any array is written
     assert "not a multiple of 32" in r.stderr and "experts_w2" in r.stderr and "48" in r.stderr, r.stderr
     assert not (tmp_path / "root" / "CURRENT").exists()
 
