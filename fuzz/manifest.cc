@@ -10,7 +10,8 @@
 // --allow-uncertified-tokenizer, 9 tokenizer arrays; gpt2 alone; llama with llama2 tokenizer.json);
 // faithful-*.bin: `stk convert --profile faithful` of tests/data/models/llama, of
 // tests/fixtures/families/gemma3 (sliding layers, two rope bases) and of tests/data/models/mixtral
-// with --ffn int8: the runtime block and its per-layer entries, round-tripped with the rest.
+// with --ffn int8, and of tests/fixtures/families/qwen3_moe with --ffn q4_0 (block-scaled arrays,
+// dtype 10): the runtime block and its per-layer entries, round-tripped with the rest.
 #include <cstdint>
 #include <cstring>
 #include <vector>

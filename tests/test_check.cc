@@ -388,7 +388,7 @@ struct BadCase {
      [](const std::string &p) { assert_int_equal(truncate(p.c_str(), 128 + 100), 0); }},
     {"wrong magic", STK_E_BAD_MAGIC, 0, [](const std::string &p) { patch_header(p, [](uint8_t *h) { h[0] = 'X'; }); }},
     {"unknown dtype", STK_E_BAD_DTYPE, 4,
-     [](const std::string &p) { patch_header(p, [](uint8_t *h) { store_le<uint16_t>(h + 4, 10); }); }},
+     [](const std::string &p) { patch_header(p, [](uint8_t *h) { store_le<uint16_t>(h + 4, 12); }); }},
     {"rank > 5", STK_E_BAD_RANK, 6,
      [](const std::string &p) { patch_header(p, [](uint8_t *h) { store_le<uint16_t>(h + 6, 6); }); }},
     {"dims overflow", STK_E_DIMS_OVERFLOW, 16,

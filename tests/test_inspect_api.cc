@@ -233,7 +233,9 @@ static void names_and_path_kinds(void **) {
     assert_string_equal(stk_dtype_name(2), "f32");
     assert_string_equal(stk_dtype_name(9), "bf16");
     assert_string_equal(stk_dtype_name(0), "unknown");
-    assert_string_equal(stk_dtype_name(10), "unknown");
+    assert_string_equal(stk_dtype_name(10), "q4_0");  // block-scaled (issue 37)
+    assert_string_equal(stk_dtype_name(11), "q8_0");
+    assert_string_equal(stk_dtype_name(12), "unknown");
     assert_string_equal(stk_lwt_dtype_name(STK_LWT_BF16), "bfloat16");
     assert_null(stk_lwt_dtype_name(0));
     assert_null(stk_lwt_dtype_name(13));

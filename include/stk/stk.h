@@ -168,6 +168,12 @@ STK_API const char *stk_stage_name(stk_stage stage);
 /* Faithful profile only: FFN and expert matrices as .lwt int8 (one f32 scale per matrix,
  * docs/spec/lowbit-packing.txt) instead of bf16. */
 #define STK_JOB_FAITHFUL_FFN_INT8 0x20u
+/* Faithful profile only, at most one of the FFN flags (issue 37): FFN and expert matrices as ggml
+ * Q4_0 / Q8_0 blocks (docs/format.md "Block-scaled arrays": blocks of 32 along each row, one f16
+ * scale per block; gguf-py's quantize); a matrix whose rows are not a multiple of 32 values is
+ * refused by name (STK_E_INVALID_ARGUMENT). */
+#define STK_JOB_FAITHFUL_FFN_Q4_0 0x40u
+#define STK_JOB_FAITHFUL_FFN_Q8_0 0x80u
 
 typedef struct stk_job_params {
     size_t struct_size;  /* sizeof(stk_job_params) */
@@ -284,7 +290,8 @@ STK_API stk_status stk_generation_dir(const stk_generation *gen, const char **ou
 
 /* One published array of an open generation: its manifest entry and its payload bytes inside a
  * read-only mapping (docs/format.md, "Sera array").  dtype: 1 f64, 2 f32, 3 i32, 4 i16, 5 i8,
- * 6 u8, 7 Q8.8 and 8 Q4.12 (i16 fixed point), 9 bf16; little-endian, row-major. */
+ * 6 u8, 7 Q8.8 and 8 Q4.12 (i16 fixed point), 9 bf16, 10 q4_0 and 11 q8_0 (ggml blocks of 32
+ * along the last dim: byte_len = elements / 32 x 18 or 34); little-endian, row-major. */
 typedef struct stk_array_view {
     size_t struct_size; /* sizeof(stk_array_view) */
     char name[64];      /* file name under arrays/ ("prf_W.bin"), NUL-terminated */
@@ -473,8 +480,9 @@ STK_API stk_status stk_job_warning_at(const stk_job *job, uint32_t index, char *
 #  define STK_LOCK_FILE_NAME "LOCK"                  /* ROOT/LOCK, held by the one writer */
 #  define STK_STAGING_PREFIX ".staging-"             /* ROOT/.staging-<pid>-<n>/: a conversion being built */
 
-/* The short name of an array dtype ("f32", "q8_8", ...; stk_array_view's list), "unknown" for a
- * value outside 1..9.  Threads: any. */
+/* The short name of an array dtype ("f32", "q8_8", ...; stk_array_view's list; 10 "q4_0" and 11
+ * "q8_0", the block-scaled types of a faithful generation), "unknown" for a value outside 1..11.
+ * Threads: any. */
 STK_API const char *stk_dtype_name(uint32_t dtype);
 
 /* The GGUF file a model path names, or "" when it is not a GGUF model: a file that starts with
@@ -587,7 +595,7 @@ typedef struct stk_manifest_info {
     uint32_t first;            /* 1: the first generation of its root (prev_hash all zero) */
     /* Appended: the conversion profile (docs/format.md "Runtime block"): 0 default (no runtime
      * block), 1 faithful; then, for the faithful profile, its sinks, window and FFN element type
-     * (9 bf16, 5 int8). */
+     * (9 bf16, 5 int8, 10 q4_0, 11 q8_0: docs/format.md's array dtype codes). */
     uint32_t profile;
     uint32_t runtime_sinks;
     uint32_t runtime_window;
@@ -1163,7 +1171,7 @@ typedef struct stk_lm_info {
  * the FFN matrices); or a generation of the faithful profile (a generations root, meaning its
  * current generation, or one generation directory: its arrays mapped and verified, at the width
  * they were written in; a default-profile generation is refused by name, and an FFN block type
- * with STK_E_NOT_IMPLEMENTED).
+ * other than the one its FFN holds (--ffn q4_0 / q8_0 at convert) with STK_E_NOT_IMPLEMENTED).
  * Threads: any. */
 STK_API stk_status stk_lm_open(const char *path, uint32_t flags, stk_lm **out);
 STK_API void stk_lm_close(stk_lm *lm);

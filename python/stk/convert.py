@@ -89,7 +89,7 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
     (``stk convert --calibration STATS``): the stages fit to it; None converts without data.
     ``profile``: "default" (the spec's arrays) or "faithful" (``--profile faithful``: the model's
     own weights and the manifest's runtime block, docs/format.md "Faithful profile"); ``ffn``
-    ("bf16" or "int8"), ``sinks`` and ``window`` are that profile's options (None: its defaults
+    ("bf16", "int8", "q4_0" or "q8_0"), ``sinks`` and ``window`` are that profile's options (None: its defaults
     bf16, 4 and 252) and are refused with the default profile (ValueError).
 
     ``progress``: a callable ``progress(stage_name, index, total)`` called on this thread as each
@@ -126,12 +126,12 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
         params.calibration = _p(os.fspath(calibration))
     if profile not in ("default", "faithful"):
         raise ValueError(f"profile {profile!r}: expected 'default' or 'faithful'")
-    if ffn not in (None, "bf16", "int8"):
-        raise ValueError(f"ffn {ffn!r}: expected 'bf16' or 'int8'")
+    if ffn not in (None, "bf16", "int8", "q4_0", "q8_0"):
+        raise ValueError(f"ffn {ffn!r}: expected 'bf16', 'int8', 'q4_0' or 'q8_0'")
     if profile == "faithful":
         params.flags |= _lib.STK_JOB_PROFILE_FAITHFUL
-        if ffn == "int8":
-            params.flags |= _lib.STK_JOB_FAITHFUL_FFN_INT8
+        params.flags |= {"int8": _lib.STK_JOB_FAITHFUL_FFN_INT8, "q4_0": _lib.STK_JOB_FAITHFUL_FFN_Q4_0,
+                         "q8_0": _lib.STK_JOB_FAITHFUL_FFN_Q8_0}.get(ffn or "", 0)
         params.sinks, params.window = sinks or 0, window or 0
     elif ffn is not None or sinks is not None or window is not None:
         raise ValueError("ffn, sinks and window need profile='faithful'")

@@ -318,7 +318,9 @@ def model_digest(model: str, faithful: Optional[tuple[str, int, int]] = None) ->
         params.threads = 0
         params.flags = _lib.STK_JOB_ALLOW_NONFINITE
         if faithful is not None:
-            params.flags |= _lib.STK_JOB_PROFILE_FAITHFUL | (_lib.STK_JOB_FAITHFUL_FFN_INT8 if faithful[0] == "int8" else 0)
+            params.flags |= _lib.STK_JOB_PROFILE_FAITHFUL | {
+                "int8": _lib.STK_JOB_FAITHFUL_FFN_INT8, "q4_0": _lib.STK_JOB_FAITHFUL_FFN_Q4_0,
+                "q8_0": _lib.STK_JOB_FAITHFUL_FFN_Q8_0}.get(faithful[0], 0)
             params.sinks, params.window = faithful[1], faithful[2]
         size = ctypes.c_size_t(0)
         _raise(c.stk_job_arena_size(ctypes.byref(params), ctypes.byref(size)))

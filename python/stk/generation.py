@@ -51,7 +51,7 @@ def _view(owner: _Mapping, address: int, nbytes: int, dtype: np.dtype[Any], shap
 # int16 fixed point (Generation.dequantized divides by 256 / 4096); bf16 is its raw uint16 bits.
 _SERA_DTYPES: dict[int, np.dtype[Any]] = {1: np.dtype("<f8"), 2: np.dtype("<f4"), 3: np.dtype("<i4"), 4: np.dtype("<i2"), 5: np.dtype("i1"),
                 6: np.dtype("u1"), 7: np.dtype("<i2"), 8: np.dtype("<i2"), 9: np.dtype("<u2")}
-_SERA_DTYPE_NAMES = {1: "f64", 2: "f32", 3: "i32", 4: "i16", 5: "i8", 6: "u8", 7: "q8_8", 8: "q4_12", 9: "bf16"}
+_SERA_DTYPE_NAMES = {1: "f64", 2: "f32", 3: "i32", 4: "i16", 5: "i8", 6: "u8", 7: "q8_8", 8: "q4_12", 9: "bf16", 10: "q4_0", 11: "q8_0"}
 
 _LOOKUP_TOKEN_ID, _LOOKUP_TOKEN_BYTES, _LOOKUP_LINEAR, _LOOKUP_HUB = 1, 2, 3, 4
 

@@ -226,7 +226,7 @@ int cmd_check(int argc, char **argv) {
             profile = "faithful";
         if (profile == "faithful")
             chain_text += "; profile faithful (" + std::to_string(mi.runtime_sinks) + " sinks + " +
-                          std::to_string(mi.runtime_window) + " window, FFN " + (mi.runtime_ffn_dtype == 5 ? "int8" : "bf16") + ")";
+                          std::to_string(mi.runtime_window) + " window, FFN " + (mi.runtime_ffn_dtype == 5 ? "int8" : stk_dtype_name(mi.runtime_ffn_dtype)) + ")";
         stk_manifest_close(mf);
     }
     std::string full_line = std::string(line) + chain_text;

@@ -60,8 +60,10 @@ static const char kHelp[] =
     "                  runtime block (sinks, window, per-layer attention kind, the family's\n"
     "                  constants) for a runtime that keeps the model; the spec's numeric stages\n"
     "                  are not run (docs/format.md, \"Faithful profile\")\n"
-    "  --ffn bf16|int8 faithful profile: the FFN and expert matrices' width (default bf16; int8\n"
-    "                  is the .lwt int8 packing with one scale per matrix)\n"
+    "  --ffn bf16|int8|q4_0|q8_0\n"
+    "                  faithful profile: the FFN and expert matrices' width (default bf16; int8\n"
+    "                  is the .lwt int8 packing with one scale per matrix; q4_0 / q8_0 are\n"
+    "                  ggml's blocks of 32 with an f16 scale each, rows a multiple of 32)\n"
     "  --sinks N       faithful profile: sink positions kept exact (default 4)\n"
     "  --window N      faithful profile: most recent positions kept exact (default 252)\n"
     "  --threads N     worker threads (default 1, at most 1024); the output bytes do not\n"
@@ -454,7 +456,10 @@ int convert_options(int argc, char **argv, ConvertOptions &o) {
     else if (!profile.empty() && profile != "default")
         return report_usage("convert", "--profile " + profile + ": expected default or faithful", json);
     if (ffn == "int8") p.flags |= STK_JOB_FAITHFUL_FFN_INT8;
-    else if (!ffn.empty() && ffn != "bf16") return report_usage("convert", "--ffn " + ffn + ": expected bf16 or int8", json);
+    else if (ffn == "q4_0") p.flags |= STK_JOB_FAITHFUL_FFN_Q4_0;
+    else if (ffn == "q8_0") p.flags |= STK_JOB_FAITHFUL_FFN_Q8_0;
+    else if (!ffn.empty() && ffn != "bf16")
+        return report_usage("convert", "--ffn " + ffn + ": expected bf16, int8, q4_0 or q8_0", json);
     if (!ffn.empty() && profile != "faithful") return report_usage("convert", "--ffn needs --profile faithful", json);
     p.sinks = args.get_count("sinks", 65536);
     p.window = args.get_count("window", 16777216);

@@ -339,7 +339,7 @@ static int inspect_generation(const std::string &in, bool json, const std::strin
             .raw("runtime", m.profile == 1 ? Json()
                                                   .unum("sinks", m.runtime_sinks)
                                                   .unum("window", m.runtime_window)
-                                                  .str("ffn_dtype", m.runtime_ffn_dtype == 5 ? "int8" : "bf16")
+                                                  .str("ffn_dtype", (m.runtime_ffn_dtype == 5 ? "int8" : stk_dtype_name(m.runtime_ffn_dtype)))
                                                   .text()
                                             : "null")
             .raw("stages", json_array(sj))
@@ -361,7 +361,7 @@ static int inspect_generation(const std::string &in, bool json, const std::strin
                 m.tokenizer_vocab_size, m.pgen_count);
     if (m.profile == 1)
         std::printf("profile         faithful: %u sinks + %u window, FFN %s (the runtime block)\n", m.runtime_sinks,
-                    m.runtime_window, m.runtime_ffn_dtype == 5 ? "int8" : "bf16");
+                    m.runtime_window, (m.runtime_ffn_dtype == 5 ? "int8" : stk_dtype_name(m.runtime_ffn_dtype)));
     else
         std::printf("profile         default\n");
     std::printf("\n%-24s %-16s %-8s %s\n", "stage", "state", "crc32c", "sha256_low64");

@@ -6,6 +6,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/test_fault.h"
+#include "format/lowbit.h"
 
 namespace stk {
 
@@ -31,8 +32,28 @@ size_t dtype_size(uint16_t dtype) {
 }
 
 const char *dtype_name(uint16_t dtype) {
-    static const char *const names[] = {"?", "f64", "f32", "i32", "i16", "i8", "u8", "q8_8", "q4_12", "bf16"};
-    return dtype >= 1 && dtype <= 9 ? names[dtype] : "unknown";
+    static const char *const names[] = {"?", "f64", "f32", "i32", "i16", "i8", "u8", "q8_8", "q4_12", "bf16", "q4_0", "q8_0"};
+    return dtype >= 1 && dtype <= kDTypeLast ? names[dtype] : "unknown";
+}
+
+bool dtype_known(uint16_t dtype) { return dtype >= 1 && dtype <= kDTypeLast; }
+
+bool dtype_is_block(uint16_t dtype, uint64_t *block_bytes) {
+    if (dtype != uint16_t(DType::Q4_0) && dtype != uint16_t(DType::Q8_0)) return false;
+    if (block_bytes) *block_bytes = blockq_block_bytes(dtype == uint16_t(DType::Q4_0) ? BlockQType::Q4_0 : BlockQType::Q8_0);
+    return true;
+}
+
+ArrayBytes array_bytes_of(uint16_t dtype, uint32_t rank, const uint64_t *dims, uint64_t *out) {
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < rank; i++)
+        if (!mul_ok(n, dims[i], &n)) return ArrayBytes::Overflow;
+    uint64_t block = 0;
+    if (dtype_is_block(dtype, &block)) {
+        if (rank < 1 || dims[rank - 1] % kBlockQElems) return ArrayBytes::RowNot32;
+        return mul_ok(n / kBlockQElems, block, out) ? ArrayBytes::Ok : ArrayBytes::Overflow;
+    }
+    return mul_ok(n, dtype_size(dtype), out) ? ArrayBytes::Ok : ArrayBytes::Overflow;
 }
 
 uint64_t ArrayHeader::element_count() const {
@@ -66,7 +87,7 @@ ArrayHeader decode_array_header(const uint8_t *p, uint64_t size, const std::stri
                  (unsigned long long)stored_hcrc, hcrc);
     ArrayHeader h;
     h.dtype = load_u16(p + off::dtype);
-    if (dtype_size(h.dtype) == 0) throw_at(STK_E_BAD_DTYPE, file, off::dtype, "unknown dtype %u (1..9)", h.dtype);
+    if (!dtype_known(h.dtype)) throw_at(STK_E_BAD_DTYPE, file, off::dtype, "unknown dtype %u (1..%u)", h.dtype, kDTypeLast);
     h.rank = load_u16(p + off::rank);
     if (h.rank < 1 || h.rank > kMaxRank) throw_at(STK_E_BAD_RANK, file, off::rank, "rank %u not in 1..5", h.rank);
     uint64_t elements = 1;
@@ -78,10 +99,14 @@ ArrayHeader decode_array_header(const uint8_t *p, uint64_t size, const std::stri
         if (i < h.rank && !mul_ok(elements, h.dims[i], &elements))
             throw_at(STK_E_DIMS_OVERFLOW, file, off::dims + 8 * i, "product of dims overflows 64 bits");
     }
-    uint64_t expect;
-    if (!mul_ok(elements, dtype_size(h.dtype), &expect))
+    uint64_t expect = 0;
+    const ArrayBytes ab = array_bytes_of(h.dtype, h.rank, h.dims, &expect);
+    if (ab == ArrayBytes::Overflow)
         throw_at(STK_E_DIMS_OVERFLOW, file, off::dims, "%llu elements of %s overflow 64 bits", (unsigned long long)elements,
                  dtype_name(h.dtype));
+    if (ab == ArrayBytes::RowNot32)
+        throw_at(STK_E_SIZE_MISMATCH, file, off::dims + 8 * (h.rank - 1), "%s rows of %llu values: not whole blocks of 32",
+                 dtype_name(h.dtype), (unsigned long long)h.dims[h.rank - 1]);
     h.byte_len = load_u64(p + off::byte_len);
     if (h.byte_len != expect)
         throw_at(STK_E_SIZE_MISMATCH, file, off::byte_len, "byte_len %llu, but dims x %s give %llu",
@@ -131,11 +156,17 @@ ArrayReader::ArrayReader(const std::string &path, bool verify_payload) : file_(p
 }
 
 uint64_t array_payload_bytes(DType dtype, uint32_t rank, const uint64_t *dims, const char *what) {
-    if (dtype_size(uint16_t(dtype)) == 0) throw_error(STK_E_BAD_DTYPE, "%s: cannot write dtype %u", what, unsigned(dtype));
+    if (!dtype_known(uint16_t(dtype))) throw_error(STK_E_BAD_DTYPE, "%s: cannot write dtype %u", what, unsigned(dtype));
     if (rank < 1 || rank > kMaxRank) throw_error(STK_E_BAD_RANK, "%s: cannot write rank %u", what, rank);
-    uint64_t n = 1;
-    for (uint32_t i = 0; i < rank; i++) n = checked_mul(n, dims[i], what);
-    return checked_mul(n, dtype_size(uint16_t(dtype)), what);
+    uint64_t out = 0;
+    switch (array_bytes_of(uint16_t(dtype), rank, dims, &out)) {
+        case ArrayBytes::Ok: return out;
+        case ArrayBytes::RowNot32:
+            throw_error(STK_E_INVALID_ARGUMENT, "%s: %s rows of %llu values are not whole blocks of 32", what,
+                        dtype_name(uint16_t(dtype)), (unsigned long long)dims[rank - 1]);
+        case ArrayBytes::Overflow: break;
+    }
+    throw_error(STK_E_DIMS_OVERFLOW, "%s: size overflows 64 bits", what);
 }
 
 ArraySpec::ArraySpec(std::string n, DType t, std::initializer_list<uint64_t> d) : name(std::move(n)), dtype(t) {

@@ -23,7 +23,13 @@ enum class DType : uint16_t {
     Q8_8 = 7,
     Q4_12 = 8,
     BF16 = 9,
+    // Block-scaled (issue 37; format/lowbit.h BlockQType, docs/format.md "Block-scaled arrays"):
+    // the last dim in ggml blocks of 32 values, each block d (f16) then its codes; no element
+    // size (dtype_size is 0 for them): array_bytes_of gives the payload.
+    Q4_0 = 10,
+    Q8_0 = 11,
 };
+constexpr uint16_t kDTypeLast = 11;
 
 constexpr uint32_t kArrayMagic = 0x53455241u;  // "SERA" as a LE u32: bytes 41 52 45 53
 constexpr size_t kArrayHeaderSize = 128;
@@ -34,9 +40,18 @@ constexpr uint32_t kFlagAligned64 = 1u << 1;
 constexpr uint32_t kFlagFtzOn = 1u << 2;
 constexpr uint32_t kKnownFlags = kFlagRowMajor | kFlagAligned64 | kFlagFtzOn;
 
-// Bytes per element, 0 for an unknown dtype value.
+// Bytes per element, 0 for an unknown dtype value or a block-scaled one (Q4_0, Q8_0).
 size_t dtype_size(uint16_t dtype);
 const char *dtype_name(uint16_t dtype);
+// 1..kDTypeLast.
+bool dtype_known(uint16_t dtype);
+// Q4_0 / Q8_0: true, and the block's bytes (18, 34) of 32 values.
+bool dtype_is_block(uint16_t dtype, uint64_t *block_bytes = nullptr);
+// The payload bytes of `rank` dims under a known dtype: prod(dims) * dtype_size, or for a block
+// type prod(dims) / 32 * block bytes.  ArrayBytes::Overflow when it does not fit 64 bits;
+// ::RowNot32 when a block type's last dim (its rows' length) is not a multiple of 32.
+enum class ArrayBytes { Ok, Overflow, RowNot32 };
+ArrayBytes array_bytes_of(uint16_t dtype, uint32_t rank, const uint64_t *dims, uint64_t *out);
 
 struct ArrayHeader {
     uint16_t dtype = 0;
@@ -80,7 +95,7 @@ private:
 void verify_array_payload(const ArrayHeader &h, const uint8_t *payload, const std::string &file,
                           const MappedFile *mapping = nullptr);
 
-// Payload bytes of an array: prod(dims) * dtype size, checked (STK_E_BAD_DTYPE, STK_E_BAD_RANK,
+// Payload bytes of an array: prod(dims) * dtype size (array_bytes_of), checked (STK_E_BAD_DTYPE, STK_E_BAD_RANK,
 // overflow), `what` naming it in the message.  The writers and the dry-run planner use it.
 uint64_t array_payload_bytes(DType dtype, uint32_t rank, const uint64_t *dims, const char *what);
 

@@ -109,7 +109,7 @@ const FieldDef kRuntimeFields[] = {
     RFLD("runtime.window", U32, window, 1, 16777216, "most recent positions kept exact"),
     RFLD("runtime.kv_dtype", U32, kv_dtype, 2, 2, "2 f32"),
     RFLD("runtime.weight_dtype", U32, weight_dtype, 9, 9, "9 bf16"),
-    RFLD("runtime.ffn_dtype", U32, ffn_dtype, 5, 9, "9 bf16, 5 i8 (.lwt int8, one f32 scale per matrix)"),
+    RFLD("runtime.ffn_dtype", U32, ffn_dtype, 5, 11, "9 bf16, 5 i8 (.lwt int8, one f32 scale per matrix), 10 q4_0, 11 q8_0 (ggml blocks of 32)"),
     RFLD("runtime.model_type", D32, model_type, 0, 0, "ASCII, NUL-padded"),
     RFLD("runtime.n_layers", U32, n_layers, 1, 1024, ""),
     RFLD("runtime.d_model", U32, d_model, 1, 131072, ""),
@@ -355,7 +355,8 @@ void check_array_entry(const ManifestArray &a, const std::string &file, uint64_t
         throw_at(STK_E_CORRUPT, file, at, "array name '%.*s' is not [A-Za-z0-9._-]+", int(len), a.name);
     if (a.stage < STK_STAGE_PARSE_TENSORS || a.stage > STK_STAGE_BRIDGE_INIT)
         throw_at(STK_E_CORRUPT, file, at + 64, "array %s: stage %u not in 1..8", a.name, a.stage);
-    if (dtype_size(a.dtype) == 0) throw_at(STK_E_BAD_DTYPE, file, at + 66, "array %s: unknown dtype %u (1..9)", a.name, a.dtype);
+    if (!dtype_known(a.dtype))
+        throw_at(STK_E_BAD_DTYPE, file, at + 66, "array %s: unknown dtype %u (1..%u)", a.name, a.dtype, kDTypeLast);
     if (a.rank < 1 || a.rank > kMaxRank) throw_at(STK_E_BAD_RANK, file, at + 68, "array %s: rank %u not in 1..5", a.name, a.rank);
     if (a.flags & ~kKnownFlags)
         throw_at(STK_E_BAD_HEADER, file, at + 72, "array %s: unknown flag bits 0x%x", a.name, a.flags & ~kKnownFlags);
@@ -368,10 +369,14 @@ void check_array_entry(const ManifestArray &a, const std::string &file, uint64_t
         if (!mul_ok(n, a.dims[i], &n))
             throw_at(STK_E_DIMS_OVERFLOW, file, at + 80 + 8 * i, "array %s: product of dims overflows", a.name);
     }
-    uint64_t expect;
-    if (!mul_ok(n, dtype_size(a.dtype), &expect))
+    uint64_t expect = 0;
+    const ArrayBytes ab = array_bytes_of(a.dtype, a.rank, a.dims, &expect);
+    if (ab == ArrayBytes::Overflow)
         throw_at(STK_E_DIMS_OVERFLOW, file, at + 80, "array %s: %llu elements of %s overflow 64 bits", a.name,
                  (unsigned long long)n, dtype_name(a.dtype));
+    if (ab == ArrayBytes::RowNot32)
+        throw_at(STK_E_SIZE_MISMATCH, file, at + 80 + 8 * (a.rank - 1), "array %s: %s rows of %llu values are not whole blocks of 32",
+                 a.name, dtype_name(a.dtype), (unsigned long long)a.dims[a.rank - 1]);
     if (a.byte_len != expect)
         throw_at(STK_E_SIZE_MISMATCH, file, at + 120, "array %s: byte_len %llu, dims x %s give %llu", a.name,
                  (unsigned long long)a.byte_len, dtype_name(a.dtype), (unsigned long long)expect);

@@ -73,6 +73,8 @@ WDType wdtype_of(uint16_t dtype, const std::string &file) {
         case DType::F32: return WDType::F32;
         case DType::BF16: return WDType::BF16;
         case DType::I8: return WDType::I8;
+        case DType::Q4_0: return WDType::Q4_0;
+        case DType::Q8_0: return WDType::Q8_0;
         default: break;
     }
     throw_error(STK_E_BAD_DTYPE, "%s: dtype %s is not a weight type of the faithful profile", file.c_str(), dtype_name(dtype));
@@ -120,7 +122,14 @@ public:
                                 name.substr(0, name.size() - 4).c_str(), (unsigned long long)count);
                 scales = reinterpret_cast<const float *>(it->second->payload());
             }
-            const uint64_t elem = dtype_size(h.dtype), per = rows * cols * elem;
+            // One matrix's bytes (rows x cols elements, or rows x cols / 32 blocks: the header's
+            // check made the last dim whole blocks).
+            uint64_t per = 0;
+            const uint64_t mdims[2] = {rows, cols};
+            if (array_bytes_of(h.dtype, 2, mdims, &per) != ArrayBytes::Ok || per * count != h.byte_len)
+                throw_error(STK_E_SIZE_MISMATCH, "%s: %llu bytes do not hold %llu matrices [%llu, %llu] of %s", a->path().c_str(),
+                            (unsigned long long)h.byte_len, (unsigned long long)count, (unsigned long long)rows,
+                            (unsigned long long)cols, dtype_name(h.dtype));
             for (uint64_t e = 0; e < count; e++) {
                 TensorView v;
                 v.data = a->payload() + e * per;

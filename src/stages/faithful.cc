@@ -34,12 +34,20 @@ bool is_ffn_matrix(const PlanTensor &t) {
     return t.rank == 2 && (t.role == Role::FFN_W1 || t.role == Role::FFN_W2 || t.role == Role::FFN_W3);
 }
 
-// Matrices are bf16 (or int8 for the FFN's with STK_JOB_FAITHFUL_FFN_INT8), except the router's
+// The FFN matrices' element type the job asks for: BF16 (default), I8, Q4_0 or Q8_0.
+DType ffn_dtype_of(const stk_job_params &p) {
+    if (p.flags & STK_JOB_FAITHFUL_FFN_INT8) return DType::I8;
+    if (p.flags & STK_JOB_FAITHFUL_FFN_Q4_0) return DType::Q4_0;
+    if (p.flags & STK_JOB_FAITHFUL_FFN_Q8_0) return DType::Q8_0;
+    return DType::BF16;
+}
+
+// Matrices are bf16 (or the job's FFN type for the FFN's: int8, Q4_0, Q8_0), except the router's
 // and the shared expert's gate (f32: routing decisions flip on small differences, and they are
 // small); vectors (norms, biases, sink logits) f32.
-DType element_type(const PlanTensor &t, bool ffn_int8) {
+DType element_type(const PlanTensor &t, DType ffn) {
     if (t.rank != 2 || t.role == Role::ROUTER_GATE || t.role == Role::SHARED_GATE) return DType::F32;
-    if (ffn_int8 && is_ffn_matrix(t)) return DType::I8;
+    if (is_ffn_matrix(t)) return ffn;
     return DType::BF16;
 }
 
@@ -114,7 +122,7 @@ void fill_runtime(const Job &job, const ModelConfig &c, uint32_t rope_pairs, Man
     r.window = job.params.window;
     r.kv_dtype = uint32_t(DType::F32);
     r.weight_dtype = uint32_t(DType::BF16);
-    r.ffn_dtype = uint32_t((job.params.flags & STK_JOB_FAITHFUL_FFN_INT8) ? DType::I8 : DType::BF16);
+    r.ffn_dtype = uint32_t(ffn_dtype_of(job.params));
     set_str(r.model_type, c.model_type);
     r.n_layers = c.n_layers, r.d_model = c.d_model, r.n_heads = c.n_heads, r.n_kv_heads = c.n_kv_heads;
     r.head_dim = c.head_dim, r.vocab_size = c.vocab_size, r.ffn_dim = c.ffn_dim;
@@ -185,7 +193,7 @@ ArraySpec scale_spec(const FaithfulArray &a) {
 
 // The weight arrays in plan order (the writer's order), with their specs: what faithful_write
 // writes and faithful_plan lists, from one computation.
-std::vector<FaithfulArray> faithful_layout(const ModelPlan &plan, bool ffn_int8) {
+std::vector<FaithfulArray> faithful_layout(const ModelPlan &plan, DType ffn) {
     std::vector<FaithfulArray> out;
     for (uint32_t i = 0; i < plan.n_streamed; i++) {
         std::string name = faithful_array_name(plan.tensors[i]);
@@ -214,7 +222,13 @@ std::vector<FaithfulArray> faithful_layout(const ModelPlan &plan, bool ffn_int8)
                 throw_error(STK_E_PARAM_COUNT, "faithful profile: tensor '%s' (expert %d) does not stack with '%s' in %s", t.name,
                             int(t.expert), t0.name, a.spec.name.c_str());
         }
-        a.spec.dtype = element_type(t0, ffn_int8);
+        a.spec.dtype = element_type(t0, ffn);
+        // A block type's rows ([out, in]: `in` values each) are whole blocks of 32: refused by
+        // name otherwise, before anything is written.
+        if (dtype_is_block(uint16_t(a.spec.dtype)) && t0.dims[1] % kBlockQElems)
+            throw_error(STK_E_INVALID_ARGUMENT,
+                        "faithful profile: --ffn %s: tensor '%s' (%s) has rows of %llu values, not a multiple of 32 (ggml blocks)",
+                        dtype_name(uint16_t(a.spec.dtype)), t0.name, a.spec.name.c_str(), (unsigned long long)t0.dims[1]);
         a.spec.rank = 0;
         if (stacked) a.spec.dims[a.spec.rank++] = a.count;
         a.spec.dims[a.spec.rank++] = t0.dims[0];
@@ -238,7 +252,7 @@ bool rope_spec(const ModelConfig &c, ArraySpec &spec, std::vector<std::vector<do
 void faithful_plan(const JobInputs &in, ArrayPlan &out) {
     if (!job_is_faithful(in.params)) return;
     const ModelPlan &plan = in.model->plan;
-    for (const FaithfulArray &a : faithful_layout(plan, (in.params.flags & STK_JOB_FAITHFUL_FFN_INT8) != 0)) {
+    for (const FaithfulArray &a : faithful_layout(plan, ffn_dtype_of(in.params))) {
         out.add(STK_STAGE_PARSE_TENSORS, a.spec);
         if (a.scaled) out.add(STK_STAGE_PARSE_TENSORS, scale_spec(a));
     }
@@ -248,7 +262,7 @@ void faithful_plan(const JobInputs &in, ArrayPlan &out) {
 
 void faithful_write(Job &job, const ModelPlan &plan, StageDigest &digest) {
     const ModelConfig &c = plan.config;
-    const bool ffn_int8 = (job.params.flags & STK_JOB_FAITHFUL_FFN_INT8) != 0;
+    const DType ffn = ffn_dtype_of(job.params);
     Buffers alloc(job.arena);
     FaithfulBuffers buf = faithful_buffers(plan, alloc);
     const Checkpoint &ckpt = *job.source->checkpoint;
@@ -257,7 +271,7 @@ void faithful_write(Job &job, const ModelPlan &plan, StageDigest &digest) {
     const std::string dir = std::string(job.out_dir) + "/" + kArraysDirName;
     make_dirs(dir);
 
-    const std::vector<FaithfulArray> arrays = faithful_layout(plan, ffn_int8);
+    const std::vector<FaithfulArray> arrays = faithful_layout(plan, ffn);
     job_work_begin(job, arrays.size(), "arrays");
     for (const FaithfulArray &a : arrays) {
         const DType dt = a.spec.dtype;
@@ -275,6 +289,14 @@ void faithful_write(Job &job, const ModelPlan &plan, StageDigest &digest) {
             } else if (dt == DType::BF16) {
                 for (uint64_t i = 0; i < n; i++) store_le<uint16_t>(buf.encoded + 2 * i, f32_to_bf16_rne(buf.values[i]));
                 w.append(buf.encoded, size_t(n * 2));
+            } else if (dtype_is_block(uint16_t(dt))) {
+                // ggml's blocks of 32 along each row (gguf-py's quantize of the f32 rows); the rows
+                // are whole blocks (faithful_layout), so the tensor's blocks are its rows' in order.
+                const BlockQType bt = dt == DType::Q4_0 ? BlockQType::Q4_0 : BlockQType::Q8_0;
+                uint64_t nb = 0;
+                if (!blockq_bytes(bt, n, &nb)) throw_error(STK_E_INTERNAL, "faithful profile: %s: %llu values", t.name, (unsigned long long)n);
+                blockq_quantize(bt, buf.values, n, buf.encoded);
+                w.append(buf.encoded, size_t(nb));
             } else {
                 const LwtQuant q = lwt_choose_quant(LwtDType::I8, buf.values, n);
                 lwt_pack(LwtDType::I8, buf.values, n, q, buf.encoded);

@@ -60,8 +60,12 @@ stk_job_params normalize_params(const stk_job_params &in) {
     if (p.threads > 1024) throw_error(STK_E_INVALID_ARGUMENT, "threads = %u: at most 1024", p.threads);
     if (p.calibration && !*p.calibration) throw_error(STK_E_INVALID_ARGUMENT, "calibration is an empty path (NULL: none)");
     if (p.flags & ~uint32_t(STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER | STK_JOB_ALLOW_NONFINITE | STK_JOB_PUBLISH_ROOT |
-                            STK_JOB_MEMORY_FIT_LSQ | STK_JOB_PROFILE_FAITHFUL | STK_JOB_FAITHFUL_FFN_INT8))
+                            STK_JOB_MEMORY_FIT_LSQ | STK_JOB_PROFILE_FAITHFUL | STK_JOB_FAITHFUL_FFN_INT8 |
+                            STK_JOB_FAITHFUL_FFN_Q4_0 | STK_JOB_FAITHFUL_FFN_Q8_0))
         throw_error(STK_E_INVALID_ARGUMENT, "unknown job flags 0x%x", p.flags);
+    const uint32_t ffn_flags = p.flags & (STK_JOB_FAITHFUL_FFN_INT8 | STK_JOB_FAITHFUL_FFN_Q4_0 | STK_JOB_FAITHFUL_FFN_Q8_0);
+    if (ffn_flags & (ffn_flags - 1))
+        throw_error(STK_E_INVALID_ARGUMENT, "job flags 0x%x: at most one FFN element type (STK_JOB_FAITHFUL_FFN_*)", p.flags);
     // The faithful profile's own parameters mean nothing elsewhere: refused, never ignored.
     if (p.flags & STK_JOB_PROFILE_FAITHFUL) {
         if (!p.sinks) p.sinks = 4;
@@ -71,8 +75,8 @@ stk_job_params normalize_params(const stk_job_params &in) {
         if (p.calibration)
             throw_error(STK_E_INVALID_ARGUMENT, "calibration: the faithful profile stores the model's own weights (nothing to fit)");
     } else {
-        if (p.flags & STK_JOB_FAITHFUL_FFN_INT8)
-            throw_error(STK_E_INVALID_ARGUMENT, "STK_JOB_FAITHFUL_FFN_INT8 (--ffn int8) needs the faithful profile");
+        if (ffn_flags)
+            throw_error(STK_E_INVALID_ARGUMENT, "STK_JOB_FAITHFUL_FFN_* (--ffn int8|q4_0|q8_0) needs the faithful profile");
         if (p.sinks || p.window)
             throw_error(STK_E_INVALID_ARGUMENT, "sinks / window (%u / %u) need the faithful profile", p.sinks, p.window);
     }

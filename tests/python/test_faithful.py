@@ -277,6 +277,112 @@ def test_int8_ffn_is_lwt_int8(tmp_path):
     assert f["ffn_dtype"] == 5 and f["n_experts"] == 4
 
 
+# --ffn q4_0 / q8_0 (issue 37): ggml's blocks, byte for byte gguf-py's quantize of the f32 rows.
+BLOCKQ = {"q4_0": (10, "Q4_0", 18), "q8_0": (11, "Q8_0", 34)}
+
+
+def read_block_array(path: Path):
+    """(dtype, dims, payload bytes) of a block-scaled array, by docs/format.md's header alone."""
+    b = path.read_bytes()
+    magic, dtype, rank = struct.unpack_from("<IHH", b, 0)
+    assert magic == 0x53455241
+    dims = struct.unpack_from("<5Q", b, 8)[:rank]
+    (byte_len,) = struct.unpack_from("<Q", b, 48)
+    assert len(b) == 128 + byte_len
+    return dtype, dims, b[128:]
+
+
+@pytest.mark.parametrize("ffn", sorted(BLOCKQ))
+@pytest.mark.parametrize("family,model,kinds", [
+    ("llama", MODELS / "llama", {"mlp.gate_proj.weight": "ffn_w1", "mlp.up_proj.weight": "ffn_w3",
+                                  "mlp.down_proj.weight": "ffn_w2"}),
+    ("qwen3_moe", FAMILIES / "qwen3_moe", {"gate_proj.weight": "experts_w1", "up_proj.weight": "experts_w3",
+                                            "down_proj.weight": "experts_w2"}),
+], ids=["llama", "qwen3_moe"])
+def test_block_ffn_is_gguf_quantize(tmp_path, ffn, family, model, kinds):
+    gguf = pytest.importorskip("gguf")
+    from gguf import quants
+    code, qtype, block = BLOCKQ[ffn]
+    root = tmp_path / "root"
+    convert(model, root, "--profile", "faithful", "--ffn", ffn)
+    g = gen_dir(root)
+    t = load_tensors(model)
+    cfg = json.loads((model / "config.json").read_text())
+    seen = 0
+    for layer in range(cfg["num_hidden_layers"]):
+        for suffix, kind in kinds.items():
+            dtype, dims, payload = read_block_array(g / "arrays" / f"L{layer:04d}.{kind}.bin")
+            assert dtype == code
+            if kind.startswith("experts_"):
+                ws = [t[f"model.layers.{layer}.mlp.experts.{e}.{suffix}"] for e in range(dims[0])]
+            else:
+                ws = [t[f"model.layers.{layer}.{suffix}"]]
+            w = np.stack(ws).astype(np.float32)
+            assert tuple(dims) == (w.shape if kind.startswith("experts_") else w.shape[1:])
+            want = quants.quantize(w.reshape(-1, w.shape[-1]), getattr(gguf.GGMLQuantizationType, qtype))
+            assert len(payload) == w.size // 32 * block
+            assert payload == want.tobytes(), f"L{layer}.{kind}"
+            seen += 1
+    assert seen == cfg["num_hidden_layers"] * 3
+    # Attention stays bf16; the runtime block records the FFN type; check and inspect say it.
+    assert read_array(g / "arrays" / "L0000.attn_q.bin")[0] == 9
+    f, _ = runtime_block(g)
+    assert f["ffn_dtype"] == code
+    r = subprocess.run([STK, "check", "--out", str(root)], capture_output=True, text=True)
+    assert r.returncode == 0 and f"FFN {ffn})" in r.stdout, r.stdout + r.stderr
+
+
+def test_block_ffn_rows_not_whole_blocks_are_refused(tmp_path):
+    # mixtral's fixture: experts' w2 rows hold intermediate_size 48 values.
+    r = subprocess.run([STK, "convert", "--in", str(MODELS / "mixtral"), "--out", str(tmp_path / "root"), "--profile",
+                        "faithful", "--ffn", "q4_0"], capture_output=True, text=True)
+    assert r.returncode == 2  # refused (STK_E_INVALID_ARGUMENT), before any array is written
+    assert "not a multiple of 32" in r.stderr and "experts_w2" in r.stderr and "48" in r.stderr, r.stderr
+    assert not (tmp_path / "root" / "CURRENT").exists()
+
+
+@pytest.mark.parametrize("ffn", sorted(BLOCKQ))
+def test_block_ffn_check_detects_a_flipped_bit_and_threads_agree(tmp_path, ffn):
+    a, b = tmp_path / "a", tmp_path / "b"
+    convert(FAMILIES / "qwen3_moe", a, "--profile", "faithful", "--ffn", ffn, "--threads", "1")
+    convert(FAMILIES / "qwen3_moe", b, "--profile", "faithful", "--ffn", ffn, "--threads", "2")
+    ga, gb = gen_dir(a), gen_dir(b)
+    assert (ga / "sera_manifest.bin").read_bytes() == (gb / "sera_manifest.bin").read_bytes()
+    for n in sorted(p.name for p in (ga / "arrays").iterdir()):
+        assert (ga / "arrays" / n).read_bytes() == (gb / "arrays" / n).read_bytes(), n
+    for array in ("L0001.experts_w2.bin", "L0000.experts_w1.bin"):
+        p = gb / "arrays" / array
+        flip(p, 128 + (p.stat().st_size - 128) // 2)
+        r = subprocess.run([STK, "check", "--out", str(b), "--json"], capture_output=True, text=True)
+        assert r.returncode != 0 and array in r.stdout + r.stderr
+        flip(p, 128 + (p.stat().st_size - 128) // 2)  # restored
+
+
+@pytest.mark.parametrize("ffn", sorted(BLOCKQ))
+def test_block_ffn_generation_runs_as_the_model_opened_block_scaled(tmp_path, ffn):
+    """stk_lm_open on a --ffn q4_0|q8_0 generation maps the blocks: its logits equal, bit for bit,
+    the model's opened at bf16 with the same FFN block type (the same weights: bf16 attention,
+    the FFN quantised by the same rule at open); another block type than the one it holds is
+    refused (STK_E_NOT_IMPLEMENTED)."""
+    from stk.errors import StkError
+    from stk.lm import LanguageModel
+    root = tmp_path / "root"
+    convert(MODELS / "llama", root, "--profile", "faithful", "--ffn", ffn)
+    toks = np.arange(40, dtype=np.int32) * 7 % 96  # the fixture's vocabulary: 96
+    outs = []
+    for lm in (LanguageModel(str(root)), LanguageModel(str(root), ffn=ffn),
+               LanguageModel(str(MODELS / "llama"), bf16=True, ffn=ffn)):
+        seq = lm.sequence(sinks=2, window=16)
+        outs.append(seq.feed(toks, all_logits=True))
+        seq.close()
+        lm.close()
+    np.testing.assert_array_equal(outs[0], outs[2])
+    np.testing.assert_array_equal(outs[1], outs[2])
+    other = "q8_0" if ffn == "q4_0" else "q4_0"
+    with pytest.raises(StkError, match="NOT_IMPLEMENTED|converted with"):
+        LanguageModel(str(root), ffn=other)
+
+
 def flip(path: Path, offset: int):
     b = bytearray(path.read_bytes())
     b[offset] ^= 0x10

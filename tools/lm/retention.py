@@ -13,7 +13,8 @@ consecutive contexts of CTX tokens, the first PER_FILE of each).  Printed per ro
 agreement with the original over every position and over the positions past the state (where
 the policy has evicted), mean KL(original || policy) in nats, perplexity of the policy and of the
 original on the next token.  --ffn TYPE: the policy runs (not the original) keep the FFN
-weights as TYPE (STK_LM_WEIGHTS_FFN_*).  --json FILE writes every row.
+weights as TYPE (STK_LM_WEIGHTS_FFN_*).  --json FILE writes every row, rewritten after every
+chunk (positions_done says how far a run stopped early got).
 """
 import argparse
 import ctypes
@@ -103,6 +104,17 @@ def main():
         rows.append(("window", a.ctx))  # the FFN type alone, every position in the state
     stats = {r: Stats(r[1]) for r in rows}
     t0 = time.time()
+
+    def report(done):
+        out = {"model": os.path.basename(a.gguf), "ctx": a.ctx, "contexts": [os.path.basename(c[0]) for c in ctxs],
+               "sinks": a.sinks, "ffn": a.ffn or "f32", "seconds": round(time.time() - t0), "positions_done": done,
+               "rows": [dict(policy=pol, state=st, **s.row()) for (pol, st), s in stats.items() if s.agree]}
+        if a.json:  # rewritten after every chunk, so a run stopped early leaves the positions it scored
+            with open(a.json + ".tmp", "w") as f:
+                json.dump(out, f, indent=1)
+            os.replace(a.json + ".tmp", a.json)
+        return out
+
     for ci, (path, ids) in enumerate(ctxs):
         full = lpr.LibSeq(lib, lm, "window", 0, a.ctx, threads=a.threads)
         seqs = {r: lpr.LibSeq(lib, lmq, r[0], min(a.sinks, r[1] - 1), r[1] - min(a.sinks, r[1] - 1), threads=a.threads) for r in rows}
@@ -113,21 +125,18 @@ def main():
             for r, s in seqs.items():
                 ls = s.feed(part, V)
                 stats[r].add(c0, lo, ls, nxt)
+            report(ci * a.ctx + c0 + len(part))
         full.close()
         for s in seqs.values():
             s.close()
         print(f"context {ci + 1}/{len(ctxs)} ({os.path.basename(path)}) done at {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
-    out = {"model": os.path.basename(a.gguf), "ctx": a.ctx, "contexts": [os.path.basename(c[0]) for c in ctxs],
-           "sinks": a.sinks, "ffn": a.ffn or "f32", "seconds": round(time.time() - t0), "rows": []}
+    out = report(len(ctxs) * a.ctx)
     print(f"{out['model']}  ctx {a.ctx}  {len(ctxs)} contexts  ffn {out['ffn']}")
     print(f"{'policy':10s} {'state':>5s} {'top-1':>6s} {'past':>6s} {'KL':>7s} {'ppl':>8s} {'orig ppl':>8s}")
-    for (pol, st), s in stats.items():
-        r = dict(policy=pol, state=st, **s.row())
-        out["rows"].append(r)
+    for r in out["rows"]:
+        pol, st = r["policy"], r["state"]
         past = f"{r['top1_past_state']:.3f}" if r["top1_past_state"] is not None else "-"
         print(f"{pol:10s} {st:5d} {r['top1']:6.3f} {past:>6s} {r['kl']:7.4f} {r['ppl']:8.3f} {r['ppl_original']:8.3f}")
-    if a.json:
-        json.dump(out, open(a.json, "w"), indent=1)
     lib.stk_lm_close(lm)
     if a.ffn:
         lib.stk_lm_close(lmq)
