@@ -351,6 +351,13 @@ static void dot_rows_order(void **) {
                     dot_rows_bf16(wb.data() + r * ld, ld, 1, x.data(), n, &y1);
                     ys[r] = y1;
                 }
+                std::vector<float> ya(x), yref(x);  // axpy: elementwise, the scalar formula's bytes
+                axpy_f32(0.3f, wf.data(), ya.data(), n);
+                for (size_t j = 0; j < n; j++) {
+                    float p = 0.3f * wf[j];
+                    yref[j] = yref[j] + p;
+                }
+                if (std::memcmp(ya.data(), yref.data(), n * 4)) fail_msg("axpy_f32 on %s: n %zu", hwy::TargetName(target), n);
                 if (std::memcmp(yf.data(), ref_f.data(), rows * 4) || std::memcmp(yb.data(), ref_b.data(), rows * 4) ||
                     std::memcmp(ys.data(), ref_b.data(), rows * 4))
                     fail_msg("dot_rows on %s: n %zu rows %zu differs from the documented order", hwy::TargetName(target), n, rows);

@@ -110,6 +110,18 @@ void DotRows(const T *w, size_t ld, size_t rows, const float *x, size_t n, float
 void DotRowsBf16(const uint16_t *w, size_t ld, size_t rows, const float *x, size_t n, float *y) { DotRows(w, ld, rows, x, n, y); }
 void DotRowsF32(const float *w, size_t ld, size_t rows, const float *x, size_t n, float *y) { DotRows(w, ld, rows, x, n, y); }
 
+void AxpyF32(float a, const float *x, float *y, size_t n) {
+    const hn::ScalableTag<float> d;
+    const size_t N = hn::Lanes(d);
+    const auto va = hn::Set(d, a);
+    size_t j = 0;
+    for (; j + N <= n; j += N) hn::StoreU(hn::Add(hn::LoadU(d, y + j), hn::Mul(va, hn::LoadU(d, x + j))), d, y + j);
+    for (; j < n; j++) {
+        const float p = a * x[j];
+        y[j] = y[j] + p;
+    }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace stk::kernels
 HWY_AFTER_NAMESPACE();
@@ -119,6 +131,7 @@ namespace stk::kernels {
 
 HWY_EXPORT(DotRowsBf16);
 HWY_EXPORT(DotRowsF32);
+HWY_EXPORT(AxpyF32);
 
 void dot_rows_bf16(const uint16_t *w, size_t ld, size_t rows, const float *x, size_t n, float *y) {
     HWY_DYNAMIC_DISPATCH(DotRowsBf16)(w, ld, rows, x, n, y);
@@ -126,6 +139,8 @@ void dot_rows_bf16(const uint16_t *w, size_t ld, size_t rows, const float *x, si
 void dot_rows_f32(const float *w, size_t ld, size_t rows, const float *x, size_t n, float *y) {
     HWY_DYNAMIC_DISPATCH(DotRowsF32)(w, ld, rows, x, n, y);
 }
+
+void axpy_f32(float a, const float *x, float *y, size_t n) { HWY_DYNAMIC_DISPATCH(AxpyF32)(a, x, y, n); }
 
 }  // namespace stk::kernels
 #endif  // HWY_ONCE

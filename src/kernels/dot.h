@@ -17,4 +17,8 @@ void dot_rows_bf16(const uint16_t *w, size_t ld, size_t rows, const float *x, si
 // The same with f32 weights.
 void dot_rows_f32(const float *w, size_t ld, size_t rows, const float *x, size_t n, float *y);
 
+// y[j] = y[j] + a * x[j] for j < n, the product rounded then added (no FMA): elementwise, so the
+// same bytes as the scalar loop on every target.
+void axpy_f32(float a, const float *x, float *y, size_t n);
+
 }  // namespace stk::kernels

@@ -705,19 +705,33 @@ struct Sequence::Impl {
                         *vv = vr + slot(kp) * vdim + uint64_t(kh) * vhd;
                     }
                 };
-                auto score = [&](uint64_t kp) {
-                    const float *kv, *vv;
-                    key(kp, &kv, &vv);
-                    float s = 0;
-                    for (uint32_t j = 0; j < hd; j++) s += qv[j] * kv[j];
-                    s *= scale;
-                    if (softcap > 0) s = std::tanh(s / softcap) * softcap;
-                    if (!slopes.empty()) s += float(c.alibi_scale * slopes[hh] * (double(kp) - double(p)));
-                    sc[m++] = s;
-                    mx = std::max(mx, s);
+                // The scores of positions [a, b) in order: q . key (kernels/dot.h's order) over runs
+                // of keys consecutive in memory (the sinks, the ring up to its wrap, the chunk's
+                // rows), one kernel call each; then scale, softcap and ALiBi per key.
+                auto scores_of = [&](uint64_t a, uint64_t b) {
+                    const uint64_t m0 = m;
+                    for (uint64_t kp = a; kp < b;) {
+                        const float *kv, *vv;
+                        key(kp, &kv, &vv);
+                        uint64_t e = b;
+                        if (kp < p0) {
+                            e = std::min(b, p0);
+                            e = kp < o.sinks ? std::min<uint64_t>(e, o.sinks) : std::min<uint64_t>(e, kp + (cap - slot(kp)));
+                        }
+                        kernels::dot_rows_f32(kv, kdim, e - kp, qv, hd, sc + m);
+                        m += e - kp;
+                        kp = e;
+                    }
+                    for (uint64_t j = m0; j < m; j++) {
+                        float s = sc[j] * scale;
+                        if (softcap > 0) s = std::tanh(s / softcap) * softcap;
+                        if (!slopes.empty()) s += float(c.alibi_scale * slopes[hh] * (double(a + (j - m0)) - double(p)));
+                        sc[j] = s;
+                        mx = std::max(mx, s);
+                    }
                 };
-                for (uint64_t kp = std::max<uint64_t>(lo, 0); kp < s_end; kp++) score(kp);
-                for (uint64_t kp = std::max(lo, w_begin); kp <= p; kp++) score(kp);
+                if (lo < s_end) scores_of(lo, s_end);
+                if (std::max(lo, w_begin) <= p) scores_of(std::max(lo, w_begin), p + 1);
                 // A learned sink logit joins the softmax and takes its share of the mass (gpt-oss).
                 if (L.sinks) mx = std::max(mx, sink);
                 float sum = 0;
@@ -733,7 +747,7 @@ struct Sequence::Impl {
                     const float *kv, *vv;
                     key(kp, &kv, &vv);
                     const float wgt = sc[jj++] / sum;
-                    for (uint32_t j = 0; j < vhd; j++) out[j] += wgt * vv[j];
+                    kernels::axpy_f32(wgt, vv, out, vhd);
                 };
                 for (uint64_t kp = lo; kp < s_end; kp++) accum(kp);
                 for (uint64_t kp = std::max(lo, w_begin); kp <= p; kp++) accum(kp);
@@ -916,16 +930,14 @@ struct Sequence::Impl {
                     float *wr = wts + hh * cap;
                     const float *qv = q + i * qdim + hh * khd;
                     float mx = -INFINITY;
+                    kernels::dot_rows_f32(kr + uint64_t(kh) * khd, kdim, used, qv, khd, wr);  // q . key per slot
                     for (uint64_t s = 0; s < used; s++) {
                         const uint64_t kpp = uint64_t(kt[s]);
                         if (sw && p - kpp >= sw) {
                             wr[s] = -INFINITY;
                             continue;
                         }
-                        const float *kv = kr + s * kdim + uint64_t(kh) * khd;
-                        float sc = 0;
-                        for (uint32_t j = 0; j < khd; j++) sc += qv[j] * kv[j];
-                        sc *= scale;
+                        float sc = wr[s] * scale;
                         if (softcap > 0) sc = std::tanh(sc / softcap) * softcap;
                         if (!slopes.empty()) sc += float(c.alibi_scale * slopes[hh] * (double(kpp) - double(p)));
                         wr[s] = sc;
