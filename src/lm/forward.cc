@@ -122,10 +122,6 @@ void dot_rows(const TensorView &w, uint64_t a, uint64_t e, const float *x, float
     for (uint64_t r = a; r < e; r++) y[r] = dot_row(w, r, x);
 }
 
-// Polls (a pause each, ~0.1 ms in all on a 2.5 GHz x86) a decode worker waits for the next round
-// before it sleeps (core/parallel.h WorkerPool::set_spin).
-constexpr uint32_t kDecodeSpin = 4096;
-
 constexpr uint64_t kWidenRows = 64;  // weight rows widened at once for a bf16 / int8 GEMM
 
 struct LayerW {
@@ -1056,9 +1052,6 @@ void Sequence::feed(const int32_t *tokens, size_t n, float *all_logits) {
                     (unsigned long long)(im.pos + n), (unsigned long long)(im.pos_emb.rows - im.c.pos_offset));
     for (size_t i = 0; i < n; i += im.o.max_batch) {
         const size_t m = std::min<size_t>(im.o.max_batch, n - i);
-        // A single token runs ~150 short parallel rounds: the workers poll between them instead
-        // of sleeping.  A prompt chunk's GEMMs run on BLIS's own threads: the workers sleep.
-        im.pool->set_spin(m == 1 ? kDecodeSpin : 0);
         im.chunk(tokens + i, m, all_logits ? all_logits + i * im.vocab : nullptr);
     }
 }
