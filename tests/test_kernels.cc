@@ -10,6 +10,7 @@
 #include "core/checksum.h"
 
 #include "core/prng.h"
+#include "kernels/dot.h"
 #include "kernels/elementwise.h"
 #include "kernels/linalg.h"
 #include "kernels/random.h"
@@ -305,6 +306,68 @@ static void elementwise_kernels(void **) {
     assert_false(all_finite(d.data(), d.size()));
 }
 
+// kernels/dot.h: each row's dot product exactly in the documented order (eight partial sums by
+// column mod 8, product rounded then added, then ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))),
+// written here as plain scalar code, on every target the CPU supports; bf16 rows widened by the
+// 16-bit shift; row counts that leave partial groups of four rows, widths that leave a tail of
+// columns, a row stride wider than the row; and any split of the rows gives the same bytes.
+static float ref_dot(const float *w, const float *x, size_t n) {
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t j = 0; j < n; j++) {
+        float p = w[j] * x[j];
+        s[j & 7] = s[j & 7] + p;
+    }
+    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+}
+
+static void dot_rows_order(void **) {
+    for (size_t n : {size_t(1), size_t(7), size_t(8), size_t(64), size_t(579)})
+        for (size_t rows : {size_t(1), size_t(3), size_t(4), size_t(13)}) {
+            const size_t ld = n + 5;
+            std::vector<float> wf(rows * ld), x(n), wwide(rows * ld);
+            std::vector<uint16_t> wb(rows * ld);
+            for (size_t i = 0; i < wf.size(); i++) {
+                wf[i] = float(std::sin(double(i) * 0.37) * 2.0 + 1e-3 * double(i % 17));
+                uint32_t bits;
+                std::memcpy(&bits, &wf[i], 4);
+                wb[i] = uint16_t(bits >> 16);
+                const uint32_t back = uint32_t(wb[i]) << 16;
+                std::memcpy(&wwide[i], &back, 4);
+            }
+            for (size_t j = 0; j < n; j++) x[j] = float(std::cos(double(j) * 1.3) * 0.75);
+            std::vector<float> ref_f(rows), ref_b(rows);
+            for (size_t r = 0; r < rows; r++) {
+                ref_f[r] = ref_dot(wf.data() + r * ld, x.data(), n);
+                ref_b[r] = ref_dot(wwide.data() + r * ld, x.data(), n);
+            }
+            int tried = 0;
+            for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+                hwy::SetSupportedTargetsForTest(target);
+                std::vector<float> yf(rows), yb(rows), ys(rows);
+                dot_rows_f32(wf.data(), ld, rows, x.data(), n, yf.data());
+                dot_rows_bf16(wb.data(), ld, rows, x.data(), n, yb.data());
+                for (size_t r = 0; r < rows; r++) {  // one row at a time: a split of the rows
+                    float y1;
+                    dot_rows_bf16(wb.data() + r * ld, ld, 1, x.data(), n, &y1);
+                    ys[r] = y1;
+                }
+                std::vector<float> ya(x), yref(x);  // axpy: elementwise, the scalar formula's bytes
+                axpy_f32(0.3f, wf.data(), ya.data(), n);
+                for (size_t j = 0; j < n; j++) {
+                    float p = 0.3f * wf[j];
+                    yref[j] = yref[j] + p;
+                }
+                if (std::memcmp(ya.data(), yref.data(), n * 4)) fail_msg("axpy_f32 on %s: n %zu", hwy::TargetName(target), n);
+                if (std::memcmp(yf.data(), ref_f.data(), rows * 4) || std::memcmp(yb.data(), ref_b.data(), rows * 4) ||
+                    std::memcmp(ys.data(), ref_b.data(), rows * 4))
+                    fail_msg("dot_rows on %s: n %zu rows %zu differs from the documented order", hwy::TargetName(target), n, rows);
+                tried++;
+            }
+            hwy::SetSupportedTargetsForTest(0);
+            assert_true(tried >= 1);
+        }
+}
+
 // The sketch passes (src/kernels/sketch.h): Y = W X and X' = W^T Y against double loops, on
 // sizes that leave partial row blocks, column blocks and row groups; the same bytes at 1, 2 and 3
 // threads, fused or not, and on every FMA target the CPU has.
@@ -413,7 +476,7 @@ int main() {
         cmocka_unit_test(gemm_refuses_bad_arguments), cmocka_unit_test(qr_is_gram_schmidt_with_positive_diagonal),
         cmocka_unit_test(eigen_lstsq_and_roots),      cmocka_unit_test(pinned_math_accuracy_and_targets),
         cmocka_unit_test(gaussian_streams),           cmocka_unit_test(elementwise_kernels),
-        cmocka_unit_test(sketch_pass_matches_naive),
+        cmocka_unit_test(sketch_pass_matches_naive),  cmocka_unit_test(dot_rows_order),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

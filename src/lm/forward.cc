@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #include "core/arena.h"
@@ -13,6 +14,7 @@
 #include "core/float16.h"
 #include "core/parallel.h"
 #include "ingest/rope.h"
+#include "kernels/dot.h"
 #include "kernels/linalg.h"
 
 namespace stk::lm {
@@ -86,31 +88,38 @@ void widen_row(const TensorView &v, uint64_t r, float *out) {
     }
 }
 
-// x . row r of W in a fixed order: 8 partial sums, added pairwise at the end.
+// x . row r of W in a fixed order: 8 partial sums, added pairwise at the end (kernels/dot.h's
+// order, which f32 and bf16 rows take from there).
 float dot_row(const TensorView &w, uint64_t r, const float *x) {
     const uint64_t n = w.cols;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     uint64_t c = 0;
     if (BlockQType bq{}; wdtype_block(w.dtype, &bq))
         return blockq_dot(bq, static_cast<const uint8_t *>(w.data) + r * block_row_bytes(w, bq), x, n);
+    float y = 0;
     if (w.dtype == WDType::F32) {
-        const float *p = static_cast<const float *>(w.data) + r * n;
-        for (; c + 8 <= n; c += 8)
-            for (int j = 0; j < 8; j++) acc[j] += p[c + j] * x[c + j];
-        for (; c < n; c++) acc[c & 7] += p[c] * x[c];
-    } else if (w.dtype == WDType::BF16) {
-        const uint16_t *p = static_cast<const uint16_t *>(w.data) + r * n;
-        for (; c + 8 <= n; c += 8)
-            for (int j = 0; j < 8; j++) acc[j] += bf16_to_f32(p[c + j]) * x[c + j];
-        for (; c < n; c++) acc[c & 7] += bf16_to_f32(p[c]) * x[c];
-    } else {
-        const int8_t *p = static_cast<const int8_t *>(w.data) + r * n;
-        for (; c + 8 <= n; c += 8)
-            for (int j = 0; j < 8; j++) acc[j] += float(p[c + j]) * x[c + j];
-        for (; c < n; c++) acc[c & 7] += float(p[c]) * x[c];
-        for (float &a : acc) a *= w.row_scale[r];
+        kernels::dot_rows_f32(static_cast<const float *>(w.data) + r * n, n, 1, x, n, &y);
+        return y;
     }
+    if (w.dtype == WDType::BF16) {
+        kernels::dot_rows_bf16(static_cast<const uint16_t *>(w.data) + r * n, n, 1, x, n, &y);
+        return y;
+    }
+    const int8_t *p = static_cast<const int8_t *>(w.data) + r * n;
+    for (; c + 8 <= n; c += 8)
+        for (int j = 0; j < 8; j++) acc[j] += float(p[c + j]) * x[c + j];
+    for (; c < n; c++) acc[c & 7] += float(p[c]) * x[c];
+    for (float &a : acc) a *= w.row_scale[r];
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+// y[r] = x . row r of W for r in [a, e): several rows per kernel call where the width allows.
+void dot_rows(const TensorView &w, uint64_t a, uint64_t e, const float *x, float *y) {
+    const uint64_t n = w.cols;
+    if (a >= e) return;
+    if (w.dtype == WDType::F32) return kernels::dot_rows_f32(static_cast<const float *>(w.data) + a * n, n, e - a, x, n, y + a);
+    if (w.dtype == WDType::BF16) return kernels::dot_rows_bf16(static_cast<const uint16_t *>(w.data) + a * n, n, e - a, x, n, y + a);
+    for (uint64_t r = a; r < e; r++) y[r] = dot_row(w, r, x);
 }
 
 constexpr uint64_t kWidenRows = 64;  // weight rows widened at once for a bf16 / int8 GEMM
@@ -438,9 +447,7 @@ struct Sequence::Impl {
         const uint64_t in = W.cols, out = W.rows;
         if (!ldx) ldx = in;
         if (n == 1) {
-            run(out, [&](uint64_t a, uint64_t e) {
-                for (uint64_t r = a; r < e; r++) Y[r] = dot_row(W, r, X);
-            });
+            run(out, [&](uint64_t a, uint64_t e) { dot_rows(W, a, e, X, Y); });
         } else if (W.dtype == WDType::F32) {
             kernels::sgemm(false, true, n, out, in, 1.0f, X, ptrdiff_t(ldx), 1, static_cast<const float *>(W.data), ptrdiff_t(in), 1, 0.0f,
                            Y, ptrdiff_t(ldy), 1, o.threads);
@@ -457,6 +464,28 @@ struct Sequence::Impl {
         if (bias)
             for (uint64_t i = 0; i < n; i++)
                 for (uint64_t r = 0; r < out; r++) Y[i * ldy + r] += widen_elem(bias, r);
+    }
+
+    // One token through several matrices that read the same input: y_i = W_i x (+ b_i), the rows
+    // of all of them one range split over the workers (one dispatch instead of one each).
+    struct Gemv {
+        const TensorView &w, &b;
+        float *y;
+    };
+    void gemv(const float *X, std::initializer_list<Gemv> js) {
+        uint64_t total = 0;
+        for (const Gemv &j : js) total += j.w.rows;
+        run(total, [&](uint64_t a, uint64_t e) {
+            uint64_t base = 0;
+            for (const Gemv &j : js) {
+                const uint64_t lo = std::max(a, base), hi = std::min(e, base + j.w.rows);
+                if (lo < hi) dot_rows(j.w, lo - base, hi - base, X, j.y);
+                base += j.w.rows;
+            }
+        });
+        for (const Gemv &j : js)
+            if (j.b)
+                for (uint64_t r = 0; r < j.w.rows; r++) j.y[r] += widen_elem(j.b, r);
     }
 
     // y = norm(x) over n elements (gain g, bias b optional; the config's kind, eps and offset).
@@ -644,6 +673,8 @@ struct Sequence::Impl {
     void attention(uint32_t l, const LayerW &L, uint64_t n, uint64_t p0) {
         if (c.mla) {
             mla_project(L, n);
+        } else if (n == 1) {
+            gemv(h, {{L.q, L.qb, q}, {L.k, L.kb, k}, {L.v, L.vb, v}});
         } else {
             linear(h, n, L.q, L.qb, q, qdim);
             linear(h, n, L.k, L.kb, k, kdim);
@@ -711,19 +742,33 @@ struct Sequence::Impl {
                         *vv = vr + slot(kp) * vdim + uint64_t(kh) * vhd;
                     }
                 };
-                auto score = [&](uint64_t kp) {
-                    const float *kv, *vv;
-                    key(kp, &kv, &vv);
-                    float s = 0;
-                    for (uint32_t j = 0; j < hd; j++) s += qv[j] * kv[j];
-                    s *= scale;
-                    if (softcap > 0) s = std::tanh(s / softcap) * softcap;
-                    if (!slopes.empty()) s += float(c.alibi_scale * slopes[hh] * (double(kp) - double(p)));
-                    sc[m++] = s;
-                    mx = std::max(mx, s);
+                // The scores of positions [a, b) in order: q . key (kernels/dot.h's order) over runs
+                // of keys consecutive in memory (the sinks, the ring up to its wrap, the chunk's
+                // rows), one kernel call each; then scale, softcap and ALiBi per key.
+                auto scores_of = [&](uint64_t a, uint64_t b) {
+                    const uint64_t m0 = m;
+                    for (uint64_t kp = a; kp < b;) {
+                        const float *kv, *vv;
+                        key(kp, &kv, &vv);
+                        uint64_t e = b;
+                        if (kp < p0) {
+                            e = std::min(b, p0);
+                            e = kp < o.sinks ? std::min<uint64_t>(e, o.sinks) : std::min<uint64_t>(e, kp + (cap - slot(kp)));
+                        }
+                        kernels::dot_rows_f32(kv, kdim, e - kp, qv, hd, sc + m);
+                        m += e - kp;
+                        kp = e;
+                    }
+                    for (uint64_t j = m0; j < m; j++) {
+                        float s = sc[j] * scale;
+                        if (softcap > 0) s = std::tanh(s / softcap) * softcap;
+                        if (!slopes.empty()) s += float(c.alibi_scale * slopes[hh] * (double(a + (j - m0)) - double(p)));
+                        sc[j] = s;
+                        mx = std::max(mx, s);
+                    }
                 };
-                for (uint64_t kp = std::max<uint64_t>(lo, 0); kp < s_end; kp++) score(kp);
-                for (uint64_t kp = std::max(lo, w_begin); kp <= p; kp++) score(kp);
+                if (lo < s_end) scores_of(lo, s_end);
+                if (std::max(lo, w_begin) <= p) scores_of(std::max(lo, w_begin), p + 1);
                 // A learned sink logit joins the softmax and takes its share of the mass (gpt-oss).
                 if (L.sinks) mx = std::max(mx, sink);
                 float sum = 0;
@@ -739,7 +784,7 @@ struct Sequence::Impl {
                     const float *kv, *vv;
                     key(kp, &kv, &vv);
                     const float wgt = sc[jj++] / sum;
-                    for (uint32_t j = 0; j < vhd; j++) out[j] += wgt * vv[j];
+                    kernels::axpy_f32(wgt, vv, out, vhd);
                 };
                 for (uint64_t kp = lo; kp < s_end; kp++) accum(kp);
                 for (uint64_t kp = std::max(lo, w_begin); kp <= p; kp++) accum(kp);
@@ -929,16 +974,14 @@ struct Sequence::Impl {
                     float *wr = wts + hh * cap;
                     const float *qv = q + i * qdim + hh * khd;
                     float mx = -INFINITY;
+                    kernels::dot_rows_f32(kr + uint64_t(kh) * khd, kdim, used, qv, khd, wr);  // q . key per slot
                     for (uint64_t s = 0; s < used; s++) {
                         const uint64_t kpp = uint64_t(kt[s]);
                         if (sw && p - kpp >= sw) {
                             wr[s] = -INFINITY;
                             continue;
                         }
-                        const float *kv = kr + s * kdim + uint64_t(kh) * khd;
-                        float sc = 0;
-                        for (uint32_t j = 0; j < khd; j++) sc += qv[j] * kv[j];
-                        sc *= scale;
+                        float sc = wr[s] * scale;
                         if (softcap > 0) sc = std::tanh(sc / softcap) * softcap;
                         if (!slopes.empty()) sc += float(c.alibi_scale * slopes[hh] * (double(kpp) - double(p)));
                         wr[s] = sc;
@@ -976,15 +1019,16 @@ struct Sequence::Impl {
     void mlp(const float *in, uint64_t n, const TensorView &w1, const TensorView &b1, const TensorView &w3, const TensorView &b3,
              const TensorView &w2, const TensorView &b2, float *out) {
         const uint64_t f = w1.rows;
-        linear(in, n, w1, b1, fa, f);
+        if (n == 1 && w3) gemv(in, {{w1, b1, fa}, {w3, b3, fb}});  // gate and up: one dispatch
+        else linear(in, n, w1, b1, fa, f);
         if (w3 && c.swiglu_limit > 0) {
             // gpt-oss: the gate clamped above, the up part both ways, then act(gate) * (up + offset).
-            linear(in, n, w3, b3, fb, f);
+            if (n > 1) linear(in, n, w3, b3, fb, f);
             const float lim = float(c.swiglu_limit), off = float(c.gated_up_offset);
             for (uint64_t i = 0; i < n * f; i++)
                 fa[i] = act(act_kind, std::min(fa[i], lim)) * (std::min(std::max(fb[i], -lim), lim) + off);
         } else if (w3) {
-            linear(in, n, w3, b3, fb, f);
+            if (n > 1) linear(in, n, w3, b3, fb, f);
             for (uint64_t i = 0; i < n * f; i++) fa[i] = act(act_kind, fa[i]) * fb[i];
         } else {
             for (uint64_t i = 0; i < n * f; i++) fa[i] = act(act_kind, fa[i]);
