@@ -52,6 +52,10 @@ pub const ALLOW_NONFINITE: u32 = sys::STK_JOB_ALLOW_NONFINITE;
 pub const PROFILE_FAITHFUL: u32 = sys::STK_JOB_PROFILE_FAITHFUL;
 /// Job flag, faithful profile only: FFN and expert matrices as .lwt int8 instead of bf16.
 pub const FAITHFUL_FFN_INT8: u32 = sys::STK_JOB_FAITHFUL_FFN_INT8;
+/// Job flag, faithful profile only: FFN and expert matrices as ggml Q4_0 blocks (32 weights, one f16 scale).
+pub const FAITHFUL_FFN_Q4_0: u32 = sys::STK_JOB_FAITHFUL_FFN_Q4_0;
+/// Job flag, faithful profile only: FFN and expert matrices as ggml Q8_0 blocks.
+pub const FAITHFUL_FFN_Q8_0: u32 = sys::STK_JOB_FAITHFUL_FFN_Q8_0;
 
 /// A status code of libstk.  The discriminants are the header's pinned values.
 ///

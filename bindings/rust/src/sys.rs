@@ -69,6 +69,8 @@ pub const STK_JOB_PUBLISH_ROOT: u32 = 0x4;
 pub const STK_JOB_MEMORY_FIT_LSQ: u32 = 0x8;
 pub const STK_JOB_PROFILE_FAITHFUL: u32 = 0x10;
 pub const STK_JOB_FAITHFUL_FFN_INT8: u32 = 0x20;
+pub const STK_JOB_FAITHFUL_FFN_Q4_0: u32 = 0x40;
+pub const STK_JOB_FAITHFUL_FFN_Q8_0: u32 = 0x80;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -727,6 +729,28 @@ pub struct stk_seq_params {
     pub recent: u32,
 }
 
+/// What a probe callback receives (stk.h `stk_probe_data`, experimental tier).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct stk_probe_data {
+    pub struct_size: usize,
+    pub layer: u32,
+    pub point: u32,
+    pub position: u64,
+    pub n_tokens: u64,
+    pub width: u64,
+    pub data: *mut f32,
+    pub writable: u32,
+    pub flags: u32,
+    pub heads: u32,
+    pub head_width: u32,
+    pub rot_offset: u32,
+    pub rot_pairs: u32,
+}
+
+/// stk.h `stk_probe_fn`.
+pub type stk_probe_fn = Option<unsafe extern "C" fn(user: *mut c_void, d: *const stk_probe_data) -> c_int>;
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct stk_lm_info {
@@ -1021,6 +1045,8 @@ extern "C" {
         out_n: *mut usize,
     ) -> stk_status;
     pub fn stk_seq_close(seq: *mut stk_seq);
+    pub fn stk_seq_set_probe(seq: *mut stk_seq, points: u32, f: stk_probe_fn, user: *mut c_void) -> stk_status;
+    pub fn stk_seq_attn_project(seq: *mut stk_seq, layer: u32, x: *const f32, n: u64, y: *mut f32) -> stk_status;
 }
 
 // The C sizes on LP64 targets (x86_64, aarch64 Linux): a mismatch fails the build.  Field

@@ -103,6 +103,8 @@ fn every_header_constant_matches_sys() {
         ("STK_JOB_MEMORY_FIT_LSQ", sys::STK_JOB_MEMORY_FIT_LSQ as u64),
         ("STK_JOB_PROFILE_FAITHFUL", sys::STK_JOB_PROFILE_FAITHFUL as u64),
         ("STK_JOB_FAITHFUL_FFN_INT8", sys::STK_JOB_FAITHFUL_FFN_INT8 as u64),
+        ("STK_JOB_FAITHFUL_FFN_Q4_0", sys::STK_JOB_FAITHFUL_FFN_Q4_0 as u64),
+        ("STK_JOB_FAITHFUL_FFN_Q8_0", sys::STK_JOB_FAITHFUL_FFN_Q8_0 as u64),
         ("STK_LOOKUP_TOKEN_ID", sys::STK_LOOKUP_TOKEN_ID as u64),
         ("STK_LOOKUP_TOKEN_BYTES", sys::STK_LOOKUP_TOKEN_BYTES as u64),
         ("STK_LOOKUP_LINEAR", sys::STK_LOOKUP_LINEAR as u64),
@@ -184,7 +186,7 @@ fn every_header_function_is_declared() {
             assert!(src.contains(&format!("pub fn {name}(")), "sys.rs does not declare {name}");
         }
     }
-    assert_eq!(n, 109, "functions declared in stk.h");
+    assert_eq!(n, 111, "functions declared in stk.h");
 }
 
 /// sizeof/offsetof as the C compiler computes them, compared with repr(C) here.  Skipped (with a
