@@ -30,6 +30,15 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr size_t kL = HWY_LANES(float) < 8 ? HWY_LANES(float) : 8;  // lanes of one vector (<= 8)
 constexpr size_t kV = 8 / kL;                                       // vectors per 8 columns
 using DF = hn::CappedTag<float, kL>;
+// How far ahead of each row's loads the kernel asks for the weights (bytes).  The decode GEMV
+// streams each weight once per token: with only the hardware prefetcher, four short row streams
+// kept too few lines in flight (SmolLM2 bf16, one thread: 18.5 tok/s without, 24-26 with 8 KiB;
+// 4 KiB and 16-32 KiB measured the same or lower; docs/benchmarks.md "LM runtime").  Non-temporal:
+// the lines are not read again this token.
+constexpr size_t kPrefetch = 8192;
+HWY_INLINE void PrefetchAhead(const void *p) {
+    __builtin_prefetch(reinterpret_cast<const void *>(reinterpret_cast<uintptr_t>(p) + kPrefetch), 0, 0);
+}
 
 HWY_INLINE hn::Vec<DF> LoadW(DF df, const float *p) { return hn::LoadU(df, p); }
 HWY_INLINE hn::Vec<DF> LoadW(DF df, const uint16_t *p) {
@@ -68,7 +77,13 @@ void DotRows(const T *w, size_t ld, size_t rows, const float *x, size_t n, float
             const T *w0 = w + r * ld, *w1 = w0 + ld, *w2 = w1 + ld, *w3 = w2 + ld;
             hn::Vec<DF> a0[kV], a1[kV], a2[kV], a3[kV];
             for (size_t v = 0; v < kV; v++) a0[v] = a1[v] = a2[v] = a3[v] = hn::Zero(df);
-            for (size_t j = 0; j < n8; j += 8)
+            for (size_t j = 0; j < n8; j += 8) {
+                if (j % (64 / sizeof(T)) == 0) {  // one cache line of each row
+                    PrefetchAhead(w0 + j);
+                    PrefetchAhead(w1 + j);
+                    PrefetchAhead(w2 + j);
+                    PrefetchAhead(w3 + j);
+                }
                 for (size_t v = 0; v < kV; v++) {
                     const size_t o = j + v * kL;
                     const auto xv = hn::LoadU(df, x + o);
@@ -77,6 +92,7 @@ void DotRows(const T *w, size_t ld, size_t rows, const float *x, size_t n, float
                     a2[v] = hn::Add(a2[v], hn::Mul(LoadW(df, w2 + o), xv));
                     a3[v] = hn::Add(a3[v], hn::Mul(LoadW(df, w3 + o), xv));
                 }
+            }
             HWY_ALIGN float s[4][8];
             for (size_t v = 0; v < kV; v++) {
                 hn::StoreU(a0[v], df, s[0] + v * kL);
