@@ -358,6 +358,15 @@ static void dot_rows_order(void **) {
                     yref[j] = yref[j] + p;
                 }
                 if (std::memcmp(ya.data(), yref.data(), n * 4)) fail_msg("axpy_f32 on %s: n %zu", hwy::TargetName(target), n);
+                // axpy_rows: the bytes of `rows` axpy_f32 calls in row order (weights from x's values)
+                std::vector<float> yr(x), yrr(x);
+                axpy_rows_f32(x.data(), wf.data(), ld, std::min(rows, n), yr.data(), n);
+                for (size_t r = 0; r < std::min(rows, n); r++)
+                    for (size_t j = 0; j < n; j++) {
+                        float p = x[r] * wf[r * ld + j];
+                        yrr[j] = yrr[j] + p;
+                    }
+                if (std::memcmp(yr.data(), yrr.data(), n * 4)) fail_msg("axpy_rows_f32 on %s: n %zu rows %zu", hwy::TargetName(target), n, rows);
                 if (std::memcmp(yf.data(), ref_f.data(), rows * 4) || std::memcmp(yb.data(), ref_b.data(), rows * 4) ||
                     std::memcmp(ys.data(), ref_b.data(), rows * 4))
                     fail_msg("dot_rows on %s: n %zu rows %zu differs from the documented order", hwy::TargetName(target), n, rows);

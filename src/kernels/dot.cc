@@ -3,8 +3,8 @@
 // reassociation: lane l of vector v is partial sum v * L + l, so the bytes do not depend on the
 // target (tests/test_kernels.cc runs every target the CPU supports).
 //
-// Four rows at a time share each load of x and keep four rows' weight streams in flight (the
-// decode GEMV is bound by the weights' memory traffic); a row's order is its own either way.
+// One row at a time: the weights are then read as one sequential stream (the decode GEMV is bound
+// by their memory traffic; several rows interleaved were slower, see kPrefetch).
 #if defined(__GNUC__) && !defined(__clang__)
 #  pragma GCC optimize("fp-contract=off")
 #endif
@@ -30,12 +30,13 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr size_t kL = HWY_LANES(float) < 8 ? HWY_LANES(float) : 8;  // lanes of one vector (<= 8)
 constexpr size_t kV = 8 / kL;                                       // vectors per 8 columns
 using DF = hn::CappedTag<float, kL>;
-// How far ahead of each row's loads the kernel asks for the weights (bytes).  The decode GEMV
-// streams each weight once per token: with only the hardware prefetcher, four short row streams
-// kept too few lines in flight (SmolLM2 bf16, one thread: 18.5 tok/s without, 24-26 with 8 KiB;
-// 4 KiB and 16-32 KiB measured the same or lower; docs/benchmarks.md "LM runtime").  Non-temporal:
+// How far ahead of its loads the kernel asks for the weights (bytes).  The decode GEMV streams
+// each weight once per token and the hardware prefetcher alone keeps too few lines in flight.
+// Measured on this project's 2-core EPYC (bf16 rows of 576 and 1536, quiet; docs/benchmarks.md
+// "LM runtime"): four rows interleaved without prefetch 3.6-5.8 GB/s, with 8 KiB 6.6-7.1; one
+// row at a time 6.5-7.2 without, 8.9-10.3 with 4 KiB, against 9.5-10.9 for memchr.  Non-temporal:
 // the lines are not read again this token.
-constexpr size_t kPrefetch = 8192;
+constexpr size_t kPrefetch = 4096;
 HWY_INLINE void PrefetchAhead(const void *p) {
     __builtin_prefetch(reinterpret_cast<const void *>(reinterpret_cast<uintptr_t>(p) + kPrefetch), 0, 0);
 }
@@ -73,44 +74,14 @@ void DotRows(const T *w, size_t ld, size_t rows, const float *x, size_t n, float
     const size_t n8 = n & ~size_t(7);
     size_t r = 0;
     if (hn::Lanes(df) == kL) {
-        for (; r + 4 <= rows; r += 4) {
-            const T *w0 = w + r * ld, *w1 = w0 + ld, *w2 = w1 + ld, *w3 = w2 + ld;
-            hn::Vec<DF> a0[kV], a1[kV], a2[kV], a3[kV];
-            for (size_t v = 0; v < kV; v++) a0[v] = a1[v] = a2[v] = a3[v] = hn::Zero(df);
-            for (size_t j = 0; j < n8; j += 8) {
-                if (j % (64 / sizeof(T)) == 0) {  // one cache line of each row
-                    PrefetchAhead(w0 + j);
-                    PrefetchAhead(w1 + j);
-                    PrefetchAhead(w2 + j);
-                    PrefetchAhead(w3 + j);
-                }
-                for (size_t v = 0; v < kV; v++) {
-                    const size_t o = j + v * kL;
-                    const auto xv = hn::LoadU(df, x + o);
-                    a0[v] = hn::Add(a0[v], hn::Mul(LoadW(df, w0 + o), xv));
-                    a1[v] = hn::Add(a1[v], hn::Mul(LoadW(df, w1 + o), xv));
-                    a2[v] = hn::Add(a2[v], hn::Mul(LoadW(df, w2 + o), xv));
-                    a3[v] = hn::Add(a3[v], hn::Mul(LoadW(df, w3 + o), xv));
-                }
-            }
-            HWY_ALIGN float s[4][8];
-            for (size_t v = 0; v < kV; v++) {
-                hn::StoreU(a0[v], df, s[0] + v * kL);
-                hn::StoreU(a1[v], df, s[1] + v * kL);
-                hn::StoreU(a2[v], df, s[2] + v * kL);
-                hn::StoreU(a3[v], df, s[3] + v * kL);
-            }
-            y[r] = Tail(w0, x, n8, n, s[0]);
-            y[r + 1] = Tail(w1, x, n8, n, s[1]);
-            y[r + 2] = Tail(w2, x, n8, n, s[2]);
-            y[r + 3] = Tail(w3, x, n8, n, s[3]);
-        }
         for (; r < rows; r++) {
             const T *w0 = w + r * ld;
             hn::Vec<DF> a0[kV];
             for (size_t v = 0; v < kV; v++) a0[v] = hn::Zero(df);
-            for (size_t j = 0; j < n8; j += 8)
+            for (size_t j = 0; j < n8; j += 8) {
+                if (j % (64 / sizeof(T)) == 0) PrefetchAhead(w0 + j);  // one cache line per step
                 for (size_t v = 0; v < kV; v++) a0[v] = hn::Add(a0[v], hn::Mul(LoadW(df, w0 + j + v * kL), hn::LoadU(df, x + j + v * kL)));
+            }
             HWY_ALIGN float s[8];
             for (size_t v = 0; v < kV; v++) hn::StoreU(a0[v], df, s + v * kL);
             y[r] = Tail(w0, x, n8, n, s);
@@ -138,6 +109,37 @@ void AxpyF32(float a, const float *x, float *y, size_t n) {
     }
 }
 
+void AxpyRowsF32(const float *a, const float *V, size_t ldv, size_t rows, float *y, size_t n) {
+    const hn::ScalableTag<float> d;
+    const size_t N = hn::Lanes(d);
+    size_t j = 0;
+    for (; j + 4 * N <= n; j += 4 * N) {  // four vectors of y stay in registers over every row
+        auto y0 = hn::LoadU(d, y + j), y1 = hn::LoadU(d, y + j + N), y2 = hn::LoadU(d, y + j + 2 * N), y3 = hn::LoadU(d, y + j + 3 * N);
+        for (size_t s = 0; s < rows; s++) {
+            const float *v = V + s * ldv + j;
+            const auto va = hn::Set(d, a[s]);
+            y0 = hn::Add(y0, hn::Mul(va, hn::LoadU(d, v)));
+            y1 = hn::Add(y1, hn::Mul(va, hn::LoadU(d, v + N)));
+            y2 = hn::Add(y2, hn::Mul(va, hn::LoadU(d, v + 2 * N)));
+            y3 = hn::Add(y3, hn::Mul(va, hn::LoadU(d, v + 3 * N)));
+        }
+        hn::StoreU(y0, d, y + j);
+        hn::StoreU(y1, d, y + j + N);
+        hn::StoreU(y2, d, y + j + 2 * N);
+        hn::StoreU(y3, d, y + j + 3 * N);
+    }
+    for (; j + N <= n; j += N) {
+        auto y0 = hn::LoadU(d, y + j);
+        for (size_t s = 0; s < rows; s++) y0 = hn::Add(y0, hn::Mul(hn::Set(d, a[s]), hn::LoadU(d, V + s * ldv + j)));
+        hn::StoreU(y0, d, y + j);
+    }
+    for (; j < n; j++)
+        for (size_t s = 0; s < rows; s++) {
+            const float p = a[s] * V[s * ldv + j];
+            y[j] = y[j] + p;
+        }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace stk::kernels
 HWY_AFTER_NAMESPACE();
@@ -148,6 +150,7 @@ namespace stk::kernels {
 HWY_EXPORT(DotRowsBf16);
 HWY_EXPORT(DotRowsF32);
 HWY_EXPORT(AxpyF32);
+HWY_EXPORT(AxpyRowsF32);
 
 void dot_rows_bf16(const uint16_t *w, size_t ld, size_t rows, const float *x, size_t n, float *y) {
     HWY_DYNAMIC_DISPATCH(DotRowsBf16)(w, ld, rows, x, n, y);
@@ -157,6 +160,9 @@ void dot_rows_f32(const float *w, size_t ld, size_t rows, const float *x, size_t
 }
 
 void axpy_f32(float a, const float *x, float *y, size_t n) { HWY_DYNAMIC_DISPATCH(AxpyF32)(a, x, y, n); }
+void axpy_rows_f32(const float *a, const float *V, size_t ldv, size_t rows, float *y, size_t n) {
+    HWY_DYNAMIC_DISPATCH(AxpyRowsF32)(a, V, ldv, rows, y, n);
+}
 
 }  // namespace stk::kernels
 #endif  // HWY_ONCE

@@ -20,5 +20,9 @@ void dot_rows_f32(const float *w, size_t ld, size_t rows, const float *x, size_t
 // y[j] = y[j] + a * x[j] for j < n, the product rounded then added (no FMA): elementwise, so the
 // same bytes as the scalar loop on every target.
 void axpy_f32(float a, const float *x, float *y, size_t n);
+// y[j] = y[j] + a[s] * V[s * ldv + j] for s = 0, 1, ..., rows - 1 in that order, j < n: the bytes of
+// `rows` calls of axpy_f32, with y kept in registers across the rows (attention's weighted sum of
+// values).
+void axpy_rows_f32(const float *a, const float *V, size_t ldv, size_t rows, float *y, size_t n);
 
 }  // namespace stk::kernels

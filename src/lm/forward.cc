@@ -745,16 +745,17 @@ struct Sequence::Impl {
                 // The scores of positions [a, b) in order: q . key (kernels/dot.h's order) over runs
                 // of keys consecutive in memory (the sinks, the ring up to its wrap, the chunk's
                 // rows), one kernel call each; then scale, softcap and ALiBi per key.
+                auto run_end = [&](uint64_t kp, uint64_t b) {  // keys/values of [kp, end) are consecutive rows
+                    if (kp >= p0) return b;
+                    const uint64_t e = std::min(b, p0);
+                    return kp < o.sinks ? std::min<uint64_t>(e, o.sinks) : std::min<uint64_t>(e, kp + (cap - slot(kp)));
+                };
                 auto scores_of = [&](uint64_t a, uint64_t b) {
                     const uint64_t m0 = m;
                     for (uint64_t kp = a; kp < b;) {
                         const float *kv, *vv;
                         key(kp, &kv, &vv);
-                        uint64_t e = b;
-                        if (kp < p0) {
-                            e = std::min(b, p0);
-                            e = kp < o.sinks ? std::min<uint64_t>(e, o.sinks) : std::min<uint64_t>(e, kp + (cap - slot(kp)));
-                        }
+                        const uint64_t e = run_end(kp, b);
                         kernels::dot_rows_f32(kv, kdim, e - kp, qv, hd, sc + m);
                         m += e - kp;
                         kp = e;
@@ -779,15 +780,20 @@ struct Sequence::Impl {
                 if (L.sinks) sum += std::exp(sink - mx);
                 float *out = att + (i * nh + hh) * vhd;
                 std::fill(out, out + vhd, 0.0f);
+                for (uint64_t j = 0; j < m; j++) sc[j] = sc[j] / sum;  // the weights
                 uint64_t jj = 0;
-                auto accum = [&](uint64_t kp) {
-                    const float *kv, *vv;
-                    key(kp, &kv, &vv);
-                    const float wgt = sc[jj++] / sum;
-                    kernels::axpy_f32(wgt, vv, out, vhd);
+                auto accum = [&](uint64_t a, uint64_t b) {  // out += weight * value, in position order
+                    for (uint64_t kp = a; kp < b;) {
+                        const float *kv, *vv;
+                        key(kp, &kv, &vv);
+                        const uint64_t e = run_end(kp, b);
+                        kernels::axpy_rows_f32(sc + jj, vv, vdim, e - kp, out, vhd);
+                        jj += e - kp;
+                        kp = e;
+                    }
                 };
-                for (uint64_t kp = lo; kp < s_end; kp++) accum(kp);
-                for (uint64_t kp = std::max(lo, w_begin); kp <= p; kp++) accum(kp);
+                accum(lo, s_end);
+                accum(std::max(lo, w_begin), p + 1);
             }
         };
         const uint64_t items = n * nh;
@@ -994,12 +1000,10 @@ struct Sequence::Impl {
                     }
                     float *out = att + (i * nh + hh) * vhd;
                     std::fill(out, out + vhd, 0.0f);
-                    for (uint64_t s = 0; s < used; s++) {
-                        wr[s] /= sum;
-                        if (wr[s] == 0) continue;
-                        const float *vv = vr + s * vdim + uint64_t(kh) * vhd;
-                        for (uint32_t j = 0; j < vhd; j++) out[j] += wr[s] * vv[j];
-                    }
+                    for (uint64_t s = 0; s < used; s++) wr[s] /= sum;
+                    // A masked slot's weight 0 adds +0 to a sum that started at +0: the bytes of
+                    // skipping it.
+                    kernels::axpy_rows_f32(wr, vr + uint64_t(kh) * vhd, vdim, used, out, vhd);
                 }
             });
             for (uint32_t t = 0; t < tables; t++) {
@@ -1083,13 +1087,12 @@ Sequence::Sequence(const WeightSource &w, const SeqOptions &o, void *arena, size
     Buffers b(a);
     impl_->buffers(b);
     impl_->pool = std::make_unique<WorkerPool>(impl_->o.threads);
-    // Decode runs ~150 short rounds per token: workers poll ~0.5 ms before sleeping (parallel.h),
-    // so a round does not pay a futex wake-up (2 threads: 27-30 tok/s sleeping, 37-44 polling).
-    impl_->pool->set_spin(20000);
     reset();
 }
 
 Sequence::~Sequence() = default;
+
+constexpr uint32_t kDecodeSpin = 20000;  // pauses, ~0.5 ms on the EPYC of docs/benchmarks.md
 
 void Sequence::feed(const int32_t *tokens, size_t n, float *all_logits) {
     Impl &im = *impl_;
@@ -1103,6 +1106,10 @@ void Sequence::feed(const int32_t *tokens, size_t n, float *all_logits) {
                     (unsigned long long)(im.pos + n), (unsigned long long)(im.pos_emb.rows - im.c.pos_offset));
     for (size_t i = 0; i < n; i += im.o.max_batch) {
         const size_t m = std::min<size_t>(im.o.max_batch, n - i);
+        // A one-token chunk is ~150 short rounds: workers poll ~0.5 ms before sleeping
+        // (parallel.h) instead of paying a futex wake-up per round.  A batch runs BLIS's own
+        // threads, which polling workers would rob of their cores: they sleep at once.
+        im.pool->set_spin(m == 1 ? kDecodeSpin : 0);
         im.chunk(tokens + i, m, all_logits ? all_logits + i * im.vocab : nullptr);
     }
 }
