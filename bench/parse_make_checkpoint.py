@@ -4,9 +4,12 @@ the benchmark data folder of docs/benchmarks.md, build/bench-data by default).
 
   /usr/bin/python3 bench/parse_make_checkpoint.py llama7b $STK_BENCH_DATA/llama7b
   /usr/bin/python3 bench/parse_make_checkpoint.py gpt2    $STK_BENCH_DATA/gpt2
+  /usr/bin/python3 bench/parse_make_checkpoint.py llama7b-8 $STK_BENCH_DATA/llama7b-8
 
 llama7b: Llama-2-7B's names and shapes (d 4096, 32 layers, ffn 11008, vocab 32000, 6.74e9
 parameters), BF16, three safetensors shards + model.safetensors.index.json (about 13.5 GB).
+llama7b-8: the same with 8 of its 32 layers (every matrix the 7B shape's; about 3.7 GB): the LM
+runtime's decode bench on a 2-core box with 24 GiB (docs/benchmarks.md "LM runtime").
 gpt2: GPT-2 small (124,439,808 parameters) as F32 safetensors with its attn.bias buffers.
 
 The values are a 4 MiB block of finite random numbers (fixed seed) repeated: the reader and the
@@ -60,8 +63,8 @@ def write_shard(path, tensors, dtype):
     return sizes
 
 
-def llama7b(out):
-    V, D, L, F = 32000, 4096, 32, 11008
+def llama7b(out, L=32):
+    V, D, F = 32000, 4096, 11008
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu", "hidden_size": D,
            "intermediate_size": F, "max_position_embeddings": 4096, "num_attention_heads": 32,
            "num_hidden_layers": L, "num_key_value_heads": 32, "rms_norm_eps": 1e-05, "rope_scaling": None,
@@ -74,9 +77,10 @@ def llama7b(out):
                        (p + "self_attn.v_proj.weight", (D, D)), (p + "self_attn.o_proj.weight", (D, D)),
                        (p + "mlp.gate_proj.weight", (F, D)), (p + "mlp.up_proj.weight", (F, D)),
                        (p + "mlp.down_proj.weight", (D, F))])
-    shards = [[("model.embed_tokens.weight", (V, D))] + sum(layers[0:11], []),
-              sum(layers[11:22], []),
-              sum(layers[22:32], []) + [("model.norm.weight", (D,)), ("lm_head.weight", (V, D))]]
+    a, b = (L * 11 + 31) // 32, (L * 22 + 31) // 32  # 0:11, 11:22, 22:32 at 32 layers
+    shards = [[("model.embed_tokens.weight", (V, D))] + sum(layers[0:a], []),
+              sum(layers[a:b], []),
+              sum(layers[b:L], []) + [("model.norm.weight", (D,)), ("lm_head.weight", (V, D))]]
     weight_map, total = {}, 0
     for s, tensors in enumerate(shards):
         name = "model-%05d-of-00003.safetensors" % (s + 1)
@@ -110,7 +114,7 @@ def gpt2(out):
 if __name__ == "__main__":
     kind, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
-    cfg = {"llama7b": llama7b, "gpt2": gpt2}[kind](out)
+    cfg = {"llama7b": llama7b, "llama7b-8": lambda o: llama7b(o, 8), "gpt2": gpt2}[kind](out)
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
     print("done", out)
