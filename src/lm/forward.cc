@@ -1092,8 +1092,6 @@ Sequence::Sequence(const WeightSource &w, const SeqOptions &o, void *arena, size
 
 Sequence::~Sequence() = default;
 
-constexpr uint32_t kDecodeSpin = 20000;  // pauses, ~0.5 ms on the EPYC of docs/benchmarks.md
-
 void Sequence::feed(const int32_t *tokens, size_t n, float *all_logits) {
     Impl &im = *impl_;
     if (n && !tokens) throw_error(STK_E_INVALID_ARGUMENT, "feed: %zu tokens at a null pointer", n);
@@ -1106,10 +1104,6 @@ void Sequence::feed(const int32_t *tokens, size_t n, float *all_logits) {
                     (unsigned long long)(im.pos + n), (unsigned long long)(im.pos_emb.rows - im.c.pos_offset));
     for (size_t i = 0; i < n; i += im.o.max_batch) {
         const size_t m = std::min<size_t>(im.o.max_batch, n - i);
-        // A one-token chunk is ~150 short rounds: workers poll ~0.5 ms before sleeping
-        // (parallel.h) instead of paying a futex wake-up per round.  A batch runs BLIS's own
-        // threads, which polling workers would rob of their cores: they sleep at once.
-        im.pool->set_spin(m == 1 ? kDecodeSpin : 0);
         im.chunk(tokens + i, m, all_logits ? all_logits + i * im.vocab : nullptr);
     }
 }
