@@ -306,22 +306,25 @@ static void elementwise_kernels(void **) {
     assert_false(all_finite(d.data(), d.size()));
 }
 
-// kernels/dot.h: each row's dot product exactly in the documented order (eight partial sums by
-// column mod 8, product rounded then added, then ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))),
+// kernels/dot.h: each row's dot product exactly in the documented order (sixteen partial sums by
+// column mod 16, product rounded then added, t_l = s_l + s_(l+8), then ((t0 + t4) + (t2 + t6)) +
+// ((t1 + t5) + (t3 + t7))),
 // written here as plain scalar code, on every target the CPU supports; bf16 rows widened by the
 // 16-bit shift; row counts that leave partial groups of four rows, widths that leave a tail of
 // columns, a row stride wider than the row; and any split of the rows gives the same bytes.
 static float ref_dot(const float *w, const float *x, size_t n) {
-    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float s[16] = {};
     for (size_t j = 0; j < n; j++) {
         float p = w[j] * x[j];
-        s[j & 7] = s[j & 7] + p;
+        s[j & 15] = s[j & 15] + p;
     }
-    return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+    float t[8];
+    for (size_t l = 0; l < 8; l++) t[l] = s[l] + s[l + 8];
+    return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
 }
 
 static void dot_rows_order(void **) {
-    for (size_t n : {size_t(1), size_t(7), size_t(8), size_t(64), size_t(579)})
+    for (size_t n : {size_t(1), size_t(7), size_t(8), size_t(15), size_t(16), size_t(17), size_t(64), size_t(579)})
         for (size_t rows : {size_t(1), size_t(3), size_t(4), size_t(13)}) {
             const size_t ld = n + 5;
             std::vector<float> wf(rows * ld), x(n), wwide(rows * ld);

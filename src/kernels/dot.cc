@@ -28,7 +28,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr size_t kL = HWY_LANES(float) < 8 ? HWY_LANES(float) : 8;  // lanes of one vector (<= 8)
-constexpr size_t kV = 8 / kL;                                       // vectors per 8 columns
+constexpr size_t kV16 = 16 / kL;                                    // vectors per 16 columns
 using DF = hn::CappedTag<float, kL>;
 // How far ahead of its loads the kernel asks for the weights (bytes).  The decode GEMV streams
 // each weight once per token and the hardware prefetcher alone keeps too few lines in flight.
@@ -56,14 +56,19 @@ inline float Widen1(uint16_t v) {
     return f;
 }
 
-inline float Finish(const float *s) { return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7])); }
+// t_l = s_l + s_(l+8), then the pairwise tree of dot.h.
+inline float Finish(const float *s) {
+    float t[8];
+    for (size_t l = 0; l < 8; l++) t[l] = s[l] + s[l + 8];
+    return ((t[0] + t[4]) + (t[2] + t[6])) + ((t[1] + t[5]) + (t[3] + t[7]));
+}
 
-// The columns past the last full group of 8, and the final sum, of one row with partial sums s.
+// The columns past the last full group of 16, and the final sum, of one row with partial sums s.
 template <class T>
 inline float Tail(const T *w, const float *x, size_t j, size_t n, float *s) {
     for (; j < n; j++) {
         const float p = Widen1(w[j]) * x[j];
-        s[j & 7] = s[j & 7] + p;
+        s[j & 15] = s[j & 15] + p;
     }
     return Finish(s);
 }
@@ -71,25 +76,28 @@ inline float Tail(const T *w, const float *x, size_t j, size_t n, float *s) {
 template <class T>
 void DotRows(const T *w, size_t ld, size_t rows, const float *x, size_t n, float *y) {
     const DF df;
-    const size_t n8 = n & ~size_t(7);
+    const size_t n16 = n & ~size_t(15);
     size_t r = 0;
     if (hn::Lanes(df) == kL) {
         for (; r < rows; r++) {
             const T *w0 = w + r * ld;
-            hn::Vec<DF> a0[kV];
-            for (size_t v = 0; v < kV; v++) a0[v] = hn::Zero(df);
-            for (size_t j = 0; j < n8; j += 8) {
+            hn::Vec<DF> a[kV16];
+            HWY_UNROLL(4)
+            for (size_t v = 0; v < kV16; v++) a[v] = hn::Zero(df);
+            for (size_t j = 0; j < n16; j += 16) {
                 if (j % (64 / sizeof(T)) == 0) PrefetchAhead(w0 + j);  // one cache line per step
-                for (size_t v = 0; v < kV; v++) a0[v] = hn::Add(a0[v], hn::Mul(LoadW(df, w0 + j + v * kL), hn::LoadU(df, x + j + v * kL)));
+                HWY_UNROLL(4)
+                for (size_t v = 0; v < kV16; v++) a[v] = hn::Add(a[v], hn::Mul(LoadW(df, w0 + j + v * kL), hn::LoadU(df, x + j + v * kL)));
             }
-            HWY_ALIGN float s[8];
-            for (size_t v = 0; v < kV; v++) hn::StoreU(a0[v], df, s + v * kL);
-            y[r] = Tail(w0, x, n8, n, s);
+            HWY_ALIGN float s[16];
+            HWY_UNROLL(4)
+            for (size_t v = 0; v < kV16; v++) hn::StoreU(a[v], df, s + v * kL);
+            y[r] = Tail(w0, x, n16, n, s);
         }
         return;
     }
     for (; r < rows; r++) {  // a target whose vectors are narrower than kL (not reached on x86)
-        float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        float s[16] = {};
         y[r] = Tail(w + r * ld, x, 0, n, s);
     }
 }

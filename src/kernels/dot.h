@@ -1,9 +1,11 @@
 // Row dot products of a matrix-vector product (the LM runtime's decode GEMV), on Highway (one
 // dynamic dispatch point, dot.cc).  Every row's dot product has one fixed order, the same on every
 // SIMD target, on the scalar fallback and whichever rows are computed together:
-//   eight partial sums s_l (l = j mod 8), each over j in increasing order, each step the product
-//   w[j] * x[j] rounded to f32 and then added (no fused multiply-add), then
-//   y = ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)).
+//   sixteen partial sums s_l (l = j mod 16), each over j in increasing order, each step the
+//   product w[j] * x[j] rounded to f32 and then added (no fused multiply-add), then
+//   t_l = s_l + s_(l+8) for l < 8 and y = ((t0 + t4) + (t2 + t6)) + ((t1 + t5) + (t3 + t7)).
+// (Sixteen, not eight: two independent chains of vector adds per row, so the add latency does not
+// bound a row's stream; docs/benchmarks.md "LM runtime", third round.)
 // So a row split over any number of threads gives the same bytes.
 #pragma once
 
