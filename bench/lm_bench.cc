@@ -12,9 +12,11 @@
 //                  layer's keys and values in f32); norms and biases are left out (< 0.1 %);
 //                  the bandwidth: `threads` threads memchr()ing (a read-only AVX2 loop in glibc)
 //                  disjoint parts of a 1 GiB buffer, median of 5;
-//   prompt floor = 2 x the matrix parameters x prompt tokens (the attention's own products left
-//                  out) at the BLIS sgemm peak (the pinned context the runtime uses) measured on
-//                  (prompt x d_model) (d_model x ffn) at `threads`, median of 5.
+//   prompt floor = 2 x (the layers' matrix parameters x prompt tokens + the head's x the chunks of
+//                  64: a prompt's logits are its last row's) FLOPs (the attention's own products
+//                  left out) at the BLIS sgemm peak (the pinned context the runtime uses): the better of
+//                  (64 x d_model) (d_model x ffn) and (64 x d_model) (d_model x 64) (the
+//                  runtime's blocks) at `threads`, median of 5 each.
 // Ours: the prompt fed at once (split into chunks of 64), then `decode` tokens one at a time
 // (each the argmax of the last logits); median of `runs` after one warm-up run.
 #include <algorithm>
@@ -60,7 +62,8 @@ double view_bytes(const lm::TensorView &v) {
 
 struct Counted {
     double bytes = 0;   // read per decoded token (matrices and head)
-    double params = 0;  // matrix parameters a token's forward multiplies (for the prompt FLOPs)
+    double params = 0;       // matrix parameters every prompt token multiplies (for the prompt FLOPs)
+    double head_params = 0;  // the head's: multiplied once per prompt chunk (its last row's logits)
 };
 
 Counted count_weights(const lm::WeightSource &w) {
@@ -82,7 +85,10 @@ Counted count_weights(const lm::WeightSource &w) {
         }
     }
     const lm::TensorView head = w.find(Role::LM_HEAD), emb = w.find(Role::EMB);
+    const double params = k.params;
     add(head ? head : emb, 1);
+    k.head_params = k.params - params;
+    k.params = params;
     k.bytes += emb ? view_bytes(emb) / double(emb.rows) : 0;  // the token's embedding row
     return k;
 }
@@ -173,8 +179,13 @@ int main(int argc, char **argv) {
         const uint64_t held = std::min<uint64_t>(prompt + decode / 2, uint64_t(o.sinks) + o.window);
         const double per_token = k.bytes + double(held) * kv_row;
         const double decode_floor = bw / per_token, decode_ours = double(decode) / median(td);
-        const double peak = sgemm_peak(std::min<uint64_t>(prompt, 64), c.ffn_dim ? c.ffn_dim : c.moe_ffn_dim, c.d_model, threads);
-        const double prompt_floor = peak / (2.0 * k.params), prompt_ours = double(prompt) / median(tp);
+        // The better of the FFN's whole shape and the runtime's own call (64 widened rows at a
+        // time): at 7B the whole (d x ffn) f32 operand streams from DRAM and reads as half the
+        // rate the blocked calls reach, which would not be a floor.
+        const uint64_t pm = std::min<uint64_t>(prompt, 64);
+        const double peak = std::max(sgemm_peak(pm, c.ffn_dim ? c.ffn_dim : c.moe_ffn_dim, c.d_model, threads), sgemm_peak(pm, 64, c.d_model, threads));
+        const double chunks = double((prompt + 63) / 64);
+        const double prompt_floor = peak * double(prompt) / (2.0 * (k.params * double(prompt) + k.head_params * chunks)), prompt_ours = double(prompt) / median(tp);
         std::printf("%s (%s, %s): %u layers, d %u, vocab %llu; opened in %.2f s; threads %u, state %u + %u, %d runs (median)\n",
                     path.c_str(), c.model_type, generation ? "faithful generation" : width.c_str(), c.n_layers, c.d_model,
                     (unsigned long long)c.vocab_size, open_s, threads, o.sinks, o.window, runs);
