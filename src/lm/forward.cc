@@ -88,8 +88,8 @@ void widen_row(const TensorView &v, uint64_t r, float *out) {
     }
 }
 
-// x . row r of W in a fixed order: 8 partial sums, added pairwise at the end (kernels/dot.h's
-// order, which f32 and bf16 rows take from there).
+// x . row r of W in a fixed order: f32 and bf16 rows kernels/dot.h's (16 partial sums, folded to
+// 8, added pairwise); int8 rows 8 partial sums added pairwise; block types blockq_dot's.
 float dot_row(const TensorView &w, uint64_t r, const float *x) {
     const uint64_t n = w.cols;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
