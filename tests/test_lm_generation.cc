@@ -142,13 +142,13 @@ size_t compare(const std::string &model, const std::string &gen, bool int8_ffn) 
 
 void test_llama(void **) {
     const std::string model = test_data("models/llama");
-    const std::string gen = convert(model, {"--profile", "faithful"}, "lm-llama");
+    const std::string gen = convert(model, {"--profile", "faithful", "--ffn", "bf16"}, "lm-llama");
     assert_int_equal(compare(model, gen, false), 21);  // 2 layers x (4 attention, 3 FFN, 2 norms) + embedding, head, final norm
 }
 
 void test_gemma3_sliding_tied(void **) {
     const std::string model = source_root() + "/tests/fixtures/families/gemma3";
-    const std::string gen = convert(model, {"--profile", "faithful"}, "lm-gemma3");
+    const std::string gen = convert(model, {"--profile", "faithful", "--ffn", "bf16"}, "lm-gemma3");
     compare(model, gen, false);
     std::unique_ptr<lm::WeightSource> g = lm::open_generation_weights(gen);
     assert_true(g->config().tied_embeddings);
@@ -157,7 +157,7 @@ void test_gemma3_sliding_tied(void **) {
 
 void test_gpt2_fused_qkv(void **) {
     const std::string model = test_data("models/gpt2");
-    compare(model, convert(model, {"--profile", "faithful"}, "lm-gpt2"), false);
+    compare(model, convert(model, {"--profile", "faithful", "--ffn", "bf16"}, "lm-gpt2"), false);
 }
 
 void test_mixtral_int8(void **) {
@@ -166,7 +166,7 @@ void test_mixtral_int8(void **) {
 }
 
 void test_flipped_bit_refused(void **) {
-    const std::string gen = convert(test_data("models/llama"), {"--profile", "faithful"}, "lm-flip");
+    const std::string gen = convert(test_data("models/llama"), {"--profile", "faithful", "--ffn", "bf16"}, "lm-flip");
     const std::string file = gen + "/arrays/L0001.attn_v.bin";
     flip_byte(file, 128 + 100);
     std::string msg = expect_error(STK_E_CHECKSUM, [&] { lm::open_generation_weights(gen); });

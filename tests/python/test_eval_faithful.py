@@ -37,7 +37,8 @@ TODAY_KEYS = ["command", "model", "gen", "texts", "ctx", "contexts", "swap", "ze
 def faithful(tmp_path_factory):
     root = tmp_path_factory.mktemp("faithful") / "root"
     r = subprocess.run([STK, "convert", "--in", str(TINY_LLAMA), "--out", str(root), "--profile", "faithful",
-                        "--sinks", str(SINKS), "--window", str(WINDOW), "--json"], capture_output=True, text=True)
+                        "--ffn", "bf16", "--sinks", str(SINKS), "--window", str(WINDOW), "--json"], capture_output=True,
+                       text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     return str(root)
 
