@@ -1070,7 +1070,7 @@ extern "C" {
 // offsets are compared with the C compiler's in tests/header.rs.
 #[cfg(target_pointer_width = "64")]
 const _: () = {
-    assert!(std::mem::size_of::<stk_job_params>() == 64);
+    assert!(std::mem::size_of::<stk_job_params>() == 72);
     assert!(std::mem::size_of::<stk_verify_report>() == 288);
     assert!(std::mem::size_of::<stk_export_params>() == 40);
     assert!(std::mem::size_of::<stk_export_report>() == 40);
@@ -1090,5 +1090,5 @@ const _: () = {
     assert!(std::mem::size_of::<stk_lwt_header>() == 96);
     assert!(std::mem::size_of::<stk_refrun_info>() == 128);
     assert!(std::mem::size_of::<stk_seq_params>() == 32);
-    assert!(std::mem::size_of::<stk_lm_info>() == 72);
+    assert!(std::mem::size_of::<stk_lm_info>() == 96);
 };
