@@ -8,10 +8,12 @@
 // disabled-feature records) and tests/test_api.cc (no arrays), and `stk convert --partial`
 // outputs (convert_*.bin: tests/data/models/gpt2 with the shared GPT-2 vocab.json + merges.txt and
 // --allow-uncertified-tokenizer, 9 tokenizer arrays; gpt2 alone; llama with llama2 tokenizer.json);
-// faithful-*.bin: `stk convert --profile faithful` of tests/data/models/llama, of
-// tests/fixtures/families/gemma3 (sliding layers, two rope bases) and of tests/data/models/mixtral
-// with --ffn int8, and of tests/fixtures/families/qwen3_moe with --ffn q4_0 (block-scaled arrays,
-// dtype 10): the runtime block and its per-layer entries, round-tripped with the rest.
+// faithful-*.bin: `stk convert --profile faithful` of tests/data/models/llama (--ffn bf16 --policy
+// h2o --recent 100 --window 252), of tests/fixtures/families/gemma3 (sliding layers, two rope
+// bases; the default Q8_0 FFN) and of tests/data/models/mixtral with --ffn int8 and with the
+// default (Q8_0, its 48-wide experts_w2 kept bf16), and of tests/fixtures/families/qwen3_moe with
+// --ffn q4_0 --policy tova (block-scaled arrays, dtype 10): the runtime block (its policy and
+// recent count included) and its per-layer entries, round-tripped with the rest.
 #include <cstdint>
 #include <cstring>
 #include <vector>

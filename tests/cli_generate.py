@@ -82,7 +82,8 @@ def main():
             fails.append(f"--gen on a default-profile root: exit {code}, {out['status']}: {out['message']!r}")
         print(f"--gen ROOT (default profile): exit {code}: {out['message']}")
         faithful = os.path.join(tmp, "faithful")
-        subprocess.run([stk, "convert", model, faithful, "--profile", "faithful"], check=True, capture_output=True)
+        subprocess.run([stk, "convert", model, faithful, "--profile", "faithful", "--ffn", "bf16"], check=True,
+                       capture_output=True)
         for case in ref["cases"]:
             code, out, err = run(stk, "--gen", faithful, "--in", model, "--prompt", case["prompt"], "--tokens",
                                  str(ref["tokens"]))

@@ -10,12 +10,15 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <memory>
 
 #include "core/float16.h"
 #include "ingest/model.h"
 #include "lm/from_generation.h"
 #include "lm/weights.h"
+#include "stk/stk.h"
 #include "test_util.h"
 
 using namespace stk;
@@ -142,13 +145,13 @@ size_t compare(const std::string &model, const std::string &gen, bool int8_ffn) 
 
 void test_llama(void **) {
     const std::string model = test_data("models/llama");
-    const std::string gen = convert(model, {"--profile", "faithful"}, "lm-llama");
+    const std::string gen = convert(model, {"--profile", "faithful", "--ffn", "bf16"}, "lm-llama");
     assert_int_equal(compare(model, gen, false), 21);  // 2 layers x (4 attention, 3 FFN, 2 norms) + embedding, head, final norm
 }
 
 void test_gemma3_sliding_tied(void **) {
     const std::string model = source_root() + "/tests/fixtures/families/gemma3";
-    const std::string gen = convert(model, {"--profile", "faithful"}, "lm-gemma3");
+    const std::string gen = convert(model, {"--profile", "faithful", "--ffn", "bf16"}, "lm-gemma3");
     compare(model, gen, false);
     std::unique_ptr<lm::WeightSource> g = lm::open_generation_weights(gen);
     assert_true(g->config().tied_embeddings);
@@ -157,7 +160,7 @@ void test_gemma3_sliding_tied(void **) {
 
 void test_gpt2_fused_qkv(void **) {
     const std::string model = test_data("models/gpt2");
-    compare(model, convert(model, {"--profile", "faithful"}, "lm-gpt2"), false);
+    compare(model, convert(model, {"--profile", "faithful", "--ffn", "bf16"}, "lm-gpt2"), false);
 }
 
 void test_mixtral_int8(void **) {
@@ -166,7 +169,7 @@ void test_mixtral_int8(void **) {
 }
 
 void test_flipped_bit_refused(void **) {
-    const std::string gen = convert(test_data("models/llama"), {"--profile", "faithful"}, "lm-flip");
+    const std::string gen = convert(test_data("models/llama"), {"--profile", "faithful", "--ffn", "bf16"}, "lm-flip");
     const std::string file = gen + "/arrays/L0001.attn_v.bin";
     flip_byte(file, 128 + 100);
     std::string msg = expect_error(STK_E_CHECKSUM, [&] { lm::open_generation_weights(gen); });
@@ -178,6 +181,70 @@ void test_flipped_scale_refused(void **) {
     flip_byte(gen + "/arrays/L0000.experts_w2.scale.bin", 128 + 5);
     std::string msg = expect_error(STK_E_CHECKSUM, [&] { lm::open_generation_weights(gen); });
     assert_contains(msg, "L0000.experts_w2.scale.bin");
+}
+
+// The runtime block's retention policy (issue 37) through the C ABI: stk_lm_get_info reports what
+// stk convert wrote, a sequence opened with STK_SEQ_POLICY_DEFAULT (or a stk_seq_params that ends
+// before `policy`) keeps it, bit for bit the sequence that names it; a checkpoint has none.
+std::vector<float> run_seq(stk_lm *lm, const stk_seq_params &p, const std::vector<int32_t> &ids, size_t vocab) {
+    size_t bytes = 0;
+    assert_int_equal(stk_seq_arena_size(lm, &p, &bytes), STK_OK);
+    std::vector<uint64_t> arena(bytes / 8 + 1);
+    stk_seq *seq = nullptr;
+    assert_int_equal(stk_seq_open(lm, &p, arena.data(), arena.size() * 8, &seq), STK_OK);
+    std::vector<float> out(ids.size() * vocab);
+    assert_int_equal(stk_seq_feed(seq, ids.data(), ids.size(), out.data()), STK_OK);
+    stk_seq_close(seq);
+    return out;
+}
+
+void test_policy_default_and_info(void **) {
+    const std::string gen = convert(test_data("models/llama"),
+                                    {"--profile", "faithful", "--sinks", "2", "--window", "8", "--policy", "h2o", "--recent", "3"},
+                                    "lm-policy");
+    stk_lm *lm = nullptr;
+    assert_int_equal(stk_lm_open(gen.c_str(), STK_LM_WEIGHTS_F32, &lm), STK_OK);
+    stk_lm_info info = {};
+    info.struct_size = sizeof info;
+    assert_int_equal(stk_lm_get_info(lm, &info), STK_OK);
+    assert_int_equal(info.generation, 1);
+    assert_int_equal(info.sinks, 2);
+    assert_int_equal(info.window, 8);
+    assert_int_equal(info.policy, STK_SEQ_POLICY_H2O);
+    assert_int_equal(info.recent, 3);
+    assert_int_equal(info.ffn_dtype, 11);  // q8_0: the profile's default
+    std::vector<int32_t> ids(30);
+    for (size_t i = 0; i < ids.size(); i++) ids[i] = int32_t(i * 7 % 96);  // the fixture's vocabulary: 96
+    stk_seq_params p = {};
+    p.struct_size = sizeof p;
+    p.sinks = 2, p.window = 8, p.threads = 1;
+    p.policy = STK_SEQ_POLICY_H2O, p.recent = 3;
+    const std::vector<float> want = run_seq(lm, p, ids, info.vocab_size);
+    p.policy = STK_SEQ_POLICY_DEFAULT, p.recent = 0;
+    const std::vector<float> dflt = run_seq(lm, p, ids, info.vocab_size);
+    assert_memory_equal(dflt.data(), want.data(), want.size() * 4);
+    p.struct_size = offsetof(stk_seq_params, policy);  // an older caller: no policy field
+    const std::vector<float> old = run_seq(lm, p, ids, info.vocab_size);
+    assert_memory_equal(old.data(), want.data(), want.size() * 4);
+    p.struct_size = sizeof p;
+    p.policy = STK_SEQ_POLICY_WINDOW;
+    const std::vector<float> win = run_seq(lm, p, ids, info.vocab_size);
+    assert_true(std::memcmp(win.data(), want.data(), want.size() * 4) != 0);  // an explicit policy wins
+    // An older caller's info struct stops before the appended fields: they are not written.
+    stk_lm_info short_info;
+    std::memset(&short_info, 0xab, sizeof short_info);
+    short_info.struct_size = offsetof(stk_lm_info, generation);
+    assert_int_equal(stk_lm_get_info(lm, &short_info), STK_OK);
+    assert_int_equal(short_info.generation, 0xabababab);
+    stk_lm_close(lm);
+    assert_int_equal(stk_lm_open(test_data("models/llama").c_str(), STK_LM_WEIGHTS_BF16, &lm), STK_OK);
+    info = {};
+    info.struct_size = sizeof info;
+    assert_int_equal(stk_lm_get_info(lm, &info), STK_OK);
+    assert_int_equal(info.generation, 0);
+    assert_int_equal(info.policy, 0);
+    assert_int_equal(info.ffn_dtype, 9);  // bf16 as opened
+    stk_lm_close(lm);
 }
 
 void test_default_profile_refused(void **) {
@@ -197,6 +264,7 @@ int main() {
         cmocka_unit_test(test_mixtral_int8),
         cmocka_unit_test(test_flipped_bit_refused),
         cmocka_unit_test(test_flipped_scale_refused),
+        cmocka_unit_test(test_policy_default_and_info),
         cmocka_unit_test(test_default_profile_refused),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);

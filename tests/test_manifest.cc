@@ -449,7 +449,7 @@ static void draft_records(void **) {
 // The faithful profile's runtime block (docs/format.md "Runtime block"): the second schema digest,
 // the block's fields at their documented offsets between the records and the hashes, a round
 // trip, and bounds refused by the writer (naming the field) and by the reader (with the offset).
-static const char kRuntimeSchemaSha256[] = "3f3a530f8c839e4e4a0bf734b2b17d053a947694fe87e088a581c32bb7398a5b";
+static const char kRuntimeSchemaSha256[] = "e1186d6c507a3e9469845135b92fcc58a31b28290478dedd11ec63d30a5fbf47";
 
 struct WithRuntime {
     Small s;
@@ -469,6 +469,7 @@ static void make_runtime(WithRuntime &w) {
     r.norm_eps = 1e-6, r.norm_offset = 1, r.emb_multiplier = 8, r.residual_multiplier = 1, r.logit_scale = 1;
     r.score_scale = 0.25, r.positions = 2, r.rotary_dim = 16, r.rope_pairs = 8;
     r.rope_theta = 1e6, r.rope_local_theta = 1e4, r.rope_attn_factor = 1, r.sliding_window = 512;
+    r.policy = 2, r.recent = 100;  // h2o keeping the 100 most recent
     w.layers[0] = RuntimeLayer{1, 512, 0, 1};
     w.layers[1] = RuntimeLayer{0, 0, 0, 0};
     w.s.in.runtime = &w.r;
@@ -481,11 +482,11 @@ static void runtime_block(void **) {
     assert_string_equal(hex32(manifest_schema_sha256(true)).c_str(), kRuntimeSchemaSha256);
     const std::string doc = docs_format();
     assert_contains(doc, kRuntimeSchemaSha256);
-    assert_int_equal(manifest_runtime_fixed_size(), 540);
+    assert_int_equal(manifest_runtime_fixed_size(), 548);
     WithRuntime w;
     make_runtime(w);
     std::vector<uint8_t> b = encode_manifest(w.s.in);
-    assert_int_equal(b.size(), small_bytes().size() + 540 + 2 * 16);
+    assert_int_equal(b.size(), small_bytes().size() + 548 + 2 * 16);
     assert_memory_equal(&b[8], manifest_schema_sha256(true), 32);
     // Everything before the block is the default manifest's but the schema digest.
     std::vector<uint8_t> d = small_bytes();
@@ -501,9 +502,11 @@ static void runtime_block(void **) {
     assert_true(load_le<double>(&b[block + 228]) == 1e6);
     assert_true(load_le<double>(&b[block + 236]) == 1e4);
     assert_int_equal(load_le<uint32_t>(&b[block + 356]), 512);
-    assert_int_equal(load_le<uint32_t>(&b[block + 540 + 0]), 1);    // layer 0: sliding
-    assert_int_equal(load_le<uint32_t>(&b[block + 540 + 4]), 512);  // its window
-    assert_int_equal(load_le<uint32_t>(&b[block + 540 + 12]), 1);   // the local rotary table
+    assert_int_equal(load_le<uint32_t>(&b[block + 540]), 2);    // runtime.policy: h2o
+    assert_int_equal(load_le<uint32_t>(&b[block + 544]), 100);  // runtime.recent
+    assert_int_equal(load_le<uint32_t>(&b[block + 548 + 0]), 1);    // layer 0: sliding
+    assert_int_equal(load_le<uint32_t>(&b[block + 548 + 4]), 512);  // its window
+    assert_int_equal(load_le<uint32_t>(&b[block + 548 + 12]), 1);   // the local rotary table
     // Round trip.
     Manifest m = decode_manifest(b.data(), b.size(), "rt");
     assert_true(m.has_runtime);
@@ -512,6 +515,8 @@ static void runtime_block(void **) {
     assert_string_equal(reinterpret_cast<const char *>(m.runtime.activation), "gelu_pytorch_tanh");
     assert_int_equal(m.runtime_layers.size(), 2);
     assert_int_equal(m.runtime_layers[0].model_window, 512);
+    assert_int_equal(m.runtime.policy, 2);
+    assert_int_equal(m.runtime.recent, 100);
     assert_false(decode_manifest(d.data(), d.size(), "d").has_runtime);
     // Writer: a bound broken is refused naming the field.
     make_runtime(w);
@@ -521,6 +526,15 @@ static void runtime_block(void **) {
     w.layers[1].kind = 1;  // sliding without a window
     assert_contains(test::expect_error(STK_E_INVALID_ARGUMENT, [&] { encode_manifest(w.s.in); }), "runtime layer 1");
     make_runtime(w);
+    w.r.policy = 4;  // past tova-head
+    assert_contains(test::expect_error(STK_E_INVALID_ARGUMENT, [&] { encode_manifest(w.s.in); }), "runtime.policy");
+    make_runtime(w);
+    w.r.recent = 252;  // not fewer than the window
+    assert_contains(test::expect_error(STK_E_INVALID_ARGUMENT, [&] { encode_manifest(w.s.in); }), "runtime.recent");
+    make_runtime(w);
+    w.r.policy = 1;  // tova keeps no recent positions apart
+    assert_contains(test::expect_error(STK_E_INVALID_ARGUMENT, [&] { encode_manifest(w.s.in); }), "runtime.recent");
+    make_runtime(w);
     w.r.n_kv_heads = 3;
     assert_contains(test::expect_error(STK_E_INVALID_ARGUMENT, [&] { encode_manifest(w.s.in); }), "kv heads");
     // Reader: the same with the offset; a layer count that disagrees with the size; truncation.
@@ -529,6 +543,16 @@ static void runtime_block(void **) {
     fix_hash(c);
     assert_contains(test::expect_error(STK_E_CORRUPT, [&] { decode_manifest(c.data(), c.size(), "m"); }),
                     "offset " + std::to_string(block + 8) + ": runtime.window");
+    c = b;
+    store_le<uint32_t>(&c[block + 540], 7);  // an unknown policy
+    fix_hash(c);
+    assert_contains(test::expect_error(STK_E_CORRUPT, [&] { decode_manifest(c.data(), c.size(), "m"); }),
+                    "offset " + std::to_string(block + 540) + ": runtime.policy");
+    c = b;
+    store_le<uint32_t>(&c[block + 544], 300);  // recent above the window
+    fix_hash(c);
+    assert_contains(test::expect_error(STK_E_CORRUPT, [&] { decode_manifest(c.data(), c.size(), "m"); }),
+                    "offset " + std::to_string(block + 544) + ": runtime.recent");
     c = b;
     store_le<double>(&c[block + 148], NAN);
     fix_hash(c);

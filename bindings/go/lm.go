@@ -101,6 +101,9 @@ const (
 	PolicyTova     uint32 = C.STK_SEQ_POLICY_TOVA
 	PolicyH2O      uint32 = C.STK_SEQ_POLICY_H2O
 	PolicyTovaHead uint32 = C.STK_SEQ_POLICY_TOVA_HEAD
+	// PolicyDefault: a faithful generation's runtime block's policy (its recent count when Recent
+	// is 0); the window on a model read from its checkpoint.
+	PolicyDefault uint32 = C.STK_SEQ_POLICY_DEFAULT
 )
 
 func (p SeqParams) toC() C.stk_seq_params {

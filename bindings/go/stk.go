@@ -32,6 +32,9 @@ const (
 	ProfileFaithful = uint32(C.STK_JOB_PROFILE_FAITHFUL)
 	// FaithfulFfnInt8: with ProfileFaithful, the FFN and expert matrices as .lwt int8.
 	FaithfulFfnInt8 = uint32(C.STK_JOB_FAITHFUL_FFN_INT8)
+	// FaithfulFfnBf16: with ProfileFaithful, the FFN matrices kept bf16 (the profile's default
+	// is Q8_0 blocks since issue 37).
+	FaithfulFfnBf16 = uint32(C.STK_JOB_FAITHFUL_FFN_BF16)
 )
 
 // Status is a libstk status code; the values are the header's pinned values.

@@ -171,9 +171,12 @@ STK_API const char *stk_stage_name(stk_stage stage);
 /* Faithful profile only, at most one of the FFN flags (issue 37): FFN and expert matrices as ggml
  * Q4_0 / Q8_0 blocks (docs/format.md "Block-scaled arrays": blocks of 32 along each row, one f16
  * scale per block; gguf-py's quantize); a matrix whose rows are not a multiple of 32 values is
- * refused by name (STK_E_INVALID_ARGUMENT). */
+ * written bf16 instead (its dtype in the manifest's array table; a job warning names it).
+ * Without an FFN flag the faithful profile writes Q8_0 (the decided default, docs/fidelity.md);
+ * STK_JOB_FAITHFUL_FFN_BF16 keeps them bf16. */
 #define STK_JOB_FAITHFUL_FFN_Q4_0 0x40u
 #define STK_JOB_FAITHFUL_FFN_Q8_0 0x80u
+#define STK_JOB_FAITHFUL_FFN_BF16 0x100u
 
 typedef struct stk_job_params {
     size_t struct_size;  /* sizeof(stk_job_params) */
@@ -196,6 +199,12 @@ typedef struct stk_job_params {
      * 252; the runtime block records them). */
     uint32_t sinks;
     uint32_t window;
+    /* Appended (issue 37); faithful profile only (0 elsewhere, else STK_E_INVALID_ARGUMENT): the
+     * retention policy the runtime block records, the default of a sequence opened on the
+     * generation (STK_SEQ_POLICY_WINDOW .. _TOVA_HEAD; 0: window), and H2O's recent positions
+     * (0: window / 2; only with STK_SEQ_POLICY_H2O, and < window). */
+    uint32_t policy;
+    uint32_t recent;
 } stk_job_params;
 
 typedef struct stk_job stk_job;
@@ -600,6 +609,10 @@ typedef struct stk_manifest_info {
     uint32_t runtime_sinks;
     uint32_t runtime_window;
     uint32_t runtime_ffn_dtype;
+    /* Appended (issue 37): the retention policy a sequence keeps by default (STK_SEQ_POLICY_*
+     * numbers: 0 window, 1 tova, 2 h2o, 3 tova-head) and H2O's recent count (0: window / 2). */
+    uint32_t runtime_policy;
+    uint32_t runtime_recent;
 } stk_manifest_info;
 
 typedef struct stk_manifest_array {
@@ -1157,12 +1170,26 @@ typedef struct stk_seq_params {
 #  define STK_SEQ_POLICY_TOVA 1u      /* the lowest attention weight of the last query, averaged over heads */
 #  define STK_SEQ_POLICY_H2O 2u       /* the lowest accumulated attention, outside the `recent` newest */
 #  define STK_SEQ_POLICY_TOVA_HEAD 3u /* TOVA per key/value head: each keeps its own positions */
+/* The model's own (issue 37): on a faithful generation its runtime block's policy (and its recent
+ * count when `recent` is 0), else WINDOW.  A caller whose struct_size ends before `policy` gets it
+ * too. */
+#  define STK_SEQ_POLICY_DEFAULT 0xffffffffu
 
 typedef struct stk_lm_info {
     size_t struct_size; /* sizeof(stk_lm_info) */
     uint64_t vocab_size;
     uint32_t n_layers, d_model, n_heads, n_kv_heads, head_dim;
     char model_type[32];
+    /* Appended (issue 37; an older caller's struct_size stops before them).  generation: 1 for a
+     * faithful generation, whose runtime block gives sinks, window, policy (STK_SEQ_POLICY_*) and
+     * recent: what `stk convert --profile faithful` wrote, policy the default of a sequence
+     * opened with STK_SEQ_POLICY_DEFAULT; 0 for a model read from its checkpoint (those four 0).
+     * ffn_dtype: what the FFN matrices hold, as the array dtype codes (stk_dtype_name): 2 f32,
+     * 9 bf16, 5 int8, 10 q4_0, 11 q8_0 (a generation: its runtime block's; a matrix whose rows are
+     * not whole blocks of 32 may still be bf16). */
+    uint32_t generation;
+    uint32_t sinks, window, policy, recent;
+    uint32_t ffn_dtype;
 } stk_lm_info;
 
 /* Open the weights at `path`: an HF model directory or a GGUF (file, or directory holding one),

@@ -44,7 +44,7 @@ class JobParams(Structure):
     _fields_ = [("struct_size", c_size_t), ("in_dir", c_char_p), ("out_dir", c_char_p), ("r", c_uint32),
                 ("rv", c_uint32), ("l_tok", c_uint32), ("top_l", c_uint32), ("threads", c_uint32),
                 ("flags", c_uint32), ("calibration", c_char_p),
-                ("sinks", c_uint32), ("window", c_uint32)]
+                ("sinks", c_uint32), ("window", c_uint32), ("policy", c_uint32), ("recent", c_uint32)]
 
 
 class VerifyReport(Structure):
@@ -87,6 +87,7 @@ STK_JOB_PROFILE_FAITHFUL = 0x10
 STK_JOB_FAITHFUL_FFN_INT8 = 0x20
 STK_JOB_FAITHFUL_FFN_Q4_0 = 0x40
 STK_JOB_FAITHFUL_FFN_Q8_0 = 0x80
+STK_JOB_FAITHFUL_FFN_BF16 = 0x100
 STK_STAGE_COUNT = 10
 
 
@@ -197,7 +198,9 @@ class SeqParams(ctypes.Structure):
 
 class LmInfo(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("vocab_size", c_uint64), ("n_layers", c_uint32), ("d_model", c_uint32),
-                ("n_heads", c_uint32), ("n_kv_heads", c_uint32), ("head_dim", c_uint32), ("model_type", c_char * 32)]
+                ("n_heads", c_uint32), ("n_kv_heads", c_uint32), ("head_dim", c_uint32), ("model_type", c_char * 32),
+                ("generation", c_uint32), ("sinks", c_uint32), ("window", c_uint32), ("policy", c_uint32),
+                ("recent", c_uint32), ("ffn_dtype", c_uint32)]
 
 
 # stk.h's probes (stk_seq_set_probe): the data a callback receives.
@@ -225,6 +228,7 @@ STK_LM_WEIGHTS_F32 = 0
 STK_LM_WEIGHTS_BF16 = 1
 STK_LM_WEIGHTS_FFN = {"q4_0": 0x10, "q8_0": 0x20}  # or'ed: the FFN matrices block-scaled
 STK_SEQ_POLICIES = {"window": 0, "tova": 1, "h2o": 2, "tova-head": 3}
+STK_SEQ_POLICY_DEFAULT = 0xFFFFFFFF  # the model's own: a faithful generation's runtime block's policy
 
 
 def _declare_lm(lib: ctypes.CDLL) -> None:

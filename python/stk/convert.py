@@ -81,7 +81,8 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
             allow_uncertified_tokenizer: bool = False, allow_nonfinite: bool = False,
             progress: Union[None, bool, ProgressCallback] = None,
             calibration: Optional[PathLike] = None, profile: str = "default", ffn: Optional[str] = None,
-            sinks: Optional[int] = None, window: Optional[int] = None) -> dict[str, Any]:
+            sinks: Optional[int] = None, window: Optional[int] = None, policy: Optional[str] = None,
+            recent: Optional[int] = None) -> dict[str, Any]:
     """Convert the checkpoint ``src`` into the generations root ``root`` (``stk convert SRC ROOT``):
     run every stage, and once the check stage has verified the new generation, publish it and make
     it current.  Options as the command's (``None``: the library's default: r 512, rv 12, ltok 8,
@@ -89,8 +90,10 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
     (``stk convert --calibration STATS``): the stages fit to it; None converts without data.
     ``profile``: "default" (the spec's arrays) or "faithful" (``--profile faithful``: the model's
     own weights and the manifest's runtime block, docs/format.md "Faithful profile"); ``ffn``
-    ("bf16", "int8", "q4_0" or "q8_0"), ``sinks`` and ``window`` are that profile's options (None: its defaults
-    bf16, 4 and 252) and are refused with the default profile (ValueError).
+    ("bf16", "int8", "q4_0" or "q8_0"), ``sinks``, ``window``, ``policy`` ("window", "tova", "h2o",
+    "tova-head": the retention policy the runtime block records) and ``recent`` (h2o's) are that
+    profile's options (None: its defaults q8_0, 4, 252, window and window / 2) and are refused
+    with the default profile (ValueError).
 
     ``progress``: a callable ``progress(stage_name, index, total)`` called on this thread as each
     stage starts (index 1..total), or True for a tqdm bar (when tqdm is installed).
@@ -131,10 +134,13 @@ def convert(src: PathLike, root: PathLike, *, r: Optional[int] = None, rv: Optio
     if profile == "faithful":
         params.flags |= _lib.STK_JOB_PROFILE_FAITHFUL
         params.flags |= {"int8": _lib.STK_JOB_FAITHFUL_FFN_INT8, "q4_0": _lib.STK_JOB_FAITHFUL_FFN_Q4_0,
-                         "q8_0": _lib.STK_JOB_FAITHFUL_FFN_Q8_0}.get(ffn or "", 0)
+                         "q8_0": _lib.STK_JOB_FAITHFUL_FFN_Q8_0, "bf16": _lib.STK_JOB_FAITHFUL_FFN_BF16}.get(ffn or "", 0)
         params.sinks, params.window = sinks or 0, window or 0
-    elif ffn is not None or sinks is not None or window is not None:
-        raise ValueError("ffn, sinks and window need profile='faithful'")
+        if policy is not None and policy not in _lib.STK_SEQ_POLICIES:
+            raise ValueError(f"policy {policy!r}: one of {sorted(_lib.STK_SEQ_POLICIES)}")
+        params.policy, params.recent = _lib.STK_SEQ_POLICIES[policy or "window"], recent or 0
+    elif ffn is not None or sinks is not None or window is not None or policy is not None or recent is not None:
+        raise ValueError("ffn, sinks, window, policy and recent need profile='faithful'")
 
     callback: Optional[ProgressCallback] = None
     bar = None

@@ -320,7 +320,7 @@ def model_digest(model: str, faithful: Optional[tuple[str, int, int]] = None) ->
         if faithful is not None:
             params.flags |= _lib.STK_JOB_PROFILE_FAITHFUL | {
                 "int8": _lib.STK_JOB_FAITHFUL_FFN_INT8, "q4_0": _lib.STK_JOB_FAITHFUL_FFN_Q4_0,
-                "q8_0": _lib.STK_JOB_FAITHFUL_FFN_Q8_0}.get(faithful[0], 0)
+                "q8_0": _lib.STK_JOB_FAITHFUL_FFN_Q8_0, "bf16": _lib.STK_JOB_FAITHFUL_FFN_BF16}.get(faithful[0], 0)
             params.sinks, params.window = faithful[1], faithful[2]
         size = ctypes.c_size_t(0)
         _raise(c.stk_job_arena_size(ctypes.byref(params), ctypes.byref(size)))
@@ -761,15 +761,16 @@ def faithful_runtime(gen: Generation) -> Optional[dict[str, Any]]:
 def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: Optional[int] = None, contexts: int = 8,
              swap: str | Sequence[Swap] = "", zero: bool = False, threads: int = 0, sinks: Optional[int] = None,
              window: Optional[int] = None, isolated: bool = False, progress: bool | Callable[[int, int], None] = False,
-             reference: Optional[str] = None) -> dict[str, Any]:
+             reference: Optional[str] = None, policy: Optional[str] = None, recent: Optional[int] = None) -> dict[str, Any]:
     """Run the original and the swapped model on ``texts`` and return the report (the fields of
     ``stk eval --json``, docs/cli.md).  ``ctx`` None: 512, or the model's positions when fewer.
     ``isolated``: each swapped module's error is also measured on the original model's inputs.
     ``sinks`` / ``window``: the window swaps' (default 4 and 60).
 
     ``gen`` a faithful generation (and no swap): the generation as the library runs it (its own
-    sinks and window unless ``sinks`` / ``window`` are given) against the original, computed by the
-    library (``reference`` None or "stk") or by transformers (``reference="transformers"``)."""
+    sinks and window unless ``sinks`` / ``window`` are given; its retention policy unless ``policy``
+    ("window", "tova", "h2o", "tova-head"; ``recent``: h2o's) is) against the original, computed by
+    the library (``reference`` None or "stk") or by transformers (``reference="transformers"``)."""
     if reference is not None and reference not in REFERENCES:
         raise ValueError(f"--reference {reference}: one of {', '.join(REFERENCES)}")
     if reference == "transformers":
@@ -787,6 +788,10 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: Optio
         raise ValueError("stk eval: give at least one --text FILE")
     if (sinks is not None and sinks < 0) or (window is not None and window < 1):
         raise ValueError(f"--sinks {sinks} --window {window}: sinks >= 0 and window >= 1")
+    if policy is not None and policy not in _lib.STK_SEQ_POLICIES:
+        raise ValueError(f"--policy {policy}: one of {', '.join(_lib.STK_SEQ_POLICIES)}")
+    if recent is not None and (recent < 0 or policy not in (None, "h2o")):
+        raise ValueError(f"--recent {recent}: h2o's recent positions (>= 0), with --policy h2o or a generation's h2o")
     for t in texts:
         read_text(t)
     check_model_path(model)
@@ -805,7 +810,10 @@ def evaluate(model: str, gen: Optional[str], texts: Sequence[str], *, ctx: Optio
                 raise ValueError(f"--gen {gen_obj.dir}: a faithful generation is scored as the library runs it, whole: "
                                  "--swap, --zero and --isolated apply to the default profile's arrays")
             return _evaluate_faithful(model, gen_obj, faithful, texts, ctx, contexts, threads, sinks, window,
-                                      reference or "stk", progress)
+                                      reference or "stk", progress, policy, recent)
+        if policy is not None or recent is not None:
+            raise ValueError("--policy / --recent: the retention policy of a faithful generation's runtime (--gen of "
+                             "stk convert --profile faithful)")
         torch_only = sorted(modules & set(TORCH_ONLY))
         if reference == "transformers" or torch_only:
             missing = need_torch("eval" + (f" --swap {','.join(torch_only)}" if torch_only and reference != "transformers"
@@ -860,7 +868,8 @@ def _progress_bar(progress: bool | Callable[[int, int], None], total: int) -> Ca
 
 def _evaluate_faithful(model: str, gen_obj: Generation, runtime: dict[str, Any], texts: Sequence[str],
                        ctx: Optional[int], contexts: int, threads: int, sinks: Optional[int], window: Optional[int],
-                       reference: str, progress: bool | Callable[[int, int], None]) -> dict[str, Any]:
+                       reference: str, progress: bool | Callable[[int, int], None], policy: Optional[str] = None,
+                       recent: Optional[int] = None) -> dict[str, Any]:
     """A faithful generation run by the library (stk.lm) against the original (stk.lm at a window of
     the whole context, or transformers); torch is imported only for the latter."""
     from .lm import LanguageModel, Tokenizer
@@ -892,7 +901,12 @@ def _evaluate_faithful(model: str, gen_obj: Generation, runtime: dict[str, Any],
             return full.feed(ids, all_logits=True)
         said = "stk's forward of --model (float32, a window of the whole context: full attention)"
     ctxs = contexts_of(tok, texts, ctx, contexts)
-    conv = LanguageModel(gen_obj.dir).sequence(sinks=sinks, window=window, threads=nthreads)
+    policy = str(runtime.get("policy", "window")) if policy is None else policy
+    if recent is None:
+        recent = int(runtime.get("recent", 0)) if policy == runtime.get("policy") else 0
+    if recent and policy != "h2o":
+        raise ValueError(f"--recent {recent}: only the h2o policy keeps recent positions (the policy is {policy})")
+    conv = LanguageModel(gen_obj.dir).sequence(sinks=sinks, window=window, threads=nthreads, policy=policy, recent=recent)
     scores = _Scores()
     step = _progress_bar(progress, len(ctxs))
     for i, (_, ids) in enumerate(ctxs):
@@ -903,7 +917,7 @@ def _evaluate_faithful(model: str, gen_obj: Generation, runtime: dict[str, Any],
     r = _report(model, gen_obj, texts, ctx, len(ctxs), "", False, (sinks, window), scores, False, [], t0)
     r.original = said
     r.converted = (f"the faithful generation as stk runs it: {sinks} sinks + a window of {window}, FFN "
-                   f"{runtime.get('ffn_dtype', 'bf16')}")
+                   f"{runtime.get('ffn_dtype', 'bf16')}, policy {policy}" + (f" (recent {recent})" if recent else ""))
     return r
 
 
@@ -1169,6 +1183,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "(default 4); a faithful --gen: its runtime block's")
     p.add_argument("--window", type=int, default=None, help="window swaps: the last W positions every query sees, its "
                    "own included (default 60); a faithful --gen: its runtime block's")
+    p.add_argument("--policy", choices=tuple(_lib.STK_SEQ_POLICIES), default=None, help="a faithful --gen: the "
+                   "retention policy its sequences keep (default: its runtime block's)")
+    p.add_argument("--recent", type=int, default=None, help="with --policy h2o: the most recent positions never "
+                   "evicted (default window / 2; a generation's h2o: its runtime block's)")
     p.add_argument("--reference", choices=REFERENCES, default=None, help="what computes the models (a faithful "
                    "--gen: the original), stk's own forward at full attention (default) or transformers' (needs torch)")
     p.add_argument("--zero", action="store_true", help="replace the --swap modules by zero (the 'module deleted' baseline)")
@@ -1181,7 +1199,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         r = evaluate(a.model, a.gen, a.text, ctx=a.ctx, contexts=a.contexts, swap=a.swap, zero=a.zero,
                      threads=a.threads, sinks=a.sinks, window=a.window, isolated=a.isolated, progress=True,
-                     reference=a.reference)
+                     reference=a.reference, policy=a.policy, recent=a.recent)
         note = getattr(r, "note", None)
         if note:
             print(f"stk eval: {note}", file=sys.stderr)

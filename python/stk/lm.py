@@ -63,7 +63,10 @@ class _Handle:
 
 class LanguageModel(_Handle):
     """Weights + config, read-only: any number of sequences share them.  Attributes: ``vocab_size``,
-    ``n_layers``, ``d_model``, ``n_heads``, ``n_kv_heads``, ``head_dim``, ``model_type``."""
+    ``n_layers``, ``d_model``, ``n_heads``, ``n_kv_heads``, ``head_dim``, ``model_type``; ``runtime``:
+    a faithful generation's runtime block (``{"sinks", "window", "policy", "recent"}``, the
+    defaults of ``sequence()``), None for a model read from its checkpoint; ``ffn_dtype``: what the
+    FFN matrices hold ("f32", "bf16", "int8", "q4_0", "q8_0")."""
 
     def __init__(self, path: Union[str, "os.PathLike[str]"], bf16: bool = False, ffn: str = "") -> None:
         """``ffn``: "q4_0" / "q8_0" keeps the FFN matrices block-scaled (quantised at open)."""
@@ -80,12 +83,22 @@ class LanguageModel(_Handle):
         self.vocab_size, self.n_layers, self.d_model = info.vocab_size, info.n_layers, info.d_model
         self.n_heads, self.n_kv_heads, self.head_dim = info.n_heads, info.n_kv_heads, info.head_dim
         self.model_type = info.model_type.decode()
+        names = {v: k for k, v in _lib.STK_SEQ_POLICIES.items()}
+        self.runtime: Optional[dict[str, Any]] = (
+            {"sinks": info.sinks, "window": info.window, "policy": names.get(info.policy, str(info.policy)),
+             "recent": info.recent} if info.generation else None)
+        self.ffn_dtype = {2: "f32", 9: "bf16", 5: "int8", 10: "q4_0", 11: "q8_0"}.get(info.ffn_dtype, str(info.ffn_dtype))
 
-    def sequence(self, sinks: int = 4, window: int = 252, threads: int = 1, max_batch: int = 64, policy: str = "window",
-                 recent: int = 0) -> "Sequence":
+    def sequence(self, sinks: Optional[int] = None, window: Optional[int] = None, threads: int = 1, max_batch: int = 64,
+                 policy: Optional[str] = None, recent: int = 0) -> "Sequence":
         """``policy``: which ``window`` non-sink positions the state keeps ("window", "tova", "h2o",
-        "tova-head"; docs/decisions.md "Retention policies"); ``recent``: h2o's protected newest."""
-        return Sequence(self, sinks, window, threads, max_batch, policy, recent)
+        "tova-head"; docs/decisions.md "Retention policies"); ``recent``: h2o's protected newest.
+        None: a faithful generation's runtime block's (its recent too when ``recent`` is 0), else
+        4 sinks, a window of 252 and the window policy."""
+        rt = self.runtime
+        return Sequence(self, (rt["sinks"] if rt else 4) if sinks is None else sinks,
+                        (rt["window"] if rt else 252) if window is None else window, threads, max_batch,
+                        "default" if policy is None else policy, recent)
 
     def _close_handle(self, h: ctypes.c_void_p) -> None:
         _c.stk_lm_close(h)
@@ -97,10 +110,10 @@ class Sequence(_Handle):
     def __init__(self, lm: LanguageModel, sinks: int, window: int, threads: int, max_batch: int, policy: str = "window",
                  recent: int = 0) -> None:
         self.lm = lm  # keeps the weights alive
-        if policy not in _lib.STK_SEQ_POLICIES:
+        if policy != "default" and policy not in _lib.STK_SEQ_POLICIES:
             raise ValueError(f"policy={policy!r}: one of {sorted(_lib.STK_SEQ_POLICIES)}")
-        p = _lib.SeqParams(ctypes.sizeof(_lib.SeqParams), sinks, window, threads, max_batch, _lib.STK_SEQ_POLICIES[policy],
-                           recent)
+        code = _lib.STK_SEQ_POLICY_DEFAULT if policy == "default" else _lib.STK_SEQ_POLICIES[policy]
+        p = _lib.SeqParams(ctypes.sizeof(_lib.SeqParams), sinks, window, threads, max_batch, code, recent)
         n = ctypes.c_size_t()
         _raise(_c.stk_seq_arena_size(lm._h, ctypes.byref(p), ctypes.byref(n)))
         self._arena = np.zeros(max(n.value, 8) // 8 + 1, dtype=np.float64)

@@ -6,7 +6,9 @@
 
 #include "core/abi.h"
 #include "core/error.h"
+#include "format/array.h"
 #include "format/manifest.h"
+#include "ingest/faithful_names.h"
 #include "publish/generations.h"
 #include "publish/verify.h"
 #include "stages/job.h"
@@ -242,7 +244,21 @@ static std::vector<std::string> job_warnings(const Job &job) {
                                             "chain (previous none) and CURRENT now names it")
                               : "it was first pointed at the newest generation that verifies (" +
                                     hex32(job.manifest.prev_hash).substr(0, 16) + "...), and the new generation chains onto it"));
-    if (read_manifest(std::string(job.generation_dir) + "/" + kManifestFileName).arrays.empty())
+    const Manifest published = read_manifest(std::string(job.generation_dir) + "/" + kManifestFileName);
+    // The faithful profile's block-scaled FFN (issue 37): a matrix whose rows are not whole blocks
+    // of 32 was written bf16 instead; its dtype in the array table says so, and this names it.
+    if (published.has_runtime && dtype_is_block(uint16_t(published.runtime.ffn_dtype)))
+        for (const ManifestArray &a : published.arrays) {
+            const FaithfulKind *k = nullptr;
+            int32_t layer = 0;
+            if (a.dtype != uint16_t(DType::BF16) || !parse_faithful_file_name(a.name, &k, &layer) ||
+                (k->role != Role::FFN_W1 && k->role != Role::FFN_W2 && k->role != Role::FFN_W3))
+                continue;
+            w.push_back(std::string("--ffn ") + dtype_name(uint16_t(published.runtime.ffn_dtype)) + ": " + a.name +
+                        " kept bf16: its rows of " + std::to_string(a.dims[a.rank - 1]) +
+                        " values are not whole blocks of 32 (its dtype in the manifest's array table)");
+        }
+    if (published.arrays.empty())
         w.push_back(
             "the generation holds no arrays: every feature is disabled (stk check will verify the "
             "manifest alone)");

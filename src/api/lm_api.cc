@@ -1,5 +1,6 @@
 // The language-model runtime's C entry points (lm/forward.h holds the forward, lm/weights.h the
 // weights it reads).
+#include <cstddef>
 #include <cstring>
 #include <memory>
 
@@ -16,6 +17,7 @@ using namespace stk;
 
 struct stk_lm {
     std::unique_ptr<lm::WeightSource> weights;
+    uint32_t ffn_dtype = 0;  // a checkpoint's FFN width as opened (array dtype code); a generation's is its block's
 };
 
 struct stk_seq {
@@ -26,8 +28,17 @@ struct stk_seq {
 
 namespace {
 
-lm::SeqOptions options(const stk_seq_params *params, const char *fn) {
+const lm::WeightSource &weights(const stk_lm *m, const char *fn) {
+    if (!m || !m->weights) throw_error(STK_E_INVALID_ARGUMENT, "%s: lm is NULL", fn);
+    return *m->weights;
+}
+
+// The sequence's options; STK_SEQ_POLICY_DEFAULT (or a struct that ends before `policy`) takes
+// the generation's policy, and its recent count when the caller's is 0 (window on a checkpoint).
+lm::SeqOptions options(const stk_lm *m, const stk_seq_params *params, const char *fn) {
     if (!params) throw_error(STK_E_INVALID_ARGUMENT, "%s: params is NULL", fn);
+    const lm::WeightSource &w = weights(m, fn);
+    const bool has_policy = params->struct_size >= offsetof(stk_seq_params, policy) + sizeof params->policy;
     const stk_seq_params p = abi_read(params);
     lm::SeqOptions o;
     o.sinks = p.sinks;
@@ -36,12 +47,12 @@ lm::SeqOptions options(const stk_seq_params *params, const char *fn) {
     o.max_batch = p.max_batch ? p.max_batch : 64;
     o.policy = lm::Policy(p.policy);  // range checked by the sequence
     o.recent = p.recent;
+    if (!has_policy || p.policy == STK_SEQ_POLICY_DEFAULT) {
+        const lm::RuntimeDefaults *d = w.runtime_defaults();
+        o.policy = d ? lm::Policy(d->policy) : lm::Policy::Window;
+        if (d && !o.recent && o.policy == lm::Policy::H2o) o.recent = d->recent;
+    }
     return o;
-}
-
-const lm::WeightSource &weights(const stk_lm *m, const char *fn) {
-    if (!m || !m->weights) throw_error(STK_E_INVALID_ARGUMENT, "%s: lm is NULL", fn);
-    return *m->weights;
 }
 
 static_assert(uint32_t(lm::Point::FfnOut) == STK_PROBE_FFN_OUT && uint32_t(lm::Point::AttnOut) == STK_PROBE_ATTN_OUT &&
@@ -89,6 +100,7 @@ STK_API stk_status stk_lm_open(const char *path, uint32_t flags, stk_lm **out) {
         // read from its checkpoint at the flags' widths (api/lm_open.h open_weights).
         const lm::WDType ffn_t = ffn == STK_LM_WEIGHTS_FFN_Q4_0 ? lm::WDType::Q4_0 : ffn == STK_LM_WEIGHTS_FFN_Q8_0 ? lm::WDType::Q8_0 : lm::WDType::F32;
         m->weights = lm::open_weights(path, width == STK_LM_WEIGHTS_BF16 ? lm::WDType::BF16 : lm::WDType::F32, ffn_t);
+        m->ffn_dtype = ffn_t == lm::WDType::Q4_0 ? 10u : ffn_t == lm::WDType::Q8_0 ? 11u : width == STK_LM_WEIGHTS_BF16 ? 9u : 2u;
         const std::string why = lm::unsupported(m->weights->config());
         if (!why.empty()) throw_error(STK_E_NOT_IMPLEMENTED, "%s: %s", path, why.c_str());
         *out = m.release();
@@ -113,6 +125,12 @@ STK_API stk_status stk_lm_get_info(const stk_lm *lm, stk_lm_info *out) {
         i.head_dim = c.head_dim;
         std::memcpy(i.model_type, c.model_type, sizeof i.model_type);
         i.model_type[sizeof i.model_type - 1] = 0;
+        i.ffn_dtype = lm->ffn_dtype;
+        if (const lm::RuntimeDefaults *d = lm->weights->runtime_defaults()) {
+            i.generation = 1;
+            i.sinks = d->sinks, i.window = d->window, i.policy = d->policy, i.recent = d->recent;
+            i.ffn_dtype = d->ffn_dtype;
+        }
         abi_write(out, i);
     });
 }
@@ -120,7 +138,7 @@ STK_API stk_status stk_lm_get_info(const stk_lm *lm, stk_lm_info *out) {
 STK_API stk_status stk_seq_arena_size(const stk_lm *lm, const stk_seq_params *params, size_t *out_bytes) {
     return guard([&] {
         if (!out_bytes) throw_error(STK_E_INVALID_ARGUMENT, "stk_seq_arena_size: out_bytes is NULL");
-        *out_bytes = lm::arena_size(weights(lm, "stk_seq_arena_size"), options(params, "stk_seq_arena_size"));
+        *out_bytes = lm::arena_size(weights(lm, "stk_seq_arena_size"), options(lm, params, "stk_seq_arena_size"));
     });
 }
 
@@ -129,7 +147,7 @@ STK_API stk_status stk_seq_open(const stk_lm *lm, const stk_seq_params *params, 
         if (!out) throw_error(STK_E_INVALID_ARGUMENT, "stk_seq_open: out is NULL");
         *out = nullptr;
         const lm::WeightSource &w = weights(lm, "stk_seq_open");
-        const lm::SeqOptions o = options(params, "stk_seq_open");
+        const lm::SeqOptions o = options(lm, params, "stk_seq_open");
         if (!arena) throw_error(STK_E_INVALID_ARGUMENT, "stk_seq_open: arena is NULL");
         const size_t need = lm::arena_size(w, o);
         if (arena_bytes < need)

@@ -90,6 +90,7 @@ STK_API stk_status stk_manifest_get_info(const stk_manifest *manifest, stk_manif
         if (m.has_runtime) {
             v.profile = m.runtime.profile;
             v.runtime_sinks = m.runtime.sinks, v.runtime_window = m.runtime.window, v.runtime_ffn_dtype = m.runtime.ffn_dtype;
+            v.runtime_policy = m.runtime.policy, v.runtime_recent = m.runtime.recent;
         }
         abi_write(out, v);
     });

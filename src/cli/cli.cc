@@ -209,6 +209,24 @@ std::string json_escape(const std::string &str) {
     return out + "\"";
 }
 
+namespace {
+const char *const kPolicyNames[] = {"window", "tova", "h2o", "tova-head"};  // STK_SEQ_POLICY_* order
+static_assert(STK_SEQ_POLICY_TOVA_HEAD + 1 == sizeof kPolicyNames / sizeof *kPolicyNames, "every policy named");
+}  // namespace
+
+bool policy_number(const std::string &name, uint32_t *out) {
+    for (uint32_t i = 0; i < sizeof kPolicyNames / sizeof *kPolicyNames; i++)
+        if (name == kPolicyNames[i]) {
+            *out = i;
+            return true;
+        }
+    return false;
+}
+
+const char *policy_label(uint32_t policy) {
+    return policy < sizeof kPolicyNames / sizeof *kPolicyNames ? kPolicyNames[policy] : "?";
+}
+
 std::string hex_bytes(const std::string &s) {
     static const char kHex[] = "0123456789abcdef";
     std::string out;

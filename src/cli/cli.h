@@ -95,6 +95,11 @@ int report_error(const char *command, stk_status s, const std::string &message, 
 // "error": "usage" on stdout when json.  Returns kExitUsage.
 int report_usage(const char *command, const std::string &message, bool json);
 
+// The retention policies by name (window, tova, h2o, tova-head: STK_SEQ_POLICY_*; docs/decisions.md
+// "Retention policies"): false for another name.  policy_label: the name of a number ("?" past them).
+bool policy_number(const std::string &name, uint32_t *out);
+const char *policy_label(uint32_t policy);
+
 // JSON string escaping (quotes included); invalid UTF-8 bytes become U+FFFD.
 std::string json_escape(const std::string &s);
 // Lower-case hex of bytes.

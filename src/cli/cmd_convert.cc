@@ -61,11 +61,18 @@ static const char kHelp[] =
     "                  constants) for a runtime that keeps the model; the spec's numeric stages\n"
     "                  are not run (docs/format.md, \"Faithful profile\")\n"
     "  --ffn bf16|int8|q4_0|q8_0\n"
-    "                  faithful profile: the FFN and expert matrices' width (default bf16; int8\n"
-    "                  is the .lwt int8 packing with one scale per matrix; q4_0 / q8_0 are\n"
-    "                  ggml's blocks of 32 with an f16 scale each, rows a multiple of 32)\n"
+    "                  faithful profile: the FFN and expert matrices' width (default q8_0;\n"
+    "                  q4_0 / q8_0 are ggml's blocks of 32 with an f16 scale each: a matrix\n"
+    "                  whose rows are not a multiple of 32 stays bf16, with a warning naming\n"
+    "                  it; int8 is the .lwt int8 packing with one scale per matrix)\n"
     "  --sinks N       faithful profile: sink positions kept exact (default 4)\n"
-    "  --window N      faithful profile: most recent positions kept exact (default 252)\n"
+    "  --window N      faithful profile: positions kept besides the sinks (default 252)\n"
+    "  --policy window|tova|h2o|tova-head\n"
+    "                  faithful profile: which positions the state keeps once the window is\n"
+    "                  full (default window: the most recent; docs/decisions.md \"Retention\n"
+    "                  policies\"); the default of every sequence run on the generation\n"
+    "  --recent R      with --policy h2o: the most recent positions never evicted (default\n"
+    "                  window / 2; less than the window)\n"
     "  --threads N     worker threads (default 1, at most 1024); the output bytes do not\n"
     "                  depend on it\n"
     "  --partial       publish even if some stages are not implemented yet (they are recorded\n"
@@ -465,6 +472,16 @@ int convert_options(int argc, char **argv, ConvertOptions &o) {
     p.window = args.get_count("window", 16777216);
     if ((p.sinks || p.window) && profile != "faithful")
         return report_usage("convert", "--sinks / --window need --profile faithful", json);
+    if (ffn == "bf16") p.flags |= STK_JOB_FAITHFUL_FFN_BF16;
+    const std::string policy = args.get("policy");
+    if (!policy.empty()) {
+        if (profile != "faithful") return report_usage("convert", "--policy needs --profile faithful", json);
+        if (!policy_number(policy, &p.policy))
+            return report_usage("convert", "--policy " + policy + ": expected window, tova, h2o or tova-head", json);
+    }
+    p.recent = args.get_count("recent", 16777215);
+    if (p.recent && p.policy != STK_SEQ_POLICY_H2O)
+        return report_usage("convert", "--recent needs --policy h2o (the other policies keep no recent positions apart)", json);
     if (!args.finish("convert", 2)) return kExitUsage;
     const auto &pos = args.positional();
     if (!pos.empty()) {

@@ -15,7 +15,8 @@ namespace stk::cli {
 
 static const char kHelp[] =
     "usage: stk generate (--in MODEL | --gen ROOT [--in MODEL]) --prompt TEXT [--tokens N]\n"
-    "                    [--temperature T [--seed S]] [--sinks S] [--window W] [--threads N] [--json]\n"
+    "                    [--temperature T [--seed S]] [--sinks S] [--window W]\n"
+    "                    [--policy window|tova|h2o|tova-head [--recent R]] [--threads N] [--json]\n"
     "\n"
     "Feed the prompt to the library's own Transformer forward (stk_seq_feed: the prompt at once,\n"
     "then one token at a time) and print the N tokens that follow: the most likely each time\n"
@@ -31,9 +32,15 @@ static const char kHelp[] =
     "  --tokens N        how many tokens to generate (default 32; no stop at end-of-text)\n"
     "  --temperature T   sample at temperature T > 0 (default: greedy)\n"
     "  --seed S          the generator's seed with --temperature (default 0)\n"
-    "  --sinks S         positions every query keeps from the start (default 4)\n"
-    "  --window W        most recent positions every query sees (default 252): a sequence of at\n"
-    "                    most S + W tokens is the exact model\n"
+    "  --sinks S         positions every query keeps from the start (default 4; --gen: the\n"
+    "                    generation's runtime block's)\n"
+    "  --window W        positions the state keeps besides the sinks (default 252; --gen: the\n"
+    "                    generation's): a sequence of at most S + W tokens is the exact model\n"
+    "  --policy P        which positions the state keeps once full: window (the most recent),\n"
+    "                    tova, h2o, tova-head (docs/decisions.md \"Retention policies\"; default\n"
+    "                    window, --gen: the generation's)\n"
+    "  --recent R        h2o: the most recent positions never evicted (default window / 2, --gen\n"
+    "                    with its h2o policy: the generation's)\n"
     "  --threads N       worker threads (default 1)\n"
     "  --json            one JSON object on stdout: prompt_ids, ids, text, text_hex (docs/cli.md)\n"
     "\n"
@@ -108,8 +115,10 @@ int cmd_generate(int argc, char **argv) {
     const std::string in = args.get("in"), gen_root = args.get("gen"), prompt = args.get("prompt");
     const std::string temp_s = args.get("temperature"), seed_s = args.get("seed");
     const uint32_t n_tokens = args.has("tokens") ? args.get_u32("tokens", 32) : 32;
-    const uint32_t sinks = args.has("sinks") ? args.get_u32("sinks", 4) : 4;
-    const uint32_t window = args.has("window") ? args.get_u32("window", 252) : 252;
+    uint32_t sinks = args.has("sinks") ? args.get_u32("sinks", 4) : 4;
+    uint32_t window = args.has("window") ? args.get_u32("window", 252) : 252;
+    const std::string policy_s = args.get("policy");
+    const uint32_t recent_arg = args.has("recent") ? args.get_u32("recent", 0) : 0;
     const uint32_t threads = args.get_count("threads", 1024);
     const bool json = args.flag("json");
     if (!args.finish("generate")) return kExitUsage;
@@ -117,6 +126,9 @@ int cmd_generate(int argc, char **argv) {
         return report_usage("generate", "needs --in MODEL or --gen ROOT (with --in for the model's tokenizer)", json);
     if (!args.has("prompt")) return report_usage("generate", "--prompt TEXT is required", json);
     if (window == 0) return report_usage("generate", "--window is at least 1 (the query's own position)", json);
+    uint32_t policy = STK_SEQ_POLICY_DEFAULT;
+    if (!policy_s.empty() && !policy_number(policy_s, &policy))
+        return report_usage("generate", "--policy " + policy_s + ": expected window, tova, h2o or tova-head", json);
     double temperature = 0;
     if (!temp_s.empty()) {
         char *end = nullptr;
@@ -141,6 +153,18 @@ int cmd_generate(int argc, char **argv) {
     stk_status s = stk_lm_open(weights.c_str(), STK_LM_WEIGHTS_F32, &lm);
     if (s != STK_OK) return report_failure("generate", s, json);
     std::unique_ptr<stk_lm, void (*)(stk_lm *)> hold_lm(lm, stk_lm_close);
+    // A generation's runtime block gives the defaults of what the flags leave unsaid.
+    stk_lm_info info = {};
+    info.struct_size = sizeof info;
+    if ((s = stk_lm_get_info(lm, &info)) != STK_OK) return report_failure("generate", s, json);
+    if (info.generation) {
+        if (!args.has("sinks")) sinks = info.sinks;
+        if (!args.has("window")) window = info.window;
+    }
+    const uint32_t policy_run = policy != STK_SEQ_POLICY_DEFAULT ? policy : info.generation ? info.policy : STK_SEQ_POLICY_WINDOW;
+    if (recent_arg && policy_run != STK_SEQ_POLICY_H2O)
+        return report_usage("generate", std::string("--recent needs the h2o policy (the policy is ") + policy_label(policy_run) + ")",
+                            json);
 
     // The tokenizer: the model's own (EXT), or the generation's tables.
     std::vector<int32_t> ids;
@@ -179,6 +203,8 @@ int cmd_generate(int argc, char **argv) {
     sp.sinks = sinks;
     sp.window = window;
     sp.threads = threads ? threads : 1;
+    sp.policy = policy;  // STK_SEQ_POLICY_DEFAULT: the generation's (and its recent when recent_arg is 0)
+    sp.recent = recent_arg;
     size_t arena_bytes = 0;
     s = stk_seq_arena_size(lm, &sp, &arena_bytes);
     if (s != STK_OK) return report_failure("generate", s, json);
@@ -243,6 +269,8 @@ int cmd_generate(int argc, char **argv) {
             .unum("seed", seed)
             .unum("sinks", sinks)
             .unum("window", window)
+            .str("policy", policy_label(policy_run))
+            .unum("recent", recent_arg ? recent_arg : policy_run == STK_SEQ_POLICY_H2O && policy == STK_SEQ_POLICY_DEFAULT ? info.recent : 0)
             .raw("prompt_ids", id_list(std::vector<int32_t>(ids.begin(), ids.begin() + long(n_prompt))))
             .raw("ids", id_list(cont))
             .str("text", text)

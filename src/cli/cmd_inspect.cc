@@ -340,6 +340,8 @@ static int inspect_generation(const std::string &in, bool json, const std::strin
                                                   .unum("sinks", m.runtime_sinks)
                                                   .unum("window", m.runtime_window)
                                                   .str("ffn_dtype", (m.runtime_ffn_dtype == 5 ? "int8" : stk_dtype_name(m.runtime_ffn_dtype)))
+                                                  .str("policy", policy_label(m.runtime_policy))
+                                                  .unum("recent", m.runtime_recent)
                                                   .text()
                                             : "null")
             .raw("stages", json_array(sj))
@@ -360,8 +362,9 @@ static int inspect_generation(const std::string &in, bool json, const std::strin
     std::printf("tokenizer       %s, L_tok %u, vocab %u, %u proposal ids\n", tokenizer_mode_name(m.tokenizer_mode), m.tokenizer_l_tok,
                 m.tokenizer_vocab_size, m.pgen_count);
     if (m.profile == 1)
-        std::printf("profile         faithful: %u sinks + %u window, FFN %s (the runtime block)\n", m.runtime_sinks,
-                    m.runtime_window, (m.runtime_ffn_dtype == 5 ? "int8" : stk_dtype_name(m.runtime_ffn_dtype)));
+        std::printf("profile         faithful: %u sinks + %u window, FFN %s, policy %s%s (the runtime block)\n", m.runtime_sinks,
+                    m.runtime_window, (m.runtime_ffn_dtype == 5 ? "int8" : stk_dtype_name(m.runtime_ffn_dtype)),
+                    policy_label(m.runtime_policy), m.runtime_recent ? format(" (recent %u)", m.runtime_recent).c_str() : "");
     else
         std::printf("profile         default\n");
     std::printf("\n%-24s %-16s %-8s %s\n", "stage", "state", "crc32c", "sha256_low64");

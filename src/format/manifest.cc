@@ -184,6 +184,8 @@ const FieldDef kRuntimeFields[] = {
     RFLD("runtime.qk_rope_dim", U32, qk_rope_dim, 0, 4096, ""),
     RFLD("runtime.v_head_dim", U32, v_head_dim, 0, 4096, ""),
     RFLD("runtime.mla_rope_gain", F64, mla_rope_gain, 0, 1e6, ""),
+    RFLD("runtime.policy", U32, policy, 0, 3, "retention policy: 0 window, 1 tova, 2 h2o, 3 tova-head"),
+    RFLD("runtime.recent", U32, recent, 0, 16777215, "h2o: the most recent positions never evicted, 0: window / 2, else < window; 0 for the other policies"),
 };
 #undef RFLD
 #pragma GCC diagnostic pop
@@ -338,6 +340,10 @@ void check_runtime(const ManifestRuntime &r, const RuntimeLayer *layers, const s
     if (r.n_kv_heads > r.n_heads || (r.n_kv_heads && r.n_heads % r.n_kv_heads))
         throw_at(STK_E_CORRUPT, file, base, "runtime: %u heads are not a multiple of %u kv heads", r.n_heads, r.n_kv_heads);
     if (r.top_k > r.n_experts) throw_at(STK_E_CORRUPT, file, base, "runtime: top_k %u above n_experts %u", r.top_k, r.n_experts);
+    if (r.recent && (r.policy != kRuntimePolicyH2o || r.recent >= r.window))
+        throw_at(STK_E_CORRUPT, file, base + runtime_field_offset("runtime.recent"),
+                 "runtime.recent = %u: only the h2o policy (2) keeps recent positions, fewer than runtime.window (%u); policy %u",
+                 r.recent, r.window, r.policy);
     for (uint32_t l = 0; l < r.n_layers; l++, at += kRuntimeLayerSize) {
         const RuntimeLayer &e = layers[l];
         if (e.kind > 1 || e.moe > 1 || e.rope_table > 1 || (e.kind == 0 && e.model_window) || (e.kind == 1 && !e.model_window))

@@ -145,7 +145,12 @@ struct ManifestRuntime {
     uint32_t mla = 0, mla_rope_interleaved = 0, q_lora_rank = 0, kv_lora_rank = 0, qk_nope_dim = 0, qk_rope_dim = 0,
              v_head_dim = 0;
     double mla_rope_gain = 0;
+    // Appended (issue 37): the retention policy a sequence opened on this generation keeps by
+    // default (lm::Policy: 0 window, 1 tova, 2 h2o, 3 tova-head) and H2O's protected recent
+    // positions (0: window / 2; else < window; 0 for the other policies).
+    uint32_t policy = 0, recent = 0;
 };
+constexpr uint32_t kRuntimePolicyH2o = 2;
 // One entry per layer after the runtime block's fields (16 bytes, docs/format.md).
 struct RuntimeLayer {
     uint32_t kind = 0;          // 0 full attention, 1 sliding window

@@ -90,6 +90,8 @@ public:
                         "--profile faithful",
                         dir.c_str());
         config_ = config_from_runtime(m.runtime, m.runtime_layers);
+        defaults_.sinks = m.runtime.sinks, defaults_.window = m.runtime.window, defaults_.policy = m.runtime.policy;
+        defaults_.recent = m.runtime.recent, defaults_.ffn_dtype = m.runtime.ffn_dtype;
         std::map<std::string, const ArrayReader *> by_name;
         for (const ManifestArray &e : m.arrays) {
             const std::string path = dir + "/" + kArraysDirName + "/" + e.name;
@@ -145,6 +147,7 @@ public:
         }
     }
     const ModelConfig &config() const override { return config_; }
+    const RuntimeDefaults *runtime_defaults() const override { return &defaults_; }
     TensorView find(const WeightKey &key) const override {
         auto it = views_.find(Key{int(key.role), int(key.slot), key.layer, key.expert});
         return it == views_.end() ? TensorView() : it->second;
@@ -154,6 +157,7 @@ public:
 private:
     std::string dir_;
     ModelConfig config_;
+    RuntimeDefaults defaults_;
     std::vector<std::unique_ptr<ArrayReader>> arrays_;
     std::vector<std::vector<float>> row_scales_;  // vectors never move their buffers when the outer one grows
     std::map<Key, TensorView> views_;

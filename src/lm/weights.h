@@ -55,10 +55,19 @@ struct WeightKey {
     int32_t expert = kNoExpert;
 };
 
+// What a faithful generation's runtime block says a sequence keeps by default (issue 37): its
+// sinks, window, retention policy (forward.h's Policy numbers) and H2O's recent count, and the
+// FFN element type it was converted with (the array dtype codes: 9 bf16, 5 int8, 10 q4_0, 11 q8_0).
+struct RuntimeDefaults {
+    uint32_t sinks = 0, window = 0, policy = 0, recent = 0, ffn_dtype = 0;
+};
+
 class WeightSource {
 public:
     virtual ~WeightSource() = default;
     virtual const ModelConfig &config() const = 0;
+    // A generation's runtime defaults; null for a model read from its checkpoint.
+    virtual const RuntimeDefaults *runtime_defaults() const { return nullptr; }
     // The tensor under `key`, or an empty view.  A tied head (config().tied_embeddings) may be
     // absent under LM_HEAD: the forward then reads EMB.
     virtual TensorView find(const WeightKey &key) const = 0;

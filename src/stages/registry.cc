@@ -61,17 +61,27 @@ stk_job_params normalize_params(const stk_job_params &in) {
     if (p.calibration && !*p.calibration) throw_error(STK_E_INVALID_ARGUMENT, "calibration is an empty path (NULL: none)");
     if (p.flags & ~uint32_t(STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER | STK_JOB_ALLOW_NONFINITE | STK_JOB_PUBLISH_ROOT |
                             STK_JOB_MEMORY_FIT_LSQ | STK_JOB_PROFILE_FAITHFUL | STK_JOB_FAITHFUL_FFN_INT8 |
-                            STK_JOB_FAITHFUL_FFN_Q4_0 | STK_JOB_FAITHFUL_FFN_Q8_0))
+                            STK_JOB_FAITHFUL_FFN_Q4_0 | STK_JOB_FAITHFUL_FFN_Q8_0 | STK_JOB_FAITHFUL_FFN_BF16))
         throw_error(STK_E_INVALID_ARGUMENT, "unknown job flags 0x%x", p.flags);
-    const uint32_t ffn_flags = p.flags & (STK_JOB_FAITHFUL_FFN_INT8 | STK_JOB_FAITHFUL_FFN_Q4_0 | STK_JOB_FAITHFUL_FFN_Q8_0);
+    const uint32_t ffn_flags = p.flags & (STK_JOB_FAITHFUL_FFN_INT8 | STK_JOB_FAITHFUL_FFN_Q4_0 | STK_JOB_FAITHFUL_FFN_Q8_0 |
+                                          STK_JOB_FAITHFUL_FFN_BF16);
     if (ffn_flags & (ffn_flags - 1))
         throw_error(STK_E_INVALID_ARGUMENT, "job flags 0x%x: at most one FFN element type (STK_JOB_FAITHFUL_FFN_*)", p.flags);
     // The faithful profile's own parameters mean nothing elsewhere: refused, never ignored.
     if (p.flags & STK_JOB_PROFILE_FAITHFUL) {
         if (!p.sinks) p.sinks = 4;
         if (!p.window) p.window = 252;
+        if (!ffn_flags) p.flags |= STK_JOB_FAITHFUL_FFN_Q8_0;  // the default (issue 37): the same bytes as asking for it
         if (p.sinks > 65536) throw_error(STK_E_INVALID_ARGUMENT, "sinks = %u: at most 65536", p.sinks);
         if (p.window > (1u << 24)) throw_error(STK_E_INVALID_ARGUMENT, "window = %u: at most 16777216", p.window);
+        if (p.policy > 3)
+            throw_error(STK_E_INVALID_ARGUMENT, "policy = %u: not a retention policy (STK_SEQ_POLICY_*: 0 window, 1 tova, 2 h2o, "
+                        "3 tova-head)", p.policy);
+        if (p.recent && p.policy != 2)
+            throw_error(STK_E_INVALID_ARGUMENT, "recent = %u: only the h2o policy keeps recent positions (policy %u)", p.recent,
+                        p.policy);
+        if (p.recent >= p.window && p.recent)
+            throw_error(STK_E_INVALID_ARGUMENT, "recent = %u: fewer than the window (%u)", p.recent, p.window);
         if (p.calibration)
             throw_error(STK_E_INVALID_ARGUMENT, "calibration: the faithful profile stores the model's own weights (nothing to fit)");
     } else {
@@ -79,6 +89,8 @@ stk_job_params normalize_params(const stk_job_params &in) {
             throw_error(STK_E_INVALID_ARGUMENT, "STK_JOB_FAITHFUL_FFN_* (--ffn int8|q4_0|q8_0) needs the faithful profile");
         if (p.sinks || p.window)
             throw_error(STK_E_INVALID_ARGUMENT, "sinks / window (%u / %u) need the faithful profile", p.sinks, p.window);
+        if (p.policy || p.recent)
+            throw_error(STK_E_INVALID_ARGUMENT, "policy / recent (%u / %u) need the faithful profile", p.policy, p.recent);
     }
     return p;
 }

@@ -37,7 +37,8 @@ TODAY_KEYS = ["command", "model", "gen", "texts", "ctx", "contexts", "swap", "ze
 def faithful(tmp_path_factory):
     root = tmp_path_factory.mktemp("faithful") / "root"
     r = subprocess.run([STK, "convert", "--in", str(TINY_LLAMA), "--out", str(root), "--profile", "faithful",
-                        "--sinks", str(SINKS), "--window", str(WINDOW), "--json"], capture_output=True, text=True)
+                        "--ffn", "bf16", "--sinks", str(SINKS), "--window", str(WINDOW), "--json"], capture_output=True,
+                       text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     return str(root)
 
@@ -181,5 +182,5 @@ def test_int8_ffn_generation(tmp_path, text):
                         "--ffn", "int8", "--sinks", str(SINKS), "--window", str(CTX)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     rep = evaluation.evaluate(str(TINY_LLAMA), str(root), [text], ctx=CTX, contexts=2)
-    assert rep.converted.endswith("FFN int8") and rep["window"] == CTX
+    assert rep.converted.endswith("FFN int8, policy window") and rep["window"] == CTX
     assert 0 < rep["kl_mean"] < 0.1 and rep["top1_agreement"] > 0.8

@@ -140,7 +140,7 @@ CASES = [
 @pytest.mark.parametrize("family,model,mapper", CASES, ids=[c[0] for c in CASES])
 def test_faithful_arrays_equal_the_checkpoint(tmp_path, family, model, mapper):
     root = tmp_path / "root"
-    convert(model, root, "--profile", "faithful")
+    convert(model, root, "--profile", "faithful", "--ffn", "bf16")
     g = gen_dir(root)
     cfg = json.loads((model / "config.json").read_text())
     tensors = load_tensors(model)
@@ -182,7 +182,7 @@ RUNTIME_FIELDS = (
     "qkv_bias:I o_bias:I mlp_bias:I lm_head_bias:I attn_sinks:I n_experts:I top_k:I moe_ffn_dim:Q "
     "shared_expert_ffn_dim:Q shared_expert_gate:I norm_topk_prob:I router:32s first_moe_layer:I moe_layer_step:I "
     "n_group:I topk_group:I expert_bias:I router_bias:I routed_scaling:d swiglu_limit:d gated_up_offset:d mla:I "
-    "mla_rope_interleaved:I q_lora_rank:I kv_lora_rank:I qk_nope_dim:I qk_rope_dim:I v_head_dim:I mla_rope_gain:d"
+    "mla_rope_interleaved:I q_lora_rank:I kv_lora_rank:I qk_nope_dim:I qk_rope_dim:I v_head_dim:I mla_rope_gain:d policy:I recent:I"
 ).split()
 
 
@@ -207,7 +207,9 @@ def test_runtime_block_equals_config(tmp_path):
     convert(model, root, "--profile", "faithful", "--window", "60", "--sinks", "2")
     f, layers = runtime_block(gen_dir(root))
     cfg = json.loads((model / "config.json").read_text())
-    assert (f["sinks"], f["window"], f["ffn_dtype"], f["weight_dtype"], f["kv_dtype"]) == (2, 60, 9, 9, 2)
+    # The defaults (issue 37): Q8_0 FFN (ffn_dtype 11), the window policy, no recent count.
+    assert (f["sinks"], f["window"], f["ffn_dtype"], f["weight_dtype"], f["kv_dtype"]) == (2, 60, 11, 9, 2)
+    assert (f["policy"], f["recent"]) == (0, 0)
     assert f["model_type"].rstrip(b"\0").decode() == cfg["model_type"]
     assert (f["n_layers"], f["d_model"], f["n_heads"], f["n_kv_heads"], f["head_dim"], f["vocab_size"], f["ffn_dim"]) == (
         cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"],
@@ -246,14 +248,16 @@ def test_runtime_block_llama_and_inspect(tmp_path):
     r = subprocess.run([STK, "inspect", "--in", str(root), "--json"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     j = json.loads(r.stdout)
-    assert j["profile"] == "faithful" and j["runtime"] == {"sinks": 4, "window": 252, "ffn_dtype": "bf16"}
+    assert j["profile"] == "faithful" and j["runtime"] == {"sinks": 4, "window": 252, "ffn_dtype": "q8_0",
+                                                           "policy": "window", "recent": 0}
     # The spec's numeric stages are recorded disabled by the profile, with the reason.
     states = {s["stage"]: s["state"] for s in j["stages"]}
     for s in ("prf_build", "overlays_build", "ffn_collapse", "mphf_cuckoo", "memory_fit", "bridge_init"):
         assert states[s] == "disabled"
     assert any("faithful profile" in rec["text"] for rec in j["records"])
     r = subprocess.run([STK, "check", "--out", str(root)], capture_output=True, text=True)
-    assert r.returncode == 0 and "profile faithful (4 sinks + 252 window, FFN bf16)" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "profile faithful (4 sinks + 252 window, FFN q8_0, policy window)" in r.stdout, \
+        r.stdout + r.stderr
 
 
 def test_int8_ffn_is_lwt_int8(tmp_path):
@@ -329,16 +333,48 @@ def test_block_ffn_is_gguf_quantize(tmp_path, ffn, family, model, kinds):
     f, _ = runtime_block(g)
     assert f["ffn_dtype"] == code
     r = subprocess.run([STK, "check", "--out", str(root)], capture_output=True, text=True)
-    assert r.returncode == 0 and f"FFN {ffn})" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and f"FFN {ffn}, policy window)" in r.stdout, r.stdout + r.stderr
 
 
-def test_block_ffn_rows_not_whole_blocks_are_refused(tmp_path):
-    # mixtral's fixture: experts' w2 rows hold intermediate_size 48 values.
-    r = subprocess.run([STK, "convert", "--in", str(MODELS / "mixtral"), "--out", str(tmp_path / "root"), "--profile",
-                        "faithful", "--ffn", "q4_0"], capture_output=True, text=True)
-    assert r.returncode == 2  # refused (STK_E_INVALID_ARGUMENT), before any array is written
-    assert "not a multiple of 32" in r.stderr and "experts_w2" in r.stderr and "48" in r.stderr, r.stderr
-    assert not (tmp_path / "root" / "CURRENT").exists()
+@pytest.mark.parametrize("extra", [(), ("--ffn", "q4_0")], ids=["default", "q4_0"])
+def test_block_ffn_rows_not_whole_blocks_fall_back_to_bf16(tmp_path, extra):
+    # mixtral's fixture: experts' w2 rows hold intermediate_size 48 values, not whole blocks of 32:
+    # that matrix stays bf16 (its dtype in the array table), the others are blocks; convert names it.
+    gguf = pytest.importorskip("gguf")
+    from gguf import quants
+    model = MODELS / "mixtral"
+    root = tmp_path / "root"
+    r = subprocess.run([STK, "convert", "--in", str(model), "--out", str(root), "--profile", "faithful", *extra, "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    j = json.loads(r.stdout)
+    warned = [w for w in j["warnings"] if "experts_w2" in w]
+    assert warned and "48" in warned[0] and "bf16" in warned[0], j["warnings"]
+    g = gen_dir(root)
+    code, qtype, _ = BLOCKQ[extra[1] if extra else "q8_0"]  # the default is q8_0
+    t = load_tensors(model)
+    cfg = json.loads((model / "config.json").read_text())
+    for layer in range(cfg["num_hidden_layers"]):
+        dtype, w2 = read_array(g / "arrays" / f"L{layer:04d}.experts_w2.bin")
+        assert dtype == 9
+        for e in range(w2.shape[0]):
+            want = t[f"model.layers.{layer}.block_sparse_moe.experts.{e}.w2.weight"].astype(np.float32)
+            np.testing.assert_array_equal(w2[e], bf16_rne(want))
+        dtype, dims, payload = read_block_array(g / "arrays" / f"L{layer:04d}.experts_w1.bin")
+        assert dtype == code
+        w1 = np.stack([t[f"model.layers.{layer}.block_sparse_moe.experts.{e}.w1.weight"] for e in range(dims[0])])
+        w1 = w1.astype(np.float32)
+        assert payload == quants.quantize(w1.reshape(-1, w1.shape[-1]), getattr(gguf.GGMLQuantizationType, qtype)).tobytes()
+    f, _ = runtime_block(g)
+    assert f["ffn_dtype"] == code
+    # The runtime maps both kinds; the same logits at 1 and 2 threads.
+    from stk.lm import LanguageModel
+    lm = LanguageModel(root)
+    assert lm.ffn_dtype == (extra[1] if extra else "q8_0")
+    toks = np.arange(20, dtype=np.int32) * 5 % 64  # the fixture's vocabulary: 64
+    a = lm.sequence(threads=1).feed(toks, all_logits=True)
+    b = lm.sequence(threads=2).feed(toks, all_logits=True)
+    assert np.isfinite(a).all() and np.array_equal(a, b)
 
 
 @pytest.mark.parametrize("ffn", sorted(BLOCKQ))

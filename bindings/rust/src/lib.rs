@@ -393,6 +393,8 @@ impl JobParams {
             calibration: calibration.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
             sinks: self.sinks,
             window: self.window,
+            policy: 0,
+            recent: 0,
         };
         Ok(CParams { raw, _in_dir: in_dir, _out_dir: out_dir, _calibration: calibration })
     }
@@ -1127,6 +1129,9 @@ pub const POLICY_WINDOW: u32 = 0;
 pub const POLICY_TOVA: u32 = 1;
 pub const POLICY_H2O: u32 = 2;
 pub const POLICY_TOVA_HEAD: u32 = 3;
+/// The model's own: a faithful generation's runtime block's policy (and its recent count when
+/// `recent` is 0), else the window (stk.h `STK_SEQ_POLICY_DEFAULT`).
+pub const POLICY_DEFAULT: u32 = 0xffff_ffff;
 
 impl SeqParams {
     fn raw(&self) -> sys::stk_seq_params {

@@ -71,6 +71,8 @@ pub const STK_JOB_PROFILE_FAITHFUL: u32 = 0x10;
 pub const STK_JOB_FAITHFUL_FFN_INT8: u32 = 0x20;
 pub const STK_JOB_FAITHFUL_FFN_Q4_0: u32 = 0x40;
 pub const STK_JOB_FAITHFUL_FFN_Q8_0: u32 = 0x80;
+/// The faithful profile's FFN kept bf16 (without an FFN flag it writes Q8_0, issue 37).
+pub const STK_JOB_FAITHFUL_FFN_BF16: u32 = 0x100;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -89,6 +91,10 @@ pub struct stk_job_params {
     /// Appended: the faithful profile's sinks and window (0: its defaults; 0 outside it).
     pub sinks: u32,
     pub window: u32,
+    /// Appended (issue 37): the faithful profile's retention policy (STK_SEQ_POLICY_*) and h2o's
+    /// recent count (0 outside it).
+    pub policy: u32,
+    pub recent: u32,
 }
 
 /// Opaque: lives inside the caller's arena; never constructed or moved from Rust.
@@ -361,6 +367,9 @@ pub struct stk_manifest_info {
     pub runtime_sinks: u32,
     pub runtime_window: u32,
     pub runtime_ffn_dtype: u32,
+    /// Appended (issue 37): the runtime block's retention policy and h2o's recent count.
+    pub runtime_policy: u32,
+    pub runtime_recent: u32,
 }
 
 #[repr(C)]
@@ -762,6 +771,14 @@ pub struct stk_lm_info {
     pub n_kv_heads: u32,
     pub head_dim: u32,
     pub model_type: [c_char; 32],
+    /// Appended (issue 37): 1 for a faithful generation, whose runtime block gives sinks, window,
+    /// policy and recent (0 for a checkpoint); the FFN matrices' dtype code.
+    pub generation: u32,
+    pub sinks: u32,
+    pub window: u32,
+    pub policy: u32,
+    pub recent: u32,
+    pub ffn_dtype: u32,
 }
 
 extern "C" {
@@ -1053,7 +1070,7 @@ extern "C" {
 // offsets are compared with the C compiler's in tests/header.rs.
 #[cfg(target_pointer_width = "64")]
 const _: () = {
-    assert!(std::mem::size_of::<stk_job_params>() == 64);
+    assert!(std::mem::size_of::<stk_job_params>() == 72);
     assert!(std::mem::size_of::<stk_verify_report>() == 288);
     assert!(std::mem::size_of::<stk_export_params>() == 40);
     assert!(std::mem::size_of::<stk_export_report>() == 40);
@@ -1073,5 +1090,5 @@ const _: () = {
     assert!(std::mem::size_of::<stk_lwt_header>() == 96);
     assert!(std::mem::size_of::<stk_refrun_info>() == 128);
     assert!(std::mem::size_of::<stk_seq_params>() == 32);
-    assert!(std::mem::size_of::<stk_lm_info>() == 72);
+    assert!(std::mem::size_of::<stk_lm_info>() == 96);
 };

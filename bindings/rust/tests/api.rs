@@ -128,6 +128,8 @@ fn arena_size_with_struct_size_zero_is_struct_size() {
         calibration: std::ptr::null(),
         sinks: 0,
         window: 0,
+        policy: 0,
+        recent: 0,
     };
     let mut bytes = 12345usize;
     let st = unsafe { sys::stk_job_arena_size(&params, &mut bytes) };

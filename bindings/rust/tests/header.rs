@@ -105,6 +105,7 @@ fn every_header_constant_matches_sys() {
         ("STK_JOB_FAITHFUL_FFN_INT8", sys::STK_JOB_FAITHFUL_FFN_INT8 as u64),
         ("STK_JOB_FAITHFUL_FFN_Q4_0", sys::STK_JOB_FAITHFUL_FFN_Q4_0 as u64),
         ("STK_JOB_FAITHFUL_FFN_Q8_0", sys::STK_JOB_FAITHFUL_FFN_Q8_0 as u64),
+        ("STK_JOB_FAITHFUL_FFN_BF16", sys::STK_JOB_FAITHFUL_FFN_BF16 as u64),
         ("STK_LOOKUP_TOKEN_ID", sys::STK_LOOKUP_TOKEN_ID as u64),
         ("STK_LOOKUP_TOKEN_BYTES", sys::STK_LOOKUP_TOKEN_BYTES as u64),
         ("STK_LOOKUP_LINEAR", sys::STK_LOOKUP_LINEAR as u64),
