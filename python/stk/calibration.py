@@ -139,7 +139,8 @@ def _crc_chunks(data: memoryview, c: int) -> int:
 
 def packed_upper(a: np.ndarray) -> np.ndarray:
     """Row i's columns i .. n-1, rows in order (the layout of calib_packed_index)."""
-    return a[_triu(a.shape[0])]
+    out: np.ndarray = a[_triu(a.shape[0])]
+    return out
 
 
 @functools.lru_cache(maxsize=4)
