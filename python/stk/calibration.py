@@ -4,7 +4,8 @@
 The model runs on the library's own forward (``stk.lm``, float32, full attention: transformers'
 float32 forward within 1e-4 on every logit, docs/fidelity.md "The LM runtime"), tokenized by the
 model's own tokenizer through the library; a probe (``stk_seq_set_probe``) reads, at every layer,
-the inputs and outputs the calibrated fits need, and numpy accumulates their moments in float64.
+the inputs and outputs the calibrated fits need, and numpy accumulates their moments (float32
+GEMMs over blocks of rows, summed in float64: ``gram`` / ``cross``).
 ``--reference transformers`` runs the model as transformers runs it instead (float32, eager
 attention, the loading and the contexts of ``stk eval``), forward hooks on its own modules reading
 the same activations: the cross-check, and the path for families the library's forward refuses.  The file they go into
@@ -29,6 +30,7 @@ numpy is the default path's only Python dependency; torch and transformers are n
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import math
@@ -78,7 +80,7 @@ def crc32c(data: bytes, crc: int = 0) -> int:
 
 
 _TABLE: list[int] = []
-_CHUNK = 4096
+_CHUNK = 1024
 _SHIFT: list[list[int]] = []  # the register after _CHUNK zero bytes, by the register's bytes
 
 
@@ -92,21 +94,43 @@ def _crc_table() -> list[int]:
     return _TABLE
 
 
+def _crc_word_tables() -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi): the register after 4 zero bytes from register i (lo) and from i << 16 (hi), i <
+    65536.  The register update is linear over GF(2), so after a 32-bit little-endian word w the
+    register r becomes lo[(r ^ w) & 0xFFFF] ^ hi[(r ^ w) >> 16] (slicing by 4 with 16-bit indices)."""
+    if not _WORD:
+        t = np.array(_crc_table(), dtype=np.uint32)
+        i = np.arange(65536, dtype=np.uint32)
+        for start in (i, i << np.uint32(16)):
+            r = start.copy()
+            for _ in range(4):
+                r = t[r & 0xFF] ^ (r >> np.uint32(8))
+            _WORD.append(r)
+    return _WORD[0], _WORD[1]
+
+
+_WORD: list[np.ndarray] = []
+
+
 def _crc_chunks(data: memoryview, c: int) -> int:
     """The CRC register after ``data`` (a whole number of _CHUNK-byte chunks) from register
     ``c``.  The register update is linear over GF(2) in (register, byte): each chunk's register
-    from 0 is computed for every chunk at once (numpy, one byte column per step), then chained:
-    c <- Z(c) ^ chunk, Z the register after _CHUNK zero bytes (a table per register byte)."""
+    from 0 is computed for every chunk at once (numpy, one 32-bit word column per step, through
+    _crc_word_tables), then chained: c <- Z(c) ^ chunk, Z the register after _CHUNK zero bytes
+    (a table per register byte)."""
     t = np.array(_crc_table(), dtype=np.uint32)
     if not _SHIFT:
         basis = np.array([v << (8 * k) for k in range(4) for v in range(256)], dtype=np.uint32)
         for _ in range(_CHUNK):
             basis = t[basis & 0xFF] ^ (basis >> 8)
         _SHIFT.extend(basis.reshape(4, 256).tolist())
-    cols = np.frombuffer(data, dtype=np.uint8).reshape(-1, _CHUNK).T.copy()
+    lo, hi = _crc_word_tables()
+    cols = np.frombuffer(data, dtype="<u4").reshape(-1, _CHUNK // 4).T.copy()
     r = np.zeros(cols.shape[1], dtype=np.uint32)
+    m16, s16 = np.uint32(0xFFFF), np.uint32(16)
     for col in cols:
-        r = t[(r ^ col) & 0xFF] ^ (r >> 8)
+        r ^= col
+        r = lo[r & m16] ^ hi[r >> s16]
     s0, s1, s2, s3 = _SHIFT
     for v in r.tolist():
         c = s0[c & 0xFF] ^ s1[(c >> 8) & 0xFF] ^ s2[(c >> 16) & 0xFF] ^ s3[c >> 24] ^ v
@@ -115,7 +139,13 @@ def _crc_chunks(data: memoryview, c: int) -> int:
 
 def packed_upper(a: np.ndarray) -> np.ndarray:
     """Row i's columns i .. n-1, rows in order (the layout of calib_packed_index)."""
-    return a[np.triu_indices(a.shape[0])]
+    out: np.ndarray = a[_triu(a.shape[0])]
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _triu(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(n)
 
 
 # --------------------------------------------------------------------------------------------
@@ -181,6 +211,37 @@ def pair_keys(t_len: int, per_query: int, rng: np.random.Generator) -> tuple[np.
         ts.append(np.full(s.shape[0], t, dtype=np.int64))
         ss.append(s.astype(np.int64))
     return np.concatenate(ts), np.concatenate(ss)
+
+
+# The moments' sums: float32 GEMMs (BLAS, through numpy) over blocks of MOMENT_BLOCK rows, each
+# block's sum added into the float64 accumulator.  A block's float32 sum of products carries a
+# relative error of about sqrt(MOMENT_BLOCK) float32 ulps; the float64 sum of the blocks adds
+# none that shows.  Measured against the same sums in float64 (docs/fidelity.md, "Calibration
+# in float32"): a relative 5.4e-7 of a section's largest value at most on SmolLM2, 185 times
+# inside the 1e-4 the library's path keeps from transformers' (tests/python/test_probe_paths.py).
+MOMENT_BLOCK = 1024
+
+
+def gram(a: np.ndarray, block: int = MOMENT_BLOCK) -> np.ndarray:
+    """sum over rows r of a[r]^T a[r], [n, n] float64, from float32 ``a`` [rows, n] (numpy's
+    ``a.T @ a`` is BLAS's syrk: half the products)."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    out = np.zeros((a.shape[1], a.shape[1]), np.float64)
+    for r in range(0, a.shape[0], block):
+        c = a[r:r + block]
+        out += c.T @ c
+    return out
+
+
+def cross(a: np.ndarray, b: np.ndarray, block: int = MOMENT_BLOCK) -> np.ndarray:
+    """sum over rows r of a[r]^T b[r], float64, from float32 ``a`` [rows, n] and ``b`` [rows] or
+    [rows, m] (float64 ``b`` is rounded to float32 for the product, its sum kept in float64)."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    b = np.ascontiguousarray(b, dtype=np.float32)
+    out = np.zeros((a.shape[1],) + b.shape[1:], np.float64)
+    for r in range(0, a.shape[0], block):
+        out += a[r:r + block].T @ b[r:r + block]
+    return out
 
 
 def _tmp_name(out: str) -> str:
@@ -298,7 +359,7 @@ def _moments_library(model: str, texts: Sequence[str], ctx: Optional[int], conte
     def probe(p: Any) -> None:
         li, a = p.layer, accs[p.layer]
         if p.point in ("attn_in", "q_pre", "q", "ffn_in"):
-            held[p.point] = np.array(p.data, dtype=np.float64)
+            held[p.point] = np.array(p.data, dtype=np.float32)  # the forward's own float32 values, copied
             if p.point == "q_pre":
                 held["heads"] = np.array([p.heads, p.head_width, p.rot_offset, p.rot_pairs, p.interleaved])
         elif p.point == "k_pre" and want[li] & ROPE_PAIRS:
@@ -315,7 +376,7 @@ def _moments_library(model: str, texts: Sequence[str], ctx: Optional[int], conte
                 notes.append(f"layer {li}: rope_pairs left out: {why}")
                 return
             t = p.data.shape[0]
-            q = held["q_pre"].reshape(t, heads, hd)
+            q = held["q_pre"].astype(np.float64).reshape(t, heads, hd)
             k = np.repeat(np.asarray(p.data, dtype=np.float64).reshape(t, p.heads, hd), heads // p.heads, axis=1)
             qn = np.sqrt(q[..., :npairs] ** 2 + q[..., npairs:2 * npairs] ** 2)
             kn = np.sqrt(k[..., :npairs] ** 2 + k[..., npairs:2 * npairs] ** 2)
@@ -328,18 +389,18 @@ def _moments_library(model: str, texts: Sequence[str], ctx: Optional[int], conte
             t = p.data.shape[0]
             hd = p.head_width
             q = held["q"].reshape(t, h, hd)
-            k = np.repeat(np.asarray(p.data, dtype=np.float64).reshape(t, p.heads, hd), h // p.heads, axis=1)
-            lg = np.einsum("phd,phd->p", q[ts], k[ss]) / h / math.sqrt(hd)
+            k = np.repeat(np.asarray(p.data).reshape(t, p.heads, hd), h // p.heads, axis=1)
+            lg = np.einsum("phd,phd->p", q[ts], k[ss], dtype=np.float64) / h / math.sqrt(hd)
             x = held["attn_in"]
-            pp = x[ts] * x[ss]
-            a.prf_m = _add(a.prf_m, pp.T @ pp)
-            a.prf_b = _add(a.prf_b, pp.T @ lg)
+            pp = x[ts] * x[ss]  # float32: the products of two float32 values, rounded once
+            a.prf_m = _add(a.prf_m, gram(pp))
+            a.prf_b = _add(a.prf_b, cross(pp, lg))
             a.prf_l[0] += float(lg.sum())
             a.prf_l[1] += float((lg * lg).sum())
             a.prf_n += int(ts.shape[0])
         elif p.point == "attn_out":
-            o = np.asarray(p.data, dtype=np.float64)
-            a.attn_c = _add(a.attn_c, o.T @ o)
+            o = np.asarray(p.data)
+            a.attn_c = _add(a.attn_c, gram(o))
             a.attn_n += o.shape[0]
             shape["d_v"] = o.shape[1]
         elif p.point == "ffn_out" and want[li] & FFN:
@@ -348,11 +409,12 @@ def _moments_library(model: str, texts: Sequence[str], ctx: Optional[int], conte
                 notes.append(f"layer {li}: ffn left out: the layer's FFN is a mixture of experts (dense MLPs only)")
                 return
             x = held["ffn_in"][ffn_from_position:]
-            y = np.asarray(p.data[ffn_from_position:], dtype=np.float64)
+            y = np.asarray(p.data[ffn_from_position:])
             z = np.concatenate([np.maximum(x, 0), np.maximum(-x, 0)], axis=1)
-            a.ffn_g = _add(a.ffn_g, z.T @ z)
-            a.ffn_x = _add(a.ffn_x, z.T @ y)
-            a.ffn_yy = _add(a.ffn_yy, (y * y).sum(0))
+            a.ffn_g = _add(a.ffn_g, gram(z))
+            a.ffn_x = _add(a.ffn_x, cross(z, y))
+            yd = y.astype(np.float64)
+            a.ffn_yy = _add(a.ffn_yy, (yd * yd).sum(0))
             a.ffn_n += x.shape[0]
 
     seq.set_probe(probe, ("attn_in", "q_pre", "k_pre", "q", "k", "attn_out", "ffn_in", "ffn_out"))
@@ -595,54 +657,72 @@ def _write(model: str, out: str, mo: _Moments, pairs_per_query: int, reference: 
     accs, n_layers, d_model, d_v, n_pairs, tokens = mo.accs, mo.n_layers, mo.d_model, mo.d_v, mo.n_pairs, mo.tokens
     crc, low = model_digest(os.fspath(model))
 
-    # The file.
-    table = bytearray()
-    body: list[bytes] = []
-    present: list[list[str]] = []
-    for li, a in enumerate(accs):
-        secs = mo.want[li]
-        first = len(body)
+    # The file, a layer at a time (SmolLM2's is 400 MB: no second copy of it in memory).  The
+    # payload's SHA-256 starts with the layer table, which holds each layer's crc32c: a first pass
+    # computes the crcs and writes the layers' bytes after the table's place, a second reads them
+    # back (the page cache) into the digest.
+    def layer_bytes(li: int) -> tuple[list[bytes], list[str]]:
+        a, secs = accs[li], mo.want[li]
+        parts: list[bytes] = []
         names = []
         if secs & PRF_PAIRS:
             n = a.prf_n
-            body.append(np.concatenate([packed_upper(_np(a.prf_m) / n), _np(a.prf_b) / n,
-                                        [a.prf_l[0] / n, a.prf_l[1] / n]]).astype("<f8").tobytes())
+            parts.append(np.concatenate([packed_upper(_np(a.prf_m)) / n, _np(a.prf_b) / n,
+                                         [a.prf_l[0] / n, a.prf_l[1] / n]]).astype("<f8").tobytes())
             names.append("prf_pairs")
         if secs & ATTN_OUT:
-            body.append(packed_upper(_np(a.attn_c) / a.attn_n).astype("<f8").tobytes())
+            parts.append((packed_upper(_np(a.attn_c)) / a.attn_n).astype("<f8").tobytes())
             names.append("attn_out")
         if secs & ROPE_PAIRS:
-            body.append((_np(a.rope) / a.rope_n).astype("<f8").tobytes())
+            parts.append((_np(a.rope) / a.rope_n).astype("<f8").tobytes())
             names.append("rope_pairs")
         if secs & FFN:
             n = a.ffn_n
-            body.append(np.concatenate([packed_upper(_np(a.ffn_g) / n), (_np(a.ffn_x) / n).ravel(),
-                                        _np(a.ffn_yy) / n]).astype("<f8").tobytes())
+            parts.append(np.concatenate([packed_upper(_np(a.ffn_g)) / n, (_np(a.ffn_x) / n).ravel(),
+                                         _np(a.ffn_yy) / n]).astype("<f8").tobytes())
             names.append("ffn")
-        # the table entry: sections, the crc32c of the layer's section bytes, the PRF pairs
-        layer_crc = 0
-        for part in body[first:]:
-            layer_crc = crc32c(part, layer_crc)
-        table += struct.pack("<IIQ", secs, layer_crc, a.prf_n if secs & PRF_PAIRS else 0)
-        present.append(names)
-    payload = bytes(table) + b"".join(body)
-    for b in body:
-        v = np.frombuffer(b, dtype="<f8")
-        if not np.all(np.isfinite(v)):
-            raise ValueError(f"{model}: a moment is not finite (the model's activations overflow float64)")
-    file_bytes = HEADER_BYTES + len(payload)
-    digest = hashlib.sha256(payload).digest()
-    head = bytearray(HEADER_BYTES)
-    struct.pack_into("<8sIIQIIIIIIQQ", head, 0, MAGIC, VERSION, 0, low, crc, n_layers, d_model, d_v, n_pairs, 0,
-                     tokens, file_bytes)
-    head[64:96] = digest
-    struct.pack_into("<I", head, 124, crc32c(bytes(head[:124])))
+        for part in parts:
+            if not np.all(np.isfinite(np.frombuffer(part, dtype="<f8"))):
+                raise ValueError(f"{model}: a moment is not finite (the model's activations overflow float64)")
+        return parts, names
+
     out = os.fspath(out)
     tmp = _tmp_name(out)
+    table = bytearray()
+    present: list[list[str]] = []
+    sha = hashlib.sha256()
     try:
-        with open(tmp, "wb") as f:
+        with open(tmp, "w+b") as f:
+            body_at = HEADER_BYTES + 16 * n_layers
+            f.seek(body_at)
+            for li in range(n_layers):
+                parts, names = layer_bytes(li)
+                # the table entry: sections, the crc32c of the layer's section bytes, the PRF pairs
+                layer_crc = 0
+                for part in parts:
+                    layer_crc = crc32c(part, layer_crc)
+                    f.write(part)
+                secs = mo.want[li]
+                table += struct.pack("<IIQ", secs, layer_crc, accs[li].prf_n if secs & PRF_PAIRS else 0)
+                present.append(names)
+                del parts
+            file_bytes = f.tell()
+            sha.update(table)
+            f.seek(body_at)
+            while True:
+                chunk = f.read(1 << 24)
+                if not chunk:
+                    break
+                sha.update(chunk)
+            digest = sha.digest()
+            head = bytearray(HEADER_BYTES)
+            struct.pack_into("<8sIIQIIIIIIQQ", head, 0, MAGIC, VERSION, 0, low, crc, n_layers, d_model, d_v, n_pairs, 0,
+                             tokens, file_bytes)
+            head[64:96] = digest
+            struct.pack_into("<I", head, 124, crc32c(bytes(head[:124])))
+            f.seek(0)
             f.write(head)
-            f.write(payload)
+            f.write(table)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, out)

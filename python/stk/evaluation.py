@@ -690,13 +690,6 @@ def _install(model: Any, rt: Any, plan: dict[str, set[int]], zero: bool, meters:
 # scoring
 
 
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    y = x.astype(np.float64)
-    y -= y.max(-1, keepdims=True)
-    y -= np.log(np.exp(y).sum(-1, keepdims=True))
-    return y
-
-
 @dataclass
 class _Scores:
     nll_o: list[np.ndarray] = field(default_factory=list)
@@ -704,21 +697,31 @@ class _Scores:
     kl: list[np.ndarray] = field(default_factory=list)
     agree: list[np.ndarray] = field(default_factory=list)
 
-    def add(self, ids: Sequence[int], lo: np.ndarray, ls: np.ndarray, rows: int = 64) -> None:
+    def add(self, ids: Sequence[int], lo: np.ndarray, ls: np.ndarray, rows: int = 16) -> None:
         """One context's logits [t, vocab] of the original (lo) and the swapped / converted model
-        (ls), in float64, ``rows`` positions at a time (a 262,144-token vocabulary is 2 MiB a row)."""
+        (ls), in float64, ``rows`` positions at a time (a 262,144-token vocabulary is 2 MiB a row).
+        With Z = log sum exp of a row and p = softmax(lo): the NLL of token i is Z - x[i], and
+        KL(p || softmax(ls)) = sum p (lo - ls) - (Z_o - Z_s), one exp per logit and side."""
         t = len(ids)
         nxt = np.asarray(ids[1:], dtype=np.int64)
         nll_o, nll_s = np.empty(t - 1), np.empty(t - 1)
         kl, agree = np.empty(t), np.empty(t, dtype=bool)
         for a in range(0, t, rows):
             b = min(t, a + rows)
-            po, ps = _log_softmax(lo[a:b]), _log_softmax(ls[a:b])
+            eo, es = lo[a:b].astype(np.float64), ls[a:b].astype(np.float64)
+            d = eo - es
+            mo, ms = eo.max(-1, keepdims=True), es.max(-1, keepdims=True)
+            eo -= mo
+            es -= ms
+            np.exp(eo, out=eo)
+            np.exp(es, out=es)
+            so, ss = eo.sum(-1), es.sum(-1)
+            zo, zs = mo[:, 0] + np.log(so), ms[:, 0] + np.log(ss)
             k = min(b, t - 1) - a  # the rows with a next token
             at = np.arange(k)
-            nll_o[a:a + k] = -po[at, nxt[a:a + k]]
-            nll_s[a:a + k] = -ps[at, nxt[a:a + k]]
-            kl[a:b] = np.maximum((np.exp(po) * (po - ps)).sum(-1), 0.0)
+            nll_o[a:a + k] = zo[:k] - lo[a:a + k][at, nxt[a:a + k]]
+            nll_s[a:a + k] = zs[:k] - ls[a:a + k][at, nxt[a:a + k]]
+            kl[a:b] = np.maximum(np.einsum("ij,ij->i", eo, d) / so - (zo - zs), 0.0)
             agree[a:b] = lo[a:b].argmax(-1) == ls[a:b].argmax(-1)
         self.nll_o.append(nll_o)
         self.nll_s.append(nll_s)
@@ -1016,6 +1019,14 @@ def _evaluate_library(model: str, gen_obj: Optional[Generation], texts: Sequence
             step(i + 1)
     finally:
         seq.set_probe(None)
+    layers, swap_text = _layer_rows(meters, meters_iso, isolated, swaps)
+    return _report(model, gen_obj, texts, ctx, len(ctxs), swap_text, zero, None, scores, isolated, layers, t0)
+
+
+def _layer_rows(meters: dict[tuple[str, int], _Meter], meters_iso: dict[tuple[str, int], _Meter], isolated: bool,
+                swaps: Sequence[Swap]) -> tuple[list[dict[str, Any]], str]:
+    """The report's ``layers`` rows (by layer, then module in ALL_MODULES' order; ``rel_l2_isolated``
+    with --isolated) and its ``swap`` text, for both references."""
     layers = []
     for (mod, layer), meter in sorted(meters.items(), key=lambda kv: (kv[0][1], ALL_MODULES.index(kv[0][0]))):
         e: dict[str, Any] = {"module": mod, "layer": layer, "rel_l2": meter.rel_l2()}
@@ -1023,7 +1034,7 @@ def _evaluate_library(model: str, gen_obj: Optional[Generation], texts: Sequence
             e["rel_l2_isolated"] = meters_iso[(mod, layer)].rel_l2()
         layers.append(e)
     swap_text = ",".join(f"{s.module}" + ("" if s.layers is None else ":" + "+".join(map(str, s.layers))) for s in swaps)
-    return _report(model, gen_obj, texts, ctx, len(ctxs), swap_text, zero, None, scores, isolated, layers, t0)
+    return layers, swap_text
 
 
 def _report(model: str, gen_obj: Optional[Generation], texts: Sequence[str], ctx: int, n_contexts: int, swap: str,
@@ -1108,13 +1119,7 @@ def _evaluate(model: str, gen_obj: Optional[Generation], texts: Sequence[str], s
                     u()
             scores.add(ids, lo.float().numpy(), ls.float().numpy())
             step(i + 1)
-    layers = []
-    for (mod, layer), meter in sorted(meters.items(), key=lambda kv: (kv[0][1], ALL_MODULES.index(kv[0][0]))):
-        e: dict[str, Any] = {"module": mod, "layer": layer, "rel_l2": meter.rel_l2()}
-        if isolated:
-            e["rel_l2_isolated"] = meters_iso[(mod, layer)].rel_l2()
-        layers.append(e)
-    swap_text = ",".join(f"{s.module}" + ("" if s.layers is None else ":" + "+".join(map(str, s.layers))) for s in swaps)
+    layers, swap_text = _layer_rows(meters, meters_iso, isolated, swaps)
     return _report(model, gen_obj, texts, ctx, len(ctxs), swap_text, zero,
                    (sinks, window) if plan["window"] or plan["window-prf"] else None, scores, isolated, layers, t0)
 

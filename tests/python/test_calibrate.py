@@ -28,7 +28,7 @@ PPQ = 16
 
 def test_crc32c_check_value():
     assert crc32c_ref(b"123456789") == 0xE3069283
-    # the writer's crc32c (numpy over 4096-byte chunks from 16 KiB on), whole and continued
+    # the writer's crc32c (numpy over 1024-byte chunks by 32-bit words from 4 KiB on), whole and continued
     assert calibration.crc32c(b"123456789") == 0xE3069283
     data = np.random.default_rng(7).integers(0, 256, 40001, dtype=np.uint8).tobytes()
     want = crc32c_ref(data)
