@@ -6,6 +6,7 @@
 
 #include "core/abi.h"
 #include "core/error.h"
+#include "format/array.h"
 #include "format/manifest.h"
 #include "lm/forward.h"
 #include "api/lm_open.h"
@@ -100,7 +101,10 @@ STK_API stk_status stk_lm_open(const char *path, uint32_t flags, stk_lm **out) {
         // read from its checkpoint at the flags' widths (api/lm_open.h open_weights).
         const lm::WDType ffn_t = ffn == STK_LM_WEIGHTS_FFN_Q4_0 ? lm::WDType::Q4_0 : ffn == STK_LM_WEIGHTS_FFN_Q8_0 ? lm::WDType::Q8_0 : lm::WDType::F32;
         m->weights = lm::open_weights(path, width == STK_LM_WEIGHTS_BF16 ? lm::WDType::BF16 : lm::WDType::F32, ffn_t);
-        m->ffn_dtype = ffn_t == lm::WDType::Q4_0 ? 10u : ffn_t == lm::WDType::Q8_0 ? 11u : width == STK_LM_WEIGHTS_BF16 ? 9u : 2u;
+        const DType held = ffn_t == lm::WDType::Q4_0 ? DType::Q4_0 : ffn_t == lm::WDType::Q8_0 ? DType::Q8_0
+                           : width == STK_LM_WEIGHTS_BF16                ? DType::BF16
+                                                                         : DType::F32;
+        m->ffn_dtype = uint32_t(held);
         const std::string why = lm::unsupported(m->weights->config());
         if (!why.empty()) throw_error(STK_E_NOT_IMPLEMENTED, "%s: %s", path, why.c_str());
         *out = m.release();

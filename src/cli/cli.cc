@@ -227,6 +227,8 @@ const char *policy_label(uint32_t policy) {
     return policy < sizeof kPolicyNames / sizeof *kPolicyNames ? kPolicyNames[policy] : "?";
 }
 
+const char *ffn_dtype_label(uint32_t dtype) { return dtype == 5 ? "int8" : stk_dtype_name(dtype); }
+
 std::string hex_bytes(const std::string &s) {
     static const char kHex[] = "0123456789abcdef";
     std::string out;

@@ -99,6 +99,9 @@ int report_usage(const char *command, const std::string &message, bool json);
 // "Retention policies"): false for another name.  policy_label: the name of a number ("?" past them).
 bool policy_number(const std::string &name, uint32_t *out);
 const char *policy_label(uint32_t policy);
+// A faithful runtime block's FFN dtype code as a word: stk_dtype_name's, "int8" for I8 (the .lwt
+// int8 packing with one scale per matrix).
+const char *ffn_dtype_label(uint32_t dtype);
 
 // JSON string escaping (quotes included); invalid UTF-8 bytes become U+FFFD.
 std::string json_escape(const std::string &s);

@@ -226,7 +226,7 @@ int cmd_check(int argc, char **argv) {
             profile = "faithful";
         if (profile == "faithful")
             chain_text += "; profile faithful (" + std::to_string(mi.runtime_sinks) + " sinks + " +
-                          std::to_string(mi.runtime_window) + " window, FFN " + (mi.runtime_ffn_dtype == 5 ? "int8" : stk_dtype_name(mi.runtime_ffn_dtype)) +
+                          std::to_string(mi.runtime_window) + " window, FFN " + ffn_dtype_label(mi.runtime_ffn_dtype) +
                           ", policy " + policy_label(mi.runtime_policy) + ")";
         stk_manifest_close(mf);
     }

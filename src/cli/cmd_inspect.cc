@@ -339,7 +339,7 @@ static int inspect_generation(const std::string &in, bool json, const std::strin
             .raw("runtime", m.profile == 1 ? Json()
                                                   .unum("sinks", m.runtime_sinks)
                                                   .unum("window", m.runtime_window)
-                                                  .str("ffn_dtype", (m.runtime_ffn_dtype == 5 ? "int8" : stk_dtype_name(m.runtime_ffn_dtype)))
+                                                  .str("ffn_dtype", ffn_dtype_label(m.runtime_ffn_dtype))
                                                   .str("policy", policy_label(m.runtime_policy))
                                                   .unum("recent", m.runtime_recent)
                                                   .text()
@@ -363,7 +363,7 @@ static int inspect_generation(const std::string &in, bool json, const std::strin
                 m.tokenizer_vocab_size, m.pgen_count);
     if (m.profile == 1)
         std::printf("profile         faithful: %u sinks + %u window, FFN %s, policy %s%s (the runtime block)\n", m.runtime_sinks,
-                    m.runtime_window, (m.runtime_ffn_dtype == 5 ? "int8" : stk_dtype_name(m.runtime_ffn_dtype)),
+                    m.runtime_window, ffn_dtype_label(m.runtime_ffn_dtype),
                     policy_label(m.runtime_policy), m.runtime_recent ? format(" (recent %u)", m.runtime_recent).c_str() : "");
     else
         std::printf("profile         default\n");

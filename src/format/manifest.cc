@@ -340,10 +340,9 @@ void check_runtime(const ManifestRuntime &r, const RuntimeLayer *layers, const s
     if (r.n_kv_heads > r.n_heads || (r.n_kv_heads && r.n_heads % r.n_kv_heads))
         throw_at(STK_E_CORRUPT, file, base, "runtime: %u heads are not a multiple of %u kv heads", r.n_heads, r.n_kv_heads);
     if (r.top_k > r.n_experts) throw_at(STK_E_CORRUPT, file, base, "runtime: top_k %u above n_experts %u", r.top_k, r.n_experts);
-    if (r.recent && (r.policy != kRuntimePolicyH2o || r.recent >= r.window))
-        throw_at(STK_E_CORRUPT, file, base + runtime_field_offset("runtime.recent"),
-                 "runtime.recent = %u: only the h2o policy (2) keeps recent positions, fewer than runtime.window (%u); policy %u",
-                 r.recent, r.window, r.policy);
+    if (const std::string why = runtime_policy_problem(r.policy, r.recent, r.window); !why.empty())
+        throw_at(STK_E_CORRUPT, file, base + runtime_field_offset(r.policy > kRuntimePolicyLast ? "runtime.policy" : "runtime.recent"),
+                 "runtime.%s", why.c_str());
     for (uint32_t l = 0; l < r.n_layers; l++, at += kRuntimeLayerSize) {
         const RuntimeLayer &e = layers[l];
         if (e.kind > 1 || e.moe > 1 || e.rope_table > 1 || (e.kind == 0 && e.model_window) || (e.kind == 1 && !e.model_window))
@@ -584,6 +583,15 @@ void emit(const ManifestInput &in, Put &&put) {
 }
 
 }  // namespace
+
+std::string runtime_policy_problem(uint32_t policy, uint32_t recent, uint32_t window) {
+    if (policy > kRuntimePolicyLast)
+        return format("policy = %u: not a retention policy (0 window, 1 tova, 2 h2o, 3 tova-head)", policy);
+    if (recent && policy != kRuntimePolicyH2o)
+        return format("recent = %u: only the h2o policy (2) keeps recent positions (policy %u)", recent, policy);
+    if (recent && recent >= window) return format("recent = %u: fewer than the window (%u)", recent, window);
+    return {};
+}
 
 const std::string &manifest_schema_text(bool with_runtime) {
     static const std::string text = build_schema_text(false), text_runtime = build_schema_text(true);

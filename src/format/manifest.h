@@ -150,7 +150,11 @@ struct ManifestRuntime {
     // positions (0: window / 2; else < window; 0 for the other policies).
     uint32_t policy = 0, recent = 0;
 };
-constexpr uint32_t kRuntimePolicyH2o = 2;
+constexpr uint32_t kRuntimePolicyH2o = 2, kRuntimePolicyLast = 3;  // STK_SEQ_POLICY_H2O, _TOVA_HEAD
+// The retention fields' rule, one place for a job's parameters and the manifest's reader: policy
+// 0..3 (STK_SEQ_POLICY_*), recent only with h2o and fewer than the window.  Empty when they hold,
+// else why not.
+std::string runtime_policy_problem(uint32_t policy, uint32_t recent, uint32_t window);
 // One entry per layer after the runtime block's fields (16 bytes, docs/format.md).
 struct RuntimeLayer {
     uint32_t kind = 0;          // 0 full attention, 1 sliding window

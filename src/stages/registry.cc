@@ -74,14 +74,8 @@ stk_job_params normalize_params(const stk_job_params &in) {
         if (!ffn_flags) p.flags |= STK_JOB_FAITHFUL_FFN_Q8_0;  // the default (issue 37): the same bytes as asking for it
         if (p.sinks > 65536) throw_error(STK_E_INVALID_ARGUMENT, "sinks = %u: at most 65536", p.sinks);
         if (p.window > (1u << 24)) throw_error(STK_E_INVALID_ARGUMENT, "window = %u: at most 16777216", p.window);
-        if (p.policy > 3)
-            throw_error(STK_E_INVALID_ARGUMENT, "policy = %u: not a retention policy (STK_SEQ_POLICY_*: 0 window, 1 tova, 2 h2o, "
-                        "3 tova-head)", p.policy);
-        if (p.recent && p.policy != 2)
-            throw_error(STK_E_INVALID_ARGUMENT, "recent = %u: only the h2o policy keeps recent positions (policy %u)", p.recent,
-                        p.policy);
-        if (p.recent >= p.window && p.recent)
-            throw_error(STK_E_INVALID_ARGUMENT, "recent = %u: fewer than the window (%u)", p.recent, p.window);
+        if (const std::string why = runtime_policy_problem(p.policy, p.recent, p.window); !why.empty())
+            throw_error(STK_E_INVALID_ARGUMENT, "%s", why.c_str());
         if (p.calibration)
             throw_error(STK_E_INVALID_ARGUMENT, "calibration: the faithful profile stores the model's own weights (nothing to fit)");
     } else {
