@@ -47,12 +47,6 @@ void run_workers(unsigned n, Fn &&fn) {
 
 // Workers kept for many rounds (the export runs one per piece of every tensor): n - 1 threads
 // started once, the caller is worker 0; run(fn) as run_workers.
-//
-// set_spin(k): before sleeping on the condition variable, a worker waiting for the next round and
-// the caller waiting for the round's end poll up to k times (a pause each).  0 (the default)
-// sleeps at once.  For many short rounds in a row (the LM runtime's decode: ~150 per token, tens
-// of microseconds each) a futex sleep and wake-up per round costs as much as the round; polling
-// bridges the gap.  Which worker computes what does not change, so neither do the results.
 class WorkerPool {
 public:
     explicit WorkerPool(unsigned n) : n_(n ? n : 1), errors_(n_) {  // sized once: run() allocates nothing
@@ -69,7 +63,6 @@ public:
     WorkerPool(const WorkerPool &) = delete;
     WorkerPool &operator=(const WorkerPool &) = delete;
     unsigned size() const { return n_; }
-    void set_spin(uint32_t polls) { spin_.store(polls, std::memory_order_relaxed); }
     // fn(w) for every worker w; returns when all are done, rethrowing the lowest worker's error.
     void run(const std::function<void(unsigned)> &fn) {
         if (n_ == 1) return fn(0);
@@ -82,8 +75,6 @@ public:
         }
         start_.notify_all();
         call(0);
-        const uint32_t k = spin_.load(std::memory_order_relaxed);
-        for (uint32_t i = 0; i < k && pending_.load(std::memory_order_acquire) != 0; i++) pause();
         {
             std::unique_lock<std::mutex> g(m_);
             done_.wait(g, [&] { return pending_.load(std::memory_order_acquire) == 0; });
@@ -94,13 +85,6 @@ public:
     }
 
 private:
-    static void pause() {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        asm volatile("yield");
-#endif
-    }
     void call(unsigned w) {
         try {
             (*fn_)(w);
@@ -111,9 +95,6 @@ private:
     void loop(unsigned w) {
         uint64_t seen = 0;
         for (;;) {
-            const uint32_t k = spin_.load(std::memory_order_relaxed);
-            for (uint32_t i = 0; i < k && generation_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_relaxed); i++)
-                pause();
             {
                 std::unique_lock<std::mutex> g(m_);
                 start_.wait(g, [&] { return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_relaxed) != seen; });
@@ -137,7 +118,6 @@ private:
     std::atomic<uint64_t> generation_{0};
     std::atomic<unsigned> pending_{0};
     std::atomic<bool> stop_{false};
-    std::atomic<uint32_t> spin_{0};
     std::vector<std::exception_ptr> errors_;
 };
 
