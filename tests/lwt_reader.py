@@ -28,7 +28,9 @@ torch = None  # imported by main(): only the PyTorch comparison needs it
 
 DTYPES = {1: ("float32", 32), 2: ("float16", 16), 3: ("bfloat16", 16), 4: ("int8", 8), 5: ("uint8", 8),
           6: ("int4", 4), 7: ("uint4", 4), 8: ("fp4", 4), 9: ("int2", 2), 10: ("uint2", 2),
-          11: ("ternary", 2), 12: ("binary", 1)}
+          11: ("ternary", 2), 12: ("binary", 1), 13: ("q4_0", 0), 14: ("q8_0", 0)}
+# Block-scaled types: bytes per block of 32 values (docs/format.md, "Block-scaled types").
+BLOCK_BYTES = {"q4_0": 18, "q8_0": 34}
 FP4 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=np.float32)
 KEYS = ["version", "model_type", "config", "dtype", "byte_order", "tensor_count", "total_bytes",
         "parameter_count", "tied_lm_head", "data_crc32"]
@@ -86,7 +88,14 @@ def read_lwt(path, legacy=False):
         shape = shape[:ndim]
         nel = int(np.prod(shape, dtype=np.uint64)) if ndim else 1
         bits = DTYPES[code][1]
-        if size != (nel * bits + 7) // 8 or off != expect_off or off % 64:
+        dname = DTYPES[code][0]
+        if dname in BLOCK_BYTES:
+            if not ndim or shape[-1] % 32 or scale != 1.0 or zp != 0:
+                fail(f"{name}: {dname} rows of whole blocks, scale 1, zero point 0")
+            packed = nel // 32 * BLOCK_BYTES[dname]
+        else:
+            packed = (nel * bits + 7) // 8
+        if size != packed or off != expect_off or off % 64:
             fail(f"{name}: size/offset")
         expect_off = (off + size + 63) // 64 * 64
         tensors.append(dict(name=name, dtype=DTYPES[code][0], bits=bits, shape=shape, n=nel,
@@ -118,7 +127,45 @@ def fields(t):
     return f
 
 
+def block_values(t):
+    """The values of a block-scaled tensor: per block of 32, d (binary16) then the codes; Q4_0
+    element j in the low nibble of byte 2 + j (j < 16) or the high nibble of byte 2 + j - 16,
+    value (q - 8) * d; Q8_0 the int8 q[j], value q * d (one binary32 product)."""
+    bb = BLOCK_BYTES[t["dtype"]]
+    blocks = t["raw"][:t["n"] // 32 * bb].reshape(-1, bb)
+    d = blocks[:, :2].copy().view("<f2").astype(np.float32)
+    if t["dtype"] == "q4_0":
+        qs = blocks[:, 2:]
+        q = np.concatenate([qs & 15, qs >> 4], axis=1).astype(np.int32) - 8
+    else:
+        q = blocks[:, 2:].view(np.int8).astype(np.int32)
+    return (d * q.astype(np.float32)).astype(np.float32).reshape(-1)
+
+
+def block_quantise(d, v):
+    """The docs' rule for a block-scaled type (gguf-py's quantize): the packed bytes of float32 v."""
+    x = v.astype(np.float32).reshape(-1, 32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if d == "q4_0":
+            m = x[np.arange(len(x)), np.argmax(np.abs(x), axis=1)][:, None]  # the first of largest |v|
+            s = (m / np.float32(-8)).astype(np.float32)
+            ids = np.where(s == 0, np.float32(0), np.float32(1) / s).astype(np.float32)
+            q = np.trunc((x * ids).astype(np.float32) + np.float32(8.5)).astype(np.float32)
+            q = np.clip(q, 0, 15).astype(np.uint8)
+            body = (q[:, :16] | (q[:, 16:] << 4)).astype(np.uint8)
+        else:
+            s = (np.abs(x).max(axis=1, keepdims=True) / np.float32(127)).astype(np.float32)
+            ids = np.where(s == 0, np.float32(0), np.float32(1) / s).astype(np.float32)
+            p = (x * ids).astype(np.float32)
+            a = np.abs(p)
+            fl = np.floor(a)  # half away from zero, exactly: a - floor(a) and its double are exact
+            body = (np.sign(p) * (fl + np.floor(np.float32(2) * (a - fl)))).astype(np.int8).view(np.uint8)
+    return np.concatenate([s.astype(np.float16).view(np.uint8).reshape(-1, 2), body], axis=1).reshape(-1)
+
+
 def values(t):
+    if t["dtype"] in BLOCK_BYTES:
+        return block_values(t)
     f = fields(t)
     d, s = t["dtype"], t["scale"]
     if d == "float32":
@@ -221,6 +268,12 @@ def check_model(stk, model_dir, gpt2, tmp):
         out = os.path.join(tmp, os.path.basename(model_dir) + "." + dname + ".lwt")
         r = subprocess.run([stk, "export", "--in", model_dir, "--out", out, "--dtype", dname],
                            capture_output=True, text=True)
+        if r.returncode != 0 and dname in BLOCK_BYTES and "whole blocks of 32" in r.stderr:
+            odd = [k for k, v in state.items() if v.ndim >= 2 and v.shape[-1] % 32]  # refused: rows not whole blocks
+            if not odd:
+                fail(f"stk export {dname} refused a model whose rows are whole blocks: {r.stderr}")
+            print(f"{model_dir}: {dname} refused ({odd[0]} has rows of {state[odd[0]].shape[-1]})")
+            continue
         if r.returncode != 0:
             fail(f"stk export {dname}: {r.stderr}")
         h, tensors = read_lwt(out)
@@ -244,8 +297,14 @@ def check_model(stk, model_dir, gpt2, tmp):
             if t["dtype"] != want:
                 fail(f"{t['name']}: dtype {t['dtype']}, expected {want}")
             got = values(t)
-            f = fields(t)
-            if t["dtype"] == "float32":
+            f = fields(t) if t["dtype"] not in BLOCK_BYTES else None
+            if t["dtype"] in BLOCK_BYTES:
+                ok = np.array_equal(t["raw"], block_quantise(t["dtype"], src))
+                err = np.abs(got - src).reshape(-1, 32).max(axis=1)
+                step = np.abs(got).reshape(-1, 32).max(axis=1) / (8 if t["dtype"] == "q4_0" else 127)
+                if ok and np.any(err > step * 1.0001 + 1e-30):
+                    fail(f"{t['name']} {dname}: a block's error beyond its step")
+            elif t["dtype"] == "float32":
                 ok = np.array_equal(got.view(np.uint32), src.astype(np.float32).view(np.uint32))
             elif t["dtype"] == "float16":
                 ok = np.array_equal(f.astype(np.uint16), src.astype(np.float16).view(np.uint16))

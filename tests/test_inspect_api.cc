@@ -238,7 +238,10 @@ static void names_and_path_kinds(void **) {
     assert_string_equal(stk_dtype_name(12), "unknown");
     assert_string_equal(stk_lwt_dtype_name(STK_LWT_BF16), "bfloat16");
     assert_null(stk_lwt_dtype_name(0));
-    assert_null(stk_lwt_dtype_name(13));
+    assert_string_equal(stk_lwt_dtype_name(STK_LWT_Q4_0), "q4_0");
+    assert_string_equal(stk_lwt_dtype_name(STK_LWT_Q8_0), "q8_0");
+    assert_null(stk_lwt_dtype_name(15));
+    assert_int_equal(stk_lwt_dtype_is_float(STK_LWT_Q8_0), 0);
     assert_int_equal(stk_lwt_dtype_is_float(STK_LWT_F16), 1);
     assert_int_equal(stk_lwt_dtype_is_float(STK_LWT_I4), 0);
     assert_int_equal(stk_lwt_dtype_is_float(99), 0);

@@ -66,10 +66,11 @@ static void test_crc32(void **) {
 }
 
 static void test_dtype_names(void **) {
-    static const char *const names[] = {"float32", "float16", "bfloat16", "int8",  "uint8",   "int4",
-                                        "uint4",   "fp4",     "int2",     "uint2", "ternary", "binary"};
-    static const unsigned bits[] = {32, 16, 16, 8, 8, 4, 4, 4, 2, 2, 2, 1};
-    for (uint32_t c = 1; c <= 12; c++) {
+    static const char *const names[] = {"float32", "float16", "bfloat16", "int8",    "uint8",  "int4", "uint4",
+                                        "fp4",     "int2",    "uint2",    "ternary", "binary", "q4_0", "q8_0"};
+    static const unsigned bits[] = {32, 16, 16, 8, 8, 4, 4, 4, 2, 2, 2, 1, 0, 0};
+    assert_int_equal(kLwtDTypeLast, 14);
+    for (uint32_t c = 1; c <= 14; c++) {
         LwtDType t;
         assert_string_equal(lwt_dtype_name(LwtDType(c)), names[c - 1]);
         assert_true(parse_lwt_dtype(names[c - 1], &t));
@@ -79,8 +80,15 @@ static void test_dtype_names(void **) {
     LwtDType t;
     assert_false(parse_lwt_dtype("float64", &t));
     assert_false(lwt_dtype_valid(0));
-    assert_false(lwt_dtype_valid(13));
+    assert_false(lwt_dtype_valid(15));
+    assert_true(lwt_dtype_is_blocked(LwtDType::Q4_0) && lwt_dtype_is_blocked(LwtDType::Q8_0));
+    assert_false(lwt_dtype_has_scale(LwtDType::Q4_0) || lwt_dtype_has_scale(LwtDType::BF16));
+    assert_true(lwt_dtype_has_scale(LwtDType::BINARY));
     uint64_t b;
+    assert_true(lwt_packed_bytes(LwtDType::Q4_0, 64, &b)), assert_int_equal(b, 36);
+    assert_true(lwt_packed_bytes(LwtDType::Q8_0, 32, &b)), assert_int_equal(b, 34);
+    assert_false(lwt_packed_bytes(LwtDType::Q4_0, 33, &b));
+    assert_false(lwt_packed_bytes(LwtDType::Q8_0, UINT64_MAX / 32 * 32, &b));
     assert_true(lwt_packed_bytes(LwtDType::I4, 3, &b)), assert_int_equal(b, 2);
     assert_true(lwt_packed_bytes(LwtDType::I2, 5, &b)), assert_int_equal(b, 2);
     assert_true(lwt_packed_bytes(LwtDType::BINARY, 9, &b)), assert_int_equal(b, 2);
@@ -509,10 +517,15 @@ static void test_reader_refusals(void **) {
     m = expect_error(STK_E_CORRUPT, [&] { open(b); });
     assert_contains(m, "tensor 'b'");
     b = good;
-    set32(b, e1 + 132, 13);
+    set32(b, e1 + 132, 15);
     m = expect_error(STK_E_BAD_DTYPE, [&] { open(b); });
     assert_contains(m, "tensor 'b'");
     assert_contains(m, std::to_string(e1 + 132));
+    b = good;
+    set32(b, e1 + 132, 13);  // q4_0 over 3 values: not whole blocks
+    m = expect_error(STK_E_CORRUPT, [&] { open(b); });
+    assert_contains(m, "tensor 'b'");
+    assert_contains(m, "whole 32-value blocks");
     b = good;
     set64(b, e1 + 208, 3);  // packed length disagrees with the shape
     assert_contains(expect_error(STK_E_SIZE_MISMATCH, [&] { open(b); }), "tensor 'b'");
@@ -610,6 +623,116 @@ static void test_round_trips(void **) {
                     assert_true(std::fabs(double(want) - orig[i]) <= std::fabs(double(orig[i])) * 0x1p-11);
             }
         }
+    }
+}
+
+// Block-scaled types (q4_0, q8_0): the packed bytes are blockq_quantize's (which tests/python
+// compares with gguf-py), the loaded values its dequantisation; quantise -> save -> load -> save is
+// byte-identical; blocks another writer made (codes that do not reach the rule's extreme, every
+// code, scales of every magnitude and sign) load and save to the same bytes; the refusals name
+// the tensor, block and offset.
+static void test_block_types(void **) {
+    std::string dir = make_temp_dir("lwt_blocks");
+    for (LwtDType t : {LwtDType::Q4_0, LwtDType::Q8_0}) {
+        const BlockQType bt = lwt_blockq(t);
+        const uint64_t bb = blockq_block_bytes(bt);
+        LwtModel m;
+        m.header.model_type = "synthetic";
+        m.header.dtype = lwt_dtype_name(t);
+        LwtModelTensor w;
+        w.name = "w";
+        w.shape = {37, 96};
+        w.dtype = t;
+        w.values = weight_like(37 * 96, 7 + uint64_t(t));
+        LwtModelTensor v;
+        v.name = "v";
+        v.shape = {3, 2, 32};
+        v.dtype = t;
+        v.values = weight_like(192, 9);
+        std::fill(v.values.begin(), v.values.begin() + 32, 0.0f);  // an all-zero block: d = 0
+        m.tensors = {w, v};
+        const std::string a = dir + "/" + lwt_dtype_name(t) + ".a.lwt", b = dir + "/" + lwt_dtype_name(t) + ".b.lwt",
+                          c = dir + "/" + lwt_dtype_name(t) + ".c.lwt";
+        save_lwt(m, a);
+        LwtModel l = load_lwt(a);
+        save_lwt(l, b);
+        save_lwt(load_lwt(b), c);
+        assert_true(read_bytes(a) == read_bytes(b) && read_bytes(b) == read_bytes(c));
+        LwtFile f(a);
+        assert_int_equal(f.header().version, 2);
+        for (size_t k = 0; k < 2; k++) {
+            const LwtTensor &lt = f.tensors()[k];
+            assert_int_equal(uint32_t(lt.dtype), uint32_t(t));
+            assert_int_equal(lt.size_bytes, lt.n_elements / 32 * bb);
+            assert_int_equal(f_bits(lt.quant.scale), f_bits(1.0f));
+            std::vector<uint8_t> want(size_t(lt.size_bytes));
+            blockq_quantize(bt, m.tensors[k].values.data(), lt.n_elements, want.data());
+            assert_memory_equal(want.data(), f.tensor_data(lt), want.size());
+            std::vector<float> deq(size_t(lt.n_elements));
+            blockq_dequantize(bt, want.data(), lt.n_elements, deq.data());
+            for (uint64_t i = 0; i < lt.n_elements; i++) assert_int_equal(f_bits(l.tensors[k].values[i]), f_bits(deq[i]));
+            assert_int_equal(l.tensors[k].block_scales.size(), lt.n_elements / 32);
+        }
+
+        // Another writer's blocks: every code under scales of both signs and every magnitude
+        // (subnormal f16 to near its top), codes that never reach the rule's extreme.
+        const uint16_t scales[] = {0x0001, 0x03ff, 0x0400, 0x1234, 0x3c00, 0xbc00, 0x5bff, 0x7bff, 0xfbff, 0x8001};
+        const uint64_t codes = t == LwtDType::Q4_0 ? 16 : 256, blocks = codes / 16 * std::size(scales);
+        std::vector<uint8_t> raw(size_t(blocks * bb));
+        for (uint64_t blk = 0; blk < blocks; blk++) {
+            uint8_t *o = raw.data() + blk * bb;
+            const uint16_t d = scales[blk % std::size(scales)];
+            o[0] = uint8_t(d), o[1] = uint8_t(d >> 8);
+            for (uint64_t j = 0; j < 32; j++) {
+                const uint64_t code = (blk / std::size(scales) * 16 + j % 16) % codes;  // each code, twice a block
+                if (t == LwtDType::Q4_0) o[2 + j % 16] = uint8_t(j < 16 ? code : (o[2 + j % 16] | (code << 4)));
+                else o[2 + j] = uint8_t(code);
+            }
+        }
+        const std::string r = dir + "/" + lwt_dtype_name(t) + ".foreign.lwt", r2 = r + ".resaved";
+        {
+            LwtWriter wr(r, m.header, {{"x", t, {blocks, 32}}});
+            wr.write_tensor(0, raw.data(), raw.size(), LwtQuant{});
+            wr.commit();
+        }
+        save_lwt(load_lwt(r), r2);
+        if (read_bytes(r) != read_bytes(r2)) fail_msg("%s: another writer's blocks do not load and save to the same bytes",
+                                                       lwt_dtype_name(t));
+
+        // Refusals: a block scale that is infinite or NaN (read), values beyond f16's range
+        // (write), rows that are not whole blocks (write and read), a per-tensor scale (read).
+        for (uint16_t bad : {uint16_t(0x7c00), uint16_t(0xfe00)}) {
+            std::vector<uint8_t> rb = raw;
+            rb[3 * bb] = uint8_t(bad), rb[3 * bb + 1] = uint8_t(bad >> 8);
+            const std::string p = dir + "/" + lwt_dtype_name(t) + ".bad" + std::to_string(bad) + ".lwt";
+            LwtWriter wr(p, m.header, {{"x", t, {blocks, 32}}});
+            wr.write_tensor(0, rb.data(), rb.size(), LwtQuant{});
+            wr.commit();
+            LwtFile bf(p);
+            std::vector<float> out(size_t(blocks * 32));
+            const std::string msg = expect_error(STK_E_CORRUPT, [&] { bf.read_f32(bf.tensors()[0], out.data()); });
+            assert_contains(msg, "tensor 'x'");
+            assert_contains(msg, "block 3 ");
+            assert_contains(msg, "offset " + std::to_string(bf.data_offset() + 3 * bb));
+        }
+        LwtModel big = m;
+        big.tensors[0].values[100] = t == LwtDType::Q4_0 ? 6e5f : 9e6f;  // d = 75000 / 70866: beyond f16
+        std::string msg = expect_error(STK_E_UNSUPPORTED, [&] { save_lwt(big, dir + "/big.lwt"); });
+        assert_contains(msg, "tensor 'w'");
+        assert_contains(msg, "elements 96..127");
+        assert_false(file_exists(dir + "/big.lwt"));
+        big.tensors[0].values[100] = NAN;
+        expect_error(STK_E_NONFINITE, [&] { save_lwt(big, dir + "/big.lwt"); });
+        msg = expect_error(STK_E_INVALID_ARGUMENT, [&] { LwtWriter wr(dir + "/odd.lwt", m.header, {{"odd", t, {3, 48}}}); });
+        assert_contains(msg, "last dimension is 48");
+        std::vector<uint8_t> fb = read_bytes(a);
+        uint64_t json_len;
+        std::memcpy(&json_len, &fb[8], 8);
+        const size_t e0 = size_t(16 + json_len);
+        const float two = 2.0f;
+        std::memcpy(&fb[e0 + 216], &two, 4);
+        msg = expect_error(STK_E_CORRUPT, [&] { LwtFile bad(fb.data(), fb.size(), "scaled.lwt"); });
+        assert_contains(msg, "scale 1 and zero point 0");
     }
 }
 
@@ -1076,6 +1199,7 @@ int main(void) {
         cmocka_unit_test(test_version1_layout),
         cmocka_unit_test(test_reader_refusals),
         cmocka_unit_test(test_round_trips),
+        cmocka_unit_test(test_block_types),
         cmocka_unit_test(test_writer_refusals),
         cmocka_unit_test(test_kernels_every_target),
         cmocka_unit_test(test_writer_parts),

@@ -26,6 +26,12 @@ namespace {
 
 const char *const kFamilies[] = {"gpt2", "llama", "llama_f32", "gpt_neox", "bloom", "mixtral", "qwen2_moe"};
 
+// The fixtures with matrices whose rows are not whole 32-value blocks (mixtral's experts: 48 wide;
+// qwen2_moe's shared expert: 40), which a block-scaled export refuses.
+bool refused_blocks(const char *fam, LwtDType dt) {
+    return lwt_dtype_is_blocked(dt) && (std::string(fam) == "mixtral" || std::string(fam) == "qwen2_moe");
+}
+
 uint32_t f_bits(float f) {
     uint32_t b;
     std::memcpy(&b, &f, 4);
@@ -218,6 +224,13 @@ static void test_families_all_dtypes(void **) {
         auto desc = describe_model(test_data(std::string("models/") + fam));
         for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++) {
             LwtDType dt = LwtDType(c);
+            if (refused_blocks(fam, dt)) {  // refused, naming the tensor; nothing written
+                const std::string p = dir + "/" + fam + "." + lwt_dtype_name(dt) + ".lwt";
+                std::string m = expect_error(STK_E_UNSUPPORTED, [&] { export_to(test_data(std::string("models/") + fam), p, dt); });
+                assert_contains(m, std::string(fam) == "mixtral" ? "rows of 48 values" : "rows of 40 values");
+                assert_false(file_exists(p));
+                continue;
+            }
             std::string a =
                 export_to(test_data(std::string("models/") + fam), dir + "/" + fam + "." + lwt_dtype_name(dt) + ".lwt", dt);
             std::string b = dir + "/" + fam + "." + lwt_dtype_name(dt) + ".resaved.lwt";
@@ -387,10 +400,13 @@ static void test_streaming_chunks_same_bytes(void **) {
         auto desc = describe_model(in);
         for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++) {
             LwtDType dt = LwtDType(c);
+            if (refused_blocks(fam, dt)) continue;
             std::string base = dir + "/" + fam + "." + lwt_dtype_name(dt);
             LwtExportResult r8 = export_with(in, base + ".8.lwt", dt, 8);
-            // One chunk of 8 values, or 8 transposed rows (gpt2's mlp.c_proj: 8 x 128 values).
-            assert_int_equal(r8.peak_buffer_bytes, std::string(fam) == "gpt2" ? 4 * 8 * 128 : 4 * 8);
+            // One chunk of 8 values (32 for the block-scaled dtypes: whole blocks), or 8 transposed
+            // rows (gpt2's mlp.c_proj: 8 x 128 values).
+            assert_int_equal(r8.peak_buffer_bytes,
+                             std::string(fam) == "gpt2" ? 4 * 8 * 128 : lwt_dtype_is_blocked(dt) ? 4 * 32 : 4 * 8);
             std::vector<uint8_t> want = read_bytes(base + ".8.lwt");
             for (uint64_t chunk : {uint64_t(3), uint64_t(24), uint64_t(0), uint64_t(1) << 30}) {
                 std::string p = base + "." + std::to_string(chunk) + ".lwt";
@@ -443,6 +459,7 @@ static void test_threads_same_bytes(void **) {
         std::string in = test_data(std::string("models/") + fam);
         for (uint32_t c = kLwtDTypeFirst; c <= kLwtDTypeLast; c++) {
             LwtDType dt = LwtDType(c);
+            if (refused_blocks(fam, dt)) continue;
             for (uint64_t chunk : {uint64_t(8), uint64_t(0)}) {
                 std::string base = dir + "/" + fam + "." + lwt_dtype_name(dt) + "." + std::to_string(chunk);
                 LwtExportResult r1 = export_with(in, base + ".t1.lwt", dt, chunk, 1);

@@ -353,7 +353,12 @@ typedef enum stk_lwt_dtype {
     STK_LWT_I2 = 9,
     STK_LWT_U2 = 10,
     STK_LWT_TERNARY = 11,
-    STK_LWT_BINARY = 12
+    STK_LWT_BINARY = 12,
+    /* Block-scaled: ggml's Q4_0 / Q8_0 blocks of 32 values, each with its own f16 scale (no
+     * per-tensor scale: the entry stores 1 and 0); a tensor's last dimension is a multiple of 32.
+     * stk_export_lwt refuses a model with a matrix whose rows are not (STK_E_UNSUPPORTED). */
+    STK_LWT_Q4_0 = 13,
+    STK_LWT_Q8_0 = 14
 } stk_lwt_dtype;
 
 typedef struct stk_export_params {
@@ -397,7 +402,7 @@ typedef struct stk_lwt_tensor {
     uint64_t shape[8];  /* unused dims 0 */
     uint64_t n_elements;
     uint64_t size_bytes; /* packed bytes */
-    float scale;         /* 1 for float dtypes */
+    float scale;         /* 1 for float and block-scaled dtypes */
     uint32_t zero_point; /* unsigned dtypes; else 0 */
     const void *data;    /* the packed bytes inside the mapping (valid until stk_lwt_close) */
     uint64_t offset;     /* of the packed bytes, from the start of the data section */

@@ -18,10 +18,11 @@ from .generation import _Mapping, _view
 
 
 LWT_DTYPES = {"float32": 1, "float16": 2, "bfloat16": 3, "int8": 4, "uint8": 5, "int4": 6, "uint4": 7, "fp4": 8,
-              "int2": 9, "uint2": 10, "ternary": 11, "binary": 12}
+              "int2": 9, "uint2": 10, "ternary": 11, "binary": 12, "q4_0": 13, "q8_0": 14}
 _LWT_NAMES = {v: k for k, v in LWT_DTYPES.items()}
 # Element types of the stored bytes for the types numpy has (bfloat16: raw uint16 bits); the packed
-# low-bit types are their bytes (uint8), unpacked by read_lwt(dequantize=True).
+# low-bit and block-scaled (q4_0, q8_0: ggml's blocks) types are their bytes (uint8), unpacked by
+# read_lwt(dequantize=True).
 _LWT_NUMPY: dict[int, np.dtype[Any]] = {1: np.dtype("<f4"), 2: np.dtype("<f2"), 3: np.dtype("<u2"), 4: np.dtype("i1"), 5: np.dtype("u1")}
 
 

@@ -89,7 +89,9 @@ int inspect_lwt(const std::string &path, bool json) {
         std::printf("crc32           %08x %s (header says %08x)\n\n", crc, crc_ok ? "OK" : "MISMATCH", h.data_crc32);
         std::printf("%-44s %-9s %-16s %12s %12s %s\n", "tensor", "dtype", "shape", "offset", "bytes", "scale/zero");
         for (const stk_lwt_tensor &t : tensors) {
-            std::string q = stk_lwt_dtype_is_float(t.dtype) ? "-" : format("%.9g/%u", double(t.scale), t.zero_point);
+            std::string q = stk_lwt_dtype_is_float(t.dtype)                             ? "-"
+                            : t.dtype == STK_LWT_Q4_0 || t.dtype == STK_LWT_Q8_0 ? "per block"
+                                                                                  : format("%.9g/%u", double(t.scale), t.zero_point);
             std::printf("%-44s %-9s %-16s %12" PRIu64 " %12" PRIu64 " %s\n", t.name, stk_lwt_dtype_name(t.dtype),
                         shape_str(t).c_str(), t.offset, t.size_bytes, q.c_str());
         }

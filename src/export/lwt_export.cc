@@ -171,6 +171,10 @@ struct WorkerScratch {
     std::vector<Part> parts;
     LwtQuantStats stats;
     bool nonfinite = false;
+    // A block-scaled chunk with a scale beyond f16: where it was packed and its first element (the
+    // caller refuses it, naming the block).
+    const uint8_t *bad_blocks = nullptr;
+    uint64_t bad_count = 0, bad_first = 0;
 };
 
 }  // namespace
@@ -304,6 +308,11 @@ std::vector<LwtTensorSpec> export_specs(const ModelDescription &desc, const std:
                         "%s: tensor '%s' would be stored with %zu dims, the GPT-2 layout expects '%s' from config.json",
                         r.file.c_str(), r.name.c_str(), s.shape.size(), layout[specs.size()].name.c_str());
         s.dtype = r.shape.size() >= 2 ? opt.dtype : LwtDType::F32;
+        if (lwt_dtype_is_blocked(s.dtype) && s.shape.back() % kBlockQElems)
+            throw_error(STK_E_UNSUPPORTED,
+                        "%s: tensor '%s' is stored in rows of %" PRIu64 " values; %s keeps whole blocks of 32 (export this "
+                        "model as int8, int4 or a float type)",
+                        r.file.c_str(), r.name.c_str(), s.shape.back(), lwt_dtype_name(s.dtype));
         specs.push_back(std::move(s));
     }
 
@@ -364,11 +373,11 @@ void export_tensor(const ModelDescription &desc, const Item &it, size_t i, LwtWr
         return m;
     };
     LwtQuant q;
-    const bool quantised = !lwt_dtype_is_float(lt.dtype);
+    const bool quantised = lwt_dtype_has_scale(lt.dtype);  // a per-tensor scale: the statistics pass
     // Binary's codes are the signs (v > 0), whatever the scale: its statistics are taken in
     // the packing pass and the scale set before end_tensor; the source is read once.
     const bool one_pass = lt.dtype == LwtDType::BINARY && r.n_elements < LwtQuantStats::kCarryEvery;
-    for (WorkerScratch &x : ws) x.stats = LwtQuantStats{}, x.nonfinite = false;
+    for (WorkerScratch &x : ws) x.stats = LwtQuantStats{}, x.nonfinite = false, x.bad_blocks = nullptr;
     if (quantised && !one_pass) {  // pass 1: the quantisation rule's statistics, from the mapped source
         src.set_first_pass(true);
         auto check = [&](uint64_t end) {
@@ -446,6 +455,9 @@ void export_tensor(const ModelDescription &desc, const Item &it, size_t i, LwtWr
                     std::memcpy(x.packed.data() + at, v, size_t(nb));
                 } else {
                     lwt_pack(lt.dtype, v, k, q, x.packed.data() + at);
+                    if (lwt_dtype_is_blocked(lt.dtype) && !x.bad_blocks &&
+                        blockq_first_bad_scale(lwt_blockq(lt.dtype), x.packed.data() + at, k) < k / kBlockQElems)
+                        x.bad_blocks = x.packed.data() + at, x.bad_count = k, x.bad_first = first;
                 }
                 if (!x.parts.empty() && x.parts.back().data + x.parts.back().len == x.packed.data() + at)
                     x.parts.back().len += nb;
@@ -457,6 +469,7 @@ void export_tensor(const ModelDescription &desc, const Item &it, size_t i, LwtWr
             for (const WorkerScratch &x : ws) {
                 if (!x.count) continue;
                 if (x.nonfinite) refuse_nonfinite();
+                if (x.bad_blocks) lwt_check_blocks(lt.name, lt.dtype, x.bad_blocks, x.bad_count, x.bad_first);
                 for (const Part &pt : x.parts) w.append(pt.data, pt.len);
             }
             if (!it.transpose) src.done_through(end);
@@ -483,7 +496,9 @@ LwtExportResult export_lwt(const LwtExportOptions &opt) {
     std::vector<LwtTensorSpec> specs = export_specs(*d, items, opt, gpt2, &params);
 
     LwtWriter w(opt.out, h, std::move(specs));
-    const uint64_t chunk = opt.chunk_elements ? (opt.chunk_elements + 7) / 8 * 8 : kLwtExportChunk;
+    // Whole bytes of every bit width; whole blocks of the block-scaled dtypes.
+    const uint64_t align = lwt_dtype_is_blocked(opt.dtype) ? kBlockQElems : 8;
+    const uint64_t chunk = opt.chunk_elements ? (opt.chunk_elements + align - 1) / align * align : kLwtExportChunk;
     WorkerPool workers(std::min<uint32_t>(opt.threads ? opt.threads : 1, kLwtExportMaxThreads));
     const unsigned T = workers.size();
     std::vector<WorkerScratch> ws(T);

@@ -7,7 +7,8 @@
 //   - every other family the ingestion layer knows: its own tensor names and stored shapes, in
 //     stream order, model_type as config.json says.
 // Buffers (attention masks, rotary inv_freq, a stored copy of a tied head) are never written.
-// Matrices (rank >= 2) are stored in the requested dtype, vectors in float32.
+// Matrices (rank >= 2) are stored in the requested dtype, vectors in float32.  A block-scaled dtype
+// (q4_0, q8_0) needs every matrix's stored rows to be whole blocks of 32 (else STK_E_UNSUPPORTED).
 // Tensors stream through in chunks: a first pass over the mapped source chooses the quantisation
 // (and refuses NaN/Inf), a second converts, quantises, packs and writes (binary, whose codes do
 // not depend on the scale, in the second pass alone); memory stays at a chunk plus the source
@@ -30,7 +31,8 @@ struct LwtExportOptions {
     std::string in;   // model directory (or a single checkpoint file beside a config.json)
     std::string out;  // the .lwt to create (must not exist)
     LwtDType dtype = LwtDType::F32;
-    // Elements converted and packed at a time (rounded up to a multiple of 8; 0: kLwtExportChunk).
+    // Elements converted and packed at a time (rounded up to a multiple of 8, of 32 for q4_0 / q8_0;
+    // 0: kLwtExportChunk).
     // The output does not depend on it (tests vary it).
     uint64_t chunk_elements = 0;
     // Threads converting and packing (0 or 1: the caller alone; at most kLwtExportMaxThreads).

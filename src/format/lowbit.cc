@@ -21,6 +21,7 @@ struct DTypeInfo {
 constexpr DTypeInfo kInfo[] = {
     {"?", 0},     {"float32", 32}, {"float16", 16}, {"bfloat16", 16}, {"int8", 8},    {"uint8", 8},  {"int4", 4},
     {"uint4", 4}, {"fp4", 4},      {"int2", 2},     {"uint2", 2},     {"ternary", 2}, {"binary", 1},
+    {"q4_0", 0},  {"q8_0", 0},  // block-scaled: sized per block (lwt_packed_bytes)
 };
 
 // The largest positive code of a signed dtype; the smallest is -(hi + 1).
@@ -88,6 +89,7 @@ uint32_t lwt_unsigned_max(LwtDType t) {
 }
 
 bool lwt_packed_bytes(LwtDType t, uint64_t n, uint64_t *out) {
+    if (lwt_dtype_is_blocked(t)) return blockq_bytes(lwt_blockq(t), n, out);
     uint64_t bits;
     if (!mul_ok(n, lwt_dtype_bits(t), &bits)) return false;
     *out = bits / 8 + (bits % 8 ? 1 : 0);
@@ -212,7 +214,7 @@ double lwt_stats_abs_total(const LwtQuantStats &s, uint64_t canonical[LwtQuantSt
 
 LwtQuant lwt_quant_from_stats(LwtDType t, const LwtQuantStats &s) {
     LwtQuant q;
-    if (lwt_dtype_is_float(t)) return q;
+    if (!lwt_dtype_has_scale(t)) return q;
     float scale = 1.0f;
     uint32_t umax = lwt_unsigned_max(t);
     if (umax) {
@@ -235,7 +237,7 @@ LwtQuant lwt_quant_from_stats(LwtDType t, const LwtQuantStats &s) {
 }
 
 LwtQuant lwt_choose_quant(LwtDType t, const float *v, uint64_t n) {
-    if (lwt_dtype_is_float(t)) return LwtQuant{};
+    if (!lwt_dtype_has_scale(t)) return LwtQuant{};
     LwtQuantStats s;
     lwt_stats_add(t, &s, v, n);  // finite values (the caller checks): see lowbit.h
     return lwt_quant_from_stats(t, s);
@@ -368,6 +370,7 @@ uint64_t unpack_t(const uint8_t *in, uint64_t n, LwtQuant q, float *out) {
 #define STK_LWT_DISPATCH(t, CALL)                                        \
   switch (t) {                                                           \
     case LwtDType::F32: CALL(LwtDType::F32); STK_LWT_NON_F32_CASES(CALL) \
+    STK_LWT_BLOCK_CASES break;                                           \
   }
 
 }  // namespace
@@ -416,12 +419,24 @@ uint64_t lwt_unpack_scalar(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q
 }
 
 void lwt_pack(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out) {
+    if (lwt_dtype_is_blocked(t)) return blockq_quantize(lwt_blockq(t), v, n, out);
     uint64_t done = kernels::lwt_pack_bulk(t, v, n, q, out);  // a multiple of 8: whole bytes
     uint64_t at = done * lwt_dtype_bits(t) / 8;
     lwt_pack_scalar(t, v + done, n - done, q, out + at);
 }
 
 void lwt_pack_bf16(LwtDType t, const uint8_t *bits, uint64_t n, LwtQuant q, uint8_t *out) {
+    if (lwt_dtype_is_blocked(t)) {  // 1,024 values (32 blocks) at a time through f32
+        const BlockQType b = lwt_blockq(t);
+        float buf[1024];
+        for (uint64_t at = 0; at < n;) {
+            const uint64_t k = std::min<uint64_t>(1024, n - at);
+            for (uint64_t i = 0; i < k; i++) buf[i] = bf16_to_f32(load_le<uint16_t>(bits + 2 * (at + i)));
+            blockq_quantize(b, buf, k, out + at / kBlockQElems * blockq_block_bytes(b));
+            at += k;
+        }
+        return;
+    }
     uint64_t done = 0;
     if (reinterpret_cast<uintptr_t>(bits) % 2 == 0)  // little-endian hosts: the bits as they lie
         done = kernels::lwt_pack_bf16_bulk(t, reinterpret_cast<const uint16_t *>(bits), n, q, out);
@@ -435,6 +450,13 @@ void lwt_pack_bf16(LwtDType t, const uint8_t *bits, uint64_t n, LwtQuant q, uint
 }
 
 uint64_t lwt_unpack(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out) {
+    if (lwt_dtype_is_blocked(t)) {
+        const BlockQType b = lwt_blockq(t);
+        const uint64_t bad = blockq_first_bad_scale(b, in, n);
+        if (bad < n / kBlockQElems) return bad * kBlockQElems;
+        blockq_dequantize(b, in, n, out);
+        return n;
+    }
     bool invalid = false;
     uint64_t done = kernels::lwt_unpack_bulk(t, in, n, q, out, &invalid);
     if (invalid) return lwt_unpack_scalar(t, in, n, q, out);  // finds the first invalid field
@@ -475,41 +497,58 @@ inline float mul_f32(float a, float b) {
     return p;
 }
 
+// The codes of one block under the f32 scale d (gguf-py's rule), and its stored f16 scale h.
+void encode_block(BlockQType t, const float *x, float d, uint16_t h, uint8_t *o) {
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    if (t == BlockQType::Q4_0) {
+        uint8_t q[kBlockQElems];
+        for (uint64_t j = 0; j < kBlockQElems; j++) {
+            volatile float p = mul_f32(x[j], id);  // no fused multiply-add: numpy rounds the product
+            const float s = p + 8.5f;
+            const float c = std::trunc(s);
+            q[j] = uint8_t(!(c > 0) ? 0 : c > 15 ? 15 : int(c));  // NaN (id = inf over 0): 0, as numpy on x86
+        }
+        for (uint64_t j = 0; j < 16; j++) o[2 + j] = uint8_t(q[j] | (q[j + 16] << 4));
+    } else {
+        for (uint64_t j = 0; j < kBlockQElems; j++) {
+            const float p = std::round(mul_f32(x[j], id));  // half away from zero, as np_roundf
+            o[2 + j] = uint8_t(int8_t(p != p ? 0 : p < -128 ? -128 : p > 127 ? 127 : int(p)));  // NaN: 0
+        }
+    }
+    o[0] = uint8_t(h & 0xff);
+    o[1] = uint8_t(h >> 8);
+}
+
 }  // namespace
 
 void blockq_quantize(BlockQType t, const float *v, uint64_t n, uint8_t *out) {
     for (uint64_t b = 0; b < n / kBlockQElems; b++) {
         const float *x = v + b * kBlockQElems;
-        uint8_t *o = out + b * blockq_block_bytes(t);
         float d;
         if (t == BlockQType::Q4_0) {
             float amax = std::fabs(x[0]), m = x[0];  // the first of largest |v| (numpy's argmax), its sign kept
             for (uint64_t j = 1; j < kBlockQElems; j++)
                 if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), m = x[j];
             d = m / -8.0f;
-            const float id = d != 0 ? 1.0f / d : 0.0f;
-            uint8_t q[kBlockQElems];
-            for (uint64_t j = 0; j < kBlockQElems; j++) {
-                volatile float p = mul_f32(x[j], id);  // no fused multiply-add: numpy rounds the product
-                const float s = p + 8.5f;
-                const int c = int(std::trunc(s));
-                q[j] = uint8_t(c < 0 ? 0 : c > 15 ? 15 : c);
-            }
-            for (uint64_t j = 0; j < 16; j++) o[2 + j] = uint8_t(q[j] | (q[j + 16] << 4));
         } else {
             float amax = 0;
             for (uint64_t j = 0; j < kBlockQElems; j++) amax = std::max(amax, std::fabs(x[j]));
             d = amax / 127.0f;
-            const float id = d != 0 ? 1.0f / d : 0.0f;
-            for (uint64_t j = 0; j < kBlockQElems; j++) {
-                const float p = mul_f32(x[j], id);
-                o[2 + j] = uint8_t(int8_t(std::round(p)));  // half away from zero, as np_roundf
-            }
         }
-        const uint16_t h = f32_to_f16_rne(d);
-        o[0] = uint8_t(h & 0xff);
-        o[1] = uint8_t(h >> 8);
+        // The codes take the f32 scale; the block stores it rounded to f16.
+        encode_block(t, x, d, f32_to_f16_rne(d), out + b * blockq_block_bytes(t));
     }
+}
+
+void blockq_quantize_scaled(BlockQType t, const float *v, uint64_t n, const uint16_t *d, uint8_t *out) {
+    for (uint64_t b = 0; b < n / kBlockQElems; b++)
+        encode_block(t, v + b * kBlockQElems, f16_to_f32(d[b]), d[b], out + b * blockq_block_bytes(t));
+}
+
+uint64_t blockq_first_bad_scale(BlockQType t, const uint8_t *in, uint64_t n) {
+    for (uint64_t b = 0; b < n / kBlockQElems; b++)
+        if ((blockq_scale_bits(t, in, b) & 0x7c00u) == 0x7c00u) return b;  // exponent all ones: inf or NaN
+    return n / kBlockQElems;
 }
 
 void blockq_dequantize(BlockQType t, const uint8_t *in, uint64_t n, float *out) {

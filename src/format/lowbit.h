@@ -29,8 +29,12 @@ enum class LwtDType : uint32_t {
     U2 = 10,
     TERNARY = 11,
     BINARY = 12,
+    // Block-scaled (issue 37): ggml's Q4_0 / Q8_0 blocks of 32 values, each block with its own
+    // f16 scale (BlockQType below); no per-tensor scale (the entry stores 1 and 0).
+    Q4_0 = 13,
+    Q8_0 = 14,
 };
-constexpr uint32_t kLwtDTypeFirst = 1, kLwtDTypeLast = 12;
+constexpr uint32_t kLwtDTypeFirst = 1, kLwtDTypeLast = 14;
 // One `case` per dtype other than F32, each calling CALL(dtype): the one list the dtype
 // dispatchers (lowbit.cc, format/lowbit_kernels.cc) expand, so a new dtype is added once.
 #define STK_LWT_NON_F32_CASES(CALL)                \
@@ -45,20 +49,31 @@ constexpr uint32_t kLwtDTypeFirst = 1, kLwtDTypeLast = 12;
   case LwtDType::U2: CALL(LwtDType::U2);           \
   case LwtDType::TERNARY: CALL(LwtDType::TERNARY); \
   case LwtDType::BINARY: CALL(LwtDType::BINARY);
+// The block-scaled dtypes, which the per-element dispatchers skip (their callers branch on
+// lwt_dtype_is_blocked first).
+#define STK_LWT_BLOCK_CASES \
+  case LwtDType::Q4_0:      \
+  case LwtDType::Q8_0:
 
 inline bool lwt_dtype_valid(uint32_t code) { return code >= kLwtDTypeFirst && code <= kLwtDTypeLast; }
 // "float32", "float16", "bfloat16", "int8", "uint8", "int4", "uint4", "fp4", "int2", "uint2",
-// "ternary", "binary".
+// "ternary", "binary", "q4_0", "q8_0".
 const char *lwt_dtype_name(LwtDType t);
 bool parse_lwt_dtype(std::string_view name, LwtDType *out);
-// Stored bits per element: 32, 16, 8, 4, 2 or 1.
+// Stored bits per element: 32, 16, 8, 4, 2 or 1; 0 for the block-scaled dtypes, whose size is
+// per block of 32 values (lwt_packed_bytes).
 unsigned lwt_dtype_bits(LwtDType t);
 // Float dtypes carry no scale (scale 1, zero point 0).
 bool lwt_dtype_is_float(LwtDType t);
+// Q4_0 / Q8_0: the scales are in the blocks; a tensor's last dimension is a multiple of 32.
+inline bool lwt_dtype_is_blocked(LwtDType t) { return t == LwtDType::Q4_0 || t == LwtDType::Q8_0; }
+// A per-tensor scale (and, unsigned, a zero point) in the index entry: every integer dtype.
+inline bool lwt_dtype_has_scale(LwtDType t) { return !lwt_dtype_is_float(t) && !lwt_dtype_is_blocked(t); }
 // Largest code of an unsigned dtype (255, 15, 3); 0 for the others.
 uint32_t lwt_unsigned_max(LwtDType t);
 
-// ceil(n * bits / 8), or false on overflow.
+// ceil(n * bits / 8) (block-scaled: n / 32 blocks of 18 or 34 bytes, false when n is not a
+// multiple of 32), or false on overflow.
 bool lwt_packed_bytes(LwtDType t, uint64_t n_elements, uint64_t *out);
 
 // The per-tensor quantisation parameters stored in the index entry.
@@ -79,7 +94,8 @@ constexpr float kLwtMinScale = 0x1p-100f, kLwtMaxScale = 0x1p100f;
 //   ternary, binary: scale = mean(|v|): float(S / n), S the exact sum of |v| rounded once to
 //                    binary64 (kept as integers per binary exponent, so it does not depend on
 //                    the order the values come in), see lwt_stats_abs_total
-// A scale below 2^-100 (all-zero or vanishing tensors) becomes 1.  Float dtypes: {1, 0}.
+// A scale below 2^-100 (all-zero or vanishing tensors) becomes 1.  Float and block-scaled
+// dtypes: {1, 0}.
 LwtQuant lwt_choose_quant(LwtDType t, const float *v, uint64_t n);
 
 // The same rule over values that arrive in chunks, in any order (export streams tensors and
@@ -123,7 +139,9 @@ float lwt_decode(LwtDType t, uint32_t field, LwtQuant q);
 inline bool lwt_field_valid(LwtDType t, uint32_t field) { return !(t == LwtDType::TERNARY && field == 2); }
 
 // Pack n values into lwt_packed_bytes(t, n) bytes at out (every byte written; the unused low bits
-// of the last byte are zero).  Values must be finite for the integer dtypes (lwt_quantize_tensor
+// of the last byte are zero).  Block-scaled dtypes: blockq_quantize (q ignored; n a multiple of
+// 32; a block whose f16 scale overflows is written as it comes, so writers check
+// blockq_first_bad_scale).  Values must be finite for the integer dtypes (lwt_quantize_tensor
 // checks).  Highway kernels do the bulk, the scalar reference the tail.  Bit order: 4-bit fields high nibble first (even index ->
 // bits 7..4), 2-bit fields at shift 6 - 2*(i%4), 1-bit fields MSB first; 16/32-bit fields little-endian.
 void lwt_pack(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out);
@@ -134,7 +152,8 @@ void lwt_pack(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out);
 void lwt_pack_bf16(LwtDType t, const uint8_t *bits, uint64_t n, LwtQuant q, uint8_t *out);
 
 // Unpack n values.  Returns n on success, or the index of the first element whose field is
-// invalid (lwt_field_valid), or n + 1 when padding bits after the last element are not zero.
+// invalid (lwt_field_valid; block-scaled: the first element of the first block whose scale is
+// infinite or NaN), or n + 1 when padding bits after the last element are not zero.
 uint64_t lwt_unpack(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out);
 
 // The scalar reference code of lwt_pack / lwt_unpack (the Highway kernels in
@@ -142,7 +161,7 @@ uint64_t lwt_unpack(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float
 void lwt_pack_scalar(LwtDType t, const float *v, uint64_t n, LwtQuant q, uint8_t *out);
 uint64_t lwt_unpack_scalar(LwtDType t, const uint8_t *in, uint64_t n, LwtQuant q, float *out);
 
-// The stored field of element i (for tests and the inspector).
+// The stored field of element i (for tests and the inspector; not for block-scaled dtypes).
 uint32_t lwt_field_at(LwtDType t, const uint8_t *in, uint64_t i);
 
 }  // namespace stk
@@ -162,6 +181,7 @@ namespace stk {
 // Decoding: f32(d) * f32(q), one rounding.  A row length must be a multiple of 32.
 enum class BlockQType : uint32_t { Q4_0 = 2, Q8_0 = 8 };  // ggml's type numbers
 constexpr uint64_t kBlockQElems = 32;
+inline BlockQType lwt_blockq(LwtDType t) { return t == LwtDType::Q4_0 ? BlockQType::Q4_0 : BlockQType::Q8_0; }
 const char *blockq_name(BlockQType t);              // "q4_0", "q8_0"
 bool parse_blockq(std::string_view name, BlockQType *out);
 uint64_t blockq_block_bytes(BlockQType t);          // 18, 34
@@ -170,6 +190,19 @@ bool blockq_bytes(BlockQType t, uint64_t n, uint64_t *out);
 // n values (finite, n a multiple of 32) -> blockq_bytes bytes; and back.
 void blockq_quantize(BlockQType t, const float *v, uint64_t n, uint8_t *out);
 void blockq_dequantize(BlockQType t, const uint8_t *in, uint64_t n, float *out);
+// The codes of n values under given block scales (d[b]: block b's f16 bits), the scale bytes
+// copied: what saving a loaded tensor does, as a per-tensor dtype keeps its loaded scale.  The
+// code is gguf-py's rule with id = 1 / f32(d[b]) (0 when d is 0), clamped to the code range, so
+// the codes of a block's own values come back unchanged (tested for every code).
+void blockq_quantize_scaled(BlockQType t, const float *v, uint64_t n, const uint16_t *d, uint8_t *out);
+// The f16 scale bits of block b.
+inline uint16_t blockq_scale_bits(BlockQType t, const uint8_t *in, uint64_t b) {
+    const uint8_t *o = in + b * blockq_block_bytes(t);
+    return uint16_t(o[0] | (o[1] << 8));
+}
+// The index of the first of n / 32 blocks whose scale is infinite or NaN (a value above the
+// f16 range quantises to one), or n / 32 when none is.
+uint64_t blockq_first_bad_scale(BlockQType t, const uint8_t *in, uint64_t n);
 // sum_j value_j * x[j] over n values of a row: per block, the integer codes times x summed in f32
 // (8 partial sums, added pairwise), times d; the blocks' terms added in order.
 float blockq_dot(BlockQType t, const uint8_t *row, const float *x, uint64_t n);

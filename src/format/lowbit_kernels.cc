@@ -413,6 +413,7 @@ uint64_t UnpackT(const uint8_t *in, uint64_t n, LwtQuant q, float *out, bool *in
 
 #  define STK_LOWBIT_CASES(CALL) \
     STK_LWT_NON_F32_CASES(CALL)  \
+    STK_LWT_BLOCK_CASES          \
     case LwtDType::F32:          \
       break;
 

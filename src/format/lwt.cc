@@ -46,8 +46,13 @@ bool plain_token(std::string_view s) {
 
 std::string printable(std::string_view s) { return escape_bytes(s, 200); }
 
-// Shared validation of one tensor's shape/dtype -> n_elements and size_bytes.
-void size_tensor(LwtTensor &t, const std::string &file) {
+// Shared validation of one tensor's shape/dtype -> n_elements and size_bytes.  A block-scaled
+// dtype needs rows of whole 32-value blocks (STK_E_CORRUPT reading, STK_E_INVALID_ARGUMENT writing).
+void size_tensor(LwtTensor &t, const std::string &file, stk_status bad_blocks = STK_E_CORRUPT) {
+    if (lwt_dtype_is_blocked(t.dtype) && (t.ndim == 0 || t.shape[t.ndim - 1] % kBlockQElems))
+        throw_at(bad_blocks, file, t.entry_offset + kOffShape,
+                 "tensor '%s': %s stores rows of whole 32-value blocks; its last dimension is %" PRIu64,
+                 printable(t.name).c_str(), lwt_dtype_name(t.dtype), t.ndim ? t.shape[t.ndim - 1] : uint64_t(1));
     uint64_t n = 1;
     for (uint32_t d = 0; d < t.ndim; d++)
         if (!mul_ok(n, t.shape[d], &n))
@@ -302,7 +307,7 @@ void LwtFile::parse_index(uint64_t index_at, uint64_t entry_bytes) {
             t.quant.zero_point = rd32(e + kOffZero);
         }
         t.quant.scale = scale;
-        if (lwt_dtype_is_float(t.dtype)) {
+        if (!lwt_dtype_has_scale(t.dtype)) {  // float and block-scaled (the scales are in the blocks)
             if (scale != 1.0f || t.quant.zero_point != 0)
                 throw_at(STK_E_CORRUPT, f, at + kOffScale, "tensor '%s': a %s tensor must store scale 1 and zero point 0", tn,
                          lwt_dtype_name(t.dtype));
@@ -336,6 +341,13 @@ void LwtFile::read_f32(const LwtTensor &t, float *out) const {
     if (r > t.n_elements)
         throw_at(STK_E_CORRUPT, name_, at + t.size_bytes - 1, "tensor '%s': nonzero padding bits after the last element",
                  printable(t.name).c_str());
+    if (lwt_dtype_is_blocked(t.dtype)) {
+        const BlockQType b = lwt_blockq(t.dtype);
+        const uint64_t block = r / kBlockQElems;
+        throw_at(STK_E_CORRUPT, name_, at + block * blockq_block_bytes(b),
+                 "tensor '%s': %s block %" PRIu64 " has scale 0x%04x, infinite or NaN (no value quantises to it)",
+                 printable(t.name).c_str(), lwt_dtype_name(t.dtype), block, unsigned(blockq_scale_bits(b, tensor_data(t), block)));
+    }
     throw_at(STK_E_CORRUPT, name_, at + r * lwt_dtype_bits(t.dtype) / 8,
              "tensor '%s': element %" PRIu64 " holds %s field %u, which no value encodes to", printable(t.name).c_str(), r,
              lwt_dtype_name(t.dtype), lwt_field_at(t.dtype, tensor_data(t), r));
@@ -372,7 +384,7 @@ LwtWriter::LwtWriter(const std::string &path, const LwtHeader &header, std::vect
         t.dtype = s.dtype;
         t.ndim = uint32_t(s.shape.size());
         for (uint32_t d = 0; d < t.ndim; d++) t.shape[d] = s.shape[d];
-        size_tensor(t, path);
+        size_tensor(t, path, STK_E_INVALID_ARGUMENT);
         t.offset = offset;
         offset = align_up(checked_add(offset, t.size_bytes, "lwt data section"), kLwtAlign);
         params = checked_add(params, t.n_elements, "lwt parameter count");
@@ -444,7 +456,7 @@ void LwtWriter::begin_tensor(uint32_t i, LwtQuant quant) {
     if (in_tensor_ || i != next_ || i >= tensors_.size())
         throw_error(STK_E_INTERNAL, "%s: tensor %u written out of order (expected %u)", path_.c_str(), i, next_);
     LwtTensor &t = tensors_[i];
-    if (lwt_dtype_is_float(t.dtype)) quant = LwtQuant{};
+    if (!lwt_dtype_has_scale(t.dtype)) quant = LwtQuant{};
     t.quant = quant;
     in_tensor_ = true;
     tensor_written_ = 0;
@@ -463,7 +475,7 @@ void LwtWriter::append(const uint8_t *packed, uint64_t len) {
 void LwtWriter::set_quant(LwtQuant quant) {
     if (!in_tensor_) throw_error(STK_E_INTERNAL, "%s: set_quant outside a tensor", path_.c_str());
     LwtTensor &t = tensors_[next_];
-    t.quant = lwt_dtype_is_float(t.dtype) ? LwtQuant{} : quant;
+    t.quant = lwt_dtype_has_scale(t.dtype) ? quant : LwtQuant{};
 }
 
 void LwtWriter::end_tensor() {
@@ -517,7 +529,7 @@ void LwtWriter::commit() {
 // Whole models
 
 void lwt_check_quant(const std::string &name, LwtDType dtype, LwtQuant q) {
-    if (lwt_dtype_is_float(dtype)) return;
+    if (!lwt_dtype_has_scale(dtype)) return;
     if (!(q.scale >= kLwtMinScale && q.scale <= kLwtMaxScale))
         throw_error(STK_E_UNSUPPORTED, "tensor '%s': %s scale %g is outside [2^-100, 2^100] (values too large to quantise)",
                     name.c_str(), lwt_dtype_name(dtype), double(q.scale));
@@ -527,7 +539,7 @@ void lwt_check_quant(const std::string &name, LwtDType dtype, LwtQuant q) {
 }
 
 LwtQuant lwt_quantize_tensor(const std::string &name, LwtDType dtype, const float *v, uint64_t n, const LwtQuant *fixed,
-                             uint8_t *out) {
+                             uint8_t *out, const uint16_t *block_scales) {
     LwtQuant q;
     if (!lwt_dtype_is_float(dtype)) {
         for (uint64_t i = 0; i < n; i++)
@@ -537,8 +549,27 @@ LwtQuant lwt_quantize_tensor(const std::string &name, LwtDType dtype, const floa
         q = fixed ? *fixed : lwt_choose_quant(dtype, v, n);
         lwt_check_quant(name, dtype, q);
     }
+    if (lwt_dtype_is_blocked(dtype)) {
+        const BlockQType b = lwt_blockq(dtype);
+        if (block_scales) blockq_quantize_scaled(b, v, n, block_scales, out);
+        else blockq_quantize(b, v, n, out);
+        lwt_check_blocks(name, dtype, out, n);
+        return q;
+    }
     lwt_pack(dtype, v, n, q, out);
     return q;
+}
+
+void lwt_check_blocks(const std::string &name, LwtDType dtype, const uint8_t *packed, uint64_t n, uint64_t first_element) {
+    const BlockQType b = lwt_blockq(dtype);
+    const uint64_t bad = blockq_first_bad_scale(b, packed, n);
+    if (bad < n / kBlockQElems) {
+        const uint64_t e = first_element + bad * kBlockQElems;
+        throw_error(STK_E_UNSUPPORTED,
+                    "tensor '%s': the %s block of elements %" PRIu64 "..%" PRIu64
+                    " needs a scale beyond float16's range (values too large to quantise)",
+                    name.c_str(), lwt_dtype_name(dtype), e, e + kBlockQElems - 1);
+    }
 }
 
 LwtModel load_lwt(const std::string &path) {
@@ -556,6 +587,11 @@ LwtModel load_lwt(const std::string &path) {
         o.quant = t.quant;
         o.values.resize(size_t(t.n_elements));
         f.read_f32(t, o.values.data());
+        if (lwt_dtype_is_blocked(t.dtype)) {  // each block's scale, kept for saving
+            o.block_scales.resize(size_t(t.n_elements / kBlockQElems));
+            for (uint64_t b = 0; b < o.block_scales.size(); b++)
+                o.block_scales[b] = blockq_scale_bits(lwt_blockq(t.dtype), f.tensor_data(t), b);
+        }
     }
     return m;
 }
@@ -571,9 +607,13 @@ void save_lwt(const LwtModel &model, const std::string &path) {
         if (t.values.size() != lt.n_elements)
             throw_error(STK_E_SIZE_MISMATCH, "%s: tensor '%s' holds %zu values, its shape %" PRIu64, path.c_str(), t.name.c_str(),
                         t.values.size(), lt.n_elements);
+        const bool keep_blocks = t.has_quant && lwt_dtype_is_blocked(t.dtype);
+        if (keep_blocks && t.block_scales.size() != lt.n_elements / kBlockQElems)
+            throw_error(STK_E_SIZE_MISMATCH, "%s: tensor '%s' holds %zu block scales, its shape %" PRIu64 " blocks", path.c_str(),
+                        t.name.c_str(), t.block_scales.size(), lt.n_elements / kBlockQElems);
         buf.resize(size_t(lt.size_bytes));
-        LwtQuant q =
-            lwt_quantize_tensor(t.name, t.dtype, t.values.data(), lt.n_elements, t.has_quant ? &t.quant : nullptr, buf.data());
+        LwtQuant q = lwt_quantize_tensor(t.name, t.dtype, t.values.data(), lt.n_elements, t.has_quant ? &t.quant : nullptr,
+                                         buf.data(), keep_blocks ? t.block_scales.data() : nullptr);
         w.write_tensor(uint32_t(i), buf.data(), buf.size(), q);
     }
     w.commit();

@@ -162,13 +162,17 @@ private:
 
 // A whole model held as f32 values with each tensor's stored dtype and quantisation: what
 // "load" gives and "save" takes (the seed's round trip).  Saving quantises with the tensor's own
-// parameters when it has them (loaded), otherwise chooses them (lwt_choose_quant).
+// parameters when it has them (loaded: the scale and zero point, or the block scales), otherwise
+// chooses them (lwt_choose_quant; block-scaled: gguf-py's rule per block).
 struct LwtModelTensor {
     std::string name;
     std::vector<uint64_t> shape;
     LwtDType dtype = LwtDType::F32;
     bool has_quant = false;
     LwtQuant quant;
+    // Block-scaled dtypes with has_quant: each block's f16 scale bits, as loaded; saving encodes
+    // the values under them (blockq_quantize_scaled), so load -> save gives the same bytes.
+    std::vector<uint16_t> block_scales;
     std::vector<float> values;
 };
 struct LwtModel {
@@ -182,7 +186,14 @@ void save_lwt(const LwtModel &model, const std::string &path);
 // STK_E_UNSUPPORTED / STK_E_INVALID_ARGUMENT naming the tensor when q cannot be stored for dtype
 // (a scale outside [2^-100, 2^100], a zero point beyond the dtype's codes).
 void lwt_check_quant(const std::string &name, LwtDType dtype, LwtQuant q);
+// Block-scaled: block_scales (nullptr: chosen per block) as blockq_quantize_scaled takes them;
+// STK_E_UNSUPPORTED naming the tensor and block when a scale overflows f16 (lwt_check_blocks).
 LwtQuant lwt_quantize_tensor(const std::string &name, LwtDType dtype, const float *v, uint64_t n, const LwtQuant *fixed,
-                             uint8_t *out);
+                             uint8_t *out, const uint16_t *block_scales = nullptr);
+// STK_E_UNSUPPORTED naming the tensor and the elements of the first of n / 32 packed blocks
+// (the first holding element first_element) whose scale is infinite or NaN (gguf-py's rule
+// writes one for values beyond f16's range times 8 or 127).
+void lwt_check_blocks(const std::string &name, LwtDType dtype, const uint8_t *packed, uint64_t n,
+                      uint64_t first_element = 0);
 
 }  // namespace stk

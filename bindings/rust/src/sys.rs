@@ -156,6 +156,8 @@ pub const STK_LWT_I2: stk_lwt_dtype = 9;
 pub const STK_LWT_U2: stk_lwt_dtype = 10;
 pub const STK_LWT_TERNARY: stk_lwt_dtype = 11;
 pub const STK_LWT_BINARY: stk_lwt_dtype = 12;
+pub const STK_LWT_Q4_0: stk_lwt_dtype = 13;
+pub const STK_LWT_Q8_0: stk_lwt_dtype = 14;
 
 #[repr(C)]
 #[derive(Clone, Copy)]

@@ -122,6 +122,8 @@ fn every_header_constant_matches_sys() {
         ("STK_LWT_U2", sys::STK_LWT_U2 as u64),
         ("STK_LWT_TERNARY", sys::STK_LWT_TERNARY as u64),
         ("STK_LWT_BINARY", sys::STK_LWT_BINARY as u64),
+        ("STK_LWT_Q4_0", sys::STK_LWT_Q4_0 as u64),
+        ("STK_LWT_Q8_0", sys::STK_LWT_Q8_0 as u64),
         ("STK_TOKENIZER_NOT_RUN", sys::STK_TOKENIZER_NOT_RUN as u64),
         ("STK_TOKENIZER_ABSENT", sys::STK_TOKENIZER_ABSENT as u64),
         ("STK_TOKENIZER_FST", sys::STK_TOKENIZER_FST as u64),
