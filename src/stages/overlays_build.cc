@@ -49,6 +49,9 @@ namespace stk {
 namespace {
 
 constexpr uint64_t kOptimumMaxDim = 1024;  // the exact optimum costs O(n^3) (LAPACK dsyev): only up to here
+// The optimum's workers at most: each holds W_O in f32 and double and a Gram matrix (20 MiB at
+// d = 1024), so the arena stays bounded at high thread counts.
+constexpr uint64_t kOptimumMaxWorkers = 4;
 constexpr double kOrthoTol = 1e-6;
 constexpr double kStabilizedTol = 1e-12;  // seed 18.2's fixed tolerance for the rerun
 constexpr uint32_t kCheckQueries = 8;
@@ -63,7 +66,7 @@ struct OvSizes {
     AttnShape s;
     uint64_t r, rv, k, opt_n, row_floats, sk;  // sk: sketch columns of the first power iteration (k + rv)
     uint64_t ld_k, ld_sk;                      // f32 row strides for k and sk columns
-    uint64_t opt_workers;                      // the optimum's workers: min(threads, layers), 0 without it
+    uint64_t opt_workers;                      // the optimum's workers: min(threads, layers, 4), 0 without it
     size_t work;
     bool calib = false;  // --calibration: U weighted by kCalibAttnOut, dense, for d_v <= kOptimumMaxDim
 };
@@ -77,7 +80,7 @@ OvSizes ov_sizes(const stk_job_params &p, const ModelPlan &plan) {
     z.k = std::min<uint64_t>({z.rv + kOverlayOversampling, z.s.d_v, z.s.d_model});
     uint64_t m = std::min<uint64_t>(z.s.d_model, z.s.d_v);
     z.opt_n = m <= kOptimumMaxDim ? m : 0;
-    z.opt_workers = z.opt_n ? std::min<uint64_t>(std::max(p.threads, 1u), z.s.n_layers) : 0;
+    z.opt_workers = z.opt_n ? std::min<uint64_t>({std::max(p.threads, 1u), z.s.n_layers, kOptimumMaxWorkers}) : 0;
     z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
     z.sk = z.k + z.rv;
     z.ld_k = kernels::sketch_stride(size_t(z.k));
@@ -359,7 +362,7 @@ void overlays_build_run(Job &job) {
 
     // The optimum of every layer first: the rv largest eigenvalues of W_O's Gram matrix on the
     // smaller side (LAPACK dsyev, the stage's largest cost).  Each layer's depends on its W_O
-    // alone, so the layers are dealt to min(threads, layers) workers, each with its own reader and
+    // alone, so the layers are dealt to min(threads, layers, 4) workers, each with its own reader and
     // buffers; each result lands in its layer's slot, so the bytes do not depend on the count.
     for (uint64_t l = 0; l < L; l++) b.opt_layer[l] = NAN;
     if (z.opt_n) {
