@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <vector>
 
 #include "acceptance/runner.h"
 #include "core/bytes.h"
@@ -122,6 +123,27 @@ static void q88_crafted_row(void **) {
     assert_true(bridge_row_scale(z, 128, scratch) == 1.0f);
     z[5] = 2.0f;
     assert_true(bridge_row_scale(z, 128, scratch) == float(0.8 * 32767.0 / 2.0));
+}
+
+// The p99 of 9.3 against its definition (the ceil(0.99 n)-th smallest |x|, from a full sort) on
+// rows of every length up to 300 (the single-pass top-k path where ceil(0.99 n) is within 8 of n,
+// nth_element beyond), with ties, signed zeros and repeated maxima.
+static void p99_matches_nearest_rank(void **) {
+    std::vector<float> x(300), scratch(300), sorted(300);
+    uint64_t st = 7;
+    for (size_t n = 1; n <= 300; n++)
+        for (int rep = 0; rep < 4; rep++) {
+            for (size_t i = 0; i < n; i++) {
+                st = mix64(st + 1);
+                const int v = int(st % 9) - 4;  // few distinct values: ties everywhere
+                x[i] = rep == 0 ? float(v) : rep == 1 ? float(v) * 0.25f + float(st >> 40) * 1e-9f : rep == 2 ? -0.0f : 3.0f;
+            }
+            if (rep == 2 && n > 2) x[n / 2] = -7.5f;  // one nonzero among negative zeros
+            for (size_t i = 0; i < n; i++) sorted[i] = std::fabs(x[i]);
+            std::sort(sorted.begin(), sorted.begin() + ptrdiff_t(n));
+            const size_t r = size_t(std::ceil(0.99 * double(n)));
+            assert_true(bridge_p99_abs(x.data(), n, scratch.data()) == double(sorted[r - 1]));
+        }
 }
 
 // 9.4 / 18.4 on a crafted row: z = {10, 7, 3, 2, 0, ...} with s = 1 (eps_row = 1).
@@ -536,6 +558,7 @@ int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bitset_bits_for_given_ids),
         cmocka_unit_test(q88_crafted_row),
+        cmocka_unit_test(p99_matches_nearest_rank),
         cmocka_unit_test(guard_row_crafted),
         cmocka_unit_test(leg_scores_threads),
         cmocka_unit_test(build_records_negative_margins),

@@ -61,6 +61,16 @@ public:
 
     // True and *value if present.  *probes (optional) counts slots compared: <= d*b + S + 1.
     bool find(uint64_t key, uint32_t *value, uint32_t *probes = nullptr) const;
+    // A hint only (no result, nothing changes): starts loading the cache lines find(key) reads
+    // first (each choice's occupancy byte and keys), so that a loop over many keys can issue it a
+    // few keys ahead and overlap the misses of a table larger than the caches.
+    void prefetch(uint64_t key) const {
+        for (uint32_t i = 0; i < d; i++) {
+            const uint64_t bk = bucket(key, i);
+            __builtin_prefetch(occ + bk);
+            __builtin_prefetch(keys + 8 * bk * b);
+        }
+    }
 
     size_t serialized_size() const;
     void serialize(uint8_t *out) const;

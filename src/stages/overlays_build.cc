@@ -23,11 +23,13 @@
 // Z's factor) is a double GEMM over W_O widened a block of rows at a time.  No double copy of the
 // whole W_O is kept unless the exact optimum is computed (small models).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
 #include "core/output_file.h"
+#include "core/parallel.h"
 #include "core/prng.h"
 #include "format/array.h"
 #include "format/calib_stats.h"
@@ -47,6 +49,9 @@ namespace stk {
 namespace {
 
 constexpr uint64_t kOptimumMaxDim = 1024;  // the exact optimum costs O(n^3) (LAPACK dsyev): only up to here
+// The optimum's workers at most: each holds W_O in f32 and double and a Gram matrix (20 MiB at
+// d = 1024), so the arena stays bounded at high thread counts.
+constexpr uint64_t kOptimumMaxWorkers = 4;
 constexpr double kOrthoTol = 1e-6;
 constexpr double kStabilizedTol = 1e-12;  // seed 18.2's fixed tolerance for the rerun
 constexpr uint32_t kCheckQueries = 8;
@@ -61,6 +66,7 @@ struct OvSizes {
     AttnShape s;
     uint64_t r, rv, k, opt_n, row_floats, sk;  // sk: sketch columns of the first power iteration (k + rv)
     uint64_t ld_k, ld_sk;                      // f32 row strides for k and sk columns
+    uint64_t opt_workers;                      // the optimum's workers: min(threads, layers, 4), 0 without it
     size_t work;
     bool calib = false;  // --calibration: U weighted by kCalibAttnOut, dense, for d_v <= kOptimumMaxDim
 };
@@ -74,6 +80,7 @@ OvSizes ov_sizes(const stk_job_params &p, const ModelPlan &plan) {
     z.k = std::min<uint64_t>({z.rv + kOverlayOversampling, z.s.d_v, z.s.d_model});
     uint64_t m = std::min<uint64_t>(z.s.d_model, z.s.d_v);
     z.opt_n = m <= kOptimumMaxDim ? m : 0;
+    z.opt_workers = z.opt_n ? std::min<uint64_t>({std::max(p.threads, 1u), z.s.n_layers, kOptimumMaxWorkers}) : 0;
     z.row_floats = plan.max_row_floats ? plan.max_row_floats : 1;
     z.sk = z.k + z.rv;
     z.ld_k = kernels::sketch_stride(size_t(z.k));
@@ -99,7 +106,12 @@ OvArrays ov_arrays(const OvSizes &z) {
 struct OvBuffers {
     float *wo, *row_scratch, *prf32, *out32, *xf, *yf, *xt, *part;
     double *cw, *cscratch;  // --calibration: W_O in double and calib_overlay_fit's scratch
-    double *A, *ud, *aud, *omega, *Y, *AQ, *G, *eig, *U, *H, *P, *PH, *AU, *Z, *opt, *work, *q, *dots, *phi, *t1, *t2;
+    double *ud, *aud, *omega, *Y, *AQ, *G, *eig, *U, *H, *P, *PH, *AU, *Z, *work, *q, *dots, *phi, *t1, *t2;
+    double *opt_layer;  // the optimum of every layer (NAN where not computed)
+    // The optimum's workers' buffers (worker w's at w * size): W_O in f32 and in double, a row of
+    // scratch, the Gram matrix, its eigenvalues and LAPACK's workspace.
+    float *opt_wo, *opt_row;
+    double *opt_A, *opt_gram, *opt_eig, *opt_work;
 };
 
 OvBuffers ov_alloc(const OvSizes &z, Buffers &buf) {
@@ -115,21 +127,27 @@ OvBuffers ov_alloc(const OvSizes &z, Buffers &buf) {
     f(b.yf, dm * z.ld_sk);                // W_O times it
     f(b.xt, dv * z.ld_k);                 // W_O^T times that
     f(b.part, kernels::sketch_partials_floats(size_t(dv), size_t(z.ld_k)));
-    d(b.A, z.opt_n ? dm * dv : 1);                        // W_O in double, for the optimum only
     d(b.ud, dv * kernels::sketch_stride(size_t(z.rv)));   // U as double rows, for A U
     d(b.aud, dm * kernels::sketch_stride(size_t(z.rv)));  // A U as double rows
     d(b.omega, dm * z.k);
     d(b.Y, dv * z.k);
     d(b.AQ, dm * z.k);
     d(b.G, z.k * z.k);
-    d(b.eig, std::max<uint64_t>(z.k, z.opt_n));
+    d(b.eig, z.k);
     d(b.U, dv * z.rv);
     d(b.H, z.r * z.rv);
     d(b.P, z.r * dm);
     d(b.PH, dm * z.rv);
     d(b.AU, dm * z.rv);
     d(b.Z, z.rv * z.rv);
-    d(b.opt, z.opt_n ? z.opt_n * z.opt_n : 1);
+    const uint64_t ow = z.opt_workers ? z.opt_workers : 1, on = z.opt_n ? z.opt_n : 1;
+    d(b.opt_layer, z.s.n_layers);
+    f(b.opt_wo, ow * (z.opt_n ? dm * dv : 1));
+    f(b.opt_row, ow * z.row_floats);
+    d(b.opt_A, ow * (z.opt_n ? dm * dv : 1));
+    d(b.opt_gram, ow * on * on);
+    d(b.opt_eig, ow * on);
+    d(b.opt_work, ow * (z.opt_n ? z.work : 1));  // z.work each, not less: dsyev's blocking depends on the length given
     d(b.work, z.work);
     d(b.q, dm * kCheckQueries);
     d(b.dots, z.r * kCheckQueries);
@@ -342,6 +360,36 @@ void overlays_build_run(Job &job) {
     const OvArrays out = ov_arrays(z);
     ArrayWriter wh(dir, out.h), wu(dir, out.u), wz(dir, out.z);
 
+    // The optimum of every layer first: the rv largest eigenvalues of W_O's Gram matrix on the
+    // smaller side (LAPACK dsyev, the stage's largest cost).  Each layer's depends on its W_O
+    // alone, so the layers are dealt to min(threads, layers, 4) workers, each with its own reader and
+    // buffers; each result lands in its layer's slot, so the bytes do not depend on the count.
+    for (uint64_t l = 0; l < L; l++) b.opt_layer[l] = NAN;
+    if (z.opt_n) {
+        const uint64_t n = z.opt_n, ow = z.opt_workers;
+        std::atomic<uint64_t> next{0};
+        run_workers(unsigned(ow), [&](unsigned w) {
+            WeightReader own(*job.source->checkpoint, plan);
+            float *wo = b.opt_wo + w * dm * dv, *row = b.opt_row + w * z.row_floats;
+            double *A = b.opt_A + w * dm * dv, *gram = b.opt_gram + w * n * n, *eig = b.opt_eig + w * n,
+                   *work = b.opt_work + w * z.work;
+            for (uint64_t l; (l = next.fetch_add(1, std::memory_order_relaxed)) < L;) {
+                own.read(own.require(Role::O, int32_t(l), dm, dv), wo, row);
+                kernels::widen_to_f64(wo, A, size_t(dm * dv));
+                if (n == dv)
+                    kernels::gemm(true, false, n, n, dm, 1.0, A, ptrdiff_t(dv), 1, A, ptrdiff_t(dv), 1, 0.0, gram, 1,
+                                  ptrdiff_t(n), kBlisThreads);
+                else
+                    kernels::gemm(false, true, n, n, dv, 1.0, A, ptrdiff_t(dv), 1, A, ptrdiff_t(dv), 1, 0.0, gram, 1,
+                                  ptrdiff_t(n), kBlisThreads);
+                kernels::symmetric_eigen(size_t(n), gram, size_t(n), eig, false, work, z.work);
+                double opt = 0;
+                for (uint64_t i = 0; i < rv; i++) opt += std::max(0.0, eig[n - 1 - i]);
+                b.opt_layer[l] = opt;
+            }
+        });
+    }
+
     double worst_ortho = 0, worst_delta = 0, min_ratio = INFINITY, min_spec_ratio = INFINITY;
     OrthoLog ortho;
     ortho.inject = test_fault("overlays_ortho");
@@ -350,7 +398,6 @@ void overlays_build_run(Job &job) {
     job_work_begin(job, L, "layers");
     for (uint32_t l = 0; l < L; l++, job_work_add(job, 1)) {
         reader.read(reader.require(Role::O, int32_t(l), dm, dv), b.wo, b.row_scratch);
-        if (z.opt_n) kernels::widen_to_f64(b.wo, b.A, size_t(dm * dv));
         const double total = kernels::sum_squares_f32(b.wo, size_t(dm * dv));
 
         // H: signs / sqrt(r), column-major r x rv, then QR.
@@ -387,20 +434,7 @@ void overlays_build_run(Job &job) {
         if (job.calib) overlay_calibrate_layer(job, z, b, l, calib_notes);
         double cap = captured(z, b, b.U, rv, b.AU, threads);
 
-        // The optimum: the rv largest eigenvalues of the Gram matrix on the smaller side.
-        double opt = NAN;
-        if (z.opt_n) {
-            const uint64_t n = z.opt_n;
-            if (n == dv)
-                kernels::gemm(true, false, n, n, dm, 1.0, b.A, ptrdiff_t(dv), 1, b.A, ptrdiff_t(dv), 1, 0.0, b.opt, 1,
-                              ptrdiff_t(n), kBlisThreads);
-            else
-                kernels::gemm(false, true, n, n, dv, 1.0, b.A, ptrdiff_t(dv), 1, b.A, ptrdiff_t(dv), 1, 0.0, b.opt, 1,
-                              ptrdiff_t(n), kBlisThreads);
-            kernels::symmetric_eigen(size_t(n), b.opt, size_t(n), b.eig, false, b.work, z.work);
-            opt = 0;
-            for (uint64_t i = 0; i < rv; i++) opt += std::max(0.0, b.eig[n - 1 - i]);
-        }
+        const double opt = b.opt_layer[l];  // the optimum, computed above
 
         // Z = (prf_W^T H)^T (A U) / sqrt(r).
         const float *prf_l = reinterpret_cast<const float *>(prf_in.payload()) + uint64_t(l) * r * dm;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <set>
@@ -313,9 +314,21 @@ void tokenizer_stage_size(const JobInputs &in, ArenaSizer &s) {
     // size: a 50 MB tokenizer file of a 50k vocabulary (merges, whitespace, added_tokens) would
     // otherwise plan gigabytes.  The vocabulary is read now; a file that does not parse keeps
     // the file-size bound (the stage then refuses it, naming the file).
+    // A job sizes itself twice (when opened, and after the stage to check what it used): the
+    // vocabulary read the first time is kept in the description for the run, its size for the check.
+    const ModelDescription *m = in.model;
+    if (m && p.l_tok && m->tokenizer_need_ltok == p.l_tok) return s.add(size_t(m->tokenizer_need));
     size_t need = 0;
-    if (guard([&] { need = tokenizer_arena_bytes_for(load_vocab(files), p.l_tok); }) != STK_OK)
+    if (guard([&] {
+            auto v = std::make_shared<Vocab>(load_vocab(files));
+            need = tokenizer_arena_bytes_for(*v, p.l_tok);
+            if (m) m->tokenizer_vocab = std::move(v);
+        }) != STK_OK)
         need = tokenizer_arena_bytes(bytes, p.l_tok);
+    if (m) {
+        m->tokenizer_need = need;
+        m->tokenizer_need_ltok = p.l_tok;
+    }
     s.add(need);
 }
 
@@ -617,6 +630,9 @@ void tokenizer_stage_run(Job &job) {
         digest.finish(job.stages[STK_STAGE_TOKENIZER]);
         return;
     }
+    // The vocabulary the job's sizing read, taken (freed after the stage); else read now.
+    std::shared_ptr<void> kept = job.source ? std::move(job.source->tokenizer_vocab) : nullptr;
+    if (kept) return void(tokenizer_stage_build(job, *static_cast<const Vocab *>(kept.get())));
     Vocab vocab = load_vocab(files);
     tokenizer_stage_build(job, vocab);
 }

@@ -29,10 +29,12 @@ public:
     const Item *end() const { return nullptr; }
     const Item *find(std::string_view s) const {
         if (slots_.empty()) return nullptr;
-        for (size_t i = hash_of(s) & mask_;; i = (i + 1) & mask_) {
+        const uint64_t h = hash_of(s);
+        const uint32_t tag = tag_of(h);
+        for (size_t i = size_t(h) & mask_;; i = (i + 1) & mask_) {
             const uint32_t at = slots_[i];
             if (at == 0) return nullptr;
-            if (items_[at - 1].first == s) return &items_[at - 1];
+            if (tags_[i] == tag && items_[at - 1].first == s) return &items_[at - 1];
         }
     }
     // (the entry, true) if s was new; (the existing entry, false) otherwise.
@@ -52,19 +54,26 @@ public:
     size_t size() const { return items_.size(); }
 
 private:
-    static size_t hash_of(std::string_view s) { return size_t(hash::hash_bytes(s.data(), s.size(), 0)); }
+    static uint64_t hash_of(std::string_view s) { return hash::hash_bytes(s.data(), s.size(), 0); }
+    // The hash's high half beside each slot: a probe compares the strings (another cache line,
+    // often a miss) only when the tags agree.
+    static uint32_t tag_of(uint64_t h) { return uint32_t(h >> 32); }
     void place(size_t item) {
-        size_t i = hash_of(items_[item].first) & mask_;
+        const uint64_t h = hash_of(items_[item].first);
+        size_t i = size_t(h) & mask_;
         while (slots_[i] != 0) i = (i + 1) & mask_;
         slots_[i] = uint32_t(item + 1);
+        tags_[i] = tag_of(h);
     }
     void rehash(size_t n_slots) {
         slots_.assign(n_slots, 0);
+        tags_.assign(n_slots, 0);
         mask_ = n_slots - 1;
         for (size_t k = 0; k < items_.size(); k++) place(k);
     }
     std::vector<Item> items_;
     std::vector<uint32_t> slots_;  // item index + 1; 0 = empty
+    std::vector<uint32_t> tags_;   // the high half of the slot's item's hash
     size_t mask_ = 0;
 };
 
