@@ -789,6 +789,12 @@ STK_API int stk_lwt_dtype_is_float(uint32_t lwt_dtype);
  * any other string.  Threads: any. */
 STK_API stk_status stk_lwt_dtype_parse(const char *name, uint32_t *out_lwt_dtype);
 
+/* CRC-32C (Castagnoli; reflected, initial and final xor 0xFFFFFFFF) of len bytes, continuing
+ * from crc (0 to start): stk_crc32c(0, "123456789", 9) == 0xE3069283, and stk_crc32c(stk_crc32c(0,
+ * a, n), b, m) is the CRC of a then b.  The checksum of the generation arrays and the calibration
+ * statistics file (docs/format.md), through ISA-L.  Threads: any. */
+STK_API uint32_t stk_crc32c(uint32_t crc, const void *data, size_t len);
+
 /* -- Model descriptions: a model directory, a checkpoint's directory, or a GGUF, as the
  * conversion would read it (config normalised, every tensor with its role), from the headers and
  * the config only, never the weights. */

@@ -122,6 +122,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "stk_lwt_tensor_at": (st, [c_void_p, c_uint32, POINTER(LwtTensor)]),
         "stk_lwt_find": (st, [c_void_p, c_char_p, POINTER(LwtTensor)]),
         "stk_lwt_read_f32": (st, [c_void_p, c_char_p, c_void_p, c_size_t]),
+        "stk_crc32c": (c_uint32, [c_uint32, c_void_p, c_size_t]),
         "stk_model_gguf_path": (st, [c_char_p, c_char_p, c_size_t, POINTER(c_size_t)]),
         "stk_job_warning_count": (st, [c_void_p, POINTER(c_uint32)]),
         "stk_job_warning_at": (st, [c_void_p, c_uint32, c_char_p, c_size_t, POINTER(c_size_t)]),

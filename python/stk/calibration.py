@@ -42,6 +42,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from . import _lib
 from .errors import StkError
 from .evaluation import REFERENCES, need_torch
 
@@ -65,76 +66,9 @@ _INTERLEAVED_ROPE = {"gptj": "GPT-J rotates interleaved pairs (2f, 2f+1)",
 
 def crc32c(data: bytes, crc: int = 0) -> int:
     """CRC32C (Castagnoli, reflected, init and final xor 0xFFFFFFFF) of ``data``, continuing
-    ``crc``: table-driven pure Python for short inputs (the header's 124 bytes), numpy over
-    chunks for a layer's sections (13 MB a layer on SmolLM2)."""
-    table = _crc_table()
-    c = crc ^ 0xFFFFFFFF
-    view = memoryview(data)
-    n = len(view)
-    if n >= 4 * _CHUNK:
-        c = _crc_chunks(view[: n - n % _CHUNK], c)
-        view = view[n - n % _CHUNK:]
-    for byte in bytes(view):
-        c = table[(c ^ byte) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
-
-_TABLE: list[int] = []
-_CHUNK = 1024
-_SHIFT: list[list[int]] = []  # the register after _CHUNK zero bytes, by the register's bytes
-
-
-def _crc_table() -> list[int]:
-    if not _TABLE:
-        for i in range(256):
-            c = i
-            for _ in range(8):
-                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-            _TABLE.append(c)
-    return _TABLE
-
-
-def _crc_word_tables() -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi): the register after 4 zero bytes from register i (lo) and from i << 16 (hi), i <
-    65536.  The register update is linear over GF(2), so after a 32-bit little-endian word w the
-    register r becomes lo[(r ^ w) & 0xFFFF] ^ hi[(r ^ w) >> 16] (slicing by 4 with 16-bit indices)."""
-    if not _WORD:
-        t = np.array(_crc_table(), dtype=np.uint32)
-        i = np.arange(65536, dtype=np.uint32)
-        for start in (i, i << np.uint32(16)):
-            r = start.copy()
-            for _ in range(4):
-                r = t[r & 0xFF] ^ (r >> np.uint32(8))
-            _WORD.append(r)
-    return _WORD[0], _WORD[1]
-
-
-_WORD: list[np.ndarray] = []
-
-
-def _crc_chunks(data: memoryview, c: int) -> int:
-    """The CRC register after ``data`` (a whole number of _CHUNK-byte chunks) from register
-    ``c``.  The register update is linear over GF(2) in (register, byte): each chunk's register
-    from 0 is computed for every chunk at once (numpy, one 32-bit word column per step, through
-    _crc_word_tables), then chained: c <- Z(c) ^ chunk, Z the register after _CHUNK zero bytes
-    (a table per register byte)."""
-    t = np.array(_crc_table(), dtype=np.uint32)
-    if not _SHIFT:
-        basis = np.array([v << (8 * k) for k in range(4) for v in range(256)], dtype=np.uint32)
-        for _ in range(_CHUNK):
-            basis = t[basis & 0xFF] ^ (basis >> 8)
-        _SHIFT.extend(basis.reshape(4, 256).tolist())
-    lo, hi = _crc_word_tables()
-    cols = np.frombuffer(data, dtype="<u4").reshape(-1, _CHUNK // 4).T.copy()
-    r = np.zeros(cols.shape[1], dtype=np.uint32)
-    m16, s16 = np.uint32(0xFFFF), np.uint32(16)
-    for col in cols:
-        r ^= col
-        r = lo[r & m16] ^ hi[r >> s16]
-    s0, s1, s2, s3 = _SHIFT
-    for v in r.tolist():
-        c = s0[c & 0xFF] ^ s1[(c >> 8) & 0xFF] ^ s2[(c >> 16) & 0xFF] ^ s3[c >> 24] ^ v
-    return c
+    ``crc``: the library's (``stk_crc32c``, ISA-L), the checksum its reader verifies."""
+    a = np.frombuffer(data, dtype=np.uint8)  # a view, no copy
+    return int(_lib.lib.stk_crc32c(crc, a.ctypes.data, a.size))
 
 
 def packed_upper(a: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@
 
 #include "core/abi.h"
 #include "core/bytes.h"
+#include "core/checksum.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/output_file.h"
@@ -117,6 +118,10 @@ STK_API const char *stk_lwt_dtype_name(uint32_t lwt_dtype) {
 
 STK_API int stk_lwt_dtype_is_float(uint32_t lwt_dtype) {
     return lwt_dtype_valid(lwt_dtype) && lwt_dtype_is_float(LwtDType(lwt_dtype)) ? 1 : 0;
+}
+
+STK_API uint32_t stk_crc32c(uint32_t crc, const void *data, size_t len) {
+    return len ? crc32c(data, len, crc) : crc;  // NULL data with len 0: the CRC so far
 }
 
 STK_API stk_status stk_lwt_dtype_parse(const char *name, uint32_t *out_lwt_dtype) {

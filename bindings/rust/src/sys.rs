@@ -906,6 +906,7 @@ extern "C" {
     pub fn stk_lwt_dtype_name(lwt_dtype: u32) -> *const c_char;
     pub fn stk_lwt_dtype_is_float(lwt_dtype: u32) -> c_int;
     pub fn stk_lwt_dtype_parse(name: *const c_char, out_lwt_dtype: *mut u32) -> stk_status;
+    pub fn stk_crc32c(crc: u32, data: *const c_void, len: usize) -> u32;
     pub fn stk_model_open(path: *const c_char, out_model: *mut *mut stk_model) -> stk_status;
     pub fn stk_model_close(model: *mut stk_model);
     pub fn stk_model_get_info(model: *const stk_model, out: *mut stk_model_info) -> stk_status;
