@@ -425,7 +425,7 @@ static void export_arguments_and_json(void **) {
     assert_int_equal(bad.exit_code, 2);
     assert_contains(bad.err,
                     "unknown --dtype 'int3': one of float32, float16, bfloat16, int8, uint8, int4, uint4, fp4, int2, "
-                    "uint2, ternary, binary (short: f32, f16, bf16, i8/q8, u8, i4/q4, u4, i2, u2)");
+                    "uint2, ternary, binary, q4_0, q8_0 (short: f32, f16, bf16, i8/q8, u8, i4/q4, u4, i2, u2)");
     // --out - is refused, nothing named "-" appears.
     Run dash = run_stk({"export", model(), "-"});
     assert_int_equal(dash.exit_code, 2);
