@@ -13,6 +13,7 @@
 #include "kernels/dot.h"
 #include "kernels/elementwise.h"
 #include "kernels/linalg.h"
+#include "kernels/moments.h"
 #include "kernels/random.h"
 #include "kernels/sketch.h"
 #include "test_util.h"
@@ -482,6 +483,110 @@ static void sketch_pass_matches_naive(void **) {
                        [&] { sketch_pass(w.data(), m, n, n - 1, x.data(), ldy, cy, y2.data(), ldy, 0, nullptr, 0, nullptr, 1); });
 }
 
+// kernels/moments.h (stk calibrate's sums) against plain double loops over the definitions: the
+// Gram's upper triangle (the lower left as it was) and the cross product over three row blocks
+// (1,024 + 1,024 + 452) within float32 GEMM error; the causal pairs' M, written in float64
+// throughout, against the explicit sum over every pair (t, s <= t) to 1e-12, B and L (float32
+// GEMMs) to 1e-5; and every sum the same bytes at 1, 2 and 3 threads and on every Highway target.
+static void moments_match_definitions(void **) {
+    const size_t rows = 2500, n = 37, m = 11;
+    std::vector<double> A = randn(rows * n, 11), Bd = randn(rows * m, 12);
+    std::vector<float> a(A.begin(), A.end()), b(Bd.begin(), Bd.end());
+    std::vector<double> g(n * n, -7.0), x(n * m, 0.5);
+    std::vector<float> scratch(std::max(moment_gram_scratch(n), moment_cross_scratch(n, m)));
+    moment_gram(a.data(), rows, n, g.data(), scratch.data(), 2);
+    moment_cross(a.data(), b.data(), rows, n, m, x.data(), scratch.data(), 2);
+    double gmax = 0, gerr = 0, xmax = 0, xerr = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            double want = 0;
+            for (size_t r = 0; r < rows; r++) want += double(a[r * n + i]) * double(a[r * n + j]);
+            if (j < i) {
+                assert_true(g[i * n + j] == -7.0);  // the lower triangle is not written
+                continue;
+            }
+            gmax = std::max(gmax, std::fabs(want));
+            gerr = std::max(gerr, std::fabs(g[i * n + j] - (-7.0 + want)));
+        }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < m; j++) {
+            double want = 0.5;
+            for (size_t r = 0; r < rows; r++) want += double(a[r * n + i]) * double(b[r * m + j]);
+            xmax = std::max(xmax, std::fabs(want));
+            xerr = std::max(xerr, std::fabs(x[i * m + j] - want));
+        }
+    assert_true(gerr <= 1e-6 * gmax);
+    assert_true(xerr <= 1e-6 * xmax);
+
+    // causal pairs: 70 rows, d = 13 (a tail past the SIMD width), dq = 9, weights min(16, t+1)/(t+1)
+    const size_t T = 70, d = 13, dq = 9;
+    std::vector<double> X = randn(T * d, 13), Q = randn(T * dq, 14), K = randn(T * dq, 15), w(T);
+    std::vector<float> xf(X.begin(), X.end()), qf(Q.begin(), Q.end()), kf(K.begin(), K.end());
+    for (size_t t = 0; t < T; t++) w[t] = double(std::min<size_t>(16, t + 1)) / double(t + 1);
+    const double scale = 0.125;
+    std::vector<double> rm(d * d, 0), rb(d, 0), rl(2, 0);
+    for (size_t t = 0; t < T; t++)
+        for (size_t s = 0; s <= t; s++) {
+            double l = 0;
+            for (size_t j = 0; j < dq; j++) l += double(qf[t * dq + j]) * double(kf[s * dq + j]);
+            l *= scale;
+            rl[0] += w[t] * l;
+            rl[1] += w[t] * l * l;
+            for (size_t i = 0; i < d; i++) {
+                const double pi = double(xf[t * d + i]) * double(xf[s * d + i]);
+                rb[i] += w[t] * pi * l;
+                for (size_t j = i; j < d; j++) rm[i * d + j] += w[t] * pi * (double(xf[t * d + j]) * double(xf[s * d + j]));
+            }
+        }
+    std::vector<float> ps(moment_causal_pairs_scratch(T, d));
+    std::vector<double> ps64(moment_causal_pairs_scratch_f64(T, d));
+    auto run = [&](unsigned threads, std::vector<double> &om, std::vector<double> &ob, std::vector<double> &ol) {
+        om.assign(d * d, 0);
+        ob.assign(d, 0);
+        ol.assign(2, 0);
+        moment_causal_pairs(xf.data(), qf.data(), kf.data(), T, d, dq, scale, w.data(), om.data(), ob.data(), ol.data(), ps.data(),
+                            ps64.data(), threads);
+    };
+    std::vector<double> om, ob, ol;
+    run(1, om, ob, ol);
+    double mmax = 0, merr = 0;
+    for (size_t i = 0; i < d; i++)
+        for (size_t j = 0; j < d; j++) {
+            if (j < i) {
+                assert_true(om[i * d + j] == 0.0);
+                continue;
+            }
+            mmax = std::max(mmax, std::fabs(rm[i * d + j]));
+            merr = std::max(merr, std::fabs(om[i * d + j] - rm[i * d + j]));
+        }
+    assert_true(merr <= 1e-12 * mmax);
+    double bmax = 0, berr = 0;
+    for (size_t i = 0; i < d; i++) {
+        bmax = std::max(bmax, std::fabs(rb[i]));
+        berr = std::max(berr, std::fabs(ob[i] - rb[i]));
+    }
+    assert_true(berr <= 1e-5 * bmax);
+    assert_true(std::fabs(ol[0] - rl[0]) <= 1e-5 * std::fabs(rl[1]));
+    assert_true(std::fabs(ol[1] - rl[1]) <= 1e-5 * rl[1]);
+    for (unsigned threads : {2u, 3u}) {
+        std::vector<double> m2, b2, l2;
+        run(threads, m2, b2, l2);
+        assert_memory_equal(m2.data(), om.data(), om.size() * 8);
+        assert_memory_equal(b2.data(), ob.data(), ob.size() * 8);
+        assert_memory_equal(l2.data(), ol.data(), ol.size() * 8);
+    }
+    int tried = 0;
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        std::vector<double> m2, b2, l2;
+        run(2, m2, b2, l2);
+        if (std::memcmp(m2.data(), om.data(), om.size() * 8) != 0) fail_msg("causal pairs on %s: other bytes", hwy::TargetName(target));
+        tried++;
+    }
+    hwy::SetSupportedTargetsForTest(0);
+    assert_true(tried >= 1);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gemm_matches_naive),         cmocka_unit_test(gemm_bytes_do_not_depend_on_threads),
@@ -489,6 +594,7 @@ int main() {
         cmocka_unit_test(eigen_lstsq_and_roots),      cmocka_unit_test(pinned_math_accuracy_and_targets),
         cmocka_unit_test(gaussian_streams),           cmocka_unit_test(elementwise_kernels),
         cmocka_unit_test(sketch_pass_matches_naive),  cmocka_unit_test(dot_rows_order),
+        cmocka_unit_test(moments_match_definitions),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -795,6 +795,30 @@ STK_API stk_status stk_lwt_dtype_parse(const char *name, uint32_t *out_lwt_dtype
  * statistics file (docs/format.md), through ISA-L.  Threads: any. */
 STK_API uint32_t stk_crc32c(uint32_t crc, const void *data, size_t len);
 
+/* -- Calibration moments: the sums `stk calibrate` writes (docs/format.md, "Calibration
+ * statistics"), for callers that gather activations themselves.  Float32 activations in
+ * (row-major), float64 sums out, ADDED into the caller's accumulators; GEMMs sum at most 1,024
+ * rows in float32, the blocks in float64.  The same bits at any thread count (1..1024) and on
+ * every CPU the conversion runs on (STK_E_UNSUPPORTED elsewhere, as stk_open).  Only the upper
+ * triangle (j >= i) of a square accumulator is written.  Dimensions up to 2^24.  Threads: any,
+ * on distinct accumulators.
+ *
+ * stk_moment_gram:  acc[i][j] += sum_r a[r][i] a[r][j], j >= i      (a rows x n; acc n x n)
+ * stk_moment_cross: acc[i][j] += sum_r a[r][i] b[r][j]              (b rows x m; acc n x m)
+ * stk_moment_causal_pairs: every pair (t, s <= t) of one context, weighted by weights[t]:
+ *   l(t, s) = scale * q_t . k_s (a float32 GEMM; q, k rows x dq),
+ *   acc_m[a][b] += sum_t w_t sum_{s<=t} x_t[a] x_s[a] x_t[b] x_s[b]  (b >= a; d x d, float64 throughout),
+ *   acc_b[a]    += sum_t w_t x_t[a] sum_{s<=t} l(t, s) x_s[a]        (d),
+ *   acc_l[0]    += sum_t w_t sum_{s<=t} l(t, s); acc_l[1] the same of l(t, s)^2.
+ *   With w_t = min(P, t + 1) / (t + 1) these are the expected sums over P keys drawn uniformly
+ *   from 0..t for each query t: stk calibrate's PRF pairs. */
+STK_API stk_status stk_moment_gram(const float *a, size_t rows, size_t n, double *acc, uint32_t threads);
+STK_API stk_status stk_moment_cross(const float *a, const float *b, size_t rows, size_t n, size_t m, double *acc,
+                                    uint32_t threads);
+STK_API stk_status stk_moment_causal_pairs(const float *x, const float *q, const float *k, size_t rows, size_t d, size_t dq,
+                                           double scale, const double *weights, double *acc_m, double *acc_b, double *acc_l,
+                                           uint32_t threads);
+
 /* -- Model descriptions: a model directory, a checkpoint's directory, or a GGUF, as the
  * conversion would read it (config normalised, every tensor with its role), from the headers and
  * the config only, never the weights. */

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from ctypes import (POINTER, Structure, c_char, c_char_p, c_float, c_size_t, c_uint32, c_uint64, c_void_p)
+from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_float, c_size_t, c_uint32, c_uint64, c_void_p)
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
@@ -123,6 +123,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "stk_lwt_find": (st, [c_void_p, c_char_p, POINTER(LwtTensor)]),
         "stk_lwt_read_f32": (st, [c_void_p, c_char_p, c_void_p, c_size_t]),
         "stk_crc32c": (c_uint32, [c_uint32, c_void_p, c_size_t]),
+        "stk_moment_gram": (st, [c_void_p, c_size_t, c_size_t, c_void_p, c_uint32]),
+        "stk_moment_cross": (st, [c_void_p, c_void_p, c_size_t, c_size_t, c_size_t, c_void_p, c_uint32]),
+        "stk_moment_causal_pairs": (st, [c_void_p, c_void_p, c_void_p, c_size_t, c_size_t, c_size_t, c_double, c_void_p,
+                                         c_void_p, c_void_p, c_void_p, c_uint32]),
         "stk_model_gguf_path": (st, [c_char_p, c_char_p, c_size_t, POINTER(c_size_t)]),
         "stk_job_warning_count": (st, [c_void_p, POINTER(c_uint32)]),
         "stk_job_warning_at": (st, [c_void_p, c_uint32, c_char_p, c_size_t, POINTER(c_size_t)]),

@@ -4,8 +4,9 @@
 The model runs on the library's own forward (``stk.lm``, float32, full attention: transformers'
 float32 forward within 1e-4 on every logit, docs/fidelity.md "The LM runtime"), tokenized by the
 model's own tokenizer through the library; a probe (``stk_seq_set_probe``) reads, at every layer,
-the inputs and outputs the calibrated fits need, and numpy accumulates their moments (float32
-GEMMs over blocks of rows, summed in float64: ``gram`` / ``cross``).
+the inputs and outputs the calibrated fits need, and the library sums their moments (float32
+GEMMs over blocks of rows, summed in float64, and the pairs' Gram in float64: ``gram`` /
+``cross`` / ``causal_pairs``, stk.h's ``stk_moment_*``).
 ``--reference transformers`` runs the model as transformers runs it instead (float32, eager
 attention, the loading and the contexts of ``stk eval``), forward hooks on its own modules reading
 the same activations: the cross-check, and the path for families the library's forward refuses.  The file they go into
@@ -17,11 +18,14 @@ the same activations: the cross-check, and the path for families the library's f
 - ``rope_pairs`` (RoPE with transformers' rotate_half pairing): e_f = E[sum over heads of
   |q_f| |k_f|], q and k after any q/k norm and before the rotation, pair f being element f with
   f + rotary_dim/2, the key head of each query head under GQA.
-- ``prf_pairs``: x the attention module's input; for each query position t, ``pairs_per_query``
-  keys s drawn uniformly from [0, t] (all of 0..t when t + 1 <= pairs_per_query; numpy
-  default_rng(0), in context order); l(t, s) = mean over heads of q_h(t).k_h(s) / sqrt(head_dim),
-  q and k as the model's eager attention receives them (after norm and rotary); M = E[(x_t o x_s)
-  (x_t o x_s)^T] (packed upper), b = E[(x_t o x_s) l], E[l], E[l^2].
+- ``prf_pairs``: x the attention module's input; the pairs (t, s <= t) of each context as if
+  ``pairs_per_query`` keys s were drawn uniformly from [0, t] for each query position t (all of
+  0..t when t + 1 <= pairs_per_query), taken in expectation rather than drawn: every s <= t with
+  the weight min(P, t + 1) / (t + 1) (``pair_weights``), so no sampling noise and no seed;
+  l(t, s) = mean over heads of q_h(t).k_h(s) / sqrt(head_dim), q and k as the model's eager
+  attention receives them (after norm and rotary); M = E[(x_t o x_s) (x_t o x_s)^T] (packed
+  upper), b = E[(x_t o x_s) l], E[l], E[l^2], the means over the pairs' count
+  (sum of min(P, t + 1)).
 
 A section a family cannot give is left out (its bit clear) and the command says which and why.
 numpy is the default path's only Python dependency; torch and transformers are needed by
@@ -43,7 +47,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import _lib
-from .errors import StkError
+from .errors import StkError, _raise
 from .evaluation import REFERENCES, need_torch
 
 MAGIC = b"STKCAL01"
@@ -135,47 +139,70 @@ def _add(acc: Any, v: Any) -> Any:
     return v if acc is None else acc + v
 
 
-def pair_keys(t_len: int, per_query: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """The (t, s) pairs of one context: every s in 0..t where t + 1 <= per_query, else per_query
-    draws of rng.integers(0, t + 1) (with replacement), t ascending."""
-    ts: list[np.ndarray] = []
-    ss: list[np.ndarray] = []
-    for t in range(t_len):
-        s = np.arange(t + 1) if t + 1 <= per_query else rng.integers(0, t + 1, size=per_query)
-        ts.append(np.full(s.shape[0], t, dtype=np.int64))
-        ss.append(s.astype(np.int64))
-    return np.concatenate(ts), np.concatenate(ss)
+def pair_weights(t_len: int, per_query: int) -> np.ndarray:
+    """The PRF pairs' weight of each query position t: min(P, t + 1) / (t + 1), so that every
+    key s <= t weighted by it sums to the expectation of drawing P keys uniformly from 0..t (all
+    of 0..t where t + 1 <= P), and the weights over s sum to min(P, t + 1), the count of pairs."""
+    t = np.arange(t_len, dtype=np.float64)
+    return np.minimum(float(per_query), t + 1) / (t + 1)
 
 
-# The moments' sums: float32 GEMMs (BLAS, through numpy) over blocks of MOMENT_BLOCK rows, each
-# block's sum added into the float64 accumulator.  A block's float32 sum of products carries a
-# relative error of about sqrt(MOMENT_BLOCK) float32 ulps; the float64 sum of the blocks adds
-# none that shows.  Measured against the same sums in float64 (docs/fidelity.md, "Calibration
-# in float32"): a relative 5.4e-7 of a section's largest value at most on SmolLM2, 185 times
-# inside the 1e-4 the library's path keeps from transformers' (tests/python/test_probe_paths.py).
-MOMENT_BLOCK = 1024
+def pair_count(t_len: int, per_query: int) -> int:
+    """The pairs one context of t_len positions stands for: sum over t of min(P, t + 1)."""
+    return int(sum(min(per_query, t + 1) for t in range(t_len)))
 
 
-def gram(a: np.ndarray, block: int = MOMENT_BLOCK) -> np.ndarray:
-    """sum over rows r of a[r]^T a[r], [n, n] float64, from float32 ``a`` [rows, n] (numpy's
-    ``a.T @ a`` is BLAS's syrk: half the products)."""
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    out = np.zeros((a.shape[1], a.shape[1]), np.float64)
-    for r in range(0, a.shape[0], block):
-        c = a[r:r + block]
-        out += c.T @ c
-    return out
+# The moments' sums, in the library (stk.h's stk_moment_*; kernels/moments.h): float32 GEMMs
+# over blocks of 1,024 rows in the pinned BLIS context, each block's sum added into the float64
+# accumulator, and the PRF pairs' Gram in float64 throughout, so the file is the same bits at any
+# thread count and on any CPU.  Measured against the same sums in float64 (docs/fidelity.md,
+# "Calibration in float32"): a relative 5.4e-7 of a section's largest value at most on SmolLM2,
+# 185 times inside the 1e-4 the library's path keeps from transformers'
+# (tests/python/test_probe_paths.py).
 
 
-def cross(a: np.ndarray, b: np.ndarray, block: int = MOMENT_BLOCK) -> np.ndarray:
-    """sum over rows r of a[r]^T b[r], float64, from float32 ``a`` [rows, n] and ``b`` [rows] or
-    [rows, m] (float64 ``b`` is rounded to float32 for the product, its sum kept in float64)."""
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    b = np.ascontiguousarray(b, dtype=np.float32)
-    out = np.zeros((a.shape[1],) + b.shape[1:], np.float64)
-    for r in range(0, a.shape[0], block):
-        out += a[r:r + block].T @ b[r:r + block]
-    return out
+def _f32(a: Any) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _acc(acc: np.ndarray, shape: tuple[int, ...]) -> int:
+    if acc.dtype != np.float64 or acc.shape != shape or not acc.flags.c_contiguous or not acc.flags.writeable:
+        raise ValueError(f"accumulator: float64 {shape}, C-contiguous and writeable (got {acc.dtype} {acc.shape})")
+    return int(acc.ctypes.data)
+
+
+def gram(acc: np.ndarray, a: Any, threads: int = 1) -> None:
+    """acc[i, j] += sum over rows r of a[r, i] a[r, j] for j >= i (the upper triangle; the lower
+    is left as it is), acc float64 [n, n], a [rows, n] (as float32)."""
+    a = _f32(a)
+    _raise(_lib.lib.stk_moment_gram(a.ctypes.data, a.shape[0], a.shape[1], _acc(acc, (a.shape[1], a.shape[1])), threads))
+
+
+def cross(acc: np.ndarray, a: Any, b: Any, threads: int = 1) -> None:
+    """acc += a^T b, acc float64 [n, m], a [rows, n] and b [rows, m] (as float32)."""
+    a, b = _f32(a), _f32(b)
+    if b.ndim != 2 or b.shape[0] != a.shape[0]:
+        raise ValueError(f"cross: b {b.shape} against a {a.shape}")
+    _raise(_lib.lib.stk_moment_cross(a.ctypes.data, b.ctypes.data, a.shape[0], a.shape[1], b.shape[1],
+                                     _acc(acc, (a.shape[1], b.shape[1])), threads))
+
+
+def causal_pairs(acc_m: np.ndarray, acc_b: np.ndarray, acc_l: np.ndarray, x: Any, q: Any, k: Any, scale: float,
+                 weights: np.ndarray, threads: int = 1) -> None:
+    """The PRF pairs' sums of one context (stk_moment_causal_pairs): every pair (t, s <= t)
+    weighted by weights[t], l(t, s) = scale * q[t] . k[s];
+    acc_m[a, b] += sum_t w_t sum_{s<=t} (x_t o x_s)_a (x_t o x_s)_b (b >= a), acc_b += sum_t w_t
+    sum_{s<=t} (x_t o x_s) l(t, s), acc_l += (the sum of l, of l^2)."""
+    x, q, k = _f32(x), _f32(q), _f32(k)
+    t, d = x.shape
+    if q.shape[0] != t or k.shape != q.shape:
+        raise ValueError(f"causal_pairs: q {q.shape}, k {k.shape} against x {x.shape}")
+    w = np.ascontiguousarray(weights, dtype=np.float64)
+    if w.shape != (t,):
+        raise ValueError(f"causal_pairs: weights {w.shape}, want ({t},)")
+    _raise(_lib.lib.stk_moment_causal_pairs(x.ctypes.data, q.ctypes.data, k.ctypes.data, t, d, q.shape[1], float(scale),
+                                            w.ctypes.data, _acc(acc_m, (d, d)), _acc(acc_b, (d,)), _acc(acc_l, (2,)),
+                                            threads))
 
 
 def _tmp_name(out: str) -> str:
@@ -282,13 +309,14 @@ def _moments_library(model: str, texts: Sequence[str], ctx: Optional[int], conte
     lm = LanguageModel(os.fspath(model))
     n_layers, d_model, h = lm.n_layers, lm.d_model, lm.n_heads
     model_type = lm.model_type
-    seq = lm.sequence(sinks=0, window=ctx, threads=threads or os.cpu_count() or 1, max_batch=ctx)
+    threads = threads or os.cpu_count() or 1
+    seq = lm.sequence(sinks=0, window=ctx, threads=threads, max_batch=ctx)
     accs = [_Layer() for _ in range(n_layers)]
     want = [PRF_PAIRS | ATTN_OUT | ROPE_PAIRS | FFN] * n_layers
     notes: list[str] = []
     shape = {"d_v": 0, "n_pairs": 0}
     held: dict[str, np.ndarray] = {}  # this layer's points read so far
-    pairs: list[np.ndarray] = []      # this context's (t, s)
+    weights: list[np.ndarray] = []    # this context's pair weights
 
     def probe(p: Any) -> None:
         li, a = p.layer, accs[p.layer]
@@ -318,23 +346,20 @@ def _moments_library(model: str, texts: Sequence[str], ctx: Optional[int], conte
             a.rope_n += t
             shape["n_pairs"] = npairs
         elif p.point == "k":
-            # the logits of the (t, s) pairs: mean over heads of q_h(t).k_h(s) / sqrt(head_dim)
-            ts, ss = pairs
-            t = p.data.shape[0]
-            hd = p.head_width
-            q = held["q"].reshape(t, h, hd)
-            k = np.repeat(np.asarray(p.data).reshape(t, p.heads, hd), h // p.heads, axis=1)
-            lg = np.einsum("phd,phd->p", q[ts], k[ss], dtype=np.float64) / h / math.sqrt(hd)
-            x = held["attn_in"]
-            pp = x[ts] * x[ss]  # float32: the products of two float32 values, rounded once
-            a.prf_m = _add(a.prf_m, gram(pp))
-            a.prf_b = _add(a.prf_b, cross(pp, lg))
-            a.prf_l[0] += float(lg.sum())
-            a.prf_l[1] += float((lg * lg).sum())
-            a.prf_n += int(ts.shape[0])
+            # the pairs' logits l(t, s) = mean over heads of q_h(t).k_h(s) / sqrt(head_dim):
+            # q against the keys repeated to the query heads (GQA), scaled by 1 / (h sqrt(hd))
+            t, hd = p.data.shape[0], p.head_width
+            k = np.repeat(np.asarray(p.data, dtype=np.float32).reshape(t, p.heads, hd), h // p.heads, axis=1)
+            if a.prf_m is None:
+                a.prf_m, a.prf_b, a.prf_l = np.zeros((d_model, d_model)), np.zeros(d_model), np.zeros(2)
+            causal_pairs(a.prf_m, a.prf_b, a.prf_l, held["attn_in"], held["q"], k.reshape(t, h * hd),
+                         1.0 / (h * math.sqrt(hd)), weights[0], threads)
+            a.prf_n += pair_count(t, pairs_per_query)
         elif p.point == "attn_out":
-            o = np.asarray(p.data)
-            a.attn_c = _add(a.attn_c, gram(o))
+            o = p.data
+            if a.attn_c is None:
+                a.attn_c = np.zeros((o.shape[1], o.shape[1]))
+            gram(a.attn_c, o, threads)
             a.attn_n += o.shape[0]
             shape["d_v"] = o.shape[1]
         elif p.point == "ffn_out" and want[li] & FFN:
@@ -343,22 +368,23 @@ def _moments_library(model: str, texts: Sequence[str], ctx: Optional[int], conte
                 notes.append(f"layer {li}: ffn left out: the layer's FFN is a mixture of experts (dense MLPs only)")
                 return
             x = held["ffn_in"][ffn_from_position:]
-            y = np.asarray(p.data[ffn_from_position:])
+            y = np.asarray(p.data[ffn_from_position:], dtype=np.float32)
             z = np.concatenate([np.maximum(x, 0), np.maximum(-x, 0)], axis=1)
-            a.ffn_g = _add(a.ffn_g, gram(z))
-            a.ffn_x = _add(a.ffn_x, cross(z, y))
+            if a.ffn_g is None:
+                a.ffn_g, a.ffn_x = np.zeros((z.shape[1], z.shape[1])), np.zeros((z.shape[1], y.shape[1]))
+            gram(a.ffn_g, z, threads)
+            cross(a.ffn_x, z, y, threads)
             yd = y.astype(np.float64)
             a.ffn_yy = _add(a.ffn_yy, (yd * yd).sum(0))
             a.ffn_n += x.shape[0]
 
     seq.set_probe(probe, ("attn_in", "q_pre", "k_pre", "q", "k", "attn_out", "ffn_in", "ffn_out"))
-    rng = np.random.default_rng(0)
     tokens = 0
     ctxs = evaluation.contexts_of(tok, texts, ctx, contexts)
     bar, step = _contexts_bar(progress, len(ctxs))
     try:
         for ci, (_, ids) in enumerate(ctxs):
-            pairs[:] = pair_keys(len(ids), pairs_per_query, rng)
+            weights[:] = [pair_weights(len(ids), pairs_per_query)]
             seq.reset()
             seq.feed(ids)
             tokens += len(ids)
@@ -499,7 +525,6 @@ def _moments_transformers(model: str, texts: Sequence[str], ctx: Optional[int], 
                 notes.append(f"layer {li}: prf_pairs left out: {model_type}'s modeling code has no eager_attention_forward "
                              "to read q and k from")
 
-    rng = np.random.default_rng(0)
     tokens = 0
     try:
         ctxs = contexts_of(tok, texts, ctx, contexts)
@@ -518,7 +543,6 @@ def _moments_transformers(model: str, texts: Sequence[str], ctx: Optional[int], 
                 t_len = len(ids)
                 m(torch.tensor([ids]), use_cache=False)
                 tokens += t_len
-                ts, ss = pair_keys(t_len, pairs_per_query, rng)
                 for li in range(n_layers):
                     a = accs[li]
                     if want[li] & PRF_PAIRS:
@@ -527,18 +551,8 @@ def _moments_transformers(model: str, texts: Sequence[str], ctx: Optional[int], 
                             notes.append(f"layer {li}: prf_pairs left out: its attention did not go through eager_attention_forward")
                         else:
                             q, k = captured[li]  # [1, h, t, hd], [1, hkv, t, hd]
-                            hq, hk, hd = q.shape[1], k.shape[1], q.shape[-1]
-                            kk = k[0].repeat_interleave(hq // hk, dim=0).double()
-                            qq = q[0].double()
-                            tt, st = torch.from_numpy(ts), torch.from_numpy(ss)
-                            lg = (qq[:, tt, :] * kk[:, st, :]).sum(-1).mean(0) / math.sqrt(hd)
-                            x = a.x_attn.double()
-                            p = x[tt] * x[st]
-                            a.prf_m = _add(a.prf_m, p.T @ p)
-                            a.prf_b = _add(a.prf_b, p.T @ lg)
-                            a.prf_l[0] += float(lg.sum())
-                            a.prf_l[1] += float((lg * lg).sum())
-                            a.prf_n += int(tt.shape[0])
+                            _pairs_float64(a, a.x_attn.double(), q[0].double(), k[0].double(), pair_weights(t_len, pairs_per_query))
+                            a.prf_n += pair_count(t_len, pairs_per_query)
                     if want[li] & ROPE_PAIRS:
                         if li not in captured or a.q_pre is None or a.k_pre is None:
                             want[li] &= ~ROPE_PAIRS
@@ -578,6 +592,31 @@ def _moments_transformers(model: str, texts: Sequence[str], ctx: Optional[int], 
     if d_v == 0:
         d_v = h * int(getattr(cfg, "head_dim", 0) or d_model // h)
     return _Moments(accs, want, notes, n_layers, d_model, d_v, n_pairs, tokens, len(ctxs), ctx, layers_name)
+
+
+def _pairs_float64(a: _Layer, x: Any, q: Any, k: Any, weights: np.ndarray) -> None:
+    """The PRF pairs' sums of one context in float64 torch (the cross-check path): x [t, d],
+    q [h, t, hd], k [hkv, t, hd]; the same definition as ``causal_pairs``, computed as it reads:
+    l = the masked mean over heads of q k^T / sqrt(hd), B = sum_t w_t x_t o (l x)_t, and M from
+    the running sum C_t = sum_{s<=t} x_s x_s^T as sum_t w_t (x_t x_t^T) o C_t."""
+    import torch
+    t, d = x.shape
+    h, hk, hd = q.shape[0], k.shape[0], q.shape[-1]
+    lg = torch.einsum("htd,hsd->ts", q, k.repeat_interleave(h // hk, dim=0)) / h / math.sqrt(hd)
+    lg = torch.tril(lg)
+    w = torch.from_numpy(weights)
+    if a.prf_m is None:
+        a.prf_m, a.prf_b, a.prf_l = torch.zeros(d, d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64), np.zeros(2)
+    a.prf_b = a.prf_b + (w[:, None] * x * (lg @ x)).sum(0)
+    a.prf_l[0] += float((w * lg.sum(1)).sum())
+    a.prf_l[1] += float((w * (lg * lg).sum(1)).sum())
+    c = torch.zeros(d, d, dtype=torch.float64)
+    m = a.prf_m
+    for i in range(t):
+        p = torch.outer(x[i], x[i])
+        c += p
+        m += w[i] * p * c
+    a.prf_m = m
 
 
 def _np(a: Any) -> np.ndarray:

@@ -110,6 +110,39 @@ double SumSquaresImpl(const float *x, size_t n) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+// moments.h's causal pair tile: every lane is one (a, b) entry, updated once per row t in row
+// order with the same unfused operations as the scalar tail.
+void CausalPairTileImpl(const double *x, size_t rows, size_t d, const double *w, size_t a0, size_t ra, size_t b0,
+                        size_t cb, double *s_acc, double *m_acc) {
+    const hn::ScalableTag<double> dd;
+    const size_t N = hn::Lanes(dd);
+    for (size_t t = 0; t < rows; t++) {
+        const double *xt = x + t * d;
+        const double wt = w[t];
+        for (size_t r = 0; r < ra; r++) {
+            const double xa = xt[a0 + r];
+            const double wxa = wt * xa;
+            const auto vxa = hn::Set(dd, xa), vwxa = hn::Set(dd, wxa);
+            double *srow = s_acc + r * cb, *mrow = m_acc + r * cb;
+            size_t j = 0;
+            for (; j + N <= cb; j += N) {
+                const auto xb = hn::LoadU(dd, xt + b0 + j);
+                const auto s = hn::Add(hn::LoadU(dd, srow + j), hn::Mul(vxa, xb));
+                hn::StoreU(s, dd, srow + j);
+                hn::StoreU(hn::Add(hn::LoadU(dd, mrow + j), hn::Mul(hn::Mul(vwxa, xb), s)), dd, mrow + j);
+            }
+            for (; j < cb; j++) {
+                const double xb = xt[b0 + j];
+                const double u = xa * xb;
+                srow[j] = srow[j] + u;
+                const double v = wxa * xb;
+                const double vs = v * srow[j];
+                mrow[j] = mrow[j] + vs;
+            }
+        }
+    }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace stk::kernels
 HWY_AFTER_NAMESPACE();
@@ -122,6 +155,7 @@ HWY_EXPORT(NarrowImpl);
 HWY_EXPORT(WidenImpl);
 HWY_EXPORT(ScaleBySqrtImpl);
 HWY_EXPORT(SumSquaresImpl);
+HWY_EXPORT(CausalPairTileImpl);
 
 void accumulate_squares(const float *x, double *acc, size_t n) { HWY_DYNAMIC_DISPATCH(AccumulateSquaresImpl)(x, acc, n); }
 void narrow_to_f32(const double *x, float *out, size_t n) { HWY_DYNAMIC_DISPATCH(NarrowImpl)(x, out, n); }
@@ -130,6 +164,11 @@ void scale_by_sqrt_to_f32(const double *x, const double *d, float *out, size_t n
     HWY_DYNAMIC_DISPATCH(ScaleBySqrtImpl)(x, d, out, n);
 }
 double sum_squares_f32(const float *x, size_t n) { return HWY_DYNAMIC_DISPATCH(SumSquaresImpl)(x, n); }
+
+void causal_pair_tile(const double *x, size_t rows, size_t d, const double *w, size_t a0, size_t ra, size_t b0, size_t cb,
+                      double *s_acc, double *m_acc) {
+    HWY_DYNAMIC_DISPATCH(CausalPairTileImpl)(x, rows, d, w, a0, ra, b0, cb, s_acc, m_acc);
+}
 
 bool all_finite(const double *x, size_t n) {
     for (size_t j = 0; j < n; j++)

@@ -83,4 +83,19 @@ void sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha
     blis_gemm(trans_a, trans_b, m, n, k, alpha, a, rs_a, cs_a, b, rs_b, cs_b, beta, c, rs_c, cs_c, threads);
 }
 
+void ssyrk_upper_at_a(size_t n, size_t k, float alpha, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, float beta, float *c,
+                      ptrdiff_t rs_c, ptrdiff_t cs_c, unsigned threads) {
+    if (n == 0) return;
+    // the same checks as a GEMM of op(A) = A^T (n x k) by A (k x n) into C (n x n)
+    check_gemm(n, n, k, a, a, c, rs_a, cs_a, rs_a, cs_a, rs_c, cs_c, threads);
+    cntx_t *cntx = pinned_blis_context();
+    rntm_t rntm;
+    bli_rntm_init(&rntm);
+    bli_rntm_set_num_threads(dim_t(threads), &rntm);
+    float al = alpha, be = beta;
+    // BLIS's syrk is C = alpha op(A) op(A)^T + beta C with op(A) m x k: op(A) = A^T here.
+    bli_ssyrk_ex(BLIS_UPPER, BLIS_TRANSPOSE, dim_t(n), dim_t(k), &al, const_cast<float *>(a), inc_t(rs_a), inc_t(cs_a), &be, c,
+                 inc_t(rs_c), inc_t(cs_c), cntx, &rntm);
+}
+
 }  // namespace stk::kernels

@@ -29,6 +29,10 @@ void gemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, double alpha
 void sgemm(bool trans_a, bool trans_b, size_t m, size_t n, size_t k, float alpha, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a,
            const float *b, ptrdiff_t rs_b, ptrdiff_t cs_b, float beta, float *c, ptrdiff_t rs_c, ptrdiff_t cs_c,
            unsigned threads);
+// The upper triangle (j >= i) of C = alpha * A^T A + beta * C for A k x n (BLIS ssyrk; C n x n,
+// its lower triangle untouched): the calibration moments' Gram matrices (kernels/moments.h).
+void ssyrk_upper_at_a(size_t n, size_t k, float alpha, const float *a, ptrdiff_t rs_a, ptrdiff_t cs_a, float beta, float *c,
+                      ptrdiff_t rs_c, ptrdiff_t cs_c, unsigned threads);
 
 // Doubles of workspace orthonormalize_columns(m, n) needs (tau and LAPACK's work array).
 size_t qr_workspace(size_t m, size_t n);

@@ -40,16 +40,10 @@ def _triu(a):
     return a[np.triu_indices(a.shape[0])]
 
 
-def _pairs(t_len, rng):
-    ts, ss = [], []
-    for t in range(t_len):
-        if t + 1 <= PPQ:
-            s = list(range(t + 1))
-        else:
-            s = list(rng.integers(0, t + 1, size=PPQ))
-        ts += [t] * len(s)
-        ss += s
-    return np.array(ts), np.array(ss)
+def _weight(t):
+    """docs/format.md: each key s <= t of query t weighted min(PPQ, t + 1) / (t + 1), the
+    expectation of PPQ keys drawn uniformly from 0..t."""
+    return min(PPQ, t + 1) / (t + 1)
 
 
 def _reference(model_dir, text, ctx, n_ctx, family):
@@ -88,14 +82,12 @@ def _reference(model_dir, text, ctx, n_ctx, family):
         else:
             hooks.append(b.attn.c_attn.register_forward_hook(lambda mod, a, o, li=li: seen.__setitem__(("qkv", li), o)))
     acc = [dict(G=0, X=0, yy=0, C=0, e=0, M=0, b=0, l1=0.0, l2=0.0, n=0, nf=0, np=0) for _ in range(L)]
-    rng = np.random.default_rng(0)
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
     with torch.no_grad():
         for c in range(n_ctx):
             chunk = ids[c * ctx:(c + 1) * ctx]
             seen.clear()
             m(torch.tensor([chunk]), use_cache=False)
-            ts, ss = _pairs(ctx, rng)
             for li in range(L):
                 a = acc[li]
                 # the ffn moments skip each context's position 0 (docs/format.md)
@@ -127,13 +119,16 @@ def _reference(model_dir, text, ctx, n_ctx, family):
                     qkv = seen[("qkv", li)][0]
                     qr = qkv[:, :d].reshape(ctx, H, hd).transpose(0, 1).numpy().astype(np.float64)
                     kr = qkv[:, d:2 * d].reshape(ctx, H, hd).transpose(0, 1).numpy().astype(np.float64)
-                lg = np.einsum("htd,htd->t", qr[:, ts, :], kr[:, ss, :]) / H / math.sqrt(hd)
-                p = xa[ts] * xa[ss]
-                a["M"] = a["M"] + p.T @ p
-                a["b"] = a["b"] + p.T @ lg
-                a["l1"] += lg.sum()
-                a["l2"] += (lg * lg).sum()
-                a["np"] += len(ts)
+                for t in range(ctx):  # every pair (t, s <= t), one query at a time
+                    s = np.arange(t + 1)
+                    lg = np.einsum("hd,hsd->s", qr[:, t, :], kr[:, s, :]) / H / math.sqrt(hd)
+                    p = xa[t] * xa[s]
+                    w = _weight(t)
+                    a["M"] = a["M"] + w * (p.T @ p)
+                    a["b"] = a["b"] + w * (p.T @ lg)
+                    a["l1"] += w * lg.sum()
+                    a["l2"] += w * (lg * lg).sum()
+                    a["np"] += min(PPQ, t + 1)
     for h_ in hooks:
         h_.remove()
     return acc, n_ctx * ctx, (L, d, H * hd, hd // 2 if rope else 0)
@@ -235,7 +230,7 @@ def test_moments_match_reference(tmp_path, text, family, ctx, request, monkeypat
     assert r["sections"] == [["prf_pairs", "attn_out"] + (["rope_pairs"] if family != "gpt2" else []) + ["ffn"]] * L
     if family == "gpt2":
         assert r["left_out"] == ["rope_pairs at layers 0, 1: gpt2 has no rotary position embedding"]
-    # pair count: all s <= t for the first PPQ positions, PPQ draws after
+    # pairs counted: t + 1 for the first PPQ positions, PPQ for each later one (the draws they stand for)
     assert layers[0]["pairs"] == 3 * (PPQ * (PPQ + 1) // 2 + (ctx - PPQ) * PPQ)
 
 

@@ -907,6 +907,22 @@ extern "C" {
     pub fn stk_lwt_dtype_is_float(lwt_dtype: u32) -> c_int;
     pub fn stk_lwt_dtype_parse(name: *const c_char, out_lwt_dtype: *mut u32) -> stk_status;
     pub fn stk_crc32c(crc: u32, data: *const c_void, len: usize) -> u32;
+    pub fn stk_moment_gram(a: *const f32, rows: usize, n: usize, acc: *mut f64, threads: u32) -> stk_status;
+    pub fn stk_moment_cross(a: *const f32, b: *const f32, rows: usize, n: usize, m: usize, acc: *mut f64, threads: u32) -> stk_status;
+    pub fn stk_moment_causal_pairs(
+        x: *const f32,
+        q: *const f32,
+        k: *const f32,
+        rows: usize,
+        d: usize,
+        dq: usize,
+        scale: f64,
+        weights: *const f64,
+        acc_m: *mut f64,
+        acc_b: *mut f64,
+        acc_l: *mut f64,
+        threads: u32,
+    ) -> stk_status;
     pub fn stk_model_open(path: *const c_char, out_model: *mut *mut stk_model) -> stk_status;
     pub fn stk_model_close(model: *mut stk_model);
     pub fn stk_model_get_info(model: *const stk_model, out: *mut stk_model_info) -> stk_status;
