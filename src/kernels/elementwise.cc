@@ -110,37 +110,71 @@ double SumSquaresImpl(const float *x, size_t n) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
-// moments.h's causal pair tile: every lane is one (a, b) entry, updated once per row t in row
-// order with the same unfused operations as the scalar tail.
-void CausalPairTileImpl(const double *x, size_t rows, size_t d, const double *w, size_t a0, size_t ra, size_t b0,
-                        size_t cb, double *s_acc, double *m_acc) {
-    const hn::ScalableTag<double> dd;
+// moments.h's causal pair tile.  Each lane is one (a, b) entry, its running S and M in registers
+// while every row t streams past (R rows x 2 vectors at a time); the columns past the last whole
+// pair of vectors take the same operations one entry at a time.
+// One entry's update for row t: S += xa xb; M += ((w xa) xb) S, unfused.
+template <class V>
+HWY_INLINE void CausalPairStep(V vxa, V vwxa, V xb, V &s, V &m) {
+    s = hn::Add(s, hn::Mul(vxa, xb));
+    m = hn::Add(m, hn::Mul(hn::Mul(vwxa, xb), s));
+}
+
+// Rows a (and a + 1 when two) by the 2 vectors of columns at b, every row t.
+template <bool kTwo, class D>
+HWY_INLINE void CausalPairBlock(D dd, const double *x, size_t rows, size_t d, const double *w, size_t a, size_t b,
+                                double *m_out, size_t ld) {
     const size_t N = hn::Lanes(dd);
+    auto s00 = hn::Zero(dd), s01 = hn::Zero(dd), s10 = hn::Zero(dd), s11 = hn::Zero(dd);
+    auto m00 = hn::Zero(dd), m01 = hn::Zero(dd), m10 = hn::Zero(dd), m11 = hn::Zero(dd);
     for (size_t t = 0; t < rows; t++) {
         const double *xt = x + t * d;
+        const auto xb0 = hn::LoadU(dd, xt + b), xb1 = hn::LoadU(dd, xt + b + N);
         const double wt = w[t];
-        for (size_t r = 0; r < ra; r++) {
-            const double xa = xt[a0 + r];
-            const double wxa = wt * xa;
-            const auto vxa = hn::Set(dd, xa), vwxa = hn::Set(dd, wxa);
-            double *srow = s_acc + r * cb, *mrow = m_acc + r * cb;
-            size_t j = 0;
-            for (; j + N <= cb; j += N) {
-                const auto xb = hn::LoadU(dd, xt + b0 + j);
-                const auto s = hn::Add(hn::LoadU(dd, srow + j), hn::Mul(vxa, xb));
-                hn::StoreU(s, dd, srow + j);
-                hn::StoreU(hn::Add(hn::LoadU(dd, mrow + j), hn::Mul(hn::Mul(vwxa, xb), s)), dd, mrow + j);
-            }
-            for (; j < cb; j++) {
-                const double xb = xt[b0 + j];
-                const double u = xa * xb;
-                srow[j] = srow[j] + u;
-                const double v = wxa * xb;
-                const double vs = v * srow[j];
-                mrow[j] = mrow[j] + vs;
-            }
+        const double xa0 = xt[a];
+        const auto vxa0 = hn::Set(dd, xa0), vwxa0 = hn::Set(dd, wt * xa0);
+        CausalPairStep(vxa0, vwxa0, xb0, s00, m00);
+        CausalPairStep(vxa0, vwxa0, xb1, s01, m01);
+        if (kTwo) {
+            const double xa1 = xt[a + 1];
+            const auto vxa1 = hn::Set(dd, xa1), vwxa1 = hn::Set(dd, wt * xa1);
+            CausalPairStep(vxa1, vwxa1, xb0, s10, m10);
+            CausalPairStep(vxa1, vwxa1, xb1, s11, m11);
         }
     }
+    hn::StoreU(m00, dd, m_out);
+    hn::StoreU(m01, dd, m_out + N);
+    if (kTwo) {
+        hn::StoreU(m10, dd, m_out + ld);
+        hn::StoreU(m11, dd, m_out + ld + N);
+    }
+}
+
+void CausalPairTileImpl(const double *x, size_t rows, size_t d, const double *w, size_t a0, size_t ra, size_t b0, size_t cb,
+                        double *m_out) {
+    const hn::ScalableTag<double> dd;
+    const size_t N = hn::Lanes(dd);
+    const size_t whole = cb / (2 * N) * (2 * N);
+    for (size_t j = 0; j < whole; j += 2 * N) {
+        size_t r = 0;
+        for (; r + 2 <= ra; r += 2) CausalPairBlock<true>(dd, x, rows, d, w, a0 + r, b0 + j, m_out + r * cb + j, cb);
+        if (r < ra) CausalPairBlock<false>(dd, x, rows, d, w, a0 + r, b0 + j, m_out + r * cb + j, cb);
+    }
+    for (size_t r = 0; r < ra; r++)
+        for (size_t j = whole; j < cb; j++) {
+            double s = 0, m = 0;
+            for (size_t t = 0; t < rows; t++) {
+                const double *xt = x + t * d;
+                const double xa = xt[a0 + r], xb = xt[b0 + j];
+                const double u = xa * xb;
+                s = s + u;
+                const double wxa = w[t] * xa;
+                const double v = wxa * xb;
+                const double vs = v * s;
+                m = m + vs;
+            }
+            m_out[r * cb + j] = m;
+        }
 }
 
 }  // namespace HWY_NAMESPACE
@@ -166,8 +200,8 @@ void scale_by_sqrt_to_f32(const double *x, const double *d, float *out, size_t n
 double sum_squares_f32(const float *x, size_t n) { return HWY_DYNAMIC_DISPATCH(SumSquaresImpl)(x, n); }
 
 void causal_pair_tile(const double *x, size_t rows, size_t d, const double *w, size_t a0, size_t ra, size_t b0, size_t cb,
-                      double *s_acc, double *m_acc) {
-    HWY_DYNAMIC_DISPATCH(CausalPairTileImpl)(x, rows, d, w, a0, ra, b0, cb, s_acc, m_acc);
+                      double *m_out) {
+    HWY_DYNAMIC_DISPATCH(CausalPairTileImpl)(x, rows, d, w, a0, ra, b0, cb, m_out);
 }
 
 bool all_finite(const double *x, size_t n) {

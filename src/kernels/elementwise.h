@@ -25,12 +25,12 @@ void scale_by_sqrt_to_f32(const double *x, const double *d, float *out, size_t n
 // (j mod 8, each in index order), then ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)).
 double sum_squares_f32(const float *x, size_t n);
 
-// One tile of kernels/moments.h's causal pair Gram: for the entries (a0 + r, b0 + j), r < ra,
-// j < cb, and every row t of x (rows x d, double) in order,
-//   S[r][j] += x_t[a] x_t[b];   M[r][j] += ((w[t] x_t[a]) x_t[b]) S[r][j]
-// (S after the row's update: the pair s = t is in), s_acc and m_acc [ra][cb] row-major.
+// One tile of kernels/moments.h's causal pair Gram: for the entries (a, b) = (a0 + r, b0 + j),
+// r < ra, j < cb, over every row t of x (rows x d, double) in order, starting from S = M = 0,
+//   S += x_t[a] x_t[b];   M += ((w[t] x_t[a]) x_t[b]) S
+// (S after the row's update: the pair s = t is in); M into m_out[ra][cb] row-major.
 void causal_pair_tile(const double *x, size_t rows, size_t d, const double *w, size_t a0, size_t ra, size_t b0, size_t cb,
-                      double *s_acc, double *m_acc);
+                      double *m_out);
 
 // True if every x[j] is finite.
 bool all_finite(const double *x, size_t n);

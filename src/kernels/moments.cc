@@ -12,8 +12,8 @@
 namespace stk::kernels {
 
 namespace {
-// A tile of the pair Gram: kTileRows x kTileCols entries, its S and M (2 x 4 KiB) in L1 while
-// every row of x streams past; x's kTileCols columns (rows x 512 B) stay in L2.
+// A tile of the pair Gram: kTileRows x kTileCols entries; x's kTileCols columns (rows x 512 B)
+// stay in L2 while the tile's blocks of entries stream every row of them past their registers.
 constexpr size_t kTileRows = 8, kTileCols = 64;
 }  // namespace
 
@@ -85,16 +85,14 @@ void moment_causal_pairs(const float *x, const float *q, const float *k, size_t 
     };
     std::vector<Tile> tiles;
     for (size_t a0 = 0; a0 < d; a0 += kTileRows)
-        for (size_t b0 = a0 / kTileCols * kTileCols; b0 < d; b0 += kTileCols) tiles.push_back({a0, b0});
+        for (size_t b0 = a0; b0 < d; b0 += kTileCols) tiles.push_back({a0, b0});
     const unsigned workers = unsigned(std::min<size_t>(threads ? threads : 1, tiles.size()));
     run_workers(workers, [&](unsigned wk) {
-        double s_acc[kTileRows * kTileCols], m_acc[kTileRows * kTileCols];
+        double m_acc[kTileRows * kTileCols];
         for (size_t ti = wk; ti < tiles.size(); ti += workers) {
             const size_t a0 = tiles[ti].a0, b0 = tiles[ti].b0;
             const size_t ra = std::min(kTileRows, d - a0), cb = std::min(kTileCols, d - b0);
-            std::fill(s_acc, s_acc + ra * cb, 0.0);
-            std::fill(m_acc, m_acc + ra * cb, 0.0);
-            causal_pair_tile(scratch_f64, rows, d, w, a0, ra, b0, cb, s_acc, m_acc);
+            causal_pair_tile(scratch_f64, rows, d, w, a0, ra, b0, cb, m_acc);
             for (size_t r = 0; r < ra; r++)
                 for (size_t j = std::max(a0 + r, b0) - b0; j < cb; j++) acc_m[(a0 + r) * d + b0 + j] += m_acc[r * cb + j];
         }
