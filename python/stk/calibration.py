@@ -781,7 +781,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "when it has fewer)")
     p.add_argument("--contexts", type=int, default=8, help="at most this many contexts per --text file (default 8)")
     p.add_argument("--pairs-per-query", type=int, default=16,
-                   help="PRF pairs: keys drawn per query position (default 16)")
+                   help="PRF pairs: the keys per query position whose uniform draw the pairs' weights are the "
+                        "expectation of (default 16)")
     p.add_argument("--reference", choices=REFERENCES, default="stk", help="what runs the model: stk's own forward "
                    "(default) or transformers' (needs torch)")
     p.add_argument("--threads", type=int, default=0, help="stk's forward: threads (default: every core)")
