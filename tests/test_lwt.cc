@@ -1033,6 +1033,17 @@ static void test_kernels_every_target(void **) {
                         assert_int_equal(dbl_bits(lwt_stats_abs_total(a, ca)), dbl_bits(lwt_stats_abs_total(b, cb)));
                         assert_memory_equal(ca, cb, sizeof ca);
                     }
+                    // The block-scaled types from the bits (whole blocks: the lengths cut to
+                    // a multiple of 32, past the 1,024-value staging buffer) are lwt_pack's bytes.
+                    const uint64_t nw = n / kBlockQElems * kBlockQElems;
+                    for (LwtDType t : {LwtDType::Q4_0, LwtDType::Q8_0}) {
+                        uint64_t nb = 0;
+                        lwt_packed_bytes(t, nw, &nb);
+                        std::vector<uint8_t> pa(size_t(nb) + 1, 0xA5), pb(size_t(nb) + 1, 0xA5);
+                        lwt_pack_bf16(t, at.data() + off, nw, LwtQuant{}, pa.data());
+                        lwt_pack(t, f.data(), nw, LwtQuant{}, pb.data());
+                        assert_memory_equal(pa.data(), pb.data(), pa.size());
+                    }
                 }
             // The bf16 kernel's sum of |v| is fixed point over a 16-exponent window: values
             // outside it (every finite exponent; outliers far above a trained-like bulk and a
