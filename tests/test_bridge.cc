@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "acceptance/runner.h"
@@ -213,6 +214,17 @@ static void leg_scores_threads(void **) {
         }
 }
 
+// bridge_build's scratch for `workers` workers (bridge_init.h).
+struct BuildScratch {
+    std::vector<float> f;
+    std::vector<double> d, terms;
+    std::vector<uint32_t> u;
+    BuildScratch(uint32_t h, unsigned workers)
+        : f(size_t(workers) * h), d(size_t(workers) * h), terms(3 * kBridgeQuantChunkRows * h),
+          u(std::max<size_t>(size_t(workers) * h, kBridgeHubSamples)) {}
+    BridgeScratch view() { return BridgeScratch{f.data(), d.data(), terms.data(), u.data()}; }
+};
+
 // bridge_build on crafted legs: row 1 has a five-way tie and row 2 is all zeros, so 8 of the 12
 // pairs have m <= 0: never promoted, said in the 18.4 record; the checks pass.
 static void build_records_negative_margins(void **) {
@@ -226,11 +238,9 @@ static void build_records_negative_margins(void **) {
     std::vector<uint64_t> hubs((v + nctx) * w);
     std::vector<uint8_t> guard(v * k * kGuardTupleSize);
     BridgeOut out{qin.data(), qout.data(), sin.data(), sout.data(), hubs.data(), guard.data()};
-    std::vector<float> sf(h);
-    std::vector<double> sd(h);
-    std::vector<uint32_t> su(kBridgeHubSamples);
+    BuildScratch sc(h, 1);
     auto draft = std::make_unique<ManifestDraft>();
-    BridgeStats st = bridge_build(x.data(), x.data(), v, h, k, w, nctx, 0.01, out, sf.data(), sd.data(), su.data(), *draft);
+    BridgeStats st = bridge_build(x.data(), x.data(), v, h, k, w, nctx, 0.01, out, sc.view(), 1, *draft);
     assert_true(st.scales_ok && st.hubs_ok && st.guard_ok);
     assert_int_equal(st.pairs, 12);
     assert_int_equal(st.negative, 8);
@@ -264,7 +274,7 @@ static void build_records_negative_margins(void **) {
     // A scale that is not finite fails its check and disables the bridge.
     x[2 * h + 7] = 1e-42f;  // p99 0, absmax subnormal: s overflows to +inf
     auto d2 = std::make_unique<ManifestDraft>();
-    st = bridge_build(x.data(), x.data(), v, h, k, w, nctx, 0.01, out, sf.data(), sd.data(), su.data(), *d2);
+    st = bridge_build(x.data(), x.data(), v, h, k, w, nctx, 0.01, out, sc.view(), 1, *d2);
     assert_false(st.scales_ok);
     r = find_draft_record(*d2, "12.6 quant scales");
     assert_non_null(r);
@@ -276,6 +286,53 @@ static void build_records_negative_margins(void **) {
 
 // The stage on the tiny Mixtral: legs against E R^T in double, guard tuples recomputed plainly
 // from the stored legs, manifest fields, HUB lookups, threads 1 vs 2.
+// bridge_build over 1, 2, 3 and 8 workers: the same bytes and the same statistics, on untied legs
+// of 2,500 rows (three quantization chunks, the last one partial).  The RMS errors are the 9.3
+// definition, sqrt(sum e^2 / sum x^2) over both legs' entries in order, written out here.
+static void build_same_at_any_workers(void **) {
+    const uint64_t v = 2 * kBridgeQuantChunkRows + 452;
+    const uint32_t h = 128, k = 4, w = 2, nctx = 64;
+    std::vector<float> xin(v * h), xout(v * h);
+    uint64_t seed = 11;
+    for (float &f : xin) f = float(int64_t(splitmix64_next(&seed) % 20001) - 10000) / 997.0f;
+    for (float &f : xout) f = float(int64_t(splitmix64_next(&seed) % 20001) - 10000) / 31.0f;
+    struct Run {
+        std::vector<int16_t> qin, qout;
+        std::vector<float> sin, sout;
+        std::vector<uint64_t> hubs;
+        std::vector<uint8_t> guard;
+        BridgeStats st;
+    };
+    auto run = [&](unsigned workers) {
+        Run r{std::vector<int16_t>(v * h), std::vector<int16_t>(v * h), std::vector<float>(v), std::vector<float>(v),
+              std::vector<uint64_t>((v + nctx) * w), std::vector<uint8_t>(v * k * kGuardTupleSize), {}};
+        BridgeOut out{r.qin.data(), r.qout.data(), r.sin.data(), r.sout.data(), r.hubs.data(), r.guard.data()};
+        BuildScratch sc(h, workers);
+        auto draft = std::make_unique<ManifestDraft>();
+        r.st = bridge_build(xin.data(), xout.data(), v, h, k, w, nctx, 0.01, out, sc.view(), workers, *draft);
+        return r;
+    };
+    const Run one = run(1);
+    assert_true(one.st.scales_ok && one.st.hubs_ok && one.st.guard_ok);
+    double err2 = 0, x2 = 0;
+    for (const auto &[x, q, s] : {std::tuple{&xin, &one.qin, &one.sin}, std::tuple{&xout, &one.qout, &one.sout}})
+        for (uint64_t i = 0; i < v * h; i++) {
+            const double xv = (*x)[i], e = xv - double((*q)[i]) / double((*s)[i / h]);
+            err2 += e * e;
+            x2 += xv * xv;
+        }
+    assert_true(one.st.rms_err_p99 == std::sqrt(err2 / x2));
+    assert_int_equal(one.st.entries, 2 * v * h);
+    for (unsigned workers : {2u, 3u, 8u}) {
+        const Run r = run(workers);
+        assert_true(r.qin == one.qin && r.qout == one.qout && r.sin == one.sin && r.sout == one.sout);
+        assert_true(r.hubs == one.hubs && r.guard == one.guard);
+        assert_true(r.st.rms_err_p99 == one.st.rms_err_p99 && r.st.rms_err_absmax == one.st.rms_err_absmax);
+        assert_true(r.st.clipped == one.st.clipped && r.st.pairs == one.st.pairs && r.st.promoted == one.st.promoted &&
+                    r.st.negative == one.st.negative && r.st.hub_p99 == one.st.hub_p99);
+    }
+}
+
 static void stage_on_mixtral(void **) {
     Converted c1 = convert_model("mixtral", 1, 0, "br1");
     Converted c2 = convert_model("mixtral", 2, 0, "br2");
@@ -562,6 +619,7 @@ int main() {
         cmocka_unit_test(guard_row_crafted),
         cmocka_unit_test(leg_scores_threads),
         cmocka_unit_test(build_records_negative_margins),
+        cmocka_unit_test(build_same_at_any_workers),
         cmocka_unit_test(stage_on_mixtral),
         cmocka_unit_test(stage_on_dense_models),
         cmocka_unit_test(guard_check_failure_disables_o0),

@@ -1,6 +1,8 @@
 // Entry points of the DAG stages (one file each in src/stages/).
 #pragma once
 
+#include <memory>
+
 #include "stages/job.h"
 
 namespace stk {
@@ -10,6 +12,9 @@ void parse_tensors_run(Job &job);
 
 void tokenizer_stage_size(const JobInputs &in, ArenaSizer &s);
 void tokenizer_stage_run(Job &job);
+// The vocabulary the tokenizer stage will take, read whole for a job (stk_open): null if the
+// model has no tokenizer file or it does not parse (the stage reads it again and refuses it).
+std::unique_ptr<Vocab> tokenizer_stage_read_vocab(const JobInputs &in);
 
 void prf_build_size(const JobInputs &in, ArenaSizer &s);
 void prf_build_run(Job &job);

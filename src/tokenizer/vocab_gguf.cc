@@ -54,8 +54,9 @@ void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spel
             i += size_t(tok::utf8_next(p + i, end, &cp));
             if (i >= s.size()) break;
             auto l = b.by_spelling.find(std::string_view(s).substr(0, i));
+            if (l == b.by_spelling.end()) continue;
             auto r = b.by_spelling.find(std::string_view(s).substr(i));
-            if (l == b.by_spelling.end() || r == b.by_spelling.end()) continue;
+            if (r == b.by_spelling.end()) continue;
             all.push_back(
                 {score[id], uint32_t(code_points(l->first)), uint32_t(code_points(r->first)), l->second, r->second, id});
         }
@@ -75,7 +76,8 @@ void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spel
 
 }  // namespace
 
-Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
+Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name, VocabRead what) {
+    const bool merges_too = what == VocabRead::WHOLE;
     const GgufValue *model = f.find("tokenizer.ggml.model");
     const GgufValue *tokens_v = f.find("tokenizer.ggml.tokens");
     if (!model || !tokens_v)
@@ -150,7 +152,7 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
         }
         const GgufValue *merges = f.find("tokenizer.ggml.merges");
         if (!merges) throw_error(STK_E_CORRUPT, "%s: a gpt2 tokenizer without tokenizer.ggml.merges", name.c_str());
-        const std::vector<std::string_view> ms = merges->strings();
+        const std::vector<std::string_view> ms = merges_too ? merges->strings() : std::vector<std::string_view>();
         for (size_t i = 0; i < ms.size(); i++) {
             size_t sp = ms[i].find(' ');
             if (sp == std::string_view::npos || ms[i].find(' ', sp + 1) != std::string_view::npos)
@@ -191,7 +193,9 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
             if (types[id] == 4 && b.by_spelling.find(tokens[id]) != b.by_spelling.end())
                 v.added_tokens.push_back({std::string(tokens[id]), id, false});
         }
-        if (const GgufValue *merges = f.find("tokenizer.ggml.merges")) {
+        if (!merges_too) {
+            // Pieces alone: neither the file's merges nor derived ones.
+        } else if (const GgufValue *merges = f.find("tokenizer.ggml.merges")) {
             const std::vector<std::string_view> ms = merges->strings();
             for (size_t i = 0; i < ms.size(); i++) {
                 size_t sp = ms[i].find(' ');
@@ -227,9 +231,9 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
     return b.finish();
 }
 
-Vocab load_gguf_vocab(const std::string &path) {
+Vocab load_gguf_vocab(const std::string &path, VocabRead what) {
     GgufFile f(path);
-    return parse_gguf_vocab(f, path);
+    return parse_gguf_vocab(f, path, what);
 }
 
 }  // namespace stk

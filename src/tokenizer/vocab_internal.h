@@ -32,9 +32,9 @@ public:
         const uint64_t h = hash_of(s);
         const uint32_t tag = tag_of(h);
         for (size_t i = size_t(h) & mask_;; i = (i + 1) & mask_) {
-            const uint32_t at = slots_[i];
-            if (at == 0) return nullptr;
-            if (tags_[i] == tag && items_[at - 1].first == s) return &items_[at - 1];
+            const Slot sl = slots_[i];
+            if (sl.at == 0) return nullptr;
+            if (sl.tag == tag && items_[sl.at - 1].first == s) return &items_[sl.at - 1];
         }
     }
     // (the entry, true) if s was new; (the existing entry, false) otherwise.
@@ -61,19 +61,21 @@ private:
     void place(size_t item) {
         const uint64_t h = hash_of(items_[item].first);
         size_t i = size_t(h) & mask_;
-        while (slots_[i] != 0) i = (i + 1) & mask_;
-        slots_[i] = uint32_t(item + 1);
-        tags_[i] = tag_of(h);
+        while (slots_[i].at != 0) i = (i + 1) & mask_;
+        slots_[i] = Slot{uint32_t(item + 1), tag_of(h)};
     }
     void rehash(size_t n_slots) {
-        slots_.assign(n_slots, 0);
-        tags_.assign(n_slots, 0);
+        slots_.assign(n_slots, Slot{});
         mask_ = n_slots - 1;
         for (size_t k = 0; k < items_.size(); k++) place(k);
     }
     std::vector<Item> items_;
-    std::vector<uint32_t> slots_;  // item index + 1; 0 = empty
-    std::vector<uint32_t> tags_;   // the high half of the slot's item's hash
+    // A slot: item index + 1 (0 = empty) and the high half of that item's hash, side by side (a
+    // probe reads one cache line; derive_merges' 3 million lookups of a 262,144-token GGUF missed twice).
+    struct Slot {
+        uint32_t at = 0, tag = 0;
+    };
+    std::vector<Slot> slots_;
     size_t mask_ = 0;
 };
 
