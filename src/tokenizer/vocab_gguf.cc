@@ -43,7 +43,30 @@ void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spel
         uint32_t llen, rlen, left, right, result;
     };
     std::vector<M> all;
+    // Every split's two parts of the token kAhead2 ahead have their slots loaded, and those of
+    // the token kAhead1 ahead their entries: the lookups below mostly hit the cache (a
+    // 262,144-token table does not fit in it).
+    constexpr uint32_t kAhead1 = 2, kAhead2 = 6;
+    auto ahead = [&](uint32_t id, bool item) {
+        if (id >= spell.size() || spell[id].size() > 256) return;
+        const std::string_view s = spell[id];
+        const uint8_t *p = reinterpret_cast<const uint8_t *>(s.data()), *end = p + s.size();
+        for (size_t i = 0; i < s.size();) {
+            uint32_t cp;
+            i += size_t(tok::utf8_next(p + i, end, &cp));
+            if (i >= s.size()) break;
+            if (item) {
+                b.by_spelling.prefetch_item(s.substr(0, i));
+                b.by_spelling.prefetch_item(s.substr(i));
+            } else {
+                b.by_spelling.prefetch_slot(s.substr(0, i));
+                b.by_spelling.prefetch_slot(s.substr(i));
+            }
+        }
+    };
     for (uint32_t id = 0; id < spell.size(); id++) {
+        ahead(id + kAhead2, false);
+        ahead(id + kAhead1, true);
         const std::string &s = spell[id];
         if (s.size() > 256) continue;  // no merge result is this long; keeps the pass linear in the file
         const size_t first = all.size();

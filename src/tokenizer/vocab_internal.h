@@ -37,6 +37,17 @@ public:
             if (sl.tag == tag && items_[sl.at - 1].first == s) return &items_[sl.at - 1];
         }
     }
+    // Loads ahead of a find(s): the slot where its probe starts (prefetch_slot), then, a few
+    // lookups later, the entry whose tag matches there (prefetch_item).  A hint: nothing changes.
+    void prefetch_slot(std::string_view s) const {
+        if (!slots_.empty()) __builtin_prefetch(&slots_[size_t(hash_of(s)) & mask_]);
+    }
+    void prefetch_item(std::string_view s) const {
+        if (slots_.empty()) return;
+        const uint64_t h = hash_of(s);
+        const size_t i = size_t(h) & mask_;
+        if (slots_[i].at != 0 && slots_[i].tag == tag_of(h)) __builtin_prefetch(&items_[slots_[i].at - 1]);
+    }
     // (the entry, true) if s was new; (the existing entry, false) otherwise.
     std::pair<const Item *, bool> emplace(std::string s, uint32_t id) {
         if (const Item *it = find(s)) return {it, false};
