@@ -150,7 +150,7 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name, VocabRead wha
     b.entries.reserve(n);
     v.is_special.assign(n, 0);
     v.piece_types.assign(n, uint8_t(Vocab::PieceType::NORMAL));
-    std::vector<std::string> spell(n);
+    std::vector<std::string> spell;  // llama: the spellings derive_merges splits
 
     if (kind == "gpt2") {
         v.model = Vocab::Model::BPE_BYTE_LEVEL;
@@ -159,19 +159,17 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name, VocabRead wha
         for (uint32_t id = 0; id < n; id++) {
             std::string_view t = tokens[id];
             const int64_t type = types[id];
-            spell[id] = std::string(t);
-            std::string where = format("tokenizer.ggml.tokens[%u]", id);
             if (type == 3 || type == 4) {
                 // Added tokens are matched in the raw text as written (the reference skips a
                 // CONTROL token spelled outside the byte alphabet; it stays an ordinary entry).
                 bool spelled = detail::byte_level_to_bytes(t, &bytes);
                 if (type == 4 || spelled) v.added_tokens.push_back({std::string(t), id, type == 3});
-                b.add(t, std::string(t), id, where);
+                b.add_indexed(t, std::string(t), id, "tokenizer.ggml.tokens[");
                 v.piece_types[id] = uint8_t(type);
                 continue;
             }
             if (!detail::byte_level_to_bytes(t, &bytes)) bytes.assign(t);  // raw text: its UTF-8 bytes
-            b.add(t, bytes, id, where);
+            b.add_indexed(t, bytes, id, "tokenizer.ggml.tokens[");
         }
         const GgufValue *merges = f.find("tokenizer.ggml.merges");
         if (!merges) throw_error(STK_E_CORRUPT, "%s: a gpt2 tokenizer without tokenizer.ggml.merges", name.c_str());
@@ -192,6 +190,7 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name, VocabRead wha
         const bool gemma = arch == "gemma" || arch == "gemma2" || arch == "gemma3";
         v.model = Vocab::Model::BPE_SENTENCEPIECE;
         v.byte_fallback = true;
+        spell.resize(n);
         for (uint32_t id = 0; id < n; id++) {
             std::string t(tokens[id]);
             // Gemma stores a token of spaces as spaces; GemmaTokenizer looks it up as U+2581s.
@@ -208,7 +207,7 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name, VocabRead wha
                 v.byte_piece_ids[byte] = int32_t(id);
             }
             if (types[id] >= 1 && types[id] <= 6) v.piece_types[id] = uint8_t(types[id]);
-            b.add(t, piece, id, format("tokenizer.ggml.tokens[%u]", id));
+            b.add_indexed(t, std::move(piece), id, "tokenizer.ggml.tokens[");
         }
         for (uint32_t id = 0; id < n; id++) {
             if (types[id] == 3) v.added_tokens.push_back({std::string(tokens[id]), id, true});

@@ -98,10 +98,15 @@ struct VocabBuilder {
         uint32_t id;
         std::string piece;
         std::string where;
+        std::string_view where_prefix = {};  // set: the place is where_prefix + id + "]"
+        std::string place() const { return where_prefix.empty() ? where : std::string(where_prefix) + std::to_string(id) + "]"; }
     };
     std::vector<Entry> entries;
 
     void add(std::string_view spelling, std::string piece, uint64_t id, const std::string &where);
+    // The same where the place is where_prefix + id + "]" (a literal, e.g. "tokenizer.ggml.tokens["),
+    // formatted only for an error: a GGUF's 262,144 tokens each formatted theirs.
+    void add_indexed(std::string_view spelling, std::string piece, uint64_t id, std::string_view where_prefix);
     uint32_t id_of(std::string_view spelling, const std::string &where) const;
     // where_prefix + index names the merge in an error (formatted only then: 50k merges).
     void add_merge(std::string_view left, std::string_view right, std::string_view where_prefix, size_t index);
