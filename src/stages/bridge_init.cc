@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/prng.h"
 #include "core/parallel.h"
+#include "ingest/checkpoint.h"
 #include "ingest/model.h"
 #include "kernels/abs_gemm.h"
 #include "kernels/random.h"
@@ -198,8 +199,11 @@ BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint
     };
     quantize_leg(x_in, out.qin, out.s_in);
     if (x_out == x_in) {
-        std::memcpy(out.qout, out.qin, size_t(v * h) * sizeof(int16_t));
-        std::memcpy(out.s_out, out.s_in, size_t(v) * sizeof(float));
+        pool.run([&](unsigned wk) {
+            const uint64_t t0 = v * wk / n, t1 = v * (wk + 1) / n;
+            std::memcpy(out.qout + t0 * h, out.qin + t0 * h, size_t((t1 - t0) * h) * sizeof(int16_t));
+            std::memcpy(out.s_out + t0, out.s_in + t0, size_t(t1 - t0) * sizeof(float));
+        });
         st.entries *= 2;
         st.clipped *= 2;
         err2 *= 2;
@@ -402,18 +406,20 @@ BridgeBuffers bridge_buffers(const BridgeSizes &z, Buffers &b, BridgeOut &out) {
     const uint64_t H = kBridgeHubs, vh = checked_mul(z.v, H, "bridge legs");
     BridgeBuffers o;
     // Streamed: one row block per leg worker; else the whole embedding in f32.
-    o.emb = b.array<float>(z.streamed ? checked_mul(uint64_t(z.leg_workers) * kBridgeLegRowBlock, z.d, "bridge rows")
-                                      : checked_mul(z.v, z.d, "bridge embedding"));
-    o.G = b.array<float>(H * z.d);                   // G
-    o.GT = b.array<float>(H * z.d);                  // G^T
-    o.x_in = b.array<float>(vh);                     // x_in
-    o.x_out = z.head ? b.array<float>(vh) : o.x_in;  // x_out
-    out.qin = b.array<int16_t>(vh);
-    out.qout = b.array<int16_t>(vh);
-    out.s_in = b.array<float>(z.v);
-    out.s_out = b.array<float>(z.v);
-    out.hubs = b.array<uint64_t>(checked_mul(z.v + z.n_ctx, kBridgeW, "bridge hubs"));
-    out.guard = b.array<uint8_t>(checked_mul(z.v * kBridgeK, kGuardTupleSize, "bridge guard"));
+    // The embedding rows, legs and outputs are written whole before they are read (by the leg
+    // GEMMs, which do not read C at beta 0, and by bridge_build's workers): left uninitialised.
+    o.emb = b.uninit_array<float>(z.streamed ? checked_mul(uint64_t(z.leg_workers) * kBridgeLegRowBlock, z.d, "bridge rows")
+                                             : checked_mul(z.v, z.d, "bridge embedding"));
+    o.G = b.array<float>(H * z.d);                          // G
+    o.GT = b.array<float>(H * z.d);                         // G^T
+    o.x_in = b.uninit_array<float>(vh);                     // x_in
+    o.x_out = z.head ? b.uninit_array<float>(vh) : o.x_in;  // x_out
+    out.qin = b.uninit_array<int16_t>(vh);
+    out.qout = b.uninit_array<int16_t>(vh);
+    out.s_in = b.uninit_array<float>(z.v);
+    out.s_out = b.uninit_array<float>(z.v);
+    out.hubs = b.uninit_array<uint64_t>(checked_mul(z.v + z.n_ctx, kBridgeW, "bridge hubs"));
+    out.guard = b.uninit_array<uint8_t>(checked_mul(z.v * kBridgeK, kGuardTupleSize, "bridge guard"));
     o.peer = b.array<int16_t>(H);
     o.router = b.array<float>(std::max<uint64_t>(z.experts * z.d, 1));             // one router
     const uint64_t pool = checked_mul(z.layers, z.experts, "bridge router rows");  // every layer, router or not
@@ -427,7 +433,7 @@ BridgeBuffers bridge_buffers(const BridgeSizes &z, Buffers &b, BridgeOut &out) {
     o.build.f = b.array<float>(wh);
     o.build.d = b.array<double>(wh);
     o.build.u = b.array<uint32_t>(std::max<uint64_t>(wh, kBridgeHubSamples));
-    o.build.terms = b.array<double>(3 * kBridgeQuantChunkRows * H);
+    o.build.terms = b.uninit_array<double>(3 * kBridgeQuantChunkRows * H);
     return o;
 }
 
@@ -577,12 +583,15 @@ void bridge_init_run(Job &job) {
                         (unsigned long long)v, (unsigned long long)d);
         leg(*head, x_out);
     }
-    for (const float *x : {x_in, x_out})
-        for (uint64_t i = 0; i < v * H; i++)
-            if (!std::isfinite(x[i])) {
-                arena.reset(mark);
-                return disable(job, STK_E_NONFINITE, "a leg score is not finite (NaN/Inf in the embedding or router)");
-            }
+    std::vector<uint8_t> nonfinite(z.workers, 0);  // each worker its share of both legs
+    run_workers(z.workers, [&](unsigned wk) {
+        const uint64_t a = v * H * wk / z.workers, e = v * H * (wk + 1) / z.workers;
+        for (const float *x : {x_in, x_out}) nonfinite[wk] |= first_nonfinite(x + a, e - a) < e - a;
+    });
+    if (std::find(nonfinite.begin(), nonfinite.end(), 1) != nonfinite.end()) {
+        arena.reset(mark);
+        return disable(job, STK_E_NONFINITE, "a leg score is not finite (NaN/Inf in the embedding or router)");
+    }
     draft_add_record(m, STK_STAGE_BRIDGE_INIT, kRecordNote, kFeatureBridge, STK_OK, double(n_rows), double(H),
                      "9.1 hubs: %llu router rows of %u layers x %u experts (value), %llu pseudo-experts; out leg %s",
                      (unsigned long long)n_rows, E ? L : 0, E, (unsigned long long)(H - n_rows), z.head ? "lm_head" : "tied");

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -163,7 +164,7 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     bool rv_clamped = false;
     p = normalize_params_for(params, *model, &rv_clamped);
     // The vocabulary, read whole once: the tokenizer stage's sizing and its run both use it.
-    std::unique_ptr<Vocab> vocab = tokenizer_stage_read_vocab(JobInputs{p, model.get()});
+    std::unique_ptr<Vocab> vocab(tokenizer_stage_read_vocab(JobInputs{p, model.get()}));
     // The arena must hold what every stage said it needs: refuse now, not half-way through.
     ArenaSizer s;
     size_job(JobInputs{p, model.get(), vocab.get()}, s);

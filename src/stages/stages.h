@@ -1,8 +1,6 @@
 // Entry points of the DAG stages (one file each in src/stages/).
 #pragma once
 
-#include <memory>
-
 #include "stages/job.h"
 
 namespace stk {
@@ -14,7 +12,8 @@ void tokenizer_stage_size(const JobInputs &in, ArenaSizer &s);
 void tokenizer_stage_run(Job &job);
 // The vocabulary the tokenizer stage will take, read whole for a job (stk_open): null if the
 // model has no tokenizer file or it does not parse (the stage reads it again and refuses it).
-std::unique_ptr<Vocab> tokenizer_stage_read_vocab(const JobInputs &in);
+// The caller owns it (Job::vocab).
+Vocab *tokenizer_stage_read_vocab(const JobInputs &in);
 
 void prf_build_size(const JobInputs &in, ArenaSizer &s);
 void prf_build_run(Job &job);

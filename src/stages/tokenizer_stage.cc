@@ -322,13 +322,13 @@ void tokenizer_stage_size(const JobInputs &in, ArenaSizer &s) {
     s.add(need);
 }
 
-std::unique_ptr<Vocab> tokenizer_stage_read_vocab(const JobInputs &in) {
+Vocab *tokenizer_stage_read_vocab(const JobInputs &in) {
     bool any = false;
     const ModelFiles files = files_of(in.model, in.params.in_dir);
     tokenizer_file_bytes(files, &any);
     std::unique_ptr<Vocab> v;
     if (any) guard([&] { v = std::make_unique<Vocab>(load_vocab(files)); });
-    return v;
+    return v.release();
 }
 
 TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
