@@ -129,6 +129,28 @@ static void q88_crafted_row(void **) {
 // The p99 of 9.3 against its definition (the ceil(0.99 n)-th smallest |x|, from a full sort) on
 // rows of every length up to 300 (the single-pass top-k path where ceil(0.99 n) is within 8 of n,
 // nth_element beyond), with ties, signed zeros and repeated maxima.
+// round_half_away is std::round bit for bit: halfway cases, the neighbours of 1/2 and of the
+// halfway points, signed zeros, the 2^52 boundary, inf and NaN, and random doubles of every scale.
+static void round_matches_std_round(void **) {
+    std::vector<double> xs = {0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999999999999994, -0.49999999999999994,
+                              std::nextafter(0.5, 1.0), std::nextafter(1.5, 1.0), 4503599627370495.5, -4503599627370495.5,
+                              4503599627370496.0, 4503599627370497.0, 9007199254740993.0, 1e300, -1e300, 5e-324,
+                              INFINITY, -INFINITY, 32766.5, -32768.5, 32767.49999999999};
+    uint64_t st = 5;
+    for (int i = 0; i < 200000; i++) {
+        const uint64_t r = splitmix64_next(&st);
+        double x = double(int64_t(r >> 11) - (int64_t(1) << 52)) / double(uint64_t(1) << (r & 63));
+        xs.push_back(x);
+        xs.push_back(std::floor(x) + 0.5);
+        xs.push_back(std::nextafter(std::floor(x) + 0.5, 0.0));
+    }
+    for (double x : xs) {
+        const double a = round_half_away(x), b = std::round(x);
+        assert_memory_equal(&a, &b, sizeof a);
+    }
+    assert_true(std::isnan(round_half_away(NAN)));
+}
+
 static void p99_matches_nearest_rank(void **) {
     std::vector<float> x(300), scratch(300), sorted(300);
     uint64_t st = 7;
@@ -615,6 +637,7 @@ int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bitset_bits_for_given_ids),
         cmocka_unit_test(q88_crafted_row),
+        cmocka_unit_test(round_matches_std_round),
         cmocka_unit_test(p99_matches_nearest_rank),
         cmocka_unit_test(guard_row_crafted),
         cmocka_unit_test(leg_scores_threads),

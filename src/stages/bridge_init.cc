@@ -43,6 +43,14 @@ size_t rank_index(size_t n, double p) {
 
 }  // namespace
 
+double round_half_away(double x) {
+    // Below 2^52 a double's fraction is a multiple of its ulp u <= 1/2, so x + (1/2 - 2^-54)
+    // rounds to the next integer up exactly when the fraction is >= 1/2, and truncation gives
+    // std::round's integer; copysign keeps its -0.  Beyond, and NaN / inf: std::round itself.
+    if (!(std::fabs(x) < 4503599627370496.0)) return std::round(x);
+    return std::copysign(double(int64_t(x + std::copysign(0.49999999999999994, x))), x);
+}
+
 void guard_tuple_store(const GuardTuple &g, uint8_t out[kGuardTupleSize]) {
     store_le<uint16_t>(out, g.hub);
     store_le<uint16_t>(out + 2, g.flags);
@@ -102,7 +110,7 @@ float bridge_row_scale(const float *x, size_t n, float *scratch) {
 uint32_t bridge_quantize_row(const float *x, size_t n, float s, int16_t *q) {
     uint32_t clipped = 0;
     for (size_t i = 0; i < n; i++) {
-        const double r = std::round(double(x[i]) * double(s));  // half away from zero
+        const double r = round_half_away(double(x[i]) * double(s));
         if (r > 32767) {
             q[i] = 32767;
             clipped++;
@@ -181,7 +189,7 @@ BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint
                     const uint64_t o = (t - c0) * h;
                     for (uint32_t i = 0; i < h; i++) {
                         const double xv = row[i], e = xv - double(qr[i]) / double(s[t]);
-                        const double ea = xv - std::round(xv * sa) / sa;
+                        const double ea = xv - round_half_away(xv * sa) / sa;
                         te[o + i] = e * e;
                         ta[o + i] = ea * ea;
                         tx[o + i] = xv * xv;

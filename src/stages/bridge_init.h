@@ -53,6 +53,9 @@ GuardTuple guard_tuple_load(const uint8_t in[kGuardTupleSize]);
 // 9.3: the p99 of |x| over a row (nearest rank: the ceil(0.99 n)-th smallest), its scale
 // s = 0.8 * 32767 / p99 (absmax when the p99 is 0; 1 when the row is all zero), and the row
 // quantized: q = clip(round(x s), -32768, 32767), round half away from zero.  scratch: n floats.
+// std::round (half away from zero, -0 kept), the same double for every input, without the libm
+// call the baseline x86-64 target makes of it (two a quantized entry: most of the stage's tail).
+double round_half_away(double x);
 double bridge_p99_abs(const float *x, size_t n, float *scratch);
 float bridge_row_scale(const float *x, size_t n, float *scratch);
 // Returns how many entries were clipped.
