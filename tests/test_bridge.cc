@@ -242,7 +242,7 @@ struct BuildScratch {
     std::vector<double> d, terms;
     std::vector<uint32_t> u;
     BuildScratch(uint32_t h, unsigned workers)
-        : f(size_t(workers) * h), d(size_t(workers) * h), terms(3 * kBridgeQuantChunkRows * h),
+        : f(size_t(workers) * h), d(size_t(workers) * h), terms(2 * 3 * kBridgeQuantChunkRows * h),
           u(std::max<size_t>(size_t(workers) * h, kBridgeHubSamples)) {}
     BridgeScratch view() { return BridgeScratch{f.data(), d.data(), terms.data(), u.data()}; }
 };

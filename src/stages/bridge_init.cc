@@ -169,14 +169,27 @@ BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint
     BridgeStats st;
     double err2 = 0, err2_abs = 0, x2 = 0;
     std::vector<uint64_t> clipped(n);
-    // One leg, kBridgeQuantChunkRows rows at a time: the workers quantize their share of the rows
-    // and leave each entry's squared errors and square in `terms`; then one thread adds them in
-    // the order of the entries (the same doubles as one pass over the rows).
-    double *te = scratch.terms, *ta = te + kBridgeQuantChunkRows * h, *tx = ta + kBridgeQuantChunkRows * h;
+    // One leg, kBridgeQuantChunkRows rows at a time: the workers quantize their share of a chunk's
+    // rows and leave each entry's squared errors and square in that chunk's half of `terms`;
+    // worker 0 first adds the previous chunk's, in the order of the entries (the same doubles as
+    // one pass over the rows), while the others quantize.
+    const uint64_t half = 3 * kBridgeQuantChunkRows * h;
+    auto add_terms = [&](const double *tb, uint64_t rows) {
+        const double *te = tb, *ta = te + kBridgeQuantChunkRows * h, *tx = ta + kBridgeQuantChunkRows * h;
+        for (uint64_t i = 0; i < rows * h; i++) {
+            err2 += te[i];
+            err2_abs += ta[i];
+            x2 += tx[i];
+        }
+    };
     auto quantize_leg = [&](const float *x, int16_t *q, float *s) {
-        for (uint64_t c0 = 0; c0 < v; c0 += kBridgeQuantChunkRows) {
-            const uint64_t rows = std::min(kBridgeQuantChunkRows, v - c0);
+        const uint64_t chunks = (v + kBridgeQuantChunkRows - 1) / kBridgeQuantChunkRows;
+        for (uint64_t r = 0; r <= chunks; r++) {  // round `chunks` only adds the last chunk's terms
+            const uint64_t c0 = r * kBridgeQuantChunkRows, rows = r < chunks ? std::min(kBridgeQuantChunkRows, v - c0) : 0;
+            const uint64_t prev_rows = r ? std::min(kBridgeQuantChunkRows, v - (r - 1) * kBridgeQuantChunkRows) : 0;
+            double *te = scratch.terms + (r & 1) * half, *ta = te + kBridgeQuantChunkRows * h, *tx = ta + kBridgeQuantChunkRows * h;
             pool.run([&](unsigned wk) {
+                if (wk == 0 && prev_rows) add_terms(scratch.terms + ((r + 1) & 1) * half, prev_rows);
                 float *sf = scratch.f + uint64_t(wk) * h;
                 for (uint64_t t = c0 + rows * wk / n, end = c0 + rows * (wk + 1) / n; t < end; t++) {
                     const float *row = x + t * h;
@@ -196,11 +209,6 @@ BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint
                     }
                 }
             });
-            for (uint64_t i = 0; i < rows * h; i++) {
-                err2 += te[i];
-                err2_abs += ta[i];
-                x2 += tx[i];
-            }
         }
         for (uint64_t &c : clipped) st.clipped += c, c = 0;
         st.entries += v * h;
@@ -441,7 +449,7 @@ BridgeBuffers bridge_buffers(const BridgeSizes &z, Buffers &b, BridgeOut &out) {
     o.build.f = b.array<float>(wh);
     o.build.d = b.array<double>(wh);
     o.build.u = b.array<uint32_t>(std::max<uint64_t>(wh, kBridgeHubSamples));
-    o.build.terms = b.uninit_array<double>(3 * kBridgeQuantChunkRows * H);
+    o.build.terms = b.uninit_array<double>(2 * 3 * kBridgeQuantChunkRows * H);
     return o;
 }
 

@@ -100,7 +100,7 @@ struct BridgeStats {
 // worker count only); the error sums are added in the order of the entries on one thread, so
 // every byte and record is the same at any worker count.  Scratch (bridge_scratch_size):
 // f: workers * h floats, d: workers * h doubles, u: max(workers * h, kBridgeHubSamples) u32,
-// terms: 3 * kBridgeQuantChunkRows * h doubles.
+// terms: 2 * 3 * kBridgeQuantChunkRows * h doubles (two chunks' terms: one quantized, one added).
 struct BridgeOut {
     int16_t *qin, *qout;
     float *s_in, *s_out;
