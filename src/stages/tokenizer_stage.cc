@@ -327,7 +327,7 @@ Vocab *tokenizer_stage_read_vocab(const JobInputs &in) {
     const ModelFiles files = files_of(in.model, in.params.in_dir);
     tokenizer_file_bytes(files, &any);
     std::unique_ptr<Vocab> v;
-    if (any) guard([&] { v = std::make_unique<Vocab>(load_vocab(files)); });
+    if (any) guard([&] { v = std::make_unique<Vocab>(load_vocab(files, VocabRead::WHOLE, in.params.threads)); });
     return v.release();
 }
 

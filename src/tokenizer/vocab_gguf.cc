@@ -12,6 +12,7 @@
 // Any other tokenizer.ggml.model is refused by name.
 #include <algorithm>
 
+#include "core/parallel.h"
 #include "ingest/gguf.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/vocab_internal.h"
@@ -37,12 +38,12 @@ bool is_byte_piece(std::string_view t, int *byte) {
 // transformers' generate_merges(vocab, vocab_scores): every split of every token into two tokens,
 // ranked by the result's score (higher first), then the longer left part, then the longer right
 // part; splits of one token in (left id, right id) order before that (stable) sort.
-void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spell, const std::vector<double> &score) {
+void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spell, const std::vector<double> &score,
+                   unsigned threads) {
     struct M {
         double score;
         uint32_t llen, rlen, left, right, result;
     };
-    std::vector<M> all;
     // Every split's two parts of the token kAhead2 ahead have their slots loaded, and those of
     // the token kAhead1 ahead their entries: the lookups below mostly hit the cache (a
     // 262,144-token table does not fit in it).
@@ -64,28 +65,37 @@ void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spel
             }
         }
     };
-    for (uint32_t id = 0; id < spell.size(); id++) {
-        ahead(id + kAhead2, false);
-        ahead(id + kAhead1, true);
-        const std::string &s = spell[id];
-        if (s.size() > 256) continue;  // no merge result is this long; keeps the pass linear in the file
-        const size_t first = all.size();
-        const uint8_t *p = reinterpret_cast<const uint8_t *>(s.data()), *end = p + s.size();
-        size_t i = 0;
-        while (i < s.size()) {
-            uint32_t cp;
-            i += size_t(tok::utf8_next(p + i, end, &cp));
-            if (i >= s.size()) break;
-            auto l = b.by_spelling.find(std::string_view(s).substr(0, i));
-            if (l == b.by_spelling.end()) continue;
-            auto r = b.by_spelling.find(std::string_view(s).substr(i));
-            if (r == b.by_spelling.end()) continue;
-            all.push_back(
-                {score[id], uint32_t(code_points(l->first)), uint32_t(code_points(r->first)), l->second, r->second, id});
+    // The splits of contiguous id ranges, one per worker (read-only lookups), joined in id order.
+    const uint32_t n_ids = uint32_t(spell.size());
+    const unsigned n = unsigned(std::max<uint64_t>(1, std::min<uint64_t>(threads, n_ids / 4096 + 1)));
+    std::vector<std::vector<M>> parts(n);
+    run_workers(n, [&](unsigned w) {
+        std::vector<M> &all = parts[w];
+        for (uint32_t id = uint32_t(uint64_t(n_ids) * w / n), id1 = uint32_t(uint64_t(n_ids) * (w + 1) / n); id < id1; id++) {
+            ahead(id + kAhead2, false);
+            ahead(id + kAhead1, true);
+            const std::string &s = spell[id];
+            if (s.size() > 256) continue;  // no merge result is this long; keeps the pass linear in the file
+            const size_t first = all.size();
+            const uint8_t *p = reinterpret_cast<const uint8_t *>(s.data()), *end = p + s.size();
+            size_t i = 0;
+            while (i < s.size()) {
+                uint32_t cp;
+                i += size_t(tok::utf8_next(p + i, end, &cp));
+                if (i >= s.size()) break;
+                auto l = b.by_spelling.find(std::string_view(s).substr(0, i));
+                if (l == b.by_spelling.end()) continue;
+                auto r = b.by_spelling.find(std::string_view(s).substr(i));
+                if (r == b.by_spelling.end()) continue;
+                all.push_back(
+                    {score[id], uint32_t(code_points(l->first)), uint32_t(code_points(r->first)), l->second, r->second, id});
+            }
+            std::sort(all.begin() + ptrdiff_t(first), all.end(),
+                      [](const M &a, const M &c) { return a.left != c.left ? a.left < c.left : a.right < c.right; });
         }
-        std::sort(all.begin() + ptrdiff_t(first), all.end(),
-                  [](const M &a, const M &c) { return a.left != c.left ? a.left < c.left : a.right < c.right; });
-    }
+    });
+    std::vector<M> all = std::move(parts[0]);
+    for (unsigned w = 1; w < n; w++) all.insert(all.end(), parts[w].begin(), parts[w].end());
     std::stable_sort(all.begin(), all.end(), [](const M &a, const M &c) {
         if (a.score != c.score) return a.score > c.score;
         if (a.llen != c.llen) return a.llen > c.llen;
@@ -99,7 +109,7 @@ void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spel
 
 }  // namespace
 
-Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name, VocabRead what) {
+Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name, VocabRead what, unsigned threads) {
     const bool merges_too = what == VocabRead::WHOLE;
     const GgufValue *model = f.find("tokenizer.ggml.model");
     const GgufValue *tokens_v = f.find("tokenizer.ggml.tokens");
@@ -231,7 +241,7 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name, VocabRead wha
             if (!gemma && scores.empty())
                 throw_error(STK_E_CORRUPT, "%s: a llama tokenizer with neither merges nor scores", name.c_str());
             for (uint32_t id = 0; id < n; id++) key[id] = gemma ? -double(id) : double(scores[id]);
-            derive_merges(b, spell, key);
+            derive_merges(b, spell, key, threads);
         }
         v.unk_id = id_key("tokenizer.ggml.unknown_token_id");
         using Op = Vocab::NormalizerOp;
@@ -253,9 +263,9 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name, VocabRead wha
     return b.finish();
 }
 
-Vocab load_gguf_vocab(const std::string &path, VocabRead what) {
+Vocab load_gguf_vocab(const std::string &path, VocabRead what, unsigned threads) {
     GgufFile f(path);
-    return parse_gguf_vocab(f, path, what);
+    return parse_gguf_vocab(f, path, what, threads);
 }
 
 }  // namespace stk

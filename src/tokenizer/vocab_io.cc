@@ -133,8 +133,8 @@ static std::string join(const std::string &dir, const char *name) {
 
 Vocab load_vocab_dir(const std::string &model_dir) { return load_vocab(resolve_model_files(model_dir)); }
 
-Vocab load_vocab(const ModelFiles &files, VocabRead what) {
-    if (files.is_gguf()) return load_gguf_vocab(files.gguf, what);
+Vocab load_vocab(const ModelFiles &files, VocabRead what, unsigned threads) {
+    if (files.is_gguf()) return load_gguf_vocab(files.gguf, what, threads);
     const std::string &model_dir = files.dir;
     auto has = [&](const char *n) { return files.has_tokenizer_file(n); };
     std::string p = join(model_dir, "tokenizer.json");
