@@ -51,11 +51,7 @@ void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spel
     auto ahead = [&](uint32_t id, bool item) {
         if (id >= spell.size() || spell[id].size() > 256) return;
         const std::string_view s = spell[id];
-        const uint8_t *p = reinterpret_cast<const uint8_t *>(s.data()), *end = p + s.size();
-        for (size_t i = 0; i < s.size();) {
-            uint32_t cp;
-            i += size_t(tok::utf8_next(p + i, end, &cp));
-            if (i >= s.size()) break;
+        detail::for_each_split(s, [&](size_t i) {
             if (item) {
                 b.by_spelling.prefetch_item(s.substr(0, i));
                 b.by_spelling.prefetch_item(s.substr(i));
@@ -63,7 +59,7 @@ void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spel
                 b.by_spelling.prefetch_slot(s.substr(0, i));
                 b.by_spelling.prefetch_slot(s.substr(i));
             }
-        }
+        });
     };
     // The splits of contiguous id ranges, one per worker (read-only lookups), joined in id order.
     const uint32_t n_ids = uint32_t(spell.size());
@@ -77,19 +73,14 @@ void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spel
             const std::string &s = spell[id];
             if (s.size() > 256) continue;  // no merge result is this long; keeps the pass linear in the file
             const size_t first = all.size();
-            const uint8_t *p = reinterpret_cast<const uint8_t *>(s.data()), *end = p + s.size();
-            size_t i = 0;
-            while (i < s.size()) {
-                uint32_t cp;
-                i += size_t(tok::utf8_next(p + i, end, &cp));
-                if (i >= s.size()) break;
+            detail::for_each_split(s, [&](size_t i) {
                 auto l = b.by_spelling.find(std::string_view(s).substr(0, i));
-                if (l == b.by_spelling.end()) continue;
+                if (l == b.by_spelling.end()) return;
                 auto r = b.by_spelling.find(std::string_view(s).substr(i));
-                if (r == b.by_spelling.end()) continue;
+                if (r == b.by_spelling.end()) return;
                 all.push_back(
                     {score[id], uint32_t(code_points(l->first)), uint32_t(code_points(r->first)), l->second, r->second, id});
-            }
+            });
             std::sort(all.begin() + ptrdiff_t(first), all.end(),
                       [](const M &a, const M &c) { return a.left != c.left ? a.left < c.left : a.right < c.right; });
         }

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "hash/hash64.h"
+#include "tokenizer/pretokenize.h"
 #include "tokenizer/vocab.h"
 
 namespace stk::detail {
@@ -15,6 +16,18 @@ namespace stk::detail {
 // GPT-2 byte-level spelling (each code point stands for one byte) -> raw bytes; false if some
 // code point stands for no byte.
 bool byte_level_to_bytes(std::string_view s, std::string *out);
+
+// fn(i) for every character boundary 0 < i < s.size() of UTF-8 text s: the splits of a piece
+// into two (the readers that derive merges try each).
+template <class Fn>
+void for_each_split(std::string_view s, Fn &&fn) {
+    const uint8_t *p = reinterpret_cast<const uint8_t *>(s.data()), *end = p + s.size();
+    for (size_t i = 0; i < s.size();) {
+        uint32_t cp;
+        i += size_t(tok::utf8_next(p + i, end, &cp));
+        if (i < s.size()) fn(i);
+    }
+}
 
 // A token for an error message: at most 64 bytes, control bytes escaped.
 std::string printable(std::string_view s);
