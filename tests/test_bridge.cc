@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "acceptance/runner.h"
@@ -128,6 +129,28 @@ static void q88_crafted_row(void **) {
 // The p99 of 9.3 against its definition (the ceil(0.99 n)-th smallest |x|, from a full sort) on
 // rows of every length up to 300 (the single-pass top-k path where ceil(0.99 n) is within 8 of n,
 // nth_element beyond), with ties, signed zeros and repeated maxima.
+// round_half_away is std::round bit for bit: halfway cases, the neighbours of 1/2 and of the
+// halfway points, signed zeros, the 2^52 boundary, inf and NaN, and random doubles of every scale.
+static void round_matches_std_round(void **) {
+    std::vector<double> xs = {0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999999999999994, -0.49999999999999994,
+                              std::nextafter(0.5, 1.0), std::nextafter(1.5, 1.0), 4503599627370495.5, -4503599627370495.5,
+                              4503599627370496.0, 4503599627370497.0, 9007199254740993.0, 1e300, -1e300, 5e-324,
+                              INFINITY, -INFINITY, 32766.5, -32768.5, 32767.49999999999};
+    uint64_t st = 5;
+    for (int i = 0; i < 200000; i++) {
+        const uint64_t r = splitmix64_next(&st);
+        double x = double(int64_t(r >> 11) - (int64_t(1) << 52)) / double(uint64_t(1) << (r & 63));
+        xs.push_back(x);
+        xs.push_back(std::floor(x) + 0.5);
+        xs.push_back(std::nextafter(std::floor(x) + 0.5, 0.0));
+    }
+    for (double x : xs) {
+        const double a = round_half_away(x), b = std::round(x);
+        assert_memory_equal(&a, &b, sizeof a);
+    }
+    assert_true(std::isnan(round_half_away(NAN)));
+}
+
 static void p99_matches_nearest_rank(void **) {
     std::vector<float> x(300), scratch(300), sorted(300);
     uint64_t st = 7;
@@ -213,6 +236,17 @@ static void leg_scores_threads(void **) {
         }
 }
 
+// bridge_build's scratch for `workers` workers (bridge_init.h).
+struct BuildScratch {
+    std::vector<float> f;
+    std::vector<double> d, terms;
+    std::vector<uint32_t> u;
+    BuildScratch(uint32_t h, unsigned workers)
+        : f(size_t(workers) * h), d(size_t(workers) * h), terms(2 * 3 * kBridgeQuantChunkRows * h),
+          u(std::max<size_t>(size_t(workers) * h, kBridgeHubSamples)) {}
+    BridgeScratch view() { return BridgeScratch{f.data(), d.data(), terms.data(), u.data()}; }
+};
+
 // bridge_build on crafted legs: row 1 has a five-way tie and row 2 is all zeros, so 8 of the 12
 // pairs have m <= 0: never promoted, said in the 18.4 record; the checks pass.
 static void build_records_negative_margins(void **) {
@@ -226,11 +260,9 @@ static void build_records_negative_margins(void **) {
     std::vector<uint64_t> hubs((v + nctx) * w);
     std::vector<uint8_t> guard(v * k * kGuardTupleSize);
     BridgeOut out{qin.data(), qout.data(), sin.data(), sout.data(), hubs.data(), guard.data()};
-    std::vector<float> sf(h);
-    std::vector<double> sd(h);
-    std::vector<uint32_t> su(kBridgeHubSamples);
+    BuildScratch sc(h, 1);
     auto draft = std::make_unique<ManifestDraft>();
-    BridgeStats st = bridge_build(x.data(), x.data(), v, h, k, w, nctx, 0.01, out, sf.data(), sd.data(), su.data(), *draft);
+    BridgeStats st = bridge_build(x.data(), x.data(), v, h, k, w, nctx, 0.01, out, sc.view(), 1, *draft);
     assert_true(st.scales_ok && st.hubs_ok && st.guard_ok);
     assert_int_equal(st.pairs, 12);
     assert_int_equal(st.negative, 8);
@@ -264,7 +296,7 @@ static void build_records_negative_margins(void **) {
     // A scale that is not finite fails its check and disables the bridge.
     x[2 * h + 7] = 1e-42f;  // p99 0, absmax subnormal: s overflows to +inf
     auto d2 = std::make_unique<ManifestDraft>();
-    st = bridge_build(x.data(), x.data(), v, h, k, w, nctx, 0.01, out, sf.data(), sd.data(), su.data(), *d2);
+    st = bridge_build(x.data(), x.data(), v, h, k, w, nctx, 0.01, out, sc.view(), 1, *d2);
     assert_false(st.scales_ok);
     r = find_draft_record(*d2, "12.6 quant scales");
     assert_non_null(r);
@@ -276,6 +308,53 @@ static void build_records_negative_margins(void **) {
 
 // The stage on the tiny Mixtral: legs against E R^T in double, guard tuples recomputed plainly
 // from the stored legs, manifest fields, HUB lookups, threads 1 vs 2.
+// bridge_build over 1, 2, 3 and 8 workers: the same bytes and the same statistics, on untied legs
+// of 2,500 rows (three quantization chunks, the last one partial).  The RMS errors are the 9.3
+// definition, sqrt(sum e^2 / sum x^2) over both legs' entries in order, written out here.
+static void build_same_at_any_workers(void **) {
+    const uint64_t v = 2 * kBridgeQuantChunkRows + 452;
+    const uint32_t h = 128, k = 4, w = 2, nctx = 64;
+    std::vector<float> xin(v * h), xout(v * h);
+    uint64_t seed = 11;
+    for (float &f : xin) f = float(int64_t(splitmix64_next(&seed) % 20001) - 10000) / 997.0f;
+    for (float &f : xout) f = float(int64_t(splitmix64_next(&seed) % 20001) - 10000) / 31.0f;
+    struct Run {
+        std::vector<int16_t> qin, qout;
+        std::vector<float> sin, sout;
+        std::vector<uint64_t> hubs;
+        std::vector<uint8_t> guard;
+        BridgeStats st;
+    };
+    auto run = [&](unsigned workers) {
+        Run r{std::vector<int16_t>(v * h), std::vector<int16_t>(v * h), std::vector<float>(v), std::vector<float>(v),
+              std::vector<uint64_t>((v + nctx) * w), std::vector<uint8_t>(v * k * kGuardTupleSize), {}};
+        BridgeOut out{r.qin.data(), r.qout.data(), r.sin.data(), r.sout.data(), r.hubs.data(), r.guard.data()};
+        BuildScratch sc(h, workers);
+        auto draft = std::make_unique<ManifestDraft>();
+        r.st = bridge_build(xin.data(), xout.data(), v, h, k, w, nctx, 0.01, out, sc.view(), workers, *draft);
+        return r;
+    };
+    const Run one = run(1);
+    assert_true(one.st.scales_ok && one.st.hubs_ok && one.st.guard_ok);
+    double err2 = 0, x2 = 0;
+    for (const auto &[x, q, s] : {std::tuple{&xin, &one.qin, &one.sin}, std::tuple{&xout, &one.qout, &one.sout}})
+        for (uint64_t i = 0; i < v * h; i++) {
+            const double xv = (*x)[i], e = xv - double((*q)[i]) / double((*s)[i / h]);
+            err2 += e * e;
+            x2 += xv * xv;
+        }
+    assert_true(one.st.rms_err_p99 == std::sqrt(err2 / x2));
+    assert_int_equal(one.st.entries, 2 * v * h);
+    for (unsigned workers : {2u, 3u, 8u}) {
+        const Run r = run(workers);
+        assert_true(r.qin == one.qin && r.qout == one.qout && r.sin == one.sin && r.sout == one.sout);
+        assert_true(r.hubs == one.hubs && r.guard == one.guard);
+        assert_true(r.st.rms_err_p99 == one.st.rms_err_p99 && r.st.rms_err_absmax == one.st.rms_err_absmax);
+        assert_true(r.st.clipped == one.st.clipped && r.st.pairs == one.st.pairs && r.st.promoted == one.st.promoted &&
+                    r.st.negative == one.st.negative && r.st.hub_p99 == one.st.hub_p99);
+    }
+}
+
 static void stage_on_mixtral(void **) {
     Converted c1 = convert_model("mixtral", 1, 0, "br1");
     Converted c2 = convert_model("mixtral", 2, 0, "br2");
@@ -558,10 +637,12 @@ int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bitset_bits_for_given_ids),
         cmocka_unit_test(q88_crafted_row),
+        cmocka_unit_test(round_matches_std_round),
         cmocka_unit_test(p99_matches_nearest_rank),
         cmocka_unit_test(guard_row_crafted),
         cmocka_unit_test(leg_scores_threads),
         cmocka_unit_test(build_records_negative_margins),
+        cmocka_unit_test(build_same_at_any_workers),
         cmocka_unit_test(stage_on_mixtral),
         cmocka_unit_test(stage_on_dense_models),
         cmocka_unit_test(guard_check_failure_disables_o0),

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <type_traits>
 
 #include "ingest/family.h"
@@ -212,6 +213,60 @@ void tokenizer_refusals(void **) {
     assert_true(msg.find("'bert'") != std::string::npos);
 }
 
+// A SentencePiece GGUF without merges (Gemma: ranked by position) gets transformers'
+// generate_merges: every split of every token into two tokens, ranked by the result's score
+// (higher first), then the longer left part, then the longer right part, splits of one token in
+// (left id, right id) order before that stable sort: written out here over the 9,840 tokens of
+// 1-8 letters of {a, b, c}, and the same merges read with 1, 2 and 3 workers.
+void derived_merges_match_the_rule(void **) {
+    std::vector<std::string> tokens;
+    for (size_t len = 1, total = 3; len <= 8; len++, total *= 3)
+        for (size_t k = 0; k < total; k++) {
+            std::string t;
+            for (size_t j = 0, x = k; j < len; j++, x /= 3) t += char('a' + x % 3);
+            tokens.push_back(t);
+        }
+    Writer w = llama_like("gemma3");
+    w.key_str("tokenizer.ggml.model", "llama");
+    w.key_strs("tokenizer.ggml.tokens", tokens);
+    const std::string path = g_tmp + "/tok-gemma-derived.gguf";
+    w.write(path);
+    std::map<std::string, uint32_t> id_of;
+    for (uint32_t id = 0; id < tokens.size(); id++) id_of[tokens[id]] = id;
+    struct M {
+        uint32_t result, llen, rlen, left, right;
+    };
+    std::vector<M> want;
+    for (uint32_t id = 0; id < tokens.size(); id++) {
+        std::vector<M> mine;
+        for (size_t i = 1; i < tokens[id].size(); i++) {
+            auto l = id_of.find(tokens[id].substr(0, i)), r = id_of.find(tokens[id].substr(i));
+            if (l != id_of.end() && r != id_of.end())
+                mine.push_back({id, uint32_t(i), uint32_t(tokens[id].size() - i), l->second, r->second});
+        }
+        std::sort(mine.begin(), mine.end(), [](const M &a, const M &c) { return std::pair(a.left, a.right) < std::pair(c.left, c.right); });
+        want.insert(want.end(), mine.begin(), mine.end());
+    }
+    std::stable_sort(want.begin(), want.end(), [](const M &a, const M &c) {
+        if (a.result != c.result) return a.result < c.result;  // score -id: the earlier token first
+        if (a.llen != c.llen) return a.llen > c.llen;
+        return a.rlen > c.rlen;
+    });
+    assert_true(want.size() > 30000);  // every token of 2+ letters splits at each position
+    for (unsigned threads : {1u, 2u, 3u}) {
+        const Vocab v = load_gguf_vocab(path, VocabRead::WHOLE, threads);
+        assert_int_equal(v.merges.size(), want.size());
+        for (size_t i = 0; i < want.size(); i++) {
+            assert_int_equal(v.merges[i].first, want[i].left);
+            assert_int_equal(v.merges[i].second, want[i].right);
+            assert_int_equal(v.merge_results[i], want[i].result);
+        }
+    }
+    // The pieces alone: the same pieces, no merges.
+    const Vocab p = load_gguf_vocab(path, VocabRead::PIECES);
+    assert_true(p.pieces == load_gguf_vocab(path).pieces && p.merges.empty());
+}
+
 // A family's GGUF part cannot be listed without its renames.  At compile time: GgufRenames has no
 // default and takes a non-empty array only, so a GgufFamily that names its architectures but no
 // layer renames does not compile.  At run time: every family the table gives a GGUF part lists at
@@ -269,6 +324,7 @@ int main() {
         cmocka_unit_test(config_equals_hf),
         cmocka_unit_test(tokenizer_equals_hf_files),
         cmocka_unit_test(tokenizer_refusals),
+        cmocka_unit_test(derived_merges_match_the_rule),
         cmocka_unit_test(gguf_parts_have_renames),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);

@@ -91,6 +91,14 @@ public:
         }
         return arena_->alloc_array<T>(size_t(n));
     }
+    // n T left uninitialised (trivial types), 64-byte aligned, sized as array<T>(n): for a buffer
+    // whose every element is written before it is read, no zeroing pass on one thread (array<T>
+    // value-initialises) over pages that the workers writing them fault in anyway.
+    template <class T>
+    T *uninit_array(uint64_t n) {
+        static_assert(std::is_trivial_v<T>, "uninit_array: trivial types only");
+        return static_cast<T *>(bytes(checked_mul(n, sizeof(T), "arena array")));
+    }
     // Raw bytes (left uninitialised), 64-byte aligned; null while sizing.
     void *bytes(uint64_t n) {
         if (sizer_) {

@@ -5,6 +5,7 @@
 #include "core/bytes.h"
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/parallel.h"
 #include "core/test_fault.h"
 #include "format/lowbit.h"
 
@@ -201,14 +202,23 @@ ArrayWriter::ArrayWriter(const std::string &path, DType dtype, uint32_t rank, co
     out_.write(zeros, sizeof zeros);  // the real header is written once, at finish()
 }
 
-void ArrayWriter::append(const void *data, size_t len) {
+void ArrayWriter::append(const void *data, size_t len, unsigned threads) {
     uint64_t next;
     if (!add_ok(written_, len, &next) || next > header_.byte_len)
         throw_error(STK_E_SIZE_MISMATCH, "%s: writer got more than byte_len %llu bytes", out_.path().c_str(),
                     (unsigned long long)header_.byte_len);
-    crc_ = crc32c(data, len, crc_);
-    sha_.update(data, len);
-    out_.write(data, len);
+    constexpr size_t kSplitBytes = size_t(1) << 20;  // below this a thread costs more than it saves
+    if (threads > 1 && len >= kSplitBytes) {
+        run_workers(2, [&](unsigned w) {
+            if (w == 1) return sha_.update(data, len);
+            crc_ = crc32c(data, len, crc_);
+            out_.write(data, len);
+        });
+    } else {
+        crc_ = crc32c(data, len, crc_);
+        sha_.update(data, len);
+        out_.write(data, len);
+    }
     written_ = next;
 }
 
@@ -261,9 +271,9 @@ ArrayHeader ArrayWriter::finish() {
 uint64_t array_header_repairs() { return t_header_repairs; }
 
 ArrayHeader write_array(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims, const void *payload,
-                        uint32_t flags) {
+                        uint32_t flags, unsigned threads) {
     ArrayWriter w(path, dtype, rank, dims, flags);
-    w.append(payload, size_t(w.byte_len()));
+    w.append(payload, size_t(w.byte_len()), threads);
     return w.finish();
 }
 

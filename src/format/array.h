@@ -123,7 +123,9 @@ public:
     // spec's array in directory dir (dir/spec.name).
     ArrayWriter(const std::string &dir, const ArraySpec &spec)
         : ArrayWriter(dir + "/" + spec.name, spec.dtype, spec.rank, spec.dims) {}
-    void append(const void *data, size_t len);
+    // threads > 1: a large payload's SHA-256 runs on a second thread while this one takes its
+    // CRC and writes it (the same checksums and bytes; the three passes were one thread's).
+    void append(const void *data, size_t len, unsigned threads = 1);
     // Append `len` zero bytes: checksummed like any others, allocated by fallocate (OutputFile::
     // write_zeros): the same file bytes, without pushing the zeros through write(2), and no hole
     // that a reader on a full file system would fault on.
@@ -150,6 +152,6 @@ uint64_t array_header_repairs();
 
 // One-shot: write a whole array.  Returns its header (with checksums).
 ArrayHeader write_array(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims, const void *payload,
-                        uint32_t flags = kFlagRowMajor | kFlagAligned64);
+                        uint32_t flags = kFlagRowMajor | kFlagAligned64, unsigned threads = 1);
 
 }  // namespace stk

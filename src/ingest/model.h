@@ -120,13 +120,6 @@ struct ModelDescription {
     std::unique_ptr<Checkpoint> checkpoint;
     ModelLayout layout;
     ModelPlan plan;  // points into layout (valid while this object lives)
-    // The tokenizer stage's vocabulary, read when a job is sized (a stk::Vocab, opaque here: the
-    // tokenizer sits above ingest) and taken by the stage's run, and the arena bytes it needs (for
-    // the check after the stage): one job reads a vocabulary once for its sizing and run, not
-    // three times (a 262,144-token GGUF vocabulary takes about 0.5 s to read).
-    mutable std::shared_ptr<void> tokenizer_vocab;
-    mutable uint64_t tokenizer_need = 0;
-    mutable uint32_t tokenizer_need_ltok = 0;  // the l_tok tokenizer_need is for; 0: not computed
 };
 // `dir`: a model directory, or a GGUF (a file, or a directory holding one: ingest/gguf_model.h).
 std::unique_ptr<ModelDescription> describe_model(const std::string &dir);

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/prng.h"
 #include "core/parallel.h"
+#include "ingest/checkpoint.h"
 #include "ingest/model.h"
 #include "kernels/abs_gemm.h"
 #include "kernels/random.h"
@@ -41,6 +42,14 @@ size_t rank_index(size_t n, double p) {
 }
 
 }  // namespace
+
+double round_half_away(double x) {
+    // Below 2^52 a double's fraction is a multiple of its ulp u <= 1/2, so x + (1/2 - 2^-54)
+    // rounds to the next integer up exactly when the fraction is >= 1/2, and truncation gives
+    // std::round's integer; copysign keeps its -0.  Beyond, and NaN / inf: std::round itself.
+    if (!(std::fabs(x) < 4503599627370496.0)) return std::round(x);
+    return std::copysign(double(int64_t(x + std::copysign(0.49999999999999994, x))), x);
+}
 
 void guard_tuple_store(const GuardTuple &g, uint8_t out[kGuardTupleSize]) {
     store_le<uint16_t>(out, g.hub);
@@ -101,7 +110,7 @@ float bridge_row_scale(const float *x, size_t n, float *scratch) {
 uint32_t bridge_quantize_row(const float *x, size_t n, float s, int16_t *q) {
     uint32_t clipped = 0;
     for (size_t i = 0; i < n; i++) {
-        const double r = std::round(double(x[i]) * double(s));  // half away from zero
+        const double r = round_half_away(double(x[i]) * double(s));
         if (r > 32767) {
             q[i] = 32767;
             clipped++;
@@ -152,35 +161,65 @@ void bridge_guard_row(const int16_t *qin, const int16_t *qout, float s_in, float
 }
 
 BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint32_t h, uint32_t k, uint32_t w, uint32_t n_ctx,
-                         double beta, const BridgeOut &out, float *scratch_f, double *scratch_d, uint32_t *scratch_u,
-                         ManifestDraft &m) {
-    if (h < k + 1 || h != 64 * w || h > 65536 || v == 0 || n_ctx == 0 || (n_ctx & (n_ctx - 1)))
+                         double beta, const BridgeOut &out, const BridgeScratch &scratch, unsigned workers, ManifestDraft &m) {
+    if (h < k + 1 || h != 64 * w || h > 65536 || k > 64 || v == 0 || n_ctx == 0 || (n_ctx & (n_ctx - 1)))
         throw_error(STK_E_INTERNAL, "bridge_build: h %u, k %u, w %u, v %llu, contexts %u", h, k, w, (unsigned long long)v, n_ctx);
+    const unsigned n = workers ? workers : 1;
+    WorkerPool pool(n);
     BridgeStats st;
     double err2 = 0, err2_abs = 0, x2 = 0;
-    auto quantize_leg = [&](const float *x, int16_t *q, float *s) {
-        for (uint64_t t = 0; t < v; t++) {
-            const float *row = x + t * h;
-            int16_t *qr = q + t * h;
-            s[t] = bridge_row_scale(row, h, scratch_f);
-            st.clipped += bridge_quantize_row(row, h, s[t], qr);
-            double amax = 0;
-            for (uint32_t i = 0; i < h; i++) amax = std::max(amax, double(std::fabs(row[i])));
-            const double sa = amax > 0 ? 32767.0 / amax : 1.0;
-            for (uint32_t i = 0; i < h; i++) {
-                const double xv = row[i], e = xv - double(qr[i]) / double(s[t]);
-                const double ea = xv - std::round(xv * sa) / sa;
-                err2 += e * e;
-                err2_abs += ea * ea;
-                x2 += xv * xv;
-            }
+    std::vector<uint64_t> clipped(n);
+    // One leg, kBridgeQuantChunkRows rows at a time: the workers quantize their share of a chunk's
+    // rows and leave each entry's squared errors and square in that chunk's half of `terms`;
+    // worker 0 first adds the previous chunk's, in the order of the entries (the same doubles as
+    // one pass over the rows), while the others quantize.
+    const uint64_t half = 3 * kBridgeQuantChunkRows * h;
+    auto add_terms = [&](const double *tb, uint64_t rows) {
+        const double *te = tb, *ta = te + kBridgeQuantChunkRows * h, *tx = ta + kBridgeQuantChunkRows * h;
+        for (uint64_t i = 0; i < rows * h; i++) {
+            err2 += te[i];
+            err2_abs += ta[i];
+            x2 += tx[i];
         }
+    };
+    auto quantize_leg = [&](const float *x, int16_t *q, float *s) {
+        const uint64_t chunks = (v + kBridgeQuantChunkRows - 1) / kBridgeQuantChunkRows;
+        for (uint64_t r = 0; r <= chunks; r++) {  // round `chunks` only adds the last chunk's terms
+            const uint64_t c0 = r * kBridgeQuantChunkRows, rows = r < chunks ? std::min(kBridgeQuantChunkRows, v - c0) : 0;
+            const uint64_t prev_rows = r ? std::min(kBridgeQuantChunkRows, v - (r - 1) * kBridgeQuantChunkRows) : 0;
+            double *te = scratch.terms + (r & 1) * half, *ta = te + kBridgeQuantChunkRows * h, *tx = ta + kBridgeQuantChunkRows * h;
+            pool.run([&](unsigned wk) {
+                if (wk == 0 && prev_rows) add_terms(scratch.terms + ((r + 1) & 1) * half, prev_rows);
+                float *sf = scratch.f + uint64_t(wk) * h;
+                for (uint64_t t = c0 + rows * wk / n, end = c0 + rows * (wk + 1) / n; t < end; t++) {
+                    const float *row = x + t * h;
+                    int16_t *qr = q + t * h;
+                    s[t] = bridge_row_scale(row, h, sf);
+                    clipped[wk] += bridge_quantize_row(row, h, s[t], qr);
+                    double amax = 0;
+                    for (uint32_t i = 0; i < h; i++) amax = std::max(amax, double(std::fabs(row[i])));
+                    const double sa = amax > 0 ? 32767.0 / amax : 1.0;
+                    const uint64_t o = (t - c0) * h;
+                    for (uint32_t i = 0; i < h; i++) {
+                        const double xv = row[i], e = xv - double(qr[i]) / double(s[t]);
+                        const double ea = xv - round_half_away(xv * sa) / sa;
+                        te[o + i] = e * e;
+                        ta[o + i] = ea * ea;
+                        tx[o + i] = xv * xv;
+                    }
+                }
+            });
+        }
+        for (uint64_t &c : clipped) st.clipped += c, c = 0;
         st.entries += v * h;
     };
     quantize_leg(x_in, out.qin, out.s_in);
     if (x_out == x_in) {
-        std::memcpy(out.qout, out.qin, size_t(v * h) * sizeof(int16_t));
-        std::memcpy(out.s_out, out.s_in, size_t(v) * sizeof(float));
+        pool.run([&](unsigned wk) {
+            const uint64_t t0 = v * wk / n, t1 = v * (wk + 1) / n;
+            std::memcpy(out.qout + t0 * h, out.qin + t0 * h, size_t((t1 - t0) * h) * sizeof(int16_t));
+            std::memcpy(out.s_out + t0, out.s_in + t0, size_t(t1 - t0) * sizeof(float));
+        });
         st.entries *= 2;
         st.clipped *= 2;
         err2 *= 2;
@@ -192,14 +231,19 @@ BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint
     st.rms_err_p99 = x2 > 0 ? std::sqrt(err2 / x2) : 0;
     st.rms_err_absmax = x2 > 0 ? std::sqrt(err2_abs / x2) : 0;
 
-    for (uint64_t t = 0; t < v; t++) bridge_token_row(uint32_t(t), w, out.hubs + t * w);
+    // Token rows and guard tuples, each worker its own rows.
+    pool.run([&](unsigned wk) {
+        double *z = scratch.d + uint64_t(wk) * h;
+        uint32_t *order = scratch.u + uint64_t(wk) * h;
+        GuardTuple row[64];
+        for (uint64_t t = v * wk / n, end = v * (wk + 1) / n; t < end; t++) {
+            bridge_token_row(uint32_t(t), w, out.hubs + t * w);
+            bridge_guard_row(out.qin + t * h, out.qout + t * h, out.s_in[t], out.s_out[t], h, k, beta, z, order, row);
+            for (uint32_t j = 0; j < k; j++) guard_tuple_store(row[j], out.guard + (t * k + j) * kGuardTupleSize);
+        }
+    });
     for (uint32_t c = 0; c < n_ctx; c++) bridge_context_row(c, w, out.hubs + (v + c) * w);
 
-    GuardTuple row[64];
-    for (uint64_t t = 0; t < v; t++) {
-        bridge_guard_row(out.qin + t * h, out.qout + t * h, out.s_in[t], out.s_out[t], h, k, beta, scratch_d, scratch_u, row);
-        for (uint32_t j = 0; j < k; j++) guard_tuple_store(row[j], out.guard + (t * k + j) * kGuardTupleSize);
-    }
     if (g_bridge_test_corrupt_guard) {
         // Flag the first tuple as promoted whatever its margin, and give it a margin below its bound.
         GuardTuple g = guard_tuple_load(out.guard);
@@ -236,11 +280,11 @@ BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint
         const uint64_t t = ((x >> 32) * v) >> 32, c = x & (n_ctx - 1);
         uint32_t bits = 0;
         for (uint32_t j = 0; j < w; j++) bits += uint32_t(__builtin_popcountll(out.hubs[t * w + j] | out.hubs[(v + c) * w + j]));
-        scratch_u[i] = bits;
+        scratch.u[i] = bits;
     }
     const size_t r99 = rank_index(kBridgeHubSamples, 0.99);
-    std::nth_element(scratch_u, scratch_u + r99, scratch_u + kBridgeHubSamples);
-    st.hub_p99 = scratch_u[r99];
+    std::nth_element(scratch.u, scratch.u + r99, scratch.u + kBridgeHubSamples);
+    st.hub_p99 = scratch.u[r99];
     st.hubs_ok = bad_rows == 0 && st.hub_p99 <= k;
     draft_add_record(m, STK_STAGE_BRIDGE_INIT, st.hubs_ok ? kRecordInvariantPass : kRecordInvariantFail, kFeatureBridge,
                      st.hubs_ok ? STK_OK : STK_E_CORRUPT, st.hub_p99, k,
@@ -249,20 +293,34 @@ BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint
 
     // Guard tuples consistent: finite, U, V >= 0, hub < H; promoted => m > 0 and C_h < m;
     // m <= 0 => flagged negative, never promoted.
+    struct TupleCounts {
+        uint64_t bad = 0, pairs = 0, promoted = 0, negative = 0;
+    };
+    std::vector<TupleCounts> counts(n);  // counts: the same sums in any order
+    pool.run([&](unsigned wk) {
+        TupleCounts c;
+        for (uint64_t i = v * k * wk / n, end = v * k * (wk + 1) / n; i < end; i++) {
+            const GuardTuple g = guard_tuple_load(out.guard + i * kGuardTupleSize);
+            const bool finite =
+                std::isfinite(g.m) && std::isfinite(g.c_h) && std::isfinite(g.u) && std::isfinite(g.v) && std::isfinite(g.z);
+            const bool promoted = g.flags & kGuardPromoted, negative = g.flags & kGuardNegativeMargin;
+            bool ok = finite && g.u >= 0 && g.v >= 0 && g.hub < h && (g.flags & ~3u) == 0;
+            if (promoted && !(g.m > 0 && g.c_h < g.m)) ok = false;
+            if (!(g.m > 0) && (promoted || !negative)) ok = false;
+            if (g.m > 0 && negative) ok = false;
+            c.bad += !ok;
+            c.pairs++;
+            c.promoted += promoted;
+            c.negative += !(g.m > 0);
+        }
+        counts[wk] = c;
+    });
     uint64_t bad_tuples = 0;
-    for (uint64_t i = 0; i < v * k; i++) {
-        const GuardTuple g = guard_tuple_load(out.guard + i * kGuardTupleSize);
-        const bool finite =
-            std::isfinite(g.m) && std::isfinite(g.c_h) && std::isfinite(g.u) && std::isfinite(g.v) && std::isfinite(g.z);
-        const bool promoted = g.flags & kGuardPromoted, negative = g.flags & kGuardNegativeMargin;
-        bool ok = finite && g.u >= 0 && g.v >= 0 && g.hub < h && (g.flags & ~3u) == 0;
-        if (promoted && !(g.m > 0 && g.c_h < g.m)) ok = false;
-        if (!(g.m > 0) && (promoted || !negative)) ok = false;
-        if (g.m > 0 && negative) ok = false;
-        bad_tuples += !ok;
-        st.pairs++;
-        st.promoted += promoted;
-        st.negative += !(g.m > 0);
+    for (const TupleCounts &c : counts) {
+        bad_tuples += c.bad;
+        st.pairs += c.pairs;
+        st.promoted += c.promoted;
+        st.negative += c.negative;
     }
     st.guard_ok = bad_tuples == 0;
     draft_add_record(m, STK_STAGE_BRIDGE_INIT, st.guard_ok ? kRecordInvariantPass : kRecordInvariantFail, kFeatureO0Route,
@@ -323,6 +381,7 @@ struct BridgeSizes {
     bool head = false;     // an untied output embedding
     bool streamed = true;  // both embeddings read by row blocks (no [V, d] f32 copy)
     unsigned leg_workers = 1;
+    unsigned workers = 1;  // bridge_build's
 };
 
 // A tensor whose rows are runs of its stored elements (no transpose, no fused-part gather): the
@@ -347,32 +406,36 @@ BridgeSizes bridge_sizes(const ModelPlan &plan) {
 BridgeSizes bridge_sizes(const ModelPlan &plan, unsigned threads) {
     BridgeSizes z = bridge_sizes(plan);
     z.leg_workers = bridge_leg_workers(threads, z.v, kBridgeLegRowBlock);
+    z.workers = unsigned(std::max<uint64_t>(1, std::min<uint64_t>(threads, z.v)));  // threads: normalize_params
     return z;
 }
 
 // The stage's buffers, declared once: sized in bridge_init_size, allocated in bridge_init_run.
 struct BridgeBuffers {
-    float *emb, *G, *GT, *x_in, *x_out, *router, *row_scratch, *scratch_f;
+    float *emb, *G, *GT, *x_in, *x_out, *router, *row_scratch;
     int16_t *peer;
     double *norms, *enorm, *scratch_d;
-    uint32_t *pooled, *eorder, *scratch_u;
+    uint32_t *pooled, *eorder;
+    BridgeScratch build;
 };
 BridgeBuffers bridge_buffers(const BridgeSizes &z, Buffers &b, BridgeOut &out) {
     const uint64_t H = kBridgeHubs, vh = checked_mul(z.v, H, "bridge legs");
     BridgeBuffers o;
     // Streamed: one row block per leg worker; else the whole embedding in f32.
-    o.emb = b.array<float>(z.streamed ? checked_mul(uint64_t(z.leg_workers) * kBridgeLegRowBlock, z.d, "bridge rows")
-                                      : checked_mul(z.v, z.d, "bridge embedding"));
-    o.G = b.array<float>(H * z.d);                   // G
-    o.GT = b.array<float>(H * z.d);                  // G^T
-    o.x_in = b.array<float>(vh);                     // x_in
-    o.x_out = z.head ? b.array<float>(vh) : o.x_in;  // x_out
-    out.qin = b.array<int16_t>(vh);
-    out.qout = b.array<int16_t>(vh);
-    out.s_in = b.array<float>(z.v);
-    out.s_out = b.array<float>(z.v);
-    out.hubs = b.array<uint64_t>(checked_mul(z.v + z.n_ctx, kBridgeW, "bridge hubs"));
-    out.guard = b.array<uint8_t>(checked_mul(z.v * kBridgeK, kGuardTupleSize, "bridge guard"));
+    // The embedding rows, legs and outputs are written whole before they are read (by the leg
+    // GEMMs, which do not read C at beta 0, and by bridge_build's workers): left uninitialised.
+    o.emb = b.uninit_array<float>(z.streamed ? checked_mul(uint64_t(z.leg_workers) * kBridgeLegRowBlock, z.d, "bridge rows")
+                                             : checked_mul(z.v, z.d, "bridge embedding"));
+    o.G = b.array<float>(H * z.d);                          // G
+    o.GT = b.array<float>(H * z.d);                         // G^T
+    o.x_in = b.uninit_array<float>(vh);                     // x_in
+    o.x_out = z.head ? b.uninit_array<float>(vh) : o.x_in;  // x_out
+    out.qin = b.uninit_array<int16_t>(vh);
+    out.qout = b.uninit_array<int16_t>(vh);
+    out.s_in = b.uninit_array<float>(z.v);
+    out.s_out = b.uninit_array<float>(z.v);
+    out.hubs = b.uninit_array<uint64_t>(checked_mul(z.v + z.n_ctx, kBridgeW, "bridge hubs"));
+    out.guard = b.uninit_array<uint8_t>(checked_mul(z.v * kBridgeK, kGuardTupleSize, "bridge guard"));
     o.peer = b.array<int16_t>(H);
     o.router = b.array<float>(std::max<uint64_t>(z.experts * z.d, 1));             // one router
     const uint64_t pool = checked_mul(z.layers, z.experts, "bridge router rows");  // every layer, router or not
@@ -381,9 +444,12 @@ BridgeBuffers bridge_buffers(const BridgeSizes &z, Buffers &b, BridgeOut &out) {
     o.enorm = b.array<double>(std::max<uint64_t>(z.experts, 1));
     o.eorder = b.array<uint32_t>(std::max<uint64_t>(z.experts, 1));
     o.row_scratch = b.array<float>(z.row_floats);
-    o.scratch_f = b.array<float>(H);
     o.scratch_d = b.array<double>(std::max<uint64_t>(H, z.d));
-    o.scratch_u = b.array<uint32_t>(std::max<uint64_t>(H, kBridgeHubSamples));
+    const uint64_t wh = uint64_t(z.workers) * H;  // bridge_build's scratch (bridge_init.h)
+    o.build.f = b.array<float>(wh);
+    o.build.d = b.array<double>(wh);
+    o.build.u = b.array<uint32_t>(std::max<uint64_t>(wh, kBridgeHubSamples));
+    o.build.terms = b.uninit_array<double>(2 * 3 * kBridgeQuantChunkRows * H);
     return o;
 }
 
@@ -451,10 +517,10 @@ void bridge_init_run(Job &job) {
     BridgeOut out;
     const BridgeBuffers bb = bridge_buffers(z, alloc, out);
     float *emb = bb.emb, *G = bb.G, *GT = bb.GT, *x_in = bb.x_in, *x_out = bb.x_out, *router = bb.router;
-    float *row_scratch = bb.row_scratch, *scratch_f = bb.scratch_f;
+    float *row_scratch = bb.row_scratch;
     int16_t *peer = bb.peer;
     double *norms = bb.norms, *enorm = bb.enorm, *scratch_d = bb.scratch_d;
-    uint32_t *pooled = bb.pooled, *eorder = bb.eorder, *scratch_u = bb.scratch_u;
+    uint32_t *pooled = bb.pooled, *eorder = bb.eorder;
 
     WeightReader reader(*job.source->checkpoint, plan);
     ManifestDraft &m = job.manifest;
@@ -533,18 +599,21 @@ void bridge_init_run(Job &job) {
                         (unsigned long long)v, (unsigned long long)d);
         leg(*head, x_out);
     }
-    for (const float *x : {x_in, x_out})
-        for (uint64_t i = 0; i < v * H; i++)
-            if (!std::isfinite(x[i])) {
-                arena.reset(mark);
-                return disable(job, STK_E_NONFINITE, "a leg score is not finite (NaN/Inf in the embedding or router)");
-            }
+    std::vector<uint8_t> nonfinite(z.workers, 0);  // each worker its share of both legs
+    run_workers(z.workers, [&](unsigned wk) {
+        const uint64_t a = v * H * wk / z.workers, e = v * H * (wk + 1) / z.workers;
+        for (const float *x : {x_in, x_out}) nonfinite[wk] |= first_nonfinite(x + a, e - a) < e - a;
+    });
+    if (std::find(nonfinite.begin(), nonfinite.end(), 1) != nonfinite.end()) {
+        arena.reset(mark);
+        return disable(job, STK_E_NONFINITE, "a leg score is not finite (NaN/Inf in the embedding or router)");
+    }
     draft_add_record(m, STK_STAGE_BRIDGE_INIT, kRecordNote, kFeatureBridge, STK_OK, double(n_rows), double(H),
                      "9.1 hubs: %llu router rows of %u layers x %u experts (value), %llu pseudo-experts; out leg %s",
                      (unsigned long long)n_rows, E ? L : 0, E, (unsigned long long)(H - n_rows), z.head ? "lm_head" : "tied");
 
     const BridgeStats st = bridge_build(x_in, x_out, v, uint32_t(H), kBridgeK, kBridgeW, uint32_t(z.n_ctx), kBridgeGuardSlack,
-                                        out, scratch_f, scratch_d, scratch_u, m);
+                                        out, bb.build, z.workers, m);
     if (!st.scales_ok || !st.hubs_ok) {
         arena.reset(mark);
         static const char kDisabled[] = "stk.bridge_init.disabled";

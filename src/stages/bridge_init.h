@@ -53,6 +53,9 @@ GuardTuple guard_tuple_load(const uint8_t in[kGuardTupleSize]);
 // 9.3: the p99 of |x| over a row (nearest rank: the ceil(0.99 n)-th smallest), its scale
 // s = 0.8 * 32767 / p99 (absmax when the p99 is 0; 1 when the row is all zero), and the row
 // quantized: q = clip(round(x s), -32768, 32767), round half away from zero.  scratch: n floats.
+// std::round (half away from zero, -0 kept), the same double for every input, without the libm
+// call the baseline x86-64 target makes of it (two a quantized entry: most of the stage's tail).
+double round_half_away(double x);
 double bridge_p99_abs(const float *x, size_t n, float *scratch);
 float bridge_row_scale(const float *x, size_t n, float *scratch);
 // Returns how many entries were clipped.
@@ -93,16 +96,25 @@ struct BridgeStats {
 // The bridge of a model whose legs are already computed: x_in, x_out [v, h] f32 (x_out may equal
 // x_in).  Fills the outputs (qin/qout [v, h], s_in/s_out [v], hubs [(v + n_ctx), w], guard
 // [v, k] tuples of kGuardTupleSize bytes) and writes the 12.6 / 18.4 records into `m`.
-// scratch_f: h floats, scratch_d: h doubles, scratch_u: max(h, kBridgeHubSamples) u32.
+// The rows are shared over `workers` threads (a worker's rows are a function of its index and the
+// worker count only); the error sums are added in the order of the entries on one thread, so
+// every byte and record is the same at any worker count.  Scratch (bridge_scratch_size):
+// f: workers * h floats, d: workers * h doubles, u: max(workers * h, kBridgeHubSamples) u32,
+// terms: 2 * 3 * kBridgeQuantChunkRows * h doubles (two chunks' terms: one quantized, one added).
 struct BridgeOut {
     int16_t *qin, *qout;
     float *s_in, *s_out;
     uint64_t *hubs;
     uint8_t *guard;
 };
+constexpr uint64_t kBridgeQuantChunkRows = 1024;  // rows quantized between two in-order error sums
+struct BridgeScratch {
+    float *f;
+    double *d, *terms;
+    uint32_t *u;
+};
 BridgeStats bridge_build(const float *x_in, const float *x_out, uint64_t v, uint32_t h, uint32_t k, uint32_t w, uint32_t n_ctx,
-                         double beta, const BridgeOut &out, float *scratch_f, double *scratch_d, uint32_t *scratch_u,
-                         ManifestDraft &m);
+                         double beta, const BridgeOut &out, const BridgeScratch &scratch, unsigned workers, ManifestDraft &m);
 
 // Test hook: nonzero corrupts one guard tuple after it is built (forces the 12.6 guard check to
 // fail: the O(0) route is disabled and bridge_guard.bin is not written).

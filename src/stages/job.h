@@ -26,6 +26,7 @@ struct ModelDescription;  // ingest: config + mapped checkpoint + layout (src/in
 struct TokenizerPlan;     // tokenizer stage inputs/outputs (src/tokenizer/plan.h)
 struct LinearHandoff;     // ffn_collapse -> mphf_cuckoo (src/stages/ffn_collapse.h)
 class CalibStats;         // --calibration's statistics, mapped and validated once (src/format/calib_stats.h)
+struct Vocab;             // the tokenizer's vocabulary (src/tokenizer/vocab.h)
 
 // An array some stage published under <out_dir>/arrays/.
 struct WrittenArray {
@@ -39,7 +40,7 @@ struct Job {
     Job() = default;
     Job(const Job &) = delete;
     Job &operator=(const Job &) = delete;
-    ~Job();  // releases `source` (the checkpoint mapping) and `calib`: held outside the arena
+    ~Job();  // releases `source` (the checkpoint mapping), `calib` and `vocab`: held outside the arena
 
     stk_job_params params{};  // strings below point into the arena
     // The model, described once per job (stk_open): config, the checkpoint's mapping and the
@@ -50,6 +51,10 @@ struct Job {
     // params.calibration's statistics (null without --calibration), checked against the plan's
     // dimensions at stk_open and against the model's digest after parse_tensors.
     CalibStats *calib = nullptr;
+    // The tokenizer's vocabulary, read once by stk_open (its sizing needs it) for the tokenizer
+    // stage; released after that stage (null if there is no tokenizer file or it did not parse:
+    // the stage then reads it and refuses it, naming the file).
+    Vocab *vocab = nullptr;
     Arena arena;  // everything the job allocates after stk_open
     StageRecord stages[STK_STAGE_COUNT + 1];
     WrittenArray *arrays = nullptr;  // kMaxArrays slots in the arena
@@ -98,6 +103,7 @@ inline void job_work_add(Job &job, uint64_t n) {
 struct JobInputs {
     const stk_job_params &params;
     const ModelDescription *model;  // null only in tests that run one stage by hand
+    const Vocab *vocab = nullptr;   // the job's vocabulary (stk_open); null: sizing reads its pieces
 };
 
 struct ArrayPlan;

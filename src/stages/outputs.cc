@@ -42,7 +42,8 @@ void job_record_array(Job &job, stk_stage stage, StageDigest &digest, const char
 ArrayHeader job_write_array(Job &job, stk_stage stage, StageDigest &digest, const ArraySpec &spec, const void *payload) {
     std::string dir = std::string(job.out_dir) + "/arrays";
     make_dirs(dir);
-    ArrayHeader h = write_array(dir + "/" + spec.name, spec.dtype, spec.rank, spec.dims, payload);
+    ArrayHeader h = write_array(dir + "/" + spec.name, spec.dtype, spec.rank, spec.dims, payload,
+                                kFlagRowMajor | kFlagAligned64, job.params.threads);
     job_record_array(job, stage, digest, spec.name.c_str(), h);
     return h;
 }

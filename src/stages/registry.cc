@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -19,6 +20,7 @@
 #include "stages/job.h"
 #include "stages/policy.h"
 #include "stages/stages.h"
+#include "tokenizer/vocab.h"
 
 namespace stk {
 
@@ -104,6 +106,7 @@ stk_job_params normalize_params_for(const stk_job_params &in, const ModelDescrip
 }
 
 Job::~Job() {
+    delete vocab;
     delete source;
     delete calib;
     publish_release(*this);
@@ -160,13 +163,16 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
     std::unique_ptr<ModelDescription> model = describe_model(p.in_dir);
     bool rv_clamped = false;
     p = normalize_params_for(params, *model, &rv_clamped);
+    // The vocabulary, read whole once: the tokenizer stage's sizing and its run both use it.
+    std::unique_ptr<Vocab> vocab(tokenizer_stage_read_vocab(JobInputs{p, model.get()}));
     // The arena must hold what every stage said it needs: refuse now, not half-way through.
     ArenaSizer s;
-    size_job(JobInputs{p, model.get()}, s);
+    size_job(JobInputs{p, model.get(), vocab.get()}, s);
     if (s.total() > bytes)
         throw_error(STK_E_ARENA_TOO_SMALL, "arena of %zu bytes; this job needs %zu (ask stk_job_arena_size)", bytes, s.total());
     Arena a(arena, bytes);
     Job *job = new (a.alloc(sizeof(Job), alignof(Job))) Job();
+    job->vocab = vocab.release();
     job->arena = a;
     job->params = p;
     job->in_dir = arena_strdup(job->arena, p.in_dir);
@@ -197,7 +203,7 @@ Job *job_open(const stk_job_params &params, void *arena, size_t bytes) {
 static void check_arena_within_size(const Job &job, const StageDef &st, size_t used_before) {
     if (!st.size || !job.source) return;
     ArenaSizer declared;
-    st.size(JobInputs{job.params, job.source}, declared);
+    st.size(JobInputs{job.params, job.source, job.vocab}, declared);
     const size_t used = job.arena.peak() - used_before;
     // Test fault arena_undersized:<stage>: the check as if the stage had declared nothing.
     const size_t bound = test_fault((std::string("arena_undersized:") + st.name).c_str()) ? 0 : declared.total();
@@ -260,6 +266,7 @@ void job_run_stage(Job &job, stk_stage id) {
     try {
         st->run(job);
         check_arena_within_size(job, *st, used_before);
+        if (id == STK_STAGE_TOKENIZER) delete job.vocab, job.vocab = nullptr;  // its stage done and checked
         release_stage_scratch(job.arena);
         if (test_fault((std::string("breach:") + st->name).c_str()))
             throw_breach(STK_E_INTERNAL, "test fault", 1, 0, "STK_TEST_FAULT=breach:%s", st->name);

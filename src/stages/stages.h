@@ -10,6 +10,10 @@ void parse_tensors_run(Job &job);
 
 void tokenizer_stage_size(const JobInputs &in, ArenaSizer &s);
 void tokenizer_stage_run(Job &job);
+// The vocabulary the tokenizer stage will take, read whole for a job (stk_open): null if the
+// model has no tokenizer file or it does not parse (the stage reads it again and refuses it).
+// The caller owns it (Job::vocab).
+Vocab *tokenizer_stage_read_vocab(const JobInputs &in);
 
 void prf_build_size(const JobInputs &in, ArenaSizer &s);
 void prf_build_run(Job &job);

@@ -312,24 +312,23 @@ void tokenizer_stage_size(const JobInputs &in, ArenaSizer &s) {
     if (!any) return;
     // What the stage needs is set by the vocabulary (tokens, piece bytes), not by the file's
     // size: a 50 MB tokenizer file of a 50k vocabulary (merges, whitespace, added_tokens) would
-    // otherwise plan gigabytes.  The vocabulary is read now; a file that does not parse keeps
-    // the file-size bound (the stage then refuses it, naming the file).
-    // A job sizes itself twice (when opened, and after the stage to check what it used): the
-    // vocabulary read the first time is kept in the description for the run, its size for the check.
-    const ModelDescription *m = in.model;
-    if (m && p.l_tok && m->tokenizer_need_ltok == p.l_tok) return s.add(size_t(m->tokenizer_need));
+    // otherwise plan gigabytes.  The job's vocabulary (stk_open read it), else its pieces read
+    // now (no merges: stk_job_arena_size); a file that does not parse keeps the file-size bound
+    // (the stage then refuses it, naming the file).
+    if (in.vocab) return s.add(tokenizer_arena_bytes_for(*in.vocab, p.l_tok));
     size_t need = 0;
-    if (guard([&] {
-            auto v = std::make_shared<Vocab>(load_vocab(files));
-            need = tokenizer_arena_bytes_for(*v, p.l_tok);
-            if (m) m->tokenizer_vocab = std::move(v);
-        }) != STK_OK)
+    if (guard([&] { need = tokenizer_arena_bytes_for(load_vocab(files, VocabRead::PIECES), p.l_tok); }) != STK_OK)
         need = tokenizer_arena_bytes(bytes, p.l_tok);
-    if (m) {
-        m->tokenizer_need = need;
-        m->tokenizer_need_ltok = p.l_tok;
-    }
     s.add(need);
+}
+
+Vocab *tokenizer_stage_read_vocab(const JobInputs &in) {
+    bool any = false;
+    const ModelFiles files = files_of(in.model, in.params.in_dir);
+    tokenizer_file_bytes(files, &any);
+    std::unique_ptr<Vocab> v;
+    if (any) guard([&] { v = std::make_unique<Vocab>(load_vocab(files, VocabRead::WHOLE, in.params.threads)); });
+    return v.release();
 }
 
 TokenizerPlan &tokenizer_stage_build(Job &job, const Vocab &vocab) {
@@ -630,9 +629,8 @@ void tokenizer_stage_run(Job &job) {
         digest.finish(job.stages[STK_STAGE_TOKENIZER]);
         return;
     }
-    // The vocabulary the job's sizing read, taken (freed after the stage); else read now.
-    std::shared_ptr<void> kept = job.source ? std::move(job.source->tokenizer_vocab) : nullptr;
-    if (kept) return void(tokenizer_stage_build(job, *static_cast<const Vocab *>(kept.get())));
+    // The vocabulary stk_open read for the job (freed after the stage); else read now.
+    if (job.vocab) return void(tokenizer_stage_build(job, *job.vocab));
     Vocab vocab = load_vocab(files);
     tokenizer_stage_build(job, vocab);
 }

@@ -12,6 +12,7 @@
 // Any other tokenizer.ggml.model is refused by name.
 #include <algorithm>
 
+#include "core/parallel.h"
 #include "ingest/gguf.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/vocab_internal.h"
@@ -37,31 +38,55 @@ bool is_byte_piece(std::string_view t, int *byte) {
 // transformers' generate_merges(vocab, vocab_scores): every split of every token into two tokens,
 // ranked by the result's score (higher first), then the longer left part, then the longer right
 // part; splits of one token in (left id, right id) order before that (stable) sort.
-void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spell, const std::vector<double> &score) {
+void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spell, const std::vector<double> &score,
+                   unsigned threads) {
     struct M {
         double score;
         uint32_t llen, rlen, left, right, result;
     };
-    std::vector<M> all;
-    for (uint32_t id = 0; id < spell.size(); id++) {
-        const std::string &s = spell[id];
-        if (s.size() > 256) continue;  // no merge result is this long; keeps the pass linear in the file
-        const size_t first = all.size();
-        const uint8_t *p = reinterpret_cast<const uint8_t *>(s.data()), *end = p + s.size();
-        size_t i = 0;
-        while (i < s.size()) {
-            uint32_t cp;
-            i += size_t(tok::utf8_next(p + i, end, &cp));
-            if (i >= s.size()) break;
-            auto l = b.by_spelling.find(std::string_view(s).substr(0, i));
-            auto r = b.by_spelling.find(std::string_view(s).substr(i));
-            if (l == b.by_spelling.end() || r == b.by_spelling.end()) continue;
-            all.push_back(
-                {score[id], uint32_t(code_points(l->first)), uint32_t(code_points(r->first)), l->second, r->second, id});
+    // Every split's two parts of the token kAhead2 ahead have their slots loaded, and those of
+    // the token kAhead1 ahead their entries: the lookups below mostly hit the cache (a
+    // 262,144-token table does not fit in it).
+    constexpr uint32_t kAhead1 = 2, kAhead2 = 6;
+    auto ahead = [&](uint32_t id, bool item) {
+        if (id >= spell.size() || spell[id].size() > 256) return;
+        const std::string_view s = spell[id];
+        detail::for_each_split(s, [&](size_t i) {
+            if (item) {
+                b.by_spelling.prefetch_item(s.substr(0, i));
+                b.by_spelling.prefetch_item(s.substr(i));
+            } else {
+                b.by_spelling.prefetch_slot(s.substr(0, i));
+                b.by_spelling.prefetch_slot(s.substr(i));
+            }
+        });
+    };
+    // The splits of contiguous id ranges, one per worker (read-only lookups), joined in id order.
+    const uint32_t n_ids = uint32_t(spell.size());
+    const unsigned n = unsigned(std::max<uint64_t>(1, std::min<uint64_t>(threads, n_ids / 4096 + 1)));
+    std::vector<std::vector<M>> parts(n);
+    run_workers(n, [&](unsigned w) {
+        std::vector<M> &all = parts[w];
+        for (uint32_t id = uint32_t(uint64_t(n_ids) * w / n), id1 = uint32_t(uint64_t(n_ids) * (w + 1) / n); id < id1; id++) {
+            ahead(id + kAhead2, false);
+            ahead(id + kAhead1, true);
+            const std::string &s = spell[id];
+            if (s.size() > 256) continue;  // no merge result is this long; keeps the pass linear in the file
+            const size_t first = all.size();
+            detail::for_each_split(s, [&](size_t i) {
+                auto l = b.by_spelling.find(std::string_view(s).substr(0, i));
+                if (l == b.by_spelling.end()) return;
+                auto r = b.by_spelling.find(std::string_view(s).substr(i));
+                if (r == b.by_spelling.end()) return;
+                all.push_back(
+                    {score[id], uint32_t(code_points(l->first)), uint32_t(code_points(r->first)), l->second, r->second, id});
+            });
+            std::sort(all.begin() + ptrdiff_t(first), all.end(),
+                      [](const M &a, const M &c) { return a.left != c.left ? a.left < c.left : a.right < c.right; });
         }
-        std::sort(all.begin() + ptrdiff_t(first), all.end(),
-                  [](const M &a, const M &c) { return a.left != c.left ? a.left < c.left : a.right < c.right; });
-    }
+    });
+    std::vector<M> all = std::move(parts[0]);
+    for (unsigned w = 1; w < n; w++) all.insert(all.end(), parts[w].begin(), parts[w].end());
     std::stable_sort(all.begin(), all.end(), [](const M &a, const M &c) {
         if (a.score != c.score) return a.score > c.score;
         if (a.llen != c.llen) return a.llen > c.llen;
@@ -75,7 +100,8 @@ void derive_merges(detail::VocabBuilder &b, const std::vector<std::string> &spel
 
 }  // namespace
 
-Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
+Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name, VocabRead what, unsigned threads) {
+    const bool merges_too = what == VocabRead::WHOLE;
     const GgufValue *model = f.find("tokenizer.ggml.model");
     const GgufValue *tokens_v = f.find("tokenizer.ggml.tokens");
     if (!model || !tokens_v)
@@ -125,7 +151,7 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
     b.entries.reserve(n);
     v.is_special.assign(n, 0);
     v.piece_types.assign(n, uint8_t(Vocab::PieceType::NORMAL));
-    std::vector<std::string> spell(n);
+    std::vector<std::string> spell;  // llama: the spellings derive_merges splits
 
     if (kind == "gpt2") {
         v.model = Vocab::Model::BPE_BYTE_LEVEL;
@@ -134,23 +160,21 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
         for (uint32_t id = 0; id < n; id++) {
             std::string_view t = tokens[id];
             const int64_t type = types[id];
-            spell[id] = std::string(t);
-            std::string where = format("tokenizer.ggml.tokens[%u]", id);
             if (type == 3 || type == 4) {
                 // Added tokens are matched in the raw text as written (the reference skips a
                 // CONTROL token spelled outside the byte alphabet; it stays an ordinary entry).
                 bool spelled = detail::byte_level_to_bytes(t, &bytes);
                 if (type == 4 || spelled) v.added_tokens.push_back({std::string(t), id, type == 3});
-                b.add(t, std::string(t), id, where);
+                b.add_indexed(t, std::string(t), id, "tokenizer.ggml.tokens[");
                 v.piece_types[id] = uint8_t(type);
                 continue;
             }
             if (!detail::byte_level_to_bytes(t, &bytes)) bytes.assign(t);  // raw text: its UTF-8 bytes
-            b.add(t, bytes, id, where);
+            b.add_indexed(t, bytes, id, "tokenizer.ggml.tokens[");
         }
         const GgufValue *merges = f.find("tokenizer.ggml.merges");
         if (!merges) throw_error(STK_E_CORRUPT, "%s: a gpt2 tokenizer without tokenizer.ggml.merges", name.c_str());
-        const std::vector<std::string_view> ms = merges->strings();
+        const std::vector<std::string_view> ms = merges_too ? merges->strings() : std::vector<std::string_view>();
         for (size_t i = 0; i < ms.size(); i++) {
             size_t sp = ms[i].find(' ');
             if (sp == std::string_view::npos || ms[i].find(' ', sp + 1) != std::string_view::npos)
@@ -167,6 +191,7 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
         const bool gemma = arch == "gemma" || arch == "gemma2" || arch == "gemma3";
         v.model = Vocab::Model::BPE_SENTENCEPIECE;
         v.byte_fallback = true;
+        spell.resize(n);
         for (uint32_t id = 0; id < n; id++) {
             std::string t(tokens[id]);
             // Gemma stores a token of spaces as spaces; GemmaTokenizer looks it up as U+2581s.
@@ -183,7 +208,7 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
                 v.byte_piece_ids[byte] = int32_t(id);
             }
             if (types[id] >= 1 && types[id] <= 6) v.piece_types[id] = uint8_t(types[id]);
-            b.add(t, piece, id, format("tokenizer.ggml.tokens[%u]", id));
+            b.add_indexed(t, std::move(piece), id, "tokenizer.ggml.tokens[");
         }
         for (uint32_t id = 0; id < n; id++) {
             if (types[id] == 3) v.added_tokens.push_back({std::string(tokens[id]), id, true});
@@ -191,7 +216,9 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
             if (types[id] == 4 && b.by_spelling.find(tokens[id]) != b.by_spelling.end())
                 v.added_tokens.push_back({std::string(tokens[id]), id, false});
         }
-        if (const GgufValue *merges = f.find("tokenizer.ggml.merges")) {
+        if (!merges_too) {
+            // Pieces alone: neither the file's merges nor derived ones.
+        } else if (const GgufValue *merges = f.find("tokenizer.ggml.merges")) {
             const std::vector<std::string_view> ms = merges->strings();
             for (size_t i = 0; i < ms.size(); i++) {
                 size_t sp = ms[i].find(' ');
@@ -205,7 +232,7 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
             if (!gemma && scores.empty())
                 throw_error(STK_E_CORRUPT, "%s: a llama tokenizer with neither merges nor scores", name.c_str());
             for (uint32_t id = 0; id < n; id++) key[id] = gemma ? -double(id) : double(scores[id]);
-            derive_merges(b, spell, key);
+            derive_merges(b, spell, key, threads);
         }
         v.unk_id = id_key("tokenizer.ggml.unknown_token_id");
         using Op = Vocab::NormalizerOp;
@@ -227,9 +254,9 @@ Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name) {
     return b.finish();
 }
 
-Vocab load_gguf_vocab(const std::string &path) {
+Vocab load_gguf_vocab(const std::string &path, VocabRead what, unsigned threads) {
     GgufFile f(path);
-    return parse_gguf_vocab(f, path);
+    return parse_gguf_vocab(f, path, what, threads);
 }
 
 }  // namespace stk

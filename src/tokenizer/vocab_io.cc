@@ -45,6 +45,16 @@ void VocabBuilder::add(std::string_view spelling, std::string piece, uint64_t id
     entries.push_back(Entry{uint32_t(id), std::move(piece), where});
 }
 
+void VocabBuilder::add_indexed(std::string_view spelling, std::string piece, uint64_t id, std::string_view where_prefix) {
+    if (id >= kMaxVocabSize) return add(spelling, std::move(piece), id, std::string(where_prefix) + std::to_string(id) + "]");
+    auto [it, fresh] = by_spelling.emplace(std::string(spelling), uint32_t(id));
+    if (!fresh && it->second != id)
+        throw_error(STK_E_CORRUPT, "%s: %.*s%llu]: token '%s' appears twice (ids %u and %llu)", v.source.c_str(),
+                    int(where_prefix.size()), where_prefix.data(), (unsigned long long)id, printable(spelling).c_str(),
+                    it->second, (unsigned long long)id);
+    entries.push_back(Entry{uint32_t(id), std::move(piece), std::string(), where_prefix});
+}
+
 uint32_t VocabBuilder::id_of(std::string_view spelling, const std::string &where) const {
     auto it = by_spelling.find(spelling);
     if (it == by_spelling.end())
@@ -87,7 +97,7 @@ Vocab VocabBuilder::finish() {
         if (have[e.id]) {
             if (slots[e.id] != e.piece)
                 throw_error(STK_E_CORRUPT, "%s: %s: id %u is given to two different tokens ('%s' and '%s')", v.source.c_str(),
-                            e.where.c_str(), e.id, printable(slots[e.id]).c_str(), printable(e.piece).c_str());
+                            e.place().c_str(), e.id, printable(slots[e.id]).c_str(), printable(e.piece).c_str());
             continue;
         }
         have[e.id] = 1;
@@ -123,8 +133,8 @@ static std::string join(const std::string &dir, const char *name) {
 
 Vocab load_vocab_dir(const std::string &model_dir) { return load_vocab(resolve_model_files(model_dir)); }
 
-Vocab load_vocab(const ModelFiles &files) {
-    if (files.is_gguf()) return load_gguf_vocab(files.gguf);
+Vocab load_vocab(const ModelFiles &files, VocabRead what, unsigned threads) {
+    if (files.is_gguf()) return load_gguf_vocab(files.gguf, what, threads);
     const std::string &model_dir = files.dir;
     auto has = [&](const char *n) { return files.has_tokenizer_file(n); };
     std::string p = join(model_dir, "tokenizer.json");

@@ -26,11 +26,16 @@ class GgufFile;
 Vocab load_vocab_dir(const std::string &model_dir);
 // The same from a model's resolved files (ingest/model_files.h): no probe of the directory.
 struct ModelFiles;
-Vocab load_vocab(const ModelFiles &files);
+// What a read builds: the whole tokenizer, or its pieces alone (ids, pieces, special and added
+// tokens, piece types; no merges), which is what sizing a job needs.  A GGUF's merges are most
+// of its read (a SentencePiece GGUF derives them from the vocabulary); the other formats are
+// read whole either way.  `threads`: workers for that derivation (the same merges at any count).
+enum class VocabRead { WHOLE, PIECES };
+Vocab load_vocab(const ModelFiles &files, VocabRead what = VocabRead::WHOLE, unsigned threads = 1);
 
 // The tokenizer of a GGUF's tokenizer.ggml.* metadata (vocab_gguf.cc says how it is built).
-Vocab load_gguf_vocab(const std::string &path);
-Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name);
+Vocab load_gguf_vocab(const std::string &path, VocabRead what = VocabRead::WHOLE, unsigned threads = 1);
+Vocab parse_gguf_vocab(const GgufFile &f, const std::string &name, VocabRead what = VocabRead::WHOLE, unsigned threads = 1);
 
 Vocab load_tokenizer_json(const std::string &path);
 Vocab load_gpt2_vocab(const std::string &vocab_json_path, const std::string &merges_path);

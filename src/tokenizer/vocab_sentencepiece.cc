@@ -168,18 +168,14 @@ Vocab parse_sentencepiece_model(const uint8_t *data, size_t size, const std::str
             // linear in the file size whatever a hostile file holds.
             if (p.size() > kMaxMergedPieceBytes) continue;
             // every split at a character boundary into two mergeable pieces
-            const uint8_t *s = reinterpret_cast<const uint8_t *>(p.data()), *end = s + p.size();
-            size_t i = 0;
-            while (i < p.size()) {
-                uint32_t cp;
-                i += size_t(tok::utf8_next(s + i, end, &cp));
-                if (i >= p.size()) break;
-                auto l = b.by_spelling.find(p.substr(0, i)), r = b.by_spelling.find(p.substr(i));
-                if (l == b.by_spelling.end() || r == b.by_spelling.end()) continue;
+            const std::string_view ps = p;
+            detail::for_each_split(ps, [&](size_t i) {
+                auto l = b.by_spelling.find(ps.substr(0, i)), r = b.by_spelling.find(ps.substr(i));
+                if (l == b.by_spelling.end() || r == b.by_spelling.end()) return;
                 uint8_t lt = v.piece_types[l->second], rt = v.piece_types[r->second];
-                if ((lt != 1 && lt != 4) || (rt != 1 && rt != 4)) continue;
+                if ((lt != 1 && lt != 4) || (rt != 1 && rt != 4)) return;
                 ms.push_back({b.v.scores[id], id, l->second, r->second});
-            }
+            });
         }
         std::sort(ms.begin(), ms.end(), [](const M &a, const M &c) {
             if (a.score != c.score) return a.score > c.score;
