@@ -127,7 +127,7 @@ class _Layer:
         self.rope_n = 0
         self.prf_m: Any = None
         self.prf_b: Any = None
-        self.prf_l = [0.0, 0.0]
+        self.prf_l: Any = np.zeros(2)
         self.prf_n = 0
         # per forward
         self.x_attn: Any = None
