@@ -8,6 +8,12 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/ref_blas.h"
+
+// dsyev's tridiagonal reduction calls dsymv_ and dsyr2k_: this reference pulls ref_blas.cc's
+// bit-exact definitions out of a static libstk before the linker searches LAPACK's archive, which
+// would otherwise take the reference BLAS archive's (same bits, slower).
+[[gnu::used]] static void *const kRefBlasAnchor[] = {reinterpret_cast<void *>(&dsymv_), reinterpret_cast<void *>(&dsyr2k_)};
 
 namespace stk::kernels {
 

@@ -1,0 +1,325 @@
+// Reference BLAS's DSYMV and DSYR2K, bit for bit (ref_blas.h says why).  The rule that keeps the
+// bits: each output element (y(i), c(i,j)) and each running dot product (dsymv's temp2) sees the
+// reference's operations in the reference's order, each a separately rounded IEEE multiply or add
+// (no fused multiply-add: the pragmas below).  What may differ is only which independent chain
+// runs when: dsymv interleaves the chains of 8 columns, dsyr2k keeps a column block of c in
+// registers across all k rank updates, and rows go in vector lanes (per lane, so the lane count
+// of the Highway target does not matter).  The common cases take the fast paths (dsytrd calls
+// dsymv lower with unit strides, dsyr2k lower not transposed); every other case is the
+// reference's loop, written out.
+#if defined(__GNUC__) && !defined(__clang__)
+#  pragma GCC optimize("fp-contract=off")
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/ref_blas.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/ref_blas.h"
+
+#ifdef __clang__
+#  pragma STDC FP_CONTRACT OFF
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace stk::kernels {
+namespace HWY_NAMESPACE {
+
+namespace hn = hwy::HWY_NAMESPACE;
+
+// y[i] = y[i] + t[0] a[i] + t[1] a[lda + i] + ... + t[nb-1] a[(nb-1) lda + i], added one column
+// at a time in column order (dsymv's updates of the rows below a block of columns).
+void AxpyChainImpl(double *y, size_t len, const double *a, size_t lda, const double *t, size_t nb) {
+    const hn::ScalableTag<double> d;
+    const size_t N = hn::Lanes(d);
+    size_t i = 0;
+    for (; i + 2 * N <= len; i += 2 * N) {
+        auto v0 = hn::LoadU(d, y + i), v1 = hn::LoadU(d, y + i + N);
+        for (size_t k = 0; k < nb; k++) {
+            const auto tk = hn::Set(d, t[k]);
+            const double *col = a + k * lda + i;
+            v0 = hn::Add(v0, hn::Mul(tk, hn::LoadU(d, col)));
+            v1 = hn::Add(v1, hn::Mul(tk, hn::LoadU(d, col + N)));
+        }
+        hn::StoreU(v0, d, y + i);
+        hn::StoreU(v1, d, y + i + N);
+    }
+    for (; i < len; i++) {
+        double v = y[i];
+        for (size_t k = 0; k < nb; k++) v = v + t[k] * a[k * lda + i];
+        y[i] = v;
+    }
+}
+
+// c[i] = (c[i] + a[l lda + i] t1[l]) + b[l ldb + i] t2[l] for l = 0..k-1 in order, skipping the l
+// with use[l] == 0 (dsyr2k's rank-2 updates of one column, rows j..n-1).
+void Syr2kColumnImpl(double *c, size_t len, const double *a, size_t lda, const double *b, size_t ldb, const double *t1,
+                     const double *t2, const uint8_t *use, size_t k) {
+    const hn::ScalableTag<double> d;
+    const size_t N = hn::Lanes(d);
+    size_t i = 0;
+    for (; i + 4 * N <= len; i += 4 * N) {
+        auto c0 = hn::LoadU(d, c + i), c1 = hn::LoadU(d, c + i + N), c2 = hn::LoadU(d, c + i + 2 * N),
+             c3 = hn::LoadU(d, c + i + 3 * N);
+        for (size_t l = 0; l < k; l++) {
+            if (!use[l]) continue;
+            const auto s1 = hn::Set(d, t1[l]), s2 = hn::Set(d, t2[l]);
+            const double *al = a + l * lda + i, *bl = b + l * ldb + i;
+            c0 = hn::Add(hn::Add(c0, hn::Mul(hn::LoadU(d, al), s1)), hn::Mul(hn::LoadU(d, bl), s2));
+            c1 = hn::Add(hn::Add(c1, hn::Mul(hn::LoadU(d, al + N), s1)), hn::Mul(hn::LoadU(d, bl + N), s2));
+            c2 = hn::Add(hn::Add(c2, hn::Mul(hn::LoadU(d, al + 2 * N), s1)), hn::Mul(hn::LoadU(d, bl + 2 * N), s2));
+            c3 = hn::Add(hn::Add(c3, hn::Mul(hn::LoadU(d, al + 3 * N), s1)), hn::Mul(hn::LoadU(d, bl + 3 * N), s2));
+        }
+        hn::StoreU(c0, d, c + i);
+        hn::StoreU(c1, d, c + i + N);
+        hn::StoreU(c2, d, c + i + 2 * N);
+        hn::StoreU(c3, d, c + i + 3 * N);
+    }
+    for (; i + N <= len; i += N) {
+        auto c0 = hn::LoadU(d, c + i);
+        for (size_t l = 0; l < k; l++)
+            if (use[l])
+                c0 = hn::Add(hn::Add(c0, hn::Mul(hn::LoadU(d, a + l * lda + i), hn::Set(d, t1[l]))),
+                             hn::Mul(hn::LoadU(d, b + l * ldb + i), hn::Set(d, t2[l])));
+        hn::StoreU(c0, d, c + i);
+    }
+    for (; i < len; i++) {
+        double v = c[i];
+        for (size_t l = 0; l < k; l++)
+            if (use[l]) v = v + a[l * lda + i] * t1[l] + b[l * ldb + i] * t2[l];
+        c[i] = v;
+    }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace stk::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+extern "C" void xerbla_(const char *srname, const int *info, size_t srname_len);
+
+namespace stk::kernels {
+
+HWY_EXPORT(AxpyChainImpl);
+HWY_EXPORT(Syr2kColumnImpl);
+
+namespace {
+
+bool lsame(const char *c, char upper) { return *c == upper || *c == char(upper - 'A' + 'a'); }
+
+// Fortran's A(I,J) with 1-based I, J.
+inline size_t at(int i, int j, size_t ld) { return size_t(i - 1) + size_t(j - 1) * ld; }
+
+constexpr int kSymvBlock = 8;  // columns whose temp2 chains run interleaved
+
+// dsymv, lower triangle, unit strides: the reference's loop 100, 8 columns at a time.  For a
+// block of columns jb..jb+nb-1: the triangle inside the block in the reference's order, then the
+// rows below it (their y updates column by column, the columns' temp2 chains row by row), then
+// y(j) + alpha temp2(j).  Each y(i) still receives its column updates in column order and each
+// temp2 its rows in row order, so every rounding is the reference's.
+void symv_lower_unit(int n, double alpha, const double *a, size_t lda, const double *x, double *y) {
+    for (int jb = 0; jb < n; jb += kSymvBlock) {
+        const int nb = std::min(kSymvBlock, n - jb);
+        double t1[kSymvBlock], t2[kSymvBlock];
+        for (int k = 0; k < nb; k++) {
+            t1[k] = alpha * x[jb + k];
+            t2[k] = 0.0;
+        }
+        for (int k = 0; k < nb; k++) {
+            const int j = jb + k;
+            const double *col = a + size_t(j) * lda;
+            y[j] = y[j] + t1[k] * col[j];
+            for (int i = j + 1; i < jb + nb; i++) {
+                y[i] = y[i] + t1[k] * col[i];
+                t2[k] = t2[k] + col[i] * x[i];
+            }
+        }
+        const int i0 = jb + nb;
+        if (i0 < n) {
+            const double *blk = a + size_t(jb) * lda;
+            HWY_DYNAMIC_DISPATCH(AxpyChainImpl)(y + i0, size_t(n - i0), blk + i0, lda, t1, size_t(nb));
+            if (nb == kSymvBlock) {
+                double s0 = t2[0], s1 = t2[1], s2 = t2[2], s3 = t2[3], s4 = t2[4], s5 = t2[5], s6 = t2[6], s7 = t2[7];
+                for (int i = i0; i < n; i++) {
+                    const double xi = x[i];
+                    const double *r = blk + i;
+                    s0 = s0 + r[0] * xi;
+                    s1 = s1 + r[lda] * xi;
+                    s2 = s2 + r[2 * lda] * xi;
+                    s3 = s3 + r[3 * lda] * xi;
+                    s4 = s4 + r[4 * lda] * xi;
+                    s5 = s5 + r[5 * lda] * xi;
+                    s6 = s6 + r[6 * lda] * xi;
+                    s7 = s7 + r[7 * lda] * xi;
+                }
+                t2[0] = s0, t2[1] = s1, t2[2] = s2, t2[3] = s3, t2[4] = s4, t2[5] = s5, t2[6] = s6, t2[7] = s7;
+            } else {
+                for (int i = i0; i < n; i++)
+                    for (int k = 0; k < nb; k++) t2[k] = t2[k] + blk[size_t(k) * lda + size_t(i)] * x[i];
+            }
+        }
+        for (int k = 0; k < nb; k++) y[jb + k] = y[jb + k] + alpha * t2[k];
+    }
+}
+
+constexpr int kSyr2kChunk = 64;  // rank updates whose coefficients are prepared at once
+
+// dsyr2k, lower triangle, not transposed: the reference's loop 180 after beta, each column's rows
+// j..n with all its rank updates applied in l order while they sit in registers.
+void syr2k_lower_n(int n, int k, double alpha, const double *a, size_t lda, const double *b, size_t ldb, double *c,
+                   size_t ldc) {
+    double t1[kSyr2kChunk], t2[kSyr2kChunk];
+    uint8_t use[kSyr2kChunk];
+    for (int j = 1; j <= n; j++) {
+        for (int l0 = 1; l0 <= k; l0 += kSyr2kChunk) {
+            const int kc = std::min(kSyr2kChunk, k - l0 + 1);
+            for (int q = 0; q < kc; q++) {
+                const double ajl = a[at(j, l0 + q, lda)], bjl = b[at(j, l0 + q, ldb)];
+                use[q] = (ajl != 0.0) || (bjl != 0.0);
+                t1[q] = alpha * bjl;
+                t2[q] = alpha * ajl;
+            }
+            HWY_DYNAMIC_DISPATCH(Syr2kColumnImpl)(c + at(j, j, ldc), size_t(n - j + 1), a + at(j, l0, lda), lda,
+                                                  b + at(j, l0, ldb), ldb, t1, t2, use, size_t(kc));
+        }
+    }
+}
+
+}  // namespace
+}  // namespace stk::kernels
+
+using stk::kernels::at;
+using stk::kernels::lsame;
+
+extern "C" void dsymv_(const char *uplo, const int *n_, const double *alpha_, const double *a, const int *lda_,
+                       const double *x, const int *incx_, const double *beta_, double *y, const int *incy_, size_t) {
+    const int n = *n_, lda = *lda_, incx = *incx_, incy = *incy_;
+    const double alpha = *alpha_, beta = *beta_;
+    int info = 0;
+    if (!lsame(uplo, 'U') && !lsame(uplo, 'L'))
+        info = 1;
+    else if (n < 0)
+        info = 2;
+    else if (lda < std::max(1, n))
+        info = 5;
+    else if (incx == 0)
+        info = 7;
+    else if (incy == 0)
+        info = 10;
+    if (info != 0) {
+        xerbla_("DSYMV ", &info, 6);
+        return;
+    }
+    if (n == 0 || (alpha == 0.0 && beta == 1.0)) return;
+    const size_t ld = size_t(lda);
+    // X(1 + (I-1) INCX) for a positive stride, X(1 + (N-I) |INCX|) for a negative one.
+    const int kx = incx > 0 ? 1 : 1 - (n - 1) * incx, ky = incy > 0 ? 1 : 1 - (n - 1) * incy;
+    double *Y = y - 1;  // 1-based, as the reference indexes
+    const double *X = x - 1;
+    if (beta != 1.0) {
+        int iy = ky;
+        for (int i = 1; i <= n; i++, iy += incy) Y[iy] = beta == 0.0 ? 0.0 : beta * Y[iy];
+    }
+    if (alpha == 0.0) return;
+    if (lsame(uplo, 'U')) {
+        int jx = kx, jy = ky;
+        for (int j = 1; j <= n; j++, jx += incx, jy += incy) {
+            const double temp1 = alpha * X[jx];
+            double temp2 = 0.0;
+            int ix = kx, iy = ky;
+            for (int i = 1; i <= j - 1; i++, ix += incx, iy += incy) {
+                Y[iy] = Y[iy] + temp1 * a[at(i, j, ld)];
+                temp2 = temp2 + a[at(i, j, ld)] * X[ix];
+            }
+            Y[jy] = Y[jy] + temp1 * a[at(j, j, ld)] + alpha * temp2;
+        }
+    } else if (incx == 1 && incy == 1) {
+        stk::kernels::symv_lower_unit(n, alpha, a, ld, x, y);
+    } else {
+        int jx = kx, jy = ky;
+        for (int j = 1; j <= n; j++, jx += incx, jy += incy) {
+            const double temp1 = alpha * X[jx];
+            double temp2 = 0.0;
+            Y[jy] = Y[jy] + temp1 * a[at(j, j, ld)];
+            int ix = jx, iy = jy;
+            for (int i = j + 1; i <= n; i++) {
+                ix += incx;
+                iy += incy;
+                Y[iy] = Y[iy] + temp1 * a[at(i, j, ld)];
+                temp2 = temp2 + a[at(i, j, ld)] * X[ix];
+            }
+            Y[jy] = Y[jy] + alpha * temp2;
+        }
+    }
+}
+
+extern "C" void dsyr2k_(const char *uplo, const char *trans, const int *n_, const int *k_, const double *alpha_,
+                        const double *a, const int *lda_, const double *b, const int *ldb_, const double *beta_, double *c,
+                        const int *ldc_, size_t, size_t) {
+    const int n = *n_, k = *k_, lda = *lda_, ldb = *ldb_, ldc = *ldc_;
+    const double alpha = *alpha_, beta = *beta_;
+    const bool notrans = lsame(trans, 'N'), upper = lsame(uplo, 'U');
+    const int nrowa = notrans ? n : k;
+    int info = 0;
+    if (!upper && !lsame(uplo, 'L'))
+        info = 1;
+    else if (!notrans && !lsame(trans, 'T') && !lsame(trans, 'C'))
+        info = 2;
+    else if (n < 0)
+        info = 3;
+    else if (k < 0)
+        info = 4;
+    else if (lda < std::max(1, nrowa))
+        info = 7;
+    else if (ldb < std::max(1, nrowa))
+        info = 9;
+    else if (ldc < std::max(1, n))
+        info = 12;
+    if (info != 0) {
+        xerbla_("DSYR2K", &info, 6);
+        return;
+    }
+    if (n == 0 || ((alpha == 0.0 || k == 0) && beta == 1.0)) return;
+    const size_t la = size_t(lda), lb = size_t(ldb), lc = size_t(ldc);
+    // The rows of column j that the triangle holds: 1..j (upper) or j..n (lower).
+    auto first = [&](int j) { return upper ? 1 : j; };
+    auto last = [&](int j) { return upper ? j : n; };
+    auto scale = [&](int j) {
+        for (int i = first(j); i <= last(j); i++) c[at(i, j, lc)] = beta == 0.0 ? 0.0 : beta * c[at(i, j, lc)];
+    };
+    if (alpha == 0.0) {
+        for (int j = 1; j <= n; j++) scale(j);
+        return;
+    }
+    if (notrans && !upper) {
+        for (int j = 1; j <= n; j++)
+            if (beta != 1.0) scale(j);
+        stk::kernels::syr2k_lower_n(n, k, alpha, a, la, b, lb, c, lc);
+    } else if (notrans) {
+        for (int j = 1; j <= n; j++) {
+            if (beta != 1.0) scale(j);
+            for (int l = 1; l <= k; l++) {
+                if (a[at(j, l, la)] != 0.0 || b[at(j, l, lb)] != 0.0) {
+                    const double temp1 = alpha * b[at(j, l, lb)], temp2 = alpha * a[at(j, l, la)];
+                    for (int i = 1; i <= j; i++)
+                        c[at(i, j, lc)] = c[at(i, j, lc)] + a[at(i, l, la)] * temp1 + b[at(i, l, lb)] * temp2;
+                }
+            }
+        }
+    } else {
+        for (int j = 1; j <= n; j++)
+            for (int i = first(j); i <= last(j); i++) {
+                double temp1 = 0.0, temp2 = 0.0;
+                for (int l = 1; l <= k; l++) {
+                    temp1 = temp1 + a[at(l, i, la)] * b[at(l, j, lb)];
+                    temp2 = temp2 + b[at(l, i, lb)] * a[at(l, j, la)];
+                }
+                c[at(i, j, lc)] = beta == 0.0 ? alpha * temp1 + alpha * temp2
+                                              : beta * c[at(i, j, lc)] + alpha * temp1 + alpha * temp2;
+            }
+    }
+}
+#endif  // HWY_ONCE
