@@ -10,10 +10,11 @@
 #include "core/error.h"
 #include "kernels/ref_blas.h"
 
-// dsyev's tridiagonal reduction calls dsymv_ and dsyr2k_: this reference pulls ref_blas.cc's
+// dsyev's tridiagonal reduction calls dsymv_, dsyr2k_ and dgemv_: this reference pulls ref_blas.cc's
 // bit-exact definitions out of a static libstk before the linker searches LAPACK's archive, which
 // would otherwise take the reference BLAS archive's (same bits, slower).
-[[gnu::used]] static void *const kRefBlasAnchor[] = {reinterpret_cast<void *>(&dsymv_), reinterpret_cast<void *>(&dsyr2k_)};
+[[gnu::used]] static void *const kRefBlasAnchor[] = {reinterpret_cast<void *>(&dsymv_), reinterpret_cast<void *>(&dsyr2k_),
+                                                       reinterpret_cast<void *>(&dgemv_)};
 
 namespace stk::kernels {
 

@@ -1,4 +1,4 @@
-// Reference BLAS's DSYMV and DSYR2K, bit for bit (ref_blas.h says why).  The rule that keeps the
+// Reference BLAS's DSYMV, DSYR2K and DGEMV, bit for bit (ref_blas.h says why).  The rule that keeps the
 // bits: each output element (y(i), c(i,j)) and each running dot product (dsymv's temp2) sees the
 // reference's operations in the reference's order, each a separately rounded IEEE multiply or add
 // (no fused multiply-add: the pragmas below).  What may differ is only which independent chain
@@ -30,9 +30,9 @@ namespace HWY_NAMESPACE {
 
 namespace hn = hwy::HWY_NAMESPACE;
 
-// y[i] = y[i] + t[0] a[i] + t[1] a[lda + i] + ... + t[nb-1] a[(nb-1) lda + i], added one column
-// at a time in column order (dsymv's updates of the rows below a block of columns).
-void AxpyChainImpl(double *y, size_t len, const double *a, size_t lda, const double *t, size_t nb) {
+// y[i] = y[i] + t[0] cols[0][i] + t[1] cols[1][i] + ... + t[nb-1] cols[nb-1][i], added one column
+// at a time in column order (dsymv's updates of the rows below a block of columns, dgemv's y).
+void AxpyChainImpl(double *y, size_t len, const double *const *cols, const double *t, size_t nb) {
     const hn::ScalableTag<double> d;
     const size_t N = hn::Lanes(d);
     size_t i = 0;
@@ -40,7 +40,7 @@ void AxpyChainImpl(double *y, size_t len, const double *a, size_t lda, const dou
         auto v0 = hn::LoadU(d, y + i), v1 = hn::LoadU(d, y + i + N);
         for (size_t k = 0; k < nb; k++) {
             const auto tk = hn::Set(d, t[k]);
-            const double *col = a + k * lda + i;
+            const double *col = cols[k] + i;
             v0 = hn::Add(v0, hn::Mul(tk, hn::LoadU(d, col)));
             v1 = hn::Add(v1, hn::Mul(tk, hn::LoadU(d, col + N)));
         }
@@ -49,7 +49,7 @@ void AxpyChainImpl(double *y, size_t len, const double *a, size_t lda, const dou
     }
     for (; i < len; i++) {
         double v = y[i];
-        for (size_t k = 0; k < nb; k++) v = v + t[k] * a[k * lda + i];
+        for (size_t k = 0; k < nb; k++) v = v + t[k] * cols[k][i];
         y[i] = v;
     }
 }
@@ -113,7 +113,31 @@ bool lsame(const char *c, char upper) { return *c == upper || *c == char(upper -
 // Fortran's A(I,J) with 1-based I, J.
 inline size_t at(int i, int j, size_t ld) { return size_t(i - 1) + size_t(j - 1) * ld; }
 
-constexpr int kSymvBlock = 8;  // columns whose temp2 chains run interleaved
+constexpr int kChains = 8;  // columns whose chains run interleaved
+
+// s[k] = s[k] + a[k lda + i] x[i] for i = 0..len-1 in order, for the nb <= kChains columns at a,
+// the chains interleaved (dsymv's temp2, dgemv's transposed temp).
+void dot_chains(const double *a, size_t lda, const double *x, size_t len, double *s, int nb) {
+    if (nb == kChains) {
+        double s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3], s4 = s[4], s5 = s[5], s6 = s[6], s7 = s[7];
+        for (size_t i = 0; i < len; i++) {
+            const double xi = x[i];
+            const double *r = a + i;
+            s0 = s0 + r[0] * xi;
+            s1 = s1 + r[lda] * xi;
+            s2 = s2 + r[2 * lda] * xi;
+            s3 = s3 + r[3 * lda] * xi;
+            s4 = s4 + r[4 * lda] * xi;
+            s5 = s5 + r[5 * lda] * xi;
+            s6 = s6 + r[6 * lda] * xi;
+            s7 = s7 + r[7 * lda] * xi;
+        }
+        s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
+    } else {
+        for (size_t i = 0; i < len; i++)
+            for (int k = 0; k < nb; k++) s[k] = s[k] + a[size_t(k) * lda + i] * x[i];
+    }
+}
 
 // dsymv, lower triangle, unit strides: the reference's loop 100, 8 columns at a time.  For a
 // block of columns jb..jb+nb-1: the triangle inside the block in the reference's order, then the
@@ -121,9 +145,9 @@ constexpr int kSymvBlock = 8;  // columns whose temp2 chains run interleaved
 // y(j) + alpha temp2(j).  Each y(i) still receives its column updates in column order and each
 // temp2 its rows in row order, so every rounding is the reference's.
 void symv_lower_unit(int n, double alpha, const double *a, size_t lda, const double *x, double *y) {
-    for (int jb = 0; jb < n; jb += kSymvBlock) {
-        const int nb = std::min(kSymvBlock, n - jb);
-        double t1[kSymvBlock], t2[kSymvBlock];
+    for (int jb = 0; jb < n; jb += kChains) {
+        const int nb = std::min(kChains, n - jb);
+        double t1[kChains], t2[kChains];
         for (int k = 0; k < nb; k++) {
             t1[k] = alpha * x[jb + k];
             t2[k] = 0.0;
@@ -139,29 +163,41 @@ void symv_lower_unit(int n, double alpha, const double *a, size_t lda, const dou
         }
         const int i0 = jb + nb;
         if (i0 < n) {
-            const double *blk = a + size_t(jb) * lda;
-            HWY_DYNAMIC_DISPATCH(AxpyChainImpl)(y + i0, size_t(n - i0), blk + i0, lda, t1, size_t(nb));
-            if (nb == kSymvBlock) {
-                double s0 = t2[0], s1 = t2[1], s2 = t2[2], s3 = t2[3], s4 = t2[4], s5 = t2[5], s6 = t2[6], s7 = t2[7];
-                for (int i = i0; i < n; i++) {
-                    const double xi = x[i];
-                    const double *r = blk + i;
-                    s0 = s0 + r[0] * xi;
-                    s1 = s1 + r[lda] * xi;
-                    s2 = s2 + r[2 * lda] * xi;
-                    s3 = s3 + r[3 * lda] * xi;
-                    s4 = s4 + r[4 * lda] * xi;
-                    s5 = s5 + r[5 * lda] * xi;
-                    s6 = s6 + r[6 * lda] * xi;
-                    s7 = s7 + r[7 * lda] * xi;
-                }
-                t2[0] = s0, t2[1] = s1, t2[2] = s2, t2[3] = s3, t2[4] = s4, t2[5] = s5, t2[6] = s6, t2[7] = s7;
-            } else {
-                for (int i = i0; i < n; i++)
-                    for (int k = 0; k < nb; k++) t2[k] = t2[k] + blk[size_t(k) * lda + size_t(i)] * x[i];
-            }
+            const double *blk = a + size_t(jb) * lda + size_t(i0);
+            const double *cols[kChains];
+            for (int k = 0; k < nb; k++) cols[k] = blk + size_t(k) * lda;
+            HWY_DYNAMIC_DISPATCH(AxpyChainImpl)(y + i0, size_t(n - i0), cols, t1, size_t(nb));
+            dot_chains(blk, lda, x + i0, size_t(n - i0), t2, nb);
         }
         for (int k = 0; k < nb; k++) y[jb + k] = y[jb + k] + alpha * t2[k];
+    }
+}
+
+// dgemv, not transposed, unit y stride: the reference's loop 60, 8 columns' updates per pass over
+// y.  LAPACK 3.11's dgemv updates y for every column, also where x(j) is zero (older versions
+// skipped those; an infinity in such a column then gives NaN here as there).
+void gemv_n_unit_y(int m, int n, double alpha, const double *a, size_t lda, const double *X, int kx, int incx, double *y) {
+    const double *cols[kChains];
+    double t[kChains];
+    int nb = 0, jx = kx;
+    for (int j = 1; j <= n; j++, jx += incx) {
+        t[nb] = alpha * X[jx];
+        cols[nb++] = a + size_t(j - 1) * lda;
+        if (nb == kChains || j == n) {
+            HWY_DYNAMIC_DISPATCH(AxpyChainImpl)(y, size_t(m), cols, t, size_t(nb));
+            nb = 0;
+        }
+    }
+}
+
+// dgemv, transposed, unit x stride: the reference's loop 100, 8 columns' dot chains at once.
+void gemv_t_unit_x(int m, int n, double alpha, const double *a, size_t lda, const double *x, double *Y, int ky, int incy) {
+    int jy = ky;
+    for (int jb = 1; jb <= n; jb += kChains) {
+        const int nb = std::min(kChains, n - jb + 1);
+        double s[kChains] = {};
+        dot_chains(a + size_t(jb - 1) * lda, lda, x, size_t(m), s, nb);
+        for (int k = 0; k < nb; k++, jy += incy) Y[jy] = Y[jy] + alpha * s[k];
     }
 }
 
@@ -320,6 +356,62 @@ extern "C" void dsyr2k_(const char *uplo, const char *trans, const int *n_, cons
                 c[at(i, j, lc)] = beta == 0.0 ? alpha * temp1 + alpha * temp2
                                               : beta * c[at(i, j, lc)] + alpha * temp1 + alpha * temp2;
             }
+    }
+}
+
+extern "C" void dgemv_(const char *trans, const int *m_, const int *n_, const double *alpha_, const double *a,
+                       const int *lda_, const double *x, const int *incx_, const double *beta_, double *y, const int *incy_,
+                       size_t) {
+    const int m = *m_, n = *n_, lda = *lda_, incx = *incx_, incy = *incy_;
+    const double alpha = *alpha_, beta = *beta_;
+    const bool notrans = lsame(trans, 'N');
+    int info = 0;
+    if (!notrans && !lsame(trans, 'T') && !lsame(trans, 'C'))
+        info = 1;
+    else if (m < 0)
+        info = 2;
+    else if (n < 0)
+        info = 3;
+    else if (lda < std::max(1, m))
+        info = 6;
+    else if (incx == 0)
+        info = 8;
+    else if (incy == 0)
+        info = 11;
+    if (info != 0) {
+        xerbla_("DGEMV ", &info, 6);
+        return;
+    }
+    if (m == 0 || n == 0 || (alpha == 0.0 && beta == 1.0)) return;
+    const int lenx = notrans ? n : m, leny = notrans ? m : n;
+    const int kx = incx > 0 ? 1 : 1 - (lenx - 1) * incx, ky = incy > 0 ? 1 : 1 - (leny - 1) * incy;
+    const size_t ld = size_t(lda);
+    double *Y = y - 1;
+    const double *X = x - 1;
+    if (beta != 1.0) {
+        int iy = ky;
+        for (int i = 1; i <= leny; i++, iy += incy) Y[iy] = beta == 0.0 ? 0.0 : beta * Y[iy];
+    }
+    if (alpha == 0.0) return;
+    if (notrans && incy == 1) {
+        stk::kernels::gemv_n_unit_y(m, n, alpha, a, ld, X, kx, incx, y);
+    } else if (notrans) {
+        int jx = kx;
+        for (int j = 1; j <= n; j++, jx += incx) {
+            const double temp = alpha * X[jx];
+            int iy = ky;
+            for (int i = 1; i <= m; i++, iy += incy) Y[iy] = Y[iy] + temp * a[at(i, j, ld)];
+        }
+    } else if (incx == 1) {
+        stk::kernels::gemv_t_unit_x(m, n, alpha, a, ld, x, Y, ky, incy);
+    } else {
+        int jy = ky;
+        for (int j = 1; j <= n; j++, jy += incy) {
+            double temp = 0.0;
+            int ix = kx;
+            for (int i = 1; i <= m; i++, ix += incx) temp = temp + a[at(i, j, ld)] * X[ix];
+            Y[jy] = Y[jy] + alpha * temp;
+        }
     }
 }
 #endif  // HWY_ONCE

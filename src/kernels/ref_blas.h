@@ -1,7 +1,7 @@
-// Reference BLAS's DSYMV and DSYR2K, bit for bit, vectorised.
+// Reference BLAS's DSYMV, DSYR2K and DGEMV, bit for bit, vectorised.
 //
 // Why: LAPACK's dsyev (overlays_build's exact optimum, kernels/linalg.h) spends most of its time
-// in the tridiagonal reduction's dsymv and dsyr2k, which Debian's reference BLAS runs one scalar
+// in the tridiagonal reduction's dsymv, dsyr2k and dgemv, which Debian's reference BLAS runs one scalar
 // chain at a time.  The numeric mode (docs/decisions.md) wants reference BLAS's bits on every
 // CPU, so a tuned BLAS (BLIS, OpenBLAS: other summation orders, fused multiply-adds) cannot
 // replace them.  These definitions do every floating-point operation of the reference routines,
@@ -21,4 +21,6 @@ void dsymv_(const char *uplo, const int *n, const double *alpha, const double *a
 void dsyr2k_(const char *uplo, const char *trans, const int *n, const int *k, const double *alpha, const double *a,
              const int *lda, const double *b, const int *ldb, const double *beta, double *c, const int *ldc,
              size_t uplo_len, size_t trans_len);
+void dgemv_(const char *trans, const int *m, const int *n, const double *alpha, const double *a, const int *lda,
+            const double *x, const int *incx, const double *beta, double *y, const int *incy, size_t trans_len);
 }
