@@ -488,6 +488,28 @@ static void sketch_pass_matches_naive(void **) {
 // (1,024 + 1,024 + 452) within float32 GEMM error; the causal pairs' M, written in float64
 // throughout, against the explicit sum over every pair (t, s <= t) to 1e-12, B and L (float32
 // GEMMs) to 1e-5; and every sum the same bytes at 1, 2 and 3 threads and on every Highway target.
+// The scratch sizes are the only ones the C entry points allocate by: checked, bounded.
+static void moment_scratch_is_bounded(void **) {
+    assert_int_equal(moment_gram_scratch(576), 576 * 576);
+    assert_int_equal(moment_cross_scratch(576, 1536), 576 * 1536);
+    assert_int_equal(moment_causal_pairs_scratch(512, 576), 512 * 512 + 512 * 576);
+    assert_int_equal(moment_causal_pairs_scratch(5000, 64), 1024 * 5000 + 1024 * 64);  // one block of queries
+    assert_int_equal(moment_causal_pairs_scratch_f64(512, 576), 512 * 576);
+    assert_int_equal(moment_gram_scratch(size_t(1) << 15), kMaxMomentScratch / 2);
+    assert_contains(test::expect_error(STK_E_INVALID_ARGUMENT, [] { moment_gram_scratch((size_t(1) << 15) * 2); }),
+                    "scratch are above 2147483648");
+    assert_contains(test::expect_error(STK_E_DIMS_OVERFLOW, [] { moment_cross_scratch(SIZE_MAX / 2, 3); }), "overflows");
+    assert_contains(test::expect_error(STK_E_INVALID_ARGUMENT, [] { moment_causal_pairs_scratch(size_t(1) << 22, 1); }),
+                    "scratch are above");
+    assert_contains(test::expect_error(STK_E_INVALID_ARGUMENT, [] { moment_causal_pairs_scratch_f64(size_t(1) << 24, 1024); }),
+                    "scratch are above");
+    // Through the C entry point: refused before anything is allocated or read.
+    float a = 1.0f;
+    double acc = 0.0;
+    assert_int_equal(stk_moment_gram(&a, 1, size_t(1) << 16, &acc, 1), STK_E_INVALID_ARGUMENT);
+    assert_true(acc == 0.0);
+}
+
 static void moments_match_definitions(void **) {
     const size_t rows = 2500, n = 37, m = 11;
     std::vector<double> A = randn(rows * n, 11), Bd = randn(rows * m, 12);
@@ -595,6 +617,7 @@ int main() {
         cmocka_unit_test(gaussian_streams),           cmocka_unit_test(elementwise_kernels),
         cmocka_unit_test(sketch_pass_matches_naive),  cmocka_unit_test(dot_rows_order),
         cmocka_unit_test(moments_match_definitions),
+        cmocka_unit_test(moment_scratch_is_bounded),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

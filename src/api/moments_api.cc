@@ -2,7 +2,6 @@
 // (bounded by the arguments), the numeric mode's CPU check.
 #include <vector>
 
-#include "core/checked.h"
 #include "core/error.h"
 #include "kernels/moments.h"
 #include "kernels/numeric_mode.h"
@@ -20,13 +19,6 @@ void check_dims(const char *fn, std::initializer_list<std::pair<const char *, si
     if (threads == 0 || threads > 1024) throw_error(STK_E_INVALID_ARGUMENT, "%s: threads = %u (1..1024)", fn, threads);
 }
 
-// Elements of scratch, refused past 2^31 (8 GiB of floats): the caller's dimensions, not its data.
-size_t scratch_elems(const char *fn, uint64_t a, uint64_t b) {
-    const uint64_t n = checked_mul(a, b, "moment scratch");
-    if (n > (uint64_t(1) << 31)) throw_error(STK_E_INVALID_ARGUMENT, "%s: %llu x %llu of scratch is too large", fn,
-                                             (unsigned long long)a, (unsigned long long)b);
-    return size_t(n);
-}
 }  // namespace
 
 STK_API stk_status stk_moment_gram(const float *a, size_t rows, size_t n, double *acc, uint32_t threads) {
@@ -35,7 +27,7 @@ STK_API stk_status stk_moment_gram(const float *a, size_t rows, size_t n, double
         if (!acc || (rows && n && !a)) throw_error(STK_E_INVALID_ARGUMENT, "stk_moment_gram: NULL argument");
         if (rows == 0 || n == 0) return;
         kernels::require_numeric_mode();
-        std::vector<float> scratch(scratch_elems("stk_moment_gram", n, n));
+        std::vector<float> scratch(kernels::moment_gram_scratch(n));
         kernels::moment_gram(a, rows, n, acc, scratch.data(), threads);
     });
 }
@@ -47,7 +39,7 @@ STK_API stk_status stk_moment_cross(const float *a, const float *b, size_t rows,
         if (!acc || (rows && n && m && (!a || !b))) throw_error(STK_E_INVALID_ARGUMENT, "stk_moment_cross: NULL argument");
         if (rows == 0 || n == 0 || m == 0) return;
         kernels::require_numeric_mode();
-        std::vector<float> scratch(scratch_elems("stk_moment_cross", n, m));
+        std::vector<float> scratch(kernels::moment_cross_scratch(n, m));
         kernels::moment_cross(a, b, rows, n, m, acc, scratch.data(), threads);
     });
 }
@@ -62,9 +54,6 @@ STK_API stk_status stk_moment_causal_pairs(const float *x, const float *q, const
         if (rows == 0 || d == 0) return;
         if (!x || !weights || (dq && (!q || !k))) throw_error(STK_E_INVALID_ARGUMENT, "%s: NULL argument", fn);
         kernels::require_numeric_mode();
-        const size_t tb = rows < kernels::kMomentBlock ? rows : kernels::kMomentBlock;
-        scratch_elems(fn, tb, rows);
-        scratch_elems(fn, rows, d);
         std::vector<float> scratch(kernels::moment_causal_pairs_scratch(rows, d));
         std::vector<double> scratch_f64(kernels::moment_causal_pairs_scratch_f64(rows, d));
         kernels::moment_causal_pairs(x, q, k, rows, d, dq, scale, weights, acc_m, acc_b, acc_l, scratch.data(), scratch_f64.data(),

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/checked.h"
+#include "core/error.h"
 #include "core/parallel.h"
 #include "kernels/elementwise.h"
 #include "kernels/linalg.h"
@@ -17,13 +19,28 @@ namespace {
 constexpr size_t kTileRows = 8, kTileCols = 64;
 }  // namespace
 
-size_t moment_gram_scratch(size_t n) { return n * n; }
-size_t moment_cross_scratch(size_t n, size_t m) { return n * m; }
+namespace {
+// Elements of scratch, refused past kMaxMomentScratch: a bound on the caller's dimensions, checked
+// once here for every user of the sizes.
+size_t scratch_limit(uint64_t elems) {
+    if (elems > kMaxMomentScratch)
+        throw_error(STK_E_INVALID_ARGUMENT, "moments: %llu elements of scratch are above %llu", (unsigned long long)elems,
+                    (unsigned long long)kMaxMomentScratch);
+    return size_t(elems);
+}
+}  // namespace
+
+size_t moment_gram_scratch(size_t n) { return scratch_limit(checked_mul(n, n, "moment_gram scratch")); }
+size_t moment_cross_scratch(size_t n, size_t m) { return scratch_limit(checked_mul(n, m, "moment_cross scratch")); }
 size_t moment_causal_pairs_scratch(size_t rows, size_t d) {
     const size_t tb = std::min(rows, kMomentBlock);
-    return tb * rows + tb * d;  // a block of l(t, s) and of its product with x
+    // a block of l(t, s) and of its product with x
+    return scratch_limit(checked_add(checked_mul(tb, rows, "pairs scratch"), checked_mul(tb, d, "pairs scratch"),
+                                     "pairs scratch"));
 }
-size_t moment_causal_pairs_scratch_f64(size_t rows, size_t d) { return rows * d; }
+size_t moment_causal_pairs_scratch_f64(size_t rows, size_t d) {
+    return scratch_limit(checked_mul(rows, d, "pairs scratch"));
+}
 
 void moment_gram(const float *a, size_t rows, size_t n, double *acc, float *scratch, unsigned threads) {
     for (size_t r0 = 0; r0 < rows; r0 += kMomentBlock) {

@@ -15,10 +15,12 @@ namespace stk::kernels {
 
 inline constexpr size_t kMomentBlock = 1024;
 
-// Float32 scratch each call needs, in elements.
+// Scratch each call needs, in elements (float32; the pairs' doubles in _f64).  A count that
+// overflows or passes kMaxMomentScratch (8 GiB of floats) throws STK_E_INVALID_ARGUMENT.
+inline constexpr size_t kMaxMomentScratch = size_t(1) << 31;
 size_t moment_gram_scratch(size_t n);
 size_t moment_cross_scratch(size_t n, size_t m);
-size_t moment_causal_pairs_scratch(size_t rows, size_t d);  // floats; the doubles are in _f64
+size_t moment_causal_pairs_scratch(size_t rows, size_t d);
 size_t moment_causal_pairs_scratch_f64(size_t rows, size_t d);
 
 // acc[i][j] += sum_r a[r][i] a[r][j] for j >= i (acc n x n row-major; the lower triangle is left
