@@ -54,6 +54,62 @@ void AxpyChainImpl(double *y, size_t len, const double *const *cols, const doubl
     }
 }
 
+// Eight columns' dot chains, s[k] = s[k] + cols[k][i] x[i] for i in order, and (y not null)
+// dsymv's y[i] = y[i] + t[0] cols[0][i] + ... + t[7] cols[7][i] in the same pass.  A chain cannot
+// be split between lanes, so each column's N values are transposed into rows of 4 columns
+// (StoreInterleaved4) and every chain is one lane of accumulators at most 4 lanes wide, a row
+// added at a time: the order of every chain is the reference's whatever N is.
+void Chains8Impl(double *y, const double *t, const double *const *cols, const double *x, size_t len, double *s) {
+    const hn::CappedTag<double, 4> d;
+    const size_t N = hn::Lanes(d), G = 4 / N;  // G vectors hold a row of 4 columns
+    using V = decltype(hn::Zero(d));
+    HWY_ALIGN double lo[16], hi[16];  // N rows x 4 columns: columns 0-3 and 4-7
+    V acc[8];  // acc[g]: columns g N .. g N + N - 1 of 0-3; acc[4 + g]: the same of 4-7
+    for (size_t g = 0; g < G; g++) {
+        acc[g] = hn::LoadU(d, s + g * N);
+        acc[4 + g] = hn::LoadU(d, s + 4 + g * N);
+    }
+    size_t i = 0;
+    for (; i + N <= len; i += N) {
+        const V a0 = hn::LoadU(d, cols[0] + i), a1 = hn::LoadU(d, cols[1] + i), a2 = hn::LoadU(d, cols[2] + i),
+                a3 = hn::LoadU(d, cols[3] + i), a4 = hn::LoadU(d, cols[4] + i), a5 = hn::LoadU(d, cols[5] + i),
+                a6 = hn::LoadU(d, cols[6] + i), a7 = hn::LoadU(d, cols[7] + i);
+        if (y) {
+            V v = hn::LoadU(d, y + i);
+            v = hn::Add(v, hn::Mul(hn::Set(d, t[0]), a0));
+            v = hn::Add(v, hn::Mul(hn::Set(d, t[1]), a1));
+            v = hn::Add(v, hn::Mul(hn::Set(d, t[2]), a2));
+            v = hn::Add(v, hn::Mul(hn::Set(d, t[3]), a3));
+            v = hn::Add(v, hn::Mul(hn::Set(d, t[4]), a4));
+            v = hn::Add(v, hn::Mul(hn::Set(d, t[5]), a5));
+            v = hn::Add(v, hn::Mul(hn::Set(d, t[6]), a6));
+            v = hn::Add(v, hn::Mul(hn::Set(d, t[7]), a7));
+            hn::StoreU(v, d, y + i);
+        }
+        hn::StoreInterleaved4(a0, a1, a2, a3, d, lo);
+        hn::StoreInterleaved4(a4, a5, a6, a7, d, hi);
+        for (size_t r = 0; r < N; r++) {
+            const V xr = hn::Set(d, x[i + r]);
+            for (size_t g = 0; g < G; g++) {
+                acc[g] = hn::Add(acc[g], hn::Mul(hn::LoadU(d, lo + r * 4 + g * N), xr));
+                acc[4 + g] = hn::Add(acc[4 + g], hn::Mul(hn::LoadU(d, hi + r * 4 + g * N), xr));
+            }
+        }
+    }
+    for (size_t g = 0; g < G; g++) {
+        hn::StoreU(acc[g], d, s + g * N);
+        hn::StoreU(acc[4 + g], d, s + 4 + g * N);
+    }
+    for (; i < len; i++) {
+        if (y) {
+            double v = y[i];
+            for (size_t k = 0; k < 8; k++) v = v + t[k] * cols[k][i];
+            y[i] = v;
+        }
+        for (size_t k = 0; k < 8; k++) s[k] = s[k] + cols[k][i] * x[i];
+    }
+}
+
 // c[i] = (c[i] + a[l lda + i] t1[l]) + b[l ldb + i] t2[l] for l = 0..k-1 in order, skipping the l
 // with use[l] == 0 (dsyr2k's rank-2 updates of one column, rows j..n-1).
 void Syr2kColumnImpl(double *c, size_t len, const double *a, size_t lda, const double *b, size_t ldb, const double *t1,
@@ -105,6 +161,7 @@ namespace stk::kernels {
 
 HWY_EXPORT(AxpyChainImpl);
 HWY_EXPORT(Syr2kColumnImpl);
+HWY_EXPORT(Chains8Impl);
 
 namespace {
 
@@ -115,28 +172,18 @@ inline size_t at(int i, int j, size_t ld) { return size_t(i - 1) + size_t(j - 1)
 
 constexpr int kChains = 8;  // columns whose chains run interleaved
 
-// s[k] = s[k] + a[k lda + i] x[i] for i = 0..len-1 in order, for the nb <= kChains columns at a,
-// the chains interleaved (dsymv's temp2, dgemv's transposed temp).
-void dot_chains(const double *a, size_t lda, const double *x, size_t len, double *s, int nb) {
+// s[k] = s[k] + a[k lda + i] x[i] for i = 0..len-1 in order, for the nb <= kChains columns at a
+// (dgemv's transposed temp; with y, dsymv's temp2 and its y updates, t the columns' factors).
+void chains(double *y, const double *t, const double *a, size_t lda, const double *x, size_t len, double *s, int nb) {
+    const double *cols[kChains];
+    for (int k = 0; k < nb; k++) cols[k] = a + size_t(k) * lda;
     if (nb == kChains) {
-        double s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3], s4 = s[4], s5 = s[5], s6 = s[6], s7 = s[7];
-        for (size_t i = 0; i < len; i++) {
-            const double xi = x[i];
-            const double *r = a + i;
-            s0 = s0 + r[0] * xi;
-            s1 = s1 + r[lda] * xi;
-            s2 = s2 + r[2 * lda] * xi;
-            s3 = s3 + r[3 * lda] * xi;
-            s4 = s4 + r[4 * lda] * xi;
-            s5 = s5 + r[5 * lda] * xi;
-            s6 = s6 + r[6 * lda] * xi;
-            s7 = s7 + r[7 * lda] * xi;
-        }
-        s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3, s[4] = s4, s[5] = s5, s[6] = s6, s[7] = s7;
-    } else {
-        for (size_t i = 0; i < len; i++)
-            for (int k = 0; k < nb; k++) s[k] = s[k] + a[size_t(k) * lda + i] * x[i];
+        HWY_DYNAMIC_DISPATCH(Chains8Impl)(y, t, cols, x, len, s);
+        return;
     }
+    if (y) HWY_DYNAMIC_DISPATCH(AxpyChainImpl)(y, len, cols, t, size_t(nb));
+    for (size_t i = 0; i < len; i++)
+        for (int k = 0; k < nb; k++) s[k] = s[k] + cols[k][i] * x[i];
 }
 
 // dsymv, lower triangle, unit strides: the reference's loop 100, 8 columns at a time.  For a
@@ -163,11 +210,7 @@ void symv_lower_unit(int n, double alpha, const double *a, size_t lda, const dou
         }
         const int i0 = jb + nb;
         if (i0 < n) {
-            const double *blk = a + size_t(jb) * lda + size_t(i0);
-            const double *cols[kChains];
-            for (int k = 0; k < nb; k++) cols[k] = blk + size_t(k) * lda;
-            HWY_DYNAMIC_DISPATCH(AxpyChainImpl)(y + i0, size_t(n - i0), cols, t1, size_t(nb));
-            dot_chains(blk, lda, x + i0, size_t(n - i0), t2, nb);
+            chains(y + i0, t1, a + size_t(jb) * lda + size_t(i0), lda, x + i0, size_t(n - i0), t2, nb);
         }
         for (int k = 0; k < nb; k++) y[jb + k] = y[jb + k] + alpha * t2[k];
     }
@@ -196,7 +239,7 @@ void gemv_t_unit_x(int m, int n, double alpha, const double *a, size_t lda, cons
     for (int jb = 1; jb <= n; jb += kChains) {
         const int nb = std::min(kChains, n - jb + 1);
         double s[kChains] = {};
-        dot_chains(a + size_t(jb - 1) * lda, lda, x, size_t(m), s, nb);
+        chains(nullptr, nullptr, a + size_t(jb - 1) * lda, lda, x, size_t(m), s, nb);
         for (int k = 0; k < nb; k++, jy += incy) Y[jy] = Y[jy] + alpha * s[k];
     }
 }
