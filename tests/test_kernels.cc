@@ -488,6 +488,60 @@ static void sketch_pass_matches_naive(void **) {
 // (1,024 + 1,024 + 452) within float32 GEMM error; the causal pairs' M, written in float64
 // throughout, against the explicit sum over every pair (t, s <= t) to 1e-12, B and L (float32
 // GEMMs) to 1e-5; and every sum the same bytes at 1, 2 and 3 threads and on every Highway target.
+// The f32 bit scans against one-value-at-a-time loops, with NaN / Inf / subnormals / values
+// not exact in bfloat16 planted at every place of short arrays and at block edges of long ones,
+// on every Highway target.
+static void f32_bit_scans_match_loops(void **) {
+    std::vector<float> base(5000);
+    std::vector<double> g = randn(base.size(), 40);
+    for (size_t i = 0; i < base.size(); i++) {  // bf16-exact values: the low 16 bits cleared
+        float f = float(g[i]);
+        uint32_t b;
+        std::memcpy(&b, &f, 4);
+        b &= 0xFFFF0000u;
+        std::memcpy(&base[i], &b, 4);
+    }
+    auto first_loop = [](const float *x, size_t n) {
+        for (size_t i = 0; i < n; i++)
+            if (!std::isfinite(x[i])) return i;
+        return n;
+    };
+    auto low_loop = [](const float *x, size_t n) {
+        uint32_t r = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t b;
+            std::memcpy(&b, x + i, 4);
+            r |= b & 0xFFFFu;
+        }
+        return r;
+    };
+    const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 1e-45f, 1.0000001f, -3.4028235e38f};
+    size_t cases = 0;
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        for (size_t n : {size_t(0), size_t(1), size_t(3), size_t(7), size_t(8), size_t(17), size_t(33), size_t(1023),
+                         size_t(1024), size_t(1025), size_t(4099)}) {
+            std::vector<float> x(base.begin(), base.begin() + ptrdiff_t(n));
+            assert_int_equal(first_nonfinite_f32(x.data(), n), n);
+            assert_int_equal(or_low16_f32(x.data(), n), 0);
+            const size_t places[] = {0, 1, n / 2, 1023, 1024, n - 1};
+            for (size_t p : places) {
+                if (p >= n) continue;
+                for (float sp : specials) {
+                    std::vector<float> y = x;
+                    y[p] = sp;
+                    if (p + 5 < n) y[p + 5] = NAN;  // a later one does not matter
+                    assert_int_equal(first_nonfinite_f32(y.data(), n), first_loop(y.data(), n));
+                    assert_int_equal(or_low16_f32(y.data(), n), low_loop(y.data(), n));
+                    cases++;
+                }
+            }
+        }
+    }
+    hwy::SetSupportedTargetsForTest(0);
+    assert_true(cases > 200);
+}
+
 // The scratch sizes are the only ones the C entry points allocate by: checked, bounded.
 static void moment_scratch_is_bounded(void **) {
     assert_int_equal(moment_gram_scratch(576), 576 * 576);
@@ -618,6 +672,7 @@ int main() {
         cmocka_unit_test(sketch_pass_matches_naive),  cmocka_unit_test(dot_rows_order),
         cmocka_unit_test(moments_match_definitions),
         cmocka_unit_test(moment_scratch_is_bounded),
+        cmocka_unit_test(f32_bit_scans_match_loops),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

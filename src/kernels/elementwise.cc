@@ -12,7 +12,9 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/elementwise.h"
 
@@ -177,6 +179,52 @@ void CausalPairTileImpl(const double *x, size_t rows, size_t d, const double *w,
         }
 }
 
+// Bit tests of f32 values, in integer lanes: a block of kScanBlock values is OR-reduced without
+// a branch; only a block that holds a non-finite value is searched one by one.
+constexpr size_t kScanBlock = 1024;
+
+size_t FirstNonfiniteImpl(const float *x, size_t n) {
+    const hn::ScalableTag<float> df;
+    const hn::RebindToUnsigned<decltype(df)> du;
+    const size_t N = hn::Lanes(df);
+    const auto exp = hn::Set(du, 0x7F800000u);
+    for (size_t i0 = 0; i0 < n; i0 += kScanBlock) {
+        const size_t m = std::min(kScanBlock, n - i0);
+        auto bad = hn::Zero(du);
+        size_t k = 0;
+        for (; k + N <= m; k += N) bad = hn::Or(bad, hn::VecFromMask(du, hn::Eq(hn::And(hn::BitCast(du, hn::LoadU(df, x + i0 + k)), exp), exp)));
+        bool any = !hn::AllTrue(du, hn::Eq(bad, hn::Zero(du)));
+        for (; k < m && !any; k++) any = !std::isfinite(x[i0 + k]);
+        if (any)
+            for (size_t j = 0; j < m; j++)
+                if (!std::isfinite(x[i0 + j])) return i0 + j;
+    }
+    return n;
+}
+
+uint32_t OrLow16Impl(const float *x, size_t n) {
+    const hn::ScalableTag<float> df;
+    const hn::RebindToUnsigned<decltype(df)> du;
+    const size_t N = hn::Lanes(df);
+    const auto low = hn::Set(du, 0xFFFFu);
+    auto acc0 = hn::Zero(du), acc1 = hn::Zero(du);
+    size_t j = 0;
+    for (; j + 2 * N <= n; j += 2 * N) {
+        acc0 = hn::Or(acc0, hn::And(hn::BitCast(du, hn::LoadU(df, x + j)), low));
+        acc1 = hn::Or(acc1, hn::And(hn::BitCast(du, hn::LoadU(df, x + j + N)), low));
+    }
+    HWY_ALIGN uint32_t lanes[HWY_LANES(uint32_t)];
+    hn::Store(hn::Or(acc0, acc1), du, lanes);
+    uint32_t r = 0;
+    for (size_t l = 0; l < N; l++) r |= lanes[l];
+    for (; j < n; j++) {
+        uint32_t b;
+        std::memcpy(&b, x + j, 4);
+        r |= b & 0xFFFFu;
+    }
+    return r;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace stk::kernels
 HWY_AFTER_NAMESPACE();
@@ -190,6 +238,8 @@ HWY_EXPORT(WidenImpl);
 HWY_EXPORT(ScaleBySqrtImpl);
 HWY_EXPORT(SumSquaresImpl);
 HWY_EXPORT(CausalPairTileImpl);
+HWY_EXPORT(FirstNonfiniteImpl);
+HWY_EXPORT(OrLow16Impl);
 
 void accumulate_squares(const float *x, double *acc, size_t n) { HWY_DYNAMIC_DISPATCH(AccumulateSquaresImpl)(x, acc, n); }
 void narrow_to_f32(const double *x, float *out, size_t n) { HWY_DYNAMIC_DISPATCH(NarrowImpl)(x, out, n); }
@@ -203,6 +253,9 @@ void causal_pair_tile(const double *x, size_t rows, size_t d, const double *w, s
                       double *m_out) {
     HWY_DYNAMIC_DISPATCH(CausalPairTileImpl)(x, rows, d, w, a0, ra, b0, cb, m_out);
 }
+
+size_t first_nonfinite_f32(const float *x, size_t n) { return HWY_DYNAMIC_DISPATCH(FirstNonfiniteImpl)(x, n); }
+uint32_t or_low16_f32(const float *x, size_t n) { return HWY_DYNAMIC_DISPATCH(OrLow16Impl)(x, n); }
 
 bool all_finite(const double *x, size_t n) {
     for (size_t j = 0; j < n; j++)

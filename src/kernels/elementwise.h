@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace stk::kernels {
 
@@ -34,5 +35,11 @@ void causal_pair_tile(const double *x, size_t rows, size_t d, const double *w, s
 
 // True if every x[j] is finite.
 bool all_finite(const double *x, size_t n);
+
+// The index of the first x[j] that is NaN or infinite (its exponent bits all ones), n if none.
+size_t first_nonfinite_f32(const float *x, size_t n);
+
+// The OR of the low 16 bits of every x[j]'s bits: 0 when every value is exact in bfloat16.
+uint32_t or_low16_f32(const float *x, size_t n);
 
 }  // namespace stk::kernels

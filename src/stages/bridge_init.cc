@@ -21,6 +21,7 @@
 #include "ingest/checkpoint.h"
 #include "ingest/model.h"
 #include "kernels/abs_gemm.h"
+#include "kernels/elementwise.h"
 #include "kernels/random.h"
 #include "stages/attn_common.h"
 #include "stages/outputs.h"
@@ -602,7 +603,7 @@ void bridge_init_run(Job &job) {
     std::vector<uint8_t> nonfinite(z.workers, 0);  // each worker its share of both legs
     run_workers(z.workers, [&](unsigned wk) {
         const uint64_t a = v * H * wk / z.workers, e = v * H * (wk + 1) / z.workers;
-        for (const float *x : {x_in, x_out}) nonfinite[wk] |= first_nonfinite(x + a, e - a) < e - a;
+        for (const float *x : {x_in, x_out}) nonfinite[wk] |= kernels::first_nonfinite_f32(x + a, size_t(e - a)) < e - a;
     });
     if (std::find(nonfinite.begin(), nonfinite.end(), 1) != nonfinite.end()) {
         arena.reset(mark);

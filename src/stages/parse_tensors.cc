@@ -31,6 +31,7 @@
 #include "format/ggml_dequant.h"
 #include "ingest/model.h"
 #include "ingest/mxfp4.h"
+#include "kernels/elementwise.h"
 #include "stages/outputs.h"
 #include "stages/calib_job.h"
 #include "stages/faithful.h"
@@ -135,23 +136,6 @@ void tensor_record(const PlanTensor &t, uint8_t rec[40]) {
     store_le<uint64_t>(rec + 32, t.n_elements);
 }
 
-// first_nonfinite() with a branch-free pass over blocks first (the compiler vectorises the OR
-// reduction; the early-exit scan runs only on a block that holds a NaN/Inf).
-uint64_t find_nonfinite(const float *v, uint64_t n) {
-    constexpr uint64_t kBlock = 4096;
-    for (uint64_t i0 = 0; i0 < n; i0 += kBlock) {
-        const uint64_t m = n - i0 < kBlock ? n - i0 : kBlock;
-        uint32_t bad = 0;
-        for (uint64_t k = 0; k < m; k++) {
-            uint32_t b;
-            std::memcpy(&b, v + i0 + k, 4);
-            bad |= uint32_t((b & 0x7F800000u) == 0x7F800000u);
-        }
-        if (bad) return i0 + first_nonfinite(v + i0, m);
-    }
-    return n;
-}
-
 [[noreturn]] void refuse_nonfinite(const PlanTensor &t, const TensorRef &src, uint64_t idx, float v) {
     uint64_t r = t.rank == 2 ? idx / t.dims[1] : idx, c = t.rank == 2 ? idx % t.dims[1] : 0;
     // Byte offset of the element in the source file (exact for untransformed tensors).
@@ -180,7 +164,7 @@ struct TensorWork {
 };
 
 void scan_nonfinite_f32(const float *v, uint64_t n, ChunkResult &r) {
-    uint64_t first = find_nonfinite(v, n);
+    uint64_t first = kernels::first_nonfinite_f32(v, size_t(n));
     r.first_bad = uint32_t(first < n ? first : kChunkElements);
     r.bad_count = 0;
     for (uint64_t i = first; i < n; i++) r.bad_count += !std::isfinite(v[i]);
@@ -218,12 +202,7 @@ void hash_chunk(const TensorWork &w, uint64_t c, WorkerScratch &ws, Sha256 &sha)
     if (!w.values) convert_to_f32(*w.src, w.bytes, first, n, ws.f32);
     scan_nonfinite_f32(v, n, r);
     // 'B': every value bf16-exact (low 16 bits zero).
-    uint32_t low = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint32_t b;
-        std::memcpy(&b, v + i, 4);
-        low |= b & 0xFFFFu;
-    }
+    const uint32_t low = kernels::or_low16_f32(v, size_t(n));
     uint8_t tag;
     const void *payload;
     size_t payload_bytes;
