@@ -212,6 +212,42 @@ static void guard_row_crafted(void **) {
     assert_true(back.hub == g[1].hub && back.flags == g[1].flags && back.m == g[1].m && back.z == g[1].z);
 }
 
+// The hubs a guard row picks against a full sort by the definition (z descending, ties by the
+// lower hub): rows of 128 with many ties (legs of a few distinct values), k from 0 to 64.
+static void guard_row_top_matches_sort(void **) {
+    const uint32_t h = 128;
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    auto next = [&] { return x = x * 6364136223846793005ull + 1442695040888963407ull, uint32_t(x >> 33); };
+    std::vector<double> z(h), zz(h);
+    std::vector<uint32_t> order(h), sorted(h);
+    std::vector<GuardTuple> g(65);
+    size_t rows = 0;
+    for (uint32_t k : {0u, 1u, 2u, 3u, 8u, 31u, 64u})
+        for (uint32_t distinct : {2u, 5u, 300u, 65536u})
+            for (int rep = 0; rep < 20; rep++, rows++) {
+                int16_t qin[h], qout[h];
+                for (uint32_t i = 0; i < h; i++) {
+                    qin[i] = int16_t(int32_t(next() % distinct) - int32_t(distinct / 2));
+                    qout[i] = int16_t(int32_t(next() % distinct) - int32_t(distinct / 2));
+                }
+                const float s_in = 1.0f + float(next() % 7), s_out = 0.5f + float(next() % 5);
+                bridge_guard_row(qin, qout, s_in, s_out, h, k, 0.5, z.data(), order.data(), g.data());
+                for (uint32_t i = 0; i < h; i++) {
+                    zz[i] = double(qin[i]) * (1.0 / double(s_in)) + double(qout[i]) * (1.0 / double(s_out));
+                    sorted[i] = i;
+                }
+                std::sort(sorted.begin(), sorted.end(),
+                          [&](uint32_t p, uint32_t q) { return zz[p] != zz[q] ? zz[p] > zz[q] : p < q; });
+                for (uint32_t j = 0; j < k; j++) {
+                    assert_int_equal(g[j].hub, sorted[j]);
+                    assert_true(g[j].z == float(zz[sorted[j]]));
+                }
+                if (k > 0)  // the competitor is the (k+1)-th
+                    assert_true(g[0].m == float(zz[sorted[0]] - zz[sorted[k]] - 2 * (0.5 * (1.0 / double(s_in) + 1.0 / double(s_out)))));
+            }
+    assert_int_equal(rows, 7 * 4 * 20);
+}
+
 // The leg product: the same bytes at 1, 2 and 3 threads over a grid of 16-row blocks, and the
 // plain double product within f32 rounding.
 static void leg_scores_threads(void **) {
@@ -640,6 +676,7 @@ int main() {
         cmocka_unit_test(round_matches_std_round),
         cmocka_unit_test(p99_matches_nearest_rank),
         cmocka_unit_test(guard_row_crafted),
+        cmocka_unit_test(guard_row_top_matches_sort),
         cmocka_unit_test(leg_scores_threads),
         cmocka_unit_test(build_records_negative_margins),
         cmocka_unit_test(build_same_at_any_workers),

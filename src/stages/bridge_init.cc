@@ -129,8 +129,10 @@ void bridge_guard_row(const int16_t *qin, const int16_t *qout, float s_in, float
                       double *z, uint32_t *order, GuardTuple *out) {
     const double a = 1.0 / double(s_in), b = 1.0 / double(s_out);
     double mi = 0, mo = 0;
+    bool nan = false;
     for (uint32_t i = 0; i < h; i++) {
         z[i] = double(qin[i]) * a + double(qout[i]) * b;
+        nan |= std::isnan(z[i]);
         mi += double(qin[i]) * a;
         mo += double(qout[i]) * b;
         order[i] = i;
@@ -145,8 +147,22 @@ void bridge_guard_row(const int16_t *qin, const int16_t *qout, float s_in, float
     }
     const double sd_in = std::sqrt(vi / h), sd_out = std::sqrt(vo / h);
     const double eps_row = 0.5 * (a + b);
-    std::partial_sort(order, order + k + 1, order + h,
-                      [&](uint32_t p, uint32_t q) { return z[p] != z[q] ? z[p] > z[q] : p < q; });
+    // order[0..k]: the k + 1 largest z (larger first, ties by the lower hub), sorted.  A strict
+    // total order, so inserting each hub into a sorted prefix gives what std::partial_sort does,
+    // without its heap (k + 1 is a few of h = 128).  A NaN breaks the order: then partial_sort
+    // itself, as before (the 12.6 scale check disables such a bridge anyway).
+    const auto before = [&](uint32_t p, uint32_t q) { return z[p] != z[q] ? z[p] > z[q] : p < q; };
+    if (nan) {
+        std::partial_sort(order, order + k + 1, order + h, before);
+    } else {
+        uint32_t m = 0;
+        for (uint32_t i = 0; i < h; i++) {
+            if (m == k + 1 && !before(i, order[k])) continue;
+            uint32_t p = m < k + 1 ? m++ : k;
+            for (; p > 0 && before(i, order[p - 1]); p--) order[p] = order[p - 1];
+            order[p] = i;
+        }
+    }
     const double competitor = z[order[k]];
     for (uint32_t j = 0; j < k; j++) {
         GuardTuple &g = out[j];
