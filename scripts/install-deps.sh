@@ -16,6 +16,8 @@ PACKAGES=(
   libhwy-dev                        # SIMD kernels (Highway)
   libblis-dev                       # GEMM (BLIS)
   liblapacke-dev                    # Householder QR, eigenvalues, least squares (LAPACK)
+  libblas3 liblapack3               # tests/test_ref_blas.cc: the reference BLAS/LAPACK to compare with
+  valgrind                          # tests: memcheck of bridge_init's uninitialised buffers
   libcmocka-dev                     # unit tests
   libcmph-dev                       # peer in the MPHF benchmark (bench/ only)
   golang-go                         # Go binding tests (bindings/go); Rust uses the image's cargo
