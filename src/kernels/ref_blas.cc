@@ -1,12 +1,12 @@
-// Reference BLAS's DSYMV, DSYR2K and DGEMV, bit for bit (ref_blas.h says why).  The rule that keeps the
-// bits: each output element (y(i), c(i,j)) and each running dot product (dsymv's temp2) sees the
-// reference's operations in the reference's order, each a separately rounded IEEE multiply or add
-// (no fused multiply-add: the pragmas below).  What may differ is only which independent chain
-// runs when: dsymv interleaves the chains of 8 columns, dsyr2k keeps a column block of c in
-// registers across all k rank updates, and rows go in vector lanes (per lane, so the lane count
-// of the Highway target does not matter).  The common cases take the fast paths (dsytrd calls
-// dsymv lower with unit strides, dsyr2k lower not transposed); every other case is the
-// reference's loop, written out.
+// Reference BLAS's DSYMV, DSYR2K and DGEMV, bit for bit (ref_blas.h says why).  The rule that
+// keeps the bits: each output element (y(i), c(i,j)) and each running dot product (dsymv's temp2,
+// dgemv's temp) sees the reference's operations in the reference's order, each a separately
+// rounded IEEE multiply or add (no fused multiply-add: the pragmas below).  Only the schedule of
+// independent chains differs: dsymv and dgemv run 8 columns' dot chains at once (transposed into
+// lanes of at most 4, one chain per lane), y and c stay in registers across columns or rank
+// updates, and rows go in vector lanes (per lane, so the target's lane count does not matter).
+// The cases dsytrd uses take the fast paths (dsymv lower with unit strides, dsyr2k lower not
+// transposed, dgemv with a unit y or x stride); every other case is the reference's loop.
 #if defined(__GNUC__) && !defined(__clang__)
 #  pragma GCC optimize("fp-contract=off")
 #endif
