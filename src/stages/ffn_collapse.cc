@@ -20,6 +20,7 @@
 #include "kernels/abs_gemm.h"
 #include "stages/calib_fit.h"
 #include "stages/ffn_collapse.h"
+#include "stages/ffn_select.h"
 #include "stages/outputs.h"
 #include "stages/policy.h"
 #include "stages/plan.h"
@@ -203,6 +204,7 @@ struct FfnScratch {
     float *w1, *w3, *w2, *b1, *b2, *S, *Mp, *Mm, *gemm_scratch, *row_scratch;
     double *bias, *relu_b1;
     uint32_t *order, *rest;
+    uint64_t *keys;
     uint8_t *in_top;
     double *energy, *dropped;
     uint32_t *n_delta, *delta_vals;
@@ -258,6 +260,7 @@ FfnScratch ffn_scratch(const Sizes &z, unsigned threads, Buffers &b) {
     o.order = b.array<uint32_t>(checked_mul(z.d + 1, sel, "ffn_collapse order"));  // column order
     o.rest = b.array<uint32_t>(checked_mul(z.d + 1, sel, "ffn_collapse order"));   // rest order
     o.in_top = b.array<uint8_t>(checked_mul(z.d + 1, sel, "ffn_collapse order"));  // in top-L
+    o.keys = b.uninit_array<uint64_t>(checked_mul(z.d + 1, sel, "ffn_collapse order"));  // selection keys
     const uint64_t cols = checked_mul(z.d, 2, "ffn_collapse columns");
     o.energy = b.array<double>(cols);
     o.dropped = b.array<double>(cols);
@@ -555,16 +558,12 @@ void ffn_collapse_run(Job &job) {
             uint64_t nonzero_dropped = 0;
             uint32_t *order = sc.order + w * (d + 1), *rest = sc.rest + w * (d + 1);
             uint8_t *in_top = sc.in_top + w * (d + 1);
+            uint64_t *keys = sc.keys + w * (d + 1);
             for (uint64_t j = d * w / sel; j < d * (w + 1) / sel; j++) {
                 // Top-L outputs of column j of S: larger S first, ties by smaller index.
+                // (ffn_select.h: on packed keys; a column with a NaN through the comparator.)
                 const float *Sj = S + j * d;
-                for (uint32_t i = 0; i < d; i++) order[i] = i;
-                auto by_s = [&](uint32_t a, uint32_t b) {
-                    float sa = Sj[a], sb = Sj[b];
-                    return sa != sb ? sa > sb : a < b;
-                };
-                if (L < d) std::nth_element(order, order + L, order + d, by_s);
-                std::sort(order, order + L, by_s);
+                if (!select_top_keys(Sj, uint32_t(d), uint32_t(L), keys, order)) select_top_ref(Sj, uint32_t(d), uint32_t(L), order);
                 std::memset(in_top, 0, d);
                 for (uint64_t r = 0; r < L; r++) in_top[order[r]] = 1;
                 for (uint32_t s = 0; s < 2; s++) {
@@ -583,13 +582,10 @@ void ffn_collapse_run(Job &job) {
                     for (uint32_t i = 0; i < d; i++)
                         if (!in_top[i]) rest[nr++] = i;
                     for (uint64_t i = 0; i < d; i++) energy += double(Mj[i]) * double(Mj[i]);
-                    auto by_mag = [&](uint32_t a, uint32_t b) {
-                        float va = std::fabs(Mj[a]), vb = std::fabs(Mj[b]);
-                        return va != vb ? va > vb : a < b;
-                    };
+                    // The order past take_max is nth_element's: the dropped energy is summed in it.
                     const uint64_t take_max = std::min<uint64_t>(cap, nr);
-                    if (take_max < nr) std::nth_element(rest, rest + take_max, rest + nr, by_mag);
-                    std::sort(rest, rest + take_max, by_mag);
+                    if (!select_magnitude_keys(Mj, rest, nr, uint32_t(take_max), keys))
+                        select_magnitude_ref(Mj, rest, nr, uint32_t(take_max));
                     double left = energy - kept;  // energy outside the base
                     uint64_t t = 0;
                     uint64_t *dk = sc.delta_keys + slot * kLinearDeltaCap;
