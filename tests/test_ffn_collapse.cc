@@ -129,6 +129,34 @@ static std::vector<uint32_t> router_order(const Checkpoint &ck, const ModelPlan 
     return order;
 }
 
+// The transforms applied while packing B are exactly the collapse's definitions (ffn_collapse.h:
+// |g|, relu(g), relu(-g), times |u|, u, -u when gated), element for element: with one depth
+// block (k <= kGemmKB) abs_gemm must give the bits of plain_sgemm over B transformed here first.
+// Widths 1100 (two full column blocks and a tail of 76: the packing's eight-wide steps and its
+// scalar rest) and 13; signed zeros and exact zeros in B.
+static void abs_gemm_packs_the_transforms_exactly(void **) {
+    for (uint64_t n : {1100ull, 13ull}) {
+        const uint64_t m = 37, k = 200;
+        std::vector<float> A = heavy(m * k, 4), B = heavy(k * n, 5), B2 = heavy(k * n, 6);
+        for (uint64_t i = 0; i < B.size(); i += 89) B[i] = -0.0f;
+        std::vector<float> scratch(abs_gemm_scratch_floats(m));
+        for (int gated = 0; gated < 2; gated++)
+            for (PackB op : {PackB::Abs, PackB::Pos, PackB::Neg}) {
+                std::vector<float> Bt(k * n), C1(m * n, -1.0f), C2(m * n, -2.0f);
+                for (uint64_t q = 0; q < k * n; q++) {
+                    const float g = B[q], u = B2[q];
+                    const float act = op == PackB::Abs ? std::fabs(g) : op == PackB::Pos ? (g > 0 ? g : 0.0f) : (-g > 0 ? -g : 0.0f);
+                    const float gate = op == PackB::Abs ? std::fabs(u) : op == PackB::Pos ? u : -u;
+                    Bt[q] = gated ? act * gate : act;
+                }
+                abs_gemm(m, n, k, PackA::Copy, A.data(), k, op, B.data(), gated ? B2.data() : nullptr, n, C1.data(), n,
+                         scratch.data(), 1);
+                plain_sgemm(m, n, k, A.data(), k, Bt.data(), n, C2.data(), n, 1);
+                assert_memory_equal(C1.data(), C2.data(), m * n * 4);
+            }
+    }
+}
+
 static void collapse_matches_double_reference(void **) {
     for (const char *model : kLinearModels) {
         Converted c = convert_model(model, 2);
@@ -434,6 +462,7 @@ static void selection_keys_refuse_nan(void **) {
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(abs_gemm_matches_reference_and_threads),
+        cmocka_unit_test(abs_gemm_packs_the_transforms_exactly),
         cmocka_unit_test(collapse_matches_double_reference),
         cmocka_unit_test(identical_across_threads_and_runs),
         cmocka_unit_test(manifest_linear_record),
