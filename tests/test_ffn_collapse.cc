@@ -12,6 +12,7 @@
 #include "ingest/model.h"
 #include "kernels/abs_gemm.h"
 #include "linear_job.h"
+#include "stages/ffn_select.h"
 
 using namespace stk;
 using namespace stk::test;
@@ -126,6 +127,34 @@ static std::vector<uint32_t> router_order(const Checkpoint &ck, const ModelPlan 
                   [&](uint32_t a, uint32_t b) { return nrm[a] != nrm[b] ? nrm[a] > nrm[b] : a < b; });
     }
     return order;
+}
+
+// The transforms applied while packing B are exactly the collapse's definitions (ffn_collapse.h:
+// |g|, relu(g), relu(-g), times |u|, u, -u when gated), element for element: with one depth
+// block (k <= kGemmKB) abs_gemm must give the bits of plain_sgemm over B transformed here first.
+// Widths 1100 (two full column blocks and a tail of 76: the packing's eight-wide steps and its
+// scalar rest) and 13; signed zeros and exact zeros in B.
+static void abs_gemm_packs_the_transforms_exactly(void **) {
+    for (uint64_t n : {1100ull, 13ull}) {
+        const uint64_t m = 37, k = 200;
+        std::vector<float> A = heavy(m * k, 4), B = heavy(k * n, 5), B2 = heavy(k * n, 6);
+        for (uint64_t i = 0; i < B.size(); i += 89) B[i] = -0.0f;
+        std::vector<float> scratch(abs_gemm_scratch_floats(m));
+        for (int gated = 0; gated < 2; gated++)
+            for (PackB op : {PackB::Abs, PackB::Pos, PackB::Neg}) {
+                std::vector<float> Bt(k * n), C1(m * n, -1.0f), C2(m * n, -2.0f);
+                for (uint64_t q = 0; q < k * n; q++) {
+                    const float g = B[q], u = B2[q];
+                    const float act = op == PackB::Abs ? std::fabs(g) : op == PackB::Pos ? (g > 0 ? g : 0.0f) : (-g > 0 ? -g : 0.0f);
+                    const float gate = op == PackB::Abs ? std::fabs(u) : op == PackB::Pos ? u : -u;
+                    Bt[q] = gated ? act * gate : act;
+                }
+                abs_gemm(m, n, k, PackA::Copy, A.data(), k, op, B.data(), gated ? B2.data() : nullptr, n, C1.data(), n,
+                         scratch.data(), 1);
+                plain_sgemm(m, n, k, A.data(), k, Bt.data(), n, C2.data(), n, 1);
+                assert_memory_equal(C1.data(), C2.data(), m * n * 4);
+            }
+    }
 }
 
 static void collapse_matches_double_reference(void **) {
@@ -326,15 +355,122 @@ static void nonfinite_weights_disable_the_feature(void **) {
     assert_int_equal(stk_verify(c.out.c_str(), nullptr), STK_OK);
 }
 
+// The column selections on packed keys (stages/ffn_select.h) against their definition -- all
+// indices sorted by value (or |value|) descending, ties by smaller index, by a stable sort -- and
+// against the comparator versions the stage ran before, whose whole permutation (nth_element's
+// order past `take` included: the dropped energy is summed in it) the key version must reproduce.
+// Columns: heavy-tailed, all equal, a few repeated values with -0/+0, ascending, descending, organ
+// pipe, +-Inf and subnormals, alternating signs; L and take at 0, 1, small, the insertion run's
+// edge (32, 33), d - 1 and d.
+static std::vector<float> selection_column(int kind, uint32_t d, uint64_t seed) {
+    std::vector<float> x = heavy(d, seed);
+    uint64_t s = seed * 7919 + 1;
+    for (uint32_t i = 0; i < d; i++) {
+        const float r = x[i];
+        switch (kind) {
+        case 1: x[i] = 0.5f; break;
+        case 2: {
+            static const float few[] = {-1.0f, -0.0f, 0.0f, 1.0f, 2.0f};
+            x[i] = few[splitmix64_next(&s) % 5];
+            break;
+        }
+        case 3: x[i] = float(i) * 0.25f - 3.0f; break;
+        case 4: x[i] = float(d - i) * 0.25f - 3.0f; break;
+        case 5: x[i] = float(i < d / 2 ? i : d - i); break;
+        case 6: {
+            static const float odd[] = {INFINITY, -INFINITY, 0.0f, -0.0f, 1e-45f, -1e-45f, 1e-38f, 3.0f};
+            x[i] = splitmix64_next(&s) % 3 ? odd[splitmix64_next(&s) % 8] : r;
+            break;
+        }
+        case 7: x[i] = (i & 1) ? -std::fabs(r) : std::fabs(r); break;
+        default: break;
+        }
+    }
+    return x;
+}
+
+static std::vector<uint32_t> stable_order(const float *x, const std::vector<uint32_t> &idx, bool magnitude) {
+    std::vector<uint32_t> o = idx;
+    std::stable_sort(o.begin(), o.end(), [&](uint32_t a, uint32_t b) {
+        return magnitude ? std::fabs(x[a]) > std::fabs(x[b]) : x[a] > x[b];
+    });
+    return o;
+}
+
+static void selection_keys_match_the_definition_and_the_comparators(void **) {
+    uint64_t cases = 0;
+    for (uint32_t d : {1u, 2u, 3u, 4u, 5u, 17u, 33u, 64u, 100u, 576u, 640u})
+        for (int kind = 0; kind < 8; kind++)
+            for (uint64_t seed = 1; seed <= 3; seed++) {
+                const std::vector<float> x = selection_column(kind, d, seed * 31 + d);
+                std::vector<uint32_t> all(d);
+                for (uint32_t i = 0; i < d; i++) all[i] = i;
+                const std::vector<uint32_t> def = stable_order(x.data(), all, false);
+                std::vector<uint32_t> a(d + 1), b(d + 1);
+                std::vector<uint64_t> keys(d + 1);
+                for (uint32_t L : {0u, 1u, 2u, 12u, 32u, 33u, 64u, d - 1, d}) {
+                    if (L > d) continue;
+                    assert_true(select_top_keys(x.data(), d, L, keys.data(), a.data()));
+                    select_top_ref(x.data(), d, L, b.data());
+                    for (uint32_t r = 0; r < L; r++) {
+                        assert_int_equal(a[r], def[r]);
+                        assert_int_equal(b[r], def[r]);
+                    }
+                    // The delta's candidates: the indices outside the top-L, ascending.
+                    std::vector<uint8_t> in_top(d, 0);
+                    for (uint32_t r = 0; r < L; r++) in_top[a[r]] = 1;
+                    std::vector<uint32_t> rest;
+                    for (uint32_t i = 0; i < d; i++)
+                        if (!in_top[i]) rest.push_back(i);
+                    const uint32_t nr = uint32_t(rest.size());
+                    const std::vector<uint32_t> mdef = stable_order(x.data(), rest, true);
+                    for (uint32_t take : {0u, 1u, 3u, 64u, nr / 2, nr - 1, nr}) {
+                        if (take > nr) continue;
+                        std::vector<uint32_t> r1 = rest, r2 = rest;
+                        assert_true(select_magnitude_keys(x.data(), r1.data(), nr, take, keys.data()));
+                        select_magnitude_ref(x.data(), r2.data(), nr, take);
+                        assert_true(r1 == r2);
+                        for (uint32_t q = 0; q < take; q++) assert_int_equal(r1[q], mdef[q]);
+                        std::vector<uint32_t> s1 = r1;  // a permutation of rest
+                        std::sort(s1.begin(), s1.end());
+                        assert_true(s1 == rest);
+                        cases++;
+                    }
+                }
+            }
+    assert_true(cases > 3000);
+}
+
+// A column with a NaN is refused by the key versions (the stage then runs the comparators), the
+// delta's candidates left as they were.
+static void selection_keys_refuse_nan(void **) {
+    for (uint32_t d : {1u, 5u, 576u})
+        for (uint32_t at : {0u, d / 2, d - 1}) {
+            std::vector<float> x = heavy(d, d + at);
+            x[at] = (at & 1) ? -NAN : NAN;
+            std::vector<uint32_t> order(d + 1), rest(d);
+            std::vector<uint64_t> keys(d + 1);
+            for (uint32_t i = 0; i < d; i++) rest[i] = i;
+            const std::vector<uint32_t> before = rest;
+            for (uint32_t L : {0u, 1u, d})
+                if (L <= d) assert_false(select_top_keys(x.data(), d, L, keys.data(), order.data()));
+            assert_false(select_magnitude_keys(x.data(), rest.data(), d, d < 2 ? d : 1, keys.data()));
+            assert_true(rest == before);
+        }
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(abs_gemm_matches_reference_and_threads),
+        cmocka_unit_test(abs_gemm_packs_the_transforms_exactly),
         cmocka_unit_test(collapse_matches_double_reference),
         cmocka_unit_test(identical_across_threads_and_runs),
         cmocka_unit_test(manifest_linear_record),
         cmocka_unit_test(bias_matches_reference),
         cmocka_unit_test(mphf_exhaustion_grows_m_and_keeps_other_arrays),
         cmocka_unit_test(nonfinite_weights_disable_the_feature),
+        cmocka_unit_test(selection_keys_match_the_definition_and_the_comparators),
+        cmocka_unit_test(selection_keys_refuse_nan),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

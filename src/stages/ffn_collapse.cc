@@ -20,6 +20,7 @@
 #include "kernels/abs_gemm.h"
 #include "stages/calib_fit.h"
 #include "stages/ffn_collapse.h"
+#include "stages/ffn_select.h"
 #include "stages/outputs.h"
 #include "stages/policy.h"
 #include "stages/plan.h"
@@ -203,6 +204,7 @@ struct FfnScratch {
     float *w1, *w3, *w2, *b1, *b2, *S, *Mp, *Mm, *gemm_scratch, *row_scratch;
     double *bias, *relu_b1;
     uint32_t *order, *rest;
+    uint64_t *keys;
     uint8_t *in_top;
     double *energy, *dropped;
     uint32_t *n_delta, *delta_vals;
@@ -256,8 +258,9 @@ FfnScratch ffn_scratch(const Sizes &z, unsigned threads, Buffers &b) {
     // sign) the energies and the delta entries, merged in column order afterwards.
     const uint64_t sel = selection_workers(threads, z.d);
     o.order = b.array<uint32_t>(checked_mul(z.d + 1, sel, "ffn_collapse order"));  // column order
-    o.rest = b.array<uint32_t>(checked_mul(z.d + 1, sel, "ffn_collapse order"));   // rest order
+    o.rest = b.array<uint32_t>(checked_mul(2 * (z.d + 1), sel, "ffn_collapse order"));  // rest order, per sign
     o.in_top = b.array<uint8_t>(checked_mul(z.d + 1, sel, "ffn_collapse order"));  // in top-L
+    o.keys = b.uninit_array<uint64_t>(checked_mul(z.d + 1, sel, "ffn_collapse order"));  // selection keys
     const uint64_t cols = checked_mul(z.d, 2, "ffn_collapse columns");
     o.energy = b.array<double>(cols);
     o.dropped = b.array<double>(cols);
@@ -553,24 +556,37 @@ void ffn_collapse_run(Job &job) {
         std::atomic<uint64_t> dropped_entries{0};
         run_workers(sel, [&](unsigned w) {
             uint64_t nonzero_dropped = 0;
-            uint32_t *order = sc.order + w * (d + 1), *rest = sc.rest + w * (d + 1);
+            uint32_t *order = sc.order + w * (d + 1), *rest = sc.rest + w * 2 * (d + 1);  // two signs
             uint8_t *in_top = sc.in_top + w * (d + 1);
+            uint64_t *keys = sc.keys + w * (d + 1);
             for (uint64_t j = d * w / sel; j < d * (w + 1) / sel; j++) {
                 // Top-L outputs of column j of S: larger S first, ties by smaller index.
+                // (ffn_select.h: on packed keys; a column with a NaN through the comparator.)
                 const float *Sj = S + j * d;
-                for (uint32_t i = 0; i < d; i++) order[i] = i;
-                auto by_s = [&](uint32_t a, uint32_t b) {
-                    float sa = Sj[a], sb = Sj[b];
-                    return sa != sb ? sa > sb : a < b;
-                };
-                if (L < d) std::nth_element(order, order + L, order + d, by_s);
-                std::sort(order, order + L, by_s);
+                if (!select_top_keys(Sj, uint32_t(d), uint32_t(L), keys, order)) select_top_ref(Sj, uint32_t(d), uint32_t(L), order);
                 std::memset(in_top, 0, d);
                 for (uint64_t r = 0; r < L; r++) in_top[order[r]] = 1;
+                // The two signs' columns side by side: the delta's candidates (the outputs outside
+                // the top-L, ascending) are the same for both, and each sign's sums run in their
+                // own order in one loop with the other's (two independent add chains overlap; the
+                // bits are those of one loop per sign).
+                const float *Mjs[2] = {Mp + j * d, Mm + j * d};
+                uint32_t *rests[2] = {rest, rest + (d + 1)};
+                uint32_t nr = 0;
+                for (uint32_t i = 0; i < d; i++)
+                    if (!in_top[i]) rest[nr++] = i;
+                std::memcpy(rests[1], rest, size_t(nr) * 4);
+                double energy[2] = {0, 0}, dropped[2] = {0, 0};
+                for (uint64_t i = 0; i < d; i++) {
+                    energy[0] += double(Mjs[0][i]) * double(Mjs[0][i]);
+                    energy[1] += double(Mjs[1][i]) * double(Mjs[1][i]);
+                }
+                uint64_t t[2] = {0, 0}, take_max = std::min<uint64_t>(cap, nr);
                 for (uint32_t s = 0; s < 2; s++) {
-                    const float *Mj = (s ? Mm : Mp) + j * d;
+                    const float *Mj = Mjs[s];
+                    uint32_t *rs = rests[s];
                     const uint64_t slot = j * 2 + s;
-                    double energy = 0, kept = 0;
+                    double kept = 0;
                     uint64_t at = base0 + slot * L;
                     for (uint64_t r = 0; r < L; r++, at++) {
                         const uint32_t i = order[r];
@@ -579,41 +595,49 @@ void ffn_collapse_run(Job &job) {
                         h->base_vals[at] = v;
                         kept += double(v) * double(v);
                     }
-                    uint32_t nr = 0;
-                    for (uint32_t i = 0; i < d; i++)
-                        if (!in_top[i]) rest[nr++] = i;
-                    for (uint64_t i = 0; i < d; i++) energy += double(Mj[i]) * double(Mj[i]);
-                    auto by_mag = [&](uint32_t a, uint32_t b) {
-                        float va = std::fabs(Mj[a]), vb = std::fabs(Mj[b]);
-                        return va != vb ? va > vb : a < b;
-                    };
-                    const uint64_t take_max = std::min<uint64_t>(cap, nr);
-                    if (take_max < nr) std::nth_element(rest, rest + take_max, rest + nr, by_mag);
-                    std::sort(rest, rest + take_max, by_mag);
-                    double left = energy - kept;  // energy outside the base
-                    uint64_t t = 0;
+                    // The order past take_max is nth_element's: the dropped energy is summed in it.
+                    if (!select_magnitude_keys(Mj, rs, nr, uint32_t(take_max), keys)) select_magnitude_ref(Mj, rs, nr, uint32_t(take_max));
+                    double left = energy[s] - kept;  // energy outside the base
+                    uint64_t n = 0;
                     uint64_t *dk = sc.delta_keys + slot * kLinearDeltaCap;
                     uint32_t *dv = sc.delta_vals + slot * kLinearDeltaCap;
-                    while (t < take_max && left > kLinearEps * energy) {
-                        const float v = Mj[rest[t]];
+                    while (n < take_max && left > kLinearEps * energy[s]) {
+                        const float v = Mj[rs[n]];
                         if (v == 0.0f) break;
-                        dk[t] = linear_key(s, u.id, rest[t], j);
-                        dv[t] = load_le<uint32_t>(reinterpret_cast<const uint8_t *>(&v));
+                        dk[n] = linear_key(s, u.id, rs[n], j);
+                        dv[n] = load_le<uint32_t>(reinterpret_cast<const uint8_t *>(&v));
                         left -= double(v) * double(v);
-                        t++;
+                        n++;
                     }
-                    sc.n_delta[slot] = uint32_t(t);
-                    // What is left, summed exactly (not by subtraction) for the record.
-                    double dropped = 0;
-                    for (uint64_t q = t; q < nr; q++) {
-                        const float v = Mj[rest[q]];
-                        dropped += double(v) * double(v);
-                        nonzero_dropped += v != 0.0f;
-                    }
-                    sc.energy[slot] = energy;
-                    sc.dropped[slot] = dropped;
+                    t[s] = n;
+                }
+                // What is left, summed exactly (not by subtraction) for the record: each sign's
+                // entries rs[t[s] .. nr) in that order, the two sums side by side.
+                const uint64_t n0 = nr - t[0], n1 = nr - t[1], both = std::min(n0, n1);
+                const uint32_t *r0 = rests[0] + t[0], *r1 = rests[1] + t[1];
+                for (uint64_t q = 0; q < both; q++) {
+                    const float v0 = Mjs[0][r0[q]], v1 = Mjs[1][r1[q]];
+                    dropped[0] += double(v0) * double(v0);
+                    dropped[1] += double(v1) * double(v1);
+                    nonzero_dropped += uint64_t(v0 != 0.0f) + uint64_t(v1 != 0.0f);
+                }
+                for (uint64_t q = both; q < n0; q++) {
+                    const float v = Mjs[0][r0[q]];
+                    dropped[0] += double(v) * double(v);
+                    nonzero_dropped += v != 0.0f;
+                }
+                for (uint64_t q = both; q < n1; q++) {
+                    const float v = Mjs[1][r1[q]];
+                    dropped[1] += double(v) * double(v);
+                    nonzero_dropped += v != 0.0f;
+                }
+                for (uint32_t s = 0; s < 2; s++) {
+                    const uint64_t slot = j * 2 + s;
+                    sc.n_delta[slot] = uint32_t(t[s]);
+                    sc.energy[slot] = energy[s];
+                    sc.dropped[slot] = dropped[s];
                     // A capped column: its count travels in the top bit of n_delta.
-                    if (t == take_max && t < nr && dropped > kLinearEps * energy) sc.n_delta[slot] |= 0x80000000u;
+                    if (t[s] == take_max && t[s] < nr && dropped[s] > kLinearEps * energy[s]) sc.n_delta[slot] |= 0x80000000u;
                 }
             }
             dropped_entries += nonzero_dropped;
