@@ -28,6 +28,26 @@ static std::vector<float> heavy(uint64_t n, uint64_t seed) {
     return v;
 }
 
+// The collapse's own shapes (two column blocks of unequal width, d = 576 and 640) and others, at
+// 1 to 4 threads: the same bytes.
+static void abs_gemm_same_bytes_at_any_threads(void **) {
+    struct Shape {
+        uint64_t m, n, k;
+    };
+    for (Shape sh : {Shape{576, 576, 600}, Shape{640, 640, 300}, Shape{70, 2100, 257}, Shape{5, 530, 40}}) {
+        const uint64_t m = sh.m, n = sh.n, k = sh.k;
+        std::vector<float> A = heavy(m * k, 11), B = heavy(k * n, 12), B2 = heavy(k * n, 13);
+        std::vector<float> scratch(abs_gemm_scratch_floats(m) * 4);
+        std::vector<float> C1(m * n), Ct(m * n);
+        abs_gemm(m, n, k, PackA::Abs, A.data(), k, PackB::Pos, B.data(), B2.data(), n, C1.data(), n, scratch.data(), 1);
+        for (unsigned t : {2u, 3u, 4u}) {
+            std::fill(Ct.begin(), Ct.end(), -1.0f);
+            abs_gemm(m, n, k, PackA::Abs, A.data(), k, PackB::Pos, B.data(), B2.data(), n, Ct.data(), n, scratch.data(), t);
+            assert_memory_equal(C1.data(), Ct.data(), m * n * 4);
+        }
+    }
+}
+
 static void abs_gemm_matches_reference_and_threads(void **) {
     const uint64_t m = 96, n = 1100, k = 600;  // 3 column blocks, 3 depth blocks (edges included)
     std::vector<float> A = heavy(m * k, 1), B = heavy(k * n, 2), B2 = heavy(k * n, 3);
@@ -462,6 +482,7 @@ static void selection_keys_refuse_nan(void **) {
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(abs_gemm_matches_reference_and_threads),
+        cmocka_unit_test(abs_gemm_same_bytes_at_any_threads),
         cmocka_unit_test(abs_gemm_packs_the_transforms_exactly),
         cmocka_unit_test(collapse_matches_double_reference),
         cmocka_unit_test(identical_across_threads_and_runs),
