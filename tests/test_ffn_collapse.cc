@@ -11,6 +11,7 @@
 #include "format/manifest.h"
 #include "ingest/model.h"
 #include "kernels/abs_gemm.h"
+#include "kernels/blis_pinned.h"
 #include "linear_job.h"
 #include "stages/ffn_select.h"
 
@@ -26,6 +27,42 @@ static std::vector<float> heavy(uint64_t n, uint64_t seed) {
         v[i] = (i % 97 == 0) ? 0.0f : float(u / w * 0.1);
     }
     return v;
+}
+
+// abs_gemm computes each full 512-column block of a product with at least 512 rows as two
+// 256-column BLIS calls; the bits must be the whole call's.  BLIS directly, in the pinned context,
+// over the collapse's row counts (m = d: 512 and more wherever a full block exists) and depth
+// blocks down to 1, beta 0 and 1.  (With fewer rows BLIS's small-matrix path can sum a half apart
+// from the whole, m = 96 here: abs_gemm keeps such blocks whole.)
+static void blis_half_blocks_match_whole(void **) {
+    cntx_t *cntx = kernels::pinned_blis_context();
+    size_t cases = 0;
+    for (dim_t m : {512, 576, 640, 896, 2048, 3584})
+        for (dim_t k : {256, 200, 150, 37, 1})
+            for (float beta : {0.0f, 1.0f}) {
+                const dim_t n = 512, h = 256;
+                std::vector<float> A = heavy(uint64_t(m * k), 21), B = heavy(uint64_t(k * n), 22), C0 = heavy(uint64_t(m * n), 23);
+                std::vector<float> whole = C0, halves = C0;
+                float alpha = 1.0f;
+                rntm_t rntm;
+                bli_rntm_init(&rntm);
+                bli_rntm_set_num_threads(1, &rntm);
+                float b = beta;
+                bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &alpha, A.data(), k, 1, B.data(), n, 1, &b,
+                             whole.data(), n, 1, cntx, &rntm);
+                for (dim_t j0 : {dim_t(0), h}) {
+                    std::vector<float> Bh(size_t(k * h));  // packed with its own row stride, as abs_gemm's pack_b
+                    for (dim_t q = 0; q < k; q++)
+                        for (dim_t j = 0; j < h; j++) Bh[size_t(q * h + j)] = B[size_t(q * n + j0 + j)];
+                    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, h, k, &alpha, A.data(), k, 1, Bh.data(), h, 1, &b,
+                                 halves.data() + j0, n, 1, cntx, &rntm);
+                }
+                if (std::memcmp(whole.data(), halves.data(), whole.size() * 4) != 0)
+                    fail_msg("m %ld k %ld beta %g: two 256-column calls differ from one 512-column call", long(m), long(k),
+                             double(beta));
+                cases++;
+            }
+    assert_int_equal(cases, 60);
 }
 
 // The collapse's own shapes (two column blocks of unequal width, d = 576 and 640) and others, at
@@ -483,6 +520,7 @@ int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(abs_gemm_matches_reference_and_threads),
         cmocka_unit_test(abs_gemm_same_bytes_at_any_threads),
+        cmocka_unit_test(blis_half_blocks_match_whole),
         cmocka_unit_test(abs_gemm_packs_the_transforms_exactly),
         cmocka_unit_test(collapse_matches_double_reference),
         cmocka_unit_test(identical_across_threads_and_runs),

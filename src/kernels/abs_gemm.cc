@@ -1,6 +1,7 @@
 // Blocked transform-while-packing GEMM over BLIS (see abs_gemm.h).
 #include "kernels/abs_gemm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -79,6 +80,24 @@ void for_column_blocks(uint64_t n_blocks, unsigned threads, F body) {
     });
 }
 
+// The column grid the threads share: the definition's blocks of kGemmNB columns; in a product of
+// at least kGemmNB rows each full block is computed as two halves of kGemmNB / 2 (dealt whole,
+// d = 576 = 512 + 64 left one worker 8/9 of every collapse product), and the last, narrower block
+// whole.  A half is the same BLIS call on half the columns and gives the whole call's bits there:
+// tests/test_ffn_collapse.cc `blis_half_blocks_match_whole` (with fewer rows BLIS's small-matrix
+// path can sum a half apart from the whole, so such products keep their blocks whole).
+constexpr uint64_t kHalfNB = kGemmNB / 2;
+
+uint64_t column_blocks(uint64_t m, uint64_t n) {
+    return m >= kGemmNB ? n / kGemmNB * 2 + (n % kGemmNB ? 1 : 0) : (n + kGemmNB - 1) / kGemmNB;
+}
+
+void column_block(uint64_t b, uint64_t m, uint64_t n, uint64_t &j0, uint64_t &nc) {
+    const uint64_t halves = m >= kGemmNB ? n / kGemmNB * 2 : 0;
+    j0 = b < halves ? b * kHalfNB : halves * kHalfNB + (b - halves) * kGemmNB;
+    nc = b < halves ? kHalfNB : std::min(kGemmNB, n - j0);
+}
+
 }  // namespace
 
 uint64_t abs_gemm_scratch_floats(uint64_t m) { return m * kGemmKB + kGemmKB * kGemmNB + 16; }
@@ -86,7 +105,7 @@ uint64_t abs_gemm_scratch_floats(uint64_t m) { return m * kGemmKB + kGemmKB * kG
 void abs_gemm(uint64_t m, uint64_t n, uint64_t k, PackA opa, const float *A, uint64_t lda, PackB opb, const float *B,
               const float *B2, uint64_t ldb, float *C, uint64_t ldc, float *scratch, unsigned threads) {
     if (m == 0 || n == 0) return;
-    const uint64_t n_blocks = (n + kGemmNB - 1) / kGemmNB;
+    const uint64_t n_blocks = column_blocks(m, n);
     if (k == 0) {
         for (uint64_t i = 0; i < m; i++)
             for (uint64_t j = 0; j < n; j++) C[i * ldc + j] = 0.0f;
@@ -111,7 +130,8 @@ void abs_gemm(uint64_t m, uint64_t n, uint64_t k, PackA opa, const float *A, uin
             rsa = kc;
         }
         for_column_blocks(n_blocks, threads, [&](uint64_t blk, unsigned t) {
-            const uint64_t j0 = blk * kGemmNB, nc = n - j0 < kGemmNB ? n - j0 : kGemmNB;
+            uint64_t j0, nc;
+            column_block(blk, m, n, j0, nc);
             float *bp = bps + t * (kGemmKB * kGemmNB + 16);
             pack_b(opb, B, B2, ldb, k0, kc, j0, nc, bp);
             sgemm_block(m, nc, kc, a, rsa, bp, nc, k0 == 0 ? 0.0f : 1.0f, C + j0, ldc);
@@ -122,9 +142,10 @@ void abs_gemm(uint64_t m, uint64_t n, uint64_t k, PackA opa, const float *A, uin
 void plain_sgemm(uint64_t m, uint64_t n, uint64_t k, const float *A, uint64_t lda, const float *B, uint64_t ldb, float *C,
                  uint64_t ldc, unsigned threads) {
     if (m == 0 || n == 0) return;
-    const uint64_t n_blocks = (n + kGemmNB - 1) / kGemmNB;
+    const uint64_t n_blocks = column_blocks(m, n);
     for_column_blocks(n_blocks, threads, [&](uint64_t blk, unsigned) {
-        const uint64_t j0 = blk * kGemmNB, nc = n - j0 < kGemmNB ? n - j0 : kGemmNB;
+        uint64_t j0, nc;
+        column_block(blk, m, n, j0, nc);
         sgemm_block(m, nc, k, A, lda, B + j0, ldb, 0.0f, C + j0, ldc);
     });
 }
