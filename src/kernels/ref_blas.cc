@@ -170,6 +170,17 @@ bool lsame(const char *c, char upper) { return *c == upper || *c == char(upper -
 // Fortran's A(I,J) with 1-based I, J.
 inline size_t at(int i, int j, size_t ld) { return size_t(i - 1) + size_t(j - 1) * ld; }
 
+// The 1-based index of a strided vector's first element, as the reference sets KX / KY: 1 for a
+// positive stride, 1 - (len - 1) inc for a negative one (the vector is walked backwards).
+int first_index(int len, int inc) { return inc > 0 ? 1 : 1 - (len - 1) * inc; }
+
+// y := beta y over len elements of a 1-based strided Y, as the reference's first loops (zeros for
+// beta 0, not a product: a NaN or infinity already in y does not survive).
+void scale_y(double *Y, int len, int ky, int incy, double beta) {
+    if (beta == 1.0) return;
+    for (int i = 1, iy = ky; i <= len; i++, iy += incy) Y[iy] = beta == 0.0 ? 0.0 : beta * Y[iy];
+}
+
 constexpr int kChains = 8;  // columns whose chains run interleaved
 
 // s[k] = s[k] + a[k lda + i] x[i] for i = 0..len-1 in order, for the nb <= kChains columns at a
@@ -271,7 +282,9 @@ void syr2k_lower_n(int n, int k, double alpha, const double *a, size_t lda, cons
 }  // namespace stk::kernels
 
 using stk::kernels::at;
+using stk::kernels::first_index;
 using stk::kernels::lsame;
+using stk::kernels::scale_y;
 
 extern "C" void dsymv_(const char *uplo, const int *n_, const double *alpha_, const double *a, const int *lda_,
                        const double *x, const int *incx_, const double *beta_, double *y, const int *incy_, size_t) {
@@ -294,14 +307,10 @@ extern "C" void dsymv_(const char *uplo, const int *n_, const double *alpha_, co
     }
     if (n == 0 || (alpha == 0.0 && beta == 1.0)) return;
     const size_t ld = size_t(lda);
-    // X(1 + (I-1) INCX) for a positive stride, X(1 + (N-I) |INCX|) for a negative one.
-    const int kx = incx > 0 ? 1 : 1 - (n - 1) * incx, ky = incy > 0 ? 1 : 1 - (n - 1) * incy;
+    const int kx = first_index(n, incx), ky = first_index(n, incy);
     double *Y = y - 1;  // 1-based, as the reference indexes
     const double *X = x - 1;
-    if (beta != 1.0) {
-        int iy = ky;
-        for (int i = 1; i <= n; i++, iy += incy) Y[iy] = beta == 0.0 ? 0.0 : beta * Y[iy];
-    }
+    scale_y(Y, n, ky, incy, beta);
     if (alpha == 0.0) return;
     if (lsame(uplo, 'U')) {
         int jx = kx, jy = ky;
@@ -427,14 +436,11 @@ extern "C" void dgemv_(const char *trans, const int *m_, const int *n_, const do
     }
     if (m == 0 || n == 0 || (alpha == 0.0 && beta == 1.0)) return;
     const int lenx = notrans ? n : m, leny = notrans ? m : n;
-    const int kx = incx > 0 ? 1 : 1 - (lenx - 1) * incx, ky = incy > 0 ? 1 : 1 - (leny - 1) * incy;
+    const int kx = first_index(lenx, incx), ky = first_index(leny, incy);
     const size_t ld = size_t(lda);
     double *Y = y - 1;
     const double *X = x - 1;
-    if (beta != 1.0) {
-        int iy = ky;
-        for (int i = 1; i <= leny; i++, iy += incy) Y[iy] = beta == 0.0 ? 0.0 : beta * Y[iy];
-    }
+    scale_y(Y, leny, ky, incy, beta);
     if (alpha == 0.0) return;
     if (notrans && incy == 1) {
         stk::kernels::gemv_n_unit_y(m, n, alpha, a, ld, X, kx, incx, y);
