@@ -29,40 +29,48 @@ static std::vector<float> heavy(uint64_t n, uint64_t seed) {
     return v;
 }
 
-// abs_gemm computes each full 512-column block of a product with at least 512 rows as two
-// 256-column BLIS calls; the bits must be the whole call's.  BLIS directly, in the pinned context,
-// over the collapse's row counts (m = d: 512 and more wherever a full block exists) and depth
-// blocks down to 1, beta 0 and 1.  (With fewer rows BLIS's small-matrix path can sum a half apart
+// abs_gemm shares a product of at least 512 rows among its threads by even column ranges, one
+// BLIS call per definition block a range meets; the bits must be each whole block call's.  BLIS
+// directly, in the pinned context, over the collapse's row counts (m = d: 512 and more), block
+// widths of a full block and of narrower last blocks, every split at a multiple of 8, depth
+// blocks down to 1, beta 0 and 1.  (With fewer rows BLIS's small-matrix path can sum a piece apart
 // from the whole, m = 96 here: abs_gemm keeps such blocks whole.)
-static void blis_half_blocks_match_whole(void **) {
+static void blis_sgemm(cntx_t *cntx, dim_t m, dim_t n, dim_t k, const float *A, const float *B, dim_t ldb, float beta, float *C,
+                       dim_t ldc) {
+    float alpha = 1.0f;
+    rntm_t rntm;
+    bli_rntm_init(&rntm);
+    bli_rntm_set_num_threads(1, &rntm);
+    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &alpha, const_cast<float *>(A), k, 1, const_cast<float *>(B), ldb,
+                 1, &beta, C, ldc, 1, cntx, &rntm);
+}
+
+static void blis_column_pieces_match_whole(void **) {
     cntx_t *cntx = kernels::pinned_blis_context();
     size_t cases = 0;
-    for (dim_t m : {512, 576, 640, 896, 2048, 3584})
-        for (dim_t k : {256, 200, 150, 37, 1})
-            for (float beta : {0.0f, 1.0f}) {
-                const dim_t n = 512, h = 256;
-                std::vector<float> A = heavy(uint64_t(m * k), 21), B = heavy(uint64_t(k * n), 22), C0 = heavy(uint64_t(m * n), 23);
-                std::vector<float> whole = C0, halves = C0;
-                float alpha = 1.0f;
-                rntm_t rntm;
-                bli_rntm_init(&rntm);
-                bli_rntm_set_num_threads(1, &rntm);
-                float b = beta;
-                bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &alpha, A.data(), k, 1, B.data(), n, 1, &b,
-                             whole.data(), n, 1, cntx, &rntm);
-                for (dim_t j0 : {dim_t(0), h}) {
-                    std::vector<float> Bh(size_t(k * h));  // packed with its own row stride, as abs_gemm's pack_b
-                    for (dim_t q = 0; q < k; q++)
-                        for (dim_t j = 0; j < h; j++) Bh[size_t(q * h + j)] = B[size_t(q * n + j0 + j)];
-                    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, h, k, &alpha, A.data(), k, 1, Bh.data(), h, 1, &b,
-                                 halves.data() + j0, n, 1, cntx, &rntm);
+    for (dim_t n : {512, 320, 64})
+        for (dim_t m : {512, 576, 640, 2048})
+            for (dim_t k : {256, 150, 37, 1})
+                for (float beta : {0.0f, 1.0f}) {
+                    std::vector<float> A = heavy(uint64_t(m * k), 21), B = heavy(uint64_t(k * n), 22), C0 = heavy(uint64_t(m * n), 23);
+                    std::vector<float> whole = C0;
+                    blis_sgemm(cntx, m, n, k, A.data(), B.data(), n, beta, whole.data(), n);
+                    for (dim_t split = 8; split < n; split += 8) {
+                        std::vector<float> pieces = C0;
+                        for (dim_t j0 : {dim_t(0), split}) {
+                            const dim_t w = j0 ? n - split : split;
+                            std::vector<float> Bw(size_t(k * w));  // packed with its own row stride, as abs_gemm's pack_b
+                            for (dim_t q = 0; q < k; q++)
+                                for (dim_t j = 0; j < w; j++) Bw[size_t(q * w + j)] = B[size_t(q * n + j0 + j)];
+                            blis_sgemm(cntx, m, w, k, A.data(), Bw.data(), w, beta, pieces.data() + j0, n);
+                        }
+                        if (std::memcmp(whole.data(), pieces.data(), whole.size() * 4) != 0)
+                            fail_msg("n %ld m %ld k %ld beta %g: columns [0, %ld) and [%ld, n) differ from one call", long(n), long(m),
+                                     long(k), double(beta), long(split), long(split));
+                        cases++;
+                    }
                 }
-                if (std::memcmp(whole.data(), halves.data(), whole.size() * 4) != 0)
-                    fail_msg("m %ld k %ld beta %g: two 256-column calls differ from one 512-column call", long(m), long(k),
-                             double(beta));
-                cases++;
-            }
-    assert_int_equal(cases, 60);
+    assert_int_equal(cases, 2 * 4 * 4 * (63 + 39 + 7));
 }
 
 // The collapse's own shapes (two column blocks of unequal width, d = 576 and 640) and others, at
@@ -71,13 +79,14 @@ static void abs_gemm_same_bytes_at_any_threads(void **) {
     struct Shape {
         uint64_t m, n, k;
     };
-    for (Shape sh : {Shape{576, 576, 600}, Shape{640, 640, 300}, Shape{70, 2100, 257}, Shape{5, 530, 40}}) {
+    for (Shape sh : {Shape{576, 576, 600}, Shape{640, 640, 300}, Shape{512, 1100, 40}, Shape{600, 40, 20}, Shape{70, 2100, 257},
+                      Shape{5, 530, 40}}) {
         const uint64_t m = sh.m, n = sh.n, k = sh.k;
         std::vector<float> A = heavy(m * k, 11), B = heavy(k * n, 12), B2 = heavy(k * n, 13);
-        std::vector<float> scratch(abs_gemm_scratch_floats(m) * 4);
+        std::vector<float> scratch(abs_gemm_scratch_floats(m) * 7);
         std::vector<float> C1(m * n), Ct(m * n);
         abs_gemm(m, n, k, PackA::Abs, A.data(), k, PackB::Pos, B.data(), B2.data(), n, C1.data(), n, scratch.data(), 1);
-        for (unsigned t : {2u, 3u, 4u}) {
+        for (unsigned t : {2u, 3u, 4u, 7u}) {
             std::fill(Ct.begin(), Ct.end(), -1.0f);
             abs_gemm(m, n, k, PackA::Abs, A.data(), k, PackB::Pos, B.data(), B2.data(), n, Ct.data(), n, scratch.data(), t);
             assert_memory_equal(C1.data(), Ct.data(), m * n * 4);
@@ -520,7 +529,7 @@ int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(abs_gemm_matches_reference_and_threads),
         cmocka_unit_test(abs_gemm_same_bytes_at_any_threads),
-        cmocka_unit_test(blis_half_blocks_match_whole),
+        cmocka_unit_test(blis_column_pieces_match_whole),
         cmocka_unit_test(abs_gemm_packs_the_transforms_exactly),
         cmocka_unit_test(collapse_matches_double_reference),
         cmocka_unit_test(identical_across_threads_and_runs),

@@ -67,37 +67,51 @@ void pack_b(PackB op, const float *B, const float *B2, uint64_t ldb, uint64_t k0
     }
 }
 
-// Runs body(block) for every column block, block b on thread b % threads.
+// The column grid.  The definition's blocks are kGemmNB columns wide (the last one narrower), each
+// summed by one BLIS call per depth block.  In a product of at least kGemmNB rows a call on any
+// column range of a block gives the whole call's bits there (tests/test_ffn_collapse.cc
+// `blis_column_pieces_match_whole`: every split at a multiple of 8, blocks 64-512 wide), so the
+// threads share the columns evenly instead of by blocks: thread t owns [n t / T, n (t + 1) / T)
+// (rounded down to kPieceAlign) and makes one call per block its range meets.  Dealt by whole
+// blocks, d = 576 = 512 + 64 left one worker 5/9 or more of every collapse product.  With fewer
+// rows BLIS's small-matrix path can sum a piece apart from the whole (m = 96), so such products
+// keep their blocks whole, dealt round-robin.
+constexpr uint64_t kPieceAlign = 16;
+struct ColumnPlan {
+    uint64_t m, n;
+    unsigned workers;  // threads that get columns
+    bool even;         // even ranges (m >= kGemmNB) or whole blocks round-robin
+};
+ColumnPlan column_plan(uint64_t m, uint64_t n, unsigned threads) {
+    ColumnPlan p{m, n, 1, m >= kGemmNB};
+    const uint64_t units = p.even ? std::max<uint64_t>(1, n / kPieceAlign) : (n + kGemmNB - 1) / kGemmNB;
+    p.workers = unsigned(std::min<uint64_t>(std::max(threads, 1u), units));
+    return p;
+}
+uint64_t range_edge(const ColumnPlan &p, unsigned t) {
+    return t >= p.workers ? p.n : p.n * t / p.workers / kPieceAlign * kPieceAlign;
+}
+// Calls body(j0, nc, t) for every call of thread t, in ascending column order.
 template <class F>
-void for_column_blocks(uint64_t n_blocks, unsigned threads, F body) {
-    if (threads <= 1 || n_blocks <= 1) {
-        for (uint64_t b = 0; b < n_blocks; b++) body(b, 0u);
+void for_thread_calls(const ColumnPlan &p, unsigned t, F body) {
+    if (!p.even) {
+        for (uint64_t j0 = uint64_t(t) * kGemmNB; j0 < p.n; j0 += uint64_t(p.workers) * kGemmNB)
+            body(j0, std::min(kGemmNB, p.n - j0), t);
         return;
     }
-    unsigned t_used = n_blocks < threads ? unsigned(n_blocks) : threads;
-    run_workers(t_used, [&](unsigned t) {
-        for (uint64_t b = t; b < n_blocks; b += t_used) body(b, t);
-    });
+    const uint64_t lo = range_edge(p, t), hi = range_edge(p, t + 1);
+    for (uint64_t j0 = lo; j0 < hi;) {
+        const uint64_t block_end = std::min((j0 / kGemmNB + 1) * kGemmNB, hi);
+        body(j0, block_end - j0, t);
+        j0 = block_end;
+    }
 }
-
-// The column grid the threads share: the definition's blocks of kGemmNB columns; in a product of
-// at least kGemmNB rows each full block is computed as two halves of kGemmNB / 2 (dealt whole,
-// d = 576 = 512 + 64 left one worker 8/9 of every collapse product), and the last, narrower block
-// whole.  A half is the same BLIS call on half the columns and gives the whole call's bits there:
-// tests/test_ffn_collapse.cc `blis_half_blocks_match_whole` (with fewer rows BLIS's small-matrix
-// path can sum a half apart from the whole, so such products keep their blocks whole).
-constexpr uint64_t kHalfNB = kGemmNB / 2;
-
-uint64_t column_blocks(uint64_t m, uint64_t n) {
-    return m >= kGemmNB ? n / kGemmNB * 2 + (n % kGemmNB ? 1 : 0) : (n + kGemmNB - 1) / kGemmNB;
+// Runs every thread's calls (the caller's thread is thread 0).
+template <class F>
+void for_column_calls(const ColumnPlan &p, F body) {
+    if (p.workers <= 1) return for_thread_calls(p, 0, body);
+    run_workers(p.workers, [&](unsigned t) { for_thread_calls(p, t, body); });
 }
-
-void column_block(uint64_t b, uint64_t m, uint64_t n, uint64_t &j0, uint64_t &nc) {
-    const uint64_t halves = m >= kGemmNB ? n / kGemmNB * 2 : 0;
-    j0 = b < halves ? b * kHalfNB : halves * kHalfNB + (b - halves) * kGemmNB;
-    nc = b < halves ? kHalfNB : std::min(kGemmNB, n - j0);
-}
-
 }  // namespace
 
 uint64_t abs_gemm_scratch_floats(uint64_t m) { return m * kGemmKB + kGemmKB * kGemmNB + 16; }
@@ -105,7 +119,7 @@ uint64_t abs_gemm_scratch_floats(uint64_t m) { return m * kGemmKB + kGemmKB * kG
 void abs_gemm(uint64_t m, uint64_t n, uint64_t k, PackA opa, const float *A, uint64_t lda, PackB opb, const float *B,
               const float *B2, uint64_t ldb, float *C, uint64_t ldc, float *scratch, unsigned threads) {
     if (m == 0 || n == 0) return;
-    const uint64_t n_blocks = column_blocks(m, n);
+    const ColumnPlan plan = column_plan(m, n, threads);
     if (k == 0) {
         for (uint64_t i = 0; i < m; i++)
             for (uint64_t j = 0; j < n; j++) C[i * ldc + j] = 0.0f;
@@ -129,9 +143,7 @@ void abs_gemm(uint64_t m, uint64_t n, uint64_t k, PackA opa, const float *A, uin
             a = ap;
             rsa = kc;
         }
-        for_column_blocks(n_blocks, threads, [&](uint64_t blk, unsigned t) {
-            uint64_t j0, nc;
-            column_block(blk, m, n, j0, nc);
+        for_column_calls(plan, [&](uint64_t j0, uint64_t nc, unsigned t) {
             float *bp = bps + t * (kGemmKB * kGemmNB + 16);
             pack_b(opb, B, B2, ldb, k0, kc, j0, nc, bp);
             sgemm_block(m, nc, kc, a, rsa, bp, nc, k0 == 0 ? 0.0f : 1.0f, C + j0, ldc);
@@ -142,10 +154,7 @@ void abs_gemm(uint64_t m, uint64_t n, uint64_t k, PackA opa, const float *A, uin
 void plain_sgemm(uint64_t m, uint64_t n, uint64_t k, const float *A, uint64_t lda, const float *B, uint64_t ldb, float *C,
                  uint64_t ldc, unsigned threads) {
     if (m == 0 || n == 0) return;
-    const uint64_t n_blocks = column_blocks(m, n);
-    for_column_blocks(n_blocks, threads, [&](uint64_t blk, unsigned) {
-        uint64_t j0, nc;
-        column_block(blk, m, n, j0, nc);
+    for_column_calls(column_plan(m, n, threads), [&](uint64_t j0, uint64_t nc, unsigned) {
         sgemm_block(m, nc, k, A, lda, B + j0, ldb, 0.0f, C + j0, ldc);
     });
 }

@@ -2,9 +2,10 @@
 // while a block of each operand is packed, so no transformed copy of a whole matrix ever exists
 // (|W2| |W1| is never materialised).  The arithmetic is BLIS sgemm, single-threaded per call, on
 // packed blocks of a fixed grid: output column blocks of kGemmNB (in a product of kGemmNB rows or
-// more, each full one computed as two calls of half its width, the same bits), depth blocks of
-// kGemmKB.  Each output block is owned by one thread and its depth blocks are summed in ascending
-// order, so the bytes of C do not depend on the thread count (docs/decisions.md, "FFN collapse").
+// more the threads take even column ranges, one call per block a range meets: the same bits as
+// the whole block's call), depth blocks of kGemmKB.  Each output column is owned by one thread and
+// its depth blocks are summed in ascending order, so the bytes of C do not depend on the thread
+// count (docs/decisions.md, "FFN collapse").
 #pragma once
 
 #include <cstddef>
