@@ -56,6 +56,11 @@ inline Converted convert_model(const std::string &model, unsigned threads, uint3
             c.delta_vals.assign(h.delta_vals, h.delta_vals + h.n_delta);
         }
     }
+    if (flags & STK_JOB_PUBLISH_ROOT) {  // out is the root: hand back the generation it published
+        const char *gen = nullptr;
+        assert_int_equal(stk_job_generation_dir(job, &gen), STK_OK);
+        c.out = gen;
+    }
     stk_close(job);
     std::free(arena);
     return c;

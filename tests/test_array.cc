@@ -2,6 +2,11 @@
 // every dtype, and each kind of corruption refused with its own status.
 #include "test_util.h"
 
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstring>
+
 #include "core/bytes.h"
 #include "format/array.h"
 
@@ -85,12 +90,75 @@ static void zeros_as_a_hole(void **) {
     test::expect_error(STK_E_SIZE_MISMATCH, [&] { over.append_zeros(n * 4); });
 }
 
+// Arrays committed on a CommitQueue's thread (a job writing into a staging directory): after
+// drain() every file is under its name with the bytes write_array gives, no temporary is left,
+// and handed_over() lists them in order.  A failure (a name that exists: write-once) stops the
+// queue: drain() throws it naming the file, every later file is discarded (no name, no
+// temporary), and the files before it stay.  close() commits what is queued.
+static void commit_queue_commits_in_order(void **) {
+    const std::string dir = test::make_temp_dir("array-queue");
+    const uint64_t dims[1] = {1 << 16};
+    std::vector<float> v(dims[0]);
+    for (size_t i = 0; i < v.size(); i++) v[i] = float(i) * 0.25f;
+    const std::string ref = dir + "/ref.bin";
+    write_array(ref, DType::F32, 1, dims, v.data());
+    const std::vector<uint8_t> want = test::read_bytes(ref);
+    auto names = [&](const char *tag, int n) {
+        std::vector<std::string> p;
+        for (int i = 0; i < n; i++) p.push_back(dir + "/" + tag + std::to_string(i) + ".bin");
+        return p;
+    };
+    auto temporaries = [&] {  // ".<name>.tmp.<pid>" files left in dir
+        int n = 0;
+        if (DIR *d = opendir(dir.c_str())) {
+            while (dirent *e = readdir(d)) n += std::strstr(e->d_name, ".tmp.") != nullptr;
+            closedir(d);
+        }
+        return n;
+    };
+    {
+        CommitQueue q;
+        const std::vector<std::string> ok = names("ok", 12);
+        for (const std::string &p : ok) write_array(p, DType::F32, 1, dims, v.data(), kFlagRowMajor | kFlagAligned64, 1, &q);
+        q.drain();
+        for (const std::string &p : ok) assert_true(test::read_bytes(p) == want);
+        assert_true(q.handed_over() == ok);
+        assert_int_equal(temporaries(), 0);
+        q.drain();  // nothing left: returns at once
+    }
+    {
+        CommitQueue q;
+        const std::vector<std::string> before = names("before", 3), after = names("after", 4);
+        for (const std::string &p : before) write_array(p, DType::F32, 1, dims, v.data(), kFlagRowMajor | kFlagAligned64, 1, &q);
+        write_array(ref, DType::F32, 1, dims, v.data(), kFlagRowMajor | kFlagAligned64, 1, &q);  // exists
+        for (const std::string &p : after) write_array(p, DType::F32, 1, dims, v.data(), kFlagRowMajor | kFlagAligned64, 1, &q);
+        const std::string msg = test::expect_error(STK_E_OUTPUT_EXISTS, [&] { q.drain(); });
+        assert_non_null(std::strstr(msg.c_str(), "ref.bin"));
+        test::expect_error(STK_E_OUTPUT_EXISTS, [&] { q.drain(); });  // it stays failed
+        for (const std::string &p : before) assert_true(test::read_bytes(p) == want);
+        for (const std::string &p : after) assert_int_not_equal(access(p.c_str(), F_OK), 0);
+        assert_true(test::read_bytes(ref) == want);  // the existing file untouched
+        assert_int_equal(temporaries(), 0);
+        assert_int_equal(q.handed_over().size(), before.size() + 1 + after.size());
+    }
+    {
+        const std::vector<std::string> late = names("late", 5);
+        {
+            CommitQueue q;
+            for (const std::string &p : late) write_array(p, DType::F32, 1, dims, v.data(), kFlagRowMajor | kFlagAligned64, 1, &q);
+        }  // destroyed without drain(): close() commits them
+        for (const std::string &p : late) assert_true(test::read_bytes(p) == want);
+        assert_int_equal(temporaries(), 0);
+    }
+}
+
 int main() {
     g_dir = test::make_temp_dir("array");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vector_bytes),
         cmocka_unit_test(round_trip_every_dtype),
         cmocka_unit_test(zeros_as_a_hole),
+        cmocka_unit_test(commit_queue_commits_in_order),
     };
     return cmocka_run_group_tests_name("array", tests, nullptr, nullptr);
 }

@@ -27,8 +27,12 @@ namespace {
 
 // Every stage through the C API (linear_job.h), with the greedy token tables written so that the
 // tokenizer has arrays too.  tests/data/models/<model>, or a path.
-std::string convert_all(const std::string &model, const char *tag, unsigned threads = 1) {
-    return convert_model(model, threads, 0, tag, STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER).out;
+// With `root`, into a generations root (STK_JOB_PUBLISH_ROOT: the arrays' commits wait on the
+// job's commit thread, so a breach's undo meets earlier stages' files not yet under their names);
+// the published generation's directory is returned.
+std::string convert_all(const std::string &model, const char *tag, unsigned threads = 1, bool root = false) {
+    const uint32_t flags = STK_JOB_ALLOW_UNCERTIFIED_TOKENIZER | (root ? STK_JOB_PUBLISH_ROOT : 0u);
+    return convert_model(model, threads, 0, tag, flags).out;
 }
 
 std::vector<uint8_t> file(const std::string &p) { return read_bytes(p); }
@@ -87,7 +91,8 @@ Cmd run_stk(const std::string &args, const char *env = "") {
 // One generic breach per optional stage: the feature is disabled (state, record with the bound,
 // the measured value and the stage), its arrays are gone from disk and manifest, the stages that
 // need it are disabled with their own record, every other stage's arrays are byte-identical to a
-// run without the fault, and the generation verifies.
+// run without the fault, and the generation verifies.  Into a plain output directory and into a
+// generations root (where the undo meets earlier stages' files still on the commit thread).
 // tiny-gpt2 (bindings/testdata) has a tokenizer: with the uncertified flag every optional stage
 // that exists writes arrays.
 static std::string tiny_gpt2() {
@@ -106,46 +111,47 @@ static void breach_in_each_optional_stage(void **) {
     const Case cases[] = {{STK_STAGE_TOKENIZER, none},   {STK_STAGE_PRF, STK_STAGE_OVERLAYS},
                           {STK_STAGE_OVERLAYS, none},    {STK_STAGE_FFN_COLLAPSE, STK_STAGE_MPHF_CUCKOO},
                           {STK_STAGE_MPHF_CUCKOO, none}, {STK_STAGE_MEMORY_FIT, none}};
-    for (const Case &c : cases) {
-        const char *name = find_stage(c.stage)->name;
-        // The stage wrote arrays in the plain run, so removing them is tested.
-        bool had_arrays = false;
-        for (const ManifestArray &a : pm.arrays) had_arrays |= a.stage == c.stage;
-        assert_true(had_arrays);
-        set_test_fault((std::string("breach:") + name).c_str());
-        const std::string out = convert_all(tiny_gpt2(), "pol-breach");
-        set_test_fault("");
-        const Manifest m = read_manifest(out + "/sera_manifest.bin");
-        assert_int_equal(m.stages[c.stage - 1].state, kStageDisabled);
-        const ManifestRecord *r = record(m, c.stage, kRecordFeatureDisabled, "disabled: test fault");
-        if (!r) print_error("%s: no disabled record\n", name);
-        assert_non_null(r);
-        assert_int_equal(r->feature, stage_feature(c.stage));
-        assert_int_equal(r->status, STK_E_INTERNAL);
-        assert_true(r->value == 1.0 && r->bound == 0.0);
-        assert_contains(r->text, name);
-        for (const ManifestArray &a : m.arrays) {
-            assert_int_not_equal(a.stage, c.stage);
-            assert_int_not_equal(a.stage, c.dependent);
+    for (const Case &c : cases)
+        for (bool root : {false, true}) {
+            const char *name = find_stage(c.stage)->name;
+            // The stage wrote arrays in the plain run, so removing them is tested.
+            bool had_arrays = false;
+            for (const ManifestArray &a : pm.arrays) had_arrays |= a.stage == c.stage;
+            assert_true(had_arrays);
+            set_test_fault((std::string("breach:") + name).c_str());
+            const std::string out = convert_all(tiny_gpt2(), "pol-breach", 1, root);
+            set_test_fault("");
+            const Manifest m = read_manifest(out + "/sera_manifest.bin");
+            assert_int_equal(m.stages[c.stage - 1].state, kStageDisabled);
+            const ManifestRecord *r = record(m, c.stage, kRecordFeatureDisabled, "disabled: test fault");
+            if (!r) print_error("%s: no disabled record\n", name);
+            assert_non_null(r);
+            assert_int_equal(r->feature, stage_feature(c.stage));
+            assert_int_equal(r->status, STK_E_INTERNAL);
+            assert_true(r->value == 1.0 && r->bound == 0.0);
+            assert_contains(r->text, name);
+            for (const ManifestArray &a : m.arrays) {
+                assert_int_not_equal(a.stage, c.stage);
+                assert_int_not_equal(a.stage, c.dependent);
+            }
+            if (c.dependent != none) {
+                assert_int_equal(m.stages[c.dependent - 1].state, kStageDisabled);
+                const ManifestRecord *d = record(m, c.dependent, kRecordFeatureDisabled, "which was disabled");
+                assert_non_null(d);
+                assert_contains(d->text, name);
+            }
+            assert_arrays_dir_matches(out, m);
+            // Everything else as without the fault.
+            for (const ManifestArray &a : pm.arrays) {
+                if (a.stage == c.stage || a.stage == c.dependent) continue;
+                if (file(plain + "/arrays/" + a.name) != file(out + "/arrays/" + a.name))
+                    print_error("%s: %s differs\n", name, a.name);
+                assert_true(file(plain + "/arrays/" + a.name) == file(out + "/arrays/" + a.name));
+            }
+            stk_verify_report rep{};
+            rep.struct_size = sizeof rep;
+            assert_int_equal(stk_verify(out.c_str(), &rep), STK_OK);
         }
-        if (c.dependent != none) {
-            assert_int_equal(m.stages[c.dependent - 1].state, kStageDisabled);
-            const ManifestRecord *d = record(m, c.dependent, kRecordFeatureDisabled, "which was disabled");
-            assert_non_null(d);
-            assert_contains(d->text, name);
-        }
-        assert_arrays_dir_matches(out, m);
-        // Everything else as without the fault.
-        for (const ManifestArray &a : pm.arrays) {
-            if (a.stage == c.stage || a.stage == c.dependent) continue;
-            if (file(plain + "/arrays/" + a.name) != file(out + "/arrays/" + a.name))
-                print_error("%s: %s differs\n", name, a.name);
-            assert_true(file(plain + "/arrays/" + a.name) == file(out + "/arrays/" + a.name));
-        }
-        stk_verify_report rep{};
-        rep.struct_size = sizeof rep;
-        assert_int_equal(stk_verify(out.c_str(), &rep), STK_OK);
-    }
 }
 
 // The same through `stk convert`: exit 0, the feature printed as disabled with its reason (text

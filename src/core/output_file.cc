@@ -10,8 +10,12 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/checked.h"
@@ -163,18 +167,139 @@ void OutputFile::write(const void *data, size_t len) {
     size_ += len;
 }
 
-void OutputFile::commit() {
-    if (traced("fsync", tmp_, "", [&] { return ::fsync(fd_); }) != 0) fail_errno("cannot fsync " + tmp_);
-    ::close(fd_);
-    fd_ = -1;
-    // link() fails with EEXIST instead of replacing: a published file is never rewritten.
-    if (traced("link", tmp_, final_, [&] { return ::link(tmp_.c_str(), final_.c_str()); }) != 0) {
-        if (errno == EEXIST) throw_error(STK_E_OUTPUT_EXISTS, "%s already exists (outputs are write-once)", final_.c_str());
-        fail_errno("cannot publish " + final_);
+namespace {
+
+// OutputFile::commit's steps on an open temporary: fsync, close, link to the final name (never
+// replacing one), unlink the temporary, fsync the directory.
+void commit_file(int fd, const std::string &tmp, const std::string &final_path) {
+    if (traced("fsync", tmp, "", [&] { return ::fsync(fd); }) != 0) {
+        const int e = errno;
+        ::close(fd);
+        traced("unlink", tmp, "", [&] { return ::unlink(tmp.c_str()); });
+        errno = e;
+        fail_errno("cannot fsync " + tmp);
     }
-    traced("unlink", tmp_, "", [&] { return ::unlink(tmp_.c_str()); });
+    ::close(fd);
+    // link() fails with EEXIST instead of replacing: a published file is never rewritten.
+    if (traced("link", tmp, final_path, [&] { return ::link(tmp.c_str(), final_path.c_str()); }) != 0) {
+        const int e = errno;
+        traced("unlink", tmp, "", [&] { return ::unlink(tmp.c_str()); });
+        if (e == EEXIST) throw_error(STK_E_OUTPUT_EXISTS, "%s already exists (outputs are write-once)", final_path.c_str());
+        errno = e;
+        fail_errno("cannot publish " + final_path);
+    }
+    traced("unlink", tmp, "", [&] { return ::unlink(tmp.c_str()); });
+    fsync_dir_quiet(dir_of(final_path));
+}
+
+}  // namespace
+
+void OutputFile::commit() {
+    const int fd = fd_;
+    fd_ = -1;
+    committed_ = true;  // commit_file closes the descriptor and unlinks the temporary, whatever happens
+    commit_file(fd, tmp_, final_);
+}
+
+void OutputFile::commit_later(CommitQueue &queue) {
+    const int fd = fd_;
+    fd_ = -1;
     committed_ = true;
-    fsync_dir_quiet(dir_of(final_));
+    queue.push(fd, tmp_, final_);
+}
+
+struct CommitQueue::State {
+    struct Item {
+        int fd;
+        std::string tmp, final_path;
+    };
+    std::mutex m;
+    std::condition_variable work, idle;
+    std::deque<Item> items;
+    std::vector<std::string> finals;
+    std::exception_ptr error;
+    bool busy = false, stop = false;
+    std::thread thread;
+
+    void loop() {
+        std::unique_lock<std::mutex> g(m);
+        for (;;) {
+            work.wait(g, [&] { return stop || !items.empty(); });
+            if (items.empty()) return;  // stopped and nothing left
+            Item it = std::move(items.front());
+            items.pop_front();
+            busy = true;
+            const bool failed = error != nullptr;
+            g.unlock();
+            std::exception_ptr e;
+            if (failed) {  // the queue stopped at an earlier failure: discard
+                ::close(it.fd);
+                traced("unlink", it.tmp, "", [&] { return ::unlink(it.tmp.c_str()); });
+            } else {
+                try {
+                    commit_file(it.fd, it.tmp, it.final_path);
+                } catch (...) {
+                    e = std::current_exception();
+                }
+            }
+            g.lock();
+            if (e && !error) error = e;
+            busy = false;
+            if (items.empty()) idle.notify_all();
+        }
+    }
+};
+
+CommitQueue::CommitQueue() : st_(new State) {}
+
+CommitQueue::~CommitQueue() {
+    close();
+    delete st_;
+}
+
+void CommitQueue::close() noexcept {
+    {
+        std::lock_guard<std::mutex> g(st_->m);
+        st_->stop = true;
+    }
+    st_->work.notify_all();
+    if (st_->thread.joinable()) st_->thread.join();
+}
+
+void CommitQueue::push(int fd, const std::string &tmp, const std::string &final_path) {
+    State &s = *st_;
+    std::unique_lock<std::mutex> g(s.m);
+    s.finals.push_back(final_path);
+    if (s.error || s.stop) {  // stopped: this file is discarded like the rest
+        g.unlock();
+        ::close(fd);
+        traced("unlink", tmp, "", [&] { return ::unlink(tmp.c_str()); });
+        return;
+    }
+    if (!s.thread.joinable()) {
+        try {
+            s.thread = std::thread([&s] { s.loop(); });
+        } catch (...) {  // no thread: commit here, as OutputFile::commit would (nothing queued yet)
+            g.unlock();
+            commit_file(fd, tmp, final_path);
+            return;
+        }
+    }
+    s.items.push_back({fd, tmp, final_path});
+    g.unlock();
+    s.work.notify_one();
+}
+
+void CommitQueue::drain() {
+    State &s = *st_;
+    std::unique_lock<std::mutex> g(s.m);
+    s.idle.wait(g, [&] { return s.items.empty() && !s.busy; });
+    if (s.error) std::rethrow_exception(s.error);
+}
+
+std::vector<std::string> CommitQueue::handed_over() const {
+    std::lock_guard<std::mutex> g(st_->m);
+    return st_->finals;
 }
 
 void make_dirs(const std::string &path) {

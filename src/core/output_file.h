@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace stk {
 
@@ -40,6 +41,8 @@ public:
     // fsync, rename to the final name, fsync the directory.  Refuses to replace an existing file
     // (write-once) with STK_E_OUTPUT_EXISTS.
     void commit();
+    // The same steps on `queue`'s thread, later (see CommitQueue); this object lets go of the file.
+    void commit_later(class CommitQueue &queue);
     const std::string &path() const { return final_; }
 
 private:
@@ -49,6 +52,35 @@ private:
     uint64_t size_ = 0;
     uint64_t written_ = 0;
     bool committed_ = false;
+};
+
+// Commits that wait for the disk on a thread of their own.  A file handed over (OutputFile::
+// commit_later) goes through exactly OutputFile::commit's steps, in the order files were handed
+// over - fsync, link to its final name, unlink the temporary, fsync the directory - while the
+// caller computes on: a conversion's fsyncs (0.2-0.5 s on the real models) then overlap its next
+// stages instead of stalling them.  Only for files whose names nobody resolves before drain()
+// (a job publishing into a root writes into a staging directory: docs/decisions.md,
+// "Publication").  The first failure stops the queue: later files are discarded (temporaries
+// unlinked), and drain() throws it, naming the file.
+class CommitQueue {
+public:
+    CommitQueue();
+    ~CommitQueue();
+    CommitQueue(const CommitQueue &) = delete;
+    CommitQueue &operator=(const CommitQueue &) = delete;
+    // Commits what is queued and ends the thread; a failure not drained is dropped (the caller is
+    // abandoning the directory).  Nothing may be handed over after it.
+    void close() noexcept;
+    // Returns once every file handed over so far is committed; rethrows the first failure.
+    void drain();
+    // The final paths of every file handed over so far, in order (committed or not).
+    std::vector<std::string> handed_over() const;
+
+private:
+    friend class OutputFile;
+    struct State;  // the thread and its queue (output_file.cc): this header stays light
+    void push(int fd, const std::string &tmp, const std::string &final_path);
+    State *st_;  // owned (no <memory> here: test files include this after cmocka's fail() macro)
 };
 
 // mkdir -p; throws STK_E_IO.

@@ -238,7 +238,7 @@ void ArrayWriter::append_zeros(uint64_t len) {
     written_ = next;
 }
 
-ArrayHeader ArrayWriter::finish() {
+ArrayHeader ArrayWriter::finish(CommitQueue *queue) {
     if (written_ != header_.byte_len)
         throw_error(STK_E_SIZE_MISMATCH, "%s: writer got %llu of %llu payload bytes", out_.path().c_str(),
                     (unsigned long long)written_, (unsigned long long)header_.byte_len);
@@ -264,17 +264,18 @@ ArrayHeader ArrayWriter::finish() {
         encode_array_header(header_, bytes);
         out_.pwrite(bytes, sizeof bytes, 0);
     }
-    out_.commit();
+    if (queue) out_.commit_later(*queue);
+    else out_.commit();
     return header_;
 }
 
 uint64_t array_header_repairs() { return t_header_repairs; }
 
 ArrayHeader write_array(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims, const void *payload,
-                        uint32_t flags, unsigned threads) {
+                        uint32_t flags, unsigned threads, CommitQueue *queue) {
     ArrayWriter w(path, dtype, rank, dims, flags);
     w.append(payload, size_t(w.byte_len()), threads);
-    return w.finish();
+    return w.finish(queue);
 }
 
 }  // namespace stk

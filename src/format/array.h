@@ -131,8 +131,9 @@ public:
     // that a reader on a full file system would fault on.
     void append_zeros(uint64_t len);
     uint64_t byte_len() const { return header_.byte_len; }
-    // Checks that exactly byte_len bytes were appended; returns the final header.
-    ArrayHeader finish();
+    // Checks that exactly byte_len bytes were appended; returns the final header.  With a queue
+    // the file is committed on the queue's thread (OutputFile::commit_later), else here.
+    ArrayHeader finish(CommitQueue *queue = nullptr);
     uint64_t bytes_written() const { return out_.bytes_written(); }  // header writes included
 
 private:
@@ -150,8 +151,8 @@ private:
 // record (src/stages/policy.cc).
 uint64_t array_header_repairs();
 
-// One-shot: write a whole array.  Returns its header (with checksums).
+// One-shot: write a whole array.  Returns its header (with checksums).  queue: as finish().
 ArrayHeader write_array(const std::string &path, DType dtype, uint32_t rank, const uint64_t *dims, const void *payload,
-                        uint32_t flags = kFlagRowMajor | kFlagAligned64, unsigned threads = 1);
+                        uint32_t flags = kFlagRowMajor | kFlagAligned64, unsigned threads = 1, CommitQueue *queue = nullptr);
 
 }  // namespace stk

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/arena.h"
+#include "core/output_file.h"
 #include "format/array.h"
 #include "format/manifest.h"
 #include "stk/stk.h"
@@ -69,6 +70,10 @@ struct Job {
     const char *root = nullptr;
     int root_lock_fd = -1;
     const char *generation_dir = nullptr;  // ROOT/generations/<name> once published
+    // The arrays' commits while the job writes into the staging directory (job_write_array; no
+    // reader resolves those names): they wait for the disk on their own thread, drained where a
+    // name must exist (a stage reading an earlier one's file, a breach's undo, manifest_emit).
+    CommitQueue commits;
     bool repaired_current = false;         // publish_begin repaired a missing or dangling CURRENT
     bool rv_clamped = false;               // the default rv was clamped to the model (a manifest note)
 

@@ -30,6 +30,7 @@ void params_seed_digest(const stk_job_params &p, uint64_t master_seed, uint8_t o
 }
 
 void manifest_emit_run(Job &job) {
+    job.commits.drain();  // every array under its name and durable before the manifest names it
     ManifestDraft &draft = job.manifest;
     const std::string out_dir = job.out_dir;
     const std::string path = out_dir + "/" + kManifestFileName;

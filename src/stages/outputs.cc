@@ -42,8 +42,10 @@ void job_record_array(Job &job, stk_stage stage, StageDigest &digest, const char
 ArrayHeader job_write_array(Job &job, stk_stage stage, StageDigest &digest, const ArraySpec &spec, const void *payload) {
     std::string dir = std::string(job.out_dir) + "/arrays";
     make_dirs(dir);
+    // Into a staging directory (a job publishing into a root), the commit waits on job.commits'
+    // thread; into a plain output directory the file is committed before this returns.
     ArrayHeader h = write_array(dir + "/" + spec.name, spec.dtype, spec.rank, spec.dims, payload,
-                                kFlagRowMajor | kFlagAligned64, job.params.threads);
+                                kFlagRowMajor | kFlagAligned64, job.params.threads, job.root ? &job.commits : nullptr);
     job_record_array(job, stage, digest, spec.name.c_str(), h);
     return h;
 }

@@ -344,6 +344,7 @@ void overlays_build_run(Job &job) {
     const std::string dir = std::string(job.out_dir) + "/" + kArraysDirName;
 
     // prf_W as prf_build published it (the map into feature space Z is built on).
+    job.commits.drain();
     ArrayReader prf_in(dir + "/prf_W.bin", false);
     const ArrayHeader &ph = prf_in.header();
     if (ph.dtype != uint16_t(DType::F32) || ph.rank != 3 || ph.dims[0] != L || ph.dims[1] != r || ph.dims[2] != dm)

@@ -118,6 +118,7 @@ void undo_stage(Job &job, const StageSnapshot &snap) {
     // Files the stage created under arrays/ (finished or not): removed.  Names only, never
     // outside the directory; a file that was there before the stage is kept.
     const std::string dir = arrays_dir(job);
+    job.commits.drain();  // every file handed over is under its name (or the job fails here)
     for (const std::string &f : list_dir(dir))
         if (!std::binary_search(snap.files.begin(), snap.files.end(), f)) ::unlink((dir + "/" + f).c_str());
     job.n_arrays = snap.n_arrays;
@@ -142,6 +143,9 @@ StageSnapshot policy_snapshot(Job &job) {
     s.tokenizer = job.tokenizer;
     s.linear = job.linear;
     s.files = list_dir(arrays_dir(job));
+    // Earlier stages' files still waiting for their commit are theirs too.
+    for (const std::string &f : job.commits.handed_over()) s.files.push_back(base_of(f));
+    std::sort(s.files.begin(), s.files.end());
     return s;
 }
 

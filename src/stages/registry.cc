@@ -106,6 +106,7 @@ stk_job_params normalize_params_for(const stk_job_params &in, const ModelDescrip
 }
 
 Job::~Job() {
+    commits.close();  // before publish_release removes an unpublished staging directory
     delete vocab;
     delete source;
     delete calib;
