@@ -408,7 +408,11 @@ static void mphf_exhaustion_grows_m_and_keeps_other_arrays(void **) {
 // Seed 1.4: weights with NaN/Inf let through by the policy disable the linear feature (records,
 // no arrays) and the conversion completes.
 static void nonfinite_weights_disable_the_feature(void **) {
-    Converted c = convert_model("nonfinite", 1, 0, "linnf", STK_JOB_ALLOW_NONFINITE);
+    // Layer 1's down_proj [16, 32] holds a NaN at (3, 4) and an Inf at (5, 6): at 4 threads the
+    // tensor is converted in 4 row ranges, the two in different ones; the lowest (element 100) is
+    // the breach's value at any thread count.
+    for (unsigned threads : {1u, 4u}) {
+    Converted c = convert_model("nonfinite", threads, 0, "linnf", STK_JOB_ALLOW_NONFINITE);
     Manifest m = read_manifest(c.out + "/sera_manifest.bin");
     assert_int_equal(m.stages[STK_STAGE_FFN_COLLAPSE - 1].state, kStageDisabled);
     assert_int_equal(m.stages[STK_STAGE_MPHF_CUCKOO - 1].state, kStageDisabled);
@@ -416,9 +420,11 @@ static void nonfinite_weights_disable_the_feature(void **) {
     assert_non_null(r);
     assert_int_equal(r->kind, kRecordFeatureDisabled);
     assert_int_equal(r->status, STK_E_NONFINITE);
+    assert_true(r->value == 100.0);  // the element the breach names (value: its index)
     for (const char *a : {"linear_mphf.bin", "linear_keys.bin", "linear_weights.bin", "cuckoo_delta.bin", "linear_bias.bin"})
         assert_false(file_exists(c.out + "/arrays/" + a));
     assert_int_equal(stk_verify(c.out.c_str(), nullptr), STK_OK);
+    }
 }
 
 // The column selections on packed keys (stages/ffn_select.h) against their definition -- all

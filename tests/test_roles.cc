@@ -300,6 +300,12 @@ static void fused_layouts_map_rows(void **) {
         TensorRef ref_ = ref("fused", {total, 2});
         materialize_f32(t, ref_, reinterpret_cast<const uint8_t *>(src.data()), out.data(), nullptr);
         assert_true(out[r * 2 + 1] == out[r * 2] + 0.5f);
+        // The same rows in three ranges (split inside a head's run of rows), as threads convert them.
+        std::vector<float> parts(rows * 2, -1.0f);
+        const uint64_t cut[4] = {0, rows / 3 + 1, 2 * rows / 3, rows};
+        for (int q = 0; q < 3; q++)
+            materialize_f32_rows(t, ref_, reinterpret_cast<const uint8_t *>(src.data()), cut[q], cut[q + 1], parts.data());
+        assert_memory_equal(parts.data(), out.data(), out.size() * 4);
         return uint64_t(out[r * 2]);
     };
     // NeoX/Bloom [heads, 3, hd]: Q row 2*hd+3 (head 2, j 3) is source row (2*3+0)*hd+3.
@@ -353,6 +359,12 @@ static void fixture_values(const char *name) {
         const uint8_t *bytes = d->checkpoint->tensor_bytes(src, scratch);
         std::vector<float> out(t->n_elements), row(d->plan.max_row_floats + 1);
         materialize_f32(*t, src, bytes, out.data(), row.data());
+        if (!t->transpose) {  // row ranges, as ffn_collapse's workers convert them: the same floats
+            std::vector<float> parts(t->n_elements, -1.0f);
+            const uint64_t rows = t->dims[0], cut[4] = {0, rows / 3, rows - rows / 5, rows};
+            for (int q = 0; q < 3; q++) materialize_f32_rows(*t, src, bytes, cut[q], cut[q + 1], parts.data());
+            assert_memory_equal(parts.data(), out.data(), out.size() * 4);
+        }
         simdjson::dom::array idx = c["index"];
         std::vector<uint64_t> ix;
         for (simdjson::dom::element i : idx) ix.push_back(uint64_t(i));

@@ -604,6 +604,18 @@ void order_experts_by_router_norm(const float *router, uint32_t n_experts, uint6
     std::sort(order, order + n_experts, [&](uint32_t a, uint32_t b) { return norm[a] != norm[b] ? norm[a] > norm[b] : a < b; });
 }
 
+void materialize_f32_rows(const PlanTensor &t, const TensorRef &src, const uint8_t *bytes, uint64_t r0, uint64_t r1, float *out) {
+    if (t.transpose || r1 > t.dims[0] || r0 > r1)
+        throw_error(STK_E_INTERNAL, "materialize_f32_rows: '%s' rows [%llu, %llu) of %llu%s", t.name, (unsigned long long)r0,
+                    (unsigned long long)r1, (unsigned long long)t.dims[0], t.transpose ? ", stored transposed" : "");
+    const uint64_t cols = t.rank == 2 ? t.dims[1] : 1;
+    for (uint64_t r = r0; r < r1;) {
+        const uint64_t run = std::min(fused_run(t, r, t.dims[0]), r1 - r);
+        convert_to_f32(src, bytes, t.src_offset + fused_row(t, r) * cols, run * cols, out + r * cols);
+        r += run;
+    }
+}
+
 void materialize_f32(const PlanTensor &t, const TensorRef &src, const uint8_t *bytes, float *out, float *row_scratch) {
     const uint64_t rows = t.dims[0], base = t.src_offset;
     if (!t.transpose) {
@@ -611,13 +623,7 @@ void materialize_f32(const PlanTensor &t, const TensorRef &src, const uint8_t *b
             convert_to_f32(src, bytes, base, t.n_elements, out);
             return;
         }
-        const uint64_t cols = t.rank == 2 ? t.dims[1] : 1;
-        for (uint64_t r = 0; r < rows;) {
-            uint64_t run = fused_run(t, r, rows);
-            convert_to_f32(src, bytes, base + fused_row(t, r) * cols, run * cols, out + r * cols);
-            r += run;
-        }
-        return;
+        return materialize_f32_rows(t, src, bytes, 0, rows, out);
     }
     // Stored [in, out]: convert a block of stored rows (input features c0..c0+B-1, all outputs)
     // and write each result row's B consecutive columns: contiguous writes, reads within a

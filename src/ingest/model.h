@@ -142,5 +142,9 @@ constexpr uint64_t kTransposeBlock = 32;
 // (Checkpoint::tensor_bytes).  `row_scratch` holds at least plan.max_row_floats floats
 // (kTransposeBlock stored rows).  Allocation-free.
 void materialize_f32(const PlanTensor &t, const TensorRef &src, const uint8_t *bytes, float *out, float *row_scratch);
+// Logical rows [r0, r1) of a tensor stored in its logical orientation (!t.transpose) into
+// out + r0 * cols, as materialize_f32 writes them: ranges of one tensor can be converted at once
+// by different threads.  No scratch.
+void materialize_f32_rows(const PlanTensor &t, const TensorRef &src, const uint8_t *bytes, uint64_t r0, uint64_t r1, float *out);
 
 }  // namespace stk

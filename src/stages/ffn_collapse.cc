@@ -18,6 +18,7 @@
 #include "format/calib_stats.h"
 #include "ingest/model.h"
 #include "kernels/abs_gemm.h"
+#include "kernels/elementwise.h"
 #include "stages/calib_fit.h"
 #include "stages/ffn_collapse.h"
 #include "stages/ffn_select.h"
@@ -289,13 +290,32 @@ FfnScratch ffn_scratch(const Sizes &z, unsigned threads, Buffers &b) {
 }
 
 // One plan tensor in f32 into `out` (the checkpoint's pages are released right after).  Returns
-// the index of its first NaN/Inf, or n_elements if all are finite.
-uint64_t load_tensor(const Checkpoint &ckpt, const PlanTensor &t, float *out, float *row_scratch, std::vector<uint8_t> &inflate) {
+// the index of its first NaN/Inf, or n_elements if all are finite.  A tensor in its logical
+// orientation is converted and scanned by `threads` workers over contiguous row ranges (the
+// same floats: each element is converted alone), the lowest bad index wins.
+uint64_t load_tensor(const Checkpoint &ckpt, const PlanTensor &t, float *out, float *row_scratch, std::vector<uint8_t> &inflate,
+                     unsigned threads) {
     const TensorRef &src = ckpt.tensors()[t.source];
     const uint8_t *bytes = ckpt.tensor_bytes(src, inflate);
-    materialize_f32(t, src, bytes, out, row_scratch);
+    constexpr unsigned kMaxLoadWorkers = 16;
+    const uint64_t rows = t.dims[0], cols = t.n_elements / (rows ? rows : 1);
+    const unsigned n = unsigned(std::min<uint64_t>({threads, kMaxLoadWorkers, rows / 4}));
+    uint64_t bad = t.n_elements;
+    if (!t.transpose && n > 1) {
+        uint64_t first[kMaxLoadWorkers];
+        run_workers(n, [&](unsigned w) {
+            const uint64_t r0 = rows * w / n, r1 = rows * (w + 1) / n;
+            materialize_f32_rows(t, src, bytes, r0, r1, out);
+            const uint64_t at = kernels::first_nonfinite_f32(out + r0 * cols, size_t((r1 - r0) * cols));
+            first[w] = at < (r1 - r0) * cols ? r0 * cols + at : t.n_elements;
+        });
+        for (unsigned w = 0; w < n; w++) bad = std::min(bad, first[w]);
+    } else {
+        materialize_f32(t, src, bytes, out, row_scratch);
+        bad = kernels::first_nonfinite_f32(out, size_t(t.n_elements));
+    }
     ckpt.release(src);
-    return first_nonfinite(out, t.n_elements);
+    return bad;
 }
 
 }  // namespace
@@ -513,9 +533,9 @@ void ffn_collapse_run(Job &job) {
     for (uint32_t ui = 0; ui < n_units; ui++, job_work_add(job, 1)) {
         const FfnUnit &u = units[ui];
         const uint64_t hid = u.hidden;
-        nonfinite(u.w1, load_tensor(ckpt, plan.tensors[u.w1], w1, row_scratch, inflate));
-        if (u.gated()) nonfinite(u.w3, load_tensor(ckpt, plan.tensors[u.w3], w3, row_scratch, inflate));
-        nonfinite(u.w2, load_tensor(ckpt, plan.tensors[u.w2], w2, row_scratch, inflate));
+        nonfinite(u.w1, load_tensor(ckpt, plan.tensors[u.w1], w1, row_scratch, inflate, threads));
+        if (u.gated()) nonfinite(u.w3, load_tensor(ckpt, plan.tensors[u.w3], w3, row_scratch, inflate, threads));
+        nonfinite(u.w2, load_tensor(ckpt, plan.tensors[u.w2], w2, row_scratch, inflate, threads));
         const float *up = u.gated() ? w3 : nullptr;
         // S = |W2| (|W1| or |Wg| |Wu|); M+ and M- with W2 as stored.
         abs_gemm(d, d, hid, PackA::Abs, w2, hid, PackB::Abs, w1, up, d, S, d, gemm_scratch, threads);
@@ -528,7 +548,7 @@ void ffn_collapse_run(Job &job) {
             if (!any_bias) std::fill(bias, bias + d, 0.0);
             any_bias = true;
             if (u.b1 != kNoTensor) {
-                if (load_tensor(ckpt, plan.tensors[u.b1], b1, row_scratch, inflate) < hid)
+                if (load_tensor(ckpt, plan.tensors[u.b1], b1, row_scratch, inflate, 1) < hid)
                     throw_error(STK_E_NONFINITE, "ffn_collapse: FFN_B1 '%s' is not finite", plan.tensors[u.b1].name);
                 for (uint64_t k = 0; k < hid; k++) relu_b1[k] = b1[k] > 0 ? double(b1[k]) : 0.0;
                 if (u.gated()) throw_error(STK_E_UNSUPPORTED, "ffn_collapse: a gated FFN with an FFN_B1 bias is not supported");
@@ -539,7 +559,7 @@ void ffn_collapse_run(Job &job) {
                 }
             }
             if (u.b2 != kNoTensor) {
-                if (load_tensor(ckpt, plan.tensors[u.b2], b2, row_scratch, inflate) < d)
+                if (load_tensor(ckpt, plan.tensors[u.b2], b2, row_scratch, inflate, 1) < d)
                     throw_error(STK_E_NONFINITE, "ffn_collapse: FFN_B2 '%s' is not finite", plan.tensors[u.b2].name);
                 for (uint64_t i = 0; i < d; i++) bias[i] += double(b2[i]);
             }
