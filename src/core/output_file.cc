@@ -250,7 +250,7 @@ struct CommitQueue::State {
     }
 };
 
-CommitQueue::CommitQueue() : st_(new State) {}
+CommitQueue::CommitQueue() : st_(nullptr) {}  // the state comes with the first file handed over
 
 CommitQueue::~CommitQueue() {
     close();
@@ -258,6 +258,7 @@ CommitQueue::~CommitQueue() {
 }
 
 void CommitQueue::close() noexcept {
+    if (!st_) return;
     {
         std::lock_guard<std::mutex> g(st_->m);
         st_->stop = true;
@@ -267,6 +268,15 @@ void CommitQueue::close() noexcept {
 }
 
 void CommitQueue::push(int fd, const std::string &tmp, const std::string &final_path) {
+    if (!st_) {
+        try {
+            st_ = new State;
+        } catch (...) {
+            ::close(fd);
+            traced("unlink", tmp, "", [&] { return ::unlink(tmp.c_str()); });
+            throw;
+        }
+    }
     State &s = *st_;
     std::unique_lock<std::mutex> g(s.m);
     s.finals.push_back(final_path);
@@ -291,6 +301,7 @@ void CommitQueue::push(int fd, const std::string &tmp, const std::string &final_
 }
 
 void CommitQueue::drain() {
+    if (!st_) return;
     State &s = *st_;
     std::unique_lock<std::mutex> g(s.m);
     s.idle.wait(g, [&] { return s.items.empty() && !s.busy; });
@@ -298,6 +309,7 @@ void CommitQueue::drain() {
 }
 
 std::vector<std::string> CommitQueue::handed_over() const {
+    if (!st_) return {};
     std::lock_guard<std::mutex> g(st_->m);
     return st_->finals;
 }

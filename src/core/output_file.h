@@ -62,6 +62,8 @@ private:
 // (a job publishing into a root writes into a staging directory: docs/decisions.md,
 // "Publication").  The first failure stops the queue: later files are discarded (temporaries
 // unlinked), and drain() throws it, naming the file.
+// Its calls come from one thread (the job's); only the commits run on the queue's own.  A queue
+// that was never handed a file holds nothing (no thread, no allocation).
 class CommitQueue {
 public:
     CommitQueue();
@@ -80,7 +82,9 @@ private:
     friend class OutputFile;
     struct State;  // the thread and its queue (output_file.cc): this header stays light
     void push(int fd, const std::string &tmp, const std::string &final_path);
-    State *st_;  // owned (no <memory> here: test files include this after cmocka's fail() macro)
+    // Owned, made by the first push.  (A raw pointer: <memory> here would reach test files that
+    // include this after cmocka's fail() macro.)
+    State *st_;
 };
 
 // mkdir -p; throws STK_E_IO.
