@@ -68,28 +68,33 @@ void pack_b(PackB op, const float *B, const float *B2, uint64_t ldb, uint64_t k0
 }
 
 // The column grid.  The definition's blocks are kGemmNB columns wide (the last one narrower), each
-// summed by one BLIS call per depth block.  In a product of at least kGemmNB rows a call on any
-// column range of a block gives the whole call's bits there (tests/test_ffn_collapse.cc
-// `blis_column_pieces_match_whole`: every split at a multiple of 8, blocks 64-512 wide), so the
-// threads share the columns evenly instead of by blocks: thread t owns [n t / T, n (t + 1) / T)
-// (rounded down to kPieceAlign) and makes one call per block its range meets.  Dealt by whole
-// blocks, d = 576 = 512 + 64 left one worker 5/9 or more of every collapse product.  With fewer
-// rows BLIS's small-matrix path can sum a piece apart from the whole (m = 96), so such products
-// keep their blocks whole, dealt round-robin.
+// summed by one BLIS call per depth block.  In a product of at least kGemmNB rows a call on a
+// column range of a full block, cut at multiples of 8, gives the whole call's bits there
+// (tests/test_ffn_collapse.cc `blis_column_pieces_match_whole`), so the threads share the full
+// blocks' columns evenly instead of by blocks: thread t owns [n t / T, n (t + 1) / T) (rounded
+// down to kPieceAlign) and makes one call per block its range meets.  Dealt by whole blocks,
+// d = 576 = 512 + 64 left one worker 5/9 or more of every collapse product.  The last, narrower
+// block is never cut (an edge inside it moves to its start): a piece of it can take BLIS's
+// small-matrix path where the whole did not (201 columns: different sums).  With fewer rows
+// than kGemmNB that path can sum any piece apart from the whole (m = 96), so such products keep
+// their blocks whole, dealt round-robin.
 constexpr uint64_t kPieceAlign = 16;
 struct ColumnPlan {
     uint64_t m, n;
+    uint64_t full;     // columns in full blocks (even ranges cut only these)
     unsigned workers;  // threads that get columns
-    bool even;         // even ranges (m >= kGemmNB) or whole blocks round-robin
+    bool even;         // even ranges (m >= kGemmNB and a full block) or whole blocks round-robin
 };
 ColumnPlan column_plan(uint64_t m, uint64_t n, unsigned threads) {
-    ColumnPlan p{m, n, 1, m >= kGemmNB};
-    const uint64_t units = p.even ? std::max<uint64_t>(1, n / kPieceAlign) : (n + kGemmNB - 1) / kGemmNB;
+    ColumnPlan p{m, n, n / kGemmNB * kGemmNB, 1, m >= kGemmNB && n >= kGemmNB};
+    const uint64_t units = p.even ? p.full / kPieceAlign + (n > p.full ? 1 : 0) : (n + kGemmNB - 1) / kGemmNB;
     p.workers = unsigned(std::min<uint64_t>(std::max(threads, 1u), units));
     return p;
 }
 uint64_t range_edge(const ColumnPlan &p, unsigned t) {
-    return t >= p.workers ? p.n : p.n * t / p.workers / kPieceAlign * kPieceAlign;
+    if (t >= p.workers) return p.n;
+    const uint64_t e = p.n * t / p.workers / kPieceAlign * kPieceAlign;
+    return e > p.full ? p.full : e;  // never inside the last, narrower block
 }
 // Calls body(j0, nc, t) for every call of thread t, in ascending column order.
 template <class F>
