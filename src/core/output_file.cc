@@ -169,13 +169,18 @@ void OutputFile::write(const void *data, size_t len) {
 
 namespace {
 
+// An open temporary given up: closed and unlinked.
+void discard_file(int fd, const std::string &tmp) {
+    ::close(fd);
+    traced("unlink", tmp, "", [&] { return ::unlink(tmp.c_str()); });
+}
+
 // OutputFile::commit's steps on an open temporary: fsync, close, link to the final name (never
 // replacing one), unlink the temporary, fsync the directory.
 void commit_file(int fd, const std::string &tmp, const std::string &final_path) {
     if (traced("fsync", tmp, "", [&] { return ::fsync(fd); }) != 0) {
         const int e = errno;
-        ::close(fd);
-        traced("unlink", tmp, "", [&] { return ::unlink(tmp.c_str()); });
+        discard_file(fd, tmp);
         errno = e;
         fail_errno("cannot fsync " + tmp);
     }
@@ -233,8 +238,7 @@ struct CommitQueue::State {
             g.unlock();
             std::exception_ptr e;
             if (failed) {  // the queue stopped at an earlier failure: discard
-                ::close(it.fd);
-                traced("unlink", it.tmp, "", [&] { return ::unlink(it.tmp.c_str()); });
+                discard_file(it.fd, it.tmp);
             } else {
                 try {
                     commit_file(it.fd, it.tmp, it.final_path);
@@ -272,8 +276,7 @@ void CommitQueue::push(int fd, const std::string &tmp, const std::string &final_
         try {
             st_ = new State;
         } catch (...) {
-            ::close(fd);
-            traced("unlink", tmp, "", [&] { return ::unlink(tmp.c_str()); });
+            discard_file(fd, tmp);
             throw;
         }
     }
@@ -282,8 +285,7 @@ void CommitQueue::push(int fd, const std::string &tmp, const std::string &final_
     s.finals.push_back(final_path);
     if (s.error || s.stop) {  // stopped: this file is discarded like the rest
         g.unlock();
-        ::close(fd);
-        traced("unlink", tmp, "", [&] { return ::unlink(tmp.c_str()); });
+        discard_file(fd, tmp);
         return;
     }
     if (!s.thread.joinable()) {

@@ -80,13 +80,13 @@ void pack_b(PackB op, const float *B, const float *B2, uint64_t ldb, uint64_t k0
 // their blocks whole, dealt round-robin.
 constexpr uint64_t kPieceAlign = 16;
 struct ColumnPlan {
-    uint64_t m, n;
+    uint64_t n;
     uint64_t full;     // columns in full blocks (even ranges cut only these)
     unsigned workers;  // threads that get columns
     bool even;         // even ranges (m >= kGemmNB and a full block) or whole blocks round-robin
 };
 ColumnPlan column_plan(uint64_t m, uint64_t n, unsigned threads) {
-    ColumnPlan p{m, n, n / kGemmNB * kGemmNB, 1, m >= kGemmNB && n >= kGemmNB};
+    ColumnPlan p{n, n / kGemmNB * kGemmNB, 1, m >= kGemmNB && n >= kGemmNB};
     const uint64_t units = p.even ? p.full / kPieceAlign + (n > p.full ? 1 : 0) : (n + kGemmNB - 1) / kGemmNB;
     p.workers = unsigned(std::min<uint64_t>(std::max(threads, 1u), units));
     return p;
